@@ -1,0 +1,9 @@
+"""gles_delegate: a TensorFlow Lite GPU delegate on OpenGL ES 3.1 compute shaders.
+
+    from gles_delegate import Interpreter, GpuDelegate
+    interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
+"""
+from .errors import GpuError, ModelError
+from .interpreter import Interpreter, InterpreterOptions, SignatureRunner
+
+__all__ = ["Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError"]

@@ -1,0 +1,139 @@
+"""Graph IR: the one representation that transforms, the partitioner and the compilers edit.
+
+A Graph holds Tensor and Node objects. Node.inputs holds Tensor objects (None for an omitted
+optional input), so a rewrite can rewire nodes without index bookkeeping. Tensor.index is the
+tensor's index in the original subgraph (what the interpreter API exposes); tensors created by
+rewrites get fresh indices after the original ones.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ModelError
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A tensor: shape (tuple of ints), numpy dtype, constant data (or None) and quantization."""
+    index: int
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    data: np.ndarray | None = None
+    quantization: object = None
+    sparsity: object = None
+    shape_signature: tuple | None = None
+    is_variable: bool = False
+    type_name: str = ""
+
+    @property
+    def is_const(self):
+        return self.data is not None
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self):
+        kind = "const " if self.is_const else ""
+        return f"<Tensor {self.index} {self.name!r} {kind}{list(self.shape)} {self.dtype}>"
+
+
+@dataclass(eq=False)
+class Node:
+    """An operator application. `index` is the operator's index in the original subgraph
+    (what error messages and logs name); `options` the builtin options dict."""
+    index: int
+    op: str
+    inputs: list
+    outputs: list
+    version: int = 1
+    options: dict = field(default_factory=dict)
+    custom: bool = False
+    custom_options: bytes | None = None
+
+    def __repr__(self):
+        return f"<Node #{self.index} {self.op}>"
+
+    @property
+    def label(self):
+        """How logs and errors name this node: `#<index> (<OP>)`."""
+        return f"#{self.index} ({self.op})"
+
+
+class Graph:
+    """Nodes in execution order, the tensors they use, and the graph inputs/outputs."""
+
+    def __init__(self, nodes, inputs, outputs, tensors, name=""):
+        self.nodes = list(nodes)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.tensors = list(tensors)
+        self.name = name
+
+    @classmethod
+    def from_model(cls, model, subgraph_index=0):
+        """Build the IR of one subgraph of a ModelDef. Constant data stays zero-copy."""
+        sg = model.subgraphs[subgraph_index]
+        tensors = []
+        for i, t in enumerate(sg.tensors):
+            tensors.append(Tensor(index=i, name=t.name, shape=tuple(t.shape), dtype=t.dtype,
+                                  data=model.tensor_data(subgraph_index, i), quantization=t.quantization,
+                                  sparsity=t.sparsity, shape_signature=t.shape_signature,
+                                  is_variable=t.is_variable, type_name=t.type_name))
+        nodes = []
+        for k, op in enumerate(sg.operators):
+            inputs = [tensors[i] if i >= 0 else None for i in op.inputs]
+            outputs = [tensors[i] for i in op.outputs]
+            for out in outputs:
+                if out.is_const:
+                    raise ModelError(f"operator #{k} ({op.op}) writes constant tensor {out.index}")
+            nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
+                              options=dict(op.options), custom=op.custom, custom_options=op.custom_options))
+        graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)
+        graph.check_order()
+        return graph
+
+    def check_order(self):
+        """Every node's inputs must be graph inputs, constants or outputs of earlier nodes."""
+        ready = {id(t) for t in self.inputs} | {id(t) for t in self.tensors if t.is_const or t.is_variable}
+        for node in self.nodes:
+            for t in node.inputs:
+                if t is not None and id(t) not in ready:
+                    raise ModelError(f"operator {node.label} reads tensor {t.index} ({t.name!r}) "
+                                     "before anything writes it")
+            ready.update(id(t) for t in node.outputs)
+
+    # -- queries --------------------------------------------------------------------------
+    def producers(self):
+        """{id(tensor): node} for every tensor some node writes."""
+        return {id(t): node for node in self.nodes for t in node.outputs}
+
+    def consumers(self):
+        """{id(tensor): [nodes that read it]}."""
+        readers = {}
+        for node in self.nodes:
+            for t in node.inputs:
+                if t is not None:
+                    readers.setdefault(id(t), []).append(node)
+        return readers
+
+    def is_graph_output(self, tensor):
+        return any(tensor is t for t in self.outputs)
+
+    # -- edits ----------------------------------------------------------------------------
+    def new_tensor(self, name, shape, dtype, data=None, quantization=None):
+        """Add a tensor created by a rewrite; it gets the next free index."""
+        tensor = Tensor(index=len(self.tensors), name=name, shape=tuple(shape), dtype=np.dtype(dtype),
+                        data=data, quantization=quantization)
+        self.tensors.append(tensor)
+        return tensor
+
+    def replace_uses(self, old, new):
+        """Make every reader of `old` (and the graph outputs) read `new` instead."""
+        for node in self.nodes:
+            node.inputs = [new if t is old else t for t in node.inputs]
+        self.outputs = [new if t is old else t for t in self.outputs]
+
+    def remove_node(self, node):
+        self.nodes = [n for n in self.nodes if n is not node]

@@ -1,0 +1,309 @@
+"""The TFLite-compatible Interpreter: tensors, details dicts, set/get/invoke, resize, signatures.
+
+It builds the graph IR, folds constant subgraphs, lets each delegate claim runs of nodes, and
+runs the rest on the numpy reference kernels.
+"""
+import threading
+
+import numpy as np
+
+from . import ops
+from .errors import ModelError
+from .graph import Graph
+from .tflite import read_model
+from .transforms.fold_constants import fold_constants
+
+
+class InterpreterOptions:
+    """Options in the shape of Java's Interpreter.Options: `add_delegate(d)`, `num_threads`."""
+
+    def __init__(self, num_threads=None):
+        self.delegates = []
+        self.num_threads = num_threads
+
+    def add_delegate(self, delegate):
+        """Append a delegate; returns self so calls chain as in Java."""
+        self.delegates.append(delegate)
+        return self
+
+    def set_num_threads(self, num_threads):
+        self.num_threads = num_threads
+        return self
+
+
+class _CpuStep:
+    """One node run on the reference kernels."""
+
+    def __init__(self, node):
+        self.nodes = [node]
+
+    def run(self, storage):
+        node = self.nodes[0]
+        inputs = [None if t is None else storage[t.index] for t in node.inputs]
+        outputs = ops.run_node(node, inputs)
+        for tensor, value in zip(node.outputs, outputs):
+            target = storage[tensor.index]
+            if value.shape != target.shape:
+                raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor "
+                                 f"{tensor.index}, the model declares {list(target.shape)}")
+            np.copyto(target, value, casting="unsafe")
+
+
+class _Executor:
+    """Runs one subgraph: owns its graph, tensor storage and execution plan."""
+
+    def __init__(self, model, subgraph_index):
+        self.model = model
+        self.subgraph_index = subgraph_index
+        self.graph = Graph.from_model(model, subgraph_index)
+        self.storage = None
+        self.steps = None
+        self.input_shapes = {}
+
+    def allocate(self, delegates):
+        graph = Graph.from_model(self.model, self.subgraph_index)
+        if self.input_shapes:
+            self.apply_input_shapes(graph)
+        fold_constants(graph)
+        for node in graph.nodes:
+            reason = ops.unsupported_reason(node)
+            if reason is not None and not any(d.can_run(node) for d in delegates):
+                raise ModelError(f"operator {node.label} cannot run on the CPU: {reason}")
+        self.graph = graph
+        self.storage = self.make_storage(graph)
+        self.steps = self.plan(graph, delegates)
+
+    def apply_input_shapes(self, graph):
+        from .shapes import propagate_shapes
+        propagate_shapes(graph, self.input_shapes)
+
+    def make_storage(self, graph):
+        storage = {}
+        for tensor in graph.tensors:
+            if tensor.is_const:
+                storage[tensor.index] = tensor.data
+            elif tensor.dtype is not None:
+                storage[tensor.index] = np.zeros(tensor.shape, tensor.dtype)
+        return storage
+
+    def plan(self, graph, delegates):
+        claimed = {}
+        for delegate in delegates:
+            free = [n for n in graph.nodes if id(n) not in claimed]
+            for partition in delegate.partition(graph, free):
+                for node in partition.nodes:
+                    claimed[id(node)] = partition
+        steps, placed = [], set()
+        for node in graph.nodes:
+            partition = claimed.get(id(node))
+            if partition is None:
+                steps.append(_CpuStep(node))
+            elif id(partition) not in placed:
+                placed.add(id(partition))
+                steps.append(partition)
+        return steps
+
+    def invoke(self):
+        for step in self.steps:
+            step.run(self.storage)
+
+
+class Interpreter:
+    """Interpreter(model_path=None, model_content=None, experimental_delegates=None,
+    num_threads=None, options=None): the API of ai_edge_litert.interpreter.Interpreter.
+
+    Delegates come from `experimental_delegates` and from `options.add_delegate(...)`, in that
+    order; each claims the nodes it can run, the rest run on the numpy reference kernels.
+    """
+
+    def __init__(self, model_path=None, model_content=None, experimental_delegates=None,
+                 num_threads=None, options=None, experimental_preserve_all_tensors=False):
+        if (model_path is None) == (model_content is None):
+            raise ValueError("pass exactly one of model_path or model_content")
+        if options is not None and not isinstance(options, InterpreterOptions):
+            raise TypeError(f"options must be an InterpreterOptions, got {type(options).__name__}")
+        if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview)):
+            raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
+        self._model = read_model(model_path if model_path is not None else bytes(model_content))
+        self._delegates = list(experimental_delegates or []) + (options.delegates if options else [])
+        self._num_threads = num_threads if num_threads is not None else (options.num_threads if options else None)
+        self._executors = {}
+        self._main = self._executor(0)
+        self._lock = threading.Lock()
+
+    # -- internals ------------------------------------------------------------------------
+    def _executor(self, subgraph_index):
+        if subgraph_index not in self._executors:
+            self._executors[subgraph_index] = _Executor(self._model, subgraph_index)
+        return self._executors[subgraph_index]
+
+    def _tensor(self, index, executor=None):
+        executor = executor or self._main
+        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(executor.graph.tensors):
+            raise ValueError(f"tensor index {index} out of range [0, {len(executor.graph.tensors)})")
+        return executor.graph.tensors[int(index)]
+
+    def _require_allocated(self, executor=None):
+        if (executor or self._main).storage is None:
+            raise ValueError("allocate_tensors() must be called before this")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def allocate_tensors(self):
+        """Plan execution (fold constants, let delegates claim nodes) and allocate tensors."""
+        self._main.allocate(self._delegates)
+
+    def invoke(self):
+        """Run the model on the current input tensors."""
+        self._require_allocated()
+        with self._lock:
+            self._main.invoke()
+
+    def resize_tensor_input(self, input_index, tensor_size, strict=False):
+        """Change an input's shape; takes effect at the next allocate_tensors()."""
+        tensor = self._tensor(input_index)
+        if not any(tensor is t for t in self._main.graph.inputs):
+            raise ValueError(f"tensor {input_index} is not an input of the model")
+        shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+        if len(shape) != len(tensor.shape) or any(d < 1 for d in shape):
+            raise ValueError(f"cannot resize input {input_index} of shape {list(tensor.shape)} to {list(shape)}")
+        if strict:
+            signature = tensor.shape_signature or tensor.shape
+            for dim, (old, new) in enumerate(zip(signature, shape)):
+                if old != -1 and old != new:
+                    raise ValueError(f"strict resize of input {input_index}: dimension {dim} is fixed at {old}")
+        self._main.input_shapes[tensor.index] = shape
+        self._main.storage = None
+
+    # -- details --------------------------------------------------------------------------
+    def _details(self, tensor, name=None):
+        q = tensor.quantization
+        scales = q.scales.astype(np.float32) if q is not None else np.zeros(0, np.float32)
+        zero_points = q.zero_points.astype(np.int32) if q is not None else np.zeros(0, np.int32)
+        signature = tensor.shape_signature if tensor.shape_signature is not None else tensor.shape
+        return {
+            "name": tensor.name if name is None else name,
+            "index": tensor.index,
+            "shape": np.array(tensor.shape, np.int32),
+            "shape_signature": np.array(signature, np.int32),
+            "dtype": tensor.dtype.type if tensor.dtype is not None else None,
+            "quantization": (float(scales[0]), int(zero_points[0])) if scales.size == 1 else (0.0, 0),
+            "quantization_parameters": {"scales": scales, "zero_points": zero_points,
+                                        "quantized_dimension": q.quantized_dimension if q else 0,
+                                        "block_size": 0},
+            "sparsity_parameters": _sparsity_details(tensor.sparsity),
+        }
+
+    def get_input_details(self):
+        """One details dict per model input, with LiteRT's keys and value types."""
+        return [self._details(t) for t in self._main.graph.inputs]
+
+    def get_output_details(self):
+        return [self._details(t) for t in self._main.graph.outputs]
+
+    def get_tensor_details(self):
+        return [self._details(t) for t in self._main.graph.tensors]
+
+    # -- tensors --------------------------------------------------------------------------
+    def set_tensor(self, tensor_index, value):
+        """Copy `value` into a tensor; dtype and shape must match exactly (ValueError if not)."""
+        self._require_allocated()
+        _set(self._main, self._tensor(tensor_index), value)
+
+    def get_tensor(self, tensor_index, subgraph_index=0):
+        """A copy of a tensor's current contents."""
+        executor = self._executors.get(subgraph_index) or self._main
+        self._require_allocated(executor)
+        tensor = self._tensor(tensor_index, executor)
+        return np.array(executor.storage[tensor.index], copy=True)
+
+    def tensor(self, tensor_index):
+        """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT."""
+        self._require_allocated()
+        tensor = self._tensor(tensor_index)
+        return lambda: self._main.storage[tensor.index]
+
+    def reset_all_variables(self):
+        """Zero every variable tensor (LSTM state) of the allocated subgraphs."""
+        for executor in self._executors.values():
+            if executor.storage is not None:
+                for tensor in executor.graph.tensors:
+                    if tensor.is_variable and not tensor.is_const:
+                        executor.storage[tensor.index][...] = 0
+
+    # -- signatures -----------------------------------------------------------------------
+    def get_signature_list(self):
+        """{key: {'inputs': [names], 'outputs': [names]}} as in LiteRT."""
+        return {s.key: {"inputs": sorted(s.inputs), "outputs": sorted(s.outputs)}
+                for s in self._model.signature_defs}
+
+    def get_signature_runner(self, signature_key=None):
+        """A callable running one signature: runner(**inputs) -> {output name: array}."""
+        signatures = {s.key: s for s in self._model.signature_defs}
+        if signature_key is None:
+            if len(signatures) != 1:
+                raise ValueError(f"signature_key is required: the model has {len(signatures)} signatures")
+            signature_key = next(iter(signatures))
+        if signature_key not in signatures:
+            raise ValueError(f"no signature {signature_key!r}; the model has {sorted(signatures)}")
+        return SignatureRunner(self, signatures[signature_key])
+
+    def num_subgraphs(self):
+        return len(self._model.subgraphs)
+
+
+class SignatureRunner:
+    """Runs one signature of a model; inputs and outputs by their signature names."""
+
+    def __init__(self, interpreter, signature):
+        self._interpreter = interpreter
+        self._signature = signature
+        self._executor = interpreter._executor(signature.subgraph_index)
+        self._executor.allocate(interpreter._delegates)
+
+    def get_input_details(self):
+        return {name: self._interpreter._details(self._executor.graph.tensors[i])
+                for name, i in self._signature.inputs.items()}
+
+    def get_output_details(self):
+        return {name: self._interpreter._details(self._executor.graph.tensors[i])
+                for name, i in self._signature.outputs.items()}
+
+    def __call__(self, **inputs):
+        expected = set(self._signature.inputs)
+        if set(inputs) != expected:
+            raise ValueError(f"signature {self._signature.key!r} takes inputs {sorted(expected)}, "
+                             f"got {sorted(inputs)}")
+        for name, value in inputs.items():
+            _set(self._executor, self._executor.graph.tensors[self._signature.inputs[name]], value)
+        with self._interpreter._lock:
+            self._executor.invoke()
+        return {name: np.array(self._executor.storage[i], copy=True)
+                for name, i in self._signature.outputs.items()}
+
+
+def _set(executor, tensor, value):
+    value = np.asarray(value)
+    if tensor.dtype is None or value.dtype != tensor.dtype:
+        raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got {value.dtype}, "
+                         f"expected {tensor.dtype}")
+    target = executor.storage[tensor.index]
+    if value.shape != target.shape:
+        raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got shape {list(value.shape)}, "
+                         f"expected {list(target.shape)}")
+    if tensor.is_const:
+        raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): it is a constant")
+    np.copyto(target, value)
+
+
+def _sparsity_details(sparsity):
+    if sparsity is None:
+        return {}
+    dims = []
+    for d in sparsity.dim_metadata:
+        entry = {"format": 0 if d.format == "DENSE" else 1, "dense_size": d.dense_size}
+        if d.array_segments is not None:
+            entry["array_segments"] = d.array_segments.astype(np.int32)
+            entry["array_indices"] = d.array_indices.astype(np.int32)
+        dims.append(entry)
+    return {"traversal_order": np.array(sparsity.traversal_order, np.int32),
+            "block_map": np.array(sparsity.block_map, np.int32), "dim_metadata": dims}

@@ -1,0 +1,118 @@
+"""Plain-data view of a .tflite file: what the reader produces and the writer consumes."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .schema import NUMPY_DTYPES
+
+
+@dataclass
+class Quantization:
+    """Affine quantization: real = scale * (q - zero_point), per tensor or per channel.
+
+    scales: float32 [n]; zero_points: int64 [n]; n == 1 per tensor, else the size of
+    `quantized_dimension`. min / max are the optional float ranges some converters record.
+    """
+    scales: np.ndarray
+    zero_points: np.ndarray
+    quantized_dimension: int = 0
+    min: np.ndarray | None = None
+    max: np.ndarray | None = None
+
+    @property
+    def per_channel(self):
+        return self.scales.size > 1
+
+
+@dataclass
+class DimensionMetadata:
+    """One dimension of a sparse tensor: DENSE (dense_size) or SPARSE_CSR (segments, indices)."""
+    format: str
+    dense_size: int = 0
+    array_segments: np.ndarray | None = None
+    array_indices: np.ndarray | None = None
+
+
+@dataclass
+class Sparsity:
+    """TFLite sparsity parameters (the input of DENSIFY)."""
+    traversal_order: tuple
+    block_map: tuple
+    dim_metadata: list
+
+
+@dataclass
+class TensorDef:
+    """A tensor as the file declares it. `type_name` is the TFLite type ('FLOAT32', 'INT8', ...)."""
+    name: str
+    shape: tuple
+    type_name: str
+    buffer: int = 0
+    quantization: Quantization | None = None
+    sparsity: Sparsity | None = None
+    shape_signature: tuple | None = None
+    is_variable: bool = False
+
+    @property
+    def dtype(self):
+        """numpy dtype of the tensor, or None for types numpy cannot hold (STRING, RESOURCE, INT4...)."""
+        np_type = NUMPY_DTYPES.get(self.type_name)
+        return None if np_type is None else np.dtype(np_type)
+
+
+@dataclass
+class OperatorDef:
+    """One operator. `op` is the builtin name ('CONV_2D') or, when `custom`, the custom code.
+
+    inputs / outputs are tensor indices into the subgraph; -1 marks an omitted optional input.
+    options: the builtin options as a dict of snake_case field -> value.
+    """
+    op: str
+    inputs: tuple
+    outputs: tuple
+    version: int = 1
+    options: dict = field(default_factory=dict)
+    custom: bool = False
+    custom_options: bytes | None = None
+    intermediates: tuple = ()
+
+
+@dataclass
+class SubgraphDef:
+    name: str
+    tensors: list
+    inputs: tuple
+    outputs: tuple
+    operators: list
+
+
+@dataclass
+class SignatureDef:
+    """A signature: its key, subgraph, and input/output names mapped to tensor indices."""
+    key: str
+    subgraph_index: int
+    inputs: dict
+    outputs: dict
+
+
+@dataclass
+class ModelDef:
+    """A whole model. buffers[i] is a read-only uint8 array (empty when the buffer holds nothing)."""
+    subgraphs: list
+    buffers: list
+    version: int = 3
+    description: str = ""
+    signature_defs: list = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+    def tensor_data(self, subgraph_index, tensor_index):
+        """The constant contents of a tensor as a read-only, zero-copy numpy array of its
+        dtype and shape; None when the tensor has no data (an activation or input)."""
+        tensor = self.subgraphs[subgraph_index].tensors[tensor_index]
+        raw = self.buffers[tensor.buffer] if tensor.buffer < len(self.buffers) else None
+        if raw is None or raw.size == 0 or tensor.dtype is None:
+            return None
+        data = raw.view(tensor.dtype)
+        if tensor.sparsity is None:
+            data = data.reshape(tensor.shape)
+        return data

@@ -1,0 +1,296 @@
+"""Read .tflite flatbuffers through the generated schema bindings into a ModelDef.
+
+The bindings trust the file; this module does not. Every vector length is checked against the
+file size before it is iterated, every index against what it indexes, every buffer range
+against the file, and every shape against an element-count limit, so that a hostile file gives
+a ModelError rather than a crash, a hang or a huge allocation.
+"""
+import os
+import struct
+
+import numpy as np
+import tflite
+
+from ..errors import ModelError
+from . import schema
+from .model import (DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef, Sparsity,
+                    SubgraphDef, TensorDef)
+
+FILE_IDENTIFIER = b"TFL3"
+MAX_TENSOR_ELEMENTS = 1 << 31
+MAX_RANK = 16
+_ACCESSOR_NOISE = ("Init", "GetRootAs")
+_SPARSE_VECTOR_TYPES = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
+_DIM_FORMATS = schema.enum_names(tflite.DimensionType)
+
+
+def read_model(source):
+    """Parse a .tflite model from bytes (or a path) into a ModelDef.
+
+    Raises ModelError naming what is wrong and where for anything malformed.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        source = _read_file(source)
+    if not isinstance(source, (bytes, bytearray, memoryview)):
+        raise TypeError(f"read_model expects bytes or a path, got {type(source).__name__}")
+    data = bytes(source)
+    if len(data) < 8:
+        raise ModelError(f"not a .tflite model: {len(data)} bytes is too short for a flatbuffer")
+    if data[4:8] != FILE_IDENTIFIER:
+        raise ModelError(f"not a .tflite model: file identifier is {data[4:8]!r}, expected {FILE_IDENTIFIER!r}")
+    try:
+        return _Reader(data).model()
+    except ModelError:
+        raise
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+            AttributeError, RecursionError) as exc:
+        raise ModelError(f"corrupt .tflite model: {type(exc).__name__}: {exc}") from None
+
+
+def _read_file(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read model file {path!r}: {exc.strerror}") from None
+
+
+class _Reader:
+    def __init__(self, data):
+        self.data = data
+        self.root = tflite.Model.GetRootAs(data, 0)
+        self.where = "model"
+
+    # -- bounded access -------------------------------------------------------------------
+    def length(self, obj, field, min_item_bytes):
+        """obj.<field>Length(), refused when the file cannot hold that many items."""
+        n = getattr(obj, field + "Length")()
+        if n < 0 or n * min_item_bytes > len(self.data):
+            raise ModelError(f"{self.where}: {field} claims {n} entries, more than the file holds")
+        return n
+
+    def ints(self, obj, field, item_bytes=4):
+        """A scalar vector as a tuple of Python ints (empty when absent)."""
+        if getattr(obj, field + "IsNone")():
+            return ()
+        self.length(obj, field, item_bytes)
+        return tuple(int(v) for v in getattr(obj, field + "AsNumpy")())
+
+    def array(self, obj, field, item_bytes):
+        if getattr(obj, field + "IsNone")():
+            return None
+        self.length(obj, field, item_bytes)
+        return getattr(obj, field + "AsNumpy")()
+
+    def string(self, raw):
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    # -- model ----------------------------------------------------------------------------
+    def model(self):
+        root = self.root
+        buffers = [self.buffer(i) for i in range(self.length(root, "Buffers", 4))]
+        opcodes = [self.opcode(i) for i in range(self.length(root, "OperatorCodes", 4))]
+        subgraphs = [self.subgraph(i, opcodes, buffers) for i in range(self.length(root, "Subgraphs", 4))]
+        if not subgraphs:
+            raise ModelError("model has no subgraphs")
+        metadata = {}
+        for i in range(self.length(root, "Metadata", 4)):
+            entry = root.Metadata(i)
+            self.where = f"metadata {i}"
+            self.check_index(entry.Buffer(), len(buffers), "buffer")
+            metadata[self.string(entry.Name())] = entry.Buffer()
+        signatures = [self.signature(i, subgraphs) for i in range(self.length(root, "SignatureDefs", 4))]
+        return ModelDef(subgraphs=subgraphs, buffers=buffers, version=root.Version(),
+                        description=self.string(root.Description()),
+                        signature_defs=signatures, metadata=metadata)
+
+    def check_index(self, index, count, what):
+        if not 0 <= index < count:
+            raise ModelError(f"{self.where}: {what} index {index} out of range [0, {count})")
+
+    def buffer(self, i):
+        self.where = f"buffer {i}"
+        buf = self.root.Buffers(i)
+        offset, size = buf.Offset(), buf.Size()
+        if offset > 1:
+            # Data stored after the flatbuffer (models over 2 GB, or written that way).
+            if offset + size > len(self.data):
+                raise ModelError(f"buffer {i}: offset {offset} + size {size} is beyond the file "
+                                 f"({len(self.data)} bytes)")
+            raw = np.frombuffer(self.data, np.uint8, size, offset)
+        else:
+            raw = self.array(buf, "Data", 1)
+            raw = np.zeros(0, np.uint8) if raw is None else raw
+        raw.flags.writeable = False
+        return raw
+
+    def opcode(self, i):
+        self.where = f"operator code {i}"
+        code = self.root.OperatorCodes(i)
+        # Files from before schema v3a only fill deprecated_builtin_code (an int8, capped at 127).
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == tflite.BuiltinOperator.CUSTOM:
+            name = self.string(code.CustomCode())
+            if not name:
+                raise ModelError(f"operator code {i}: CUSTOM without a custom_code name")
+            return name, True, code.Version()
+        if builtin not in schema.BUILTIN_OP_NAMES:
+            raise ModelError(f"operator code {i}: unknown builtin operator code {builtin}")
+        return schema.BUILTIN_OP_NAMES[builtin], False, code.Version()
+
+    def subgraph(self, s, opcodes, buffers):
+        self.where = f"subgraph {s}"
+        sg = self.root.Subgraphs(s)
+        tensors = [self.tensor(s, t, sg.Tensors(t), buffers) for t in range(self.length(sg, "Tensors", 4))]
+        self.where = f"subgraph {s}"
+        inputs, outputs = self.ints(sg, "Inputs"), self.ints(sg, "Outputs")
+        for index in inputs + outputs:
+            self.check_index(index, len(tensors), "graph input/output tensor")
+        ops = [self.operator(s, k, sg.Operators(k), opcodes, len(tensors))
+               for k in range(self.length(sg, "Operators", 4))]
+        return SubgraphDef(name=self.string(sg.Name()), tensors=tensors, inputs=inputs,
+                           outputs=outputs, operators=ops)
+
+    def tensor(self, s, t, tensor, buffers):
+        self.where = f"subgraph {s} tensor {t}"
+        type_name = schema.TENSOR_TYPE_NAMES.get(tensor.Type())
+        if type_name is None:
+            raise ModelError(f"{self.where}: unknown tensor type {tensor.Type()}")
+        shape = self.ints(tensor, "Shape")
+        signature = self.ints(tensor, "ShapeSignature") or None
+        self.check_shape(shape, signature)
+        self.check_index(tensor.Buffer(), max(len(buffers), 1), "buffer")
+        result = TensorDef(name=self.string(tensor.Name()), shape=shape, type_name=type_name,
+                           buffer=tensor.Buffer(), quantization=self.quantization(tensor.Quantization()),
+                           sparsity=self.sparsity(tensor.Sparsity()), shape_signature=signature,
+                           is_variable=bool(tensor.IsVariable()))
+        self.check_buffer_size(result, buffers)
+        return result
+
+    def check_shape(self, shape, signature):
+        if len(shape) > MAX_RANK:
+            raise ModelError(f"{self.where}: rank {len(shape)} exceeds {MAX_RANK}")
+        if any(d < 0 for d in shape):
+            raise ModelError(f"{self.where}: negative dimension in shape {list(shape)}")
+        if int(np.prod(shape, dtype=object)) > MAX_TENSOR_ELEMENTS:
+            raise ModelError(f"{self.where}: shape {list(shape)} has more than {MAX_TENSOR_ELEMENTS} elements")
+        if signature is not None and (len(signature) != len(shape) or any(d < -1 for d in signature)):
+            raise ModelError(f"{self.where}: shape_signature {list(signature)} does not fit shape {list(shape)}")
+
+    def check_buffer_size(self, tensor, buffers):
+        raw = buffers[tensor.buffer] if buffers else None
+        if raw is None or raw.size == 0 or tensor.sparsity is not None or tensor.dtype is None:
+            return
+        expected = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
+        if raw.size != expected:
+            raise ModelError(f"{self.where} ({tensor.name!r}): buffer {tensor.buffer} holds {raw.size} bytes, "
+                             f"shape {list(tensor.shape)} of {tensor.type_name} needs {expected}")
+
+    def quantization(self, q):
+        if q is None:
+            return None
+        scales = self.array(q, "Scale", 4)
+        if scales is None or scales.size == 0:
+            return None
+        zero_points = self.array(q, "ZeroPoint", 8)
+        zero_points = np.zeros(scales.size, np.int64) if zero_points is None else zero_points.astype(np.int64)
+        if zero_points.size != scales.size:
+            raise ModelError(f"{self.where}: {scales.size} scales but {zero_points.size} zero points")
+        return Quantization(scales=scales.astype(np.float32), zero_points=zero_points,
+                            quantized_dimension=q.QuantizedDimension(),
+                            min=self.array(q, "Min", 4), max=self.array(q, "Max", 4))
+
+    def sparsity(self, sp):
+        if sp is None:
+            return None
+        dims = []
+        for d in range(self.length(sp, "DimMetadata", 4)):
+            meta = sp.DimMetadata(d)
+            dims.append(DimensionMetadata(
+                format=_DIM_FORMATS.get(meta.Format(), str(meta.Format())), dense_size=meta.DenseSize(),
+                array_segments=self.sparse_vector(meta.ArraySegmentsType(), meta.ArraySegments()),
+                array_indices=self.sparse_vector(meta.ArrayIndicesType(), meta.ArrayIndices())))
+        return Sparsity(traversal_order=self.ints(sp, "TraversalOrder"),
+                        block_map=self.ints(sp, "BlockMap"), dim_metadata=dims)
+
+    def sparse_vector(self, union_type, table):
+        if table is None or union_type == 0:
+            return None
+        if union_type not in _SPARSE_VECTOR_TYPES:
+            raise ModelError(f"{self.where}: unknown sparse index vector type {union_type}")
+        vector = _SPARSE_VECTOR_TYPES[union_type]()
+        vector.Init(table.Bytes, table.Pos)
+        values = self.array(vector, "Values", 1)
+        return np.zeros(0, np.int32) if values is None else values.astype(np.int64)
+
+    def operator(self, s, k, op, opcodes, n_tensors):
+        self.where = f"subgraph {s} operator {k}"
+        self.check_index(op.OpcodeIndex(), len(opcodes), "opcode")
+        name, custom, version = opcodes[op.OpcodeIndex()]
+        inputs, outputs = self.ints(op, "Inputs"), self.ints(op, "Outputs")
+        intermediates = self.ints(op, "Intermediates")
+        for index in inputs + intermediates:
+            if index != -1:
+                self.check_index(index, n_tensors, "tensor")
+        for index in outputs:
+            self.check_index(index, n_tensors, "output tensor")
+        custom_options = None
+        if custom:
+            custom_options = self.custom_options(op)
+        return OperatorDef(op=name, inputs=inputs, outputs=outputs, version=version, custom=custom,
+                           options=self.builtin_options(op), custom_options=custom_options,
+                           intermediates=intermediates)
+
+    def custom_options(self, op):
+        offset, size = op.LargeCustomOptionsOffset(), op.LargeCustomOptionsSize()
+        if offset > 1:
+            if offset + size > len(self.data):
+                raise ModelError(f"{self.where}: custom options beyond the end of the file")
+            return self.data[offset:offset + size]
+        raw = self.array(op, "CustomOptions", 1)
+        return None if raw is None else raw.tobytes()
+
+    def builtin_options(self, op):
+        type_name = schema.OPTIONS_TYPE_NAMES.get(op.BuiltinOptionsType())
+        table = op.BuiltinOptions()
+        if type_name in (None, "NONE") or table is None:
+            return {}
+        cls = getattr(schema.table_module(type_name), type_name)
+        options = cls()
+        options.Init(table.Bytes, table.Pos)
+        return self.table_fields(options)
+
+    def table_fields(self, obj):
+        """Every scalar and vector field of a generated options table as {snake_name: value}."""
+        methods = [m for m in vars(type(obj)) if m[:1].isupper() and not m.startswith(_ACCESSOR_NOISE)]
+        fields = {}
+        for name in methods:
+            if name.endswith(("AsNumpy", "IsNone", "Length", "BufferHasIdentifier")):
+                continue
+            if name + "Length" in methods:
+                if not getattr(obj, name + "IsNone")():  # absent differs from empty (RESHAPE)
+                    fields[schema.snake_case(name)] = self.ints(obj, name)
+                continue
+            value = getattr(obj, name)()
+            if isinstance(value, bytes):
+                value = self.string(value)
+            if isinstance(value, (int, float, bool, str)):
+                fields[schema.snake_case(name)] = value
+        return fields
+
+    def signature(self, i, subgraphs):
+        self.where = f"signature {i}"
+        sig = self.root.SignatureDefs(i)
+        index = sig.SubgraphIndex()
+        self.check_index(index, len(subgraphs), "subgraph")
+        n_tensors = len(subgraphs[index].tensors)
+
+        def tensor_map(field):
+            mapping = {}
+            for j in range(self.length(sig, field, 4)):
+                entry = getattr(sig, field)(j)
+                self.check_index(entry.TensorIndex(), n_tensors, "tensor")
+                mapping[self.string(entry.Name())] = entry.TensorIndex()
+            return mapping
+        return SignatureDef(key=self.string(sig.SignatureKey()), subgraph_index=index,
+                            inputs=tensor_map("Inputs"), outputs=tensor_map("Outputs"))

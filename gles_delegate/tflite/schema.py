@@ -1,0 +1,65 @@
+"""Name tables over the generated TFLite schema bindings (the `tflite` package).
+
+Everything here is derived from the bindings, so it follows the schema version they were
+generated from instead of a hand-written copy of it.
+"""
+import importlib
+import re
+
+import numpy as np
+import tflite
+
+BUILTIN_OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+BUILTIN_OP_CODES = {name: code for code, name in BUILTIN_OP_NAMES.items()}
+OPTIONS_TYPE_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+OPTIONS_TYPE_CODES = {name: code for code, name in OPTIONS_TYPE_NAMES.items()}
+
+TENSOR_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+TENSOR_TYPE_CODES = {name: code for code, name in TENSOR_TYPE_NAMES.items()}
+# TFLite tensor type -> numpy dtype, for the types whose bytes numpy can view directly.
+NUMPY_DTYPES = {
+    "FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64,
+    "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "UINT16": np.uint16,
+    "INT32": np.int32, "UINT32": np.uint32, "INT64": np.int64, "UINT64": np.uint64,
+    "BOOL": np.bool_, "COMPLEX64": np.complex64, "COMPLEX128": np.complex128,
+}
+DTYPE_TO_TENSOR_TYPE = {np.dtype(v): TENSOR_TYPE_CODES[k] for k, v in NUMPY_DTYPES.items()}
+
+# The options tables whose names do not follow from the op's (CONV_2D -> Conv2DOptions would not).
+_OPTIONS_OVERRIDES = {
+    "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions", "L2_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
+    "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
+}
+
+
+def options_table_name(op_name):
+    """The schema's options table name for a builtin op name, or None if it has none."""
+    if op_name in _OPTIONS_OVERRIDES:
+        return _OPTIONS_OVERRIDES[op_name]
+    camel = "".join(part.capitalize() for part in op_name.split("_")) + "Options"
+    return camel if camel in OPTIONS_TYPE_CODES else None
+
+
+def table_module(table_name):
+    """The generated module for a schema table (holds its reader class and builder functions)."""
+    return importlib.import_module(f"tflite.{table_name}")
+
+
+def snake_case(camel):
+    """'StrideW' -> 'stride_w', 'DilationHFactor' -> 'dilation_h_factor'."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", camel).lower()
+
+
+def camel_case(snake):
+    """'stride_w' -> 'StrideW'."""
+    return "".join(part[:1].upper() + part[1:] for part in snake.split("_"))
+
+
+def enum_names(enum_class):
+    """{value: NAME} of a generated enum class."""
+    return {v: k for k, v in vars(enum_class).items() if not k.startswith("_")}

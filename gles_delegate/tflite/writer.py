@@ -1,0 +1,353 @@
+"""Write .tflite flatbuffers from a ModelDef, and build small models for tests and tools.
+
+The writer mirrors the reader: options dicts use the same snake_case field names the reader
+produces, so `write_model(read_model(b))` round-trips.
+"""
+import flatbuffers
+import numpy as np
+import tflite
+
+from . import schema
+from .model import ModelDef, OperatorDef, Quantization, SignatureDef, SubgraphDef, TensorDef
+
+_SPARSE_VECTOR_MODULES = {1: "Int32Vector", 2: "Uint16Vector", 3: "Uint8Vector"}
+_DIM_FORMAT_CODES = {name: code for code, name in schema.enum_names(tflite.DimensionType).items()}
+_DATA_ALIGNMENT = 16
+
+
+def write_model(model, external_buffers=False):
+    """Serialize a ModelDef to .tflite bytes.
+
+    external_buffers: store buffer contents after the flatbuffer and reference them through
+    Buffer.offset/size (the layout TFLite uses for models over 2 GB).
+    """
+    return _Writer(model, external_buffers).build()
+
+
+class _Writer:
+    def __init__(self, model, external_buffers):
+        self.model = model
+        self.external = external_buffers
+        self.b = flatbuffers.Builder(1024)
+        self.opcodes = {}
+
+    def build(self):
+        model, b = self.model, self.b
+        for sg in model.subgraphs:
+            for op in sg.operators:
+                self.opcodes.setdefault((op.op, op.custom, op.version), len(self.opcodes))
+        subgraphs = [self.subgraph(sg) for sg in model.subgraphs]
+        buffers, tail = self.buffers()
+        opcodes = [self.opcode(*key) for key in self.opcodes]
+        metadata = [self.metadata(name, index) for name, index in model.metadata.items()]
+        signatures = [self.signature(sig) for sig in model.signature_defs]
+        description = b.CreateString(model.description)
+        vectors = {"OperatorCodes": opcodes, "Subgraphs": subgraphs, "Buffers": buffers,
+                   "Metadata": metadata, "SignatureDefs": signatures}
+        vectors = {k: self.offsets("Model", k, v) for k, v in vectors.items()}
+        mod = schema.table_module("Model")
+        mod.Start(b)
+        mod.AddVersion(b, model.version)
+        mod.AddDescription(b, description)
+        for field, vector in vectors.items():
+            getattr(mod, "Add" + field)(b, vector)
+        b.Finish(mod.End(b), file_identifier=b"TFL3")
+        data = bytes(b.Output())
+        return self.append_tail(data, tail) if self.external else data
+
+    # -- helpers --------------------------------------------------------------------------
+    def offsets(self, owner, field, items):
+        """A vector of table offsets for `owner`'s vector field `field`."""
+        mod = schema.table_module(owner)
+        getattr(mod, f"Start{field}Vector")(self.b, len(items))
+        for item in reversed(items):
+            self.b.PrependUOffsetTRelative(item)
+        return self.b.EndVector()
+
+    def int_vector(self, values, dtype=np.int32):
+        return self.b.CreateNumpyVector(np.asarray(values, dtype).reshape(-1))
+
+    def float_vector(self, values):
+        return self.b.CreateNumpyVector(np.asarray(values, np.float32).reshape(-1))
+
+    def bytes_vector(self, data):
+        """A ubyte vector whose first byte is 16-byte aligned in the finished file."""
+        b = self.b
+        b.StartVector(1, len(data), _DATA_ALIGNMENT)
+        b.head = b.head - len(data)
+        b.Bytes[b.head:b.head + len(data)] = data
+        return b.EndVector()
+
+    # -- tables ---------------------------------------------------------------------------
+    def opcode(self, op, custom, version):
+        b = self.b
+        mod = schema.table_module("OperatorCode")
+        name = b.CreateString(op) if custom else None
+        code = tflite.BuiltinOperator.CUSTOM if custom else schema.BUILTIN_OP_CODES[op]
+        mod.Start(b)
+        mod.AddDeprecatedBuiltinCode(b, min(code, 127))
+        mod.AddBuiltinCode(b, code)
+        mod.AddVersion(b, version)
+        if name is not None:
+            mod.AddCustomCode(b, name)
+        return mod.End(b)
+
+    def buffers(self):
+        """Buffer tables; with external buffers, also the (offset placeholder, bytes) tail list."""
+        b, mod = self.b, schema.table_module("Buffer")
+        tables, tail = [], []
+        for raw in self.model.buffers:
+            raw = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
+            if self.external and raw:
+                tail.append(raw)
+                mod.Start(b)
+                # Placeholders, patched in append_tail once the flatbuffer size is known.
+                mod.AddOffset(b, 0xFFFFFFFFFFFF0000 | len(tail))
+                mod.AddSize(b, len(raw))
+                tables.append(mod.End(b))
+                continue
+            data = self.bytes_vector(raw) if raw else None
+            mod.Start(b)
+            if data is not None:
+                mod.AddData(b, data)
+            tables.append(mod.End(b))
+        return tables, tail
+
+    def append_tail(self, data, tail):
+        out = bytearray(data)
+        for i, raw in enumerate(tail, start=1):
+            out.extend(b"\0" * (-len(out) % _DATA_ALIGNMENT))
+            marker = (0xFFFFFFFFFFFF0000 | i).to_bytes(8, "little")
+            at = out.index(marker)
+            out[at:at + 8] = len(out).to_bytes(8, "little")
+            out.extend(raw)
+        return bytes(out)
+
+    def subgraph(self, sg):
+        b, mod = self.b, schema.table_module("SubGraph")
+        tensors = self.offsets("SubGraph", "Tensors", [self.tensor(t) for t in sg.tensors])
+        operators = self.offsets("SubGraph", "Operators", [self.operator(op) for op in sg.operators])
+        inputs, outputs = self.int_vector(sg.inputs), self.int_vector(sg.outputs)
+        name = b.CreateString(sg.name)
+        mod.Start(b)
+        mod.AddTensors(b, tensors)
+        mod.AddInputs(b, inputs)
+        mod.AddOutputs(b, outputs)
+        mod.AddOperators(b, operators)
+        mod.AddName(b, name)
+        return mod.End(b)
+
+    def tensor(self, t):
+        b, mod = self.b, schema.table_module("Tensor")
+        shape = self.int_vector(t.shape)
+        signature = self.int_vector(t.shape_signature) if t.shape_signature is not None else None
+        name = b.CreateString(t.name)
+        quant = self.quantization(t.quantization) if t.quantization is not None else None
+        sparsity = self.sparsity(t.sparsity) if t.sparsity is not None else None
+        mod.Start(b)
+        mod.AddShape(b, shape)
+        mod.AddType(b, schema.TENSOR_TYPE_CODES[t.type_name])
+        mod.AddBuffer(b, t.buffer)
+        mod.AddName(b, name)
+        mod.AddIsVariable(b, t.is_variable)
+        for adder, value in (("AddShapeSignature", signature), ("AddQuantization", quant),
+                             ("AddSparsity", sparsity)):
+            if value is not None:
+                getattr(mod, adder)(b, value)
+        return mod.End(b)
+
+    def quantization(self, q):
+        b, mod = self.b, schema.table_module("QuantizationParameters")
+        scales = self.float_vector(q.scales)
+        zero_points = self.int_vector(q.zero_points, np.int64)
+        ranges = [(adder, self.float_vector(v)) for adder, v in (("AddMin", q.min), ("AddMax", q.max))
+                  if v is not None]
+        mod.Start(b)
+        mod.AddScale(b, scales)
+        mod.AddZeroPoint(b, zero_points)
+        mod.AddQuantizedDimension(b, q.quantized_dimension)
+        for adder, vector in ranges:
+            getattr(mod, adder)(b, vector)
+        return mod.End(b)
+
+    def sparsity(self, sp):
+        b, mod = self.b, schema.table_module("SparsityParameters")
+        dims = self.offsets("SparsityParameters", "DimMetadata", [self.dim_metadata(d) for d in sp.dim_metadata])
+        order, block_map = self.int_vector(sp.traversal_order), self.int_vector(sp.block_map)
+        mod.Start(b)
+        mod.AddTraversalOrder(b, order)
+        mod.AddBlockMap(b, block_map)
+        mod.AddDimMetadata(b, dims)
+        return mod.End(b)
+
+    def dim_metadata(self, d):
+        b, mod = self.b, schema.table_module("DimensionMetadata")
+        segments = self.sparse_vector(d.array_segments)
+        indices = self.sparse_vector(d.array_indices)
+        mod.Start(b)
+        mod.AddFormat(b, _DIM_FORMAT_CODES[d.format])
+        mod.AddDenseSize(b, d.dense_size)
+        for kind, value in (("ArraySegments", segments), ("ArrayIndices", indices)):
+            if value is not None:
+                getattr(mod, f"Add{kind}Type")(b, 1)
+                getattr(mod, f"Add{kind}")(b, value)
+        return mod.End(b)
+
+    def sparse_vector(self, values):
+        """Sparse index arrays are always written as Int32Vector (union type 1)."""
+        if values is None:
+            return None
+        b, mod = self.b, schema.table_module(_SPARSE_VECTOR_MODULES[1])
+        vector = self.int_vector(values)
+        mod.Start(b)
+        mod.AddValues(b, vector)
+        return mod.End(b)
+
+    def operator(self, op):
+        b, mod = self.b, schema.table_module("Operator")
+        options_type, options = self.builtin_options(op)
+        custom = self.bytes_vector(op.custom_options) if op.custom_options is not None else None
+        inputs, outputs = self.int_vector(op.inputs), self.int_vector(op.outputs)
+        intermediates = self.int_vector(op.intermediates) if op.intermediates else None
+        mod.Start(b)
+        mod.AddOpcodeIndex(b, self.opcodes[(op.op, op.custom, op.version)])
+        mod.AddInputs(b, inputs)
+        mod.AddOutputs(b, outputs)
+        if options is not None:
+            mod.AddBuiltinOptionsType(b, options_type)
+            mod.AddBuiltinOptions(b, options)
+        if custom is not None:
+            mod.AddCustomOptions(b, custom)
+        if intermediates is not None:
+            mod.AddIntermediates(b, intermediates)
+        return mod.End(b)
+
+    def builtin_options(self, op):
+        """(options type code, table offset) for a builtin op, or (0, None) without options."""
+        table_name = None if op.custom else schema.options_table_name(op.op)
+        if table_name is None:
+            if op.options:
+                raise ValueError(f"operator {op.op} takes no builtin options, got {sorted(op.options)}")
+            return 0, None
+        b, mod = self.b, schema.table_module(table_name)
+        reader_class = getattr(mod, table_name)
+        vectors = {}
+        for field, value in op.options.items():
+            camel = schema.camel_case(field)
+            if not hasattr(reader_class, camel):
+                raise ValueError(f"{table_name} has no field {field!r}")
+            if hasattr(reader_class, camel + "Length"):
+                vectors[camel] = self.int_vector(value)
+        mod.Start(b)
+        for field, value in op.options.items():
+            camel = schema.camel_case(field)
+            getattr(mod, "Add" + camel)(b, vectors.get(camel, value))
+        return schema.OPTIONS_TYPE_CODES[table_name], mod.End(b)
+
+    def metadata(self, name, buffer_index):
+        b, mod = self.b, schema.table_module("Metadata")
+        name = b.CreateString(name)
+        mod.Start(b)
+        mod.AddName(b, name)
+        mod.AddBuffer(b, buffer_index)
+        return mod.End(b)
+
+    def signature(self, sig):
+        b, mod = self.b, schema.table_module("SignatureDef")
+        maps = {field: self.offsets("SignatureDef", field,
+                                    [self.tensor_map(n, i) for n, i in getattr(sig, field.lower()).items()])
+                for field in ("Inputs", "Outputs")}
+        key = b.CreateString(sig.key)
+        mod.Start(b)
+        mod.AddInputs(b, maps["Inputs"])
+        mod.AddOutputs(b, maps["Outputs"])
+        mod.AddSignatureKey(b, key)
+        mod.AddSubgraphIndex(b, sig.subgraph_index)
+        return mod.End(b)
+
+    def tensor_map(self, name, index):
+        b, mod = self.b, schema.table_module("TensorMap")
+        name = b.CreateString(name)
+        mod.Start(b)
+        mod.AddName(b, name)
+        mod.AddTensorIndex(b, index)
+        return mod.End(b)
+
+
+class ModelBuilder:
+    """Build a one-subgraph model by hand, for tests and tools.
+
+        b = ModelBuilder()
+        x = b.input("x", (1, 8, 8, 3))
+        w = b.const("w", weights)
+        y = b.tensor("y", (1, 8, 8, 4))
+        b.op("CONV_2D", [x, w, -1], [y], padding=0, stride_w=1, stride_h=1)
+        b.output(y)
+        data = b.build()
+
+    Tensor handles are indices; -1 marks an omitted optional input.
+    """
+
+    def __init__(self, name="main"):
+        self.name = name
+        self.tensors = []
+        self.buffers = [np.zeros(0, np.uint8)]
+        self.operators = []
+        self.inputs, self.outputs = [], []
+        self.signatures = []
+
+    def tensor(self, name, shape, dtype=np.float32, quantization=None, shape_signature=None,
+               data=None, sparsity=None, type_name=None):
+        """Add a tensor; returns its index. `dtype` is a numpy dtype (or type_name a TFLite type)."""
+        buffer = 0
+        if data is not None:
+            buffer = len(self.buffers)
+            self.buffers.append(np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8))
+        type_name = type_name or schema.TENSOR_TYPE_NAMES[schema.DTYPE_TO_TENSOR_TYPE[np.dtype(dtype)]]
+        if isinstance(quantization, tuple):
+            quantization = quantize_params(*quantization)
+        self.tensors.append(TensorDef(name=name, shape=tuple(int(d) for d in shape), type_name=type_name,
+                                      buffer=buffer, quantization=quantization, sparsity=sparsity,
+                                      shape_signature=None if shape_signature is None else tuple(shape_signature)))
+        return len(self.tensors) - 1
+
+    def input(self, name, shape, dtype=np.float32, **kwargs):
+        index = self.tensor(name, shape, dtype, **kwargs)
+        self.inputs.append(index)
+        return index
+
+    def const(self, name, array, quantization=None, shape=None):
+        """A constant tensor holding `array` (its dtype and shape unless shape is given)."""
+        array = np.asarray(array)
+        return self.tensor(name, array.shape if shape is None else shape, array.dtype,
+                           quantization=quantization, data=array)
+
+    def output(self, index):
+        self.outputs.append(index)
+
+    def op(self, op, inputs, outputs, version=1, custom_options=None, custom=False, **options):
+        """Add an operator. Keyword arguments are the builtin options (reader field names)."""
+        self.operators.append(OperatorDef(op=op, inputs=tuple(inputs), outputs=tuple(outputs), version=version,
+                                          options=options, custom=custom or custom_options is not None,
+                                          custom_options=custom_options))
+
+    def signature(self, key, inputs, outputs):
+        """Add a signature def: inputs / outputs map names to tensor indices."""
+        self.signatures.append(SignatureDef(key=key, subgraph_index=0, inputs=inputs, outputs=outputs))
+
+    def model(self):
+        subgraph = SubgraphDef(name=self.name, tensors=self.tensors, inputs=tuple(self.inputs),
+                               outputs=tuple(self.outputs), operators=self.operators)
+        return ModelDef(subgraphs=[subgraph], buffers=self.buffers, signature_defs=self.signatures)
+
+    def build(self, **kwargs):
+        return write_model(self.model(), **kwargs)
+
+
+def quantize_params(scale, zero_point, quantized_dimension=0):
+    """Quantization from scalars or per-channel sequences."""
+    scales = np.atleast_1d(np.asarray(scale, np.float32))
+    zero_points = np.atleast_1d(np.asarray(zero_point, np.int64))
+    if zero_points.size == 1 and scales.size > 1:
+        zero_points = np.repeat(zero_points, scales.size)
+    return Quantization(scales=scales, zero_points=zero_points, quantized_dimension=quantized_dimension)

@@ -1,0 +1,1 @@
+"""Command-line tools (installed as gles_delegate.tools; console scripts in setup.cfg)."""
