@@ -4,6 +4,7 @@
     interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
 """
 from .errors import GpuError, ModelError
+from .delegate import GpuDelegate, GpuDelegateOptions
 from .interpreter import Interpreter, InterpreterOptions, SignatureRunner
 
-__all__ = ["Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError"]
+__all__ = ["GpuDelegate", "GpuDelegateOptions", "Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError"]

@@ -71,6 +71,7 @@ class _Executor:
                 raise ModelError(f"operator {node.label} cannot run on the CPU: {reason}")
         self.graph = graph
         self.storage = self.make_storage(graph)
+        self.release()
         self.steps = self.plan(graph, delegates)
 
     def apply_input_shapes(self, graph):
@@ -106,6 +107,12 @@ class _Executor:
     def invoke(self):
         for step in self.steps:
             step.run(self.storage)
+
+    def release(self):
+        """Free what delegates compiled for the previous plan (before re-planning)."""
+        for step in self.steps or ():
+            if hasattr(step, "release"):
+                step.release()
 
 
 class Interpreter:

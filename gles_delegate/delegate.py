@@ -1,0 +1,167 @@
+"""GpuDelegate: typed options, the GL context, and the compiled partitions of a model."""
+import time
+from dataclasses import dataclass
+
+from . import partition as partitioning
+from .gpu import kernels
+from .gpu.compiler import compile_plan
+from .gpu.context import acquire_shared, release_shared
+from .gpu.memory import STRATEGIES
+from .gpu.runtime import GpuPartition
+
+PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+PREFERENCES = ("fast_single_answer", "sustained_speed", "balanced")
+PRIORITIES = ("auto", "max_precision", "min_latency", "min_memory_usage")
+OBJECT_TYPES = ("auto", "buffer")
+
+
+@dataclass
+class GpuDelegateOptions:
+    """Options of the GPU delegate (names as in TFLite's TfLiteGpuDelegateOptionsV2).
+
+    is_precision_loss_allowed: False -> FP32, True -> FP16 (unless `precision` says otherwise).
+    precision: 'fp32' | 'fp16' (half storage and math) | 'fp16_fp32acc' (half storage, float
+        accumulation in conv, depthwise, FC, transpose conv and reductions); overrides the former.
+    max_delegated_partitions: keep the largest N GPU partitions (0: no limit).
+    memory_strategy: arena planner (see gpu/memory.py STRATEGIES).
+    """
+    is_precision_loss_allowed: bool = False
+    precision: str | None = None
+    inference_preference: str = "fast_single_answer"
+    inference_priority1: str = "auto"
+    inference_priority2: str = "auto"
+    inference_priority3: str = "auto"
+    enable_quantized_inference: bool = True
+    max_delegated_partitions: int = 1
+    serialization_dir: str | None = None
+    model_token: str | None = None
+    object_type: str = "auto"
+    memory_strategy: str = "best"
+    device_index: int | None = None
+
+    def __post_init__(self):
+        _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
+        _check_choice("inference_preference", self.inference_preference, PREFERENCES)
+        for k in (1, 2, 3):
+            _check_choice(f"inference_priority{k}", getattr(self, f"inference_priority{k}"), PRIORITIES)
+        _check_choice("object_type", self.object_type, OBJECT_TYPES)
+        _check_choice("memory_strategy", self.memory_strategy, STRATEGIES)
+        for name in ("is_precision_loss_allowed", "enable_quantized_inference"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GpuDelegateOptions.{name} must be a bool, got {getattr(self, name)!r}")
+        if isinstance(self.max_delegated_partitions, bool) or not isinstance(self.max_delegated_partitions, int) \
+                or self.max_delegated_partitions < 0:
+            raise ValueError("GpuDelegateOptions.max_delegated_partitions must be an int >= 0, "
+                             f"got {self.max_delegated_partitions!r}")
+        for name in ("serialization_dir", "model_token"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"GpuDelegateOptions.{name} must be a str or None, got {value!r}")
+
+    @property
+    def resolved_precision(self):
+        """The precision actually used: `precision`, else from the priorities and
+        is_precision_loss_allowed as TFLite derives it."""
+        if self.precision is not None:
+            return self.precision
+        if self.inference_priority1 == "max_precision" or not self.is_precision_loss_allowed:
+            return "fp32"
+        return "fp16"
+
+
+def _check_choice(name, value, choices, allow_none=False):
+    if value is None and allow_none:
+        return
+    if value not in choices:
+        raise ValueError(f"GpuDelegateOptions.{name} must be one of {list(choices)}, got {value!r}")
+
+
+class GpuDelegate:
+    """Runs every node it can on the GPU through OpenGL ES 3.1 compute shaders.
+
+        interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
+
+    Pass options as a GpuDelegateOptions or as keyword arguments of it.
+    """
+
+    def __init__(self, options=None, **kwargs):
+        if options is not None and kwargs:
+            raise ValueError("pass either a GpuDelegateOptions or keyword options, not both")
+        if options is not None and not isinstance(options, GpuDelegateOptions):
+            raise TypeError(f"options must be a GpuDelegateOptions, got {type(options).__name__}")
+        self.options = options or GpuDelegateOptions(**kwargs)
+        self.context = acquire_shared(self.options.device_index)
+        self.partitions = []  # every live partition this delegate compiled, for close()
+        self._summary = {}
+
+    # -- the interpreter's side -----------------------------------------------------------
+    def can_run(self, node):
+        """True if a GPU kernel can run this exact node."""
+        return kernels.unsupported_reason(node) is None
+
+    def partition(self, graph, candidates):
+        """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
+        start = time.perf_counter()
+        self._require_open()
+        self.partitions = [p for p in self.partitions if p.steps]
+        specs = partitioning.find_partitions(graph, candidates, kernels.unsupported_reason,
+                                             self.options.max_delegated_partitions)
+        precision = self.options.resolved_precision
+        made = []
+        for spec in specs:
+            plan = compile_plan(spec.nodes, spec.inputs, spec.outputs, precision, self.context.limits,
+                                self.options.memory_strategy)
+            made.append(GpuPartition(self.context, plan, spec.nodes))
+        self.partitions += made
+        self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
+        return made
+
+    def _require_open(self):
+        if self.context is None:
+            raise ValueError("the GpuDelegate is closed")
+
+    def _summarize(self, graph, made, precision, init_ms):
+        plans = [p.plan for p in made]
+        element = 8 if precision != "fp32" else 16
+        gpu_nodes = sum(len(p.nodes) for p in made)
+        self._summary = {
+            "renderer": self.context.renderer, "gl_version": self.context.version,
+            "gl_api": self.context.gl_api, "precision": precision,
+            "gpu_nodes": gpu_nodes, "cpu_nodes": len(graph.nodes) - gpu_nodes,
+            "partitions": len(plans), "dispatches": sum(len(p.steps) for p in plans),
+            "programs": len({s for p in plans for s in p.sources}),
+            "intermediate_bytes": sum(p.arena_elements for p in plans) * element,
+            "intermediate_lower_bound_bytes": sum(p.arena_lower_bound for p in plans) * element,
+            "intermediate_naive_bytes": sum(p.arena_naive for p in plans) * element,
+            "constant_bytes": sum(p.constants.size for p in plans) * (element // 4),
+            "init_ms": init_ms, "cache_hit": False,
+        }
+
+    # -- the user's side ------------------------------------------------------------------
+    def summary(self):
+        """What the delegate did with the last model it was given (see README for the keys)."""
+        return dict(self._summary)
+
+    def close(self):
+        """Release the partitions' GL objects and this delegate's hold on the shared context.
+        Interpreters using it can no longer invoke. Closing twice is harmless."""
+        if self.context is None:
+            return
+        for p in self.partitions:
+            p.release()
+        self.partitions = []
+        release_shared(self.context)
+        self.context = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: GL may already be gone
+            pass

@@ -1,0 +1,72 @@
+"""What a GPU kernel module produces (Dispatch) and what it may ask of the compiler (KernelEnv).
+
+A kernel module exposes plain dicts, like the reference ops:
+  SUPPORT = {"OP": fn(node) -> None | reason}   can this kernel run this exact node?
+  BUILD   = {"OP": fn(node, env) -> [Dispatch]}  the dispatches that compute it
+Params may hold ArenaRef / ConstRef placeholders; the compiler replaces them with element
+offsets once memory is planned and constants are packed.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ops.common import fused_activation
+from ..layout import bhwc
+
+
+@dataclass(frozen=True)
+class ArenaRef:
+    """The element offset of a tensor in the arena (resolved after memory planning)."""
+    tensor: object
+
+
+@dataclass(frozen=True)
+class ConstRef:
+    """The element offset of a packed constant in the constants buffer."""
+    index: int
+
+
+@dataclass
+class Dispatch:
+    """One compute dispatch: a template, its specialization and the invocations it runs.
+
+    grid: invocations (x, y, z); the compiler picks the workgroup and the group counts.
+    reads / writes: arena tensors it reads / writes (for barriers and the memory plan).
+    """
+    template: str
+    grid: tuple
+    defines: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    reads: tuple = ()
+    writes: tuple = ()
+    label: str = ""
+
+
+class KernelEnv:
+    """Services the compiler offers kernels while they build their dispatches."""
+
+    def __init__(self, precision, limits):
+        self.precision = precision
+        self.limits = limits
+        self.constants = []
+
+    @property
+    def storage_half(self):
+        return self.precision in ("fp16", "fp16_fp32acc")
+
+    def shape4(self, tensor):
+        return bhwc(tensor.shape)
+
+    def constant(self, vec4_rows):
+        """Register a float32 array of shape [..., 4] as a constant; returns its ConstRef."""
+        rows = np.ascontiguousarray(vec4_rows, np.float32).reshape(-1, 4)
+        self.constants.append(rows)
+        return ConstRef(len(self.constants) - 1)
+
+    @staticmethod
+    def arena(tensor):
+        return ArenaRef(tensor)
+
+    @staticmethod
+    def activation(node):
+        return fused_activation(node)

@@ -1,0 +1,64 @@
+"""Run a compiled Plan: GL buffers and programs, then per invoke: write inputs, dispatch, read outputs."""
+import moderngl
+import numpy as np
+
+from .shader import PARAMS_BINDING
+
+ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
+
+
+class GpuPartition:
+    """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces."""
+
+    def __init__(self, context, plan, nodes):
+        self.context = context
+        self.plan = plan
+        self.nodes = nodes
+        with context.current() as ctx:
+            element = 8 if plan.storage_half else 16
+            self.arena = ctx.buffer(reserve=plan.arena_elements * element)
+            self.arena.clear()  # padded channels must read as zero before anything writes them
+            consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
+            self.consts = ctx.buffer(np.ascontiguousarray(consts).tobytes())
+            self.io = ctx.buffer(reserve=plan.io_bytes)
+            self.params = ctx.buffer(plan.params)
+            programs = [context.program(source) for source in plan.sources]
+            self.steps = [(programs[i].run, offset, size, groups, barrier)
+                          for i, offset, size, groups, barrier in plan.steps]
+            context.check_error("creating the partition's buffers and programs")
+
+    def run(self, storage):
+        """Invoke: inputs from storage[tensor index] (float32 arrays), outputs written back
+        into storage in place."""
+        bind_params = self.params.bind_to_uniform_block
+        with self.context.current() as ctx:
+            self.arena.bind_to_storage_buffer(ARENA_BINDING)
+            self.consts.bind_to_storage_buffer(CONSTS_BINDING)
+            self.io.bind_to_storage_buffer(IO_BINDING)
+            for slot in self.plan.inputs:
+                self.io.write(np.ascontiguousarray(storage[slot.tensor_index], np.float32), slot.offset)
+            # Shader writes of the previous invoke must land before this one reads the arena.
+            ctx.memory_barrier(moderngl.SHADER_STORAGE_BARRIER_BIT)
+            for run, offset, size, groups, barrier in self.steps:
+                if barrier:
+                    ctx.memory_barrier(moderngl.SHADER_STORAGE_BARRIER_BIT)
+                bind_params(PARAMS_BINDING, offset, size)
+                run(*groups)
+            ctx.memory_barrier(moderngl.BUFFER_UPDATE_BARRIER_BIT)
+            for slot in self.plan.outputs:
+                target = storage[slot.tensor_index]
+                if target.flags.c_contiguous and target.dtype == np.float32:
+                    self.io.read_into(target, slot.nbytes, slot.offset)
+                else:
+                    data = np.frombuffer(self.io.read(slot.nbytes, slot.offset), np.float32)
+                    np.copyto(target, data.reshape(target.shape), casting="unsafe")
+
+    def release(self):
+        """Free the partition's buffers (idempotent; its programs stay cached in the context)."""
+        if not self.steps or self.context.ctx is None:
+            self.steps = []
+            return
+        with self.context.current():
+            for buffer in (self.arena, self.consts, self.io, self.params):
+                buffer.release()
+        self.steps = []

@@ -1,0 +1,61 @@
+"""Split a graph into GPU partitions: runs of consecutive nodes a GPU kernel can run.
+
+Like TFLite, every node the GPU cannot take is logged with the reason, the
+`max_delegated_partitions` largest partitions are kept, and the rest run on the CPU.
+"""
+import logging
+from dataclasses import dataclass
+
+log = logging.getLogger("gles_delegate")
+
+
+@dataclass
+class PartitionSpec:
+    """Nodes of one partition (execution order) and its boundary tensors."""
+    nodes: list
+    inputs: list
+    outputs: list
+
+
+def find_partitions(graph, candidates, reason_of, max_partitions=1):
+    """Partitions of `candidates` (the nodes no earlier delegate took) for this delegate.
+
+    reason_of(node) -> None if the GPU can run the node, else why not.
+    max_partitions: keep that many of the largest partitions (0: all of them).
+    """
+    candidate_ids = {id(n) for n in candidates}
+    runs, current, rejected = [], [], 0
+    for node in graph.nodes:
+        reason = reason_of(node) if id(node) in candidate_ids else "taken by another delegate"
+        if reason is None:
+            current.append(node)
+            continue
+        if id(node) in candidate_ids:
+            rejected += 1
+            log.warning("op code #%d (%s) cannot be handled by this delegate: %s", node.index, node.op, reason)
+        if current:
+            runs.append(current)
+        current = []
+    if current:
+        runs.append(current)
+    kept = sorted(runs, key=len, reverse=True)[:max_partitions or None]
+    kept = [run for run in runs if any(run is k for k in kept)]  # back in execution order
+    on_gpu = sum(len(run) for run in kept)
+    log.info("%d operations will run on the GPU, and the remaining %d operations will run on the CPU.",
+             on_gpu, len(graph.nodes) - on_gpu)
+    return [_boundary(graph, run) for run in kept]
+
+
+def _boundary(graph, nodes):
+    inside = {id(n) for n in nodes}
+    produced = {id(t) for n in nodes for t in n.outputs}
+    inputs, seen = [], set()
+    for node in nodes:
+        for t in node.inputs:
+            if t is not None and not t.is_const and id(t) not in produced and id(t) not in seen:
+                seen.add(id(t))
+                inputs.append(t)
+    read_outside = {id(t) for n in graph.nodes if id(n) not in inside for t in n.inputs if t is not None}
+    outputs = [t for n in nodes for t in n.outputs
+               if id(t) in read_outside or graph.is_graph_output(t)]
+    return PartitionSpec(nodes=nodes, inputs=inputs, outputs=outputs)

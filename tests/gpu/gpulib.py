@@ -1,0 +1,42 @@
+"""Run one-op models on the GPU delegate and compare with the numpy reference kernels."""
+import numpy as np
+
+from gles_delegate import GpuDelegate
+from tests.oplib import feeds, run_ours, single_op_model
+
+PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+
+
+def tolerance(precision, reference):
+    """Allowed max abs error: FP32 1e-5 x max|ref| + 1e-6; half storage 1e-2 x max|ref| + 1e-4."""
+    scale = float(np.max(np.abs(reference), initial=0.0))
+    return 1e-5 * scale + 1e-6 if precision == "fp32" else 1e-2 * scale + 1e-4
+
+
+def assert_gpu_matches(reference, gpu, precision, what=""):
+    assert gpu.shape == reference.shape, f"{what}: shape {gpu.shape} != {reference.shape}"
+    assert np.array_equal(np.isnan(gpu), np.isnan(reference)), f"{what}: NaN positions differ"
+    finite = ~np.isnan(reference)
+    err = float(np.max(np.abs(gpu[finite].astype(np.float64) - reference[finite]), initial=0.0))
+    limit = tolerance(precision, reference[finite])
+    assert err <= limit, f"{what} [{precision}]: max abs error {err:.3g} > {limit:.3g}"
+
+
+def run_gpu(model, values, precision="fp32", **options):
+    """Outputs of `model` on the GPU delegate, and the delegate's summary."""
+    with GpuDelegate(precision=precision, **options) as delegate:
+        outputs = run_ours(model, values, experimental_delegates=[delegate])
+        return outputs, delegate.summary()
+
+
+def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, **model_kwargs):
+    """Build a one-op model, run it on the reference and on the GPU, compare every output.
+    Asserts the node really ran on the GPU (gpu_nodes)."""
+    model = single_op_model(op, inputs, options, **model_kwargs)
+    values = feeds(inputs)
+    reference = run_ours(model, values)
+    gpu, summary = run_gpu(model, values, precision)
+    assert summary["gpu_nodes"] == gpu_nodes, f"{op} did not run on the GPU: {summary}"
+    for k, (r, g) in enumerate(zip(reference, gpu)):
+        assert_gpu_matches(r, g, precision, what=f"{op} output {k}")
+    return reference, gpu
