@@ -4,7 +4,7 @@
     interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
 """
 from .errors import GpuError, ModelError
-from .delegate import GpuDelegate, GpuDelegateOptions
+from .delegate import CompatibilityList, GpuDelegate, GpuDelegateOptions, load_delegate
 from .interpreter import Interpreter, InterpreterOptions, SignatureRunner
 
-__all__ = ["GpuDelegate", "GpuDelegateOptions", "Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError"]
+__all__ = ["CompatibilityList", "load_delegate", "GpuDelegate", "GpuDelegateOptions", "Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError"]

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from . import partition as partitioning
 from .gpu import kernels
 from .gpu.compiler import compile_plan
+from .errors import GpuError
 from .gpu.context import acquire_shared, release_shared
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
@@ -165,3 +166,99 @@ class GpuDelegate:
             self.close()
         except Exception:  # interpreter shutdown: GL may already be gone
             pass
+
+
+# -- TFLite-style plugin loading --------------------------------------------------------------
+_PREFERENCE_CODES = dict(enumerate(PREFERENCES))          # TfLiteGpuInferenceUsage
+_PRIORITY_CODES = {0: "auto", 1: "max_precision", 2: "min_latency", 3: "min_memory_usage"}
+LIBRARY_NAMES = ("gles", "gles_delegate", "gpu")
+
+
+def _parse_bool(key, text):
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"delegate option {key!r}: expected a boolean (0/1/true/false), got {text!r}")
+
+
+def _parse_int(key, text):
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"delegate option {key!r}: expected an integer, got {text!r}") from None
+
+
+def _parse_enum(codes):
+    def parse(key, text):
+        value = text.strip().lower()
+        if value.lstrip("-").isdigit():
+            if int(value) not in codes:
+                raise ValueError(f"delegate option {key!r}: code {value} is not one of {sorted(codes)}")
+            return codes[int(value)]
+        return value
+    return parse
+
+
+_PARSERS = {
+    "is_precision_loss_allowed": _parse_bool, "enable_quantized_inference": _parse_bool,
+    "precision": lambda key, text: text.strip().lower(),
+    "inference_preference": _parse_enum(_PREFERENCE_CODES),
+    "inference_priority1": _parse_enum(_PRIORITY_CODES), "inference_priority2": _parse_enum(_PRIORITY_CODES),
+    "inference_priority3": _parse_enum(_PRIORITY_CODES),
+    "max_delegated_partitions": _parse_int, "device_index": _parse_int,
+    "serialization_dir": lambda key, text: text, "model_token": lambda key, text: text,
+    "object_type": lambda key, text: text.strip().lower(),
+    "memory_strategy": lambda key, text: text.strip().lower(),
+}
+
+
+def parse_plugin_options(options):
+    """GpuDelegateOptions from TFLite-style string options {key: str}. Each key maps to the field
+    of the same name (TFLite's own GPU plugin parser maps most keys to the wrong field); enums
+    take a name or TFLite's integer code. Unknown keys: ValueError."""
+    fields = {}
+    for key, value in (options or {}).items():
+        if key not in _PARSERS:
+            raise ValueError(f"unknown GPU delegate option {key!r}; known: {sorted(_PARSERS)}")
+        fields[key] = _PARSERS[key](key, value if isinstance(value, str) else str(value))
+    return GpuDelegateOptions(**fields)
+
+
+def load_delegate(library, options=None):
+    """TFLite's load_delegate() for this package: load_delegate('gles', {'is_precision_loss_allowed': '1'})."""
+    if library not in LIBRARY_NAMES:
+        raise ValueError(f"load_delegate: this package provides the GPU delegate as one of {LIBRARY_NAMES}, "
+                         f"not {library!r}")
+    return GpuDelegate(parse_plugin_options(options))
+
+
+class CompatibilityList:
+    """Whether this device can run the delegate, and the options that suit it best."""
+
+    def __init__(self, device_index=None):
+        self.device_index = device_index
+        self.reason = None
+        self.device = None
+        try:
+            context = acquire_shared(device_index)
+        except GpuError as exc:
+            self.reason = str(exc)
+            return
+        try:
+            self.device = context.describe()
+        finally:
+            release_shared(context)
+
+    def is_delegate_supported_on_this_device(self):
+        """True when an EGL context with GL ES 3.1 / GL 4.3 compute shaders can be made."""
+        return self.device is not None
+
+    def best_options_for_this_device(self):
+        """FP32 on a software renderer (halves gain nothing there); half storage with FP32
+        accumulation on a hardware GPU (half the memory traffic, accumulations stay exact)."""
+        if self.device is None:
+            raise GpuError(f"the GPU delegate cannot run here: {self.reason}")
+        software = any(name in self.device["renderer"].lower() for name in ("llvmpipe", "softpipe", "swiftshader"))
+        return GpuDelegateOptions(precision="fp32" if software else "fp16_fp32acc", device_index=self.device_index)

@@ -1,0 +1,161 @@
+"""The Interpreter API against ai_edge_litert's: details dicts, set/get, errors, signatures, resize."""
+import numpy as np
+import pytest
+from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+from gles_delegate import Interpreter, InterpreterOptions, ModelError
+from gles_delegate.tflite import ModelBuilder
+from gles_delegate.tflite.writer import quantize_params
+
+
+def add_model(shape=(1, 4, 4, 3), signature=True):
+    b = ModelBuilder()
+    x = b.input("x", shape, shape_signature=(-1,) + tuple(shape[1:]))
+    c = b.const("c", np.full(shape[-1], 0.5, np.float32))
+    y = b.tensor("y", shape)
+    b.op("ADD", [x, c], [y], fused_activation_function=1)
+    b.output(y)
+    if signature:
+        b.signature("serving_default", {"input": x}, {"output": y})
+    return b.build()
+
+
+def quantized_model():
+    b = ModelBuilder()
+    x = b.input("xq", (1, 3), np.int8, quantization=quantize_params(0.5, -3))
+    y = b.tensor("yq", (1, 3), np.int8, quantization=quantize_params([0.1, 0.2, 0.3], [0, 1, 2], 1))
+    b.op("ADD", [x, x], [y])
+    b.output(y)
+    return b.build()
+
+
+def assert_same_details(ours, theirs):
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert set(a) == set(b)
+        for key in ("name", "index", "dtype", "quantization"):
+            assert a[key] == b[key], key
+        for key in ("shape", "shape_signature"):
+            assert a[key].dtype == b[key].dtype and np.array_equal(a[key], b[key]), key
+        for key, value in b["quantization_parameters"].items():
+            mine = a["quantization_parameters"][key]
+            if isinstance(value, np.ndarray):
+                assert mine.dtype == value.dtype and np.array_equal(mine, value), key
+            else:
+                assert mine == value, key
+
+
+@pytest.mark.parametrize("model", [add_model(), quantized_model()], ids=["float", "quantized"])
+def test_details_match_litert(model):
+    ours, theirs = Interpreter(model_content=model), LiteRT(model_content=model)
+    assert_same_details(ours.get_input_details(), theirs.get_input_details())
+    assert_same_details(ours.get_output_details(), theirs.get_output_details())
+
+
+def test_details_match_litert_on_real_models(mediapipe_models):
+    for name in ("selfie_segmentation", "pose_detection", "hand_landmark_full"):
+        ours, theirs = Interpreter(model_path=str(mediapipe_models[name])), LiteRT(model_path=str(mediapipe_models[name]))
+        assert_same_details(ours.get_input_details(), theirs.get_input_details())
+        assert_same_details(ours.get_output_details(), theirs.get_output_details())
+        assert_same_details(ours.get_tensor_details(), theirs.get_tensor_details()[:len(ours.get_tensor_details())])
+
+
+def test_set_invoke_get_and_tensor_view():
+    interp = Interpreter(model_content=add_model())
+    interp.allocate_tensors()
+    x = np.arange(48, dtype=np.float32).reshape(1, 4, 4, 3) - 24
+    interp.set_tensor(0, x)
+    interp.invoke()
+    out = interp.get_output_details()[0]["index"]
+    assert np.array_equal(interp.get_tensor(out), np.maximum(x + 0.5, 0))
+    view = interp.tensor(out)()
+    assert np.shares_memory(view, interp.tensor(out)())
+
+
+def test_set_tensor_errors_name_what_was_expected():
+    interp = Interpreter(model_content=add_model())
+    with pytest.raises(ValueError, match="allocate_tensors"):
+        interp.set_tensor(0, np.zeros((1, 4, 4, 3), np.float32))
+    interp.allocate_tensors()
+    with pytest.raises(ValueError, match="expected float32"):
+        interp.set_tensor(0, np.zeros((1, 4, 4, 3), np.float64))
+    with pytest.raises(ValueError, match=r"expected \[1, 4, 4, 3\]"):
+        interp.set_tensor(0, np.zeros((1, 4, 4, 2), np.float32))
+    with pytest.raises(ValueError, match="out of range"):
+        interp.set_tensor(99, np.zeros(1, np.float32))
+    with pytest.raises(ValueError, match="constant"):
+        interp.set_tensor(1, np.zeros(3, np.float32))
+
+
+def test_invoke_before_allocate_is_an_error():
+    with pytest.raises(ValueError, match="allocate_tensors"):
+        Interpreter(model_content=add_model()).invoke()
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="exactly one"):
+        Interpreter()
+    with pytest.raises(TypeError, match="model_content"):
+        Interpreter(model_content="not bytes")
+    with pytest.raises(ModelError):
+        Interpreter(model_content=b"definitely not a flatbuffer")
+    with pytest.raises(TypeError, match="InterpreterOptions"):
+        Interpreter(model_content=add_model(), options={"num_threads": 2})
+
+
+def test_unsupported_op_fails_at_allocate_naming_the_node():
+    b = ModelBuilder()
+    x = b.input("x", (2, 2))
+    y = b.tensor("y", (2, 2))
+    b.op("MysteryOp", [x], [y], custom_options=b"")
+    b.output(y)
+    interp = Interpreter(model_content=b.build())
+    with pytest.raises(ModelError, match=r"#0 \(MysteryOp\).*no reference kernel"):
+        interp.allocate_tensors()
+
+
+def test_interpreter_options_add_delegate_order():
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def can_run(self, node):
+            return False
+
+        def partition(self, graph, candidates):
+            self.seen.append(len(candidates))
+            return []
+    first, second = Recorder(), Recorder()
+    opts = InterpreterOptions().add_delegate(second)
+    interp = Interpreter(model_content=add_model(), experimental_delegates=[first], options=opts)
+    interp.allocate_tensors()
+    assert first.seen == [1] and second.seen == [1]
+
+
+def test_signature_runner():
+    interp = Interpreter(model_content=add_model())
+    assert interp.get_signature_list() == {"serving_default": {"inputs": ["input"], "outputs": ["output"]}}
+    runner = interp.get_signature_runner()
+    x = np.ones((1, 4, 4, 3), np.float32)
+    result = runner(input=x)
+    assert set(result) == {"output"} and np.allclose(result["output"], 1.5)
+    assert runner.get_input_details()["input"]["index"] == 0
+    with pytest.raises(ValueError, match="takes inputs"):
+        runner(wrong=x)
+    with pytest.raises(ValueError, match="no signature"):
+        interp.get_signature_runner("nope")
+
+
+def test_resize_input_replans_shapes():
+    interp = Interpreter(model_content=add_model())
+    interp.resize_tensor_input(0, [2, 4, 4, 3], strict=True)
+    interp.allocate_tensors()
+    assert list(interp.get_input_details()[0]["shape"]) == [2, 4, 4, 3]
+    x = np.full((2, 4, 4, 3), -1.0, np.float32)
+    interp.set_tensor(0, x)
+    interp.invoke()
+    assert interp.get_tensor(interp.get_output_details()[0]["index"]).shape == (2, 4, 4, 3)
+    with pytest.raises(ValueError, match="fixed"):
+        interp.resize_tensor_input(0, [1, 5, 4, 3], strict=True)
+    with pytest.raises(ValueError, match="not an input"):
+        interp.resize_tensor_input(2, [1, 4, 4, 3])

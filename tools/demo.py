@@ -1,0 +1,120 @@
+"""The quick-start demo: run a real model on the GPU delegate and say how it went.
+
+    python -m gles_delegate.tools.demo [--model NAME_OR_PATH] [--precision fp32] [--runs 20]
+
+Fetches MediaPipe's selfie_segmentation (from the mediapipe wheel on PyPI) unless given a
+model, runs it on the GPU delegate, and prints what ran where, each output's agreement with
+the reference runtime (ai-edge-litert) and with our numpy reference, and timings.
+"""
+import argparse
+import collections
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
+
+
+def seeded_inputs(interpreter, seed=0):
+    """One seeded random array per input: floats uniform in [-1, 1)."""
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]) for d in interpreter.get_input_details()]
+
+
+def run(interpreter, inputs):
+    """set inputs, invoke, read outputs; returns (outputs, seconds)."""
+    start = time.perf_counter()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return outputs, time.perf_counter() - start
+
+
+def median_ms(interpreter, inputs, runs):
+    return statistics.median(run(interpreter, inputs)[1] for _ in range(runs)) * 1000
+
+
+def litert_interpreter(path):
+    """An allocated LiteRT interpreter (default resolver: XNNPACK), or None if not installed."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter as LiteRT
+    except ImportError:
+        return None
+    interpreter = LiteRT(model_path=str(path))
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def where_ops_ran(interpreter, delegate):
+    """{op: (on GPU, on CPU)} counts over the executed graph."""
+    gpu_ids = {id(n) for p in delegate.partitions for n in p.nodes}
+    counts = collections.defaultdict(lambda: [0, 0])
+    for node in interpreter._main.graph.nodes:
+        counts[node.op][0 if id(node) in gpu_ids else 1] += 1
+    return dict(sorted(counts.items()))
+
+
+def agreement(ours, theirs):
+    scale = float(np.max(np.abs(theirs)))
+    err = float(np.max(np.abs(ours.astype(np.float64) - theirs)))
+    return err, err / scale if scale else err
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="selfie_segmentation", help=f"a path or one of {', '.join(MODEL_NAMES)}")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16_fp32acc"])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args(argv)
+    path = args.model if os.path.exists(args.model) else model_path(args.model)
+    print(f"model: {path}")
+
+    delegate = GpuDelegate(precision=args.precision)
+    start = time.perf_counter()
+    gpu = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    gpu.allocate_tensors()
+    init_ms = (time.perf_counter() - start) * 1000
+    summary = delegate.summary()
+    print(f"GPU: {summary['renderer']} ({summary['gl_version']}), precision {summary['precision']}")
+    print(f"{summary['gpu_nodes']} nodes on the GPU in {summary['partitions']} partition(s), "
+          f"{summary['cpu_nodes']} on the CPU; {summary['dispatches']} dispatches, {summary['programs']} programs, "
+          f"{summary['intermediate_bytes'] / 1e6:.2f} MB intermediates "
+          f"(lower bound {summary['intermediate_lower_bound_bytes'] / 1e6:.2f} MB)")
+    for op, (on_gpu, on_cpu) in where_ops_ran(gpu, delegate).items():
+        print(f"  {op:<28} GPU {on_gpu:>3}   CPU {on_cpu:>3}")
+
+    inputs = seeded_inputs(gpu)
+    first_start = time.perf_counter()
+    ours, _ = run(gpu, inputs)
+    first_ms = (time.perf_counter() - first_start) * 1000
+    reference = Interpreter(model_path=str(path))
+    reference.allocate_tensors()
+    numpy_outputs, _ = run(reference, inputs)
+    litert = litert_interpreter(path)
+    litert_results = run(litert, inputs)[0] if litert is not None else None
+
+    print("agreement per output (max abs error, and relative to max|reference|):")
+    for k, detail in enumerate(gpu.get_output_details()):
+        line = f"  {detail['name']} {list(detail['shape'])}:"
+        if litert_results is not None:
+            err, rel = agreement(ours[k], litert_results[k])
+            line += f" vs LiteRT {err:.2e} ({rel:.2e})"
+        err, rel = agreement(ours[k], numpy_outputs[k])
+        print(line + f"   vs numpy reference {err:.2e} ({rel:.2e})")
+
+    print(f"timings: init {init_ms:.0f} ms, first invoke {first_ms:.1f} ms")
+    print(f"  GPU delegate       median {median_ms(gpu, inputs, args.runs):8.2f} ms over {args.runs} runs")
+    print(f"  numpy reference    median {median_ms(reference, inputs, max(3, args.runs // 4)):8.2f} ms")
+    if litert is not None:
+        print(f"  LiteRT (XNNPACK)   median {median_ms(litert, inputs, args.runs):8.2f} ms")
+    delegate.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
