@@ -1,12 +1,238 @@
-"""Broadcasting binary ops: ADD."""
+"""Broadcasting binary ops: arithmetic, comparisons and logical ops, with TFLite's semantics.
+
+Shapes broadcast as in numpy (TFLite's CalculateShapeForBroadcast is the same rule, at any rank).
+Float and integer arithmetic clamps to the fused activation's range; int8/uint8 ADD, SUB, MUL
+and comparisons run TFLite's integer pipeline (reference_ops::Add / Mul / ComparisonWithScaling)
+step by step, so they match it to the bit. (LiteRT's optimized 8-bit ADD agrees too, except when
+an unclamped result leaves int16, which it wraps and reference_ops saturates.)
+"""
 import numpy as np
 
-from .common import apply_activation, fused_activation
+from ..errors import ModelError
+from .common import (ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, activation_range, fused_activation,
+                     multiply_by_quantized_multiplier, quantized_activation_range, quantized_multiplier)
+from .quantize import arity_reason, quantization_reason, scale_of, zero_point_of
+
+F32, I32, I64, I8, U8, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.bool_))
+QUANTIZED = {I8, U8}
+# TFLite's CalculateActivationRange knows only these; TANH and SIGN_BIT fused into an
+# arithmetic op are ignored (the op clamps to the type's range, as with NONE).
+CLAMP_ACTIVATIONS = {ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6}
+ADD_LEFT_SHIFT = 20         # add.cc / sub.cc: headroom for 8-bit inputs before rescaling
+COMPARISON_LEFT_SHIFT = 8   # comparisons.cc
 
 
-def add(node, inputs):
-    a, b = inputs
-    return [apply_activation((a + b).astype(node.outputs[0].dtype), fused_activation(node), node)]
+# -- float / integer arithmetic ------------------------------------------------------------
+def _divide(node, a, b):
+    """Float: IEEE division. Integer: C++ truncating division; a zero divisor fails in TFLite."""
+    if a.dtype.kind == "f":
+        return a / b
+    if np.any(b == 0):
+        raise ModelError(f"operator {node.label}: integer division by zero")
+    # float64 holds every int32 quotient exactly enough that trunc gives C++'s result.
+    return np.trunc(np.true_divide(a, b)).astype(a.dtype)
 
 
-KERNELS = {"ADD": add}
+def _power(node, a, b):
+    """Float: powf. int32: TFLite calls std::pow on doubles and converts back, truncating; a
+    negative exponent fails in TFLite. A result outside int32 is undefined behaviour in C++
+    (x86 gives INT_MIN, ARM saturates): we saturate."""
+    if a.dtype.kind == "f":
+        return np.power(a, b)
+    if np.any(b < 0):
+        raise ModelError(f"operator {node.label}: integer power with a negative exponent")
+    info = np.iinfo(a.dtype)
+    return np.trunc(np.clip(np.power(a.astype(np.float64), b), info.min, info.max)).astype(a.dtype)
+
+
+def _maximum(node, a, b):
+    # TFLite's `a > b ? a : b`: a NaN in `a` yields `b`, a NaN in `b` yields NaN.
+    return np.where(a > b, a, b)
+
+
+def _minimum(node, a, b):
+    return np.where(a < b, a, b)
+
+
+def _squared_difference(node, a, b):
+    diff = a - b
+    return diff * diff
+
+
+# op: (function (node, a, b) -> array, dtypes it runs on, takes a fused activation)
+ARITHMETIC = {
+    "ADD": (lambda node, a, b: a + b, {F32, I32, I64}, True),
+    "SUB": (lambda node, a, b: a - b, {F32, I32, I64}, True),
+    "MUL": (lambda node, a, b: a * b, {F32, I32, I64}, True),
+    "DIV": (_divide, {F32, I32}, True),
+    "MAXIMUM": (_maximum, {F32, I32, I64, I8, U8}, False),
+    "MINIMUM": (_minimum, {F32, I32, I64, I8, U8}, False),
+    "SQUARED_DIFFERENCE": (_squared_difference, {F32, I32}, False),
+    "POW": (_power, {F32, I32}, False),
+}
+QUANTIZED_ARITHMETIC = {"ADD", "SUB", "MUL"}
+
+
+def clamp_to_activation(x, activation):
+    """TFLite's CalculateActivationRange + ActivationFunctionWithMinMax on a float or integer
+    array: clamp to the activation's range intersected with the type's finite range, so float
+    +-inf become +-FLT_MAX even with no activation (LiteRT does exactly that). NaN stays NaN."""
+    low, high = activation_range(activation if activation in CLAMP_ACTIVATIONS else ACT_NONE)
+    info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+    return np.clip(x, x.dtype.type(max(low, info.min)), x.dtype.type(min(high, info.max)))
+
+
+def arithmetic(node, inputs):
+    """Float / int32 / int64 arithmetic, or raw (unscaled) int8 / uint8 MAXIMUM / MINIMUM.
+    inputs: two broadcastable arrays of one dtype; returns [array of the broadcast shape]."""
+    a, b = (np.asarray(x) for x in inputs)
+    function, _, has_activation = ARITHMETIC[node.op]
+    with np.errstate(all="ignore"):  # overflow, x/0, 0/0: IEEE or wrapping results, as in C++
+        result = np.asarray(function(node, a, b), dtype=a.dtype)
+    # np.asarray: numpy returns scalars, not 0-d arrays, from ufuncs on 0-d inputs.
+    return [np.asarray(clamp_to_activation(result, fused_activation(node)) if has_activation else result)]
+
+
+# -- int8 / uint8 arithmetic ----------------------------------------------------------------
+def _rescale(values, tensor, left_shift, multiplier, shift):
+    """(q - zero_point) << left_shift, times a Q31 multiplier (TFLite's
+    MultiplyByQuantizedMultiplierSmallerThanOneExp on each element)."""
+    shifted = (values.astype(np.int64) - zero_point_of(tensor)) * (1 << left_shift)
+    return multiply_by_quantized_multiplier(shifted, multiplier, shift)
+
+
+def _clamp_quantized(node, raw):
+    """Clamp an int64 accumulator to the output's fused-activation range and narrow it."""
+    out = node.outputs[0]
+    activation = fused_activation(node)
+    low, high = quantized_activation_range(activation if activation in CLAMP_ACTIVATIONS else ACT_NONE, out)
+    return np.clip(raw, low, high).astype(out.dtype)
+
+
+def _quantized_add(node, a, b):
+    """add.cc / sub.cc for 8-bit tensors: both inputs go to a common scale (2 x the larger input
+    scale) with 20 bits of headroom, are summed, then rescaled to the output. SUB is ADD with
+    the second input's multiplier negated, exactly as TFLite does it."""
+    in1, in2, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    twice_max_scale = 2.0 * max(scale_of(in1), scale_of(in2))
+    m1, s1 = quantized_multiplier(scale_of(in1) / twice_max_scale)
+    m2, s2 = quantized_multiplier(scale_of(in2) / twice_max_scale)
+    out_m, out_s = quantized_multiplier(twice_max_scale / ((1 << ADD_LEFT_SHIFT) * scale_of(out)))
+    sign = -1 if node.op == "SUB" else 1
+    total = _rescale(a, in1, ADD_LEFT_SHIFT, m1, s1) + _rescale(b, in2, ADD_LEFT_SHIFT, sign * m2, s2)
+    return multiply_by_quantized_multiplier(total, out_m, out_s) + zero_point_of(out)
+
+
+def _quantized_mul(node, a, b):
+    """mul.cc for 8-bit tensors: the product of the zero-point-corrected inputs, rescaled by
+    scale1 * scale2 / scale_out."""
+    in1, in2, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    multiplier, shift = quantized_multiplier(scale_of(in1) * scale_of(in2) / scale_of(out))
+    product = (a.astype(np.int64) - zero_point_of(in1)) * (b.astype(np.int64) - zero_point_of(in2))
+    return multiply_by_quantized_multiplier(product, multiplier, shift) + zero_point_of(out)
+
+
+def quantized_arithmetic(node, inputs):
+    """int8 / uint8 ADD, SUB, MUL with TFLite's integer arithmetic and fused activation."""
+    a, b = (np.asarray(x) for x in inputs)
+    raw = _quantized_mul(node, a, b) if node.op == "MUL" else _quantized_add(node, a, b)
+    return [np.asarray(_clamp_quantized(node, raw))]
+
+
+def arithmetic_kernel(node, inputs):
+    if node.op in QUANTIZED_ARITHMETIC and node.inputs[0].dtype in QUANTIZED:
+        return quantized_arithmetic(node, inputs)
+    return arithmetic(node, inputs)
+
+
+# -- comparisons and logical ops ------------------------------------------------------------
+COMPARISONS = {"GREATER": np.greater, "GREATER_EQUAL": np.greater_equal, "LESS": np.less,
+               "LESS_EQUAL": np.less_equal, "EQUAL": np.equal, "NOT_EQUAL": np.not_equal}
+COMPARISON_DTYPES = {F32, I32, I64, I8, U8}
+EQUALITY_DTYPES = COMPARISON_DTYPES | {BOOL}
+LOGICAL = {"LOGICAL_AND": np.logical_and, "LOGICAL_OR": np.logical_or}
+
+
+def _comparable(tensor, values):
+    """What TFLite compares: the values themselves, or for int8/uint8 the values rescaled to a
+    common fixed-point scale (comparisons.cc: << 8 then times the tensor's own scale)."""
+    if tensor.dtype not in QUANTIZED:
+        return values
+    multiplier, shift = quantized_multiplier(scale_of(tensor))
+    return _rescale(values, tensor, COMPARISON_LEFT_SHIFT, multiplier, shift)
+
+
+def comparison(node, inputs):
+    """GREATER ... NOT_EQUAL: two broadcastable arrays -> [bool array]."""
+    a, b = (_comparable(t, np.asarray(x)) for t, x in zip(node.inputs, inputs))
+    return [np.asarray(COMPARISONS[node.op](a, b))]
+
+
+def logical(node, inputs):
+    """LOGICAL_AND / LOGICAL_OR of two broadcastable bool arrays -> [bool array]."""
+    a, b = (np.asarray(x) for x in inputs)
+    return [np.asarray(LOGICAL[node.op](a, b))]
+
+
+# -- support checks -------------------------------------------------------------------------
+def _two_inputs_reason(node, allowed_dtypes):
+    """Common checks of a binary node: arity, one shared dtype from `allowed_dtypes`, shapes
+    that broadcast. None when fine."""
+    reason = arity_reason(node, 2)
+    if reason is not None:
+        return reason
+    a, b = node.inputs
+    if a.dtype != b.dtype:
+        return f"{node.op} inputs differ in dtype ({a.dtype} vs {b.dtype})"
+    if a.dtype not in allowed_dtypes:
+        return f"{node.op} on {a.dtype} is not supported (supported: {sorted(d.name for d in allowed_dtypes)})"
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return f"{node.op} input shapes {list(a.shape)} and {list(b.shape)} do not broadcast"
+    return None
+
+
+def _activation_reason(node):
+    activation = fused_activation(node)
+    if activation not in range(6):
+        return f"{node.op}: unknown fused activation {activation}"
+    return None
+
+
+def arithmetic_support(node):
+    _, dtypes, has_activation = ARITHMETIC[node.op]
+    quantized = node.op in QUANTIZED_ARITHMETIC
+    reason = _two_inputs_reason(node, dtypes | (QUANTIZED if quantized else set()))
+    if reason is None and node.outputs[0].dtype != node.inputs[0].dtype:
+        reason = f"{node.op} output dtype {node.outputs[0].dtype} differs from its inputs' {node.inputs[0].dtype}"
+    if reason is None and has_activation:
+        reason = _activation_reason(node)
+    if reason is None and quantized and node.inputs[0].dtype in QUANTIZED:
+        reason = quantization_reason(node, node.inputs + node.outputs)
+    return reason
+
+
+def comparison_support(node):
+    dtypes = EQUALITY_DTYPES if node.op in ("EQUAL", "NOT_EQUAL") else COMPARISON_DTYPES
+    reason = _two_inputs_reason(node, dtypes)
+    if reason is None and node.outputs[0].dtype != BOOL:
+        reason = f"{node.op} output must be bool, not {node.outputs[0].dtype}"
+    if reason is None and node.inputs[0].dtype in QUANTIZED:
+        reason = quantization_reason(node, node.inputs)
+    return reason
+
+
+def logical_support(node):
+    reason = _two_inputs_reason(node, {BOOL})
+    if reason is None and node.outputs[0].dtype != BOOL:
+        reason = f"{node.op} output must be bool, not {node.outputs[0].dtype}"
+    return reason
+
+
+KERNELS = {**{op: arithmetic_kernel for op in ARITHMETIC},
+           **{op: comparison for op in COMPARISONS},
+           **{op: logical for op in LOGICAL}}
+SUPPORT = {**{op: arithmetic_support for op in ARITHMETIC},
+           **{op: comparison_support for op in COMPARISONS},
+           **{op: logical_support for op in LOGICAL}}

@@ -1,2 +1,77 @@
-"""(being written)"""
-KERNELS = {}
+"""Pooling: AVERAGE_POOL_2D and MAX_POOL_2D over NHWC (float32, int8, uint8).
+
+Both read only in-bounds elements: the padding neither wins a max nor counts in an average.
+Quantized pooling works on the raw integers (TFLite requires the output to share the input's
+scale and zero point and never rescales); only the fused activation clamp reads the output's
+quantization.
+"""
+import numpy as np
+
+from .common import apply_activation, fused_activation, is_quantized, quantized_activation_range, spatial_geometry
+from .conv import check_output_size, check_window_options, strides_of, window_taps, with_arity
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _filter_hw(node):
+    return node.options.get("filter_height", 0), node.options.get("filter_width", 0)
+
+
+def _windows(node, x, fill):
+    """The window taps of a pooling node over x [N, H, W, C] (see conv.window_taps)."""
+    filter_hw, strides = _filter_hw(node), strides_of(node)
+    oh, ow, pad_top, pad_left = spatial_geometry(x.shape[1:3], filter_hw, strides, (1, 1), node.options["padding"])
+    return window_taps(x, filter_hw, strides, (1, 1), (oh, ow), (pad_top, pad_left), fill)
+
+
+def _finish(node, result):
+    """Apply the fused activation: a float activation, or the quantized clamp of the output."""
+    output_t = node.outputs[0]
+    if not is_quantized(output_t):
+        return apply_activation(result.astype(np.float32, copy=False), fused_activation(node), node)
+    qmin, qmax = quantized_activation_range(fused_activation(node), output_t)
+    return np.clip(result, qmin, qmax).astype(output_t.dtype)
+
+
+def max_pool_2d(node, inputs):
+    """MAX_POOL_2D: [N, H, W, C] -> [N, OH, OW, C], the max over each window's in-bounds elements."""
+    x = inputs[0]
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    result = None
+    for _, _, view in _windows(node, x, lowest):
+        result = view.copy() if result is None else np.maximum(result, view, out=result)
+    return [_finish(node, result)]
+
+
+def average_pool_2d(node, inputs):
+    """AVERAGE_POOL_2D: [N, H, W, C] -> [N, OH, OW, C], the mean of each window's in-bounds
+    elements. Quantized: the integer sum divided by the count, rounded half away from zero."""
+    x = inputs[0]
+    values = x.astype(np.float32 if x.dtype.kind == "f" else np.int64)
+    in_bounds = np.ones((1,) + x.shape[1:3] + (1,), np.int64)
+    total = sum(view for _, _, view in _windows(node, values, 0))
+    count = sum(view for _, _, view in _windows(node, in_bounds, 0))
+    if x.dtype.kind == "f":
+        return [_finish(node, total / count.astype(np.float32))]
+    # TFLite: (sum +- count / 2) / count with C's truncating division.
+    rounded = np.sign(total) * ((np.abs(total) + count // 2) // count)
+    return [_finish(node, rounded)]
+
+
+def support_pool(node):
+    """Why a pooling node is unsupported, or None."""
+    x_t, output_t = node.inputs[0], node.outputs[0]
+    if len(x_t.shape) != 4:
+        return f"input has rank {len(x_t.shape)}, expected 4"
+    if x_t.dtype not in _DTYPES or output_t.dtype != x_t.dtype:
+        return f"input {x_t.dtype} -> output {output_t.dtype} (supported: float32, int8, uint8, unchanged)"
+    if x_t.dtype != np.float32 and (output_t.quantization is None or output_t.quantization.scales.size != 1):
+        return f"output tensor {output_t.index} must be quantized per tensor"
+    if min(_filter_hw(node)) < 1:
+        return f"filter {list(_filter_hw(node))} must be >= 1"
+    return check_window_options(node, with_dilation=False) or \
+        check_output_size(node, x_t.shape[1:3], _filter_hw(node), strides_of(node), (1, 1))
+
+
+KERNELS = {"AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d}
+SUPPORT = {"AVERAGE_POOL_2D": with_arity(1, 0, support_pool), "MAX_POOL_2D": with_arity(1, 0, support_pool)}

@@ -1,2 +1,257 @@
-"""(being written)"""
-KERNELS = {}
+"""QUANTIZE, DEQUANTIZE and DENSIFY: conversions between real, quantized, half and sparse storage.
+
+DEQUANTIZE of float16 weights and DENSIFY of sparse weights are how MediaPipe models store their
+constants; transforms/fold_constants.py runs these kernels once at allocate time.
+"""
+import dataclasses
+
+import numpy as np
+
+from ..errors import ModelError
+from .common import dequantize, multiply_by_quantized_multiplier, quantize, quantized_multiplier
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+INTEGER_QUANTIZED = {np.dtype(t) for t in (np.int8, np.uint8, np.int16)}
+
+
+# -- helpers shared with binary.py and elementwise.py (candidates for common.py) -----------
+def scale_of(tensor):
+    """The scale of a per-tensor quantized tensor, as a Python float (exact from float32)."""
+    return float(tensor.quantization.scales[0])
+
+
+def zero_point_of(tensor):
+    return int(tensor.quantization.zero_points[0])
+
+
+def arity_reason(node, n_inputs):
+    """None when `node` has `n_inputs` inputs (none omitted) and one output, else why not."""
+    if len(node.inputs) != n_inputs or any(t is None for t in node.inputs) or len(node.outputs) != 1:
+        return f"{node.op} takes {n_inputs} input(s) and one output"
+    return None
+
+
+def quantization_reason(node, tensors, per_channel=False):
+    """None when every tensor has quantization parameters with positive scales (a single scale
+    unless `per_channel`), else why not."""
+    for t in tensors:
+        q = t.quantization
+        if q is None:
+            return f"{node.op} on {t.dtype} needs quantization parameters on tensor {t.index}"
+        if q.scales.size != 1 and not per_channel:
+            return f"{node.op} supports only per-tensor quantization (tensor {t.index} is per-channel)"
+        if not np.all(q.scales > 0):
+            return f"{node.op}: tensor {t.index} has a non-positive scale"
+    return None
+
+
+def _shaped(tensor, shape):
+    """`tensor` with the runtime array's shape. common.quantize / dequantize lay per-channel
+    parameters out along tensor.shape, which may not be final yet (e.g. before shape inference)."""
+    return dataclasses.replace(tensor, shape=tuple(shape))
+
+
+# -- QUANTIZE / DEQUANTIZE ------------------------------------------------------------------
+def quantize_real(tensor, real):
+    """float32 -> the quantized `tensor`'s dtype (per tensor or per channel): round half away
+    from zero, add the zero point, saturate. Out-of-int32 values and NaN are undefined in
+    TFLite's C++ (x86 LiteRT turns them all into the minimum): we saturate infinities and map
+    NaN to the zero point, as ARM builds do."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return quantize(tensor, np.where(np.isnan(real), 0.0, real))
+
+
+def requantize(source, target, values):
+    """Integer -> integer QUANTIZE (TFLite's Requantize): (q - zp_in) times the Q31 multiplier
+    of scale_in / scale_out, plus zp_out, saturated to the target dtype."""
+    multiplier, shift = quantized_multiplier(scale_of(source) / scale_of(target))
+    centered = values.astype(np.int64) - zero_point_of(source)
+    raw = multiply_by_quantized_multiplier(centered, multiplier, shift) + zero_point_of(target)
+    info = np.iinfo(target.dtype)
+    return np.clip(raw, info.min, info.max).astype(target.dtype)
+
+
+def quantize_op(node, inputs):
+    """QUANTIZE: [float32 array] or [int8 / uint8 / int16 array] -> [array of the output dtype]."""
+    x, source, target = np.asarray(inputs[0]), node.inputs[0], node.outputs[0]
+    if x.dtype == F32:
+        # reshape: common.quantize broadcasts a scalar against its [1] scale array.
+        return [np.asarray(quantize_real(_shaped(target, x.shape), x)).reshape(x.shape)]
+    return [np.asarray(requantize(source, target, x))]
+
+
+def dequantize_op(node, inputs):
+    """DEQUANTIZE: float16 -> float32 exactly; int8 / uint8 / int16 -> scale * (q - zero_point),
+    per tensor or per channel along the quantized dimension."""
+    x = np.asarray(inputs[0])
+    if x.dtype == F16:
+        return [x.astype(F32)]
+    # reshape: common.dequantize broadcasts a scalar against its [1] scale array.
+    return [np.asarray(dequantize(_shaped(node.inputs[0], x.shape), x)).reshape(x.shape)]
+
+
+def _channel_reason(node, tensor, shape):
+    """A per-channel quantization must run along an existing axis (of `shape`) of matching size."""
+    q = tensor.quantization
+    axis = q.quantized_dimension
+    if q.scales.size > 1 and not (0 <= axis < len(shape) and shape[axis] == q.scales.size):
+        return (f"{node.op}: tensor {tensor.index} has {q.scales.size} scales along dimension "
+                f"{q.quantized_dimension} of shape {list(shape)}")
+    return None
+
+
+def quantize_support(node):
+    reason = arity_reason(node, 1)
+    if reason is not None:
+        return reason
+    source, target = node.inputs[0], node.outputs[0]
+    if target.dtype not in INTEGER_QUANTIZED:
+        return f"QUANTIZE to {target.type_name or target.dtype} is not supported"
+    if source.dtype == F32:
+        return quantization_reason(node, [target], per_channel=True) or _channel_reason(node, target, source.shape)
+    if source.dtype not in INTEGER_QUANTIZED:
+        return f"QUANTIZE from {source.type_name or source.dtype} is not supported"
+    return quantization_reason(node, [source, target])
+
+
+def dequantize_support(node):
+    reason = arity_reason(node, 1)
+    if reason is not None:
+        return reason
+    source, target = node.inputs[0], node.outputs[0]
+    if target.dtype != F32:
+        return f"DEQUANTIZE to {target.type_name or target.dtype} is not supported"
+    if source.dtype == F16:
+        return None
+    if source.dtype not in INTEGER_QUANTIZED:
+        return f"DEQUANTIZE from {source.type_name or source.dtype} is not supported"
+    return quantization_reason(node, [source], per_channel=True) or _channel_reason(node, source, source.shape)
+
+
+# -- DENSIFY --------------------------------------------------------------------------------
+def _block_sizes(rank, sparsity):
+    """Block size of each blocked dimension. TFLite (InitSparseToDenseConverter) reads it from
+    dim_metadata[traversal_order[rank + k]].dense_size."""
+    order, metas = sparsity.traversal_order, sparsity.dim_metadata
+    return [metas[order[rank + k]].dense_size for k in range(len(sparsity.block_map))]
+
+
+def level_sizes(shape, sparsity):
+    """The extent of each traversal level: a dimension of the blocked shape (a blocked
+    dimension divided by its block size) or, for the trailing block levels, a block size."""
+    rank, block_sizes = len(shape), _block_sizes(len(shape), sparsity)
+    blocks = dict(zip(sparsity.block_map, block_sizes))
+    extents = [shape[d] // blocks.get(d, 1) for d in range(rank)] + block_sizes
+    return [extents[d] for d in sparsity.traversal_order]
+
+
+def _walk_levels(sparsity, sizes, label):
+    """FormatConverter::Populate's depth-first walk, done breadth-first one level at a time:
+    returns [n, levels] int64, the index taken at each traversal level by each of the n stored
+    values, in storage order. A DENSE level enumerates 0..size-1 under every path; a SPARSE_CSR
+    level takes array_indices[segments[p] : segments[p + 1]] under the path at position p
+    (positions number the paths of a level: p * size + i below a dense level, the index into
+    array_indices below a sparse one). Malformed index arrays raise ModelError; the work is
+    bounded by the dense size and the index arrays' lengths."""
+    positions = np.zeros(1, np.int64)
+    taken = np.zeros((1, 0), np.int64)
+    for level, (meta, size) in enumerate(zip(sparsity.dim_metadata, sizes)):
+        if meta.format == "DENSE":
+            parents = np.repeat(np.arange(positions.size), size)
+            index = np.tile(np.arange(size, dtype=np.int64), positions.size)
+            positions = positions[parents] * size + index
+        else:
+            parents, positions, index = _csr_children(meta, positions, size, f"operator {label}: level {level}")
+        taken = np.column_stack([taken[parents], index])
+    return taken
+
+
+def _csr_children(meta, positions, size, where):
+    """(parent of each child, child positions, child indices) of one SPARSE_CSR level."""
+    segments, indices = np.asarray(meta.array_segments, np.int64), np.asarray(meta.array_indices, np.int64)
+    if positions.size and positions.max() + 1 >= segments.size:
+        raise ModelError(f"{where} has {segments.size} array_segments, too few for position {positions.max()}")
+    starts, ends = segments[positions], segments[positions + 1]
+    counts = ends - starts
+    if np.any(starts < 0) or np.any(counts < 0) or np.any(ends > indices.size) or counts.sum() > indices.size:
+        raise ModelError(f"{where} array_segments are not a non-decreasing partition of its "
+                         f"{indices.size} array_indices")
+    parents = np.repeat(np.arange(positions.size), counts)
+    children = starts[parents] + np.arange(parents.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    index = indices[children]
+    if np.any((index < 0) | (index >= size)):
+        raise ModelError(f"{where} has array_indices outside [0, {size})")
+    return parents, children, index
+
+
+def sparse_coordinates(shape, sparsity, label):
+    """Dense coordinates [n, rank] of the n stored values of a TFLite sparse tensor of dense
+    `shape`, in storage order (what FormatConverter::SparseToDense writes where)."""
+    rank, order = len(shape), sparsity.traversal_order
+    taken = _walk_levels(sparsity, level_sizes(shape, sparsity), label)
+    coordinates = np.zeros((taken.shape[0], rank), np.int64)
+    coordinates[:, list(order[:rank])] = taken[:, :rank]
+    for level, block_size in zip(range(rank, len(order)), _block_sizes(rank, sparsity)):
+        dim = sparsity.block_map[order[level] - rank]
+        coordinates[:, dim] = coordinates[:, dim] * block_size + taken[:, level]
+    return coordinates
+
+
+def densify(node, inputs):
+    """DENSIFY: the flat stored values of a constant sparse tensor -> its dense array."""
+    tensor = node.inputs[0]
+    values = np.asarray(inputs[0]).reshape(-1)
+    coordinates = sparse_coordinates(tensor.shape, tensor.sparsity, node.label)
+    if coordinates.shape[0] != values.size:
+        raise ModelError(f"operator {node.label}: the sparsity metadata addresses {coordinates.shape[0]} "
+                         f"values, the tensor stores {values.size}")
+    dense = np.zeros(tensor.shape, values.dtype)
+    dense[tuple(coordinates.T)] = values
+    return [dense]
+
+
+def sparsity_reason(shape, sparsity):
+    """None when the sparsity parameters are structurally valid for a dense `shape`, else why
+    not (the walk in densify checks what depends on the index arrays' contents)."""
+    rank, order, block_map = len(shape), tuple(sparsity.traversal_order), tuple(sparsity.block_map)
+    total = rank + len(block_map)
+    if len(order) != total or len(sparsity.dim_metadata) != total:
+        return (f"traversal_order ({len(order)}) and dim_metadata ({len(sparsity.dim_metadata)}) must both "
+                f"have rank + blocked dims = {total} entries")
+    if sorted(order[:rank]) != list(range(rank)) or sorted(order[rank:]) != list(range(rank, total)):
+        return f"traversal_order {list(order)} is not dims 0..{rank - 1} then block dims {rank}..{total - 1}"
+    if any(not 0 <= d < rank for d in block_map) or list(block_map) != sorted(set(block_map)):
+        return f"block_map {list(block_map)} is not an increasing list of dimensions"
+    for dim, block_size in zip(block_map, _block_sizes(rank, sparsity)):
+        if block_size <= 0 or shape[dim] % block_size:
+            return f"block size {block_size} does not divide dimension {dim} of shape {list(shape)}"
+    for level, (meta, size) in enumerate(zip(sparsity.dim_metadata, level_sizes(shape, sparsity))):
+        if meta.format == "DENSE" and meta.dense_size != size:
+            # Also what bounds the walk: no level can enumerate more than the tensor holds.
+            return f"DENSE level {level} has dense_size {meta.dense_size}, the dimension it walks has {size}"
+        if meta.format == "SPARSE_CSR" and (meta.array_segments is None or meta.array_indices is None):
+            return f"SPARSE_CSR level {level} lacks array_segments or array_indices"
+        if meta.format not in ("DENSE", "SPARSE_CSR"):
+            return f"level {level} has unknown format {meta.format}"
+    return None
+
+
+def densify_support(node):
+    reason = arity_reason(node, 1)
+    if reason is not None:
+        return reason
+    source, target = node.inputs[0], node.outputs[0]
+    if source.sparsity is None:
+        return f"DENSIFY input tensor {source.index} has no sparsity parameters"
+    if not source.is_const:
+        return f"DENSIFY input tensor {source.index} is not a constant"
+    # The output shape is checked too: the folded value is stored in the declared shape.
+    if source.dtype is None or target.dtype != source.dtype or tuple(target.shape) != tuple(source.shape):
+        return (f"DENSIFY output {target.dtype} {list(target.shape)} does not match its input "
+                f"{source.type_name} {list(source.shape)}")
+    reason = sparsity_reason(source.shape, source.sparsity)
+    return None if reason is None else f"DENSIFY input tensor {source.index}: {reason}"
+
+
+KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": densify}
+SUPPORT = {"QUANTIZE": quantize_support, "DEQUANTIZE": dequantize_support, "DENSIFY": densify_support}

@@ -1,2 +1,141 @@
-"""(being written)"""
-KERNELS = {}
+"""Reductions over the axes in a constant (or run-time) int32 input: MEAN, SUM, REDUCE_MAX,
+REDUCE_MIN, REDUCE_PROD, with keep_dims.
+
+Floats accumulate in float32 as TFLite does (numpy's pairwise sum stays closer to the exact value
+than TFLite's running sum, so the two agree within the parity tolerance). Quantized MEAN
+reproduces TFLite's integer requantization, including the different formula LiteRT's optimized
+kernel uses for the common 4-D mean over height and width.
+"""
+import numpy as np
+
+from .common import multiply_by_quantized_multiplier, quantized_multiplier, round_half_away
+from .shape import arity_reason, index_input_reason, node_error
+
+_FLOAT = np.dtype(np.float32)
+_QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _axes(node, x, axis_values):
+    """Unique axes in [0, rank) from the axis input (negative values count from the end)."""
+    axes = []
+    for axis in np.asarray(axis_values).reshape(-1).tolist():
+        if not -x.ndim <= axis < x.ndim:
+            raise node_error(node, f"axis {axis} is out of range for rank {x.ndim}")
+        if axis % x.ndim not in axes:
+            axes.append(axis % x.ndim)
+    return axes
+
+
+def _reduction(node, inputs):
+    """(x, axes, keep_dims) of a reduction node."""
+    x = inputs[0]
+    return x, (_axes(node, x, inputs[1]) if x.ndim else []), bool(node.options.get("keep_dims", False))
+
+
+def _reducer(reduce, initial=None):
+    """A kernel applying numpy's `reduce` over the node's axes; `initial(dtype)` is the value
+    TFLite's kernel leaves in outputs that reduce over nothing (an empty input)."""
+    def kernel(node, inputs):
+        x, axes, keep_dims = _reduction(node, inputs)
+        extra = {} if initial is None else {"initial": initial(x.dtype)}
+        return [np.asarray(reduce(x, axis=tuple(axes), keepdims=keep_dims, **extra)).astype(x.dtype)]
+    return kernel
+
+
+def _lowest(dtype):
+    """numeric_limits<T>::lowest(): REDUCE_MAX's start value."""
+    return np.finfo(dtype).min if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _highest(dtype):
+    return np.finfo(dtype).max if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+# -- MEAN -------------------------------------------------------------------------------------
+def mean(node, inputs):
+    """MEAN: float32 sum / count (NaN over an empty input), or TFLite's quantized mean."""
+    x, axes, keep_dims = _reduction(node, inputs)
+    if x.dtype != _FLOAT:
+        return [_quantized_mean(node, x, axes, keep_dims)]
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    total = np.sum(x, axis=tuple(axes), keepdims=keep_dims, dtype=np.float32)
+    if x.size == 0:
+        return [np.full(total.shape, np.nan, np.float32)]
+    return [(total / np.float32(count)).astype(np.float32)]
+
+
+def _quantized_mean(node, x, axes, keep_dims):
+    """Sum of the raw integers, then requantized to the output's scale and zero point."""
+    out = node.outputs[0]
+    in_scale, in_zero = float(node.inputs[0].quantization.scales[0]), int(node.inputs[0].quantization.zero_points[0])
+    out_scale, out_zero = float(out.quantization.scales[0]), int(out.quantization.zero_points[0])
+    total = np.sum(x, axis=tuple(axes), keepdims=keep_dims, dtype=np.int64)
+    if x.size == 0:
+        return np.zeros(total.shape, x.dtype)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if keep_dims and x.ndim == 4 and sorted(axes) == [1, 2]:
+        result = _mean_hw(total, count, in_scale, in_zero, out_scale, out_zero)
+    else:
+        result = _mean_general(total, count, in_scale, in_zero, out_scale, out_zero)
+    info = np.iinfo(x.dtype)
+    return np.clip(result, info.min, info.max).astype(x.dtype)
+
+
+def _mean_general(total, count, in_scale, in_zero, out_scale, out_zero):
+    """reference_ops::QuantizedMeanOrSum: the in/out scale multiplier absorbs 1/count as a
+    shift of up to floor(log2(count)) bits and an integer division."""
+    multiplier, shift = quantized_multiplier(np.float64(in_scale) / np.float64(out_scale))
+    count_shift = min(count.bit_length() - 1, 32, 31 + shift)
+    multiplier = (multiplier << count_shift) // count
+    return multiply_by_quantized_multiplier(total - in_zero * count, multiplier, shift - count_shift) + out_zero
+
+
+def _mean_hw(total, count, in_scale, in_zero, out_scale, out_zero):
+    """LiteRT's optimized 4-D mean over H and W: the raw sum times in/(count * out) in float32,
+    plus a bias for the zero points rounded on its own (so it may differ from the general path)."""
+    zero_term = np.float32(in_zero) * np.float32(in_scale) / np.float32(out_scale)
+    bias = out_zero - int(round_half_away(zero_term))
+    multiplier, shift = quantized_multiplier(
+        float(np.float32(in_scale) / (np.float32(count) * np.float32(out_scale))))
+    return multiply_by_quantized_multiplier(total, multiplier, shift) + bias
+
+
+# -- SUPPORT ----------------------------------------------------------------------------------
+def _support(dtypes, requantizes=False):
+    """A SUPPORT check: two inputs (data, int32 axes), one output of the data's dtype, which is
+    in `dtypes`. 8-bit tensors need per-tensor quantization, and unless the op `requantizes`
+    (MEAN), the same scale and zero point on input and output, as TFLite requires."""
+    def check(node):
+        reason = arity_reason(node, 2) or index_input_reason(node, 1, "axis", int32_only=True)
+        if reason:
+            return reason
+        x, out = node.inputs[0], node.outputs[0]
+        if x.dtype not in dtypes or out.dtype != x.dtype:
+            return f"input {x.dtype} / output {out.dtype} are not one of {', '.join(map(str, dtypes))}"
+        if x.dtype not in _QUANTIZED:
+            return None
+        if any(t.quantization is None or t.quantization.scales.size != 1 for t in (x, out)):
+            return "8-bit reductions need per-tensor quantization on input and output"
+        if not requantizes and (x.quantization.scales[0] != out.quantization.scales[0]
+                                or x.quantization.zero_points[0] != out.quantization.zero_points[0]):
+            return "8-bit input and output must share scale and zero point"
+        return None
+    return check
+
+
+_MINMAX_DTYPES = (_FLOAT, np.dtype(np.int32)) + _QUANTIZED
+
+KERNELS = {
+    "MEAN": mean,
+    "SUM": _reducer(np.sum),
+    "REDUCE_PROD": _reducer(np.prod),
+    "REDUCE_MAX": _reducer(np.max, _lowest),
+    "REDUCE_MIN": _reducer(np.min, _highest),
+}
+SUPPORT = {
+    "MEAN": _support((_FLOAT,) + _QUANTIZED, requantizes=True),
+    "SUM": _support((_FLOAT,)),
+    "REDUCE_PROD": _support((_FLOAT,)),
+    "REDUCE_MAX": _support(_MINMAX_DTYPES),
+    "REDUCE_MIN": _support(_MINMAX_DTYPES),
+}

@@ -1,2 +1,518 @@
-"""(being written)"""
-KERNELS = {}
+"""Layout ops: reshape, pad, concatenate, slice, transpose, gather, split, pack, tile, shape.
+
+They move values without changing them, so they take any dtype and the output keeps the input's
+quantization; the one exception is CONCATENATION, which requantizes 8-bit inputs whose scale or
+zero point differs from its output's (as TFLite's ConcatenationWithScaling does).
+Shape-defining inputs (RESHAPE's shape, PAD's paddings, STRIDED_SLICE's begin/end/strides, ...)
+are read from their values, so a kernel computes its output shape from its inputs.
+"""
+import numpy as np
+
+from ..errors import ModelError
+from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
+                     is_quantized, quantized_activation_range, round_half_away)
+
+MIRROR_PAD_REFLECT, MIRROR_PAD_SYMMETRIC = 0, 1
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def node_error(node, message):
+    """A ModelError that names the operator (`#<index> (<OP>)`)."""
+    return ModelError(f"operator {node.label}: {message}")
+
+
+def arity_reason(node, n_inputs, n_outputs=1, optional=()):
+    """Why the node's input/output counts or tensors do not fit, or None. `n_inputs` is an int or
+    a tuple of accepted counts; every input but those in `optional` must be present, and every
+    tensor of a type numpy can hold."""
+    accepted = n_inputs if isinstance(n_inputs, tuple) else (n_inputs,)
+    if len(node.inputs) not in accepted:
+        return f"takes {' or '.join(map(str, accepted))} inputs, got {len(node.inputs)}"
+    if n_outputs is not None and len(node.outputs) != n_outputs:
+        return f"takes {n_outputs} outputs, got {len(node.outputs)}"
+    required = [t for k, t in enumerate(node.inputs) if k not in optional] + list(node.outputs)
+    if any(t is None or t.dtype is None for t in required):
+        return "has a missing tensor or one of a type numpy cannot hold (string, int4, ...)"
+    return None
+
+
+def index_input_reason(node, k, what, int32_only=False):
+    """Why input k (an index/shape tensor) is unusable, or None. `int32_only` for the inputs
+    TFLite reads as int32 whatever their type (an int64 vector would be misread)."""
+    tensor = node.inputs[k] if k < len(node.inputs) else None
+    accepted = _INDEX_DTYPES[:1] if int32_only else _INDEX_DTYPES
+    if tensor is None or tensor.dtype not in accepted:
+        return f"{what} must be an {' or '.join(map(str, accepted))} tensor"
+    return None
+
+
+def _index_values(node, values, what, count=None):
+    """A shape-defining input as a flat int64 array, checked to hold `count` values."""
+    values = np.asarray(values)
+    if values.dtype not in _INDEX_DTYPES:
+        raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
+    flat = values.reshape(-1).astype(np.int64)
+    if count is not None and flat.size != count:
+        raise node_error(node, f"{what} holds {flat.size} values, expected {count}")
+    return flat
+
+
+def _axis(node, axis, rank, what="axis"):
+    """Normalize a possibly negative axis into [0, rank)."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise node_error(node, f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _scalar_axis(node, values, rank):
+    return _axis(node, _index_values(node, values, "axis", count=1)[0], rank)
+
+
+def _same_quantization(a, b):
+    """True when both tensors carry the same (per-tensor) scale and zero point."""
+    qa, qb = a.quantization, b.quantization
+    return (qa is not None and qb is not None and np.float32(qa.scales[0]) == np.float32(qb.scales[0])
+            and int(qa.zero_points[0]) == int(qb.zero_points[0]))
+
+
+def _simple_support(n_inputs, n_outputs=1, index_inputs=(), optional=(), int32_only=False):
+    """A SUPPORT check for an op with fixed arity and (input index, name) index tensors."""
+    def check(node):
+        reason = arity_reason(node, n_inputs, n_outputs, optional)
+        for k, what in index_inputs:
+            reason = reason or index_input_reason(node, k, what, int32_only)
+        return reason
+    return check
+
+
+# -- RESHAPE ----------------------------------------------------------------------------------
+def _requested_shape(node, inputs):
+    """TFLite's GetOutputShape: the shape input when it is a 1-D int32 tensor, else the
+    new_shape option, where the legacy value [0] means a scalar."""
+    if len(inputs) == 2 and inputs[1] is not None and inputs[1].ndim == 1 and inputs[1].dtype == np.int32:
+        return [int(d) for d in inputs[1]]
+    new_shape = list(node.options.get("new_shape") or [])
+    return [] if new_shape == [0] else [int(d) for d in new_shape]
+
+
+def _resolve_stretch(node, in_shape, shape):
+    """Fill in the one -1 dimension like TFLite's ResizeOutput: zero-size dimensions are left out
+    of the division, and a -1 becomes 0 when the input is empty but the known dims are not."""
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise node_error(node, f"invalid new shape {shape}: at most one -1 and no other negative size")
+    num_in = int(np.prod(in_shape, dtype=np.int64))
+    known = [d for d in shape if d != -1]
+    num_known = int(np.prod(known, dtype=np.int64))
+    if -1 in shape:
+        nonzero_in = int(np.prod([d for d in in_shape if d], dtype=np.int64))
+        nonzero_known = int(np.prod([d for d in known if d], dtype=np.int64))
+        fill = 0 if num_in == 0 and num_known != 0 else nonzero_in // nonzero_known
+        shape = [fill if d == -1 else d for d in shape]
+    if int(np.prod(shape, dtype=np.int64)) != num_in:
+        raise node_error(node, f"cannot reshape {list(in_shape)} ({num_in} elements) to {shape}")
+    return shape
+
+
+def reshape(node, inputs):
+    """RESHAPE: same values, shape from the shape input or the new_shape option."""
+    x = inputs[0]
+    return [x.reshape(_resolve_stretch(node, x.shape, _requested_shape(node, inputs)))]
+
+
+# -- PAD / PADV2 / MIRROR_PAD -----------------------------------------------------------------
+def _paddings(node, values, rank):
+    """[[before, after]] per dimension from a [rank, 2] paddings tensor; TFLite rejects negatives."""
+    widths = _index_values(node, values, "paddings", count=2 * rank).reshape(rank, 2)
+    if (widths < 0).any():
+        raise node_error(node, f"paddings must be >= 0, got {widths.tolist()}")
+    return widths
+
+
+def _pad_value(node, inputs):
+    """PADV2's constant value, else 0 in real terms: the output zero point when quantized."""
+    if len(inputs) > 2 and inputs[2] is not None:
+        if inputs[2].size != 1:
+            raise node_error(node, f"constant_values must hold one value, got {inputs[2].size}")
+        return inputs[2].reshape(-1)[0]
+    out = node.outputs[0]
+    return int(out.quantization.zero_points[0]) if is_quantized(out) else 0
+
+
+def pad(node, inputs):
+    """PAD / PADV2: constant padding. inputs: x, paddings [rank, 2][, constant_values []]."""
+    x = inputs[0]
+    return [np.pad(x, _paddings(node, inputs[1], x.ndim), constant_values=_pad_value(node, inputs))]
+
+
+def _pad_support(node):
+    reason = arity_reason(node, (2, 3)) or index_input_reason(node, 1, "paddings")
+    if reason or len(node.inputs) < 3 or node.inputs[2] is None:
+        return reason
+    value, out = node.inputs[2], node.outputs[0]
+    if value.dtype != node.inputs[0].dtype:
+        return f"constant_values is {value.dtype}, the input is {node.inputs[0].dtype}"
+    if is_quantized(out) and not _same_quantization(value, out):
+        # TFLite pads with the raw stored value, so it must share the output's quantization.
+        return "quantized constant_values must have the output's scale and zero point"
+    return None
+
+
+def mirror_pad(node, inputs):
+    """MIRROR_PAD: REFLECT (edge not repeated, pad <= dim - 1) or SYMMETRIC (pad <= dim)."""
+    x = inputs[0]
+    widths = _paddings(node, inputs[1], x.ndim)
+    symmetric = node.options.get("mode", MIRROR_PAD_REFLECT) == MIRROR_PAD_SYMMETRIC
+    limit = np.maximum(np.array(x.shape, np.int64) - (0 if symmetric else 1), 0)
+    if (widths > limit[:, None]).any():
+        raise node_error(node, f"paddings {widths.tolist()} exceed what {'SYMMETRIC' if symmetric else 'REFLECT'} "
+                               f"mode allows for shape {list(x.shape)}")
+    return [np.pad(x, widths, mode="symmetric" if symmetric else "reflect")]
+
+
+def _mirror_pad_support(node):
+    mode = node.options.get("mode", MIRROR_PAD_REFLECT)
+    if mode not in (MIRROR_PAD_REFLECT, MIRROR_PAD_SYMMETRIC):
+        return f"unknown mirror pad mode {mode}"
+    return arity_reason(node, 2) or index_input_reason(node, 1, "paddings")
+
+
+# -- CONCATENATION ----------------------------------------------------------------------------
+def _requantize(tensor, values, out):
+    """TFLite's ConcatenationWithScaling for one input, in its float32 arithmetic:
+    q_out = round(q * s + bias) + zp_out with s = s_in / s_out and bias = -zp_in * s."""
+    if _same_quantization(tensor, out):
+        return values
+    scale = np.float32(tensor.quantization.scales[0]) * (np.float32(1) / np.float32(out.quantization.scales[0]))
+    bias = np.float32(-int(tensor.quantization.zero_points[0])) * scale
+    requantized = round_half_away(values.astype(np.float32) * scale + bias) + int(out.quantization.zero_points[0])
+    info = np.iinfo(out.dtype)
+    return np.clip(requantized, info.min, info.max).astype(out.dtype)
+
+
+def concatenation(node, inputs):
+    """CONCATENATION along options['axis'] (negative counts from the end), then the fused
+    activation (a clamp in the quantized domain for 8-bit outputs)."""
+    first, out = inputs[0], node.outputs[0]
+    axis = _axis(node, node.options.get("axis", 0), first.ndim)
+    for k, value in enumerate(inputs):
+        if value.ndim != first.ndim or value.shape[:axis] + value.shape[axis + 1:] != \
+                first.shape[:axis] + first.shape[axis + 1:]:
+            raise node_error(node, f"input {k} of shape {list(value.shape)} does not fit input 0 of shape "
+                                   f"{list(first.shape)} off axis {axis}")
+    activation = fused_activation(node)
+    if is_quantized(out):
+        joined = np.concatenate([_requantize(t, v, out) for t, v in zip(node.inputs, inputs)], axis)
+        if activation == ACT_NONE:
+            return [joined]
+        qmin, qmax = quantized_activation_range(activation, out)
+        return [np.clip(joined, qmin, qmax).astype(out.dtype)]
+    return [apply_activation(np.concatenate(inputs, axis), activation, node)]
+
+
+def _concatenation_support(node):
+    if not node.inputs or any(t is None or t.dtype != node.inputs[0].dtype for t in node.inputs):
+        return "all inputs must be present and share one dtype"
+    reason = arity_reason(node, len(node.inputs))
+    out = node.outputs[0] if len(node.outputs) == 1 else None
+    if reason is None and is_quantized(out) and any(not is_quantized(t) for t in node.inputs):
+        reason = "a quantized output needs quantized inputs"
+    return reason or _activation_reason(fused_activation(node), out)
+
+
+def _activation_reason(activation, out):
+    """Integer outputs take only the clamping activations; float ones also TANH and SIGN_BIT."""
+    clamps = activation_range(activation) is not None
+    if activation == ACT_NONE or (out.dtype.kind in "iu" and clamps) or \
+            (out.dtype.kind == "f" and (clamps or activation in (ACT_TANH, ACT_SIGN_BIT))):
+        return None
+    return f"fused activation {activation} cannot apply to a {out.dtype} output"
+
+
+# -- STRIDED_SLICE ----------------------------------------------------------------------------
+def _expand_masks(options, count, rank):
+    """TFLite's BuildStridedSliceParams, first half: how many new axes are added, and the
+    ellipsis / new-axis masks over the effective (expanded) dimensions."""
+    ellipsis_mask, new_axis_mask = options.get("ellipsis_mask", 0), options.get("new_axis_mask", 0)
+    num_add_axis = sum(1 for i in range(count) if not ellipsis_mask >> i & 1 and new_axis_mask >> i & 1)
+    dims = rank + num_add_axis
+    ellipsis, new_axis, ellipsis_start, expanded = 0, 0, dims, 0
+    i = 0
+    while i < dims:
+        if ellipsis_mask >> i & 1:
+            # The ellipsis spans every dimension begin/end/strides leave unspecified.
+            ellipsis_end = max(i + 1, min(i + 1 + num_add_axis + rank - count, dims))
+            ellipsis_start, expanded = i, ellipsis_end - i - 1
+            ellipsis |= ((1 << ellipsis_end) - 1) & ~((1 << i) - 1)
+            i = ellipsis_end
+            continue
+        if new_axis_mask >> (i - expanded) & 1:
+            new_axis |= 1 << i
+        i += 1
+    return dims, ellipsis, new_axis, ellipsis_start, expanded
+
+
+def _slice_axes(node, in_shape, begin, end, strides):
+    """Per effective dimension: (size, begin, end, stride, begin_masked, end_masked, shrink),
+    where new axes have size 1 and ellipsis / unspecified dimensions take everything."""
+    options = node.options
+    count = begin.size
+    dims, ellipsis, new_axis, ellipsis_start, expanded = _expand_masks(options, count, len(in_shape))
+    axes, added_axes, added_ellipsis = [], 0, 0
+    for i in range(dims):
+        if new_axis >> i & 1:
+            axes.append((1, 0, 1, 1, False, False, False))
+            added_axes += 1
+            continue
+        if i - added_axes >= len(in_shape):
+            raise node_error(node, f"begin/end/strides of length {count} do not fit input rank {len(in_shape)}")
+        size = in_shape[i - added_axes]
+        if ellipsis >> i & 1:
+            added_ellipsis = max(0, i - ellipsis_start)
+            axes.append((size, 0, 0, 1, True, True, False))
+        elif i >= count + expanded:
+            axes.append((size, 0, 0, 1, True, True, False))
+        else:
+            k = i - added_ellipsis
+            axes.append((size, int(begin[k]), int(end[k]), int(strides[k]), bool(options.get("begin_mask", 0) >> k & 1),
+                         bool(options.get("end_mask", 0) >> k & 1), bool(options.get("shrink_axis_mask", 0) >> k & 1)))
+    return axes
+
+
+def _slice_start(size, begin, stride, masked):
+    """TFLite's StridedSliceStartForAxis."""
+    if begin < 0:
+        begin += size
+    begin = min(max(begin, 0), size) if stride > 0 else min(max(begin, -1), size - 1)
+    if masked:
+        begin = 0 if stride > 0 else size - 1
+    return begin
+
+
+def _slice_stop(size, start, end, stride, masked, shrink, offset):
+    """TFLite's StridedSliceEndForAxis; with `offset`, end counts from start."""
+    if shrink:
+        return start if start >= size else start + 1
+    if offset:
+        end += start
+    if end < 0:
+        end += size
+    end = min(max(end, 0), size) if stride > 0 else min(max(end, -1), size - 1)
+    if masked:
+        end = size if stride > 0 else -1
+    return end
+
+
+def strided_slice(node, inputs):
+    """STRIDED_SLICE with begin/end/strides from inputs 1-3 and TFLite's mask semantics
+    (begin, end, ellipsis, new_axis, shrink_axis masks; `offset`: end holds sizes)."""
+    x = inputs[0]
+    begin = _index_values(node, inputs[1], "begin")
+    end = _index_values(node, inputs[2], "end", count=begin.size)
+    strides = _index_values(node, inputs[3], "strides", count=begin.size)
+    if (strides == 0).any():
+        raise node_error(node, "strides must be non-zero")
+    offset = bool(node.options.get("offset", False))
+    axes = _slice_axes(node, x.shape, begin, end, strides)
+    indices, out_shape = [], []
+    for size, b, e, stride, begin_masked, end_masked, shrink in axes:
+        start = _slice_start(size, b, stride, begin_masked)
+        picked = np.arange(start, _slice_stop(size, start, e, stride, end_masked, shrink, offset), stride)
+        if shrink and picked.size != 1:
+            raise node_error(node, f"shrink_axis slice at {b} with stride {stride} does not pick one element "
+                                   f"of a dimension of size {size}")
+        if offset and not shrink and picked.size != max(0, -(-e // stride)):
+            raise node_error(node, f"offset slice of size {e} from {b} leaves a dimension of size {size}")
+        indices.append(picked)
+        if not shrink:
+            out_shape.append(picked.size)
+    expanded = x.reshape([a[0] for a in axes])
+    return [expanded[np.ix_(*indices)].reshape(out_shape)]
+
+
+# -- SLICE ------------------------------------------------------------------------------------
+def slice_(node, inputs):
+    """SLICE: inputs x, begin [rank], size [rank] where size -1 means up to the end."""
+    x = inputs[0]
+    begin = _index_values(node, inputs[1], "begin", count=x.ndim)
+    size = _index_values(node, inputs[2], "size", count=x.ndim)
+    dims = np.array(x.shape, np.int64)
+    size = np.where(size == -1, dims - begin, size)
+    if (begin < 0).any() or (size < 0).any() or (begin + size > dims).any():
+        raise node_error(node, f"slice begin {begin.tolist()} size {size.tolist()} is outside shape {list(x.shape)}")
+    return [x[tuple(slice(b, b + s) for b, s in zip(begin, size))]]
+
+
+# -- DEPTH_TO_SPACE / SPACE_TO_DEPTH ----------------------------------------------------------
+def _block_size(node, x):
+    block = int(node.options.get("block_size", 0))
+    if x.ndim != 4 or block < 1:
+        raise node_error(node, f"needs a 4-D NHWC input and block_size >= 1, got shape {list(x.shape)}, "
+                               f"block_size {block}")
+    return block
+
+
+def depth_to_space(node, inputs):
+    """DEPTH_TO_SPACE [N, H, W, C] -> [N, H*b, W*b, C/b^2]; channel (by*b + bx)*C' + c moves to
+    pixel (y*b + by, x*b + bx), channel c (TFLite's DCR order)."""
+    x = inputs[0]
+    block = _block_size(node, x)
+    n, h, w, c = x.shape
+    if c % (block * block):
+        raise node_error(node, f"depth {c} is not divisible by block_size^2 = {block * block}")
+    depth = c // (block * block)
+    blocks = x.reshape(n, h, w, block, block, depth).transpose(0, 1, 3, 2, 4, 5)
+    return [blocks.reshape(n, h * block, w * block, depth)]
+
+
+def space_to_depth(node, inputs):
+    """SPACE_TO_DEPTH [N, H, W, C] -> [N, H/b, W/b, C*b^2], the inverse of DEPTH_TO_SPACE."""
+    x = inputs[0]
+    block = _block_size(node, x)
+    n, h, w, c = x.shape
+    if h % block or w % block:
+        raise node_error(node, f"height {h} and width {w} must be divisible by block_size {block}")
+    blocks = x.reshape(n, h // block, block, w // block, block, c).transpose(0, 1, 3, 2, 4, 5)
+    return [blocks.reshape(n, h // block, w // block, block * block * c)]
+
+
+# -- TRANSPOSE / SQUEEZE / EXPAND_DIMS --------------------------------------------------------
+def transpose(node, inputs):
+    """TRANSPOSE by the permutation in input 1 (TFLite takes no negative entries)."""
+    x = inputs[0]
+    perm = _index_values(node, inputs[1], "perm", count=x.ndim)
+    if sorted(perm.tolist()) != list(range(x.ndim)):
+        raise node_error(node, f"perm {perm.tolist()} is not a permutation of the {x.ndim} input dims")
+    return [np.transpose(x, perm)]
+
+
+def squeeze(node, inputs):
+    """SQUEEZE the squeeze_dims (negative allowed), or every size-1 dim when none are given."""
+    x = inputs[0]
+    dims = node.options.get("squeeze_dims") or []
+    if not dims:
+        return [x.reshape([d for d in x.shape if d != 1])]
+    axes = {_axis(node, d, x.ndim, "squeeze dim") for d in dims}
+    if any(x.shape[a] != 1 for a in axes):
+        raise node_error(node, f"squeeze_dims {list(dims)} name dims that are not 1 in {list(x.shape)}")
+    return [x.reshape([d for a, d in enumerate(x.shape) if a not in axes])]
+
+
+def expand_dims(node, inputs):
+    """EXPAND_DIMS: insert a size-1 dim at the axis in input 1, in [-rank-1, rank]."""
+    x = inputs[0]
+    axis = _axis(node, _index_values(node, inputs[1], "axis", count=1)[0], x.ndim + 1)
+    return [np.expand_dims(x, axis)]
+
+
+# -- GATHER -----------------------------------------------------------------------------------
+def gather(node, inputs):
+    """GATHER (batch_dims 0): out = params[:axis] x indices.shape x params[axis+1:]."""
+    params, indices = inputs
+    axis = _axis(node, node.options.get("axis", 0), params.ndim)
+    flat = np.asarray(indices, np.int64)
+    if flat.size and (flat.min() < 0 or flat.max() >= params.shape[axis]):
+        # TFLite reports out-of-range indices (negative ones included) as an error.
+        raise node_error(node, f"gather index out of range [0, {params.shape[axis]})")
+    return [np.take(params, flat, axis=axis)]
+
+
+def _gather_support(node):
+    if node.options.get("batch_dims", 0) != 0:
+        return f"batch_dims {node.options['batch_dims']} is not supported (only 0)"
+    return arity_reason(node, 2) or index_input_reason(node, 1, "indices")
+
+
+# -- SPLIT / SPLIT_V / PACK / UNPACK ----------------------------------------------------------
+def split(node, inputs):
+    """SPLIT: inputs axis [], x; len(node.outputs) equal parts along axis."""
+    axis_values, x = inputs
+    axis = _scalar_axis(node, axis_values, x.ndim)
+    parts = len(node.outputs)
+    if x.shape[axis] % parts:
+        raise node_error(node, f"dimension {axis} of size {x.shape[axis]} does not split into {parts} parts")
+    return np.split(x, parts, axis=axis)
+
+
+def split_v(node, inputs):
+    """SPLIT_V: inputs x, size_splits [num_splits] (one -1 takes the rest), axis []."""
+    x, sizes, axis_values = inputs
+    axis = _scalar_axis(node, axis_values, x.ndim)
+    sizes = _index_values(node, sizes, "size_splits", count=len(node.outputs))
+    unknown = sizes == -1
+    if unknown.sum() > 1 or (sizes[~unknown] < 0).any():
+        raise node_error(node, f"size_splits {sizes.tolist()} may hold one -1 and no other negative size")
+    sizes = np.where(unknown, x.shape[axis] - sizes[~unknown].sum(), sizes)
+    if sizes.sum() != x.shape[axis] or (sizes < 0).any():
+        raise node_error(node, f"size_splits {sizes.tolist()} do not add up to dimension {axis} "
+                               f"of size {x.shape[axis]}")
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def pack(node, inputs):
+    """PACK the inputs (one shape) along a new axis in [-rank-1, rank]."""
+    first = inputs[0]
+    if any(v.shape != first.shape for v in inputs):
+        raise node_error(node, f"inputs of shapes {[list(v.shape) for v in inputs]} differ")
+    return [np.stack(inputs, axis=_axis(node, node.options.get("axis", 0), first.ndim + 1))]
+
+
+def unpack(node, inputs):
+    """UNPACK along axis into len(node.outputs) tensors (the axis size must match)."""
+    x = inputs[0]
+    axis = _axis(node, node.options.get("axis", 0), x.ndim)
+    if x.shape[axis] != len(node.outputs):
+        raise node_error(node, f"dimension {axis} of size {x.shape[axis]} does not unpack into "
+                               f"{len(node.outputs)} outputs")
+    return [np.take(x, k, axis=axis) for k in range(x.shape[axis])]
+
+
+def _pack_support(node):
+    if not node.inputs or any(t is None or t.dtype != node.inputs[0].dtype for t in node.inputs):
+        return "all inputs must be present and share one dtype"
+    return arity_reason(node, len(node.inputs))
+
+
+# -- TILE / SHAPE -----------------------------------------------------------------------------
+def tile(node, inputs):
+    """TILE by the non-negative multiples in input 1 (one per dim)."""
+    x = inputs[0]
+    multiples = _index_values(node, inputs[1], "multiples", count=x.ndim)
+    if (multiples < 0).any():
+        raise node_error(node, f"multiples {multiples.tolist()} must be >= 0")
+    return [np.tile(x, multiples)]
+
+
+def shape(node, inputs):
+    """SHAPE: the input's shape as a 1-D int32 or int64 tensor (the output's dtype)."""
+    return [np.array(inputs[0].shape, node.outputs[0].dtype)]
+
+
+def _shape_support(node):
+    reason = arity_reason(node, 1)
+    if reason is None and node.outputs[0].dtype not in _INDEX_DTYPES:
+        reason = f"output must be int32 or int64, got {node.outputs[0].dtype}"
+    return reason
+
+
+KERNELS = {
+    "RESHAPE": reshape, "PAD": pad, "PADV2": pad, "MIRROR_PAD": mirror_pad, "CONCATENATION": concatenation,
+    "STRIDED_SLICE": strided_slice, "SLICE": slice_, "DEPTH_TO_SPACE": depth_to_space,
+    "SPACE_TO_DEPTH": space_to_depth, "TRANSPOSE": transpose, "SQUEEZE": squeeze, "EXPAND_DIMS": expand_dims,
+    "GATHER": gather, "SPLIT": split, "SPLIT_V": split_v, "PACK": pack, "UNPACK": unpack, "TILE": tile,
+    "SHAPE": shape,
+}
+
+SUPPORT = {
+    "RESHAPE": _simple_support((1, 2), optional=(1,)), "PAD": _pad_support, "PADV2": _pad_support,
+    "MIRROR_PAD": _mirror_pad_support, "CONCATENATION": _concatenation_support,
+    "STRIDED_SLICE": _simple_support(4, 1, ((1, "begin"), (2, "end"), (3, "strides")), int32_only=True),
+    "SLICE": _simple_support(3, 1, ((1, "begin"), (2, "size"))),
+    "DEPTH_TO_SPACE": _simple_support(1), "SPACE_TO_DEPTH": _simple_support(1),
+    "TRANSPOSE": _simple_support(2, 1, ((1, "perm"),), int32_only=True), "SQUEEZE": _simple_support(1),
+    "EXPAND_DIMS": _simple_support(2, 1, ((1, "axis"),)), "GATHER": _gather_support,
+    "SPLIT": _simple_support(2, None, ((0, "axis"),)),
+    "SPLIT_V": _simple_support(3, None, ((1, "size_splits"), (2, "axis"))),
+    "PACK": _pack_support, "UNPACK": _simple_support(1, None), "TILE": _simple_support(2, 1, ((1, "multiples"),)),
+    "SHAPE": _shape_support,
+}

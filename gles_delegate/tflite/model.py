@@ -110,6 +110,11 @@ class ModelDef:
         dtype and shape; None when the tensor has no data (an activation or input)."""
         tensor = self.subgraphs[subgraph_index].tensors[tensor_index]
         raw = self.buffers[tensor.buffer] if tensor.buffer < len(self.buffers) else None
+        if tensor.buffer > 0 and tensor.dtype is not None and 0 in tensor.shape:
+            # A zero-element constant (an empty axis list) is written with an empty buffer.
+            empty = np.zeros(tensor.shape, tensor.dtype)
+            empty.flags.writeable = False
+            return empty
         if raw is None or raw.size == 0 or tensor.dtype is None:
             return None
         data = raw.view(tensor.dtype)

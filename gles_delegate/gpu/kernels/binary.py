@@ -22,6 +22,11 @@ def supports(node):
         dims = zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))
         if any(d not in (1, o) for d, o in dims):
             return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
+        # A runtime operand is stored in its own PHWC4 layout; broadcasting reads it through the
+        # right-aligned view, which is a different element order when the two views differ
+        # (e.g. [N, C] is stored as Nx1x1xC but broadcasts against rank 3 as 1x1xNxC).
+        if not operand.is_const and s4 != bhwc(operand.shape):
+            return f"runtime operand {list(operand.shape)} broadcast against rank {len(out.shape)} changes its layout"
     return None
 
 

@@ -1,0 +1,260 @@
+"""Binary op reference kernels against LiteRT's builtin kernels: broadcasting of every kind,
+every fused activation, float / integer / quantized dtypes, extreme values."""
+import numpy as np
+import pytest
+
+from gles_delegate import Interpreter, ModelError, ops
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import ModelBuilder, read_model
+from tests.litert import run_litert
+from tests.oplib import In, check_op, feeds, run_ours, single_op_model
+
+FLOAT_ARITHMETIC = ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"]
+WITH_ACTIVATION = {"ADD", "SUB", "MUL", "DIV"}
+ACTIVATIONS = range(6)  # NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT (the last two are no-ops here)
+COMPARISONS = ["GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"]
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3e38, -3e38, 1e-30, 2.5, -7.0], np.float32)
+
+
+def broadcast_pair(rng, rank):
+    """Two shapes that broadcast to at most `rank` dims: each keeps a random number of trailing
+    dims (0 = scalar) with some of them set to 1."""
+    full = rng.integers(1, 5, rank)
+
+    def side():
+        kept = int(rng.integers(0, rank + 1))
+        shape = full[rank - kept:].copy()
+        shape[rng.random(kept) < 0.35] = 1
+        return tuple(int(d) for d in shape)
+    return side(), side()
+
+
+def float_operands(rng, op, shapes):
+    """Random operands in the op's meaningful domain (POW: positive bases, moderate exponents)."""
+    a, b = (rng.normal(0, 3, s).astype(np.float32) for s in shapes)
+    if op == "POW":
+        a = np.abs(a) + np.float32(0.1)
+        b = np.clip(b, -4, 4)
+    if op == "DIV":
+        b = np.where(np.abs(b) < 0.1, np.float32(0.5), b)  # a huge quotient would swamp the tolerance
+    return a, b
+
+
+def options_for(op, activation):
+    return {"fused_activation_function": activation} if op in WITH_ACTIVATION else {}
+
+
+def compare_elementwise(op, inputs, options=None, output_dtypes=None):
+    """Ours against LiteRT element by element (relative 1e-6, NaNs in the same places): for
+    special values, where check_op's max-scaled tolerance would hide a wrong element."""
+    model = single_op_model(op, inputs, options, output_dtypes=output_dtypes)
+    values = feeds(inputs)
+    ours, theirs = run_ours(model, values)[0], run_litert(model, values, resolver="builtin")[0]
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0, equal_nan=True, err_msg=f"{op} {options}")
+
+
+def node_of(op, input_dtypes, output_dtype, quant=None, shapes=None, **options):
+    """The graph node of a one-op model built by hand (for support checks that check_op refuses)."""
+    b = ModelBuilder()
+    shapes = shapes or [(2, 3)] * len(input_dtypes)
+    ins = [b.input(f"in{k}", s, d, quantization=quant) for k, (s, d) in enumerate(zip(shapes, input_dtypes))]
+    out = b.tensor("out", (2, 3), output_dtype, quantization=quant if output_dtype != np.bool_ else None)
+    b.op(op, ins, [out], **options)
+    b.output(out)
+    model = b.build()
+    return Graph.from_model(read_model(model)).nodes[0], model
+
+
+# -- float ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", FLOAT_ARITHMETIC)
+def test_float_arithmetic_broadcasts_like_litert(op):
+    rng = np.random.default_rng(sum(map(ord, op)))
+    for rank in range(0, 7):
+        for activation in ACTIVATIONS if op in WITH_ACTIVATION else [0]:
+            shapes = broadcast_pair(rng, rank)
+            a, b = float_operands(rng, op, shapes)
+            const_b = bool(rng.integers(0, 2))
+            check_op(op, [In(a), In(b, const=const_b)], options_for(op, activation))
+
+
+@pytest.mark.parametrize("op", FLOAT_ARITHMETIC)
+def test_float_arithmetic_special_values(op):
+    """NaN, +-inf, +-0, near-FLT_MAX operands against every other: overflow to inf is clamped to
+    +-FLT_MAX by the activation (ADD/SUB/MUL/DIV), NaN propagates, MAXIMUM(NaN, x) is x."""
+    a = np.repeat(SPECIALS, SPECIALS.size)
+    b = np.tile(SPECIALS, SPECIALS.size)
+    for activation in ACTIVATIONS if op in WITH_ACTIVATION else [0]:
+        compare_elementwise(op, [In(a), In(b)], options_for(op, activation))
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "DIV"])
+def test_float_activation_clamps(op):
+    """Values spread across every activation's bounds."""
+    a = np.linspace(-9, 9, 37, dtype=np.float32)
+    b = np.float32([1.5])
+    for activation in ACTIVATIONS:
+        compare_elementwise(op, [In(a), In(b)], {"fused_activation_function": activation})
+
+
+# -- integer --------------------------------------------------------------------------------
+INTEGER_CASES = [(op, np.int32) for op in FLOAT_ARITHMETIC] + \
+    [(op, np.int64) for op in ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")] + \
+    [(op, dt) for op in ("MAXIMUM", "MINIMUM") for dt in (np.int8, np.uint8)]
+
+
+@pytest.mark.parametrize("op,dtype", INTEGER_CASES)
+def test_integer_arithmetic_matches_litert(op, dtype):
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    for rank in range(0, 6):
+        for activation in ACTIVATIONS if op in WITH_ACTIVATION else [0]:
+            shapes = broadcast_pair(rng, rank)
+            a, b = (rng.integers(max(info.min, -50), min(info.max, 50) + 1, s).astype(dtype) for s in shapes)
+            if op == "DIV":
+                b[b == 0] = 3
+            if op == "POW":
+                a, b = np.clip(a, -9, 9), np.abs(b) % 9
+            check_op(op, [In(a), In(b)], options_for(op, activation))
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "POW"])
+def test_int32_extremes_wrap_and_truncate(op):
+    """Overflow wraps as in C++, division truncates toward zero; POW stays within int32 (beyond
+    it TFLite's double -> int conversion is undefined behaviour)."""
+    edges = np.array([2**31 - 1, -2**31 + 1, 2**30, -2**30, 7, -7, 2, -2, 1, 0], np.int32)
+    a, b = np.repeat(edges, edges.size), np.tile(edges, edges.size)
+    if op == "DIV":
+        keep = b != 0
+        a, b = a[keep], b[keep]
+    if op == "POW":
+        with np.errstate(all="ignore"):
+            keep = (b >= 0) & (np.abs(a.astype(np.float64)) ** b.astype(np.float64) < 2**31)
+        a, b = a[keep], b[keep]
+    for activation in ACTIVATIONS if op in WITH_ACTIVATION else [0]:
+        check_op(op, [In(a), In(b)], options_for(op, activation))
+
+
+@pytest.mark.parametrize("op,divisor", [("DIV", 0), ("POW", -1)])
+def test_integer_domain_errors_raise_at_invoke(op, divisor):
+    """LiteRT fails the invoke on int32 x / 0 and x ** -1; so do we, naming the operator."""
+    inputs = [In(np.array([4, 5], np.int32)), In(np.array([2, 1], np.int32))]
+    model = single_op_model(op, inputs)
+    bad = [np.array([4, 5], np.int32), np.array([2, divisor], np.int32)]
+    with pytest.raises(ModelError, match=r"#0 \(" + op):
+        run_ours(model, bad)
+    with pytest.raises(Exception):
+        run_litert(model, bad, resolver="builtin")
+
+
+# -- int8 / uint8 ---------------------------------------------------------------------------
+def random_quant(rng, dtype, low=0.002, high=0.2):
+    info = np.iinfo(dtype)
+    return float(rng.uniform(low, high)), int(rng.integers(info.min, info.max + 1))
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_quantized_arithmetic_is_bit_exact(op, dtype):
+    """TFLite's integer pipeline reproduced step by step: LiteRT's x86 kernels give the same
+    bits (the 1-quantum allowance of the standard is not needed, so it is not granted)."""
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    for rank in range(0, 6):
+        for activation in ACTIVATIONS:
+            shapes = broadcast_pair(rng, rank)
+            a, b = (rng.integers(info.min, info.max + 1, s).astype(dtype) for s in shapes)
+            quants = [random_quant(rng, dtype) for _ in range(3)]
+            check_op(op, [In(a, quant=quants[0]), In(b, quant=quants[1], const=rank % 2 == 1)],
+                     {"fused_activation_function": activation}, output_quant=[quants[2]])
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("qa,qb,qo,resolver", [
+    ((1e-4, 0), (0.5, 10), (0.01, -5), "builtin"),
+    ((0.05, 3), (0.002, -3), (2.0, 0), "builtin"),
+    # Output saturated by ~65000 quanta: LiteRT's optimized int8 ADD keeps the unclamped result in
+    # int16 and wraps (-65400 -> 127); reference_ops saturates, and so do we.
+    ((0.3, -128), (0.3, 127), (1e-3, 0), "reference"),
+])
+def test_quantized_arithmetic_extreme_scales(op, qa, qb, qo, resolver):
+    """Very unequal input scales, tiny or huge output scale, every int8 value pair."""
+    values = np.arange(-128, 128, dtype=np.int8)
+    a, b = np.repeat(values, 256), np.tile(values, 256)
+    for activation in (0, 1, 3):
+        check_op(op, [In(a, quant=qa), In(b, quant=qb)], {"fused_activation_function": activation},
+                 output_quant=[qo], resolver=resolver)
+
+
+# -- comparisons and logical ops ------------------------------------------------------------
+@pytest.mark.parametrize("op", COMPARISONS)
+def test_comparisons_match_litert(op):
+    rng = np.random.default_rng(3)
+    for rank in range(0, 6):
+        for dtype in (np.float32, np.int32, np.int64):
+            shapes = broadcast_pair(rng, rank)
+            a, b = (rng.integers(-3, 4, s).astype(dtype) for s in shapes)  # small range: many ties
+            check_op(op, [In(a), In(b)], output_dtypes=[np.bool_])
+    check_op(op, [In(np.repeat(SPECIALS, SPECIALS.size)), In(np.tile(SPECIALS, SPECIALS.size))],
+             output_dtypes=[np.bool_])
+
+
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_quantized_comparisons_rescale_both_sides(op, dtype):
+    """int8/uint8 inputs with different scales compare their fixed-point real values."""
+    rng = np.random.default_rng(5)
+    info = np.iinfo(dtype)
+    for _ in range(6):
+        shapes = broadcast_pair(rng, 4)
+        a, b = (rng.integers(info.min, info.max + 1, s).astype(dtype) for s in shapes)
+        qa, qb = random_quant(rng, dtype, 0.01, 0.05), random_quant(rng, dtype, 0.01, 0.05)
+        check_op(op, [In(a, quant=qa), In(b, quant=qb)], output_dtypes=[np.bool_])
+    same = np.arange(info.min, info.max + 1).astype(dtype)
+    check_op(op, [In(same, quant=(0.02, 3)), In(same[::-1].copy(), quant=(0.04, 1))], output_dtypes=[np.bool_])
+
+
+@pytest.mark.parametrize("op", ["EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR"])
+def test_bool_ops_match_litert(op):
+    rng = np.random.default_rng(9)
+    for rank in range(0, 6):
+        shapes = broadcast_pair(rng, rank)
+        a, b = (rng.integers(0, 2, s).astype(bool) for s in shapes)
+        check_op(op, [In(a), In(b)], output_dtypes=[np.bool_])
+
+
+@pytest.mark.parametrize("op,dtype,quant", [("ADD", np.float32, None), ("DIV", np.int32, None),
+                                            ("MUL", np.int8, (0.05, 3)), ("LESS", np.float32, None)])
+def test_constant_scalar_inputs_fold(op, dtype, quant):
+    """All-constant scalar inputs: the node is folded at allocate time into a 0-d constant."""
+    inputs = [In(np.asarray(5, dtype), const=True, quant=quant), In(np.asarray(2, dtype), const=True, quant=quant)]
+    boolean = op in COMPARISONS
+    check_op(op, inputs, output_dtypes=[np.bool_] if boolean else None,
+             output_quant=None if boolean or quant is None else [quant])
+
+
+# -- support ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op,dtypes,out_dtype,quant,options,expected", [
+    ("ADD", [np.float32, np.int32], np.float32, None, {}, "differ in dtype"),
+    ("ADD", [np.float16, np.float16], np.float16, None, {}, "float16 is not supported"),
+    ("DIV", [np.int64, np.int64], np.int64, None, {}, "int64 is not supported"),
+    ("POW", [np.int8, np.int8], np.int8, (0.1, 0), {}, "int8 is not supported"),
+    ("ADD", [np.int8, np.int8], np.int8, None, {}, "needs quantization"),
+    ("MUL", [np.int8, np.int8], np.int8, ((0.1, 0.2, 0.3), 0, 1), {}, "per-tensor"),
+    ("SUB", [np.float32, np.float32], np.float32, None, {"fused_activation_function": 9}, "fused activation 9"),
+    ("ADD", [np.float32, np.float32], np.int32, None, {}, "output dtype"),
+    ("LESS", [np.bool_, np.bool_], np.bool_, None, {}, "bool is not supported"),
+    ("EQUAL", [np.float32, np.float32], np.float32, None, {}, "must be bool"),
+    ("LOGICAL_OR", [np.int32, np.int32], np.bool_, None, {}, "int32 is not supported"),
+])
+def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant, options, expected):
+    node, model = node_of(op, dtypes, out_dtype, quant=quant, **options)
+    reason = ops.unsupported_reason(node)
+    assert reason is not None and expected in reason
+    with pytest.raises(ModelError, match=op):
+        Interpreter(model_content=model).allocate_tensors()
+
+
+def test_unbroadcastable_shapes_are_rejected():
+    node, _ = node_of("ADD", [np.float32, np.float32], np.float32, shapes=[(2, 3), (4,)])
+    assert "do not broadcast" in ops.unsupported_reason(node)

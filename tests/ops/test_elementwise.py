@@ -1,0 +1,217 @@
+"""Unary elementwise reference kernels against LiteRT's builtin kernels: every activation and
+math op on random shapes and special values, int8/uint8 activations over every input value,
+PRELU alpha broadcasting, CAST between every supported pair of dtypes."""
+import math
+
+import numpy as np
+import pytest
+
+from gles_delegate import Interpreter, ModelError, ops
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import ModelBuilder, read_model
+from tests.litert import run_litert
+from tests.oplib import In, check_op, feeds, run_ours, single_op_model
+
+FLOAT_OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG",
+             "SQRT", "RSQRT", "ABS", "NEG", "HARD_SWISH", "ELU", "GELU"]
+OPTION_VARIANTS = {"LEAKY_RELU": [{"alpha": 0.2}, {"alpha": 0.0}, {"alpha": -2.0}, {"alpha": 3.0}],
+                   "GELU": [{"approximate": False}, {"approximate": True}]}
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, -1.0, 2.9, -3.0, 3.1,
+                     6.0, 6.5, -7.0, 20.0, -20.0, 88.0, 89.0, -104.0, 1e30, -1e30, 3e38, -3e38], np.float32)
+CAST_DTYPES = [np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_]
+
+
+def positive_domain(op, x):
+    """LOG / SQRT / RSQRT of random values: keep them positive (special values cover the rest)."""
+    return np.abs(x) + np.float32(0.01) if op in ("LOG", "SQRT", "RSQRT") else x
+
+
+def compare_elementwise(op, inputs, options=None, output_dtypes=None, rtol=2e-6, atol=1e-37):
+    """Ours against LiteRT element by element: by default relative 2e-6 (a few float32 ulps, for
+    the transcendental functions), absolute 1e-37 (denormal tails), NaNs in the same places."""
+    model = single_op_model(op, inputs, options, output_dtypes=output_dtypes)
+    values = feeds(inputs)
+    ours, theirs = run_ours(model, values)[0], run_litert(model, values, resolver="builtin")[0]
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"{op} {options}")
+
+
+def node_of(op, dtypes, out_dtype, quant=None, shapes=None, **options):
+    b = ModelBuilder()
+    shapes = shapes or [(2, 3)] * len(dtypes)
+    ins = [b.input(f"in{k}", s, d, quantization=quant) for k, (s, d) in enumerate(zip(shapes, dtypes))]
+    out = b.tensor("out", shapes[0], out_dtype, quantization=quant)
+    b.op(op, ins, [out], **options)
+    b.output(out)
+    model = b.build()
+    return Graph.from_model(read_model(model)).nodes[0], model
+
+
+# -- float ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", FLOAT_OPS)
+def test_float_ops_on_random_shapes(op):
+    rng = np.random.default_rng(sum(map(ord, op)))
+    for options in OPTION_VARIANTS.get(op, [{}]):
+        for rank in range(0, 6):
+            shape = tuple(int(d) for d in rng.integers(1, 6, rank))
+            x = positive_domain(op, rng.normal(0, 4, shape).astype(np.float32))
+            check_op(op, [In(x)], options)
+
+
+def gelu_tolerance(options):
+    """(rtol, atol) of GELU against LiteRT element by element. Approximate: 1 + tanh(.) cancels
+    in float32 for x << 0, so both sides carry one ulp of tanh (6e-8) times |x| / 2 absolute.
+    Exact: LiteRT's float32 erfc is off by up to 1e-5 relative for x < -3 (ours is within 2e-7
+    of math.erfc, see test_gelu_matches_math_erfc)."""
+    return (2e-6, 1e-6) if options.get("approximate") else (1e-5, 1e-37)
+
+
+@pytest.mark.parametrize("op", FLOAT_OPS)
+def test_float_ops_on_special_values(op):
+    """NaN, +-inf, +-0, activation bounds, overflow thresholds of exp, denormal tails."""
+    for options in OPTION_VARIANTS.get(op, [{}]):
+        rtol, atol = gelu_tolerance(options) if op == "GELU" else (2e-6, 1e-37)
+        compare_elementwise(op, [In(SPECIALS)], options, rtol=rtol, atol=atol)
+
+
+def test_gelu_dense_sweep():
+    """GELU across the whole useful range, both forms."""
+    x = np.linspace(-12, 12, 4801, dtype=np.float32)
+    for options in OPTION_VARIANTS["GELU"]:
+        rtol, atol = gelu_tolerance(options)
+        compare_elementwise("GELU", [In(x)], options, rtol=rtol, atol=atol)
+
+
+def test_gelu_matches_math_erfc():
+    """Independent check of our vectorized erfc: exact GELU within float32 rounding of
+    0.5 x erfc(-x / sqrt 2) computed by math.erfc in double."""
+    x = np.linspace(-13, 13, 2601, dtype=np.float32)
+    expected = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x.astype(float)])
+    ours = run_ours(single_op_model("GELU", [In(x)], {"approximate": False}), [x])[0]
+    np.testing.assert_allclose(ours, expected, rtol=2e-7, atol=0)
+
+
+# -- int8 / uint8 ---------------------------------------------------------------------------
+QUANTIZED_CASES = [(op, dtype) for op in ("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU",
+                                          "LOGISTIC", "TANH", "HARD_SWISH", "GELU")
+                   for dtype in (np.int8, np.uint8)] + [("ELU", np.int8)]  # LiteRT has no uint8 ELU
+
+
+def output_quant_for(op, dtype, rng):
+    """LiteRT's LUT LOGISTIC / TANH insist on their fixed output scales; others take any."""
+    info = np.iinfo(dtype)
+    if op == "LOGISTIC":
+        return 1 / 256, info.min
+    if op == "TANH":
+        return 1 / 128, (info.min + info.max + 1) // 2
+    return float(rng.uniform(0.005, 0.1)), int(rng.integers(info.min, info.max + 1))
+
+
+@pytest.mark.parametrize("op,dtype", QUANTIZED_CASES)
+def test_quantized_activations_over_every_input_value(op, dtype):
+    """All 256 input values under random scales / zero points. HARD_SWISH is TFLite fixed-point
+    arithmetic and we evaluate it exactly in float, hence quantum=1; the rest are exact."""
+    rng = np.random.default_rng(sum(map(ord, op)) + np.dtype(dtype).itemsize)
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype)
+    for trial in range(8):
+        in_quant = float(rng.uniform(0.005, 0.1)), int(rng.integers(info.min, info.max + 1))
+        options = OPTION_VARIANTS.get(op, [{}])[trial % len(OPTION_VARIANTS.get(op, [{}]))]
+        if op == "LEAKY_RELU":
+            options = {"alpha": float(rng.uniform(-1.5, 2.5))}
+        check_op(op, [In(x, quant=in_quant)], options, output_quant=[output_quant_for(op, dtype, rng)],
+                 quantum=1 if op == "HARD_SWISH" else None)
+
+
+# -- PRELU ----------------------------------------------------------------------------------
+PRELU_SHAPES = [((1, 4, 5, 3), (3,)), ((1, 4, 5, 3), (1, 1, 3)), ((2, 4, 5, 3), (4, 5, 3)), ((1, 4, 5, 3), (1,)),
+                ((4, 5, 3), (1, 3)), ((6, 7), (7,)), ((2, 3, 4, 5, 6), (1, 1, 6)), ((2, 3, 4, 5, 6), (2, 1, 1, 1, 1))]
+
+
+@pytest.mark.parametrize("x_shape,alpha_shape", PRELU_SHAPES)
+def test_prelu_float_alpha_broadcast(x_shape, alpha_shape):
+    rng = np.random.default_rng(len(x_shape) * 10 + len(alpha_shape))
+    x = rng.normal(0, 3, x_shape).astype(np.float32)
+    alpha = rng.uniform(-1, 2, alpha_shape).astype(np.float32)
+    for const in (True, False):
+        check_op("PRELU", [In(x), In(alpha, const=const)])
+    x.flat[:5] = [np.nan, np.inf, -np.inf, -0.0, -3e38]
+    compare_elementwise("PRELU", [In(x), In(alpha)])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("x_shape,alpha_shape", PRELU_SHAPES[:5])
+def test_prelu_quantized(dtype, x_shape, alpha_shape):
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    for _ in range(4):
+        x = rng.integers(info.min, info.max + 1, x_shape).astype(dtype)
+        alpha = rng.integers(info.min, info.max + 1, alpha_shape).astype(dtype)
+        quants = [(float(rng.uniform(0.005, 0.1)), int(rng.integers(info.min, info.max + 1))) for _ in range(3)]
+        check_op("PRELU", [In(x, quant=quants[0]), In(alpha, const=True, quant=quants[1])], output_quant=[quants[2]])
+
+
+# -- CAST and LOGICAL_NOT -------------------------------------------------------------------
+def cast_source(dtype):
+    """Values that exercise every CAST rule from `dtype`: fractions of both signs, out-of-range
+    values (float -> integer saturates, integer -> integer wraps), NaN and infinities."""
+    if np.dtype(dtype) == np.bool_:
+        return np.array([True, False, True], bool)
+    if np.dtype(dtype).kind == "f":
+        values = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.7, -1.7, 127.9, 128.5, -128.7, -129.0, 255.9,
+                  256.5, 65504.0, 1e5, -1e5, 3e9, -3e9, 1e19, -1e19, 1e-8]
+        with np.errstate(over="ignore"):
+            return np.array(values, np.float32).astype(dtype)
+    info = np.iinfo(dtype)
+    values = [0, 1, -1, 127, 128, 255, 256, 300, -129, 70000, -70000, 2**31 - 1, -2**31, 2**40, -2**40]
+    return np.array([v for v in values if info.min <= v <= info.max], dtype)
+
+
+@pytest.mark.parametrize("source", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("target", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cast_every_pair(source, target):
+    x = cast_source(source)
+    inputs = [In(x)]
+    if np.dtype(target).kind == "f":
+        compare_elementwise("CAST", inputs, output_dtypes=[target])
+    else:
+        check_op("CAST", inputs, output_dtypes=[target])
+
+
+def test_logical_not():
+    rng = np.random.default_rng(0)
+    for rank in range(0, 5):
+        check_op("LOGICAL_NOT", [In(rng.integers(0, 2, tuple(rng.integers(1, 5, rank))).astype(bool))])
+
+
+@pytest.mark.parametrize("op,dtype,out_dtype,quant", [
+    ("LOGISTIC", np.float32, np.float32, None), ("TANH", np.int8, np.int8, (0.05, 0)),
+    ("RELU6", np.uint8, np.uint8, (0.05, 10)), ("CAST", np.float32, np.int8, None),
+    ("LOGICAL_NOT", np.bool_, np.bool_, None),
+])
+def test_constant_scalar_input_folds(op, dtype, out_dtype, quant):
+    """A constant scalar input: the node is folded at allocate time into a 0-d constant."""
+    output_quant = None if quant is None else [(1 / 128, 0) if op == "TANH" else quant]
+    check_op(op, [In(np.asarray(3, dtype), const=True, quant=quant)], output_dtypes=[out_dtype],
+             output_quant=output_quant)
+
+
+# -- support ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op,dtypes,out_dtype,quant,shapes,expected", [
+    ("EXP", [np.int8], np.int8, (0.1, 0), None, "EXP on int8"),
+    ("RELU", [np.int32], np.int32, None, None, "RELU on int32"),
+    ("TANH", [np.int8], np.int8, None, None, "needs quantization parameters"),
+    ("LOGISTIC", [np.float32], np.float16, None, None, "differ"),
+    ("PRELU", [np.float32, np.float32], np.float32, None, [(2, 3), (4,)], "does not broadcast"),
+    ("PRELU", [np.float32, np.float32], np.float32, None, [(3,), (2, 3)], "does not broadcast"),
+    ("PRELU", [np.float32, np.int8], np.float32, None, None, "dtypes differ"),
+    ("CAST", [np.float64], np.float32, None, None, "CAST of"),
+    ("CAST", [np.float32], np.uint16, None, None, "CAST of"),
+    ("LOGICAL_NOT", [np.int32], np.int32, None, None, "bool"),
+])
+def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant, shapes, expected):
+    node, model = node_of(op, dtypes, out_dtype, quant=quant, shapes=shapes)
+    reason = ops.unsupported_reason(node)
+    assert reason is not None and expected in reason
+    with pytest.raises(ModelError, match=op):
+        Interpreter(model_content=model).allocate_tensors()

@@ -1,0 +1,109 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D: the numpy reference against LiteRT, on random single-op
+models and on every pooling node of the MediaPipe models."""
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from gles_delegate import ops
+from tests.ops.test_conv import BUILTIN_ONLY_MODELS, _model, _reason, check_model_nodes
+from tests.oplib import In, check_op
+
+POOLS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
+CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6
+SAME, VALID = 0, 1
+
+
+def _out_size(size, k, stride, padding):
+    return -(-size // stride) if padding == SAME else (size - k + stride) // stride
+
+
+def _options(filter_hw, strides, padding, activation):
+    return dict(padding=padding, filter_height=filter_hw[0], filter_width=filter_hw[1], stride_h=strides[0],
+                stride_w=strides[1], fused_activation_function=activation)
+
+
+CASES = [  # (x shape, filter, strides)
+    ((1, 1, 1, 3), (3, 3), (1, 1)),    # 1x1 input: SAME windows hold one element
+    ((2, 7, 9, 3), (2, 3), (2, 2)),    # odd sizes, batch 2
+    ((1, 8, 8, 2), (2, 2), (3, 3)),    # stride > filter
+    ((1, 5, 6, 4), (5, 6), (1, 1)),    # filter as large as the input
+    ((1, 9, 9, 1), (3, 3), (1, 2)),    # unequal strides
+    ((1, 6, 6, 5), (1, 1), (1, 1)),    # identity window
+]
+
+
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("x_shape,filter_hw,strides", CASES)
+@pytest.mark.parametrize("op", POOLS)
+def test_pool_float_cases(op, x_shape, filter_hw, strides, padding):
+    rng = np.random.default_rng(sum(x_shape) + padding)
+    if min(_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
+        pytest.skip("the VALID window does not fit")
+    x = rng.uniform(-2, 2, x_shape).astype(np.float32)
+    for activation in CLAMPS:
+        check_op(op, [In(x)], _options(filter_hw, strides, padding, activation))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(POOLS), st.integers(1, 2), st.integers(1, 11), st.integers(1, 11), st.integers(1, 5),
+       st.integers(1, 5), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4),
+       st.sampled_from([SAME, VALID]), st.sampled_from(CLAMPS), st.integers(0, 2 ** 31))
+def test_pool_float_random(op, n, h, w, c, fh, fw, sh, sw, padding, activation, seed):
+    assume(min(_out_size(h, fh, sh, padding), _out_size(w, fw, sw, padding)) >= 1)
+    x = np.random.default_rng(seed).uniform(-2, 2, (n, h, w, c)).astype(np.float32)
+    check_op(op, [In(x)], _options((fh, fw), (sh, sw), padding, activation))
+
+
+@pytest.mark.parametrize("activation", CLAMPS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("op", POOLS)
+def test_pool_quantized(op, dtype, activation):
+    """Exact: TFLite pools the raw integers, rounding averages half away from zero."""
+    rng = np.random.default_rng(activation)
+    info = np.iinfo(dtype)
+    # The output shares the input's quantization, as TFLite requires; a zero point inside the
+    # range and a small scale make every activation clamp bite.
+    quant = (0.02, int(rng.integers(info.min + 40, info.max - 40)))
+    for x_shape, filter_hw, strides in CASES:
+        x = rng.integers(info.min, info.max + 1, x_shape).astype(dtype)
+        for padding in (SAME, VALID):
+            if min(_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
+                continue
+            check_op(op, [In(x, quant=quant)], _options(filter_hw, strides, padding, activation), output_quant=[quant])
+
+
+def test_average_pool_rounds_half_away_from_zero():
+    """Sums of +-1 over windows of 2 land on exact halves; TFLite rounds them away from zero."""
+    x = np.array([1, 0, -1, 0, 1, 2, -1, -2], np.int8).reshape(1, 1, 8, 1)
+    quant = (0.5, 0)
+    ours, _ = check_op("AVERAGE_POOL_2D", [In(x, quant=quant)], _options((1, 2), (1, 2), VALID, 0),
+                       output_quant=[quant])
+    assert ours[0].ravel().tolist() == [1, -1, 2, -2]
+
+
+@pytest.mark.parametrize("name", BUILTIN_ONLY_MODELS)
+def test_mediapipe_model_pools(mediapipe_models, name):
+    check_model_nodes(str(mediapipe_models[name]), set(ops.pool.KERNELS))
+
+
+X = (np.zeros((1, 5, 5, 3), np.float32), False, None)
+REJECTED = [  # (what, model, words the reason must contain)
+    ("padding", _model("MAX_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (1, 1), 2, 0)), "padding 2"),
+    ("stride 0", _model("MAX_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (0, 1), SAME, 0)), "strides"),
+    ("filter 0", _model("AVERAGE_POOL_2D", [X], (1, 5, 5, 3), **_options((0, 2), (1, 1), SAME, 0)), "filter"),
+    ("tanh", _model("AVERAGE_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (1, 1), SAME, 4)), "activation 4"),
+    ("no window", _model("MAX_POOL_2D", [X], (1, 1, 1, 3), **_options((6, 2), (1, 1), VALID, 0)), "does not fit"),
+    ("rank", _model("MAX_POOL_2D", [(np.zeros((5, 5, 3), np.float32), False, None)], (5, 5, 3),
+                    **_options((2, 2), (1, 1), SAME, 0)), "rank 3"),
+    ("int16", _model("MAX_POOL_2D", [(np.zeros((1, 5, 5, 3), np.int16), False, (0.1, 0))], (1, 5, 5, 3), np.int16,
+                     (0.1, 0), **_options((2, 2), (1, 1), SAME, 0)), "int16"),
+    ("unquantized", _model("MAX_POOL_2D", [(np.zeros((1, 5, 5, 3), np.int8), False, None)], (1, 5, 5, 3), np.int8,
+                           None, **_options((2, 2), (1, 1), SAME, 0)), "quantized per tensor"),
+]
+
+
+@pytest.mark.parametrize("what,model,words", REJECTED, ids=[r[0] for r in REJECTED])
+def test_unsupported_pools_give_a_reason(what, model, words):
+    reason = _reason(model)
+    assert reason is not None and words in reason, f"{what}: {reason!r}"
