@@ -131,7 +131,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     sources, source_index, steps, params, labels = [], {}, [], bytearray(), []
     for d, barrier in zip(dispatches, _barriers(dispatches, offsets)):
-        workgroup = choose_workgroup(d.grid, limits)
+        workgroup = d.workgroup or choose_workgroup(d.grid, limits)
         values = _resolve({**d.params, "grid": tuple(d.grid)}, offsets, const_offsets)
         defines = {**d.defines, "WG_X": workgroup[0], "WG_Y": workgroup[1], "WG_Z": workgroup[2]}
         source = shader.assemble(d.template, defines, values, env.storage_half, precision == "fp16")

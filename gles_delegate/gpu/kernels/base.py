@@ -30,7 +30,8 @@ class ConstRef:
 class Dispatch:
     """One compute dispatch: a template, its specialization and the invocations it runs.
 
-    grid: invocations (x, y, z); the compiler picks the workgroup and the group counts.
+    grid: invocations (x, y, z); the compiler picks the workgroup and the group counts unless
+        `workgroup` is set (a kernel that shares memory across a workgroup needs its own).
     reads / writes: arena tensors it reads / writes (for barriers and the memory plan).
     """
     template: str
@@ -40,6 +41,7 @@ class Dispatch:
     reads: tuple = ()
     writes: tuple = ()
     label: str = ""
+    workgroup: tuple | None = None
 
 
 class KernelEnv:

@@ -1,3 +1,135 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""CONV_2D: kernels_glsl/conv2d.glsl, specialized by kernel size, blocking (output slices and
+pixels per invocation), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap
+reads the zero padding. Also what the other convolution kernels (depthwise.py,
+fully_connected.py, transpose_conv.py) share: support checks, blocking, weight and bias packing."""
+import numpy as np
+
+from ...ops import conv as reference
+from ...ops.common import spatial_geometry
+from .base import Dispatch
+
+# Blocking backs off until the grid has at least this many invocations (fewer leave a big GPU
+# idle), and never goes past 2 output slices x 2 pixels: on an H200, 4 slices or 4 pixels per
+# invocation measured slower in every MobileNet-sized 1x1 and 3x3 layer (more registers, fewer
+# invocations), and 2 x 2 was within noise of the best.
+MIN_INVOCATIONS = 6144
+SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
+
+
+def optional_input(node, index):
+    return node.inputs[index] if len(node.inputs) > index else None
+
+
+def gpu_support(op, data, constants, output_shape):
+    """SUPPORT for `op`: the reference kernel's checks (shapes, options, types), then the GPU's
+    own: input `data` is computed at run time (it lives in the arena), the inputs at `constants`
+    ({index: role}) are constant when present (packed at compile time), and the output tensor has
+    the shape output_shape(node) computes (the kernel indexes the output by it)."""
+    check = reference.SUPPORT[op]
+
+    def support(node):
+        reason = check(node)
+        if reason is not None:
+            return reason
+        if node.inputs[data].is_const:
+            return f"input tensor {node.inputs[data].index} is constant (fold the node first)"
+        for index, role in constants.items():
+            tensor = optional_input(node, index)
+            if tensor is not None and not tensor.is_const:
+                return f"{role} tensor {tensor.index} is computed at run time; the GPU needs a constant"
+        expected, out = tuple(output_shape(node)), node.outputs[0]
+        if tuple(out.shape) != expected:
+            return f"output tensor {out.index} has shape {list(out.shape)}, the op computes {list(expected)}"
+        return None
+    return support
+
+
+def block_size(extent, choices):
+    """The largest block (of slices or pixels) from `choices` (ending in 1) that wastes at most
+    1/8 of `extent` on the padded last block."""
+    return next(b for b in choices if (-extent % b) * 8 <= extent or b == 1)
+
+
+def blocking(slices, pixels, rows_and_batches, pixel_choices=None):
+    """(output slices, pixels) per invocation: as much reuse as divides evenly (pixel blocks from
+    `pixel_choices`, default PIXEL_CHOICES), backing off (slices first: pixel blocks read weights
+    once for several pixels) while the grid would have fewer than MIN_INVOCATIONS invocations."""
+    out_slices = block_size(slices, SLICE_CHOICES)
+    block = block_size(pixels, pixel_choices or PIXEL_CHOICES)
+
+    def invocations():
+        return -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
+    while invocations() < MIN_INVOCATIONS and max(out_slices, block) > 1:
+        if out_slices > 1:
+            out_slices //= 2
+        else:
+            block //= 2
+    return out_slices, block
+
+
+def pack_weights(filter_ohwi, out_slices):
+    """Filter [O, KH, KW, I] -> vec4 rows [group][KH][KW][ceil(I/4)][out_slices][4], where row r
+    of block o holds output channels 4 * (group * out_slices + o) + 0..3 for input channel
+    4 * slice + r (zero past O and I)."""
+    o, kh, kw, i = filter_ohwi.shape
+    groups = -(-o // (4 * out_slices))
+    padded = np.zeros((groups * out_slices * 4, kh, kw, -(-i // 4) * 4), np.float32)
+    padded[:o, :, :, :i] = filter_ohwi
+    blocks = padded.reshape(groups, out_slices, 4, kh, kw, -1, 4)  # g, o, c, ky, kx, s, r
+    return blocks.transpose(0, 3, 4, 5, 1, 6, 2).reshape(-1, 4)
+
+
+def pack_bias(bias, channels):
+    """Bias [channels] (None: zeros) -> one vec4 row per output slice."""
+    rows = np.zeros(-(-channels // 4) * 4, np.float32)
+    if bias is not None:
+        rows[:channels] = np.asarray(bias, np.float32)
+    return rows.reshape(-1, 4)
+
+
+def reads_padding(in_size, kernel, stride, dilation, out_size, pad_before):
+    """Whether some tap of the output extent falls outside [0, in_size) along one axis."""
+    last = (out_size - 1) * stride - pad_before + (kernel - 1) * dilation
+    return pad_before > 0 or last >= in_size
+
+
+def build(node, env):
+    x, filt, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
+    out = node.outputs[0]
+    in4, out4 = env.shape4(x), env.shape4(out)
+    kh, kw = filt.shape[1:3]
+    (sh, sw), (dh, dw) = reference.strides_of(node), reference.dilations_of(node)
+    _, _, pad_top, pad_left = spatial_geometry((in4.h, in4.w), (kh, kw), (sh, sw), (dh, dw),
+                                               node.options["padding"])
+    pointwise = kh == kw == 1 and sh == sw == 1
+    padded = reads_padding(in4.h, kh, sh, dh, out4.h, pad_top) or reads_padding(in4.w, kw, sw, dw, out4.w, pad_left)
+    if pointwise:
+        out_slices, pixels = blocking(out4.slices, out4.h * out4.w, out4.b)
+        rows, extent = 1, out4.h * out4.w
+    else:
+        out_slices, pixels = blocking(out4.slices, out4.w, out4.h * out4.b)
+        rows, extent = out4.h, out4.w
+    groups = -(-out4.slices // out_slices)
+    weights = np.asarray(filt.data, np.float32)
+    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "POINTWISE": int(pointwise),
+               "PADDED": int(padded), "ACTIVATION": env.activation(node)}
+    params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
+              "in_offset": env.arena(x), "out_offset": env.arena(out),
+              "weights_offset": env.constant(pack_weights(weights, out_slices)),
+              "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
+              "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
+    grid = (-(-extent // pixels), rows, out4.b * groups)
+    return [Dispatch("conv2d", grid, defines, params, reads=(x,), writes=(out,))]
+
+
+def output_shape(node):
+    """[N, OH, OW, O] of a CONV_2D node (also DEPTHWISE_CONV_2D's, with O its filter's last dim)."""
+    x, filt = node.inputs[0], node.inputs[1]
+    channels = filt.shape[3] if node.op == "DEPTHWISE_CONV_2D" else filt.shape[0]
+    oh, ow, _, _ = spatial_geometry(x.shape[1:3], filt.shape[1:3], reference.strides_of(node),
+                                    reference.dilations_of(node), node.options["padding"])
+    return x.shape[0], oh, ow, channels
+
+
+SUPPORT = {"CONV_2D": gpu_support("CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
+BUILD = {"CONV_2D": build}

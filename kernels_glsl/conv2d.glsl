@@ -1,0 +1,108 @@
+// 2D convolution (CONV_2D) on PHWC4 tensors.
+//
+// Each invocation computes OUT_SLICES output slices (4 channels each) for PIXELS output pixels:
+// every weight row it loads serves PIXELS pixels, and every input vec4 serves OUT_SLICES slices.
+// Grid: (ceil(pixels / PIXELS), rows, batch * groups) where a group is OUT_SLICES output slices;
+// a row is an output row, or the whole plane when POINTWISE.
+//
+// Defines:
+//   KH, KW       kernel size (compile-time loop bounds, so the tap loops unroll)
+//   OUT_SLICES   output slices per invocation; PIXELS: output pixels per invocation
+//   POINTWISE    1x1 kernel, stride 1, no padding: output pixel q reads input pixel q, so pixels
+//                are counted flat over the H x W plane (blocks cross rows, no coordinates)
+//   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
+// Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
+//   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels.
+// Weights: [group][ky][kx][in slice][OUT_SLICES][4 rows]; row r of block o holds the 4 output
+// channels of slice group * OUT_SLICES + o for input channel 4 * slice + r, so the inner loop
+// reads the weights strictly in order. Bias: one row per output slice.
+
+#define ROWS_PER_STEP (OUT_SLICES * 4)  // weight rows per (tap, input slice)
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int groups = (out_size.z + OUT_SLICES - 1) / OUT_SLICES;
+  int group = gid.z % groups;
+  int batch = gid.z / groups;
+  int in_plane = in_size.x * in_size.y;
+  int out_plane = out_size.x * out_size.y;
+  int in_batch = in_offset + batch * in_size.z * in_plane;
+
+  // out_pixel[p]: the pixel's index in the output plane. Blocks past the edge recompute the last
+  // pixel (its reads stay inside the input) and do not store it.
+  int first = gid.x * PIXELS;
+#if POINTWISE
+  int extent = out_plane;
+#else
+  int extent = out_size.x;
+  ivec2 origin[PIXELS];  // input coordinate of tap (0, 0)
+#endif
+  int out_pixel[PIXELS];
+  for (int p = 0; p < PIXELS; ++p) {
+    int q = min(first + p, extent - 1);
+#if POINTWISE
+    out_pixel[p] = q;
+#else
+    origin[p] = ivec2(q, gid.y) * stride - pad;
+    out_pixel[p] = gid.y * out_size.x + q;
+#endif
+  }
+
+  vec4 acc[OUT_SLICES * PIXELS];  // acc[o * PIXELS + p]
+  for (int i = 0; i < OUT_SLICES * PIXELS; ++i) acc[i] = vec4(0.0);
+
+  int w = weights_offset + group * (KH * KW * in_size.z * ROWS_PER_STEP);
+  for (int ky = 0; ky < KH; ++ky) {
+    for (int kx = 0; kx < KW; ++kx) {
+      int src[PIXELS];  // input element of slice 0 for this tap
+#if PADDED
+      bool inside[PIXELS];
+#endif
+      for (int p = 0; p < PIXELS; ++p) {
+#if POINTWISE
+        src[p] = in_batch + out_pixel[p];
+#else
+        ivec2 c = origin[p] + ivec2(kx, ky) * dilation;
+#if PADDED
+        inside[p] = all(greaterThanEqual(c, ivec2(0))) && all(lessThan(c, in_size.xy));
+        c = clamp(c, ivec2(0), in_size.xy - 1);
+#endif
+        src[p] = in_batch + c.y * in_size.x + c.x;
+#endif
+      }
+      for (int s = 0; s < in_size.z; ++s) {
+        vec4 x[PIXELS];
+        for (int p = 0; p < PIXELS; ++p) {
+          x[p] = load(src[p] + s * in_plane);
+#if PADDED
+          // A select, not a multiply: a zero-padded tap contributes exactly 0 even next to Inf.
+          x[p] = inside[p] ? x[p] : vec4(0.0);
+#endif
+        }
+        for (int o = 0; o < OUT_SLICES; ++o) {
+          vec4 w0 = weight(w);
+          vec4 w1 = weight(w + 1);
+          vec4 w2 = weight(w + 2);
+          vec4 w3 = weight(w + 3);
+          w += 4;
+          for (int p = 0; p < PIXELS; ++p) {
+            acc[o * PIXELS + p] += x[p].x * w0 + x[p].y * w1 + x[p].z * w2 + x[p].w * w3;
+          }
+        }
+      }
+    }
+  }
+
+  for (int o = 0; o < OUT_SLICES; ++o) {
+    int slice = group * OUT_SLICES + o;
+    if (slice >= out_size.z) break;  // the last group's weights are zero-padded past the output
+    vec4 b = weight(bias_offset + slice);
+    int dst = out_offset + (batch * out_size.z + slice) * out_plane;
+    for (int p = 0; p < PIXELS; ++p) {
+      if (first + p < extent) {
+        store(dst + out_pixel[p], keep_channels(activate(acc[o * PIXELS + p] + b), out_channels, slice));
+      }
+    }
+  }
+}

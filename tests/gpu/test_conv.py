@@ -1,0 +1,170 @@
+"""CONV_2D on the GPU against the numpy reference: every variant (pointwise, padded, blocking of
+output slices and pixels), padding, stride, dilation, activation and precision; which variant
+the kernel picks; and which nodes it refuses."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gles_delegate.gpu import kernels
+from gles_delegate.gpu.kernels import conv
+from gles_delegate.gpu.kernels.base import KernelEnv
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import read_model
+from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu, run_gpu
+from tests.oplib import In, feeds, run_ours, single_op_model
+
+SAME, VALID = 0, 1
+CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6
+NO_BLOCKING, MOST_BLOCKING = 10 ** 9, 0  # MIN_INVOCATIONS that force 1 x 1 / the largest blocks
+
+CASES = [  # kernel (h, w), strides, dilations, padding, in channels, out channels, input (h, w), batch
+    ((1, 1), (1, 1), (1, 1), SAME, 13, 17, (5, 7), 1),    # pointwise, channels not a multiple of 4
+    ((1, 1), (1, 1), (1, 1), VALID, 8, 32, (4, 4), 2),    # pointwise, batch 2, 8 output slices in blocks
+    ((1, 1), (1, 1), (1, 1), SAME, 1, 1, (3, 5), 1),      # one channel in and out
+    ((1, 1), (2, 2), (1, 1), SAME, 3, 5, (5, 6), 1),      # 1x1 with a stride: not pointwise
+    ((3, 3), (1, 1), (1, 1), SAME, 6, 10, (9, 7), 2),     # padded, batch 2
+    ((3, 3), (2, 2), (1, 1), SAME, 4, 24, (8, 8), 1),     # 6 output slices: blocks of 2
+    ((3, 3), (2, 1), (1, 2), VALID, 6, 10, (9, 11), 1),   # VALID: no padding read
+    ((3, 3), (1, 1), (2, 3), SAME, 5, 9, (12, 12), 1),    # dilation
+    ((2, 2), (3, 3), (1, 1), SAME, 4, 8, (7, 7), 1),      # stride > kernel
+    ((5, 5), (2, 2), (1, 1), SAME, 3, 16, (11, 10), 1),   # a stem conv
+    ((3, 3), (2, 2), (1, 1), SAME, 2, 3, (1, 1), 3),      # 1x1 spatial input, batch 3
+    ((2, 3), (1, 2), (1, 1), VALID, 7, 6, (2, 5), 1),     # non-square kernel, 1-row output
+]
+
+
+def conv_inputs(rng, kernel, c_in, c_out, hw, batch, bias=True):
+    """[input, filter, bias] with weights scaled by 1/sqrt(fan-in) so outputs stay near N(0, 1)."""
+    x = rng.standard_normal((batch,) + tuple(hw) + (c_in,)).astype(np.float32)
+    w = (rng.standard_normal((c_out,) + tuple(kernel) + (c_in,)) / np.sqrt(np.prod(kernel) * c_in)).astype(np.float32)
+    b = rng.standard_normal(c_out).astype(np.float32)
+    return [In(x), In(w, const=True)] + ([In(b, const=True)] if bias else [])
+
+
+def conv_options(strides, dilations, padding, activation=0):
+    return dict(padding=padding, stride_h=strides[0], stride_w=strides[1], dilation_h_factor=dilations[0],
+                dilation_w_factor=dilations[1], fused_activation_function=activation)
+
+
+def graph_node(op, inputs, options=None, **kwargs):
+    """The graph node of a one-op model (for build and support checks without running it)."""
+    return Graph.from_model(read_model(single_op_model(op, inputs, options, **kwargs))).nodes[0]
+
+
+@pytest.mark.parametrize("min_invocations", [NO_BLOCKING, MOST_BLOCKING])
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv(case, precision, min_invocations, monkeypatch):
+    monkeypatch.setattr(conv, "MIN_INVOCATIONS", min_invocations)
+    kernel, strides, dilations, padding, c_in, c_out, hw, batch = case
+    rng = np.random.default_rng(CASES.index(case))
+    check_gpu("CONV_2D", conv_inputs(rng, kernel, c_in, c_out, hw, batch),
+              conv_options(strides, dilations, padding, activation=CASES.index(case) % 4), precision)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[5], CASES[9]])
+def test_wide_blocks(case, precision, monkeypatch):
+    """Blocks of 4 slices / 4 pixels: not chosen on the H200, but the template takes any size."""
+    monkeypatch.setattr(conv, "MIN_INVOCATIONS", MOST_BLOCKING)
+    monkeypatch.setattr(conv, "SLICE_CHOICES", (4, 2, 1))
+    monkeypatch.setattr(conv, "PIXEL_CHOICES", (4, 2, 1))
+    kernel, strides, dilations, padding, c_in, c_out, hw, batch = case
+    check_gpu("CONV_2D", conv_inputs(np.random.default_rng(1), kernel, c_in, c_out, hw, batch),
+              conv_options(strides, dilations, padding), precision)
+
+
+@pytest.mark.parametrize("activation", CLAMPS)
+@pytest.mark.parametrize("kernel", [(1, 1), (3, 3)])
+def test_activation_and_no_bias(kernel, activation):
+    rng = np.random.default_rng(activation)
+    check_gpu("CONV_2D", conv_inputs(rng, kernel, 5, 7, (6, 5), 1, bias=False),
+              conv_options((1, 1), (1, 1), SAME, activation))
+
+
+def test_zero_padding_next_to_inf():
+    """A padded tap adds exactly zero even where its clamped read lands on an Inf: a 2x2 kernel
+    with dilation 2 has output (0, 0) read rows / columns -1 (padding, clamped onto the Inf at
+    (0, 0)) and 1. A multiply by a 0/1 mask would make it NaN. Only the outputs whose window
+    does not hold the Inf are compared (the reference clamps those to +-FLT_MAX as TFLite does,
+    and GLSL ES need not propagate Inf at all)."""
+    rng = np.random.default_rng(0)
+    inputs = conv_inputs(rng, (2, 2), 4, 4, (5, 5), 1)
+    inputs[0].value[0, 0, 0, 0] = np.inf
+    model = single_op_model("CONV_2D", inputs, conv_options((1, 1), (2, 2), SAME))
+    reference, = run_ours(model, feeds(inputs))
+    (gpu,), _ = run_gpu(model, feeds(inputs))
+    finite = np.abs(reference) < np.finfo(np.float32).max
+    assert finite[0, 0, 0].all() and not finite.all() and np.isfinite(gpu[finite]).all()
+    assert_gpu_matches(reference[finite], gpu[finite], "fp32")
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3), st.integers(1, 2),
+       st.integers(1, 2), st.sampled_from([SAME, VALID]), st.integers(1, 9), st.integers(1, 9),
+       st.integers(1, 9), st.integers(1, 9), st.integers(1, 2), st.sampled_from(PRECISIONS),
+       st.sampled_from([NO_BLOCKING, MOST_BLOCKING]), st.integers(0, 2 ** 31))
+def test_conv_random(kh, kw, sh, sw, dh, dw, padding, c_in, c_out, h, w, batch, precision, min_invocations, seed):
+    effective_h, effective_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    h, w = (max(h, effective_h), max(w, effective_w)) if padding == VALID else (h, w)
+    conv.MIN_INVOCATIONS, saved = min_invocations, conv.MIN_INVOCATIONS
+    try:
+        check_gpu("CONV_2D", conv_inputs(np.random.default_rng(seed), (kh, kw), c_in, c_out, (h, w), batch),
+                  conv_options((sh, sw), (dh, dw), padding, seed % 4), precision)
+    finally:
+        conv.MIN_INVOCATIONS = saved
+
+
+# -- variant selection --------------------------------------------------------------------
+def built_defines(kernel, strides, dilations, padding, c_in, c_out, hw):
+    inputs = conv_inputs(np.random.default_rng(0), kernel, c_in, c_out, hw, 1)
+    node = graph_node("CONV_2D", inputs, conv_options(strides, dilations, padding))
+    [dispatch] = conv.build(node, KernelEnv("fp32", {}))
+    return dispatch.defines
+
+
+def test_variant_choice():
+    pointwise = built_defines((1, 1), (1, 1), (1, 1), SAME, 64, 128, (56, 56))
+    assert (pointwise["POINTWISE"], pointwise["PADDED"], pointwise["OUT_SLICES"], pointwise["PIXELS"]) == (1, 0, 2, 2)
+    same3x3 = built_defines((3, 3), (2, 2), (1, 1), SAME, 3, 32, (224, 224))
+    assert (same3x3["POINTWISE"], same3x3["PADDED"], same3x3["KH"], same3x3["KW"]) == (0, 1, 3, 3)
+    valid = built_defines((3, 3), (1, 1), (1, 1), VALID, 8, 8, (16, 16))
+    assert valid["PADDED"] == 0
+    # Six slices split into blocks of 2, five into single slices; a small grid backs off.
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 24, (64, 64))["OUT_SLICES"] == 2
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 20, (64, 64))["OUT_SLICES"] == 1
+    small = built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 64, (4, 4))
+    assert (small["OUT_SLICES"], small["PIXELS"]) == (1, 1)
+
+
+def test_pack_weights_layout():
+    """Row (group, ky, kx, slice, o, r) holds output channels 4 (group * blocks + o) + c of input
+    channel 4 slice + r."""
+    w = np.arange(9 * 2 * 3 * 6, dtype=np.float32).reshape(9, 2, 3, 6)
+    rows = conv.pack_weights(w, 2).reshape(2, 2, 3, 2, 2, 4, 4)  # groups, ky, kx, slices, o, r, c
+    for g, ky, kx, s, o, r, c in [(0, 1, 2, 1, 1, 1, 3), (1, 0, 1, 0, 0, 3, 0), (1, 1, 0, 1, 1, 1, 0)]:
+        out_c, in_c = 4 * (2 * g + o) + c, 4 * s + r
+        expected = w[out_c, ky, kx, in_c] if out_c < 9 and in_c < 6 else 0.0
+        assert rows[g, ky, kx, s, o, r, c] == expected
+
+
+# -- support ------------------------------------------------------------------------------
+def test_rejects_runtime_weights_and_bias():
+    rng = np.random.default_rng(0)
+    inputs = conv_inputs(rng, (3, 3), 4, 4, (5, 5), 1)
+    inputs[1].const = False
+    assert "filter" in kernels.unsupported_reason(graph_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
+    inputs = conv_inputs(rng, (3, 3), 4, 4, (5, 5), 1)
+    inputs[2].const = False
+    assert "bias" in kernels.unsupported_reason(graph_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
+
+
+def test_rejects_what_the_reference_rejects():
+    node = graph_node("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 4, 4, (5, 5), 1),
+                      conv_options((1, 1), (1, 1), SAME))
+    node.options["fused_activation_function"] = 4  # TANH: TFLite ignores it, so nobody runs it
+    assert "activation" in kernels.unsupported_reason(node)
+    node.options["fused_activation_function"] = 0
+    node.outputs[0].shape = (1, 4, 4, 4)
+    assert "shape" in kernels.unsupported_reason(node)
