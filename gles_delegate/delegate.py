@@ -1,12 +1,12 @@
 """GpuDelegate: typed options, the GL context, and the compiled partitions of a model."""
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import partition as partitioning
 from .gpu import kernels
 from .gpu.compiler import compile_plan
 from .errors import GpuError
-from .gpu.context import acquire_shared, release_shared
+from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 
@@ -25,6 +25,11 @@ class GpuDelegateOptions:
         accumulation in conv, depthwise, FC, transpose conv and reductions); overrides the former.
     max_delegated_partitions: keep the largest N GPU partitions (0: no limit).
     memory_strategy: arena planner (see gpu/memory.py STRATEGIES).
+    device_index: the EGL device to run on (its index in CompatibilityList().devices());
+        None: the first hardware GPU, else Mesa's software device, else the surfaceless or
+        default EGL display.
+    gl_api: 'auto' (an OpenGL ES 3.1+ context, else desktop OpenGL 4.3+ core), 'gles' or 'gl'.
+        Its default is the environment variable GLES_DELEGATE_GL_API, else 'auto'.
     """
     is_precision_loss_allowed: bool = False
     precision: str | None = None
@@ -39,6 +44,7 @@ class GpuDelegateOptions:
     object_type: str = "auto"
     memory_strategy: str = "best"
     device_index: int | None = None
+    gl_api: str = field(default_factory=default_gl_api)
 
     def __post_init__(self):
         _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
@@ -47,6 +53,11 @@ class GpuDelegateOptions:
             _check_choice(f"inference_priority{k}", getattr(self, f"inference_priority{k}"), PRIORITIES)
         _check_choice("object_type", self.object_type, OBJECT_TYPES)
         _check_choice("memory_strategy", self.memory_strategy, STRATEGIES)
+        _check_choice("gl_api", self.gl_api, GL_APIS)
+        if self.device_index is not None and (isinstance(self.device_index, bool)
+                                              or not isinstance(self.device_index, int) or self.device_index < 0):
+            raise ValueError("GpuDelegateOptions.device_index must be an int >= 0 or None, "
+                             f"got {self.device_index!r}")
         for name in ("is_precision_loss_allowed", "enable_quantized_inference"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GpuDelegateOptions.{name} must be a bool, got {getattr(self, name)!r}")
@@ -91,7 +102,7 @@ class GpuDelegate:
         if options is not None and not isinstance(options, GpuDelegateOptions):
             raise TypeError(f"options must be a GpuDelegateOptions, got {type(options).__name__}")
         self.options = options or GpuDelegateOptions(**kwargs)
-        self.context = acquire_shared(self.options.device_index)
+        self.context = acquire_shared(self.options.device_index, self.options.gl_api)
         self.partitions = []  # every live partition this delegate compiled, for close()
         self._summary = {}
 
@@ -127,7 +138,7 @@ class GpuDelegate:
         gpu_nodes = sum(len(p.nodes) for p in made)
         self._summary = {
             "renderer": self.context.renderer, "gl_version": self.context.version,
-            "gl_api": self.context.gl_api, "precision": precision,
+            "gl_api": self.context.gl_api, "egl_platform": self.context.egl_platform, "precision": precision,
             "gpu_nodes": gpu_nodes, "cpu_nodes": len(graph.nodes) - gpu_nodes,
             "partitions": len(plans), "dispatches": sum(len(p.steps) for p in plans),
             "programs": len({s for p in plans for s in p.sources}),
@@ -211,6 +222,7 @@ _PARSERS = {
     "serialization_dir": lambda key, text: text, "model_token": lambda key, text: text,
     "object_type": lambda key, text: text.strip().lower(),
     "memory_strategy": lambda key, text: text.strip().lower(),
+    "gl_api": lambda key, text: text.strip().lower(),
 }
 
 
@@ -237,12 +249,13 @@ def load_delegate(library, options=None):
 class CompatibilityList:
     """Whether this device can run the delegate, and the options that suit it best."""
 
-    def __init__(self, device_index=None):
+    def __init__(self, device_index=None, gl_api=None):
         self.device_index = device_index
+        self.gl_api = gl_api
         self.reason = None
         self.device = None
         try:
-            context = acquire_shared(device_index)
+            context = acquire_shared(device_index, gl_api)
         except GpuError as exc:
             self.reason = str(exc)
             return
@@ -250,6 +263,14 @@ class CompatibilityList:
             self.device = context.describe()
         finally:
             release_shared(context)
+
+    @staticmethod
+    def devices():
+        """Every EGL display found, probed with a small context per API: a list of dicts
+        {index (the device_index to pass, None off the device platform), platform ('device' |
+        'surfaceless' | 'default'), renderer, vendor, software, egl_device (DRM node or name),
+        egl_vendor, egl_version, apis {'gles' | 'gl': GL_VERSION}, errors {what: why}}."""
+        return probe_devices()
 
     def is_delegate_supported_on_this_device(self):
         """True when an EGL context with GL ES 3.1 / GL 4.3 compute shaders can be made."""
@@ -261,4 +282,5 @@ class CompatibilityList:
         if self.device is None:
             raise GpuError(f"the GPU delegate cannot run here: {self.reason}")
         software = any(name in self.device["renderer"].lower() for name in ("llvmpipe", "softpipe", "swiftshader"))
-        return GpuDelegateOptions(precision="fp32" if software else "fp16_fp32acc", device_index=self.device_index)
+        return GpuDelegateOptions(precision="fp32" if software else "fp16_fp32acc", device_index=self.device_index,
+                                  **({"gl_api": self.gl_api} if self.gl_api is not None else {}))

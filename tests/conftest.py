@@ -11,3 +11,26 @@ def mediapipe_models():
     """{name: path} of the 14 MediaPipe models, fetched from PyPI once and cached."""
     from gles_delegate.tools.fetch_models import fetch_models
     return fetch_models()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--gl-api", choices=("auto", "gles", "gl"), default=None,
+                     help="GL API of every GPU context: sets GLES_DELEGATE_GL_API (default: that variable, else auto)")
+
+
+def pytest_configure(config):
+    api = config.getoption("--gl-api")
+    if api:
+        os.environ["GLES_DELEGATE_GL_API"] = api  # xdist workers run this too
+
+
+def pytest_report_header(config):
+    from gles_delegate.gpu.context import GpuError, acquire_shared, default_gl_api, release_shared
+    try:
+        context = acquire_shared()
+    except GpuError as exc:
+        return f"GPU: none ({exc})"
+    try:
+        return f"GPU: gl_api={default_gl_api()} -> {context.version} on {context.renderer} (EGL {context.egl_platform} display)"
+    finally:
+        release_shared(context)

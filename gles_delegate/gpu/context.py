@@ -1,60 +1,128 @@
 """A headless GL context with compute shaders, usable from any thread.
 
+The context is an OpenGL ES 3.1+ context (gl_api 'gles', what the boards users deploy to have)
+or a desktop OpenGL 4.3+ core context (gl_api 'gl'); 'auto' tries ES first. gpu/egl.py creates it
+through EGL (device platform, then Mesa's surfaceless platform, then the default display) and
+moderngl is attached to it with a loader of our own, so every moderngl call goes to that context.
+
 EGL makes a context current on one thread at a time. Every piece of GL work here runs inside
 `with context.current():`, which takes the context's lock, makes it current on the calling
-thread, and releases it on exit (about 2 us on Mesa), so interpreters on several threads can
-share one context without any of them owning a thread.
+thread and, on exit, restores whatever was current there before (usually nothing), so
+interpreters on several threads can share one context without any of them owning a thread.
+An enter/exit pair costs about 11 us on Mesa llvmpipe for ES (14 us for desktop GL, whose
+context also rebinds the thread's EGL API).
+
+The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('auto', 'gles' or
+'gl'; unset: 'auto'): it lets a whole test suite or application run under one API unchanged.
 """
+import ctypes
+import os
 import threading
 
 import moderngl
 
 from ..errors import GpuError
+from . import egl
 
-_MISSING_EGL = ("no EGL/OpenGL driver could be loaded ({error}). On Debian install "
-                "libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 (Mesa, gives llvmpipe without a GPU); "
-                "with an NVIDIA GPU, its driver's EGL vendor library must be installed.")
-_NO_COMPUTE = ("the GL context has no compute shaders: {version} ({renderer}); "
-               "the delegate needs OpenGL ES 3.1 or OpenGL 4.3")
+GL_APIS = ("auto", "gles", "gl")
+GL_API_ENV = "GLES_DELEGATE_GL_API"
+_API_ORDER = {"auto": ("gles", "gl"), "gles": ("gles",), "gl": ("gl",)}
+_API_NAMES = {"auto": "OpenGL ES 3.1 or OpenGL 4.3 core", "gles": "OpenGL ES 3.1", "gl": "OpenGL 4.3 core"}
+
+# GL enums of the limits we read (all valid in OpenGL ES 3.1 and OpenGL 4.3 core).
+GL_NO_ERROR = 0
+GL_EXTENSIONS, GL_NUM_EXTENSIONS = 0x1F03, 0x821D
+_LIMITS_INT = {
+    "max_workgroup_invocations": 0x90EB,     # GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS
+    "max_compute_ssbos": 0x90DB,             # GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS
+    "ubo_offset_alignment": 0x8A34,          # GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT
+    "ssbo_offset_alignment": 0x90DF,         # GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT
+    "max_shared_memory_bytes": 0x8262,       # GL_MAX_COMPUTE_SHARED_MEMORY_SIZE
+}
+_LIMITS_INT64 = {
+    "max_ssbo_bytes": 0x90DE,                # GL_MAX_SHADER_STORAGE_BLOCK_SIZE
+    "max_ubo_bytes": 0x8A30,                 # GL_MAX_UNIFORM_BLOCK_SIZE
+}
+_LIMITS_INDEXED = {
+    "max_workgroup_size": 0x91BF,            # GL_MAX_COMPUTE_WORK_GROUP_SIZE
+    "max_workgroup_count": 0x91BE,           # GL_MAX_COMPUTE_WORK_GROUP_COUNT
+}
+_GLSL_ES_ON_DESKTOP = "GL_ARB_ES3_1_compatibility"  # `#version 310 es` on desktop GL < 4.5
+
+
+def default_gl_api():
+    """The gl_api used when none is given: $GLES_DELEGATE_GL_API, else 'auto'."""
+    value = os.environ.get(GL_API_ENV, "").strip().lower()
+    if not value:
+        return "auto"
+    if value not in GL_APIS:
+        raise ValueError(f"environment variable {GL_API_ENV} must be one of {list(GL_APIS)}, "
+                         f"got {os.environ[GL_API_ENV]!r}")
+    return value
+
+
+def _check_request(device_index, gl_api):
+    if gl_api not in GL_APIS:
+        raise ValueError(f"gl_api must be one of {list(GL_APIS)}, got {gl_api!r}")
+    if device_index is not None and (isinstance(device_index, bool) or not isinstance(device_index, int)
+                                     or device_index < 0):
+        raise ValueError(f"device_index must be an int >= 0 or None, got {device_index!r}")
 
 
 class GlContext:
-    """A standalone EGL context plus what we need to know about the device.
+    """An EGL context with compute shaders plus what we need to know about the device.
 
-    Attributes: renderer, version, vendor (GL strings), limits (dict of GL limits),
-    gl_api ('gl' for a desktop core context).
+    Attributes: renderer, version, vendor, glsl_version (GL strings), limits (dict of GL limits),
+    extensions (frozenset of GL extension names), gl_api ('gles' | 'gl', what was created),
+    egl_platform ('device' | 'surfaceless' | 'default'), device_index (EGL device, or None off
+    the device platform), ctx (the moderngl.Context; use it inside current()).
     """
 
-    def __init__(self, device_index=None):
-        try:
-            kwargs = {} if device_index is None else {"device_index": int(device_index)}
-            self.ctx = moderngl.create_context(standalone=True, backend="egl", require=430, **kwargs)
-        except Exception as exc:  # moderngl raises plain Exception for every EGL failure
-            raise GpuError(_MISSING_EGL.format(error=exc)) from None
-        info = self.ctx.info
-        self.renderer = info.get("GL_RENDERER", "?")
-        self.version = info.get("GL_VERSION", "?")
-        self.vendor = info.get("GL_VENDOR", "?")
-        self.gl_api = "gl"
-        self.limits = {
-            "max_ssbo_bytes": info.get("GL_MAX_SHADER_STORAGE_BLOCK_SIZE", 1 << 27),
-            "max_workgroup_invocations": info.get("GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS", 128),
-            "max_workgroup_size": tuple(info.get("GL_MAX_COMPUTE_WORK_GROUP_SIZE", (128, 128, 64))),
-            "max_workgroup_count": tuple(info.get("GL_MAX_COMPUTE_WORK_GROUP_COUNT", (65535,) * 3)),
-            "max_compute_ssbos": info.get("GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS", 4),
-            "ubo_offset_alignment": info.get("GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT", 256),
-            "max_ubo_bytes": info.get("GL_MAX_UNIFORM_BLOCK_SIZE", 16384),
-        }
-        if self.ctx.version_code < 430:
-            self.release()
-            raise GpuError(_NO_COMPUTE.format(version=self.version, renderer=self.renderer))
+    def __init__(self, device_index=None, gl_api=None, platforms=egl.PLATFORMS, use_pbuffer=None):
+        """platforms / use_pbuffer restrict how EGL is used (tests of each fallback path)."""
+        gl_api = default_gl_api() if gl_api is None else gl_api
+        _check_request(device_index, gl_api)
+        self.requested_gl_api = gl_api
+        self.ctx = None
         self._lock = threading.RLock()
         self._depth = 0
+        self._token = None
         self._programs = {}
-        self.ctx.__exit__(None, None, None)  # created current on this thread; let any thread take it
+        self.egl, strings = _create_egl_context(device_index, gl_api, platforms, use_pbuffer)
+        self.gl_api = self.egl.api
+        self.egl_platform = self.egl.display.platform
+        self.device_index = self.egl.display.device_index
+        self.renderer, self.version = strings["renderer"], strings["version"]
+        self.vendor, self.glsl_version = strings["vendor"], strings["glsl"]
+        token = self.egl.enter()
+        try:
+            try:
+                self.ctx = moderngl.create_context(standalone=True, require=310 if self.gl_api == "gles" else 430,
+                                                   context=_Attached(self.egl))
+            except Exception as exc:  # moderngl raises plain Exception / moderngl.Error
+                raise GpuError(f"moderngl could not attach to the {self.version} context "
+                               f"({self.renderer}): {exc}") from None
+            self._gl = _GlQueries(self.egl)
+            self._gl.clear_errors()  # whatever attaching left behind (desktop-only queries)
+            self.extensions = self._gl.extensions()
+            self.limits = self._gl.limits()
+            self._gl.clear_errors()
+            if self.gl_api == "gl" and _desktop_version(self.version) < (4, 5) \
+                    and _GLSL_ES_ON_DESKTOP not in self.extensions:
+                raise GpuError(f"{self.version} ({self.renderer}) cannot compile GLSL ES 3.10 shaders "
+                               f"(needs OpenGL 4.5 or {_GLSL_ES_ON_DESKTOP}); use gl_api='gles'")
+        except BaseException:
+            ctx, self.ctx = self.ctx, None
+            if ctx is not None:
+                ctx.release()
+            self.egl.exit(token)
+            self.egl.destroy()
+            raise
+        self.egl.exit(token)
 
     def current(self):
-        """Context manager: the context is current on this thread (re-entrant)."""
+        """Context manager: the context is current on this thread (re-entrant); yields the
+        moderngl.Context."""
         return _Current(self)
 
     def check_error(self, where):
@@ -62,6 +130,10 @@ class GlContext:
         error = self.ctx.error
         if error != "GL_NO_ERROR":
             raise GpuError(f"GL error {error} after {where}")
+
+    def clear_errors(self):
+        """Drop every pending GL error (call inside current())."""
+        self._gl.clear_errors()
 
     def program(self, source):
         """A compiled compute program for `source`, compiled once per context (dedupe by text).
@@ -80,29 +152,154 @@ class GlContext:
         return len(self._programs)
 
     def release(self):
-        """Free every GL object of this context and the context itself."""
-        ctx, self.ctx = getattr(self, "ctx", None), None
-        if ctx is not None:
-            self._programs = {}
-            ctx.release()
+        """Free every GL object of this context and the context itself (idempotent)."""
+        with self._lock:
+            if self.ctx is None:
+                return
+            token = self.egl.enter()
+            try:
+                self._programs = {}
+                self.ctx.release()
+            finally:
+                self.ctx = None
+                self.egl.exit(token)
+                self.egl.destroy()
 
     def describe(self):
         return {"renderer": self.renderer, "version": self.version, "vendor": self.vendor,
-                "gl_api": self.gl_api, **self.limits}
+                "glsl_version": self.glsl_version, "gl_api": self.gl_api,
+                "egl_platform": self.egl_platform, "device_index": self.device_index, **self.limits}
 
 
-_shared = {}
+def _desktop_version(version):
+    """(major, minor) of a desktop GL_VERSION string ('4.6.0 NVIDIA 550.54')."""
+    try:
+        major, minor = version.split()[0].split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
+def _create_egl_context(device_index, gl_api, platforms=egl.PLATFORMS, use_pbuffer=None):
+    """egl.create_context with errors that say what was asked and what this machine has."""
+    asked = f"gl_api={gl_api!r}" + (f", device_index {device_index}" if device_index is not None else "")
+    if device_index is not None:
+        devices = egl.enumerate_devices()
+        if devices is None:
+            raise GpuError(f"device_index {device_index} requested, but this EGL cannot enumerate devices "
+                           "(no EGL_EXT_device_enumeration / EGL_EXT_platform_device); leave device_index "
+                           f"unset to use another display. Found: {egl.describe_found(egl.probe()) or 'nothing'}")
+        if device_index >= len(devices):
+            found = [entry for entry in egl.probe() if entry["platform"] == "device"]
+            raise GpuError(f"device_index {device_index} requested, {len(devices)} EGL device"
+                           f"{'' if len(devices) == 1 else 's'} found: {egl.describe_found(found) or 'none'}")
+    try:
+        return egl.create_context(device_index, _API_ORDER[gl_api], use_pbuffer, platforms)
+    except GpuError as exc:
+        if str(exc).startswith("no EGL/OpenGL driver"):
+            raise
+        tried = str(exc)
+    try:
+        found = egl.describe_found(egl.probe())
+    except GpuError:
+        found = ""
+    raise GpuError(f"no {_API_NAMES[gl_api]} context could be created ({asked}). Tried: {tried}. "
+                   f"Found: {found or 'no usable EGL display'}") from None
+
+
+class _Attached:
+    """What moderngl calls a context 'loader': GL entry points plus enter/exit/release, all
+    answered by our EGL context (moderngl's own __enter__/__exit__ land here)."""
+
+    def __init__(self, context):
+        self.context = context
+        self._tokens = threading.local()
+
+    def load_opengl_function(self, name):
+        return self.context.proc_address(name)
+
+    load = load_opengl_function
+
+    def __enter__(self):
+        stack = self._tokens.__dict__.setdefault("stack", [])
+        stack.append(self.context.enter())
+
+    def __exit__(self, *exc):
+        stack = self._tokens.__dict__.get("stack")
+        if stack:
+            self.context.exit(stack.pop())
+
+    def release(self):
+        pass  # GlContext.release destroys the EGL context after moderngl let go of it
+
+
+class _GlQueries:
+    """glGet* through ctypes: moderngl's Context.info asks desktop-only enums (GL_INVALID_ENUM on
+    ES) and leaves out the compute limits below GL 4.3, so we ask for exactly what we use."""
+
+    def __init__(self, context):
+        def function(name, *argtypes, restype=None):
+            address = context.proc_address(name)
+            if not address:
+                raise GpuError(f"the GL driver has no {name}")
+            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+        self.get_error = function("glGetError", restype=ctypes.c_uint)
+        self.get_integer = function("glGetIntegerv", ctypes.c_uint, ctypes.POINTER(ctypes.c_int))
+        self.get_integer64 = function("glGetInteger64v", ctypes.c_uint, ctypes.POINTER(ctypes.c_int64))
+        self.get_integer_indexed = function("glGetIntegeri_v", ctypes.c_uint, ctypes.c_uint,
+                                            ctypes.POINTER(ctypes.c_int))
+        self.get_string_indexed = function("glGetStringi", ctypes.c_uint, ctypes.c_uint,
+                                           restype=ctypes.c_char_p)
+
+    def clear_errors(self):
+        for _ in range(64):
+            if self.get_error() == GL_NO_ERROR:
+                break
+
+    def integer(self, enum):
+        value = ctypes.c_int(0)
+        self.get_integer(enum, ctypes.byref(value))
+        return value.value
+
+    def limits(self):
+        out = {}
+        for key, enum in _LIMITS_INT64.items():
+            value = ctypes.c_int64(0)
+            self.get_integer64(enum, ctypes.byref(value))
+            out[key] = value.value
+        for key, enum in _LIMITS_INT.items():
+            out[key] = self.integer(enum)
+        for key, enum in _LIMITS_INDEXED.items():
+            values = []
+            for axis in range(3):
+                value = ctypes.c_int(0)
+                self.get_integer_indexed(enum, axis, ctypes.byref(value))
+                values.append(value.value)
+            out[key] = tuple(values)
+        return out
+
+    def extensions(self):
+        names = (self.get_string_indexed(GL_EXTENSIONS, i) for i in range(self.integer(GL_NUM_EXTENSIONS)))
+        return frozenset(name.decode(errors="replace") for name in names if name)
+
+
+_shared = {}  # (gl_api asked, device_index) -> [GlContext, reference count]
 _shared_lock = threading.Lock()
 
 
-def acquire_shared(device_index=None):
-    """The process-wide context for a device, created on first use and reference counted, so
-    every delegate on that device shares its programs (compiled once per process)."""
+def acquire_shared(device_index=None, gl_api=None):
+    """The process-wide context for a device and gl_api, created on first use and reference
+    counted, so every delegate on that device shares its programs (compiled once per process).
+    gl_api None means default_gl_api()."""
+    gl_api = default_gl_api() if gl_api is None else gl_api
+    _check_request(device_index, gl_api)
+    key = (gl_api, device_index)
     with _shared_lock:
-        entry = _shared.get(device_index)
+        entry = _shared.get(key)
         if entry is None or entry[0].ctx is None:
-            entry = [GlContext(device_index), 0]
-            _shared[device_index] = entry
+            entry = [GlContext(device_index, gl_api), 0]
+            _shared[key] = entry
         entry[1] += 1
         return entry[0]
 
@@ -119,6 +316,14 @@ def release_shared(context):
                 return
 
 
+def devices():
+    """Every EGL display the delegate could use, probed (see egl.probe()); [] without EGL."""
+    try:
+        return egl.probe()
+    except GpuError:
+        return []
+
+
 class _Current:
     def __init__(self, context):
         self.context = context
@@ -130,14 +335,20 @@ class _Current:
             context._lock.release()
             raise GpuError("the GL context was released (delegate closed)")
         if context._depth == 0:
-            context.ctx.__enter__()
+            try:
+                context._token = context.egl.enter()
+            except BaseException:
+                context._lock.release()
+                raise
         context._depth += 1
         return context.ctx
 
     def __exit__(self, *exc):
         context = self.context
         context._depth -= 1
-        if context._depth == 0 and context.ctx is not None:
-            context.ctx.__exit__(None, None, None)
+        if context._depth == 0:
+            token, context._token = context._token, None
+            if token is not None:
+                context.egl.exit(token)
         context._lock.release()
         return False

@@ -35,7 +35,9 @@ def glsl_type(value):
 
 def params_block(params):
     """The Params uniform block declaration for {name: value}, in a fixed (sorted) order."""
-    fields = "".join(f"  {glsl_type(v)} {name};\n" for name, v in sorted(params.items()))
+    # highp: in fp16 mode the default float precision is mediump, which would round scales and
+    # coordinates on GPUs that honour it.
+    fields = "".join(f"  highp {glsl_type(v)} {name};\n" for name, v in sorted(params.items()))
     return f"layout(std140, binding = {PARAMS_BINDING}) uniform Params {{\n{fields}}};\n" if fields else ""
 
 

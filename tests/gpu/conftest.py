@@ -14,6 +14,14 @@ def _pending_errors():
     return errors
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_context():
+    """Keep the process's GL context (and its compiled programs) alive across tests."""
+    context = gl.acquire_shared()
+    yield context
+    gl.release_shared(context)
+
+
 @pytest.fixture(autouse=True)
 def no_gl_errors():
     """Fail a test that leaves (or finds) a GL error pending, as moderngl's own tests do."""

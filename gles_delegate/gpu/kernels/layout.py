@@ -1,3 +1,327 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""Layout ops: every op that only moves values runs kernels_glsl/gather.glsl, specialized by a
+Gather (how one output box maps to its source).
+
+The map sends an output coordinate to the source's row-major index (base + sum of digit *
+stride), then unravels it by the source's shape. Ops whose map is affine per output axis
+(RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, GATHER) read it
+off the reference kernel run on an iota: output element i holds the source index it copies, so
+the masks and conventions of these ops live in one place (ops/shape.py). PAD / PADV2 /
+MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH split axes into digits,
+and CONCATENATION runs one dispatch per input on its box of the output.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import ops
+from ...ops.common import ACT_TANH
+from ..layout import bhwc, to_phwc4
+from .base import Dispatch
+
+EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
+MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
+MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
+# Which input holds the values (the others are constant shapes, axes, indices).
+DATA_INPUT = {"SPLIT": 1}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """What an output coordinate outside [lead, lead + extent) of the source reads (BHWC):
+    EDGE_CONSTANT: `value`; EDGE_WRAP: the source again (tile); EDGE_MIRROR: its reflection,
+    repeating the edge when mirror_shift is 1 (symmetric)."""
+    mode: int
+    extent: tuple
+    value: float = 0.0
+    mirror_shift: int = 0
+
+
+@dataclass(frozen=True)
+class Gather:
+    """One dispatch of gather.glsl: output box [origin, origin + extent) (BHWC; extent None =
+    the whole output) reads source[base + sum(digits(o - lead) * strides)], a row-major index.
+
+    axes: per BHWC axis, its digits ((radix, stride), ...) from outer to inner; the outer
+    radix is None, and an axis of one digit is not split.
+    """
+    source: object
+    base: int
+    axes: tuple
+    lead: tuple = (0, 0, 0, 0)
+    origin: tuple = (0, 0, 0, 0)
+    extent: tuple = None
+    edge: Edge = None
+
+
+# -- shapes -----------------------------------------------------------------------------------
+def _slots(rank):
+    """The BHWC axes (0 b, 1 h, 2 w, 3 c) that the dims of a rank-`rank` tensor occupy."""
+    return {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}[rank]
+
+
+def _place(values, rank, fill=0):
+    """Per-dim values of a rank-`rank` tensor as a BHWC 4-tuple, `fill` where it has no dim."""
+    out = [fill] * 4
+    for slot, value in zip(_slots(rank), values):
+        out[slot] = int(value)
+    return tuple(out)
+
+
+def _dims(shape):
+    s4 = bhwc(shape)
+    return (s4.b, s4.h, s4.w, s4.c)
+
+
+def _dense_axes(shape):
+    """The digits of an identity map: a tensor's own row-major strides, one digit per axis."""
+    b, h, w, c = _dims(shape)
+    return tuple(((None, s),) for s in (h * w * c, w * c, c, 1))
+
+
+# -- the dispatch -----------------------------------------------------------------------------
+def _vec4(g, src_c, box_c):
+    """Whether each 4-aligned run of output channels maps to 4 consecutive channels of one
+    source vec4, so the kernel moves whole vec4s. The channel axis (or its inner digit) must
+    step through source channels one by one from a 4-aligned start, every other stride must
+    keep that start 4-aligned (step whole source rows, or whole vec4s when rows are), a run
+    must not cross a row whose length is not a multiple of 4, and the edge rule must treat
+    the 4 channels of a run alike."""
+    radix, stride = g.axes[3][-1]
+    if (stride != 1 and box_c > 1) or (radix is not None and radix % 4) or g.lead[3] % 4:
+        return False
+    row = 4 if src_c % 4 == 0 else src_c
+    others = [s for k, digits in enumerate(g.axes) for _, s in (digits if k < 3 else digits[:-1])]
+    if any(s % row for s in others) or g.base % row % 4:
+        return False
+    span = radix or g.origin[3] + box_c - g.lead[3]  # the channel digit runs over [0, span)
+    if g.edge is not None:
+        span = min(span, g.edge.extent[3])
+    if src_c % 4 and g.base % src_c + span > src_c:
+        return False
+    return g.edge is None or _edge_keeps_vec4s(g.edge, g.lead[3], box_c)
+
+
+def _edge_keeps_vec4s(edge, lead_c, box_c):
+    if lead_c == 0 and edge.extent[3] >= box_c:
+        return True  # no padding or tiling along the channels
+    if edge.mode == EDGE_CONSTANT:  # a run straddling the source's end reads its zero padding
+        return edge.extent[3] % 4 == 0 or edge.value == 0
+    return edge.mode == EDGE_WRAP and edge.extent[3] % 4 == 0
+
+
+def _digits(axes):
+    """(outer strides, mid radices, mid strides, inner radices, inner strides) as BHWC tuples,
+    an axis of fewer digits padded with radix 1 / stride 0 (digits that are always 0)."""
+    padded = [(digits[0],) + ((1, 0),) * (3 - len(digits)) + digits[1:] for digits in axes]
+    outer = tuple(d[0][1] for d in padded)
+    return (outer, tuple(d[1][0] for d in padded), tuple(d[1][1] for d in padded),
+            tuple(d[2][0] for d in padded), tuple(d[2][1] for d in padded))
+
+
+def gather_dispatch(out, g, env, activation=0):
+    """The gather.glsl Dispatch that writes Gather `g`'s box of `out`."""
+    src, src4, out4 = g.source, bhwc(g.source.shape), bhwc(out.shape)
+    (b0, h0, w0, c_lo), (nb, nh, nw, nc) = g.origin, g.extent or _dims(out.shape)
+    slices = -(-(c_lo + nc) // 4) - c_lo // 4
+    split = any(len(digits) > 1 for digits in g.axes)
+    edge = g.edge or Edge(EDGE_NONE, ())
+    defines = {"EDGE": edge.mode, "SPLIT": int(split), "VEC4": int(_vec4(g, src4.c, nc)), "MERGE": int(c_lo % 4 != 0),
+               "SOURCE_CONST": int(src.is_const), "ACTIVATION": activation}
+    outer, mid_radix, mid_stride, inner_radix, inner_stride = _digits(g.axes)
+    params = {"out_size": out4.as_ivec4(), "out_offset": env.arena(out), "box_origin": (b0, h0, w0),
+              "channel_begin": c_lo, "channel_end": c_lo + nc, "lead": g.lead, "base": g.base, "stride_outer": outer,
+              "in_size": src4.as_ivec4(), "in_channels": src4.c}
+    if src.is_const:
+        data = np.asarray(src.data, np.float32).reshape(src4.b, src4.h, src4.w, src4.c)
+        params["in_offset"] = env.constant(to_phwc4(data))
+    else:
+        params["in_offset"] = env.arena(src)
+    if split:
+        params.update(radix_mid=mid_radix, stride_mid=mid_stride, radix_inner=inner_radix, stride_inner=inner_stride)
+    if edge.mode != EDGE_NONE:
+        params["edge_extent"] = edge.extent
+    if edge.mode == EDGE_CONSTANT:
+        params["pad_value"] = float(edge.value)
+    if edge.mode == EDGE_MIRROR:
+        params["mirror_shift"] = edge.mirror_shift
+    reads = (() if src.is_const else (src,)) + ((out,) if defines["MERGE"] else ())
+    return Dispatch("gather", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,))
+
+
+# -- what the reference kernel says ----------------------------------------------------------
+def _constant_reason(node, data_inputs):
+    """Why an input outside `data_inputs` (the values moved) is not a constant, or None."""
+    for j, tensor in enumerate(node.inputs):
+        if j not in data_inputs and tensor is not None and not tensor.is_const:
+            return f"input {j} (tensor {tensor.index}) must be constant"
+    return None
+
+
+def _reference(node, values):
+    """(outputs, None) of the reference kernel on `values`, or (None, why the GPU cannot take
+    the node): the reference refuses it, or its output shapes are not the declared ones (the
+    dispatches are sized by the declared shapes and must never read past their source)."""
+    try:
+        outputs = ops.run_node(node, values)
+    except (ValueError, IndexError) as error:  # ModelError, or numpy refusing a malformed shape
+        return None, f"invalid node: {error}"
+    for tensor, value in zip(node.outputs, outputs):
+        if tuple(value.shape) != tuple(tensor.shape):
+            return None, (f"output tensor {tensor.index} is declared {list(tensor.shape)}, "
+                          f"the op makes {list(value.shape)}")
+    return outputs, None
+
+
+def _index_maps(node):
+    """Per output, the source row-major index each output element copies: the reference kernel
+    run on an iota in place of the data input (the other inputs are constants); and a reason
+    when the GPU cannot take the node."""
+    k = DATA_INPUT.get(node.op, 0)
+    values = [None if t is None else t.data for t in node.inputs]
+    values[k] = np.arange(node.inputs[k].size, dtype=np.int64).reshape(node.inputs[k].shape)
+    return _reference(node, values)
+
+
+def _affine(index_map):
+    """(base, per-dim strides) with index_map[i] == base + sum(i * strides), or None."""
+    if index_map.ndim == 0:
+        return int(index_map), []
+    base = int(index_map.flat[0])
+    strides = [int(np.take(index_map, 1, axis=k).flat[0]) - base if n > 1 else 0
+               for k, n in enumerate(index_map.shape)]
+    expected = np.full(index_map.shape, base, np.int64)
+    for k, (n, stride) in enumerate(zip(index_map.shape, strides)):
+        expected += (np.arange(n) * stride).reshape([n if j == k else 1 for j in range(index_map.ndim)])
+    return (base, strides) if np.array_equal(expected, index_map) else None
+
+
+def _runs(values):
+    """[start, stop) ranges that cut `values` into arithmetic progressions, greedily."""
+    runs, start = [], 0
+    while start < len(values):
+        stop = min(start + 2, len(values))
+        while stop < len(values) and values[stop] - values[stop - 1] == values[start + 1] - values[start]:
+            stop += 1
+        runs.append((start, stop))
+        start = stop
+    return runs
+
+
+def _pieces(node, index_map):
+    """The Gathers that write one output, with its index map: one affine box, or for a GATHER
+    along an axis, one box per run of evenly spaced indices. None if neither fits."""
+    source, rank = node.inputs[DATA_INPUT.get(node.op, 0)], index_map.ndim
+    fit = _affine(index_map)
+    if fit is not None:
+        return [Gather(source, fit[0], tuple(((None, s),) for s in _place(fit[1], rank)))]
+    indices = node.inputs[1].data if node.op == "GATHER" else None
+    if indices is None or indices.ndim != 1:
+        return None
+    axis = node.options.get("axis", 0) % len(source.shape)
+    pieces = []
+    for start, stop in _runs(indices.astype(np.int64)):
+        base, strides = _affine(np.take(index_map, range(start, stop), axis=axis))
+        origin = _place([start if k == axis else 0 for k in range(rank)], rank)
+        extent = _place([stop - start if k == axis else n for k, n in enumerate(index_map.shape)], rank, fill=1)
+        pieces.append(Gather(source, base, tuple(((None, s),) for s in _place(strides, rank)),
+                             lead=origin, origin=origin, extent=extent))
+    return pieces
+
+
+def _remap_support(node):
+    reason = _constant_reason(node, (DATA_INPUT.get(node.op, 0),))
+    if reason:
+        return reason
+    maps, reason = _index_maps(node)
+    if reason:
+        return reason
+    for index_map in maps:
+        pieces = _pieces(node, index_map)
+        if pieces is None:
+            return "the index map is not a strided view of the input"
+        if len(pieces) > MAX_GATHER_RUNS:
+            return f"the indices form {len(pieces)} runs (at most {MAX_GATHER_RUNS} dispatches)"
+    return None
+
+
+def _remap(node, env):
+    return [gather_dispatch(out, g, env) for out, index_map in zip(node.outputs, _index_maps(node)[0])
+            for g in _pieces(node, index_map)]
+
+
+# -- PAD / PADV2 / MIRROR_PAD / TILE ---------------------------------------------------------
+def _support(node):
+    """PAD, PADV2, MIRROR_PAD, TILE, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH: every input
+    but the values moved is constant, and the reference accepts the node as declared (paddings
+    in range, divisible depths, matching shapes)."""
+    data = range(len(node.inputs)) if node.op == "CONCATENATION" else (0,)
+    activation = node.options.get("fused_activation_function", 0)
+    if not 0 <= activation <= ACT_TANH:
+        return f"fused activation {activation} is not supported"
+    reason = _constant_reason(node, data)
+    if reason:
+        return reason
+    zeros = [None if t is None else t.data if t.is_const else np.zeros(t.shape, np.float32) for t in node.inputs]
+    return _reference(node, zeros)[1]
+
+
+def _pad(node, env):
+    """PAD / PADV2 (constant value, default 0) and MIRROR_PAD (REFLECT or SYMMETRIC)."""
+    x, out = node.inputs[0], node.outputs[0]
+    before = _place(np.asarray(node.inputs[1].data).reshape(-1, 2)[:, 0], len(x.shape))
+    if node.op == "MIRROR_PAD":
+        shift = int(node.options.get("mode", 0) == MIRROR_SYMMETRIC)
+        edge = Edge(EDGE_MIRROR, _dims(x.shape), mirror_shift=shift)
+    else:
+        value = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else 0.0
+        edge = Edge(EDGE_CONSTANT, _dims(x.shape), value=float(np.asarray(value).reshape(-1)[0]))
+    return [gather_dispatch(out, Gather(x, 0, _dense_axes(x.shape), lead=before, edge=edge), env)]
+
+
+def _tile(node, env):
+    x = node.inputs[0]
+    g = Gather(x, 0, _dense_axes(x.shape), edge=Edge(EDGE_WRAP, _dims(x.shape)))
+    return [gather_dispatch(node.outputs[0], g, env)]
+
+
+# -- CONCATENATION ----------------------------------------------------------------------------
+def _concatenation(node, env):
+    """One dispatch per input, each writing its box of the output (in input order)."""
+    out = node.outputs[0]
+    rank = len(out.shape)
+    axis = node.options.get("axis", 0) % rank
+    dispatches, offset = [], 0
+    for x in node.inputs:
+        origin = _place([offset if k == axis else 0 for k in range(rank)], rank)
+        g = Gather(x, 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=_dims(x.shape))
+        dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
+        offset += x.shape[axis]
+    return dispatches
+
+
+# -- DEPTH_TO_SPACE / SPACE_TO_DEPTH ----------------------------------------------------------
+def _depth_to_space(node, env):
+    """out (b, y * k + i, x * k + j, c) = in (b, y, x, (i * k + j) * c_out + c)."""
+    x, out = node.inputs[0], node.outputs[0]
+    _, h, w, c = x.shape
+    k, c_out = node.options["block_size"], out.shape[3]
+    axes = (((None, h * w * c),), ((None, w * c), (k, k * c_out)), ((None, c), (k, c_out)), ((None, 1),))
+    return [gather_dispatch(out, Gather(x, 0, axes), env)]
+
+
+def _space_to_depth(node, env):
+    """out (b, y, x, (i * k + j) * c + ch) = in (b, y * k + i, x * k + j, ch)."""
+    x, out = node.inputs[0], node.outputs[0]
+    _, h, w, c = x.shape
+    k = node.options["block_size"]
+    axes = (((None, h * w * c),), ((None, k * w * c),), ((None, k * c),), ((None, w * c), (k, c), (c, 1)))
+    return [gather_dispatch(out, Gather(x, 0, axes), env)]
+
+
+# Ops whose map is read off the reference kernel, and ops whose map is built here.
+REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
+             "GATHER")
+BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH")
+SUPPORT = {**{op: _remap_support for op in REMAP_OPS}, **{op: _support for op in BUILD_OPS}}
+BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
+         "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth}

@@ -1,3 +1,48 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR (align_corners, half_pixel_centers):
+kernels_glsl/resize.glsl, one vec4 per invocation."""
+import numpy as np
+
+from ..layout import bhwc
+from .base import Dispatch
+
+
+def supports(node):
+    x, size = node.inputs[:2]
+    out = node.outputs[0]
+    if len(x.shape) != 4:
+        return f"needs a 4-D NHWC input, got rank {len(x.shape)}"
+    if not size.is_const:
+        return "the output size must be constant"
+    expected = (x.shape[0], *np.asarray(size.data).reshape(-1).tolist(), x.shape[3])
+    if tuple(out.shape) != expected:
+        return f"output tensor {out.index} is declared {list(out.shape)}, the size input makes {list(expected)}"
+    flags = [node.options.get(k, False) for k in ("align_corners", "half_pixel_centers")]
+    if node.op == "RESIZE_BILINEAR" and all(flags):
+        return "half_pixel_centers requires align_corners to be false (as TFLite)"
+    return None
+
+
+def scale(in_size, out_size, align_corners):
+    """TFLite's input / output ratio of one axis, in float32 (as the CPU kernels compute it)."""
+    if align_corners and out_size > 1:
+        return float(np.float32(in_size - 1) / np.float32(out_size - 1))
+    return float(np.float32(in_size) / np.float32(out_size))
+
+
+def build(node, env):
+    """One dispatch over the output, (W, H, slices * B) invocations of one vec4 each."""
+    x, out = node.inputs[0], node.outputs[0]
+    in4, out4 = bhwc(x.shape), bhwc(out.shape)
+    align = bool(node.options.get("align_corners", False))
+    bilinear = node.op == "RESIZE_BILINEAR"
+    params = {"in_size": in4.as_ivec4(), "in_offset": env.arena(x), "out_size": out4.as_ivec4(),
+              "out_offset": env.arena(out), "scale": (scale(in4.w, out4.w, align), scale(in4.h, out4.h, align)),
+              "half_pixel": 0.5 if node.options.get("half_pixel_centers", False) else 0.0}
+    if not bilinear:
+        params["align_corners"] = int(align)  # picks rounding over flooring
+    defines = {"BILINEAR": int(bilinear)}
+    return [Dispatch("resize", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=(x,), writes=(out,))]
+
+
+SUPPORT = {"RESIZE_BILINEAR": supports, "RESIZE_NEAREST_NEIGHBOR": supports}
+BUILD = {"RESIZE_BILINEAR": build, "RESIZE_NEAREST_NEIGHBOR": build}

@@ -1,0 +1,37 @@
+// RESIZE_BILINEAR (BILINEAR 1) and RESIZE_NEAREST_NEIGHBOR (BILINEAR 0) on PHWC4, with TFLite's
+// coordinate rules; each invocation writes one vec4 (channels and batches map one to one, and
+// the input's zero padded channels interpolate to zero).
+//
+// Output pixel x samples the input at (x + half_pixel) * scale (- half_pixel when bilinear),
+// where scale is in / out, or (in - 1) / (out - 1) with align_corners, and half_pixel is 0.5
+// with half_pixel_centers, else 0. Python computes scale in float32 as TFLite does, so the
+// nearest pixel picked here is the one TFLite picks; positions are highp even in FP16 mode
+// (a mediump float has no exact integers past 2048).
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  highp vec2 position = vec2(gid.xy);
+  ivec2 last = in_size.xy - 1;
+#if BILINEAR
+  highp vec2 source = (position + half_pixel) * scale - half_pixel;
+  // TFLite clamps the two neighbours into the image but weighs them by the unclamped position.
+  ivec2 lo = max(ivec2(floor(source)), ivec2(0));
+  ivec2 hi = min(ivec2(ceil(source)), last);
+  vec2 t = vec2(source - vec2(lo));
+  vec4 top = mix(load(in_offset + phwc4_index(in_size, lo.x, lo.y, gid.z)),
+                 load(in_offset + phwc4_index(in_size, hi.x, lo.y, gid.z)), t.x);
+  vec4 bottom = mix(load(in_offset + phwc4_index(in_size, lo.x, hi.y, gid.z)),
+                    load(in_offset + phwc4_index(in_size, hi.x, hi.y, gid.z)), t.x);
+  vec4 result = mix(top, bottom, t.y);
+#else
+  highp vec2 source = (position + half_pixel) * scale;
+  // align_corners rounds half away from zero (TfLiteRound; source >= 0), otherwise floors.
+  // Rounding tests the fraction: floor(source + 0.5) would round up 0.49999997.
+  ivec2 nearest = ivec2(floor(source));
+  if (align_corners == 1) nearest += ivec2(greaterThanEqual(fract(source), vec2(0.5)));
+  nearest = min(nearest, last);
+  vec4 result = load(in_offset + phwc4_index(in_size, nearest.x, nearest.y, gid.z));
+#endif
+  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), result);
+}
