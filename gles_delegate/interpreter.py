@@ -37,7 +37,7 @@ class _CpuStep:
     def __init__(self, node):
         self.nodes = [node]
 
-    def run(self, storage):
+    def run(self, storage, capture=None):
         node = self.nodes[0]
         inputs = [None if t is None else storage[t.index] for t in node.inputs]
         outputs = ops.run_node(node, inputs)
@@ -52,8 +52,9 @@ class _CpuStep:
 class _Executor:
     """Runs one subgraph: owns its graph, tensor storage and execution plan."""
 
-    def __init__(self, model, subgraph_index):
+    def __init__(self, model, subgraph_index, preserve_all_tensors=False):
         self.model = model
+        self.preserve_all_tensors = preserve_all_tensors
         self.subgraph_index = subgraph_index
         self.graph = Graph.from_model(model, subgraph_index)
         self.storage = None
@@ -105,8 +106,11 @@ class _Executor:
         return steps
 
     def invoke(self):
+        # Preserving all tensors: delegates read back every intermediate they compute (into
+        # storage itself), so get_tensor() shows what the GPU computed for every tensor.
+        capture = self.storage if self.preserve_all_tensors else None
         for step in self.steps:
-            step.run(self.storage)
+            step.run(self.storage, capture=capture)
 
     def release(self):
         """Free what delegates compiled for the previous plan (before re-planning)."""
@@ -121,6 +125,8 @@ class Interpreter:
 
     Delegates come from `experimental_delegates` and from `options.add_delegate(...)`, in that
     order; each claims the nodes it can run, the rest run on the numpy reference kernels.
+    experimental_preserve_all_tensors: every intermediate stays readable with get_tensor(),
+    including those a GPU partition computes (read back after each dispatch: slow).
     """
 
     def __init__(self, model_path=None, model_content=None, experimental_delegates=None,
@@ -134,6 +140,7 @@ class Interpreter:
         self._model = read_model(model_path if model_path is not None else bytes(model_content))
         self._delegates = list(experimental_delegates or []) + (options.delegates if options else [])
         self._num_threads = num_threads if num_threads is not None else (options.num_threads if options else None)
+        self._preserve_all_tensors = experimental_preserve_all_tensors
         self._executors = {}
         self._main = self._executor(0)
         self._lock = threading.Lock()
@@ -141,7 +148,7 @@ class Interpreter:
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
         if subgraph_index not in self._executors:
-            self._executors[subgraph_index] = _Executor(self._model, subgraph_index)
+            self._executors[subgraph_index] = _Executor(self._model, subgraph_index, self._preserve_all_tensors)
         return self._executors[subgraph_index]
 
     def _tensor(self, index, executor=None):

@@ -41,6 +41,7 @@ class Plan:
     outputs: list        # IoSlot
     storage_half: bool
     labels: list         # one per step, for profiling and the inspector
+    writes: list         # per step: [(tensor index, arena offset, shape)] it writes (for capture)
 
 
 def build_dispatches(nodes, inputs, outputs, env):
@@ -129,7 +130,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     const_offsets = np.cumsum([0] + [len(c) for c in env.constants]).tolist()
     constants = np.concatenate(env.constants) if env.constants else np.zeros((1, 4), np.float32)
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
-    sources, source_index, steps, params, labels = [], {}, [], bytearray(), []
+    sources, source_index, steps, params, labels, writes = [], {}, [], bytearray(), [], []
     for d, barrier in zip(dispatches, _barriers(dispatches, offsets)):
         workgroup = d.workgroup or choose_workgroup(d.grid, limits)
         values = _resolve({**d.params, "grid": tuple(d.grid)}, offsets, const_offsets)
@@ -143,7 +144,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
         steps.append((index, len(params), len(block), group_counts(d.grid, workgroup), barrier))
         params.extend(block)
         labels.append(d.label)
+        writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in d.writes])
     return Plan(steps=steps, sources=sources, params=bytes(params) or b"\0" * 16, constants=constants,
                 arena_elements=max(arena_elements, 1), arena_lower_bound=lower, arena_naive=naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
-                labels=labels)
+                labels=labels, writes=writes)

@@ -2,6 +2,7 @@
 import moderngl
 import numpy as np
 
+from .layout import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
@@ -27,9 +28,11 @@ class GpuPartition:
                           for i, offset, size, groups, barrier in plan.steps]
             context.check_error("creating the partition's buffers and programs")
 
-    def run(self, storage):
+    def run(self, storage, capture=None):
         """Invoke: inputs from storage[tensor index] (float32 arrays), outputs written back
-        into storage in place."""
+        into storage in place. With a `capture` dict, every tensor a dispatch writes is read
+        back right after that dispatch (before its memory is reused) into capture[index] as
+        a BHWC float32 array: slow, for the parity report."""
         bind_params = self.params.bind_to_uniform_block
         with self.context.current() as ctx:
             self.arena.bind_to_storage_buffer(ARENA_BINDING)
@@ -39,11 +42,13 @@ class GpuPartition:
                 self.io.write(np.ascontiguousarray(storage[slot.tensor_index], np.float32), slot.offset)
             # Shader writes of the previous invoke must land before this one reads the arena.
             ctx.memory_barrier(moderngl.SHADER_STORAGE_BARRIER_BIT)
-            for run, offset, size, groups, barrier in self.steps:
+            for k, (run, offset, size, groups, barrier) in enumerate(self.steps):
                 if barrier:
                     ctx.memory_barrier(moderngl.SHADER_STORAGE_BARRIER_BIT)
                 bind_params(PARAMS_BINDING, offset, size)
                 run(*groups)
+                if capture is not None:
+                    self._capture(ctx, self.plan.writes[k], capture)
             ctx.memory_barrier(moderngl.BUFFER_UPDATE_BARRIER_BIT)
             for slot in self.plan.outputs:
                 target = storage[slot.tensor_index]
@@ -52,6 +57,16 @@ class GpuPartition:
                 else:
                     data = np.frombuffer(self.io.read(slot.nbytes, slot.offset), np.float32)
                     np.copyto(target, data.reshape(target.shape), casting="unsafe")
+
+    def _capture(self, ctx, written, capture):
+        ctx.memory_barrier(moderngl.BUFFER_UPDATE_BARRIER_BIT)
+        half = self.plan.storage_half
+        for index, offset, shape in written:
+            elements = bhwc(shape).elements
+            element_bytes = 8 if half else 16
+            raw = self.arena.read(elements * element_bytes, offset * element_bytes)
+            values = np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32)
+            capture[index] = from_phwc4(values, shape)
 
     def release(self):
         """Free the partition's buffers (idempotent; its programs stay cached in the context)."""
