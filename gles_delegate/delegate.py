@@ -9,6 +9,7 @@ from .errors import GpuError
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
+from .transforms import rewrite_partition
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 PREFERENCES = ("fast_single_answer", "sustained_speed", "balanced")
@@ -104,6 +105,7 @@ class GpuDelegate:
         self.options = options or GpuDelegateOptions(**kwargs)
         self.context = acquire_shared(self.options.device_index, self.options.gl_api)
         self.partitions = []  # every live partition this delegate compiled, for close()
+        self.rewrite_log = []  # transforms.Record of the last partition() call, for the inspector
         self._summary = {}
 
     # -- the interpreter's side -----------------------------------------------------------
@@ -119,10 +121,12 @@ class GpuDelegate:
         specs = partitioning.find_partitions(graph, candidates, kernels.unsupported_reason,
                                              self.options.max_delegated_partitions)
         precision = self.options.resolved_precision
-        made = []
+        made, self.rewrite_log = [], []
         for spec in specs:
-            plan = compile_plan(spec.nodes, spec.inputs, spec.outputs, precision, self.context.limits,
-                                self.options.memory_strategy)
+            rewritten, log = rewrite_partition(spec.nodes, spec.inputs, spec.outputs)
+            self.rewrite_log += log
+            plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
+                                self.context.limits, self.options.memory_strategy)
             made.append(GpuPartition(self.context, plan, spec.nodes))
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
