@@ -127,7 +127,11 @@ class GpuDelegate:
             self.rewrite_log += log
             plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
                                 self.context.limits, self.options.memory_strategy)
-            made.append(GpuPartition(self.context, plan, spec.nodes))
+            partition = GpuPartition(self.context, plan, spec.nodes)
+            # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
+            computed = {t.index for n in rewritten.nodes for t in n.outputs}
+            partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
+            made.append(partition)
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
         return made
