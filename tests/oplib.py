@@ -1,12 +1,23 @@
 """Build one-op models with our writer and compare our reference interpreter against LiteRT."""
-import numpy as np
+import re
+from pathlib import Path
 
-from gles_delegate import Interpreter
+import numpy as np
+import pytest
+
+from gles_delegate import Interpreter, ModelError
 from gles_delegate import ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.writer import quantize_params
-from tests.litert import run_litert
+from tests.litert import random_inputs, run_litert
+
+SAME, VALID = 0, 1  # the schema's Padding
+CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6: the fused activations windowed kernels apply
+# MediaPipe models whose every op LiteRT's builtin resolver runs (no XNNPACK-only custom op).
+BUILTIN_ONLY_MODELS = ["face_detection_full_range_sparse", "face_detection_short_range", "face_landmark",
+                       "hand_landmark_full", "hand_landmark_lite", "hand_recrop", "iris_landmark",
+                       "palm_detection_full", "palm_detection_lite", "pose_detection", "pose_landmark_full"]
 
 
 class In:
@@ -18,7 +29,10 @@ class In:
         self.quant = quant
 
 
-def _build(op, inputs, outputs, options, version, custom_options):
+# -- models -------------------------------------------------------------------------------
+def build_model(op, inputs, outputs, options=None, version=1, custom_options=None):
+    """A model of one operator, as stated: inputs are In specs (None for an omitted optional
+    input), outputs (shape, dtype, quant) triples, quant a (scale, zero_point[, dim]) tuple or None."""
     b = ModelBuilder()
     indices = []
     for k, spec in enumerate(inputs):
@@ -30,7 +44,7 @@ def _build(op, inputs, outputs, options, version, custom_options):
             indices.append(b.input(f"in{k}", spec.value.shape, spec.value.dtype, quantization=_quant(spec.quant)))
     out_indices = [b.tensor(f"out{k}", shape, dtype, quantization=_quant(quant))
                    for k, (shape, dtype, quant) in enumerate(outputs)]
-    b.op(op, indices, out_indices, version=version, custom_options=custom_options, **options)
+    b.op(op, indices, out_indices, version=version, custom_options=custom_options, **(options or {}))
     for index in out_indices:
         b.output(index)
     return b.build()
@@ -48,19 +62,32 @@ def single_op_model(op, inputs, options=None, version=1, custom_options=None, ou
     inputs: list of In (or None for an omitted optional input). output_dtypes: defaults to the
     first input's dtype. output_quant: list of (scale, zero_point) per output, or None.
     """
-    options = options or {}
     dtypes = output_dtypes or [inputs[0].value.dtype] * n_outputs
     quants = output_quant or [None] * n_outputs
-    provisional = _build(op, inputs, [((), d, q) for d, q in zip(dtypes, quants)], options, version, custom_options)
+    provisional = build_model(op, inputs, [((), d, q) for d, q in zip(dtypes, quants)], options, version,
+                              custom_options)
     graph = Graph.from_model(read_model(provisional))
     node = graph.nodes[0]
     reason = ops.unsupported_reason(node)
     assert reason is None, reason
     results = ops.run_node(node, [None if s is None else s.value for s in inputs])
-    return _build(op, inputs, [(r.shape, d, q) for r, d, q in zip(results, dtypes, quants)],
-                  options, version, custom_options)
+    return build_model(op, inputs, [(r.shape, d, q) for r, d, q in zip(results, dtypes, quants)],
+                       options, version, custom_options)
 
 
+def reason_of(model):
+    """Why the reference kernels refuse the first node of a model (None when they take it)."""
+    return ops.unsupported_reason(Graph.from_model(read_model(model)).nodes[0])
+
+
+def window_out_size(size, k, stride, padding, dilation=1):
+    """Output extent of a (dilated) window of k taps over `size` with SAME or VALID padding, worked
+    out here rather than taken from ops/common.py."""
+    effective = (k - 1) * dilation + 1
+    return -(-size // stride) if padding == SAME else (size - effective + stride) // stride
+
+
+# -- running ------------------------------------------------------------------------------
 def feeds(inputs):
     return [s.value for s in inputs if s is not None and not s.const]
 
@@ -75,9 +102,17 @@ def run_ours(model, values, **kwargs):
     return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
 
 
+# -- comparing ----------------------------------------------------------------------------
+def _extreme(values):
+    """Where a float array holds NaN, +-inf or +-its type's maximum (what LiteRT clamps inf to):
+    values no relative tolerance can be scaled by."""
+    return ~np.isfinite(values) | (np.abs(values) == np.finfo(values.dtype).max)
+
+
 def assert_close(ours, theirs, rel=1e-5, abs_tol=1e-6, quantum=None, what=""):
-    """Float outputs: max|ours - theirs| <= rel * max|theirs| + abs_tol. Integer outputs: within
-    `quantum` steps (exact when None)."""
+    """Float outputs: NaN, +-inf and +-max exactly where theirs has them, the other values within
+    rel * max|theirs| + abs_tol (max over those other values). Integer outputs: within `quantum`
+    steps (exact when None)."""
     assert ours.shape == theirs.shape, f"{what}: shape {ours.shape} != {theirs.shape}"
     assert ours.dtype == theirs.dtype, f"{what}: dtype {ours.dtype} != {theirs.dtype}"
     if ours.dtype.kind in "iub":
@@ -85,9 +120,12 @@ def assert_close(ours, theirs, rel=1e-5, abs_tol=1e-6, quantum=None, what=""):
         limit = quantum or 0
         assert diff.max(initial=0) <= limit, f"{what}: integer outputs differ by up to {diff.max()} (allowed {limit})"
         return
+    extreme = _extreme(theirs)
+    assert np.array_equal(_extreme(ours), extreme), f"{what}: NaN / inf / max positions differ"
+    assert np.array_equal(ours[extreme], theirs[extreme], equal_nan=True), f"{what}: inf / max values differ"
+    ours, theirs = ours[~extreme].astype(np.float64), theirs[~extreme].astype(np.float64)
     scale = float(np.max(np.abs(theirs), initial=0.0))
-    err = float(np.max(np.abs(ours.astype(np.float64) - theirs), initial=0.0))
-    assert np.array_equal(np.isnan(ours), np.isnan(theirs)), f"{what}: NaN positions differ"
+    err = float(np.max(np.abs(ours - theirs), initial=0.0))
     assert err <= rel * scale + abs_tol, f"{what}: max abs error {err:.3g} > {rel} x {scale:.3g} + {abs_tol}"
 
 
@@ -100,3 +138,72 @@ def check_op(op, inputs, options=None, rel=1e-5, abs_tol=1e-6, quantum=None, res
     for k, (a, b) in enumerate(zip(ours, theirs)):
         assert_close(a, b, rel, abs_tol, quantum, what=f"{op} output {k}")
     return ours, theirs
+
+
+def compare_elementwise(op, inputs, options=None, output_dtypes=None, rtol=1e-6, atol=0.0):
+    """Ours against LiteRT's builtin kernels element by element (relative rtol, absolute atol,
+    NaNs in the same places): for special values, where check_op's max-scaled tolerance would
+    hide a wrong element."""
+    model = single_op_model(op, inputs, options, output_dtypes=output_dtypes)
+    values = feeds(inputs)
+    ours, theirs = run_ours(model, values)[0], run_litert(model, values, resolver="builtin")[0]
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"{op} {options}")
+
+
+# -- refusals -----------------------------------------------------------------------------
+def _naming(op, match):
+    """The regex of a ModelError that names node #0 of `op` and then matches `match`."""
+    return re.escape(f"#0 ({op})") + ".*" + match
+
+
+def assert_rejected(op, inputs, options=None, match="", outputs=None, **model_kwargs):
+    """allocate_tensors must reject the node: a ModelError naming it that matches the regex
+    `match`. inputs: In specs; outputs: (shape, dtype, quant) triples, by default one shaped,
+    typed and quantized like the first input. model_kwargs (version, custom_options) go to
+    build_model."""
+    if outputs is None:
+        outputs = [(inputs[0].value.shape, inputs[0].value.dtype, inputs[0].quant)]
+    model = build_model(op, inputs, outputs, options, **model_kwargs)
+    with pytest.raises(ModelError, match=_naming(op, match)):
+        Interpreter(model_content=model).allocate_tensors()
+
+
+def assert_kernel_error(op, inputs, options=None, match="", **kwargs):
+    """The reference kernel itself must refuse these inputs (as it would at invoke): a ModelError
+    naming the node that matches the regex `match`. kwargs go to single_op_model."""
+    with pytest.raises(ModelError, match=_naming(op, match)):
+        single_op_model(op, inputs, options, **kwargs)
+
+
+# -- every node of the real models --------------------------------------------------------
+def check_model_nodes(path, op_names, quantum=None, litert_may_fail=False):
+    """Run a model on LiteRT's builtin kernels keeping every intermediate, then feed each node
+    of `op_names` its LiteRT inputs and compare our outputs with LiteRT's. Returns how many nodes
+    were checked: 0 when there are none, or when LiteRT cannot run the model and
+    `litert_may_fail` (MediaPipe custom ops it does not resolve)."""
+    data = Path(path).read_bytes()
+    nodes = [n for n in Graph.from_model(read_model(data)).nodes if n.op in op_names]
+    if not nodes:
+        return 0
+    try:
+        _, litert = run_litert(data, random_inputs(Interpreter(model_content=data).get_input_details()),
+                               resolver="builtin", preserve_all_tensors=True)
+    except RuntimeError:
+        if litert_may_fail:
+            return 0
+        raise
+    for node in nodes:
+        what = f"{Path(path).stem} {node.label}"
+        assert ops.unsupported_reason(node) is None, f"{what}: {ops.unsupported_reason(node)}"
+        inputs = [None if t is None else t.data if t.is_const else litert.get_tensor(t.index) for t in node.inputs]
+        for tensor, value in zip(node.outputs, ops.run_node(node, inputs)):
+            assert_close(value, litert.get_tensor(tensor.index), quantum=quantum, what=what)
+    return len(nodes)
+
+
+def check_nodes_on_real_models(models, op_names):
+    """check_model_nodes (within one quantum) on every model of {name: path} that LiteRT's
+    builtin resolver can run. Returns how many nodes were checked."""
+    return sum(check_model_nodes(path, op_names, quantum=1, litert_may_fail=True)
+               for _, path in sorted(models.items()))

@@ -6,6 +6,8 @@ Each module holds one op family and exposes two plain dicts:
   SUPPORT = {"OP_NAME": fn}   optional; fn(node) -> None if the kernel can run this exact node,
                               else a string saying why not (checked at allocate_tensors)
 Variable tensors (LSTM state) arrive as the interpreter's own arrays and are updated in place.
+common.py holds the semantics the kernels share (padding, windows, fused activations,
+quantization), checks.py what their SUPPORT checks share.
 """
 from . import (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape,
                softmax)

@@ -8,16 +8,12 @@ an unclamped result leaves int16, which it wraps and reference_ops saturates.)
 """
 import numpy as np
 
-from ..errors import ModelError
-from .common import (ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, activation_range, fused_activation,
-                     multiply_by_quantized_multiplier, quantized_activation_range, quantized_multiplier)
-from .quantize import arity_reason, quantization_reason, scale_of, zero_point_of
+from .checks import arity_reason, node_error, quantization_reason
+from .common import (clamp_to_activation, fused_activation, multiply_by_quantized_multiplier,
+                     quantized_activation_range, quantized_multiplier, scale_of, zero_point_of)
 
 F32, I32, I64, I8, U8, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.bool_))
 QUANTIZED = {I8, U8}
-# TFLite's CalculateActivationRange knows only these; TANH and SIGN_BIT fused into an
-# arithmetic op are ignored (the op clamps to the type's range, as with NONE).
-CLAMP_ACTIVATIONS = {ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6}
 ADD_LEFT_SHIFT = 20         # add.cc / sub.cc: headroom for 8-bit inputs before rescaling
 COMPARISON_LEFT_SHIFT = 8   # comparisons.cc
 
@@ -28,7 +24,7 @@ def _divide(node, a, b):
     if a.dtype.kind == "f":
         return a / b
     if np.any(b == 0):
-        raise ModelError(f"operator {node.label}: integer division by zero")
+        raise node_error(node, "integer division by zero")
     # float64 holds every int32 quotient exactly enough that trunc gives C++'s result.
     return np.trunc(np.true_divide(a, b)).astype(a.dtype)
 
@@ -40,7 +36,7 @@ def _power(node, a, b):
     if a.dtype.kind == "f":
         return np.power(a, b)
     if np.any(b < 0):
-        raise ModelError(f"operator {node.label}: integer power with a negative exponent")
+        raise node_error(node, "integer power with a negative exponent")
     info = np.iinfo(a.dtype)
     return np.trunc(np.clip(np.power(a.astype(np.float64), b), info.min, info.max)).astype(a.dtype)
 
@@ -73,15 +69,6 @@ ARITHMETIC = {
 QUANTIZED_ARITHMETIC = {"ADD", "SUB", "MUL"}
 
 
-def clamp_to_activation(x, activation):
-    """TFLite's CalculateActivationRange + ActivationFunctionWithMinMax on a float or integer
-    array: clamp to the activation's range intersected with the type's finite range, so float
-    +-inf become +-FLT_MAX even with no activation (LiteRT does exactly that). NaN stays NaN."""
-    low, high = activation_range(activation if activation in CLAMP_ACTIVATIONS else ACT_NONE)
-    info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
-    return np.clip(x, x.dtype.type(max(low, info.min)), x.dtype.type(min(high, info.max)))
-
-
 def arithmetic(node, inputs):
     """Float / int32 / int64 arithmetic, or raw (unscaled) int8 / uint8 MAXIMUM / MINIMUM.
     inputs: two broadcastable arrays of one dtype; returns [array of the broadcast shape]."""
@@ -104,8 +91,7 @@ def _rescale(values, tensor, left_shift, multiplier, shift):
 def _clamp_quantized(node, raw):
     """Clamp an int64 accumulator to the output's fused-activation range and narrow it."""
     out = node.outputs[0]
-    activation = fused_activation(node)
-    low, high = quantized_activation_range(activation if activation in CLAMP_ACTIVATIONS else ACT_NONE, out)
+    low, high = quantized_activation_range(fused_activation(node), out)
     return np.clip(raw, low, high).astype(out.dtype)
 
 

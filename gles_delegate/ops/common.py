@@ -1,4 +1,5 @@
-"""Semantics shared by the reference kernels: padding, fused activations, quantization."""
+"""Semantics shared by the reference kernels: padding and windows, fused activations,
+quantization arithmetic. (What SUPPORT checks share lives in checks.py.)"""
 import numpy as np
 
 from ..errors import ModelError
@@ -8,6 +9,7 @@ PADDING_SAME, PADDING_VALID = 0, 1
 ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT = range(6)
 
 
+# -- padding and windows ------------------------------------------------------------------
 def output_size(in_size, filter_size, stride, dilation, padding):
     """TFLite's ComputeOutSize: one spatial output extent for SAME or VALID padding."""
     effective = (filter_size - 1) * dilation + 1
@@ -33,14 +35,73 @@ def spatial_geometry(in_hw, filter_hw, strides, dilations, padding):
     return out[0], out[1], pads[0], pads[1]
 
 
+def strides_of(node):
+    """(stride_h, stride_w) from a node's options (0 when absent: SUPPORT rejects it)."""
+    return node.options.get("stride_h", 0), node.options.get("stride_w", 0)
+
+
+def dilations_of(node):
+    """(dilation_h, dilation_w) from a node's options (TFLite's default 1 when absent)."""
+    return node.options.get("dilation_h_factor", 1), node.options.get("dilation_w_factor", 1)
+
+
+def window_taps(x, kernel_hw, strides, dilations, out_hw, pads, fill=0):
+    """Yield (ky, kx, view) for every tap of a windowed op over x [N, H, W, C]: view [N, OH, OW, C]
+    holds, at (oy, ox), the input element that tap (ky, kx) of output (oy, ox) reads, or `fill`
+    where it falls in the padding. `pads` is (pad_top, pad_left)."""
+    padded = _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill)
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel_hw, strides, dilations, out_hw
+    for ky in range(kh):
+        for kx in range(kw):
+            top, left = ky * dh, kx * dw
+            yield ky, kx, padded[:, top:top + (oh - 1) * sh + 1:sh, left:left + (ow - 1) * sw + 1:sw, :]
+
+
+def _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill):
+    """x padded (or cropped: VALID can leave trailing rows unread) to exactly the extent the
+    windows cover: (out - 1) * stride + (kernel - 1) * dilation + 1 along H and W."""
+    widths, crops = [(0, 0)], [slice(None)]
+    for size, k, s, d, o, before in zip(x.shape[1:3], kernel_hw, strides, dilations, out_hw, pads):
+        after = (o - 1) * s + (k - 1) * d + 1 - size - before
+        widths.append((before, max(after, 0)))
+        crops.append(slice(0, size + min(after, 0)))
+    return np.pad(x[tuple(crops)], widths + [(0, 0)], constant_values=fill)
+
+
+# -- fused activations --------------------------------------------------------------------
+def fused_activation(node):
+    """The node's fused activation (options['fused_activation_function'], NONE when absent)."""
+    return node.options.get("fused_activation_function", ACT_NONE)
+
+
 def activation_range(activation):
     """(low, high) clamp of a fused activation, or None for TANH / SIGN_BIT (not a clamp)."""
     return {ACT_NONE: (-np.inf, np.inf), ACT_RELU: (0.0, np.inf), ACT_RELU_N1_TO_1: (-1.0, 1.0),
             ACT_RELU6: (0.0, 6.0)}.get(activation)
 
 
+def _clamp_range(activation):
+    """TFLite's CalculateActivationRange: the clamp of RELU, RELU_N1_TO_1 and RELU6; any other
+    activation (TANH, SIGN_BIT included) falls through to the type's whole range."""
+    return activation_range(activation) or activation_range(ACT_NONE)
+
+
+def clamp_to_activation(x, activation):
+    """The fused activation of TFLite's conv / depthwise / transpose conv / FC / pooling and
+    arithmetic kernels (CalculateActivationRange + ActivationFunctionWithMinMax) on a float or
+    integer array: clamp to the activation's range intersected with the type's finite range, so
+    float +-inf become +-FLT_MAX even with no activation, and TANH / SIGN_BIT clamp like NONE
+    (LiteRT does exactly that). NaN stays NaN."""
+    low, high = _clamp_range(activation)
+    info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+    return np.clip(x, x.dtype.type(max(low, info.min)), x.dtype.type(min(high, info.max)))
+
+
 def apply_activation(x, activation, node=None):
-    """Apply a fused activation function (options['fused_activation_function']) to float x."""
+    """A fused activation applied as a function to float x: TANH is tanh, SIGN_BIT signbit, the
+    RELU family clamps and leaves infinities. That is what LSTM's ApplyActivationToVector does
+    (and what TFLite's GPU delegate does after a CONCATENATION); kernels that follow TFLite's
+    output stage use clamp_to_activation instead."""
     if activation == ACT_TANH:
         return np.tanh(x)
     if activation == ACT_SIGN_BIT:
@@ -55,29 +116,48 @@ def apply_activation(x, activation, node=None):
     return np.clip(x, low, high).astype(x.dtype, copy=False)
 
 
-def fused_activation(node):
-    return node.options.get("fused_activation_function", ACT_NONE)
-
-
 # -- quantization -------------------------------------------------------------------------
-def quant_params(tensor, channel_axis_size=None):
-    """(scales, zero_points) of a quantized tensor as float64 / int64 arrays shaped to broadcast
-    along its quantized dimension."""
+def scale_of(tensor):
+    """The scale of a per-tensor quantized tensor, as a Python float (exact from float32)."""
+    return float(tensor.quantization.scales[0])
+
+
+def zero_point_of(tensor):
+    """The zero point of a per-tensor quantized tensor, as a Python int."""
+    return int(tensor.quantization.zero_points[0])
+
+
+def same_quantization(a, b):
+    """True when both tensors carry the same (per-tensor) scale and zero point."""
+    qa, qb = a.quantization, b.quantization
+    return (qa is not None and qb is not None and np.float32(qa.scales[0]) == np.float32(qb.scales[0])
+            and int(qa.zero_points[0]) == int(qb.zero_points[0]))
+
+
+def is_quantized(tensor):
+    """True for an integer tensor (other than int32) that carries quantization parameters."""
+    return tensor is not None and tensor.dtype is not None and tensor.dtype.kind in "iu" and \
+        tensor.quantization is not None and tensor.dtype != np.int32
+
+
+def quant_params(tensor, ndim=None):
+    """(scales, zero_points) of a quantized tensor as float64 / int64 arrays: 0-d per tensor (so
+    a scalar stays a scalar), per channel shaped to broadcast along the quantized dimension of an
+    array of `ndim` dimensions. Pass the array's ndim: the declared shape may not be final yet
+    (before shape propagation); it is the default only for a tensor's declared-shape values."""
     q = tensor.quantization
     if q is None:
         raise ModelError(f"tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype} but has no quantization")
     scales, zero_points = q.scales.astype(np.float64), q.zero_points.astype(np.int64)
-    if scales.size > 1:
-        shape = [1] * len(tensor.shape)
-        shape[q.quantized_dimension] = scales.size
-        scales, zero_points = scales.reshape(shape), zero_points.reshape(shape)
-    return scales, zero_points
-
-
-def dequantize(tensor, values):
-    """Real values of a quantized tensor's integer array (float32)."""
-    scales, zero_points = quant_params(tensor)
-    return ((values.astype(np.int64) - zero_points) * scales).astype(np.float32)
+    if scales.size == 1:
+        return scales.reshape(()), zero_points.reshape(())
+    ndim = len(tensor.shape) if ndim is None else ndim
+    if not 0 <= q.quantized_dimension < ndim:
+        raise ModelError(f"tensor {tensor.index} ({tensor.name!r}) is quantized along dimension "
+                         f"{q.quantized_dimension}, but has {ndim}")
+    shape = [1] * ndim
+    shape[q.quantized_dimension] = scales.size
+    return scales.reshape(shape), zero_points.reshape(shape)
 
 
 def round_half_away(x):
@@ -85,17 +165,28 @@ def round_half_away(x):
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
+def saturate(values, dtype):
+    """Clamp values to `dtype`'s range and convert (TFLite's saturating casts)."""
+    info = np.iinfo(dtype)
+    return np.asarray(np.clip(values, info.min, info.max)).astype(dtype)
+
+
+def dequantize(tensor, values):
+    """Real values (float32) of a quantized tensor's integer array, per tensor or per channel."""
+    values = np.asarray(values)
+    scales, zero_points = quant_params(tensor, values.ndim)
+    return np.asarray((values.astype(np.int64) - zero_points) * scales, np.float32)
+
+
 def quantize(tensor, real):
-    """Quantize float values to a tensor's integer dtype with its scale and zero point."""
-    scales, zero_points = quant_params(tensor)
-    info = np.iinfo(tensor.dtype)
-    q = round_half_away(np.asarray(real, np.float64) / scales) + zero_points
-    return np.clip(q, info.min, info.max).astype(tensor.dtype)
-
-
-def is_quantized(tensor):
-    return tensor is not None and tensor.dtype is not None and tensor.dtype.kind in "iu" and \
-        tensor.quantization is not None and tensor.dtype != np.int32
+    """Quantize float values to a tensor's integer dtype, per tensor or per channel: round half
+    away from zero, add the zero point, saturate. TFLite's C++ leaves NaN and out-of-int32 values
+    undefined (x86 LiteRT turns them all into the minimum): we saturate infinities and map NaN
+    to the zero point, as ARM builds do."""
+    real = np.asarray(real, np.float64)
+    scales, zero_points = quant_params(tensor, real.ndim)
+    steps = round_half_away(np.where(np.isnan(real), 0.0, real) / scales)
+    return saturate(steps + zero_points, tensor.dtype)
 
 
 def quantized_multiplier(real_multiplier):
@@ -133,17 +224,28 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     return (high >> right) + (remainder > threshold)
 
 
-def quantized_activation_range(activation, tensor):
-    """(qmin, qmax) of a quantized output after a fused activation, as TFLite computes it."""
-    info = np.iinfo(tensor.dtype)
-    scale, zero_point = float(tensor.quantization.scales[0]), int(tensor.quantization.zero_points[0])
-    bounds = activation_range(activation)
-    if bounds is None:
-        raise ModelError(f"fused activation {activation} is not supported on quantized tensor {tensor.index}")
-    low, high = bounds
+def multiply_rounding_once(x, multiplier, shift):
+    """round(x * multiplier * 2^(shift - 31)), halves up, in one step: TFLite's FULLY_CONNECTED
+    kernels rescale this way, where its convolutions round twice (multiply_by_quantized_multiplier)
+    and can land one step higher on a value just under a half."""
+    total_shift = 31 - np.asarray(shift, np.int64)
+    product = np.asarray(x, np.int64) * np.asarray(multiplier, np.int64)
+    return (product + (np.int64(1) << (total_shift - 1))) >> total_shift
 
-    def q(v):
-        return zero_point + int(round_half_away(v / scale))
-    qmin = info.min if low == -np.inf else max(info.min, q(low))
-    qmax = info.max if high == np.inf else min(info.max, q(high))
+
+def quantize_bound(value, tensor):
+    """TFLite's Quantize of one activation bound onto a per-tensor quantized output: float32
+    division, rounded half away from zero, plus the zero point (an int)."""
+    return zero_point_of(tensor) + int(round_half_away(np.float32(value) / np.float32(scale_of(tensor))))
+
+
+def quantized_activation_range(activation, tensor):
+    """(qmin, qmax) of a quantized output after a fused activation, as TFLite's
+    CalculateActivationRangeQuantized computes it: the bounds of RELU, RELU_N1_TO_1 and RELU6
+    quantized in float32 and cut to the dtype's range; any other activation (TANH, SIGN_BIT
+    included) leaves the dtype's whole range."""
+    info = np.iinfo(tensor.dtype)
+    low, high = _clamp_range(activation)
+    qmin = info.min if low == -np.inf else max(info.min, quantize_bound(low, tensor))
+    qmax = info.max if high == np.inf else min(info.max, quantize_bound(high, tensor))
     return qmin, qmax

@@ -6,55 +6,24 @@ Every kernel takes the three steps TFLite's kernels take:
      held as float64 so that BLAS sums the integer products exactly (|product| <= 255 * 255, so
      any sum of fewer than 2^37 of them is an exact float64 integer);
   2. accumulate over the kernel taps (float32 for float models, exact integers otherwise);
-  3. the output stage: add the bias, then the fused activation (float) or TFLite's fixed-point
-     requantization and activation clamp (quantized).
+  3. the output stage: add the bias, then the fused activation's clamp (float: to the type's
+     finite range too, so +-inf become +-FLT_MAX) or TFLite's fixed-point requantization and
+     activation clamp (quantized).
 """
 import struct
 
 import numpy as np
 
 from ..errors import ModelError
-from .common import (PADDING_SAME, PADDING_VALID, activation_range, apply_activation, fused_activation,
-                     is_quantized, multiply_by_quantized_multiplier, quant_params, quantized_activation_range,
-                     quantized_multiplier, spatial_geometry)
+from .checks import check_activation, check_output_size, check_window_options, node_error, with_arity
+from .common import (PADDING_SAME, PADDING_VALID, clamp_to_activation, dilations_of, fused_activation,
+                     is_quantized, multiply_by_quantized_multiplier, multiply_rounding_once, quant_params,
+                     quantized_activation_range, quantized_multiplier, spatial_geometry, strides_of, window_taps,
+                     zero_point_of)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.uint8))
 # TfLitePadding, the C enum MediaPipe's custom options hold (not the schema's Padding).
 _C_PADDING = {1: PADDING_SAME, 2: PADDING_VALID}
-
-
-# -- windows (shared with pool.py) --------------------------------------------------------
-def strides_of(node):
-    """(stride_h, stride_w) from a node's options (0 when absent: SUPPORT rejects it)."""
-    return node.options.get("stride_h", 0), node.options.get("stride_w", 0)
-
-
-def dilations_of(node):
-    """(dilation_h, dilation_w) from a node's options (TFLite's default 1 when absent)."""
-    return node.options.get("dilation_h_factor", 1), node.options.get("dilation_w_factor", 1)
-
-
-def window_taps(x, kernel_hw, strides, dilations, out_hw, pads, fill=0):
-    """Yield (ky, kx, view) for every tap of a windowed op over x [N, H, W, C]: view [N, OH, OW, C]
-    holds, at (oy, ox), the input element that tap (ky, kx) of output (oy, ox) reads, or `fill`
-    where it falls in the padding. `pads` is (pad_top, pad_left)."""
-    padded = _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill)
-    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel_hw, strides, dilations, out_hw
-    for ky in range(kh):
-        for kx in range(kw):
-            top, left = ky * dh, kx * dw
-            yield ky, kx, padded[:, top:top + (oh - 1) * sh + 1:sh, left:left + (ow - 1) * sw + 1:sw, :]
-
-
-def _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill):
-    """x padded (or cropped: VALID can leave trailing rows unread) to exactly the extent the
-    windows cover: (out - 1) * stride + (kernel - 1) * dilation + 1 along H and W."""
-    widths, crops = [(0, 0)], [slice(None)]
-    for size, k, s, d, o, before in zip(x.shape[1:3], kernel_hw, strides, dilations, out_hw, pads):
-        after = (o - 1) * s + (k - 1) * d + 1 - size - before
-        widths.append((before, max(after, 0)))
-        crops.append(slice(0, size + min(after, 0)))
-    return np.pad(x[tuple(crops)], widths + [(0, 0)], constant_values=fill)
 
 
 # -- operands and the output stage --------------------------------------------------------
@@ -62,7 +31,7 @@ def _centered(tensor, values):
     """Float values unchanged; quantized integers minus their zero points, as exact float64."""
     if not is_quantized(tensor):
         return values
-    _, zero_points = quant_params(tensor)
+    _, zero_points = quant_params(tensor, values.ndim)
     return values.astype(np.float64) - zero_points
 
 
@@ -77,25 +46,15 @@ def _output_stage(node, acc, bias, input_t, filter_t):
     if not is_quantized(output_t):
         if bias is not None:
             acc = acc + bias
-        return apply_activation(acc.astype(np.float32, copy=False), fused_activation(node), node)
+        return clamp_to_activation(acc.astype(np.float32, copy=False), fused_activation(node))
     acc = acc.astype(np.int64)
     if bias is not None:
         acc += bias.astype(np.int64)
     multipliers, shifts = _output_multipliers(node, input_t, filter_t, output_t)
-    rescale = _multiply_rounding_once if node.op == "FULLY_CONNECTED" else multiply_by_quantized_multiplier
-    _, out_zero_point = quant_params(output_t)
-    out = rescale(acc, multipliers, shifts) + out_zero_point
+    rescale = multiply_rounding_once if node.op == "FULLY_CONNECTED" else multiply_by_quantized_multiplier
+    out = rescale(acc, multipliers, shifts) + zero_point_of(output_t)
     qmin, qmax = quantized_activation_range(fused_activation(node), output_t)
     return np.clip(out, qmin, qmax).astype(output_t.dtype)
-
-
-def _multiply_rounding_once(x, multiplier, shift):
-    """round(x * multiplier * 2^(shift - 31)), halves up, in one step: TFLite's FULLY_CONNECTED
-    kernels rescale this way, where its convolutions round twice (multiply_by_quantized_multiplier)
-    and can land one step higher on a value just under a half."""
-    total_shift = 31 - np.asarray(shift, np.int64)
-    product = np.asarray(x, np.int64) * np.asarray(multiplier, np.int64)
-    return (product + (np.int64(1) << (total_shift - 1))) >> total_shift
 
 
 def _output_multipliers(node, input_t, filter_t, output_t):
@@ -178,8 +137,8 @@ def transpose_conv_output_shape(node, output_shape):
         forward = spatial_geometry(shape[1:3], w_t.shape[1:3], strides_of(node), (1, 1), node.options["padding"])
         fits = tuple(forward[:2]) == tuple(x_t.shape[1:3])
     if not fits:
-        raise ModelError(f"operator {node.label}: output_shape {list(shape)} does not fit input "
-                         f"{list(x_t.shape)} and filter {list(w_t.shape)}")
+        raise node_error(node, f"output_shape {list(shape)} does not fit input {list(x_t.shape)} and filter "
+                               f"{list(w_t.shape)}")
     return shape
 
 
@@ -239,31 +198,6 @@ KERNELS = {"CONV_2D": conv_2d, "DEPTHWISE_CONV_2D": depthwise_conv_2d, "TRANSPOS
 
 
 # -- support checks -----------------------------------------------------------------------
-def check_window_options(node, with_dilation):
-    """Why a windowed op's padding / strides / dilations / fused activation are unsupported, or None."""
-    if node.options.get("padding") not in (PADDING_SAME, PADDING_VALID):
-        return f"padding {node.options.get('padding')} is not SAME or VALID"
-    if min(strides_of(node)) < 1:
-        return f"strides {list(strides_of(node))} must be >= 1"
-    if with_dilation and min(dilations_of(node)) < 1:
-        return f"dilations {list(dilations_of(node))} must be >= 1"
-    return check_activation(node)
-
-
-def check_activation(node):
-    """Why a node's fused activation is unsupported, or None. TFLite's convolution and pooling
-    kernels only clamp: they silently ignore a fused TANH or SIGN_BIT, so we refuse those."""
-    if activation_range(fused_activation(node)) is None:
-        return f"fused activation {fused_activation(node)} is not a clamp (NONE, RELU, RELU_N1_TO_1, RELU6)"
-    return None
-
-
-def check_output_size(node, in_hw, kernel_hw, strides, dilations):
-    """Why a windowed op would have an empty output (a kernel larger than a VALID input), or None."""
-    oh, ow, _, _ = spatial_geometry(in_hw, kernel_hw, strides, dilations, node.options["padding"])
-    return None if min(oh, ow) >= 1 else f"output size {oh}x{ow}: the window does not fit the input"
-
-
 def _check_dtypes(node, input_t, filter_t, bias_t):
     """Why the operand types / quantization are unsupported, or None."""
     output_t = node.outputs[0]
@@ -413,19 +347,6 @@ def support_fully_connected(node):
         f"keep_num_dims needs the input's last dimension ({x_t.shape[-1]}) to equal {w_t.shape[1]}",
         lambda: check_activation(node),
         lambda: _check_operands(node, x_t, w_t, b_t, w_t.shape[0], 0))
-
-
-def with_arity(required, optional, check):
-    """A SUPPORT function: `required` inputs (none omitted), up to `optional` more, one output;
-    then `check`."""
-    def support(node):
-        count = len(node.inputs)
-        if not required <= count <= required + optional or any(t is None for t in node.inputs[:required]):
-            return f"takes {required} inputs" + (f" and {optional} optional" if optional else "") + f", got {count}"
-        if len(node.outputs) != 1:
-            return f"{len(node.outputs)} outputs, expected 1"
-        return check(node)
-    return support
 
 
 SUPPORT = {"CONV_2D": with_arity(2, 1, support_conv_2d),

@@ -9,8 +9,9 @@ evaluates it in 16-bit fixed point, which lands within one quantum of the exact 
 """
 import numpy as np
 
-from .common import multiply_by_quantized_multiplier, quantized_multiplier, round_half_away
-from .quantize import arity_reason, quantization_reason, scale_of, zero_point_of
+from .checks import quantization_reason, with_arity
+from .common import (multiply_by_quantized_multiplier, quantize_bound, quantized_multiplier, round_half_away,
+                     saturate, scale_of, zero_point_of)
 
 F32 = np.dtype(np.float32)
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8)}
@@ -88,12 +89,6 @@ QUANTIZED_BY_TABLE = {"LOGISTIC", "TANH", "HARD_SWISH", "ELU", "GELU"}
 QUANTIZED_OPS = set(RELU_BOUNDS) | QUANTIZED_BY_TABLE | {"LEAKY_RELU", "PRELU"}
 
 
-def _narrow(values, dtype):
-    """Clamp an integer array to `dtype`'s range and convert."""
-    info = np.iinfo(dtype)
-    return np.clip(values, info.min, info.max).astype(dtype)
-
-
 # -- float kernels --------------------------------------------------------------------------
 def float_unary(node, inputs):
     """A unary float32 op: [x] -> [f(x)] of the same shape."""
@@ -113,11 +108,8 @@ def quantized_relu(node, x):
     inp, out = node.inputs[0], node.outputs[0]
     low, high = RELU_BOUNDS[node.op]
     info = np.iinfo(out.dtype)
-
-    def quantize_bound(value):
-        return zero_point_of(out) + int(round_half_away(np.float32(value) / np.float32(scale_of(out))))
-    qmin = max(info.min, quantize_bound(low))
-    qmax = info.max if high == np.inf else min(info.max, quantize_bound(high))
+    qmin = max(info.min, quantize_bound(low, out))
+    qmax = info.max if high == np.inf else min(info.max, quantize_bound(high, out))
     multiplier, shift = quantized_multiplier(scale_of(inp) / scale_of(out))
     requantized = multiply_by_quantized_multiplier(x.astype(np.int64) - zero_point_of(inp), multiplier, shift)
     return np.clip(requantized + zero_point_of(out), qmin, qmax).astype(out.dtype)
@@ -132,7 +124,7 @@ def lookup_table(node):
     with np.errstate(all="ignore"):
         transformed = np.asarray(FLOAT_FUNCTIONS[node.op](real, node.options), dtype=F32)
     rescaled = round_half_away(transformed * (np.float32(1) / np.float32(scale_of(out))))
-    return _narrow(rescaled + zero_point_of(out), out.dtype)
+    return saturate(rescaled + zero_point_of(out), out.dtype)
 
 
 def quantized_by_table(node, x):
@@ -144,7 +136,7 @@ def _sign_select(node, centered, positive_multiplier, negative_value, negative_m
     positive = multiply_by_quantized_multiplier(centered, *positive_multiplier)
     negative = multiply_by_quantized_multiplier(negative_value, *negative_multiplier)
     out = node.outputs[0]
-    return _narrow(np.where(centered >= 0, positive, negative) + zero_point_of(out), out.dtype)
+    return saturate(np.where(centered >= 0, positive, negative) + zero_point_of(out), out.dtype)
 
 
 def quantized_leaky_relu(node, x):
@@ -219,11 +211,9 @@ def logical_not(node, inputs):
     return [np.asarray(np.logical_not(inputs[0]))]
 
 
-# -- support checks -------------------------------------------------------------------------
+# -- support checks (the arity is with_arity's) ---------------------------------------------
 def unary_support(node):
-    reason = arity_reason(node, 1)
-    if reason is not None:
-        return reason
+    """Why a unary op cannot run this node, or None."""
     inp, out = node.inputs[0], node.outputs[0]
     if inp.dtype != out.dtype:
         return f"{node.op} input {inp.dtype} and output {out.dtype} differ"
@@ -235,9 +225,7 @@ def unary_support(node):
 
 
 def prelu_support(node):
-    reason = arity_reason(node, 2)
-    if reason is not None:
-        return reason
+    """Why PRELU cannot run this node, or None."""
     (inp, alpha), out = node.inputs, node.outputs[0]
     if not inp.dtype == alpha.dtype == out.dtype:
         return f"PRELU input, alpha and output dtypes differ ({inp.dtype}, {alpha.dtype}, {out.dtype})"
@@ -253,21 +241,21 @@ def prelu_support(node):
 
 
 def cast_support(node):
-    reason = arity_reason(node, 1)
-    if reason is None:
-        for t in (node.inputs[0], node.outputs[0]):
-            if t.dtype not in CAST_DTYPES:
-                return f"CAST of {t.type_name or t.dtype} (tensor {t.index}) is not supported"
-    return reason
+    """Why CAST cannot run this node, or None."""
+    for t in (node.inputs[0], node.outputs[0]):
+        if t.dtype not in CAST_DTYPES:
+            return f"CAST of {t.type_name or t.dtype} (tensor {t.index}) is not supported"
+    return None
 
 
 def logical_not_support(node):
-    reason = arity_reason(node, 1)
-    if reason is None and not node.inputs[0].dtype == node.outputs[0].dtype == np.bool_:
+    """Why LOGICAL_NOT cannot run this node, or None."""
+    if not node.inputs[0].dtype == node.outputs[0].dtype == np.bool_:
         return "LOGICAL_NOT needs bool input and output"
-    return reason
+    return None
 
 
 KERNELS = {**{op: unary for op in FLOAT_FUNCTIONS}, "PRELU": prelu, "CAST": cast, "LOGICAL_NOT": logical_not}
-SUPPORT = {**{op: unary_support for op in FLOAT_FUNCTIONS}, "PRELU": prelu_support, "CAST": cast_support,
-           "LOGICAL_NOT": logical_not_support}
+SUPPORT = {**{op: with_arity(1, 0, unary_support) for op in FLOAT_FUNCTIONS},
+           "PRELU": with_arity(2, 0, prelu_support), "CAST": with_arity(1, 0, cast_support),
+           "LOGICAL_NOT": with_arity(1, 0, logical_not_support)}

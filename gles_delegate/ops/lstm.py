@@ -13,7 +13,7 @@ The basic kernel (optimized_ops::LstmCell) is a different 5-input, 4-output op; 
 """
 import numpy as np
 
-from ..errors import ModelError
+from .checks import float32_reason, node_error
 from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, apply_activation, fused_activation
 
 GATES = ("input", "forget", "cell", "output")
@@ -208,18 +208,11 @@ def _shapes(items):
 def _raise_if(node, problem):
     # Kernels re-check the arrays they get: a resize reruns them before SUPPORT sees the shapes.
     if problem is not None:
-        raise ModelError(f"operator {node.label}: {problem}")
-
-
-def _float32_problem(node):
-    for tensor in [*node.inputs, *node.outputs]:
-        if tensor is not None and tensor.dtype != np.float32:
-            return f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype}"
-    return None
+        raise node_error(node, problem)
 
 
 def _full_support(node, rank):
-    problem = _float32_problem(node) or _full_problem(node, _shapes(node.inputs), rank)
+    problem = float32_reason(node) or _full_problem(node, _shapes(node.inputs), rank)
     if problem is not None:
         return problem
     if len(node.outputs) != 1:
@@ -298,7 +291,7 @@ def _basic_problem(shapes):
 
 
 def _basic_support(node):
-    problem = _float32_problem(node) or _basic_problem(_shapes(node.inputs))
+    problem = float32_reason(node) or _basic_problem(_shapes(node.inputs))
     if problem is not None:
         return problem
     if len(node.outputs) != 4:

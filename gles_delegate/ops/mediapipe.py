@@ -14,6 +14,7 @@ import numpy as np
 from flatbuffers import flexbuffers
 
 from ..errors import ModelError
+from .checks import arity_reason, float32_reason, node_error
 
 SUPPORTED_VERSION = 2
 MATRIX_OPTION_KINDS = {
@@ -32,15 +33,14 @@ def _custom_options(node, kinds):
     try:
         options = flexbuffers.Loads(bytes(node.custom_options or b""))
     except Exception as exc:  # the decoder raises assorted errors on malformed bytes
-        raise ModelError(f"operator {node.label}: custom options are not a flexbuffer "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise node_error(node, f"custom options are not a flexbuffer ({type(exc).__name__}: {exc})") from None
     if not isinstance(options, dict):
-        raise ModelError(f"operator {node.label}: custom options are not a flexbuffer map")
+        raise node_error(node, "custom options are not a flexbuffer map")
     for key, kind in kinds.items():
         if key not in options:
-            raise ModelError(f"operator {node.label}: custom option {key!r} is missing")
+            raise node_error(node, f"custom option {key!r} is missing")
         if not _is_kind(options[key], kind):
-            raise ModelError(f"operator {node.label}: custom option {key!r} = {options[key]!r} is not a valid {kind}")
+            raise node_error(node, f"custom option {key!r} = {options[key]!r} is not a valid {kind}")
     return options
 
 
@@ -157,14 +157,10 @@ def transform_landmarks(node, inputs):
 
 # -- support ------------------------------------------------------------------------------
 def _common_problem(node, n_inputs):
+    """What every op here requires: version 2, `n_inputs` inputs and one output, all float32."""
     if node.version != SUPPORTED_VERSION:
         return f"version {node.version} of {node.op} is not implemented (only version {SUPPORTED_VERSION})"
-    if len(node.inputs) != n_inputs or any(t is None for t in node.inputs) or len(node.outputs) != 1:
-        return f"takes {n_inputs} input(s) and 1 output, got {len(node.inputs)} and {len(node.outputs)}"
-    for tensor in [*node.inputs, *node.outputs]:
-        if tensor.dtype != np.float32:
-            return f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype}"
-    return None
+    return arity_reason(node, n_inputs) or float32_reason(node)
 
 
 def _matrix_input_problem(node):

@@ -7,8 +7,9 @@ quantization.
 """
 import numpy as np
 
-from .common import apply_activation, fused_activation, is_quantized, quantized_activation_range, spatial_geometry
-from .conv import check_output_size, check_window_options, strides_of, window_taps, with_arity
+from .checks import check_output_size, check_window_options, with_arity
+from .common import (clamp_to_activation, fused_activation, is_quantized, quantized_activation_range,
+                     spatial_geometry, strides_of, window_taps)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.uint8))
 
@@ -18,17 +19,18 @@ def _filter_hw(node):
 
 
 def _windows(node, x, fill):
-    """The window taps of a pooling node over x [N, H, W, C] (see conv.window_taps)."""
+    """The window taps of a pooling node over x [N, H, W, C] (see common.window_taps)."""
     filter_hw, strides = _filter_hw(node), strides_of(node)
     oh, ow, pad_top, pad_left = spatial_geometry(x.shape[1:3], filter_hw, strides, (1, 1), node.options["padding"])
     return window_taps(x, filter_hw, strides, (1, 1), (oh, ow), (pad_top, pad_left), fill)
 
 
 def _finish(node, result):
-    """Apply the fused activation: a float activation, or the quantized clamp of the output."""
+    """Apply the fused activation: TFLite's float clamp (+-inf to +-FLT_MAX too), or the quantized
+    clamp of the output."""
     output_t = node.outputs[0]
     if not is_quantized(output_t):
-        return apply_activation(result.astype(np.float32, copy=False), fused_activation(node), node)
+        return clamp_to_activation(result.astype(np.float32, copy=False), fused_activation(node))
     qmin, qmax = quantized_activation_range(fused_activation(node), output_t)
     return np.clip(result, qmin, qmax).astype(output_t.dtype)
 

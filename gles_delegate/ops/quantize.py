@@ -3,80 +3,33 @@
 DEQUANTIZE of float16 weights and DENSIFY of sparse weights are how MediaPipe models store their
 constants; transforms/fold_constants.py runs these kernels once at allocate time.
 """
-import dataclasses
-
 import numpy as np
 
 from ..errors import ModelError
-from .common import dequantize, multiply_by_quantized_multiplier, quantize, quantized_multiplier
+from .checks import node_error, quantization_reason, with_arity
+from .common import (dequantize, multiply_by_quantized_multiplier, quantize, quantized_multiplier, saturate,
+                     scale_of, zero_point_of)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 INTEGER_QUANTIZED = {np.dtype(t) for t in (np.int8, np.uint8, np.int16)}
 
 
-# -- helpers shared with binary.py and elementwise.py (candidates for common.py) -----------
-def scale_of(tensor):
-    """The scale of a per-tensor quantized tensor, as a Python float (exact from float32)."""
-    return float(tensor.quantization.scales[0])
-
-
-def zero_point_of(tensor):
-    return int(tensor.quantization.zero_points[0])
-
-
-def arity_reason(node, n_inputs):
-    """None when `node` has `n_inputs` inputs (none omitted) and one output, else why not."""
-    if len(node.inputs) != n_inputs or any(t is None for t in node.inputs) or len(node.outputs) != 1:
-        return f"{node.op} takes {n_inputs} input(s) and one output"
-    return None
-
-
-def quantization_reason(node, tensors, per_channel=False):
-    """None when every tensor has quantization parameters with positive scales (a single scale
-    unless `per_channel`), else why not."""
-    for t in tensors:
-        q = t.quantization
-        if q is None:
-            return f"{node.op} on {t.dtype} needs quantization parameters on tensor {t.index}"
-        if q.scales.size != 1 and not per_channel:
-            return f"{node.op} supports only per-tensor quantization (tensor {t.index} is per-channel)"
-        if not np.all(q.scales > 0):
-            return f"{node.op}: tensor {t.index} has a non-positive scale"
-    return None
-
-
-def _shaped(tensor, shape):
-    """`tensor` with the runtime array's shape. common.quantize / dequantize lay per-channel
-    parameters out along tensor.shape, which may not be final yet (e.g. before shape inference)."""
-    return dataclasses.replace(tensor, shape=tuple(shape))
-
-
 # -- QUANTIZE / DEQUANTIZE ------------------------------------------------------------------
-def quantize_real(tensor, real):
-    """float32 -> the quantized `tensor`'s dtype (per tensor or per channel): round half away
-    from zero, add the zero point, saturate. Out-of-int32 values and NaN are undefined in
-    TFLite's C++ (x86 LiteRT turns them all into the minimum): we saturate infinities and map
-    NaN to the zero point, as ARM builds do."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return quantize(tensor, np.where(np.isnan(real), 0.0, real))
-
-
 def requantize(source, target, values):
     """Integer -> integer QUANTIZE (TFLite's Requantize): (q - zp_in) times the Q31 multiplier
     of scale_in / scale_out, plus zp_out, saturated to the target dtype."""
     multiplier, shift = quantized_multiplier(scale_of(source) / scale_of(target))
     centered = values.astype(np.int64) - zero_point_of(source)
-    raw = multiply_by_quantized_multiplier(centered, multiplier, shift) + zero_point_of(target)
-    info = np.iinfo(target.dtype)
-    return np.clip(raw, info.min, info.max).astype(target.dtype)
+    return saturate(multiply_by_quantized_multiplier(centered, multiplier, shift) + zero_point_of(target),
+                    target.dtype)
 
 
 def quantize_op(node, inputs):
-    """QUANTIZE: [float32 array] or [int8 / uint8 / int16 array] -> [array of the output dtype]."""
+    """QUANTIZE: [float32 array] or [int8 / uint8 / int16 array] -> [array of the output dtype].
+    From float32 see common.quantize (NaN becomes the zero point, infinities saturate)."""
     x, source, target = np.asarray(inputs[0]), node.inputs[0], node.outputs[0]
     if x.dtype == F32:
-        # reshape: common.quantize broadcasts a scalar against its [1] scale array.
-        return [np.asarray(quantize_real(_shaped(target, x.shape), x)).reshape(x.shape)]
+        return [quantize(target, x)]
     return [np.asarray(requantize(source, target, x))]
 
 
@@ -86,8 +39,7 @@ def dequantize_op(node, inputs):
     x = np.asarray(inputs[0])
     if x.dtype == F16:
         return [x.astype(F32)]
-    # reshape: common.dequantize broadcasts a scalar against its [1] scale array.
-    return [np.asarray(dequantize(_shaped(node.inputs[0], x.shape), x)).reshape(x.shape)]
+    return [dequantize(node.inputs[0], x)]
 
 
 def _channel_reason(node, tensor, shape):
@@ -101,9 +53,7 @@ def _channel_reason(node, tensor, shape):
 
 
 def quantize_support(node):
-    reason = arity_reason(node, 1)
-    if reason is not None:
-        return reason
+    """Why QUANTIZE cannot run this node, or None (the arity is with_arity's check)."""
     source, target = node.inputs[0], node.outputs[0]
     if target.dtype not in INTEGER_QUANTIZED:
         return f"QUANTIZE to {target.type_name or target.dtype} is not supported"
@@ -115,9 +65,7 @@ def quantize_support(node):
 
 
 def dequantize_support(node):
-    reason = arity_reason(node, 1)
-    if reason is not None:
-        return reason
+    """Why DEQUANTIZE cannot run this node, or None (the arity is with_arity's check)."""
     source, target = node.inputs[0], node.outputs[0]
     if target.dtype != F32:
         return f"DEQUANTIZE to {target.type_name or target.dtype} is not supported"
@@ -203,8 +151,8 @@ def densify(node, inputs):
     values = np.asarray(inputs[0]).reshape(-1)
     coordinates = sparse_coordinates(tensor.shape, tensor.sparsity, node.label)
     if coordinates.shape[0] != values.size:
-        raise ModelError(f"operator {node.label}: the sparsity metadata addresses {coordinates.shape[0]} "
-                         f"values, the tensor stores {values.size}")
+        raise node_error(node, f"the sparsity metadata addresses {coordinates.shape[0]} values, the tensor "
+                               f"stores {values.size}")
     dense = np.zeros(tensor.shape, values.dtype)
     dense[tuple(coordinates.T)] = values
     return [dense]
@@ -237,9 +185,7 @@ def sparsity_reason(shape, sparsity):
 
 
 def densify_support(node):
-    reason = arity_reason(node, 1)
-    if reason is not None:
-        return reason
+    """Why DENSIFY cannot run this node, or None (the arity is with_arity's check)."""
     source, target = node.inputs[0], node.outputs[0]
     if source.sparsity is None:
         return f"DENSIFY input tensor {source.index} has no sparsity parameters"
@@ -254,4 +200,5 @@ def densify_support(node):
 
 
 KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": densify}
-SUPPORT = {"QUANTIZE": quantize_support, "DEQUANTIZE": dequantize_support, "DENSIFY": densify_support}
+SUPPORT = {"QUANTIZE": with_arity(1, 0, quantize_support), "DEQUANTIZE": with_arity(1, 0, dequantize_support),
+           "DENSIFY": with_arity(1, 0, densify_support)}

@@ -8,8 +8,9 @@ kernel uses for the common 4-D mean over height and width.
 """
 import numpy as np
 
-from .common import multiply_by_quantized_multiplier, quantized_multiplier, round_half_away
-from .shape import arity_reason, index_input_reason, node_error
+from .checks import arity_reason, index_input_reason, normalized_axis
+from .common import (multiply_by_quantized_multiplier, quantized_multiplier, round_half_away, same_quantization,
+                     saturate, scale_of, zero_point_of)
 
 _FLOAT = np.dtype(np.float32)
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8))
@@ -17,13 +18,8 @@ _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8))
 
 def _axes(node, x, axis_values):
     """Unique axes in [0, rank) from the axis input (negative values count from the end)."""
-    axes = []
-    for axis in np.asarray(axis_values).reshape(-1).tolist():
-        if not -x.ndim <= axis < x.ndim:
-            raise node_error(node, f"axis {axis} is out of range for rank {x.ndim}")
-        if axis % x.ndim not in axes:
-            axes.append(axis % x.ndim)
-    return axes
+    axes = [normalized_axis(node, axis, x.ndim) for axis in np.asarray(axis_values).reshape(-1).tolist()]
+    return list(dict.fromkeys(axes))
 
 
 def _reduction(node, inputs):
@@ -67,8 +63,8 @@ def mean(node, inputs):
 def _quantized_mean(node, x, axes, keep_dims):
     """Sum of the raw integers, then requantized to the output's scale and zero point."""
     out = node.outputs[0]
-    in_scale, in_zero = float(node.inputs[0].quantization.scales[0]), int(node.inputs[0].quantization.zero_points[0])
-    out_scale, out_zero = float(out.quantization.scales[0]), int(out.quantization.zero_points[0])
+    in_scale, in_zero = scale_of(node.inputs[0]), zero_point_of(node.inputs[0])
+    out_scale, out_zero = scale_of(out), zero_point_of(out)
     total = np.sum(x, axis=tuple(axes), keepdims=keep_dims, dtype=np.int64)
     if x.size == 0:
         return np.zeros(total.shape, x.dtype)
@@ -77,8 +73,7 @@ def _quantized_mean(node, x, axes, keep_dims):
         result = _mean_hw(total, count, in_scale, in_zero, out_scale, out_zero)
     else:
         result = _mean_general(total, count, in_scale, in_zero, out_scale, out_zero)
-    info = np.iinfo(x.dtype)
-    return np.clip(result, info.min, info.max).astype(x.dtype)
+    return saturate(result, x.dtype)
 
 
 def _mean_general(total, count, in_scale, in_zero, out_scale, out_zero):
@@ -116,8 +111,7 @@ def _support(dtypes, requantizes=False):
             return None
         if any(t.quantization is None or t.quantization.scales.size != 1 for t in (x, out)):
             return "8-bit reductions need per-tensor quantization on input and output"
-        if not requantizes and (x.quantization.scales[0] != out.quantization.scales[0]
-                                or x.quantization.zero_points[0] != out.quantization.zero_points[0]):
+        if not requantizes and not same_quantization(x, out):
             return "8-bit input and output must share scale and zero point"
         return None
     return check

@@ -7,8 +7,8 @@ neighbor for 1-byte types).
 """
 import numpy as np
 
+from .checks import arity_reason, index_input_reason, node_error
 from .common import round_half_away
-from .shape import arity_reason, index_input_reason, node_error
 
 _BILINEAR_DTYPES = (np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int8))
 

@@ -8,48 +8,18 @@ are read from their values, so a kernel computes its output shape from its input
 """
 import numpy as np
 
-from ..errors import ModelError
+from .checks import INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
 from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
-                     is_quantized, quantized_activation_range, round_half_away)
+                     is_quantized, quantized_activation_range, round_half_away, same_quantization, saturate,
+                     scale_of, zero_point_of)
 
 MIRROR_PAD_REFLECT, MIRROR_PAD_SYMMETRIC = 0, 1
-_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def node_error(node, message):
-    """A ModelError that names the operator (`#<index> (<OP>)`)."""
-    return ModelError(f"operator {node.label}: {message}")
-
-
-def arity_reason(node, n_inputs, n_outputs=1, optional=()):
-    """Why the node's input/output counts or tensors do not fit, or None. `n_inputs` is an int or
-    a tuple of accepted counts; every input but those in `optional` must be present, and every
-    tensor of a type numpy can hold."""
-    accepted = n_inputs if isinstance(n_inputs, tuple) else (n_inputs,)
-    if len(node.inputs) not in accepted:
-        return f"takes {' or '.join(map(str, accepted))} inputs, got {len(node.inputs)}"
-    if n_outputs is not None and len(node.outputs) != n_outputs:
-        return f"takes {n_outputs} outputs, got {len(node.outputs)}"
-    required = [t for k, t in enumerate(node.inputs) if k not in optional] + list(node.outputs)
-    if any(t is None or t.dtype is None for t in required):
-        return "has a missing tensor or one of a type numpy cannot hold (string, int4, ...)"
-    return None
-
-
-def index_input_reason(node, k, what, int32_only=False):
-    """Why input k (an index/shape tensor) is unusable, or None. `int32_only` for the inputs
-    TFLite reads as int32 whatever their type (an int64 vector would be misread)."""
-    tensor = node.inputs[k] if k < len(node.inputs) else None
-    accepted = _INDEX_DTYPES[:1] if int32_only else _INDEX_DTYPES
-    if tensor is None or tensor.dtype not in accepted:
-        return f"{what} must be an {' or '.join(map(str, accepted))} tensor"
-    return None
 
 
 def _index_values(node, values, what, count=None):
     """A shape-defining input as a flat int64 array, checked to hold `count` values."""
     values = np.asarray(values)
-    if values.dtype not in _INDEX_DTYPES:
+    if values.dtype not in INDEX_DTYPES:
         raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
     flat = values.reshape(-1).astype(np.int64)
     if count is not None and flat.size != count:
@@ -57,23 +27,8 @@ def _index_values(node, values, what, count=None):
     return flat
 
 
-def _axis(node, axis, rank, what="axis"):
-    """Normalize a possibly negative axis into [0, rank)."""
-    axis = int(axis)
-    if not -rank <= axis < rank:
-        raise node_error(node, f"{what} {axis} is out of range for rank {rank}")
-    return axis % rank
-
-
 def _scalar_axis(node, values, rank):
-    return _axis(node, _index_values(node, values, "axis", count=1)[0], rank)
-
-
-def _same_quantization(a, b):
-    """True when both tensors carry the same (per-tensor) scale and zero point."""
-    qa, qb = a.quantization, b.quantization
-    return (qa is not None and qb is not None and np.float32(qa.scales[0]) == np.float32(qb.scales[0])
-            and int(qa.zero_points[0]) == int(qb.zero_points[0]))
+    return normalized_axis(node, _index_values(node, values, "axis", count=1)[0], rank)
 
 
 def _simple_support(n_inputs, n_outputs=1, index_inputs=(), optional=(), int32_only=False):
@@ -136,7 +91,7 @@ def _pad_value(node, inputs):
             raise node_error(node, f"constant_values must hold one value, got {inputs[2].size}")
         return inputs[2].reshape(-1)[0]
     out = node.outputs[0]
-    return int(out.quantization.zero_points[0]) if is_quantized(out) else 0
+    return zero_point_of(out) if is_quantized(out) else 0
 
 
 def pad(node, inputs):
@@ -152,7 +107,7 @@ def _pad_support(node):
     value, out = node.inputs[2], node.outputs[0]
     if value.dtype != node.inputs[0].dtype:
         return f"constant_values is {value.dtype}, the input is {node.inputs[0].dtype}"
-    if is_quantized(out) and not _same_quantization(value, out):
+    if is_quantized(out) and not same_quantization(value, out):
         # TFLite pads with the raw stored value, so it must share the output's quantization.
         return "quantized constant_values must have the output's scale and zero point"
     return None
@@ -181,20 +136,18 @@ def _mirror_pad_support(node):
 def _requantize(tensor, values, out):
     """TFLite's ConcatenationWithScaling for one input, in its float32 arithmetic:
     q_out = round(q * s + bias) + zp_out with s = s_in / s_out and bias = -zp_in * s."""
-    if _same_quantization(tensor, out):
+    if same_quantization(tensor, out):
         return values
-    scale = np.float32(tensor.quantization.scales[0]) * (np.float32(1) / np.float32(out.quantization.scales[0]))
-    bias = np.float32(-int(tensor.quantization.zero_points[0])) * scale
-    requantized = round_half_away(values.astype(np.float32) * scale + bias) + int(out.quantization.zero_points[0])
-    info = np.iinfo(out.dtype)
-    return np.clip(requantized, info.min, info.max).astype(out.dtype)
+    scale = np.float32(scale_of(tensor)) * (np.float32(1) / np.float32(scale_of(out)))
+    bias = np.float32(-zero_point_of(tensor)) * scale
+    return saturate(round_half_away(values.astype(np.float32) * scale + bias) + zero_point_of(out), out.dtype)
 
 
 def concatenation(node, inputs):
     """CONCATENATION along options['axis'] (negative counts from the end), then the fused
     activation (a clamp in the quantized domain for 8-bit outputs)."""
     first, out = inputs[0], node.outputs[0]
-    axis = _axis(node, node.options.get("axis", 0), first.ndim)
+    axis = normalized_axis(node, node.options.get("axis", 0), first.ndim)
     for k, value in enumerate(inputs):
         if value.ndim != first.ndim or value.shape[:axis] + value.shape[axis + 1:] != \
                 first.shape[:axis] + first.shape[axis + 1:]:
@@ -392,7 +345,7 @@ def squeeze(node, inputs):
     dims = node.options.get("squeeze_dims") or []
     if not dims:
         return [x.reshape([d for d in x.shape if d != 1])]
-    axes = {_axis(node, d, x.ndim, "squeeze dim") for d in dims}
+    axes = {normalized_axis(node, d, x.ndim, "squeeze dim") for d in dims}
     if any(x.shape[a] != 1 for a in axes):
         raise node_error(node, f"squeeze_dims {list(dims)} name dims that are not 1 in {list(x.shape)}")
     return [x.reshape([d for a, d in enumerate(x.shape) if a not in axes])]
@@ -401,7 +354,7 @@ def squeeze(node, inputs):
 def expand_dims(node, inputs):
     """EXPAND_DIMS: insert a size-1 dim at the axis in input 1, in [-rank-1, rank]."""
     x = inputs[0]
-    axis = _axis(node, _index_values(node, inputs[1], "axis", count=1)[0], x.ndim + 1)
+    axis = normalized_axis(node, _index_values(node, inputs[1], "axis", count=1)[0], x.ndim + 1)
     return [np.expand_dims(x, axis)]
 
 
@@ -409,7 +362,7 @@ def expand_dims(node, inputs):
 def gather(node, inputs):
     """GATHER (batch_dims 0): out = params[:axis] x indices.shape x params[axis+1:]."""
     params, indices = inputs
-    axis = _axis(node, node.options.get("axis", 0), params.ndim)
+    axis = normalized_axis(node, node.options.get("axis", 0), params.ndim)
     flat = np.asarray(indices, np.int64)
     if flat.size and (flat.min() < 0 or flat.max() >= params.shape[axis]):
         # TFLite reports out-of-range indices (negative ones included) as an error.
@@ -454,13 +407,13 @@ def pack(node, inputs):
     first = inputs[0]
     if any(v.shape != first.shape for v in inputs):
         raise node_error(node, f"inputs of shapes {[list(v.shape) for v in inputs]} differ")
-    return [np.stack(inputs, axis=_axis(node, node.options.get("axis", 0), first.ndim + 1))]
+    return [np.stack(inputs, axis=normalized_axis(node, node.options.get("axis", 0), first.ndim + 1))]
 
 
 def unpack(node, inputs):
     """UNPACK along axis into len(node.outputs) tensors (the axis size must match)."""
     x = inputs[0]
-    axis = _axis(node, node.options.get("axis", 0), x.ndim)
+    axis = normalized_axis(node, node.options.get("axis", 0), x.ndim)
     if x.shape[axis] != len(node.outputs):
         raise node_error(node, f"dimension {axis} of size {x.shape[axis]} does not unpack into "
                                f"{len(node.outputs)} outputs")
@@ -490,7 +443,7 @@ def shape(node, inputs):
 
 def _shape_support(node):
     reason = arity_reason(node, 1)
-    if reason is None and node.outputs[0].dtype not in _INDEX_DTYPES:
+    if reason is None and node.outputs[0].dtype not in INDEX_DTYPES:
         reason = f"output must be int32 or int64, got {node.outputs[0].dtype}"
     return reason
 

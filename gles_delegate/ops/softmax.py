@@ -6,8 +6,8 @@ TFLite's fixed output quantization (scale 1/256; zero point -128 for int8, 0 for
 """
 import numpy as np
 
-from .common import round_half_away
-from .shape import arity_reason
+from .checks import arity_reason
+from .common import round_half_away, saturate, scale_of, zero_point_of
 
 _FLOAT = np.dtype(np.float32)
 # TFLite's required output zero point per 8-bit type; the scale is 1/256 for both.
@@ -36,20 +36,19 @@ def softmax(node, inputs):
 def _softmax_8bit(node, x):
     """PopulateSoftmaxLookupTable + optimized_ops::Softmax<In, Out> in their float32 steps."""
     out = node.outputs[0]
-    in_scale = np.float32(node.inputs[0].quantization.scales[0])
+    in_scale = np.float32(scale_of(node.inputs[0]))
     distances = np.arange(256, dtype=np.float32)
     table = np.exp(-in_scale * _beta(node) * distances)
     exps = table[np.max(x, axis=-1, keepdims=True).astype(np.int64) - x.astype(np.int64)]
     inverse_sum = np.float32(1) / (np.sum(exps, axis=-1, keepdims=True, dtype=np.float32)
-                                   * np.float32(out.quantization.scales[0]))
+                                   * np.float32(scale_of(out)))
     scaled = exps * inverse_sum
     if x.dtype == np.uint8:
         # The x86 uint8 path adds 0.5 and truncates, and ignores the (zero) zero point.
         quantized = np.trunc(scaled + np.float32(0.5))
     else:
-        quantized = round_half_away(scaled) + int(out.quantization.zero_points[0])
-    info = np.iinfo(x.dtype)
-    return np.clip(quantized, info.min, info.max).astype(x.dtype)
+        quantized = round_half_away(scaled) + zero_point_of(out)
+    return saturate(quantized, x.dtype)
 
 
 def log_softmax(node, inputs):
@@ -70,7 +69,7 @@ def _softmax_support(node):
         return f"input {x.dtype} / output {out.dtype}: only float32, int8 and uint8 in and out"
     if x.quantization is None or out.quantization is None:
         return "8-bit SOFTMAX needs quantized input and output"
-    zero_point, scale = int(out.quantization.zero_points[0]), float(out.quantization.scales[0])
+    zero_point, scale = zero_point_of(out), scale_of(out)
     # TFLite's Prepare accepts the scale within 0.1% of 1/256.
     if zero_point != _OUTPUT_ZERO_POINT[x.dtype] or abs(scale - _OUTPUT_SCALE) > 0.001 * _OUTPUT_SCALE:
         return (f"{out.dtype} output must have scale 1/256 and zero point {_OUTPUT_ZERO_POINT[x.dtype]}, "

@@ -297,8 +297,9 @@ class ModelBuilder:
         self.signatures = []
 
     def tensor(self, name, shape, dtype=np.float32, quantization=None, shape_signature=None,
-               data=None, sparsity=None, type_name=None):
-        """Add a tensor; returns its index. `dtype` is a numpy dtype (or type_name a TFLite type)."""
+               data=None, sparsity=None, type_name=None, is_variable=False):
+        """Add a tensor; returns its index. `dtype` is a numpy dtype (or type_name a TFLite type);
+        `is_variable` marks state the kernels update in place (LSTM), as converters write it."""
         buffer = 0
         if data is not None:
             buffer = len(self.buffers)
@@ -308,7 +309,8 @@ class ModelBuilder:
             quantization = quantize_params(*quantization)
         self.tensors.append(TensorDef(name=name, shape=tuple(int(d) for d in shape), type_name=type_name,
                                       buffer=buffer, quantization=quantization, sparsity=sparsity,
-                                      shape_signature=None if shape_signature is None else tuple(shape_signature)))
+                                      shape_signature=None if shape_signature is None else tuple(shape_signature),
+                                      is_variable=is_variable))
         return len(self.tensors) - 1
 
     def input(self, name, shape, dtype=np.float32, **kwargs):

@@ -1,5 +1,8 @@
 """Fold nodes whose inputs are all constant (fp16 DEQUANTIZE, DENSIFY of weights) into constants."""
+import numpy as np
+
 from .. import ops
+from ..ops.checks import node_error
 
 
 def is_foldable(node):
@@ -7,6 +10,20 @@ def is_foldable(node):
     return (all(t is None or (t.is_const and not t.is_variable) for t in node.inputs)
             and any(t is not None for t in node.inputs)
             and ops.unsupported_reason(node) is None)
+
+
+def folded_value(node, tensor, value):
+    """A kernel output as the read-only constant of `tensor`: its dtype, its declared shape (a
+    ModelError naming the node if the value does not fit it). np.asarray: kernels may return
+    numpy scalars, whose flags cannot be changed."""
+    value = np.asarray(value).astype(tensor.dtype, copy=False)
+    try:
+        value = value.reshape(tensor.shape)
+    except ValueError:
+        raise node_error(node, f"folding gives output tensor {tensor.index} shape {list(value.shape)}, the "
+                               f"model declares {list(tensor.shape)}") from None
+    value.flags.writeable = False
+    return value
 
 
 def fold_constants(graph):
@@ -18,9 +35,7 @@ def fold_constants(graph):
             continue
         outputs = ops.run_node(node, [None if t is None else t.data for t in node.inputs])
         for tensor, value in zip(node.outputs, outputs):
-            value = value.astype(tensor.dtype, copy=False).reshape(tensor.shape)
-            value.flags.writeable = False
-            tensor.data = value
+            tensor.data = folded_value(node, tensor, value)
         graph.remove_node(node)
         folded.append(node)
     return folded

@@ -3,11 +3,9 @@ every fused activation, float / integer / quantized dtypes, extreme values."""
 import numpy as np
 import pytest
 
-from gles_delegate import Interpreter, ModelError, ops
-from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate import ModelError
 from tests.litert import run_litert
-from tests.oplib import In, check_op, feeds, run_ours, single_op_model
+from tests.oplib import In, assert_rejected, check_op, compare_elementwise, run_ours, single_op_model
 
 FLOAT_ARITHMETIC = ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"]
 WITH_ACTIVATION = {"ADD", "SUB", "MUL", "DIV"}
@@ -42,28 +40,6 @@ def float_operands(rng, op, shapes):
 
 def options_for(op, activation):
     return {"fused_activation_function": activation} if op in WITH_ACTIVATION else {}
-
-
-def compare_elementwise(op, inputs, options=None, output_dtypes=None):
-    """Ours against LiteRT element by element (relative 1e-6, NaNs in the same places): for
-    special values, where check_op's max-scaled tolerance would hide a wrong element."""
-    model = single_op_model(op, inputs, options, output_dtypes=output_dtypes)
-    values = feeds(inputs)
-    ours, theirs = run_ours(model, values)[0], run_litert(model, values, resolver="builtin")[0]
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
-    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0, equal_nan=True, err_msg=f"{op} {options}")
-
-
-def node_of(op, input_dtypes, output_dtype, quant=None, shapes=None, **options):
-    """The graph node of a one-op model built by hand (for support checks that check_op refuses)."""
-    b = ModelBuilder()
-    shapes = shapes or [(2, 3)] * len(input_dtypes)
-    ins = [b.input(f"in{k}", s, d, quantization=quant) for k, (s, d) in enumerate(zip(shapes, input_dtypes))]
-    out = b.tensor("out", (2, 3), output_dtype, quantization=quant if output_dtype != np.bool_ else None)
-    b.op(op, ins, [out], **options)
-    b.output(out)
-    model = b.build()
-    return Graph.from_model(read_model(model)).nodes[0], model
 
 
 # -- float ----------------------------------------------------------------------------------
@@ -169,6 +145,15 @@ def test_quantized_arithmetic_is_bit_exact(op, dtype):
                      {"fused_activation_function": activation}, output_quant=[quants[2]])
 
 
+def test_quantized_activation_bounds_round_in_float32():
+    """RELU6 on an output scale of 0.8: 6 / 0.8 is 7.5 in float32 (TFLite's arithmetic), so the
+    clamp is zero point + 8, where float64 would give + 7."""
+    values = np.array([100, 20, 5, 127], np.int8)
+    ours, _ = check_op("ADD", [In(values, quant=(0.5, 0)), In(values, quant=(0.5, 0))],
+                       {"fused_activation_function": 3}, output_quant=[(0.8, -128)])
+    assert ours[0].max() == -120
+
+
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize("qa,qb,qo,resolver", [
     ((1e-4, 0), (0.5, 10), (0.01, -5), "builtin"),
@@ -248,13 +233,10 @@ def test_constant_scalar_inputs_fold(op, dtype, quant):
     ("LOGICAL_OR", [np.int32, np.int32], np.bool_, None, {}, "int32 is not supported"),
 ])
 def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant, options, expected):
-    node, model = node_of(op, dtypes, out_dtype, quant=quant, **options)
-    reason = ops.unsupported_reason(node)
-    assert reason is not None and expected in reason
-    with pytest.raises(ModelError, match=op):
-        Interpreter(model_content=model).allocate_tensors()
+    inputs = [In(np.zeros((2, 3), dtype), quant=quant) for dtype in dtypes]
+    out_quant = None if out_dtype == np.bool_ else quant
+    assert_rejected(op, inputs, options, expected, outputs=[((2, 3), out_dtype, out_quant)])
 
 
 def test_unbroadcastable_shapes_are_rejected():
-    node, _ = node_of("ADD", [np.float32, np.float32], np.float32, shapes=[(2, 3), (4,)])
-    assert "do not broadcast" in ops.unsupported_reason(node)
+    assert_rejected("ADD", [In(np.zeros((2, 3), np.float32)), In(np.zeros(4, np.float32))], match="do not broadcast")

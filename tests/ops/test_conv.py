@@ -8,23 +8,16 @@ from hypothesis import strategies as st
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
-from tests.litert import random_inputs, run_litert
-from tests.oplib import In, assert_close, check_op, run_ours, single_op_model
+from gles_delegate.tflite import read_model
+from tests.oplib import (BUILTIN_ONLY_MODELS, CLAMPS, SAME, VALID, In, assert_close, build_model, check_model_nodes,
+                         check_op, reason_of, run_ours, single_op_model, window_out_size)
 
-CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6: the fused activations TFLite applies
-SAME, VALID = 0, 1
 QUANT_KINDS = [(np.int8, True), (np.int8, False), (np.uint8, False)]  # (dtype, per-channel weights)
 FEW = settings(max_examples=20, deadline=None)
 
 
 def _uniform(rng, shape, scale=1.0):
     return rng.uniform(-scale, scale, shape).astype(np.float32)
-
-
-def _out_size(size, k, stride, dilation, padding):
-    effective = (k - 1) * dilation + 1
-    return -(-size // stride) if padding == SAME else (size - effective + stride) // stride
 
 
 def _conv_options(strides, dilations, padding, activation):
@@ -84,7 +77,7 @@ CONV_CASES = [  # (x shape, (O, KH, KW), strides, dilations)
 @pytest.mark.parametrize("x_shape,okk,strides,dilations", CONV_CASES)
 def test_conv_2d_float_cases(x_shape, okk, strides, dilations, padding):
     rng = np.random.default_rng(sum(x_shape) + padding)
-    out_hw = [_out_size(s, k, st_, d, padding) for s, k, st_, d in zip(x_shape[1:3], okk[1:], strides, dilations)]
+    out_hw = [window_out_size(s, k, st_, padding, d) for s, k, st_, d in zip(x_shape[1:3], okk[1:], strides, dilations)]
     if min(out_hw) < 1:
         pytest.skip("the VALID window does not fit")
     w = _uniform(rng, okk + x_shape[3:])
@@ -99,7 +92,7 @@ def test_conv_2d_float_cases(x_shape, okk, strides, dilations, padding):
        st.integers(1, 3), st.sampled_from([SAME, VALID]), st.sampled_from(CLAMPS), st.booleans(),
        st.integers(0, 2 ** 31))
 def test_conv_2d_float_random(n, h, w, c, o, kh, kw, sh, sw, dh, dw, padding, activation, const_weights, seed):
-    assume(min(_out_size(h, kh, sh, dh, padding), _out_size(w, kw, sw, dw, padding)) >= 1)
+    assume(min(window_out_size(h, kh, sh, padding, dh), window_out_size(w, kw, sw, padding, dw)) >= 1)
     rng = np.random.default_rng(seed)
     inputs = [In(_uniform(rng, (n, h, w, c))), In(_uniform(rng, (o, kh, kw, c)), const=const_weights),
               In(_uniform(rng, (o,)), const=const_weights)]
@@ -127,7 +120,7 @@ def test_omitted_bias_is_zero_bias(op, w_shape, options):
 def test_conv_2d_quantized(dtype, per_channel, activation, padding):
     rng = np.random.default_rng(activation * 10 + padding)
     for x_shape, okk, strides, dilations in CONV_CASES[2:6]:
-        if min(_out_size(s, k, st_, d, padding) for s, k, st_, d in
+        if min(window_out_size(s, k, st_, padding, d) for s, k, st_, d in
                zip(x_shape[1:3], okk[1:], strides, dilations)) < 1:
             continue
         w_shape = okk + x_shape[3:]
@@ -141,7 +134,7 @@ def test_conv_2d_quantized(dtype, per_channel, activation, padding):
        st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
        st.sampled_from([SAME, VALID]), st.sampled_from(CLAMPS), st.integers(0, 2 ** 31))
 def test_depthwise_float_random(n, h, w, c, multiplier, kh, kw, sh, sw, dilation, padding, activation, seed):
-    assume(min(_out_size(h, kh, sh, dilation, padding), _out_size(w, kw, sw, dilation, padding)) >= 1)
+    assume(min(window_out_size(h, kh, sh, padding, dilation), window_out_size(w, kw, sw, padding, dilation)) >= 1)
     rng = np.random.default_rng(seed)
     inputs = [In(_uniform(rng, (n, h, w, c))), In(_uniform(rng, (1, kh, kw, c * multiplier)), const=True),
               In(_uniform(rng, (c * multiplier,)), const=True)]
@@ -166,7 +159,7 @@ def test_depthwise_quantized(dtype, per_channel, activation, padding):
     for x_shape, multiplier, strides, dilation in [((1, 7, 9, 3), 2, (1, 1), 1), ((2, 6, 5, 4), 1, (2, 2), 1),
                                                     ((1, 9, 9, 2), 3, (1, 2), 2), ((1, 1, 1, 5), 1, (1, 1), 1)]:
         w_shape = (1, 3, 3, x_shape[3] * multiplier)
-        if min(_out_size(s, 3, st_, dilation, padding) for s, st_ in zip(x_shape[1:3], strides)) < 1:
+        if min(window_out_size(s, 3, st_, padding, dilation) for s, st_ in zip(x_shape[1:3], strides)) < 1:
             continue
         inputs, out_quant = _quantized(rng, dtype, x_shape, w_shape, 3, per_channel, 9)
         options = dict(_conv_options(strides, (dilation, dilation), padding, activation), depth_multiplier=multiplier)
@@ -249,6 +242,29 @@ def test_fully_connected_rounds_once():
     assert ours[0].item() == 10
 
 
+# -- non-finite inputs --------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # inf - inf in a sum: NaN, as in C++
+@pytest.mark.parametrize("activation", [0, 1, 3])
+def test_infinities_clamp_to_flt_max(activation):
+    """TFLite's output stage clamps to the activation's range within +-FLT_MAX, so an infinite
+    sum leaves every convolution as +-FLT_MAX (+inf - inf as NaN), with or without activation.
+    The two infinities sit in different channels: LiteRT's optimized depthwise kernel turns a NaN
+    into the activation's maximum, its reference kernel (and ours) keeps it."""
+    rng = np.random.default_rng(activation)
+    x, w, b = _uniform(rng, (1, 5, 5, 3)), _uniform(rng, (4, 3, 3, 3)), _uniform(rng, (4,))
+    x[0, 2, 2, 1], x[0, 0, 4, 0] = np.inf, -np.inf
+    options = _conv_options((1, 1), (1, 1), SAME, activation)
+    bias = In(b, const=True)
+    check_op("CONV_2D", [In(x), In(w, const=True), bias], options)
+    check_op("DEPTHWISE_CONV_2D", [In(x), In(w[:1], const=True), In(b[:3], const=True)],
+             dict(options, depth_multiplier=1))
+    check_op("TRANSPOSE_CONV", [In(np.array([1, 5, 5, 4], np.int32), const=True), In(w, const=True), In(x), bias],
+             dict(padding=SAME, stride_h=1, stride_w=1, fused_activation_function=activation), version=4,
+             output_dtypes=[np.dtype(np.float32)])
+    check_op("FULLY_CONNECTED", [In(x.reshape(-1, 3)), In(w[:, 0, 0], const=True), bias],
+             dict(fused_activation_function=activation))
+
+
 # -- MediaPipe Convolution2DTransposeBias --------------------------------------------------
 MP_SAME, MP_VALID = 1, 2  # TfLitePadding, as the custom options hold it
 
@@ -293,121 +309,75 @@ def test_transpose_conv_bias_in_selfie_model(mediapipe_models, name):
 
 
 # -- every node of the real models --------------------------------------------------------
-def check_model_nodes(path, op_names):
-    """Run a model on LiteRT's builtin kernels keeping every intermediate, then feed each node
-    of `op_names` its LiteRT inputs and compare our output with LiteRT's. Returns the count."""
-    model = open(path, "rb").read()
-    graph = Graph.from_model(read_model(model))
-    interp = run_litert(model, random_inputs(_input_details(model)), resolver="builtin", preserve_all_tensors=True)[1]
-    checked = 0
-    for node in graph.nodes:
-        if node.op not in op_names:
-            continue
-        assert ops.unsupported_reason(node) is None, f"{node.label}: {ops.unsupported_reason(node)}"
-        inputs = [None if t is None else t.data if t.is_const else interp.get_tensor(t.index) for t in node.inputs]
-        assert_close(ops.run_node(node, inputs)[0], interp.get_tensor(node.outputs[0].index), what=node.label)
-        checked += 1
-    return checked
-
-
-def _input_details(model):
-    interp = Interpreter(model_content=model)
-    return interp.get_input_details()
-
-
-BUILTIN_ONLY_MODELS = ["face_detection_full_range_sparse", "face_detection_short_range", "face_landmark",
-                       "hand_landmark_full", "hand_landmark_lite", "hand_recrop", "iris_landmark",
-                       "palm_detection_full", "palm_detection_lite", "pose_detection", "pose_landmark_full"]
-
-
 @pytest.mark.parametrize("name", BUILTIN_ONLY_MODELS)
 def test_mediapipe_model_convolutions(mediapipe_models, name):
     assert check_model_nodes(str(mediapipe_models[name]), set(ops.conv.KERNELS)) > 0
 
 
 # -- rejected at allocate time ------------------------------------------------------------
-def _model(op, inputs, out_shape, out_dtype=np.float32, out_quant=None, custom_options=None, **options):
-    """A one-op model with a stated output (inputs: (array, const, quant) triples or None)."""
-    b = ModelBuilder()
-    indices = []
-    for k, spec in enumerate(inputs):
-        if spec is None:
-            indices.append(-1)
-        elif spec[1]:
-            indices.append(b.const(f"c{k}", spec[0], quantization=spec[2]))
-        else:
-            indices.append(b.input(f"in{k}", spec[0].shape, spec[0].dtype, quantization=spec[2]))
-    out = b.tensor("out", out_shape, out_dtype, quantization=out_quant)
-    b.op(op, indices, [out], custom_options=custom_options, **options)
-    b.output(out)
-    return b.build()
-
-
-def _reason(model):
-    return ops.unsupported_reason(Graph.from_model(read_model(model)).nodes[0])
-
-
 F32 = np.float32
-X = (np.zeros((1, 5, 5, 3), F32), False, None)
-W = (np.zeros((4, 3, 3, 3), F32), True, None)
-B = (np.zeros(4, F32), True, None)
+X, W, B = In(np.zeros((1, 5, 5, 3), F32)), In(np.zeros((4, 3, 3, 3), F32), const=True), In(np.zeros(4, F32), const=True)
+OUT = [((1, 5, 5, 4), F32, None)]
+FC_W, FC_OUT = In(np.zeros((4, 3), F32), const=True), [((2, 4), F32, None)]
 CONV = dict(padding=SAME, stride_w=1, stride_h=1, dilation_w_factor=1, dilation_h_factor=1)
 Q8 = (0.1, 0)
+
+
+def _qzeros(shape, dtype=np.int8, quant=Q8, const=False):
+    """A quantized input of zeros."""
+    return In(np.zeros(shape, dtype), const=const, quant=quant)
+
+
 REJECTED = [  # (what, model, words the reason must contain)
-    ("padding", _model("CONV_2D", [X, W, B], (1, 5, 5, 4), **dict(CONV, padding=2)), "padding 2"),
-    ("stride 0", _model("CONV_2D", [X, W, B], (1, 5, 5, 4), **dict(CONV, stride_w=0)), "strides"),
-    ("dilation 0", _model("CONV_2D", [X, W, B], (1, 5, 5, 4), **dict(CONV, dilation_h_factor=0)), "dilations"),
-    ("tanh", _model("CONV_2D", [X, W, B], (1, 5, 5, 4), **dict(CONV, fused_activation_function=4)), "activation 4"),
-    ("grouped", _model("CONV_2D", [X, (np.zeros((4, 3, 3, 1), F32), True, None), B], (1, 5, 5, 4), **CONV),
-     "grouped"),
-    ("no window", _model("CONV_2D", [(np.zeros((1, 2, 2, 3), F32), False, None), W, B], (1, 1, 1, 4),
-                         **dict(CONV, padding=VALID)), "does not fit"),
-    ("rank", _model("CONV_2D", [(np.zeros((5, 5, 3), F32), False, None), W, B], (1, 5, 5, 4), **CONV), "rank 3"),
-    ("bias length", _model("CONV_2D", [X, W, (np.zeros(3, F32), True, None)], (1, 5, 5, 4), **CONV), "bias shape"),
-    ("one input", _model("CONV_2D", [X], (1, 5, 5, 4), **CONV), "takes 2 inputs"),
-    ("hybrid", _model("CONV_2D", [X, (np.zeros((4, 3, 3, 3), np.int8), True, Q8), B], (1, 5, 5, 4), **CONV),
-     "hybrid"),
-    ("int16", _model("CONV_2D", [(np.zeros((1, 5, 5, 3), np.int16), False, Q8),
-                                 (np.zeros((4, 3, 3, 3), np.int8), True, Q8), None], (1, 5, 5, 4), np.int16, Q8,
-                     **CONV), "int16"),
-    ("unquantized int8", _model("CONV_2D", [(np.zeros((1, 5, 5, 3), np.int8), False, None),
-                                            (np.zeros((4, 3, 3, 3), np.int8), True, Q8)], (1, 5, 5, 4), np.int8, Q8,
-                                **CONV), "no quantization"),
-    ("int8 zero point", _model("CONV_2D", [(np.zeros((1, 5, 5, 3), np.int8), False, Q8),
-                                           (np.zeros((4, 3, 3, 3), np.int8), True, (0.1, 3))], (1, 5, 5, 4), np.int8,
-                               Q8, **CONV), "zero point"),
-    ("per-channel uint8", _model("CONV_2D", [(np.zeros((1, 5, 5, 3), np.uint8), False, Q8),
-                                             (np.zeros((4, 3, 3, 3), np.uint8), True, ([0.1] * 4, 0, 0))],
-                                 (1, 5, 5, 4), np.uint8, Q8, **CONV), "per-channel"),
-    ("per-channel axis", _model("CONV_2D", [(np.zeros((1, 5, 5, 3), np.int8), False, Q8),
-                                            (np.zeros((4, 3, 3, 3), np.int8), True, ([0.1] * 3, 0, 3))],
-                                (1, 5, 5, 4), np.int8, Q8, **CONV), "dimension 3"),
-    ("depthwise filter", _model("DEPTHWISE_CONV_2D", [X, (np.zeros((1, 3, 3, 4), F32), True, None), B],
-                                (1, 5, 5, 4), **CONV), "multiplier"),
-    ("output_shape", _model("TRANSPOSE_CONV", [(np.array([1, 12, 12, 4], np.int32), True, None), W, X],
-                            (1, 12, 12, 4), padding=SAME, stride_w=2, stride_h=2), "does not fit"),
-    ("output_shape dtype", _model("TRANSPOSE_CONV", [(np.array([1, 10, 10, 4], np.int64), True, None), W, X],
-                                  (1, 10, 10, 4), padding=SAME, stride_w=2, stride_h=2), "int32"),
-    ("weights format", _model("FULLY_CONNECTED", [(np.zeros((2, 3), F32), False, None),
-                                                  (np.zeros((4, 3), F32), True, None)], (2, 4), weights_format=1),
-     "weights_format"),
-    ("fc rows", _model("FULLY_CONNECTED", [(np.zeros((2, 5), F32), False, None), (np.zeros((4, 3), F32), True, None)],
-                       (2, 4)), "rows of 3"),
-    ("keep_num_dims", _model("FULLY_CONNECTED", [(np.zeros((2, 6), F32), False, None),
-                                                 (np.zeros((4, 3), F32), True, None)], (2, 4), keep_num_dims=True),
-     "keep_num_dims"),
-    ("mediapipe padding", _model("Convolution2DTransposeBias", [X, W, B], (1, 5, 5, 4),
-                                 custom_options=_mediapipe_options(0, (1, 1))), "custom options"),
-    ("mediapipe options", _model("Convolution2DTransposeBias", [X, W, B], (1, 5, 5, 4), custom_options=b"\x01"),
+    ("padding", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, padding=2)), "padding 2"),
+    ("stride 0", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, stride_w=0)), "strides"),
+    ("dilation 0", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, dilation_h_factor=0)), "dilations"),
+    ("tanh", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, fused_activation_function=4)), "activation 4"),
+    ("grouped", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 1), F32), const=True), B], OUT, CONV), "grouped"),
+    ("no window", build_model("CONV_2D", [In(np.zeros((1, 2, 2, 3), F32)), W, B], [((1, 1, 1, 4), F32, None)],
+                              dict(CONV, padding=VALID)), "does not fit"),
+    ("rank", build_model("CONV_2D", [In(np.zeros((5, 5, 3), F32)), W, B], OUT, CONV), "rank 3"),
+    ("bias length", build_model("CONV_2D", [X, W, In(np.zeros(3, F32), const=True)], OUT, CONV), "bias shape"),
+    ("one input", build_model("CONV_2D", [X], OUT, CONV), "takes 2 or 3 inputs"),
+    ("hybrid", build_model("CONV_2D", [X, _qzeros((4, 3, 3, 3), const=True), B], OUT, CONV), "hybrid"),
+    ("int16", build_model("CONV_2D", [_qzeros((1, 5, 5, 3), np.int16), _qzeros((4, 3, 3, 3), const=True), None],
+                          [((1, 5, 5, 4), np.int16, Q8)], CONV), "int16"),
+    ("unquantized int8", build_model("CONV_2D", [_qzeros((1, 5, 5, 3), quant=None), _qzeros((4, 3, 3, 3), const=True)],
+                                     [((1, 5, 5, 4), np.int8, Q8)], CONV), "no quantization"),
+    ("int8 zero point", build_model("CONV_2D", [_qzeros((1, 5, 5, 3)),
+                                                _qzeros((4, 3, 3, 3), quant=(0.1, 3), const=True)],
+                                    [((1, 5, 5, 4), np.int8, Q8)], CONV), "zero point"),
+    ("per-channel uint8", build_model("CONV_2D", [_qzeros((1, 5, 5, 3), np.uint8),
+                                                  _qzeros((4, 3, 3, 3), np.uint8, ([0.1] * 4, 0, 0), const=True)],
+                                      [((1, 5, 5, 4), np.uint8, Q8)], CONV), "per-channel"),
+    ("per-channel axis", build_model("CONV_2D", [_qzeros((1, 5, 5, 3)),
+                                                 _qzeros((4, 3, 3, 3), quant=([0.1] * 3, 0, 3), const=True)],
+                                     [((1, 5, 5, 4), np.int8, Q8)], CONV), "dimension 3"),
+    ("depthwise filter", build_model("DEPTHWISE_CONV_2D", [X, In(np.zeros((1, 3, 3, 4), F32), const=True), B], OUT,
+                                     CONV), "multiplier"),
+    ("output_shape", build_model("TRANSPOSE_CONV", [In(np.array([1, 12, 12, 4], np.int32), const=True), W, X],
+                                 [((1, 12, 12, 4), F32, None)], dict(padding=SAME, stride_w=2, stride_h=2)),
+     "does not fit"),
+    ("output_shape dtype", build_model("TRANSPOSE_CONV", [In(np.array([1, 10, 10, 4], np.int64), const=True), W, X],
+                                       [((1, 10, 10, 4), F32, None)], dict(padding=SAME, stride_w=2, stride_h=2)),
+     "int32"),
+    ("weights format", build_model("FULLY_CONNECTED", [In(np.zeros((2, 3), F32)), FC_W], FC_OUT,
+                                   dict(weights_format=1)), "weights_format"),
+    ("fc rows", build_model("FULLY_CONNECTED", [In(np.zeros((2, 5), F32)), FC_W], FC_OUT), "rows of 3"),
+    ("keep_num_dims", build_model("FULLY_CONNECTED", [In(np.zeros((2, 6), F32)), FC_W], FC_OUT,
+                                  dict(keep_num_dims=True)), "keep_num_dims"),
+    ("mediapipe padding", build_model("Convolution2DTransposeBias", [X, W, B], OUT,
+                                      custom_options=_mediapipe_options(0, (1, 1))), "custom options"),
+    ("mediapipe options", build_model("Convolution2DTransposeBias", [X, W, B], OUT, custom_options=b"\x01"),
      "custom options"),
-    ("mediapipe int8", _model("Convolution2DTransposeBias", [(np.zeros((1, 5, 5, 3), np.int8), False, Q8), W, B],
-                              (1, 5, 5, 4), custom_options=_mediapipe_options(1, (1, 1))), "float32"),
+    ("mediapipe int8", build_model("Convolution2DTransposeBias", [_qzeros((1, 5, 5, 3)), W, B], OUT,
+                                   custom_options=_mediapipe_options(1, (1, 1))), "float32"),
 ]
 
 
 @pytest.mark.parametrize("what,model,words", REJECTED, ids=[r[0] for r in REJECTED])
 def test_unsupported_nodes_give_a_reason(what, model, words):
-    reason = _reason(model)
+    reason = reason_of(model)
     assert reason is not None and words in reason, f"{what}: {reason!r}"
 
 

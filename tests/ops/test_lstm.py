@@ -13,15 +13,13 @@ import numpy as np
 import pytest
 
 from gles_delegate import Interpreter
-from gles_delegate import ops
 from gles_delegate.errors import ModelError
-from gles_delegate.graph import Graph
 from gles_delegate.ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH
 from gles_delegate.ops.lstm import GATES, INPUT_NAMES
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
 from tests.litert import RESOLVERS, LiteRTInterpreter
-from tests.oplib import assert_close
+from tests.oplib import assert_close, reason_of
 
 
 @dataclass
@@ -83,14 +81,6 @@ class LstmSpec:
         return options
 
 
-def variable(b, name, shape):
-    """A variable tensor without data, as the converter emits LSTM state (ModelBuilder has no
-    flag for it, so set it on the TensorDef)."""
-    index = b.tensor(name, shape)
-    b.tensors[index].is_variable = True
-    return index
-
-
 def full_lstm_model(op, spec, rng, state_variable=True):
     """A one-op model of `op` with random weights; returns (model bytes, state tensor indices)."""
     b = ModelBuilder()
@@ -100,7 +90,8 @@ def full_lstm_model(op, spec, rng, state_variable=True):
     for name in INPUT_NAMES[1:spec.n_inputs]:
         if name in state_shapes:
             shape = state_shapes[name]
-            indices.append(variable(b, name, shape) if state_variable else b.input(name, shape))
+            # A variable tensor without data is how the converter emits LSTM state.
+            indices.append(b.tensor(name, shape, is_variable=True) if state_variable else b.input(name, shape))
         elif name in shapes:
             # Layer-norm coefficients near 1 and biases of either sign keep the gates unsaturated.
             center = 1.0 if name.endswith("coefficients") else 0.0
@@ -242,10 +233,10 @@ def test_batch_resize_is_a_model_error():
 def basic_lstm_model(n_batch, n_input, depth, rng):
     b = ModelBuilder()
     x = b.input("input", (n_batch, n_input))
-    prev_activation = variable(b, "prev_activation", (n_batch, depth))
+    prev_activation = b.tensor("prev_activation", (n_batch, depth), is_variable=True)
     weights = b.const("weights", rng.uniform(-1, 1, (4 * depth, n_input + depth)).astype(np.float32))
     bias = b.const("bias", rng.uniform(-1, 1, (4 * depth,)).astype(np.float32))
-    prev_state = variable(b, "prev_state", (n_batch, depth))
+    prev_state = b.tensor("prev_state", (n_batch, depth), is_variable=True)
     outputs = [b.tensor(name, shape) for name, shape in
                (("activation", (n_batch, depth)), ("state", (n_batch, depth)),
                 ("concat", (n_batch, n_input + depth)), ("pre_activations", (n_batch, 4 * depth)))]
@@ -266,10 +257,6 @@ def test_lstm_basic_kernel_matches_litert(seed):
 
 
 # -- rejection ----------------------------------------------------------------------------
-def reason_for(model):
-    return ops.unsupported_reason(Graph.from_model(read_model(model)).nodes[0])
-
-
 def edited_lstm(op, spec, edit):
     """A full-layout model whose operator inputs / options `edit(model_def)` changes."""
     model, _ = full_lstm_model(op, spec, np.random.default_rng(0))
@@ -309,14 +296,14 @@ def set_option(**options):
     ("LSTM", LstmSpec(), set_option(kernel_type=2), "kernel_type"),
 ])
 def test_unsupported_nodes_are_rejected(op, spec, edit, expected):
-    reason = reason_for(edited_lstm(op, spec, edit))
+    reason = reason_of(edited_lstm(op, spec, edit))
     assert reason is not None and expected in reason, reason
 
 
 def test_state_must_be_a_variable_tensor():
     model, _ = full_lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), np.random.default_rng(0),
                                state_variable=False)
-    assert "variable tensor" in reason_for(model)
+    assert "variable tensor" in reason_of(model)
     with pytest.raises(ModelError, match=r"#0 \(UNIDIRECTIONAL_SEQUENCE_LSTM\).*variable"):
         Interpreter(model_content=model).allocate_tensors()
 
@@ -325,7 +312,7 @@ def test_lstm_rejects_a_sequence_input():
     def make_lstm(model_def):
         op = model_def.subgraphs[0].operators[0]
         op.op, op.options = "LSTM", {"fused_activation_function": ACT_TANH}
-    assert "rank 2" in reason_for(edited_lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), make_lstm))
+    assert "rank 2" in reason_of(edited_lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), make_lstm))
 
 
 def test_quantized_weights_are_rejected():
@@ -335,7 +322,7 @@ def test_quantized_weights_are_rejected():
         tensor.type_name = "INT8"
         tensor.quantization = quantize_params(0.01, 0)
         model_def.buffers[tensor.buffer] = np.zeros(int(np.prod(tensor.shape)), np.uint8)
-    assert "float32" in reason_for(edited_lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), quantize_forget_weights))
+    assert "float32" in reason_of(edited_lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), quantize_forget_weights))
 
 
 def test_basic_kernel_rejects_constant_state():
@@ -349,4 +336,4 @@ def test_basic_kernel_rejects_constant_state():
     b.op("LSTM", [x, prev[0], weights, bias, prev[1]], outputs, kernel_type=1)
     for index in outputs:
         b.output(index)
-    assert "constant" in reason_for(b.build())
+    assert "constant" in reason_of(b.build())

@@ -12,7 +12,7 @@ from gles_delegate import ops
 from gles_delegate.errors import ModelError
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
-from tests.oplib import assert_close, run_ours
+from tests.oplib import assert_close, reason_of, run_ours
 
 VERSION = 2
 
@@ -35,10 +35,6 @@ def one_op_model(op, input_shapes, output_shape, custom_options=None, version=VE
     b.op(op, inputs, [out], version=version, custom=True, custom_options=custom_options)
     b.output(out)
     return b.build()
-
-
-def node_of(model):
-    return Graph.from_model(read_model(model)).nodes[0]
 
 
 def run_one(op, values, output_shape, custom_options=None):
@@ -409,7 +405,7 @@ def landmarks_model(version=VERSION, landmarks=(1, 5, 2), matrix=(1, 4, 4), outp
     (landmarks_model(version=3), "version 3"),
 ])
 def test_unsupported_nodes_are_rejected(model, expected):
-    reason = ops.unsupported_reason(node_of(model))
+    reason = reason_of(model)
     assert reason is not None and expected in reason, reason
     with pytest.raises(ModelError, match="cannot run"):
         Interpreter(model_content=model).allocate_tensors()
@@ -418,4 +414,4 @@ def test_unsupported_nodes_are_rejected(model, expected):
 def test_valid_option_models_are_supported():
     """The rejection cases above differ from these in one thing only."""
     for model in (matrix_model(), bilinear_model(), landmarks_model()):
-        assert ops.unsupported_reason(node_of(model)) is None
+        assert reason_of(model) is None

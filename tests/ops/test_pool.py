@@ -6,16 +6,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gles_delegate import ops
-from tests.ops.test_conv import BUILTIN_ONLY_MODELS, _model, _reason, check_model_nodes
-from tests.oplib import In, check_op
+from tests.oplib import (BUILTIN_ONLY_MODELS, CLAMPS, SAME, VALID, In, build_model, check_model_nodes, check_op,
+                         reason_of, window_out_size)
 
 POOLS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
-CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6
-SAME, VALID = 0, 1
-
-
-def _out_size(size, k, stride, padding):
-    return -(-size // stride) if padding == SAME else (size - k + stride) // stride
 
 
 def _options(filter_hw, strides, padding, activation):
@@ -38,7 +32,7 @@ CASES = [  # (x shape, filter, strides)
 @pytest.mark.parametrize("op", POOLS)
 def test_pool_float_cases(op, x_shape, filter_hw, strides, padding):
     rng = np.random.default_rng(sum(x_shape) + padding)
-    if min(_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
+    if min(window_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
         pytest.skip("the VALID window does not fit")
     x = rng.uniform(-2, 2, x_shape).astype(np.float32)
     for activation in CLAMPS:
@@ -50,7 +44,7 @@ def test_pool_float_cases(op, x_shape, filter_hw, strides, padding):
        st.integers(1, 5), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4),
        st.sampled_from([SAME, VALID]), st.sampled_from(CLAMPS), st.integers(0, 2 ** 31))
 def test_pool_float_random(op, n, h, w, c, fh, fw, sh, sw, padding, activation, seed):
-    assume(min(_out_size(h, fh, sh, padding), _out_size(w, fw, sw, padding)) >= 1)
+    assume(min(window_out_size(h, fh, sh, padding), window_out_size(w, fw, sw, padding)) >= 1)
     x = np.random.default_rng(seed).uniform(-2, 2, (n, h, w, c)).astype(np.float32)
     check_op(op, [In(x)], _options((fh, fw), (sh, sw), padding, activation))
 
@@ -68,9 +62,19 @@ def test_pool_quantized(op, dtype, activation):
     for x_shape, filter_hw, strides in CASES:
         x = rng.integers(info.min, info.max + 1, x_shape).astype(dtype)
         for padding in (SAME, VALID):
-            if min(_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
+            if min(window_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
                 continue
             check_op(op, [In(x, quant=quant)], _options(filter_hw, strides, padding, activation), output_quant=[quant])
+
+
+@pytest.mark.parametrize("activation", CLAMPS)
+@pytest.mark.parametrize("op", POOLS)
+def test_infinities_clamp_to_flt_max(op, activation):
+    """TFLite clamps a pool's output to the activation's range within +-FLT_MAX: an infinite max
+    or average becomes +-FLT_MAX, with or without activation."""
+    x = np.random.default_rng(1).uniform(-2, 2, (1, 6, 6, 2)).astype(np.float32)
+    x[0, 1, 1, 0], x[0, 4, 3, 1] = np.inf, -np.inf
+    check_op(op, [In(x)], _options((2, 2), (1, 1), SAME, activation))
 
 
 def test_average_pool_rounds_half_away_from_zero():
@@ -87,23 +91,25 @@ def test_mediapipe_model_pools(mediapipe_models, name):
     check_model_nodes(str(mediapipe_models[name]), set(ops.pool.KERNELS))
 
 
-X = (np.zeros((1, 5, 5, 3), np.float32), False, None)
+X = In(np.zeros((1, 5, 5, 3), np.float32))
+OUT = [((1, 5, 5, 3), np.float32, None)]
 REJECTED = [  # (what, model, words the reason must contain)
-    ("padding", _model("MAX_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (1, 1), 2, 0)), "padding 2"),
-    ("stride 0", _model("MAX_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (0, 1), SAME, 0)), "strides"),
-    ("filter 0", _model("AVERAGE_POOL_2D", [X], (1, 5, 5, 3), **_options((0, 2), (1, 1), SAME, 0)), "filter"),
-    ("tanh", _model("AVERAGE_POOL_2D", [X], (1, 5, 5, 3), **_options((2, 2), (1, 1), SAME, 4)), "activation 4"),
-    ("no window", _model("MAX_POOL_2D", [X], (1, 1, 1, 3), **_options((6, 2), (1, 1), VALID, 0)), "does not fit"),
-    ("rank", _model("MAX_POOL_2D", [(np.zeros((5, 5, 3), np.float32), False, None)], (5, 5, 3),
-                    **_options((2, 2), (1, 1), SAME, 0)), "rank 3"),
-    ("int16", _model("MAX_POOL_2D", [(np.zeros((1, 5, 5, 3), np.int16), False, (0.1, 0))], (1, 5, 5, 3), np.int16,
-                     (0.1, 0), **_options((2, 2), (1, 1), SAME, 0)), "int16"),
-    ("unquantized", _model("MAX_POOL_2D", [(np.zeros((1, 5, 5, 3), np.int8), False, None)], (1, 5, 5, 3), np.int8,
-                           None, **_options((2, 2), (1, 1), SAME, 0)), "quantized per tensor"),
+    ("padding", build_model("MAX_POOL_2D", [X], OUT, _options((2, 2), (1, 1), 2, 0)), "padding 2"),
+    ("stride 0", build_model("MAX_POOL_2D", [X], OUT, _options((2, 2), (0, 1), SAME, 0)), "strides"),
+    ("filter 0", build_model("AVERAGE_POOL_2D", [X], OUT, _options((0, 2), (1, 1), SAME, 0)), "filter"),
+    ("tanh", build_model("AVERAGE_POOL_2D", [X], OUT, _options((2, 2), (1, 1), SAME, 4)), "activation 4"),
+    ("no window", build_model("MAX_POOL_2D", [X], [((1, 1, 1, 3), np.float32, None)],
+                              _options((6, 2), (1, 1), VALID, 0)), "does not fit"),
+    ("rank", build_model("MAX_POOL_2D", [In(np.zeros((5, 5, 3), np.float32))], [((5, 5, 3), np.float32, None)],
+                         _options((2, 2), (1, 1), SAME, 0)), "rank 3"),
+    ("int16", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int16), quant=(0.1, 0))],
+                          [((1, 5, 5, 3), np.int16, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)), "int16"),
+    ("unquantized", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int8))], [((1, 5, 5, 3), np.int8, None)],
+                                _options((2, 2), (1, 1), SAME, 0)), "quantized per tensor"),
 ]
 
 
 @pytest.mark.parametrize("what,model,words", REJECTED, ids=[r[0] for r in REJECTED])
 def test_unsupported_pools_give_a_reason(what, model, words):
-    reason = _reason(model)
+    reason = reason_of(model)
     assert reason is not None and words in reason, f"{what}: {reason!r}"

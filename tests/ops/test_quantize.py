@@ -10,9 +10,8 @@ from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.model import DimensionMetadata, Sparsity
-from gles_delegate.tflite.writer import quantize_params
 from tests.litert import random_inputs, run_litert
-from tests.oplib import In, check_op, run_ours, single_op_model
+from tests.oplib import In, assert_rejected, check_op, run_ours, single_op_model
 
 QUANTIZED_DTYPES = [np.int8, np.uint8, np.int16]
 
@@ -289,15 +288,6 @@ def test_densify_bad_index_arrays_fail_at_allocate(last_level, n_values, expecte
 
 
 # -- support ----------------------------------------------------------------------------------
-def _node(op, in_dtype, out_dtype, in_quant=None, out_quant=None, shape=(2, 3)):
-    b = ModelBuilder()
-    x = b.input("x", shape, in_dtype, quantization=in_quant)
-    y = b.tensor("y", shape, out_dtype, quantization=out_quant)
-    b.op(op, [x], [y])
-    b.output(y)
-    return Graph.from_model(read_model(b.build())).nodes[0]
-
-
 @pytest.mark.parametrize("op,in_dtype,out_dtype,in_quant,out_quant,expected", [
     ("QUANTIZE", np.float32, np.int32, None, (0.1, 0), "QUANTIZE to"),
     ("QUANTIZE", np.float64, np.int8, None, (0.1, 0), "QUANTIZE from"),
@@ -310,7 +300,5 @@ def _node(op, in_dtype, out_dtype, in_quant=None, out_quant=None, shape=(2, 3)):
     ("DEQUANTIZE", np.uint8, np.float32, ((0.1, 0.2), (0, 0), 5), None, "dimension 5"),
 ])
 def test_unsupported_nodes_are_rejected(op, in_dtype, out_dtype, in_quant, out_quant, expected):
-    node = _node(op, in_dtype, out_dtype, quantize_params(*in_quant) if in_quant else None,
-                 quantize_params(*out_quant) if out_quant else None)
-    reason = ops.unsupported_reason(node)
-    assert reason is not None and expected in reason
+    assert_rejected(op, [In(np.zeros((2, 3), in_dtype), quant=in_quant)], match=expected,
+                    outputs=[((2, 3), out_dtype, out_quant)])

@@ -1,18 +1,15 @@
 """Layout reference kernels (ops/shape.py) against LiteRT's builtin kernels on one-op models."""
-import re
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gles_delegate import Interpreter, ops
-from gles_delegate.errors import ModelError
-from gles_delegate.graph import Graph
 from gles_delegate.ops import shape as shape_ops
-from gles_delegate.tflite import ModelBuilder, read_model
-from tests.litert import random_inputs, run_litert
-from tests.oplib import In, assert_close, check_op, feeds, run_ours, single_op_model
+from gles_delegate.tflite import ModelBuilder
+from tests.litert import run_litert
+from tests.oplib import (In, assert_close, assert_kernel_error, assert_rejected, check_nodes_on_real_models, check_op,
+                         feeds, run_ours, single_op_model)
 
 I32, I64 = np.int32, np.int64
 # (dtype, quantization) pairs the layout ops must carry through unchanged.
@@ -34,31 +31,6 @@ def rand_shape(rng, rank, low=1, high=5):
     return tuple(int(d) for d in rng.integers(low, high + 1, rank))
 
 
-def check_nodes_on_real_models(models, op_names):
-    """Every node of `op_names` in the MediaPipe models (those LiteRT's builtin resolver can run),
-    fed LiteRT's own intermediate tensors, must reproduce LiteRT's output for it. Returns how many
-    nodes were checked."""
-    checked = 0
-    for name, path in sorted(models.items()):
-        data = path.read_bytes()
-        nodes = [n for n in Graph.from_model(read_model(data)).nodes if n.op in op_names]
-        if not nodes:
-            continue
-        try:
-            _, litert = run_litert(data, random_inputs(Interpreter(model_content=data).get_input_details()),
-                                   resolver="builtin", preserve_all_tensors=True)
-        except RuntimeError:  # MediaPipe custom ops LiteRT does not resolve
-            continue
-        for node in nodes:
-            assert ops.unsupported_reason(node) is None, f"{name} {node.label}: {ops.unsupported_reason(node)}"
-            inputs = [None if t is None else t.data if t.is_const else litert.get_tensor(t.index)
-                      for t in node.inputs]
-            for tensor, value in zip(node.outputs, ops.run_node(node, inputs)):
-                assert_close(value, litert.get_tensor(tensor.index), quantum=1, what=f"{name} {node.label}")
-            checked += 1
-    return checked
-
-
 def test_layout_nodes_of_real_models(mediapipe_models):
     assert check_nodes_on_real_models(mediapipe_models, shape_ops.KERNELS) > 0
 
@@ -68,26 +40,6 @@ def check_layout(op, inputs, options=None, n_outputs=1, **kwargs):
     data = inputs[0]
     return check_op(op, inputs, options, n_outputs=n_outputs, output_dtypes=[data.value.dtype] * n_outputs,
                     output_quant=[data.quant] * n_outputs, **kwargs)
-
-
-def rejects(op, inputs, options=None, match=None, n_outputs=1):
-    """Our kernel raises a ModelError that names the node (and says `match`)."""
-    with pytest.raises(ModelError, match=re.escape(f"#0 ({op})") + ".*" + (match or "")):
-        single_op_model(op, inputs, options, n_outputs=n_outputs)
-
-
-def unsupported(op, inputs, outputs, options=None, match=None):
-    """allocate_tensors refuses the node through SUPPORT. inputs: (array, const) pairs;
-    outputs: (shape, dtype) pairs."""
-    b = ModelBuilder()
-    indices = [b.const(f"c{k}", v) if const else b.input(f"i{k}", v.shape, v.dtype)
-               for k, (v, const) in enumerate(inputs)]
-    out = [b.tensor(f"o{k}", s, d) for k, (s, d) in enumerate(outputs)]
-    b.op(op, indices, out, **(options or {}))
-    for index in out:
-        b.output(index)
-    with pytest.raises(ModelError, match=re.escape(f"#0 ({op})") + ".*" + (match or "")):
-        Interpreter(model_content=b.build()).allocate_tensors()
 
 
 # -- RESHAPE ----------------------------------------------------------------------------------
@@ -121,9 +73,9 @@ def test_reshape_zero_size():
 
 def test_reshape_rejects_bad_shapes():
     x = In(np.zeros((2, 3), np.float32))
-    rejects("RESHAPE", [x, In(np.array([4, -1], I32), const=True)], match="cannot reshape")
-    rejects("RESHAPE", [x, In(np.array([-1, -1], I32), const=True)], match="at most one -1")
-    rejects("RESHAPE", [x, In(np.array([-2, -3], I32), const=True)], match="at most one -1")
+    assert_kernel_error("RESHAPE", [x, In(np.array([4, -1], I32), const=True)], match="cannot reshape")
+    assert_kernel_error("RESHAPE", [x, In(np.array([-1, -1], I32), const=True)], match="at most one -1")
+    assert_kernel_error("RESHAPE", [x, In(np.array([-2, -3], I32), const=True)], match="at most one -1")
 
 
 # -- PAD / PADV2 / MIRROR_PAD -----------------------------------------------------------------
@@ -152,10 +104,9 @@ def test_padv2_constant(dtype, quant, value):
 
 def test_pad_rejects():
     x = In(np.zeros((2, 3), np.float32))
-    rejects("PAD", [x, In(np.array([[1, -1], [0, 0]], I32), const=True)], match=">= 0")
-    rejects("PAD", [x, In(np.array([[1, 1]], I32), const=True)], match="holds 2 values")
-    unsupported("PAD", [(np.zeros((2, 3), np.float32), False), (np.zeros((2, 2), np.float32), True)],
-                [((2, 3), np.float32)], match="int32 or int64")
+    assert_kernel_error("PAD", [x, In(np.array([[1, -1], [0, 0]], I32), const=True)], match=">= 0")
+    assert_kernel_error("PAD", [x, In(np.array([[1, 1]], I32), const=True)], match="holds 2 values")
+    assert_rejected("PAD", [x, In(np.zeros((2, 2), np.float32), const=True)], match="int32 or int64")
 
 
 @pytest.mark.parametrize("mode", [0, 1])
@@ -171,8 +122,10 @@ def test_mirror_pad(mode, dtype, quant):
 
 def test_mirror_pad_rejects_pads_past_the_edge():
     x = In(np.zeros((3, 3), np.float32))
-    rejects("MIRROR_PAD", [x, In(np.array([[3, 0], [0, 0]], I32), const=True)], {"mode": 0}, match="REFLECT")
-    rejects("MIRROR_PAD", [x, In(np.array([[0, 4], [0, 0]], I32), const=True)], {"mode": 1}, match="SYMMETRIC")
+    assert_kernel_error("MIRROR_PAD", [x, In(np.array([[3, 0], [0, 0]], I32), const=True)], {"mode": 0},
+                        match="REFLECT")
+    assert_kernel_error("MIRROR_PAD", [x, In(np.array([[0, 4], [0, 0]], I32), const=True)], {"mode": 1},
+                        match="SYMMETRIC")
 
 
 # -- CONCATENATION ----------------------------------------------------------------------------
@@ -232,18 +185,19 @@ def test_concatenation_fused_activation(activation, op):
 
 def test_concatenation_refuses_activations_it_cannot_apply():
     x = np.zeros((2, 3), np.int32)
-    unsupported("CONCATENATION", [(x, False), (x, False)], [((2, 6), np.int32)],
-                {"axis": 1, "fused_activation_function": 4}, match="fused activation 4")
-    unsupported("CONCATENATION", [(x.astype(np.float32), False)], [((2, 3), np.float32)],
-                {"axis": 1, "fused_activation_function": 9}, match="fused activation 9")
-    unsupported("CONCATENATION", [(x, False), (x.astype(np.float32), False)], [((2, 6), np.int32)],
-                {"axis": 1}, match="share one dtype")
+    joined = [((2, 6), np.int32, None)]
+    assert_rejected("CONCATENATION", [In(x), In(x)], {"axis": 1, "fused_activation_function": 4},
+                    match="fused activation 4", outputs=joined)
+    assert_rejected("CONCATENATION", [In(x.astype(np.float32))], {"axis": 1, "fused_activation_function": 9},
+                    match="fused activation 9")
+    assert_rejected("CONCATENATION", [In(x), In(x.astype(np.float32))], {"axis": 1}, match="share one dtype",
+                    outputs=joined)
 
 
 def test_concatenation_rejects_mismatched_shapes():
-    rejects("CONCATENATION", [In(np.zeros((2, 3), np.float32)), In(np.zeros((3, 3), np.float32))],
-            {"axis": 1}, match="does not fit")
-    rejects("CONCATENATION", [In(np.zeros((2, 3), np.float32))], {"axis": 2}, match="out of range")
+    assert_kernel_error("CONCATENATION", [In(np.zeros((2, 3), np.float32)), In(np.zeros((3, 3), np.float32))],
+                        {"axis": 1}, match="does not fit")
+    assert_kernel_error("CONCATENATION", [In(np.zeros((2, 3), np.float32))], {"axis": 2}, match="out of range")
 
 
 # -- STRIDED_SLICE ----------------------------------------------------------------------------
@@ -297,15 +251,15 @@ def test_strided_slice_dtypes(dtype, quant):
 def test_strided_slice_rejects():
     x = np.zeros((2, 3), np.float32)
     args = [In(x)] + [In(np.array(v, I32), const=True) for v in ([5, 0], [6, 3], [1, 1])]
-    rejects("STRIDED_SLICE", args, {"shrink_axis_mask": 1}, match="one element")
+    assert_kernel_error("STRIDED_SLICE", args, {"shrink_axis_mask": 1}, match="one element")
     args = [In(x)] + [In(np.array(v, I32), const=True) for v in ([0, 0], [2, 3], [1, 0])]
-    rejects("STRIDED_SLICE", args, match="non-zero")
+    assert_kernel_error("STRIDED_SLICE", args, match="non-zero")
     args = [In(x)] + [In(np.array(v, I32), const=True) for v in ([0, 1], [2, 5], [1, 1])]
-    rejects("STRIDED_SLICE", args, {"offset": True}, match="offset slice")
+    assert_kernel_error("STRIDED_SLICE", args, {"offset": True}, match="offset slice")
     # A new axis past the effective rank leaves a begin entry with no input dimension (LiteRT
     # reads past the shape array there).
     args = [In(np.zeros(2, np.float32))] + [In(np.ones(3, I32), const=True)] * 3
-    rejects("STRIDED_SLICE", args, {"new_axis_mask": 4}, match="do not fit input rank")
+    assert_kernel_error("STRIDED_SLICE", args, {"new_axis_mask": 4}, match="do not fit input rank")
 
 
 def test_strided_slice_ignores_extra_entries_like_litert():
@@ -329,8 +283,8 @@ def test_slice(dtype, quant):
 
 def test_slice_rejects_out_of_range():
     x = In(np.zeros((2, 3), np.float32))
-    rejects("SLICE", [x, In(np.array([1, 1], I32), const=True), In(np.array([2, 1], I32), const=True)],
-            match="outside shape")
+    assert_kernel_error("SLICE", [x, In(np.array([1, 1], I32), const=True), In(np.array([2, 1], I32), const=True)],
+                        match="outside shape")
 
 
 # -- DEPTH_TO_SPACE / SPACE_TO_DEPTH ----------------------------------------------------------
@@ -346,9 +300,10 @@ def test_depth_space(dtype, quant):
 
 
 def test_depth_space_reject_indivisible_shapes():
-    rejects("DEPTH_TO_SPACE", [In(np.zeros((1, 2, 2, 6), np.float32))], {"block_size": 2}, match="divisible")
-    rejects("SPACE_TO_DEPTH", [In(np.zeros((1, 3, 2, 1), np.float32))], {"block_size": 2}, match="divisible")
-    rejects("DEPTH_TO_SPACE", [In(np.zeros((2, 2, 4), np.float32))], {"block_size": 2}, match="4-D")
+    block = {"block_size": 2}
+    assert_kernel_error("DEPTH_TO_SPACE", [In(np.zeros((1, 2, 2, 6), np.float32))], block, match="divisible")
+    assert_kernel_error("SPACE_TO_DEPTH", [In(np.zeros((1, 3, 2, 1), np.float32))], block, match="divisible")
+    assert_kernel_error("DEPTH_TO_SPACE", [In(np.zeros((2, 2, 4), np.float32))], block, match="4-D")
 
 
 # -- TRANSPOSE / SQUEEZE / EXPAND_DIMS --------------------------------------------------------
@@ -363,17 +318,17 @@ def test_transpose(dtype, quant):
 def test_transpose_and_strided_slice_refuse_int64_indices():
     # TFLite reads perm as int32 whatever its type, and refuses int64 begin/end/strides.
     x = np.zeros((2, 3, 4), np.float32)
-    unsupported("TRANSPOSE", [(x, False), (np.array([2, 0, 1], I64), True)], [((4, 2, 3), np.float32)],
-                match="perm must be an int32 tensor")
-    unsupported("STRIDED_SLICE", [(x, False)] + [(np.array(v, I64), True) for v in ([0] * 3, [1] * 3, [1] * 3)],
-                [((1, 1, 1), np.float32)], match="begin must be an int32 tensor")
+    assert_rejected("TRANSPOSE", [In(x), In(np.array([2, 0, 1], I64), const=True)],
+                    match="perm must be an int32 tensor", outputs=[((4, 2, 3), np.float32, None)])
+    assert_rejected("STRIDED_SLICE", [In(x)] + [In(np.array(v, I64), const=True) for v in ([0] * 3, [1] * 3, [1] * 3)],
+                    match="begin must be an int32 tensor", outputs=[((1, 1, 1), np.float32, None)])
 
 
 def test_transpose_rejects_a_non_permutation():
-    rejects("TRANSPOSE", [In(np.zeros((2, 3), np.float32)), In(np.array([0, 0], I32), const=True)],
-            match="not a permutation")
-    rejects("TRANSPOSE", [In(np.zeros((2, 3), np.float32)), In(np.array([-1, 0], I32), const=True)],
-            match="not a permutation")
+    assert_kernel_error("TRANSPOSE", [In(np.zeros((2, 3), np.float32)), In(np.array([0, 0], I32), const=True)],
+                        match="not a permutation")
+    assert_kernel_error("TRANSPOSE", [In(np.zeros((2, 3), np.float32)), In(np.array([-1, 0], I32), const=True)],
+                        match="not a permutation")
 
 
 @pytest.mark.parametrize("dims", [None, [0], [-1], [0, 2], [2, -5]])
@@ -383,7 +338,7 @@ def test_squeeze(dims):
 
 
 def test_squeeze_rejects_a_dim_that_is_not_one():
-    rejects("SQUEEZE", [In(np.zeros((1, 3), np.float32))], {"squeeze_dims": [1]}, match="not 1")
+    assert_kernel_error("SQUEEZE", [In(np.zeros((1, 3), np.float32))], {"squeeze_dims": [1]}, match="not 1")
 
 
 @pytest.mark.parametrize("dtype,quant", DTYPES)
@@ -391,7 +346,7 @@ def test_expand_dims(dtype, quant):
     x = rand(np.random.default_rng(14), (2, 3, 4), dtype)
     for axis in range(-4, 4):
         check_layout("EXPAND_DIMS", [In(x, quant=quant), In(np.array([axis], I32 if axis % 2 else I64), const=True)])
-    rejects("EXPAND_DIMS", [In(x), In(np.array(4, I32), const=True)], match="out of range")
+    assert_kernel_error("EXPAND_DIMS", [In(x), In(np.array(4, I32), const=True)], match="out of range")
 
 
 # -- GATHER -----------------------------------------------------------------------------------
@@ -408,10 +363,10 @@ def test_gather(dtype, quant):
 
 def test_gather_rejects():
     params = In(np.zeros((3, 2), np.float32))
-    rejects("GATHER", [params, In(np.array([0, 3], I32))], match="out of range")
-    rejects("GATHER", [params, In(np.array([-1], I32))], match="out of range")
-    unsupported("GATHER", [(np.zeros((3, 2), np.float32), False), (np.zeros((3,), I32), False)],
-                [((3, 2), np.float32)], {"batch_dims": 1}, match="batch_dims")
+    assert_kernel_error("GATHER", [params, In(np.array([0, 3], I32))], match="out of range")
+    assert_kernel_error("GATHER", [params, In(np.array([-1], I32))], match="out of range")
+    assert_rejected("GATHER", [In(np.zeros((3, 2), np.float32)), In(np.zeros((3,), I32))], {"batch_dims": 1},
+                    match="batch_dims")
 
 
 # -- SPLIT / SPLIT_V / PACK / UNPACK ----------------------------------------------------------
@@ -447,11 +402,12 @@ def test_split_v(dtype, quant):
 
 def test_split_rejects():
     x = In(np.zeros((4, 3), np.float32))
-    rejects("SPLIT", [In(np.array(1, I32), const=True), x], {"num_splits": 2}, n_outputs=2, match="does not split")
-    rejects("SPLIT_V", [x, In(np.array([1, 2], I32), const=True), In(np.array(0, I32), const=True)],
-            {"num_splits": 2}, n_outputs=2, match="do not add up")
-    rejects("SPLIT_V", [x, In(np.array([-1, -1], I32), const=True), In(np.array(0, I32), const=True)],
-            {"num_splits": 2}, n_outputs=2, match="one -1")
+    assert_kernel_error("SPLIT", [In(np.array(1, I32), const=True), x], {"num_splits": 2}, n_outputs=2,
+                        match="does not split")
+    assert_kernel_error("SPLIT_V", [x, In(np.array([1, 2], I32), const=True), In(np.array(0, I32), const=True)],
+                        {"num_splits": 2}, n_outputs=2, match="do not add up")
+    assert_kernel_error("SPLIT_V", [x, In(np.array([-1, -1], I32), const=True), In(np.array(0, I32), const=True)],
+                        {"num_splits": 2}, n_outputs=2, match="one -1")
 
 
 @pytest.mark.parametrize("dtype,quant", DTYPES[:4])
@@ -469,10 +425,10 @@ def test_pack_unpack(dtype, quant):
 
 
 def test_pack_unpack_reject():
-    rejects("PACK", [In(np.zeros(2, np.float32)), In(np.zeros(3, np.float32))], {"values_count": 2},
-            match="differ")
-    rejects("UNPACK", [In(np.zeros((2, 3), np.float32))], {"num": 3, "axis": 0}, n_outputs=3,
-            match="does not unpack")
+    assert_kernel_error("PACK", [In(np.zeros(2, np.float32)), In(np.zeros(3, np.float32))], {"values_count": 2},
+                        match="differ")
+    assert_kernel_error("UNPACK", [In(np.zeros((2, 3), np.float32))], {"num": 3, "axis": 0}, n_outputs=3,
+                        match="does not unpack")
 
 
 # -- TILE / SHAPE -----------------------------------------------------------------------------
@@ -499,9 +455,9 @@ def test_shape(out_dtype):
 
 def test_layout_ops_refuse_missing_or_bad_index_inputs():
     x = np.zeros((2, 3), np.float32)
-    unsupported("TRANSPOSE", [(x, False), (np.array([1.0, 0.0], np.float32), True)], [((3, 2), np.float32)],
-                match="perm must be an int32 tensor")
-    unsupported("TILE", [(x, False)], [((2, 3), np.float32)], match="takes 2 inputs")
+    assert_rejected("TRANSPOSE", [In(x), In(np.array([1.0, 0.0], np.float32), const=True)],
+                    match="perm must be an int32 tensor", outputs=[((3, 2), np.float32, None)])
+    assert_rejected("TILE", [In(x)], match="takes 2 inputs")
 
 
 def test_dynamic_shape_inputs_are_read_at_run_time():

@@ -78,6 +78,16 @@ def test_sparsity_roundtrip():
     assert same(back.subgraphs[0].tensors[0].sparsity, sparsity)
 
 
+def test_variable_tensor_roundtrip():
+    b = ModelBuilder()
+    state = b.tensor("state", (1, 4), is_variable=True)
+    y = b.tensor("y", (1, 4))
+    b.op("RELU", [state], [y])
+    b.output(y)
+    tensors = read_model(b.build()).subgraphs[0].tensors
+    assert tensors[state].is_variable and not tensors[y].is_variable
+
+
 @pytest.mark.parametrize("name", ["selfie_segmentation", "pose_detection", "face_landmark_with_attention"])
 def test_real_models_roundtrip(mediapipe_models, name):
     model = read_model(mediapipe_models[name])

@@ -1,3 +1,54 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""AVERAGE_POOL_2D and MAX_POOL_2D: kernels_glsl/pool.glsl, one template for both.
+
+A global pool (one output whose window covers the whole input, as in MediaPipe's selfie
+segmentation: 128x128 windows) runs as a spatial reduction instead (reduce.py), which spreads each
+window over a workgroup rather than looping over it in one invocation.
+"""
+from ...ops import pool as reference
+from ...ops.common import spatial_geometry
+from ..layout import bhwc
+from . import reduce
+from .base import Dispatch
+
+OP_CODES = {"MAX_POOL_2D": 0, "AVERAGE_POOL_2D": 1}
+AS_REDUCTION = {"MAX_POOL_2D": "REDUCE_MAX", "AVERAGE_POOL_2D": "MEAN"}
+
+
+def supports(node):
+    """The reference kernel's checks (arity, rank 4, window, strides, padding, clamp activation,
+    output shape) are exactly what the GPU kernel needs too."""
+    return reference.SUPPORT[node.op](node)
+
+
+def _geometry(node):
+    """(filter (h, w), strides (h, w), output (h, w), padding before (top, left))."""
+    x = node.inputs[0]
+    window = (node.options["filter_height"], node.options["filter_width"])
+    strides = (node.options["stride_h"], node.options["stride_w"])
+    oh, ow, top, left = spatial_geometry(x.shape[1:3], window, strides, (1, 1), node.options["padding"])
+    return window, strides, (oh, ow), (top, left)
+
+
+def _is_global(node):
+    """One output whose window, unpadded, covers the whole input."""
+    window, _, out_hw, pads = _geometry(node)
+    in_hw = node.inputs[0].shape[1:3]
+    return out_hw == (1, 1) and pads == (0, 0) and window[0] >= in_hw[0] and window[1] >= in_hw[1]
+
+
+def build(node, env):
+    x, out = node.inputs[0], node.outputs[0]
+    activation = env.activation(node)
+    if _is_global(node):
+        return reduce.reduction(x, out, {1, 2}, AS_REDUCTION[node.op], env, activation)
+    window, strides, _, pads = _geometry(node)
+    in4, out4 = bhwc(x.shape), bhwc(out.shape)
+    params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "channels": out4.c,
+              "window": window[::-1], "stride": strides[::-1], "pad": pads[::-1],  # (x, y) order
+              "in_offset": env.arena(x), "out_offset": env.arena(out)}
+    defines = {"OP": OP_CODES[node.op], "ACTIVATION": activation}
+    return [Dispatch("pool", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=(x,), writes=(out,))]
+
+
+SUPPORT = {op: supports for op in OP_CODES}
+BUILD = {op: build for op in OP_CODES}

@@ -1,3 +1,126 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""Reductions (SUM, MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD) over constant axes:
+kernels_glsl/reduce.glsl. Also runs global pooling (pool.py).
+
+Axes are mapped onto the input's BHWC view. Three variants of the template: one invocation per
+output vec4 (short reductions), one workgroup per output (long reductions with few outputs, e.g. a
+global mean over a large H x W), and a gather when the output's PHWC4 layout is not the input's
+with the reduced axes set to 1 (channels reduced, or dims dropped by keep_dims=false).
+"""
+import numpy as np
+
+from ...ops import reduce as reference
+from ..layout import Shape4, bhwc
+from .base import Dispatch
+
+OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
+# BHWC axis (0 b, 1 h, 2 w, 3 c) of each axis of a rank-r tensor (see layout.bhwc).
+BHWC_AXES = {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}
+# A workgroup reduces one output when the reduction is at least this long (in vec4 elements) and
+# there are few enough outputs that one invocation each would not fill the GPU anyway. On an H200
+# a workgroup per output is already faster for a 7x7 mean over 1280 channels (49 elements, 320
+# outputs), and about 50x faster for a 72x128 mean over 16 channels.
+PARALLEL_MIN_ELEMENTS = 16
+PARALLEL_MAX_OUTPUTS = 8192
+# Reductions in which the zeros of padded channels would count.
+MASKED_OPS = ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
+# The invocations (x, y) that share one output in the parallel variant: with the compiler's
+# workgroup choice this grid is exactly one workgroup (the template stays correct for any other).
+PARALLEL_LANES = (16, 8)
+
+
+def _axes(node):
+    """The reduced axes as given (int list), or a reason string."""
+    x, axes = node.inputs[:2]
+    if not axes.is_const:
+        return f"axes tensor {axes.index} is computed at run time"
+    values = np.asarray(axes.data).reshape(-1)
+    if values.dtype.kind not in "iu":
+        return f"axes tensor {axes.index} is {values.dtype}, expected integers"
+    rank = len(x.shape)
+    if any(not -rank <= int(a) < rank for a in values):
+        return f"axes {values.tolist()} out of range for rank {rank}"
+    return [int(a) % rank for a in values]
+
+
+def supports(node):
+    """The reference kernel's checks (arity, dtypes), constant axes in range, and the output shape
+    they imply."""
+    reason = reference.SUPPORT[node.op](node)
+    if reason:
+        return reason
+    axes = _axes(node)
+    if isinstance(axes, str):
+        return axes
+    x, out = node.inputs[0], node.outputs[0]
+    keep = [1 if a in axes else d for a, d in enumerate(x.shape)]
+    expected = keep if node.options.get("keep_dims", False) else \
+        [d for a, d in enumerate(x.shape) if a not in axes]
+    if list(out.shape) != expected:
+        return f"output shape {list(out.shape)}, expected {expected}"
+    return None
+
+
+def _same_layout(a, b):
+    """True when Shape4 a and b (same element count) have identical PHWC4 layouts: the same
+    channels, and with more than one slice the same batch and the same H x W."""
+    return a.c == b.c and (a.slices == 1 or (a.b == b.b and a.h * a.w == b.h * b.w))
+
+
+def _runs(in4, axes4):
+    """The reduced PHWC4 elements as at most two runs [(count, stride)]: memory order is w, h,
+    slices, batch (strides 1, W, H W, S H W); neighbouring reduced axes merge, size-1 axes are
+    skipped, and a kept axis between two reduced ones splits them."""
+    axes = [(in4.w, 1, 2), (in4.h, in4.w, 1), (in4.slices, in4.h * in4.w, 3),
+            (in4.b, in4.slices * in4.h * in4.w, 0)]
+    runs, in_run = [], False
+    for size, stride, axis in axes:
+        if size == 1:
+            continue
+        if axis in axes4 and in_run:
+            runs[-1] = (runs[-1][0] * size, runs[-1][1])
+        elif axis in axes4:
+            runs.append((size, stride))
+        in_run = axis in axes4
+    return runs or [(1, 1)]
+
+
+def reduction(x, out, axes4, op, env, activation=0):
+    """Dispatches reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into out.
+
+    op: a key of OP_CODES; activation: a fused activation applied to the result (pooling)."""
+    in4, out4 = bhwc(x.shape), bhwc(out.shape)
+    dims = (in4.b, in4.h, in4.w, in4.c)
+    keep = Shape4(*(1 if a in axes4 else d for a, d in enumerate(dims)))
+    runs = _runs(in4, axes4)
+    (count, stride), (outer_count, outer_stride) = runs[0], runs[1] if len(runs) == 2 else (1, 0)
+    elements = count * outer_count
+    params = {"in_size": in4.as_ivec4(), "in_channels": in4.c, "run": (count, stride, outer_stride),
+              "elements": elements, "k_size": keep.as_ivec4(), "out_channels": out4.c,
+              "in_offset": env.arena(x), "out_offset": env.arena(out)}
+    if op == "MEAN":
+        params["values"] = int(np.prod([d for a, d in enumerate(dims) if a in axes4]))
+    gather = not _same_layout(keep, out4)
+    outputs = keep.elements
+    parallel = not gather and elements >= PARALLEL_MIN_ELEMENTS and outputs <= PARALLEL_MAX_OUTPUTS
+    reduce_c = 3 in axes4
+    defines = {"OP": OP_CODES[op], "ACTIVATION": activation, "RUNS": len(runs), "REDUCE_C": int(reduce_c),
+               "MASK_C": int(reduce_c and in4.c % 4 != 0 and op in MASKED_OPS),
+               "PARALLEL": int(parallel), "GATHER": int(gather)}
+    if gather:
+        params.update(out_size=out4.as_ivec4(), k_channels=keep.c)
+        grid = (out4.w, out4.h, out4.slices * out4.b)
+    elif parallel:
+        grid = PARALLEL_LANES + (outputs,)
+    else:
+        grid = (keep.w, keep.h, keep.slices * keep.b)
+    return [Dispatch("reduce", grid, defines, params, reads=(x,), writes=(out,))]
+
+
+def build(node, env):
+    rank = len(node.inputs[0].shape)
+    axes4 = {BHWC_AXES[rank][a] for a in _axes(node)}
+    return reduction(node.inputs[0], node.outputs[0], axes4, node.op, env)
+
+
+SUPPORT = {op: supports for op in OP_CODES}
+BUILD = {op: build for op in OP_CODES}

@@ -1,3 +1,43 @@
-"""(being written)"""
-SUPPORT = {}
-BUILD = {}
+"""SOFTMAX and LOG_SOFTMAX over the last axis (the channels of the BHWC view):
+kernels_glsl/softmax.glsl. A pixel with many channel slices (e.g. [1, 1001] logits) is spread over
+a workgroup; otherwise one invocation handles one pixel."""
+from ...ops import softmax as reference
+from ..layout import bhwc
+from .base import Dispatch
+
+LOG = {"SOFTMAX": 0, "LOG_SOFTMAX": 1}
+# A workgroup handles one pixel when it has at least this many slices (16 slices = 64 channels)
+# and there are few enough pixels that one invocation each would not fill the GPU anyway.
+PARALLEL_MIN_SLICES = 16
+PARALLEL_MAX_PIXELS = 8192
+# Invocations (x, y) sharing one pixel in the parallel variant (one workgroup with the compiler's
+# workgroup choice; the template stays correct for any other).
+PARALLEL_LANES = (16, 8)
+
+
+def supports(node):
+    """The reference kernel's checks (arity, dtypes, rank >= 1) and an output of the input's shape."""
+    reason = reference.SUPPORT[node.op](node)
+    if reason:
+        return reason
+    x, out = node.inputs[0], node.outputs[0]
+    if tuple(out.shape) != tuple(x.shape):
+        return f"output shape {list(out.shape)} differs from input {list(x.shape)}"
+    return None
+
+
+def build(node, env):
+    x, out = node.inputs[0], node.outputs[0]
+    s4 = bhwc(x.shape)
+    pixels = s4.b * s4.h * s4.w
+    parallel = s4.slices >= PARALLEL_MIN_SLICES and pixels <= PARALLEL_MAX_PIXELS
+    beta = float(node.options.get("beta", 0.0)) if node.op == "SOFTMAX" else 1.0
+    params = {"size": s4.as_ivec4(), "channels": s4.c, "beta": beta,
+              "in_offset": env.arena(x), "out_offset": env.arena(out)}
+    grid = PARALLEL_LANES + (pixels,) if parallel else (s4.w, s4.h, s4.b)
+    return [Dispatch("softmax", grid, {"LOG": LOG[node.op], "PARALLEL": int(parallel)}, params,
+                     reads=(x,), writes=(out,))]
+
+
+SUPPORT = {op: supports for op in LOG}
+BUILD = {op: build for op in LOG}

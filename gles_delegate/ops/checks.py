@@ -1,0 +1,112 @@
+"""What the reference kernels' SUPPORT checks share: errors that name the node, arity, index
+inputs, quantization parameters, window options and fused activations.
+
+A check returns None when the node is fine, else a string saying why not (see ops/__init__.py).
+"""
+import numpy as np
+
+from ..errors import ModelError
+from .common import (PADDING_SAME, PADDING_VALID, activation_range, dilations_of, fused_activation,
+                     spatial_geometry, strides_of)
+
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def node_error(node, message):
+    """A ModelError that names the operator (`#<index> (<OP>)`)."""
+    return ModelError(f"operator {node.label}: {message}")
+
+
+def normalized_axis(node, axis, rank, what="axis"):
+    """A possibly negative axis as an index in [0, rank); a ModelError naming the node if it is
+    out of range."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise node_error(node, f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+# -- arity and types ----------------------------------------------------------------------
+def arity_reason(node, n_inputs, n_outputs=1, optional=()):
+    """Why the node's input/output counts or tensors do not fit, or None. `n_inputs` is an int or
+    a tuple of accepted counts, `n_outputs` an int or None (any count); every input but those in
+    `optional` must be present, and every tensor of a type numpy can hold."""
+    accepted = n_inputs if isinstance(n_inputs, tuple) else (n_inputs,)
+    if len(node.inputs) not in accepted:
+        return f"takes {' or '.join(map(str, accepted))} inputs, got {len(node.inputs)}"
+    if n_outputs is not None and len(node.outputs) != n_outputs:
+        return f"takes {n_outputs} outputs, got {len(node.outputs)}"
+    required = [t for k, t in enumerate(node.inputs) if k not in optional] + list(node.outputs)
+    if any(t is None or t.dtype is None for t in required):
+        return "has a missing tensor or one of a type numpy cannot hold (string, int4, ...)"
+    return None
+
+
+def with_arity(required, optional, check):
+    """A SUPPORT function: `required` inputs (none omitted), up to `optional` more (each of which
+    may be omitted) and one output, as arity_reason checks them; then `check(node)`."""
+    counts = tuple(range(required, required + optional + 1))
+    optional_indices = tuple(range(required, required + optional))
+
+    def support(node):
+        return arity_reason(node, counts, 1, optional_indices) or check(node)
+    return support
+
+
+def float32_reason(node):
+    """Why a float32-only kernel cannot take the node's tensors, or None (omitted inputs pass)."""
+    for tensor in [*node.inputs, *node.outputs]:
+        if tensor is not None and tensor.dtype != np.float32:
+            return f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype}"
+    return None
+
+
+def index_input_reason(node, k, what, int32_only=False):
+    """Why input k (an index/shape tensor) is unusable, or None. `int32_only` for the inputs
+    TFLite reads as int32 whatever their type (an int64 vector would be misread)."""
+    tensor = node.inputs[k] if k < len(node.inputs) else None
+    accepted = INDEX_DTYPES[:1] if int32_only else INDEX_DTYPES
+    if tensor is None or tensor.dtype not in accepted:
+        return f"{what} must be an {' or '.join(map(str, accepted))} tensor"
+    return None
+
+
+def quantization_reason(node, tensors, per_channel=False):
+    """None when every tensor has quantization parameters with positive scales (a single scale
+    unless `per_channel`), else why not."""
+    for t in tensors:
+        q = t.quantization
+        if q is None:
+            return f"{node.op} on {t.dtype} needs quantization parameters on tensor {t.index}"
+        if q.scales.size != 1 and not per_channel:
+            return f"{node.op} supports only per-tensor quantization (tensor {t.index} is per-channel)"
+        if not np.all(q.scales > 0):
+            return f"{node.op}: tensor {t.index} has a non-positive scale"
+    return None
+
+
+# -- windows and fused activations --------------------------------------------------------
+def check_window_options(node, with_dilation):
+    """Why a windowed op's padding / strides / dilations / fused activation are unsupported, or None."""
+    if node.options.get("padding") not in (PADDING_SAME, PADDING_VALID):
+        return f"padding {node.options.get('padding')} is not SAME or VALID"
+    if min(strides_of(node)) < 1:
+        return f"strides {list(strides_of(node))} must be >= 1"
+    if with_dilation and min(dilations_of(node)) < 1:
+        return f"dilations {list(dilations_of(node))} must be >= 1"
+    return check_activation(node)
+
+
+def check_activation(node):
+    """Why a node's fused activation is unsupported, or None. TFLite's convolution and pooling
+    kernels only clamp: they silently ignore a fused TANH or SIGN_BIT (where TFLite's GPU delegate
+    applies it), so we refuse those rather than pick one of the two answers."""
+    if activation_range(fused_activation(node)) is None:
+        return f"fused activation {fused_activation(node)} is not a clamp (NONE, RELU, RELU_N1_TO_1, RELU6)"
+    return None
+
+
+def check_output_size(node, in_hw, kernel_hw, strides, dilations):
+    """Why a windowed op would have an empty output (a kernel larger than a VALID input), or None."""
+    oh, ow, _, _ = spatial_geometry(in_hw, kernel_hw, strides, dilations, node.options["padding"])
+    return None if min(oh, ow) >= 1 else f"output size {oh}x{ow}: the window does not fit the input"

@@ -1,0 +1,36 @@
+// MAX_POOL_2D (OP 0) and AVERAGE_POOL_2D (OP 1) on PHWC4, one output vec4 per invocation.
+// The window of output (x, y) starts at (x, y) * stride - pad; only its in-bounds part is read, so
+// padding never wins a max and an average divides by the number of elements it really summed
+// (TFLite's semantics). Clipping the loop bounds instead of testing each tap keeps the inner loop
+// free of branches.
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int s = gid.z % out_size.z;
+  int b = gid.z / out_size.z;
+  ivec2 start = gid.xy * stride - pad;
+  ivec2 lo = max(start, ivec2(0));
+  ivec2 hi = min(start + window, in_size.xy);
+  int base = in_offset + (b * in_size.z + s) * in_size.y * in_size.x;
+#if OP == 0
+  vec4 acc = vec4(uintBitsToFloat(0xff800000u));  // -inf
+#else
+  highp vec4 acc = vec4(0.0);  // sums accumulate in float in every precision
+#endif
+  for (int y = lo.y; y < hi.y; y++) {
+    for (int x = lo.x; x < hi.x; x++) {
+      vec4 v = load(base + y * in_size.x + x);
+#if OP == 0
+      acc = max(acc, v);
+#else
+      acc += v;
+#endif
+    }
+  }
+#if OP == 1
+  acc /= float((hi.x - lo.x) * (hi.y - lo.y));
+#endif
+  vec4 r = keep_channels(activate(acc), channels, s);
+  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
+}

@@ -1,0 +1,133 @@
+// SOFTMAX (LOG 0) and LOG_SOFTMAX (LOG 1) over the channels of each pixel of a PHWC4 tensor.
+// Numerically stable as TFLite computes it: m = max(x), e = exp((x - m) * beta),
+// softmax = e / sum(e), log_softmax = (x - m) - log(sum(e)) (beta is 1 for LOG_SOFTMAX).
+// Padded channels take part in neither the max nor the sum, and are written as 0. The max and the
+// sum are highp in every precision (a half-float sum overflows at 65504).
+//
+// PARALLEL 0: one invocation per pixel, three passes over its slices.
+// PARALLEL 1: for many channels (e.g. [1, 1001] logits): the x-y plane of the first workgroup along
+//   x and y handles pixel gl_GlobalInvocationID.z, each lane a strided share of the slices; the
+//   max and the sum are folded across lanes in shared memory.
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+highp float max4(highp vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+
+// The max over the channels of slices first, first + step, ... of one pixel, whose slice s is
+// element base + s * plane of the tensor.
+highp float local_max(int base, int plane, int first, int step) {
+  highp float m = NEG_INF;
+  for (int s = first; s < size.z; s += step) {
+    vec4 v = load(in_offset + base + s * plane);
+    m = max(m, max4(mix(vec4(NEG_INF), v, lessThan(ivec4(4 * s) + ivec4(0, 1, 2, 3), ivec4(channels)))));
+  }
+  return m;
+}
+
+highp vec4 scaled_exp(vec4 v, highp float m, int s) {
+  return keep_channels(exp((v - m) * beta), channels, s);
+}
+
+highp float local_sum(int base, int plane, int first, int step, highp float m) {
+  highp float sum = 0.0;
+  for (int s = first; s < size.z; s += step) {
+    sum += dot(scaled_exp(load(in_offset + base + s * plane), m, s), vec4(1.0));
+  }
+  return sum;
+}
+
+void write_slices(int base, int plane, int first, int step, highp float m, highp float sum) {
+  highp float log_sum = log(sum);
+  highp float inv_sum = 1.0 / sum;
+  for (int s = first; s < size.z; s += step) {
+    vec4 v = load(in_offset + base + s * plane);
+#if LOG
+    vec4 r = keep_channels((v - m) - log_sum, channels, s);
+#else
+    vec4 r = scaled_exp(v, m, s) * inv_sum;
+#endif
+    store(out_offset + base + s * plane, r);
+  }
+}
+
+#if PARALLEL
+#define LANES (WG_X * WG_Y)
+shared highp float partial[WG_X * WG_Y * WG_Z];
+
+// Fold slots [s, 2s) of this z-layer into [0, s) by max or by sum. Barriers must stay outside
+// control flow (GLSL ES 3.10), so fold_lanes unrolls the steps; the guard also covers a LANES that
+// is not a power of 2.
+void tree_step(int lane, int slot, int s, bool is_max) {
+  memoryBarrierShared();
+  barrier();
+  if (lane < s && lane + s < LANES) {
+    highp float a = partial[slot], b = partial[slot + s];
+    partial[slot] = is_max ? max(a, b) : a + b;
+  }
+}
+
+// Leaves the fold of the z-layer's LANES slots in its slot 0, visible to every lane.
+void fold_lanes(int lane, int slot, bool is_max) {
+#if LANES > 512
+  tree_step(lane, slot, 512, is_max);
+#endif
+#if LANES > 256
+  tree_step(lane, slot, 256, is_max);
+#endif
+#if LANES > 128
+  tree_step(lane, slot, 128, is_max);
+#endif
+#if LANES > 64
+  tree_step(lane, slot, 64, is_max);
+#endif
+#if LANES > 32
+  tree_step(lane, slot, 32, is_max);
+#endif
+#if LANES > 16
+  tree_step(lane, slot, 16, is_max);
+#endif
+#if LANES > 8
+  tree_step(lane, slot, 8, is_max);
+#endif
+#if LANES > 4
+  tree_step(lane, slot, 4, is_max);
+#endif
+#if LANES > 2
+  tree_step(lane, slot, 2, is_max);
+#endif
+#if LANES > 1
+  tree_step(lane, slot, 1, is_max);
+#endif
+  memoryBarrierShared();
+  barrier();
+}
+
+void main() {
+  int lane = int(gl_LocalInvocationID.x) + WG_X * int(gl_LocalInvocationID.y);
+  int layer = int(gl_LocalInvocationID.z) * LANES;
+  int pixel = int(gl_GlobalInvocationID.z);
+  // No early return: every invocation of the workgroup must reach the barriers.
+  bool live = gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u && pixel < grid.z;
+  int plane = size.x * size.y;
+  int hw = pixel % plane;
+  int base = (pixel / plane) * size.z * plane + hw;  // slice 0 of this pixel
+  partial[layer + lane] = live ? local_max(base, plane, lane, LANES) : NEG_INF;
+  fold_lanes(lane, layer + lane, true);
+  highp float m = partial[layer];
+  barrier();  // everyone has read the max before the slots are reused
+  partial[layer + lane] = live ? local_sum(base, plane, lane, LANES, m) : 0.0;
+  fold_lanes(lane, layer + lane, false);
+  if (live) write_slices(base, plane, lane, LANES, m, partial[layer]);
+}
+
+#else
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int plane = size.x * size.y;
+  int base = gid.z * size.z * plane + gid.y * size.x + gid.x;  // slice 0 of pixel (x, y, batch z)
+  highp float m = local_max(base, plane, 0, 1);
+  highp float sum = local_sum(base, plane, 0, 1, m);
+  write_slices(base, plane, 0, 1, m, sum);
+}
+#endif

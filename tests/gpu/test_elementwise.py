@@ -1,0 +1,80 @@
+"""GPU elementwise unary ops (kernels_glsl/unary.glsl) against the numpy reference, in every
+precision: every op code, LEAKY_RELU's alpha, GELU's two forms, PRELU's slope as a constant of
+every broadcast shape or a runtime tensor, on shapes with padded channels, batches, 1x1 and rank 0-4."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.gpu.gpulib import PRECISIONS, check_gpu
+from tests.oplib import In
+
+OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "RSQRT",
+       "ABS", "NEG", "HARD_SWISH", "ELU"]
+SHAPES = [(1, 5, 6, 7), (2, 3, 4, 1), (1, 1, 1, 9), (3, 8), (13,), ()]
+
+
+def sample(op, rng, shape):
+    """Inputs in the op's domain: positive for LOG / SQRT / RSQRT, |x| < 5 for EXP (its result
+    fits half floats), else spread over the clamps and the curved parts (|x| up to ~12)."""
+    x = rng.normal(0, 4, shape).astype(np.float32)
+    if op in ("LOG", "SQRT", "RSQRT"):
+        return np.abs(x) + np.float32(0.01)
+    if op == "EXP":
+        return np.clip(x, -5, 5)
+    return x
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", OPS)
+def test_unary(op, precision):
+    rng = np.random.default_rng(sum(map(ord, op)))
+    for shape in SHAPES:
+        check_gpu(op, [In(sample(op, rng, shape))], {}, precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu(approximate, precision):
+    rng = np.random.default_rng(int(approximate))
+    for shape in [(1, 4, 5, 6), (2, 9)]:
+        # Far tails included: exact GELU there is 0.5 x erfc(-x / sqrt 2), tiny but not 0.
+        x = rng.normal(0, 4, shape).astype(np.float32)
+        check_gpu("GELU", [In(x)], {"approximate": approximate}, precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("alpha", [0.2, 0.0, -1.5, 3.0])
+def test_leaky_relu(alpha, precision):
+    x = np.random.default_rng(7).normal(0, 3, (2, 3, 4, 5)).astype(np.float32)
+    check_gpu("LEAKY_RELU", [In(x)], {"alpha": alpha}, precision)
+
+
+PRELU_CASES = [  # (input shape, alpha shape, alpha constant)
+    ((1, 6, 6, 8), (1, 1, 8), True),     # MediaPipe: one slope per channel
+    ((1, 5, 4, 7), (7,), True),
+    ((2, 3, 4, 5), (2, 3, 4, 5), True),  # a slope per element
+    ((1, 3, 3, 6), (1,), True),          # one slope for every channel
+    ((2, 3, 4, 5), (3, 1, 5), True),
+    ((2, 3, 4, 5), (3, 1, 5), False),    # slope computed at run time
+    ((3, 10), (10,), False),
+]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("x_shape,alpha_shape,const", PRELU_CASES)
+def test_prelu(x_shape, alpha_shape, const, precision):
+    rng = np.random.default_rng(len(x_shape) + len(alpha_shape))
+    x = rng.normal(0, 3, x_shape).astype(np.float32)
+    alpha = rng.uniform(-0.5, 1.5, alpha_shape).astype(np.float32)
+    check_gpu("PRELU", [In(x), In(alpha, const=const)], {}, precision)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(OPS + ["GELU", "LEAKY_RELU"]), st.lists(st.integers(1, 9), min_size=1, max_size=4),
+       st.sampled_from(PRECISIONS), st.integers(0, 2 ** 31))
+def test_unary_random_shapes(op, shape, precision, seed):
+    rng = np.random.default_rng(seed)
+    options = {"GELU": {"approximate": bool(seed % 2)}, "LEAKY_RELU": {"alpha": 0.1}}.get(op, {})
+    check_gpu(op, [In(sample(op, rng, tuple(shape)))], options, precision)
+

@@ -1,0 +1,109 @@
+"""GPU reductions (kernels_glsl/reduce.glsl) against the numpy reference, in every precision: every
+op over spatial, channel, batch and mixed axes, with and without keep_dims, in each of the
+template's three variants (a loop per output, a workgroup per output, a gather into another
+layout), and sums that would overflow half-float accumulators."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gles_delegate.gpu import kernels
+from gles_delegate.gpu.kernels.base import KernelEnv
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import read_model
+from tests.gpu.gpulib import PRECISIONS, check_gpu
+from tests.oplib import In, single_op_model
+
+OPS = ["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"]
+
+CASES = [  # (x shape, axes, keep_dims, variant)
+    ((1, 7, 7, 1280), [1, 2], False, "parallel"),  # MobileNet v2's global mean
+    ((1, 72, 128, 16), [1, 2], True, "parallel"),  # selfie segmentation's squeeze-excite means
+    ((2, 9, 16, 30), [2, 1], False, "parallel"),   # batch 2, padded channels
+    ((1, 1, 1, 5), [1, 2], True, "loop"),          # 1x1 spatial
+    ((2, 5, 6, 7), [3], True, "loop"),             # channels: padded lanes must not count
+    ((1, 4, 4, 300), [-1], True, "parallel"),      # many channels
+    ((1, 100, 100, 80), [3], True, "loop"),        # too many outputs for a workgroup each
+    ((2, 5, 6, 7), [3], False, "gather"),          # [2, 5, 6]: the output's channels were W
+    ((3, 4, 5, 6), [0], False, "loop"),            # batch
+    ((2, 5, 6, 9), [1], False, "gather"),          # [2, 6, 9]: H dropped, batch becomes H
+    ((2, 5, 6, 9), [1, 1, -3], True, "loop"),      # duplicated axes
+    ((2, 5, 6, 9), [2, 3], True, "parallel"),      # W and channels: two runs in memory
+    ((2, 5, 6, 9), [0, 2], False, "gather"),       # batch and W: two runs, [5, 9]
+    ((2, 3, 40, 9), [0, 1, 2, 3], False, "parallel"),  # everything, to a scalar
+    ((3, 9), [1], False, "gather"),
+    ((4, 300), [0], False, "loop"),
+    ((2, 3, 4), [0, 2], True, "loop"),
+    ((13,), [0], False, "loop"),
+]
+
+
+def sample(op, rng, shape):
+    """Random inputs; for REDUCE_PROD, values 1 + k / 1024 (|k| <= 8) that half floats hold exactly,
+    so products of thousands of them stay in range and half storage adds no input error."""
+    if op == "REDUCE_PROD":
+        return (1 + rng.integers(-8, 9, shape) / 1024).astype(np.float32)
+    return rng.normal(0, 3, shape).astype(np.float32)
+
+
+def reduce_inputs(x, axes):
+    return [In(x), In(np.asarray(axes, np.int32), const=True)]
+
+
+def dispatches(op, inputs, options):
+    """The dispatches the GPU kernel builds for a one-op model (which template variant runs)."""
+    node = Graph.from_model(read_model(single_op_model(op, inputs, options))).nodes[0]
+    return kernels.BUILD[op](node, KernelEnv("fp32", {}))
+
+
+def variant(d):
+    return "parallel" if d.defines.get("PARALLEL") else "gather" if d.defines.get("GATHER") else "loop"
+
+
+def test_cases_cover_every_variant():
+    """Each case runs the variant it names, and the cases also cover two runs of elements and
+    the masking of padded channels (max, min and product over channels)."""
+    seen = set()
+    for x_shape, axes, keep_dims, expected in CASES:
+        x = np.zeros(x_shape, np.float32)
+        (d,) = dispatches("REDUCE_MAX", reduce_inputs(x, axes), {"keep_dims": keep_dims})
+        assert d.template == "reduce" and variant(d) == expected, (x_shape, axes)
+        seen |= {(variant(d), f"RUNS {d.defines['RUNS']}", f"MASK_C {d.defines['MASK_C']}")}
+    assert {"RUNS 2", "MASK_C 1"} <= {item for key in seen for item in key[1:]}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("x_shape,axes,keep_dims,expected", CASES)
+@pytest.mark.parametrize("op", OPS)
+def test_reduce(op, x_shape, axes, keep_dims, expected, precision):
+    x = sample(op, np.random.default_rng(sum(x_shape)), x_shape)
+    check_gpu(op, reduce_inputs(x, axes), {"keep_dims": keep_dims}, precision)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+@pytest.mark.parametrize("x_shape", [(1, 64, 64, 3), (1, 5, 5, 3)])
+def test_mean_near_half_limit(x_shape, precision):
+    """Values near 60000: a half-float sum overflows after two of them."""
+    x = np.random.default_rng(0).uniform(50000, 60000, x_shape).astype(np.float32)
+    check_gpu("MEAN", reduce_inputs(x, [1, 2]), {"keep_dims": True}, precision)
+    check_gpu("MEAN", reduce_inputs(x, [3]), {"keep_dims": True}, precision)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+@pytest.mark.parametrize("size", [32, 6])
+def test_sum_with_partial_sums_beyond_half_range(size, precision):
+    """+-60000 (exact in half floats) that cancel: the running sums reach millions, the result is
+    small. Channel 1 holds small integers, so the result is not all zero."""
+    x = np.zeros((1, size, size, 2), np.float32)
+    x[:, : size // 2, :, 0], x[:, size // 2:, :, 0] = 60000, -60000
+    x[..., 1] = np.random.default_rng(size).integers(0, 4, (1, size, size))
+    check_gpu("SUM", reduce_inputs(x, [1, 2]), {"keep_dims": False}, precision)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(OPS), st.lists(st.integers(1, 9), min_size=1, max_size=4), st.booleans(),
+       st.sampled_from(PRECISIONS), st.integers(0, 2 ** 31))
+def test_reduce_random(op, shape, keep_dims, precision, seed):
+    rng = np.random.default_rng(seed)
+    axes = rng.integers(-len(shape), len(shape), int(rng.integers(1, len(shape) + 2)))
+    check_gpu(op, reduce_inputs(sample(op, rng, tuple(shape)), axes), {"keep_dims": keep_dims}, precision)
