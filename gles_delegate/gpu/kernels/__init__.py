@@ -6,11 +6,11 @@ exact node; the checks every kernel shares (float32 tensors of rank <= 4) are ma
 """
 import numpy as np
 
-from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, reduce,
-               resize, softmax, transpose_conv)
+from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
+               reduce, resize, softmax, transpose_conv)
 
-_MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, reduce,
-            resize, softmax, transpose_conv)
+_MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
+            reduce, resize, softmax, transpose_conv)
 
 SUPPORT = {}
 BUILD = {}
