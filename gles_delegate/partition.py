@@ -58,4 +58,7 @@ def _boundary(graph, nodes):
     read_outside = {id(t) for n in graph.nodes if id(n) not in inside for t in n.inputs if t is not None}
     outputs = [t for n in nodes for t in n.outputs
                if id(t) in read_outside or graph.is_graph_output(t)]
+    # Variable tensors (LSTM state) are read and then updated in place by kernels: they are
+    # uploaded every invoke (inputs above) and what the kernels wrote back is downloaded.
+    outputs += [t for t in inputs if t.is_variable]
     return PartitionSpec(nodes=nodes, inputs=inputs, outputs=outputs)
