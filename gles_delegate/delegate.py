@@ -159,7 +159,7 @@ class GpuDelegate:
 
     # -- the user's side ------------------------------------------------------------------
     def summary(self):
-        """What the delegate did with the last model it was given (see README for the keys)."""
+        """What the delegate did with the last model it was given (keys: docs/usage.md)."""
         return dict(self._summary)
 
     def close(self):

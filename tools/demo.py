@@ -100,7 +100,7 @@ def main(argv=None):
 
     print("agreement per output (max abs error, and relative to max|reference|):")
     for k, detail in enumerate(gpu.get_output_details()):
-        line = f"  {detail['name']} {list(detail['shape'])}:"
+        line = f"  {detail['name']} {detail['shape'].tolist()}:"
         if litert_results is not None:
             err, rel = agreement(ours[k], litert_results[k])
             line += f" vs LiteRT {err:.2e} ({rel:.2e})"

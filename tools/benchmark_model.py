@@ -1,0 +1,381 @@
+"""Benchmark a .tflite model on the GPU delegate, in the manner of TFLite's benchmark_model.
+
+    gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc]
+                   [--num_runs=50] [--min_secs=1] [--max_secs=150] [--warmup_runs=1]
+                   [--warmup_min_secs=0.5] [--num_threads=-1] [--max_delegated_partitions=1]
+                   [--serialization_dir=DIR] [--model_token=TOKEN] [--compare=litert]
+                   [--seed=0] [--json=FILE]
+
+Like benchmark_model it feeds seeded random inputs, runs a warm-up phase (at least
+warmup_runs runs and warmup_min_secs seconds) and then the measured phase (at least num_runs
+runs and min_secs seconds, stopping after max_secs). Every timed run is end to end: set the
+inputs, invoke, read the outputs. It prints the init time (delegate + interpreter +
+allocate_tensors), the first inference, the warm-up average, the inference average / median /
+p90 / min, the GPU intermediate memory against its lower bound, the host peak RSS and what the
+delegate ran where. --compare=litert runs ai-edge-litert on the same inputs in the same
+process: its interpreter (XNNPACK) and its GPU accelerator where one works.
+
+--use_gpu defaults to true here (benchmark_model's default is false: this tool exists to
+measure the GPU delegate); --use_gpu=false times the numpy reference kernels. --num_threads is
+passed to the interpreters; gles_delegate's CPU path ignores it (numpy decides its own
+threading), LiteRT uses it.
+
+--json=FILE writes the same numbers: {tool, gles_delegate_version, model, model_size_mb,
+params, runtime, init_ms, first_inference_ms, warmup, inference, memory, delegation[, compare]}
+where warmup and inference hold {count, first_ms, avg_ms, median_ms, p90_ms, min_ms, max_ms,
+std_ms}, memory {gpu_intermediate_bytes, gpu_intermediate_lower_bound_bytes,
+gpu_intermediate_naive_bytes, gpu_constant_bytes, host_peak_rss_mb, host_rss_init_delta_mb},
+delegation GpuDelegate.summary() plus ops {op: {gpu, cpu}}, and compare {litert_xnnpack,
+litert_gpu}, each either the timing keys of a run or {status: "unavailable: why"}.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
+from gles_delegate.delegate import PRECISIONS
+from gles_delegate.tools import common
+
+STATS_KEYS = ("count", "first_ms", "avg_ms", "median_ms", "p90_ms", "min_ms", "max_ms", "std_ms")
+MEMORY_KEYS = ("gpu_intermediate_bytes", "gpu_intermediate_lower_bound_bytes", "gpu_intermediate_naive_bytes",
+               "gpu_constant_bytes", "host_peak_rss_mb", "host_rss_init_delta_mb")
+JSON_KEYS = ("tool", "gles_delegate_version", "model", "model_size_mb", "params", "runtime", "init_ms",
+             "first_inference_ms", "warmup", "inference", "memory", "delegation")
+
+
+def parse_bool(text):
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="gles-benchmark", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--graph", required=True, help="the .tflite model (or a MediaPipe model name)")
+    p.add_argument("--use_gpu", type=parse_bool, nargs="?", const=True, default=True,
+                   help="run on the GPU delegate (default true); false: the numpy reference kernels")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="GPU precision (default: GpuDelegateOptions' default, fp32)")
+    p.add_argument("--num_runs", type=int, default=50, help="minimum number of measured runs (default 50)")
+    p.add_argument("--min_secs", type=float, default=1.0, help="minimum seconds of measured runs (default 1)")
+    p.add_argument("--max_secs", type=float, default=150.0,
+                   help="stop starting runs after this many seconds per phase (default 150)")
+    p.add_argument("--warmup_runs", type=int, default=1, help="minimum number of warm-up runs (default 1)")
+    p.add_argument("--warmup_min_secs", type=float, default=0.5, help="minimum seconds of warm-up (default 0.5)")
+    p.add_argument("--num_threads", type=int, default=-1,
+                   help="interpreter threads (-1: default). gles_delegate's numpy CPU path ignores it; "
+                        "LiteRT (--compare) uses it")
+    p.add_argument("--max_delegated_partitions", type=int, default=None,
+                   help="GpuDelegateOptions.max_delegated_partitions (default: the option's default)")
+    p.add_argument("--serialization_dir", "--delegate_serialize_dir", default=None,
+                   help="GpuDelegateOptions.serialization_dir (program and plan cache)")
+    p.add_argument("--model_token", "--delegate_serialize_token", default=None,
+                   help="GpuDelegateOptions.model_token (cache key of the model)")
+    p.add_argument("--compare", choices=["litert"], default=None,
+                   help="also time ai-edge-litert (XNNPACK, and its GPU accelerator where one works)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    return p
+
+
+# -- timing ---------------------------------------------------------------------------------
+def run_phase(run_once, min_runs, min_secs, max_secs, label):
+    """benchmark_model's loop: run until at least min_runs runs and min_secs seconds have
+    passed, but start no run after max_secs. Returns the run times in ms."""
+    times = []
+    start = now = time.perf_counter()
+    min_finish, max_finish = start + max(min_secs, 0.0), start + max_secs
+    progress = common.Progress(label, max(min_runs, 1))
+    while (len(times) < min_runs or now < min_finish) and now <= max_finish:
+        times.append(run_once() * 1000.0)
+        now = time.perf_counter()
+        remaining = math.ceil(max(0.0, min_finish - now) / (statistics.fmean(times) / 1000.0))
+        progress.update(len(times), max(min_runs, len(times) + remaining))
+    progress.close()
+    return times
+
+
+def stats(times):
+    """{count, first_ms, avg_ms, median_ms, p90_ms, min_ms, max_ms, std_ms} (None when empty)."""
+    if not times:
+        return {key: (0 if key == "count" else None) for key in STATS_KEYS}
+    return {"count": len(times), "first_ms": times[0], "avg_ms": statistics.fmean(times),
+            "median_ms": statistics.median(times), "p90_ms": float(np.percentile(times, 90)),
+            "min_ms": min(times), "max_ms": max(times),
+            "std_ms": statistics.pstdev(times) if len(times) > 1 else 0.0}
+
+
+def benchmark(run_once, args, label):
+    """Warm-up and measured phases; returns (first_inference_ms, warmup stats, inference stats)."""
+    print(f"Running warm-up for at least {args.warmup_runs} iterations and at least "
+          f"{args.warmup_min_secs:g} seconds but terminate if exceeding {args.max_secs:g} seconds.")
+    warmup = run_phase(run_once, args.warmup_runs, args.warmup_min_secs, args.max_secs, f"{label} warm-up")
+    print(f"  {_stats_line(stats(warmup))}")
+    print(f"Running benchmark for at least {args.num_runs} iterations and at least {args.min_secs:g} "
+          f"seconds but terminate if exceeding {args.max_secs:g} seconds.")
+    measured = run_phase(run_once, args.num_runs, args.min_secs, args.max_secs, label)
+    print(f"  {_stats_line(stats(measured))}")
+    first = warmup[0] if warmup else (measured[0] if measured else None)
+    return first, stats(warmup), stats(measured)
+
+
+def _stats_line(s):
+    if not s["count"]:
+        return "count=0"
+    return (f"count={s['count']} first={s['first_ms']:.2f} min={s['min_ms']:.2f} max={s['max_ms']:.2f} "
+            f"avg={s['avg_ms']:.2f} median={s['median_ms']:.2f} p90={s['p90_ms']:.2f} std={s['std_ms']:.2f} (ms)")
+
+
+def end_to_end(interpreter, inputs):
+    """One timed run: set inputs, invoke, read outputs; returns (seconds, outputs)."""
+    input_indices = [d["index"] for d in interpreter.get_input_details()]
+    output_indices = [d["index"] for d in interpreter.get_output_details()]
+    last = {}
+
+    def run_once():
+        start = time.perf_counter()
+        for index, value in zip(input_indices, inputs):
+            interpreter.set_tensor(index, value)
+        interpreter.invoke()
+        outputs = [interpreter.get_tensor(index) for index in output_indices]
+        elapsed = time.perf_counter() - start
+        last["outputs"] = outputs
+        return elapsed
+    return run_once, last
+
+
+# -- our runtime ----------------------------------------------------------------------------
+def delegate_options(args):
+    fields = {"serialization_dir": args.serialization_dir, "model_token": args.model_token}
+    if args.precision is not None:
+        fields["precision"] = args.precision
+    if args.max_delegated_partitions is not None:
+        fields["max_delegated_partitions"] = args.max_delegated_partitions
+    return GpuDelegateOptions(**fields)
+
+
+def bench_ours(path, args):
+    rss_before = common.current_rss_mb()
+    start = time.perf_counter()
+    delegate = GpuDelegate(delegate_options(args)) if args.use_gpu else None
+    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate] if delegate else None,
+                              num_threads=args.num_threads if args.num_threads > 0 else None)
+    interpreter.allocate_tensors()
+    init_ms = (time.perf_counter() - start) * 1000.0
+    rss_init = common.current_rss_mb()
+    summary = delegate.summary() if delegate else {}
+    on_gpu = common.gpu_partition_of(delegate)
+    graph = interpreter._main.graph
+    ops = {op: {"gpu": g, "cpu": c} for op, (_, g, c) in common.op_counts(graph, on_gpu).items()}
+    runtime = "gles_delegate GPU" if delegate else "gles_delegate CPU (numpy reference kernels)"
+
+    print(f"Runtime: {runtime}")
+    if delegate:
+        print(f"GPU: {summary['renderer']} ({summary['gl_version']}; {summary['gl_api']} on the "
+              f"{summary['egl_platform']} EGL display), precision {summary['precision']}")
+        print(f"Delegation: {summary['gpu_nodes']} of {len(graph.nodes)} nodes on the GPU in "
+              f"{summary['partitions']} partition(s), {summary['cpu_nodes']} on the CPU; "
+              f"{summary['dispatches']} dispatches, {summary['programs']} programs; delegate compile "
+              f"{summary['init_ms']:.1f} ms, cache hit: {'yes' if summary.get('cache_hit') else 'no'}")
+        records = common.rewrite_log(delegate)
+        if records:
+            print(f"Rewrites: {common.rewrite_tally(records)} (gles-inspect lists them)")
+    if args.num_threads > 0 or not delegate:
+        print(f"num_threads: [{args.num_threads}] is ignored by gles_delegate's CPU path (numpy reference "
+              "kernels; numpy/BLAS choose their own threads)")
+    print(f"Initialized session in {init_ms:.1f} ms.")
+
+    inputs = common.seeded_inputs(interpreter.get_input_details(), args.seed)
+    run_once, last = end_to_end(interpreter, inputs)
+    first, warmup, inference = benchmark(run_once, args, "gles_delegate")
+    memory = {
+        "gpu_intermediate_bytes": summary.get("intermediate_bytes", 0),
+        "gpu_intermediate_lower_bound_bytes": summary.get("intermediate_lower_bound_bytes", 0),
+        "gpu_intermediate_naive_bytes": summary.get("intermediate_naive_bytes", 0),
+        "gpu_constant_bytes": summary.get("constant_bytes", 0),
+        "host_peak_rss_mb": common.peak_rss_mb(),
+        "host_rss_init_delta_mb": rss_init - rss_before,
+    }
+    result = {"runtime": runtime, "init_ms": init_ms, "first_inference_ms": first, "warmup": warmup,
+              "inference": inference, "memory": memory, "delegation": {**summary, "ops": ops}}
+    outputs = last.get("outputs")
+    if delegate:
+        delegate.close()
+    return result, inputs, outputs
+
+
+# -- LiteRT ---------------------------------------------------------------------------------
+def litert_version():
+    try:
+        from importlib.metadata import version
+        return version("ai-edge-litert")
+    except Exception:
+        return "unknown"
+
+
+def agreement(ours, theirs):
+    """Max abs error of ours against theirs over all outputs, relative to max |theirs|."""
+    worst = 0.0
+    for a, b in zip(ours or [], theirs or []):
+        b64 = np.asarray(b, np.float64)
+        scale = float(np.max(np.abs(b64))) if b64.size else 0.0
+        err = float(np.max(np.abs(np.asarray(a, np.float64) - b64))) if b64.size else 0.0
+        worst = max(worst, err / scale if scale else err)
+    return worst
+
+
+def bench_litert_xnnpack(path, inputs, args, ours):
+    module = common.litert()
+    if module is None:
+        return {"status": f"unavailable: {common.LITERT_MISSING}"}
+    try:
+        start = time.perf_counter()
+        interpreter = module.Interpreter(model_path=str(path),
+                                         num_threads=args.num_threads if args.num_threads > 0 else None)
+        interpreter.allocate_tensors()
+        init_ms = (time.perf_counter() - start) * 1000.0
+        run_once, last = end_to_end(interpreter, inputs)
+        run_once()  # fail here, not inside the timing loop
+    except Exception as exc:  # a model LiteRT cannot run
+        return {"status": f"unavailable: {common.failure_reason(exc)}"}
+    print(f"LiteRT {litert_version()} interpreter (XNNPACK): initialized in {init_ms:.1f} ms.")
+    first, warmup, inference = benchmark(run_once, args, "LiteRT XNNPACK")
+    return {"status": "ok", "runtime": f"ai-edge-litert {litert_version()} Interpreter (XNNPACK)",
+            "init_ms": init_ms, "first_inference_ms": first, "warmup": warmup, "inference": inference,
+            "max_relative_error_vs_gles_delegate": agreement(ours, last.get("outputs"))}
+
+
+def bench_litert_gpu(path, inputs, args):
+    """LiteRT's GPU accelerator through CompiledModel; it needs WebGPU (Vulkan) or OpenCL, so
+    where neither exists it reports why it is unavailable."""
+    try:
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    except ImportError as exc:
+        return {"status": f"unavailable: {common.LITERT_MISSING if common.litert() is None else exc}"}
+    log, model, error = [], None, None
+    start = time.perf_counter()
+    try:
+        with common.captured_native_stderr() as log:
+            model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
+            input_buffers = model.create_input_buffers(0)
+            output_buffers = model.create_output_buffers(0)
+    except Exception as exc:
+        error = exc
+    if error is not None:
+        return {"status": f"unavailable: {common.failure_reason(error, ''.join(log))}"}
+    init_ms = (time.perf_counter() - start) * 1000.0
+    sizes = []
+    for buffer in output_buffers:
+        detail = buffer.get_tensor_details()
+        sizes.append((int(np.prod(detail["shape"])), detail["dtype"]))
+
+    def run_once():
+        t0 = time.perf_counter()
+        for buffer, value in zip(input_buffers, inputs):
+            buffer.write(value)
+        model.run_by_index(0, input_buffers, output_buffers)
+        for buffer, (count, dtype) in zip(output_buffers, sizes):
+            buffer.read(count, dtype)
+        return time.perf_counter() - t0
+    try:
+        run_once()
+    except Exception as exc:
+        return {"status": f"failed: {common.failure_reason(exc)}"}
+    print(f"LiteRT {litert_version()} CompiledModel (GPU accelerator): initialized in {init_ms:.1f} ms.")
+    first, warmup, inference = benchmark(run_once, args, "LiteRT GPU")
+    return {"status": "ok", "runtime": f"ai-edge-litert {litert_version()} CompiledModel (GPU)",
+            "fully_accelerated": bool(model.is_fully_accelerated()), "init_ms": init_ms,
+            "first_inference_ms": first, "warmup": warmup, "inference": inference}
+
+
+# -- report ---------------------------------------------------------------------------------
+def _timing_line(name, r):
+    inf = r["inference"]
+    if not inf["count"]:
+        return f"  {name:<24} init {r['init_ms']:.1f} ms, no measured runs"
+    return (f"  {name:<24} init {r['init_ms']:8.1f}  first {r['first_inference_ms']:8.2f}  "
+            f"avg {inf['avg_ms']:8.2f}  median {inf['median_ms']:8.2f}  p90 {inf['p90_ms']:8.2f}  "
+            f"min {inf['min_ms']:8.2f}  (ms)")
+
+
+def print_report(result):
+    w, inf, mem = result["warmup"], result["inference"], result["memory"]
+    fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    print("Inference timings in ms (end to end: set inputs + invoke + read outputs):")
+    print(f"  Init: {result['init_ms']:.2f}, First inference: {fmt(result['first_inference_ms'])}, "
+          f"Warmup (avg): {fmt(w['avg_ms'])}, Inference (avg): {fmt(inf['avg_ms'])}, "
+          f"median: {fmt(inf['median_ms'])}, p90: {fmt(inf['p90_ms'])}, min: {fmt(inf['min_ms'])}")
+    if mem["gpu_intermediate_bytes"]:
+        lower, naive = mem["gpu_intermediate_lower_bound_bytes"], mem["gpu_intermediate_naive_bytes"]
+        print(f"GPU memory: intermediates {common.mb(mem['gpu_intermediate_bytes'])} (lower bound "
+              f"{common.mb(lower)}, naive {common.mb(naive)}), constants {common.mb(mem['gpu_constant_bytes'])}")
+    print(f"Host memory: peak RSS {mem['host_peak_rss_mb']:.1f} MB "
+          f"(init added {mem['host_rss_init_delta_mb']:+.1f} MB)")
+    compare = result.get("compare")
+    if compare:
+        print("Compared on the same inputs (end-to-end ms):")
+        print(_timing_line(result["runtime"], result))
+        for key, name in (("litert_xnnpack", "LiteRT XNNPACK"), ("litert_gpu", "LiteRT GPU accelerator")):
+            r = compare[key]
+            if r.get("status") != "ok":
+                print(f"  {name:<24} {r['status']}")
+                continue
+            line = _timing_line(name, r)
+            if inf["median_ms"] and r["inference"]["median_ms"]:
+                line += f"  gles_delegate/LiteRT median: {inf['median_ms'] / r['inference']['median_ms']:.2f}x"
+            print(line)
+            if "max_relative_error_vs_gles_delegate" in r:
+                print(f"  {'':<24} outputs agree with gles_delegate to "
+                      f"{r['max_relative_error_vs_gles_delegate']:.2e} (max error / max |LiteRT|)")
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    return common.run_tool(lambda: _main(args))
+
+
+def _main(args):
+    path = common.resolve_model(args.graph)
+    size_mb = os.path.getsize(path) / 1e6
+    print(f"gles-benchmark (gles_delegate {common.package_version()})")
+    print(f"Graph: [{path}] ({size_mb:.2f} MB)")
+    print(f"Use gpu: [{str(args.use_gpu).lower()}]  precision: [{args.precision or 'default'}]  "
+          f"num_runs: [{args.num_runs}]  min_secs: [{args.min_secs:g}]  max_secs: [{args.max_secs:g}]  "
+          f"warmup_runs: [{args.warmup_runs}]  warmup_min_secs: [{args.warmup_min_secs:g}]")
+    if args.serialization_dir or args.model_token:
+        print(f"serialization_dir: [{args.serialization_dir}]  model_token: [{args.model_token}]")
+
+    result, inputs, outputs = bench_ours(path, args)
+    params = {k: v for k, v in vars(args).items() if k != "json"}
+    result = {"tool": "gles-benchmark", "gles_delegate_version": common.package_version(), "model": str(path),
+              "model_size_mb": size_mb, "params": params, **result}
+    if args.compare == "litert":
+        result["compare"] = {"litert_xnnpack": bench_litert_xnnpack(path, inputs, args, outputs),
+                             "litert_gpu": bench_litert_gpu(path, inputs, args)}
+    print_report(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2, default=_json_default)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

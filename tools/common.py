@@ -1,0 +1,269 @@
+"""Helpers the command-line tools share: model paths, seeded inputs, where nodes ran, tables,
+LiteRT loading, native stderr capture, peak RSS and a plain-text progress bar.
+
+The package itself never imports ai-edge-litert; tools do, lazily, through `litert()`.
+"""
+import collections
+import contextlib
+import os
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gles_delegate.gpu import kernels
+
+
+# -- models and inputs ----------------------------------------------------------------------
+def resolve_model(name_or_path):
+    """A .tflite path as given, or one of the MediaPipe model names (fetched once, cached)."""
+    if os.path.exists(name_or_path):
+        return Path(name_or_path)
+    from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
+    if name_or_path in MODEL_NAMES:
+        return Path(model_path(name_or_path))
+    print(f"error: no such model file {name_or_path!r} (nor a MediaPipe model name: {', '.join(MODEL_NAMES)})",
+          file=sys.stderr)
+    raise SystemExit(2)
+
+
+def seeded_inputs(details, seed=0):
+    """One seeded random array per input detail dict: floats uniform in [-1, 1), integers over
+    their range clipped to [-1000, 1000], booleans 0/1 (as benchmark_model does, seeded)."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for d in details:
+        dtype, shape = np.dtype(d["dtype"]), tuple(int(s) for s in d["shape"])
+        if dtype.kind == "f":
+            values.append(rng.uniform(-1, 1, shape).astype(dtype))
+        elif dtype == np.bool_:
+            values.append(rng.integers(0, 2, shape).astype(bool))
+        else:
+            info = np.iinfo(dtype)
+            values.append(rng.integers(max(info.min, -1000), min(info.max, 1000) + 1, shape).astype(dtype))
+    return values
+
+
+def set_inputs(interpreter, inputs):
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+
+
+def read_outputs(interpreter):
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+# -- where nodes ran ------------------------------------------------------------------------
+def gpu_partition_of(delegate):
+    """{id(node): partition number} of every node the delegate's live partitions run."""
+    live = [p for p in delegate.partitions if p.steps] if delegate is not None else []
+    return {id(node): k for k, p in enumerate(live) for node in p.nodes}
+
+
+def cpu_reason(node, delegate):
+    """Why a node the GPU does not run stays on the CPU (what the partitioner logs)."""
+    if delegate is None:
+        return "no GPU delegate"
+    reason = kernels.unsupported_reason(node)
+    if reason is not None:
+        return reason
+    limit = delegate.options.max_delegated_partitions
+    return (f"a GPU kernel can run it, but its partition is not among the largest "
+            f"max_delegated_partitions={limit}")
+
+
+def op_counts(graph, on_gpu):
+    """{op: [count, on GPU, on CPU]} sorted by op name."""
+    counts = collections.defaultdict(lambda: [0, 0, 0])
+    for node in graph.nodes:
+        row = counts[node.op]
+        row[0] += 1
+        row[1 if id(node) in on_gpu else 2] += 1
+    return dict(sorted(counts.items()))
+
+
+def rewrite_log(delegate):
+    """The delegate's rewrite records (rule, node label, APPLIED/SKIPPED, why), or [] when the
+    delegate exposes none."""
+    return list(getattr(delegate, "rewrite_log", None) or [])
+
+
+REWRITE_FIELDS = ("rule", "node", "status", "why")
+
+
+def record_field(record, name):
+    """A field of a rewrite record: an object with attributes, a dict, or a tuple in
+    REWRITE_FIELDS order."""
+    if isinstance(record, dict):
+        return str(record.get(name, ""))
+    if isinstance(record, (tuple, list)):
+        k = REWRITE_FIELDS.index(name)
+        return str(record[k]) if k < len(record) else ""
+    return str(getattr(record, name, ""))
+
+
+def format_rewrite_record(record):
+    rule, node, status, why = (record_field(record, f) for f in REWRITE_FIELDS)
+    return f"{status:<8} {rule:<28} {node:<32} {why}".rstrip()
+
+
+def rewrite_tally(records):
+    """'rule STATUS xN, ...' over the records, or '' when there are none."""
+    tally = collections.Counter((record_field(r, "rule"), record_field(r, "status")) for r in records)
+    return ", ".join(f"{rule} {status} x{k}" for (rule, status), k in sorted(tally.items()))
+
+
+# -- text output ----------------------------------------------------------------------------
+def table(rows, headers, align=None):
+    """A plain-text table; `align` a string of '<' / '>' per column (default: left)."""
+    rows = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
+    align = align or "<" * len(headers)
+    def line(cells):
+        return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, align, widths)).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def mb(nbytes):
+    """A byte count for people: MB from 1 MB up, KB from 1 KB up, else bytes."""
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:.2f} MB"
+    return f"{nbytes / 1e3:.1f} KB" if nbytes >= 1e3 else f"{int(nbytes)} B"
+
+
+def shape_text(shape):
+    return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
+
+
+def package_version():
+    try:
+        from importlib.metadata import version
+        return version("gles_delegate")
+    except Exception:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def run_tool(main_body):
+    """Run a tool's body; a model we cannot load or a GPU we cannot use ends it with a one-line
+    error and exit status 2 instead of a traceback."""
+    from gles_delegate import GpuError, ModelError
+    try:
+        return main_body()
+    except (GpuError, ModelError) as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+# -- LiteRT ---------------------------------------------------------------------------------
+LITERT_MISSING = ("ai-edge-litert is not installed: `pip install ai-edge-litert` "
+                  "(or this package's `test` extra) to compare against LiteRT")
+
+
+def litert():
+    """The ai_edge_litert.interpreter module, or None when ai-edge-litert is not installed."""
+    try:
+        from ai_edge_litert import interpreter
+    except ImportError:
+        return None
+    return interpreter
+
+
+@contextlib.contextmanager
+def captured_native_stderr():
+    """Redirect file descriptor 2 (where native libraries log) to a temporary file; yields a
+    list that holds the captured text once the block exits."""
+    captured = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.append(sink.read().decode("utf-8", "replace"))
+
+
+def failure_reason(exc, native_log=""):
+    """A one-line reason from an exception and what native code logged meanwhile: the first
+    error line that says something (LiteRT logs 'ERROR: [file:line] message'), plus a
+    "Couldn't load ..." warning when there is one (the usual root cause: no Vulkan)."""
+    messages = []
+    for line in (str(exc) + "\n" + native_log).splitlines():
+        line = line.strip(" \u2514")
+        if not re.match(r"^(ERROR|E\d{4}|RuntimeError|Error)", line):
+            continue
+        message = re.sub(r"^\S*\s*(\[[^\]]*\]|\S+\.cc:\d+\])\s*", "", line).strip()
+        if message and not re.fullmatch(r"\[[^\]]*\]", message):
+            messages.append(message)
+    hints = [ln.strip() for ln in native_log.splitlines() if ln.strip().startswith("Warning: Couldn't load")]
+    text = messages[0] if messages else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if hints:
+        text += f" ({hints[0][len('Warning: '):]})"
+    return text[:400]
+
+
+# -- host memory and progress ---------------------------------------------------------------
+def peak_rss_mb():
+    """The process's peak resident set size so far (MB); ru_maxrss is in KiB on Linux."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+
+
+def current_rss_mb():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        return peak_rss_mb()
+
+
+class Progress:
+    """A plain-text progress bar on stderr that appears only once a phase has run for
+    `after_s` seconds (short runs print nothing)."""
+
+    def __init__(self, label, total, after_s=2.0, stream=None, width=30):
+        self.label, self.total, self.after_s, self.width = label, max(total, 1), after_s, width
+        self.stream = stream or sys.stderr
+        self.start = time.perf_counter()
+        self.shown = False
+        self.last_draw = 0.0
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.last_quarter = -1
+
+    def update(self, done, total=None):
+        if total is not None:
+            self.total = max(total, 1)
+        now = time.perf_counter()
+        if now - self.start < self.after_s:
+            return
+        if self.tty:
+            if now - self.last_draw < 0.1 and done < self.total:
+                return
+            self.last_draw = now
+            self.stream.write("\r" + self._line(done, now))
+        else:  # a log file: one line per quarter
+            quarter = min(4, done * 4 // self.total)
+            if quarter == self.last_quarter:
+                return
+            self.last_quarter = quarter
+            self.stream.write(self._line(done, now) + "\n")
+        self.shown = True
+        self.stream.flush()
+
+    def _line(self, done, now):
+        filled = min(self.width, done * self.width // self.total)
+        return (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                f"{done}/{self.total} {now - self.start:5.1f}s")
+
+    def close(self):
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

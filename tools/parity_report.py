@@ -1,0 +1,575 @@
+"""Per-op parity of the GPU delegate against the numpy reference, and of the reference against
+LiteRT: where error first appears and how it grows along the graph.
+
+    gles-parity MODEL [--precision fp32|fp16|fp16_fp32acc] [--out DIR] [--seed N]
+                      [--max_delegated_partitions N] [--no-litert] [--table all|over|none]
+
+The model runs on seeded random inputs three times, each keeping every intermediate
+(experimental_preserve_all_tensors=True): on the GPU delegate (each dispatch's output is read
+back), on our numpy reference kernels, and on ai-edge-litert where it can run the model. For
+every output tensor of every operator (named by the model's tensor names) it reports max abs
+error, max error relative to max |reference|, RMSE, cosine similarity, the index of the worst
+element and whether that is within the precision's tolerance (TOLERANCES below), for GPU vs
+reference and reference vs LiteRT. "local" is the GPU node's error given the GPU's own inputs
+(the reference kernel re-run on what the GPU fed the node): it separates an op that is wrong
+from one that inherits error. Tensors a rewrite fused away are listed as such.
+
+Writes to --out (default ./parity_<model>): report.html (self-contained, with a plot of the
+relative error along the graph), parity.json (every number), and
+model_explorer_gpu_vs_reference.json / model_explorer_reference_vs_litert.json: node data
+that Google's Model Explorer loads as an overlay ({"results": {tensor name: {"value": relative
+error}}, "thresholds": [...]}; keys are each node's output tensor name).
+
+Exit status: 0 when every compared op is within tolerance, 1 when one is not, 2 on bad usage.
+"""
+import argparse
+import base64
+import html
+import io
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
+from gles_delegate import ops
+from gles_delegate.delegate import PRECISIONS
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import read_model
+from gles_delegate.tools import common
+
+# Tolerance of a float tensor: max abs error <= TOLERANCES[precision] * max |reference|.
+# fp32 storage and math: 1e-4; half storage (fp16, fp16_fp32acc): 1e-2. The reference itself
+# is checked against LiteRT at the fp32 tolerance.
+TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "fp16_fp32acc": 1e-2}
+REFERENCE_TOLERANCE = TOLERANCES["fp32"]
+# Below this max |reference| a tensor counts as all-zero: its tolerance is relative to this.
+MIN_SCALE = 1e-6
+# Integer tensors: a quantized tensor may differ by one step (rounding), others must be exact.
+QUANTIZED_STEPS = 1
+# Model Explorer colours: within tolerance, within 10x tolerance, beyond.
+COLOURS = ("#a5d6a7", "#ffe082", "#ef9a9a")
+NODE_DATA_CAP = 1e30  # JSON has no inf / NaN: worse values are written as this
+
+# Status of a tensor: compared, or why not ("folded": constant folding made it a constant, which
+# LiteRT does not keep either).
+FUSED_AWAY, FOLDED, NOT_CAPTURED, COMPARED = "fused away", "folded", "not captured", "compared"
+
+
+# -- metrics --------------------------------------------------------------------------------
+def compare(value, reference, rel_tol, quantized=False):
+    """Metrics of `value` against `reference`: {max_abs, max_rel, rmse, cosine, worst_index,
+    tolerance (the absolute bound), within}."""
+    a = np.asarray(value)
+    b = np.asarray(reference)
+    if a.shape != b.shape:
+        return {"error": f"shape {list(a.shape)} vs reference {list(b.shape)}", "within": False,
+                "max_abs": math.inf, "max_rel": math.inf, "rmse": math.inf, "cosine": 0.0,
+                "worst_index": None, "tolerance": 0.0}
+    integer = b.dtype.kind in "iub"
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if a64.size == 0:
+        return {"max_abs": 0.0, "max_rel": 0.0, "rmse": 0.0, "cosine": 1.0, "worst_index": None,
+                "tolerance": 0.0, "within": True}
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    diff = np.where(both_nan, 0.0, np.abs(a64 - b64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    worst = int(np.argmax(diff))
+    max_abs = float(diff.reshape(-1)[worst])
+    finite_b = np.where(np.isfinite(b64), b64, 0.0)
+    scale = float(np.max(np.abs(finite_b)))
+    max_rel = max_abs / max(scale, MIN_SCALE) if not integer else max_abs / max(scale, 1.0)
+    rmse = float(np.sqrt(np.mean(np.square(diff)))) if np.all(np.isfinite(diff)) else math.inf
+    fa, fb = np.nan_to_num(a64, posinf=0, neginf=0).reshape(-1), finite_b.reshape(-1)
+    na, nb = float(np.linalg.norm(fa)), float(np.linalg.norm(fb))
+    cosine = 1.0 if na == 0 and nb == 0 else (float(np.dot(fa, fb) / (na * nb)) if na and nb else 0.0)
+    if integer:
+        tol = float(QUANTIZED_STEPS if quantized else 0)
+    else:
+        tol = rel_tol * max(scale, MIN_SCALE)
+    return {"max_abs": max_abs, "max_rel": max_rel, "rmse": rmse, "cosine": cosine,
+            "worst_index": [int(i) for i in np.unravel_index(worst, a.shape)] if a.ndim else [],
+            "tolerance": tol, "within": bool(max_abs <= tol)}
+
+
+# -- runs -----------------------------------------------------------------------------------
+def run_ours(path, inputs, delegate=None):
+    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate] if delegate else None,
+                              experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    common.set_inputs(interpreter, inputs)
+    interpreter.invoke()
+    return interpreter
+
+
+def run_litert(path, inputs):
+    """(interpreter, None) after one invoke keeping all tensors, or (None, why not)."""
+    module = common.litert()
+    if module is None:
+        return None, common.LITERT_MISSING
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": we are
+            interpreter = module.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+        interpreter.allocate_tensors()
+        common.set_inputs(interpreter, inputs)
+        interpreter.invoke()
+    except Exception as exc:  # ops LiteRT lacks (MediaPipe custom ops), or anything it rejects
+        return None, f"LiteRT cannot run this model: {common.failure_reason(exc)}"
+    return interpreter, None
+
+
+def litert_tensor(interpreter, index):
+    try:
+        return interpreter.get_tensor(index)
+    except Exception:  # a tensor LiteRT did not keep
+        return None
+
+
+def local_value_fn(graph, available, fused):
+    """value(tensor): what the GPU fed or computed for it; a fused-away tensor is recomputed
+    with the reference kernels from the GPU's values upstream (so a fused group is judged as
+    one kernel)."""
+    producers = {t.index: n for n in graph.nodes for t in n.outputs}
+
+    def value(tensor, memo):
+        if tensor is None:
+            return None
+        if tensor.is_const:
+            return tensor.data
+        if tensor.index in available:
+            return available[tensor.index]
+        if tensor.index in memo:
+            return memo[tensor.index]
+        node = producers.get(tensor.index)
+        if tensor.index not in fused or node is None:
+            raise KeyError(tensor.index)
+        outputs = ops.run_node(node, [None if t is None else np.array(value(t, memo), copy=True)
+                                      for t in node.inputs])
+        for t, v in zip(node.outputs, outputs):
+            memo[t.index] = v
+        return memo[tensor.index]
+    return value
+
+
+def analyse(path, precision, seed, max_partitions=None, use_litert=True):
+    """Run everything and compare; returns the report dict (see main)."""
+    model = read_model(str(path))
+    original = Graph.from_model(model, 0)
+    fields = {"precision": precision}
+    if max_partitions is not None:
+        fields["max_delegated_partitions"] = max_partitions
+    delegate = GpuDelegate(GpuDelegateOptions(**fields))
+    timings = {}
+    start = time.perf_counter()
+    reference = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    reference.allocate_tensors()
+    inputs = common.seeded_inputs(reference.get_input_details(), seed)
+    common.set_inputs(reference, inputs)
+    reference.invoke()
+    timings["reference_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    gpu = run_ours(path, inputs, delegate)
+    timings["gpu_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    litert, litert_status = run_litert(path, inputs) if use_litert else (None, "skipped (--no-litert)")
+    timings["litert_s"] = time.perf_counter() - start
+
+    tol = TOLERANCES[delegate.options.resolved_precision]
+    gpu_graph, ref_graph = gpu._main.graph, reference._main.graph
+    live = [p for p in delegate.partitions if p.steps]
+    on_gpu = common.gpu_partition_of(delegate)
+    fused = set().union(*(getattr(p, "fused_away", set()) for p in live)) if live else set()
+    captured = {index for p in live for written in p.plan.writes for index, _, _ in written}
+    gpu_producer = {t.index: n for n in gpu_graph.nodes for t in n.outputs}
+    ref_producer = {t.index: n for n in ref_graph.nodes for t in n.outputs}
+
+    # What the GPU run holds for each tensor it computed (or was given).
+    available = {t.index: gpu.get_tensor(t.index) for t in gpu_graph.inputs}
+    for index, node in gpu_producer.items():
+        if id(node) not in on_gpu or index in captured:
+            available[index] = gpu.get_tensor(index)
+    value = local_value_fn(gpu_graph, available, fused)
+
+    rows, local_cache = [], {}
+    for position, node in enumerate(original.nodes):
+        for tensor in node.outputs:
+            index = tensor.index
+            gpu_node = gpu_producer.get(index)
+            where = ("GPU" if gpu_node is not None and id(gpu_node) in on_gpu else
+                     "CPU" if gpu_node is not None else "-")
+            row = {"position": position, "node_index": node.index, "node": node.label, "op": node.op,
+                   "tensor_index": index, "tensor": tensor.name, "shape": list(tensor.shape),
+                   "dtype": str(np.dtype(tensor.dtype)) if tensor.dtype is not None else None, "where": where,
+                   "partition": on_gpu.get(id(gpu_node)) if gpu_node is not None else None,
+                   "status": COMPARED, "gpu_vs_reference": None, "local": None, "reference_vs_litert": None}
+            quantized = tensor.quantization is not None and tensor.quantization.scales.size > 0
+            ref_tensor = ref_graph.tensors[index] if index < len(ref_graph.tensors) else None
+            ref_value = None
+            if index in ref_producer:
+                ref_value = reference.get_tensor(index)
+            elif ref_tensor is not None and ref_tensor.is_const:
+                ref_value = ref_tensor.data
+            if gpu_node is None:
+                row["status"] = FOLDED if gpu_graph.tensors[index].is_const else FUSED_AWAY
+            elif index in fused:
+                row["status"] = FUSED_AWAY
+            elif where == "GPU" and index not in captured:
+                row["status"] = NOT_CAPTURED
+            elif ref_value is not None:
+                row["gpu_vs_reference"] = compare(gpu.get_tensor(index), ref_value, tol, quantized)
+                if where == "GPU":
+                    row["local"] = _local(gpu_node, index, value, tol, quantized, local_cache)
+            if litert is not None and ref_value is not None and row["status"] != FOLDED:
+                theirs = litert_tensor(litert, index)
+                if theirs is not None:
+                    row["reference_vs_litert"] = compare(ref_value, theirs, REFERENCE_TOLERANCE, quantized)
+            rows.append(row)
+
+    summary = summarize(rows)
+    report = {
+        "tool": "gles-parity", "gles_delegate_version": common.package_version(), "model": str(path),
+        "seed": seed, "precision": delegate.options.resolved_precision, "tolerance": tol,
+        "reference_tolerance": REFERENCE_TOLERANCE, "renderer": delegate.summary().get("renderer"),
+        "gl_version": delegate.summary().get("gl_version"),
+        "litert": "ok" if litert is not None else litert_status, "timings": timings,
+        "rewrites": [common.format_rewrite_record(r) for r in common.rewrite_log(delegate)],
+        "summary": summary, "rows": rows,
+    }
+    delegate.close()
+    return report
+
+
+def _local(node, index, value, tol, quantized, cache):
+    """The GPU node's own error: the reference kernel on the GPU's inputs vs the GPU output."""
+    if any(t is not None and t.is_variable for t in node.inputs):
+        return None
+    key = id(node)
+    if key not in cache:
+        try:
+            outputs = ops.run_node(node, [None if t is None else np.array(value(t, {}), copy=True)
+                                          for t in node.inputs])
+            cache[key] = {t.index: v for t, v in zip(node.outputs, outputs)}
+        except Exception:  # an input the GPU run did not keep, or the kernel rejects what the GPU fed it
+            cache[key] = {}
+    expected = cache[key].get(index)
+    output = next(t for t in node.outputs if t.index == index)
+    return None if expected is None else compare(value(output, {}), expected, tol, quantized)
+
+
+def summarize(rows):
+    def over(row, key):
+        return row[key] is not None and not row[key]["within"]
+    compared = [r for r in rows if r["gpu_vs_reference"] is not None]
+    first = next((r for r in rows if over(r, "gpu_vs_reference")), None)
+    first_litert = next((r for r in rows if over(r, "reference_vs_litert")), None)
+    own = [r for r in rows if over(r, "local")]
+    litert_compared = [r for r in rows if r["reference_vs_litert"] is not None]
+    return {
+        "tensors": len(rows), "compared": len(compared),
+        "over_tolerance": sum(over(r, "gpu_vs_reference") for r in rows),
+        "fused_away": [r["tensor"] for r in rows if r["status"] == FUSED_AWAY],
+        "folded": sum(r["status"] == FOLDED for r in rows),
+        "not_captured": [r["tensor"] for r in rows if r["status"] == NOT_CAPTURED],
+        "first_over_tolerance": _brief(first, "gpu_vs_reference"),
+        "kernels_over_tolerance": [_brief(r, "local") for r in own],
+        "max_relative_error": max((r["gpu_vs_reference"]["max_rel"] for r in compared), default=0.0),
+        "output_relative_error": _outputs_error(rows),
+        "litert_compared": len(litert_compared),
+        "litert_over_tolerance": sum(over(r, "reference_vs_litert") for r in rows),
+        "first_litert_over_tolerance": _brief(first_litert, "reference_vs_litert"),
+        "error_growth": _growth(rows),
+    }
+
+
+def _brief(row, key):
+    if row is None:
+        return None
+    m = row[key]
+    return {"node": row["node"], "op": row["op"], "node_index": row["node_index"], "tensor": row["tensor"],
+            "tensor_index": row["tensor_index"], "max_abs": m["max_abs"], "max_rel": m["max_rel"],
+            "worst_index": m["worst_index"]}
+
+
+def _outputs_error(rows):
+    """Relative error of the last compared row (the graph's end)."""
+    compared = [r for r in rows if r["gpu_vs_reference"] is not None]
+    return compared[-1]["gpu_vs_reference"]["max_rel"] if compared else None
+
+
+def _growth(rows, parts=10):
+    """The largest relative error (GPU vs reference) in each tenth of the execution order."""
+    compared = [r for r in rows if r["gpu_vs_reference"] is not None]
+    if not compared:
+        return []
+    positions = max(r["position"] for r in rows) + 1
+    parts = min(parts, positions)
+    out = []
+    for k in range(parts):
+        lo, hi = k * positions / parts, (k + 1) * positions / parts
+        values = [r["gpu_vs_reference"]["max_rel"] for r in compared if lo <= r["position"] < hi]
+        out.append(max(values) if values else None)
+    return out
+
+
+# -- output: terminal -----------------------------------------------------------------------
+def _e(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return f"{value:.1e}"
+
+
+def _short(text, width=36):
+    return text if len(text) <= width else "..." + text[-(width - 3):]
+
+
+def print_report(report, table_mode="all"):
+    s = report["summary"]
+    print(f"gles-parity: {report['model']}")
+    print(f"GPU: {report['renderer']} ({report['gl_version']}), precision {report['precision']}: tolerance "
+          f"{report['tolerance']:g} x max|reference| (reference vs LiteRT: {report['reference_tolerance']:g}); "
+          f"seed {report['seed']}; LiteRT: {report['litert']}")
+    rows = report["rows"]
+    if table_mode != "none":
+        # Folded constants (fp16 weights' DEQUANTIZE...) have nothing to compare: counted, not listed.
+        shown = [r for r in rows if r["status"] != FOLDED] if table_mode == "all" else [
+            r for r in rows if any(r[k] is not None and not r[k]["within"]
+                                   for k in ("gpu_vs_reference", "local", "reference_vs_litert"))]
+        body = []
+        for r in shown:
+            g, loc, lr = r["gpu_vs_reference"], r["local"], r["reference_vs_litert"]
+            if g is None:
+                cells = [r["status"], "", "", "", "", ""]
+            else:
+                cells = [_e(g["max_abs"]), _e(g["max_rel"]), _e(g["rmse"]), f"{g['cosine']:.6f}",
+                         _e(loc["max_rel"]) if loc else "-", "ok" if g["within"] else "OVER"]
+            cells += ([_e(lr["max_rel"]), "ok" if lr["within"] else "OVER"] if lr else ["-", ""])
+            body.append([r["node"], _short(r["tensor"]), r["where"], common.shape_text(r["shape"])] + cells)
+        print(common.table(body, ["node", "tensor", "on", "shape", "max abs", "rel", "rmse", "cosine", "local",
+                                  "gpu", "LiteRT rel", "ref"], align="<<<<>>>>>><<"))
+    print(f"{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; "
+          f"{len(s['fused_away'])} fused away, {s['folded']} folded into constants"
+          + (f", {len(s['not_captured'])} not captured" if s["not_captured"] else ""))
+    if s["fused_away"]:
+        names = [_short(t, 60) for t in s["fused_away"]]
+        more = f" ... ({len(names) - 12} more)" if len(names) > 12 else ""
+        print("fused away (no GPU value to compare): " + ", ".join(names[:12]) + more)
+    first = s["first_over_tolerance"]
+    if first:
+        print(f"first op over tolerance: {first['node']} tensor {first['tensor_index']} {first['tensor']!r}: "
+              f"max abs {_e(first['max_abs'])}, relative {_e(first['max_rel'])} at {first['worst_index']}")
+    else:
+        print(f"every compared op is within tolerance (largest relative error {_e(s['max_relative_error'])})")
+    if s["kernels_over_tolerance"]:
+        print("ops whose own GPU kernel is over tolerance (given the GPU's inputs): "
+              + ", ".join(k["node"] for k in s["kernels_over_tolerance"]))
+    if s["error_growth"]:
+        print(f"relative error along the graph (largest per 1/{len(s['error_growth'])} of the execution order): "
+              + " ".join(_e(v) for v in s["error_growth"]))
+    if s["litert_compared"]:
+        fl = s["first_litert_over_tolerance"]
+        print(f"reference vs LiteRT: {s['litert_compared']} tensors compared, {s['litert_over_tolerance']} over "
+              + (f"tolerance; first: {fl['node']} {fl['tensor']!r} relative {_e(fl['max_rel'])}" if fl
+                 else "tolerance"))
+
+
+# -- output: Model Explorer node data ---------------------------------------------------------
+def node_data(rows, key, tolerance):
+    """Model Explorer GraphNodeData: {"results": {output tensor name: {"value": worst relative
+    error of the node}}, "thresholds": [...]} (see model_explorer/node_data_builder.py)."""
+    worst = {}
+    for r in rows:
+        metrics = r[key]
+        if metrics is None:
+            continue
+        value = metrics["max_rel"]
+        value = NODE_DATA_CAP if not math.isfinite(value) else min(value, NODE_DATA_CAP)
+        name = _node_key(rows, r)
+        if name:  # an unnamed tensor cannot be matched to a node
+            worst[name] = max(worst.get(name, 0.0), value)
+    return {
+        "results": {name: {"value": value} for name, value in worst.items()},
+        "thresholds": [{"value": tolerance, "bgColor": COLOURS[0]},
+                       {"value": tolerance * 10, "bgColor": COLOURS[1]},
+                       {"value": NODE_DATA_CAP, "bgColor": COLOURS[2]}],
+    }
+
+
+def _node_key(rows, row):
+    """A node's key: the name of its first output tensor that has a value (rows of one node are
+    adjacent and share node_index)."""
+    for r in rows:
+        if r["node_index"] == row["node_index"] and r["status"] == COMPARED:
+            return r["tensor"]
+    return row["tensor"]
+
+
+# -- output: HTML ----------------------------------------------------------------------------
+def plot_png(report):
+    """PNG bytes of relative error along the execution order, or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = report["rows"]
+    fig, ax = plt.subplots(figsize=(11, 4), dpi=100)
+    floor = 1e-12  # exact agreement (0) is drawn here on the log scale
+    for key, label, style in (("gpu_vs_reference", "GPU vs reference", "-o"),
+                              ("reference_vs_litert", "reference vs LiteRT", "--s")):
+        points = [(r["position"], min(max(r[key]["max_rel"], floor), 1e6)) for r in rows if r[key] is not None]
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, style, markersize=3, linewidth=1, label=label)
+    local = [(r["position"], min(r["local"]["max_rel"], 1e6)) for r in rows
+             if r["local"] is not None and r["local"]["max_rel"] > 0]
+    if local:
+        xs, ys = zip(*local)
+        ax.plot(xs, ys, "x", markersize=4, label="GPU kernel alone (local; exact ones omitted)")
+    ax.axhline(report["tolerance"], color="red", linewidth=1, linestyle="--",
+               label=f"tolerance ({report['precision']})")
+    first = report["summary"]["first_over_tolerance"]
+    if first:
+        position = next(r["position"] for r in rows if r["tensor_index"] == first["tensor_index"])
+        ax.axvline(position, color="red", alpha=0.4, linewidth=6, label=f"first over: {first['node']}")
+    ax.set_yscale("log")
+    ax.set_xlabel("operator (execution order)")
+    ax.set_ylabel("max abs error / max |reference|")
+    ax.set_title(f"Relative error along the graph: {Path(report['model']).name}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def write_html(report, path):
+    s, esc = report["summary"], html.escape
+    png = plot_png(report)
+    plot = (f'<img alt="relative error along the graph" src="data:image/png;base64,'
+            f'{base64.b64encode(png).decode()}">' if png else
+            "<p><em>matplotlib is not installed: no plot (pip install matplotlib).</em></p>")
+    first = s["first_over_tolerance"]
+    verdict = (f'<p class="bad">First op over tolerance: <b>{esc(first["node"])}</b> tensor '
+               f'{first["tensor_index"]} <code>{esc(first["tensor"])}</code>: relative error '
+               f'{_e(first["max_rel"])} at {first["worst_index"]}</p>' if first else
+               f'<p class="good">Every compared op is within tolerance (largest relative error '
+               f'{_e(s["max_relative_error"])}).</p>')
+    kernels = ", ".join(esc(k["node"]) for k in s["kernels_over_tolerance"]) or "none"
+
+    def cell(metrics):
+        if metrics is None:
+            return '<td colspan="2">-</td>'
+        cls = "good" if metrics["within"] else "bad"
+        return f'<td class="{cls}">{_e(metrics["max_rel"])}</td><td>{_e(metrics["max_abs"])}</td>'
+    body = []
+    for r in report["rows"]:
+        g = r["gpu_vs_reference"]
+        extra = (f'<td>{_e(g["rmse"])}</td><td>{g["cosine"]:.6f}</td><td>{g["worst_index"]}</td>' if g
+                 else f'<td colspan="3">{esc(r["status"])}</td>')
+        body.append(f'<tr><td>{r["position"]}</td><td>{esc(r["node"])}</td><td title="{esc(r["tensor"])}">'
+                    f'{esc(_short(r["tensor"], 48))}</td><td>{r["where"]}</td><td>{common.shape_text(r["shape"])}'
+                    f'</td>{cell(g)}{extra}{cell(r["local"])}{cell(r["reference_vs_litert"])}</tr>')
+    fused = "".join(f"<li><code>{esc(t)}</code></li>" for t in s["fused_away"]) or "<li>none</li>"
+    rewrites = "".join(f"<li><code>{esc(t)}</code></li>" for t in report["rewrites"]) or "<li>none</li>"
+    text = f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>gles-parity: {esc(Path(report['model']).name)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }} table {{ border-collapse: collapse; font-size: 12px; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
+td:nth-child(2), td:nth-child(3) {{ text-align: left; }}
+.good {{ background: {COLOURS[0]}; }} .bad {{ background: {COLOURS[2]}; }} img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Parity report: {esc(Path(report['model']).name)}</h1>
+<p>Model <code>{esc(report['model'])}</code>; GPU {esc(str(report['renderer']))} ({esc(str(report['gl_version']))}),
+precision <b>{report['precision']}</b>; tolerance {report['tolerance']:g} &times; max|reference|
+(reference vs LiteRT: {report['reference_tolerance']:g}); inputs: seeded uniform [-1, 1), seed {report['seed']};
+LiteRT: {esc(report['litert'])}; gles_delegate {esc(report['gles_delegate_version'])}.</p>
+{verdict}
+<p>{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; {len(s['fused_away'])} fused away;
+{s['folded']} folded into constants. Ops whose own GPU kernel is over tolerance (given the GPU's inputs): {kernels}.
+Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance']} over tolerance.</p>
+<h2>Relative error along the graph</h2>
+{plot}
+<h2>Per tensor (execution order)</h2>
+<p>rel = max abs error / max |reference|. "local": the GPU node's error given the GPU's own inputs.</p>
+<table><tr><th>#</th><th>node</th><th>tensor</th><th>on</th><th>shape</th><th>rel</th><th>max abs</th>
+<th>rmse</th><th>cosine</th><th>worst index</th><th>local rel</th><th>local abs</th>
+<th>ref vs LiteRT rel</th><th>abs</th></tr>
+{''.join(body)}
+</table>
+<h2>Fused away</h2><ul>{fused}</ul>
+<h2>Rewrite rules applied</h2><ul>{rewrites}</ul>
+</body></html>
+"""
+    Path(path).write_text(text)
+
+
+# -- main -------------------------------------------------------------------------------------
+def build_parser():
+    p = argparse.ArgumentParser(prog="gles-parity", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a .tflite file or a MediaPipe model name")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    p.add_argument("--out", default=None, help="report directory (default: ./parity_<model name>)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--max_delegated_partitions", type=int, default=None,
+                   help="GpuDelegateOptions.max_delegated_partitions (default: the option's default)")
+    p.add_argument("--no-litert", dest="litert", action="store_false", help="do not run LiteRT")
+    p.add_argument("--table", choices=["all", "over", "none"], default="all",
+                   help="terminal table rows: all, only those over tolerance, or none")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    return common.run_tool(lambda: _main(args))
+
+
+def _main(args):
+    path = common.resolve_model(args.model)
+    report = analyse(path, args.precision, args.seed, args.max_delegated_partitions, args.litert)
+    out = Path(args.out or f"parity_{path.stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    print_report(report, args.table)
+    (out / "parity.json").write_text(json.dumps(_finite(report), indent=1, default=_json_default))
+    with open(out / "model_explorer_gpu_vs_reference.json", "w") as f:
+        json.dump(node_data(report["rows"], "gpu_vs_reference", report["tolerance"]), f, indent=1, allow_nan=False)
+    if report["summary"]["litert_compared"]:
+        with open(out / "model_explorer_reference_vs_litert.json", "w") as f:
+            json.dump(node_data(report["rows"], "reference_vs_litert", report["reference_tolerance"]), f,
+                      indent=1, allow_nan=False)
+    write_html(report, out / "report.html")
+    print(f"wrote {out / 'report.html'}, {out / 'parity.json'} and the Model Explorer node data in {out}")
+    s = report["summary"]
+    return 1 if s["over_tolerance"] or s["litert_over_tolerance"] else 0
+
+
+def _finite(value):
+    """JSON has no inf / NaN: write them as the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
