@@ -9,7 +9,9 @@ from .errors import GpuError
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
-from .transforms import rewrite_partition
+from .gpu.serialization import PlanCache
+from .gpu.workgroups import WorkgroupTuner
+from .transforms import RULES, rewrite_partition
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 PREFERENCES = ("fast_single_answer", "sustained_speed", "balanced")
@@ -31,6 +33,10 @@ class GpuDelegateOptions:
         default EGL display.
     gl_api: 'auto' (an OpenGL ES 3.1+ context, else desktop OpenGL 4.3+ core), 'gles' or 'gl'.
         Its default is the environment variable GLES_DELEGATE_GL_API, else 'auto'.
+    rewrite_rules: apply the graph rewrite rules (transforms.RULES) to each partition; False
+        compiles the partition as the model states it, one kernel per node (for parity checks).
+    tune_workgroups: time candidate workgroup sizes of every dispatch on this GPU at compile time
+        and keep the fastest (gpu/workgroups.py); also on with inference_preference='sustained_speed'.
     """
     is_precision_loss_allowed: bool = False
     precision: str | None = None
@@ -46,6 +52,8 @@ class GpuDelegateOptions:
     memory_strategy: str = "best"
     device_index: int | None = None
     gl_api: str = field(default_factory=default_gl_api)
+    rewrite_rules: bool = True
+    tune_workgroups: bool = False
 
     def __post_init__(self):
         _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
@@ -59,7 +67,7 @@ class GpuDelegateOptions:
                                               or not isinstance(self.device_index, int) or self.device_index < 0):
             raise ValueError("GpuDelegateOptions.device_index must be an int >= 0 or None, "
                              f"got {self.device_index!r}")
-        for name in ("is_precision_loss_allowed", "enable_quantized_inference"):
+        for name in ("is_precision_loss_allowed", "enable_quantized_inference", "rewrite_rules", "tune_workgroups"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GpuDelegateOptions.{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.max_delegated_partitions, bool) or not isinstance(self.max_delegated_partitions, int) \
@@ -80,6 +88,12 @@ class GpuDelegateOptions:
         if self.inference_priority1 == "max_precision" or not self.is_precision_loss_allowed:
             return "fp32"
         return "fp16"
+
+    @property
+    def resolved_tune_workgroups(self):
+        """Whether compilation times workgroup candidates: asked for, or implied by a
+        sustained-speed preference (a longer init pays off over many invokes)."""
+        return self.tune_workgroups or self.inference_preference == "sustained_speed"
 
 
 def _check_choice(name, value, choices, allow_none=False):
@@ -118,22 +132,37 @@ class GpuDelegate:
         start = time.perf_counter()
         self._require_open()
         self.partitions = [p for p in self.partitions if p.steps]
+        precision = self.options.resolved_precision
+        cache = PlanCache(self.options, self.context, graph, candidates)  # inert without serialization_dir
+        loaded = cache.load()
+        if loaded is not None:
+            made, self.rewrite_log = loaded
+        else:
+            with cache.recording():  # the partitioner's log lines, repeated on a cache hit
+                made = self._build(graph, candidates, precision)
+            cache.store(made, self.rewrite_log)
+        self.partitions += made
+        self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
+        self._summary["cache_hit"] = loaded is not None
+        return made
+
+    def _build(self, graph, candidates, precision):
+        """Find, rewrite, compile and load the partitions (what a serialization cache hit skips)."""
         specs = partitioning.find_partitions(graph, candidates, kernels.unsupported_reason,
                                              self.options.max_delegated_partitions)
-        precision = self.options.resolved_precision
         made, self.rewrite_log = [], []
         for spec in specs:
-            rewritten, log = rewrite_partition(spec.nodes, spec.inputs, spec.outputs)
+            rewritten, log = rewrite_partition(spec.nodes, spec.inputs, spec.outputs,
+                                               RULES if self.options.rewrite_rules else (), len(graph.tensors))
             self.rewrite_log += log
+            tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
             plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
-                                self.context.limits, self.options.memory_strategy)
+                                self.context.limits, self.options.memory_strategy, tuner)
             partition = GpuPartition(self.context, plan, spec.nodes)
             # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
             computed = {t.index for n in rewritten.nodes for t in n.outputs}
             partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
             made.append(partition)
-        self.partitions += made
-        self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
         return made
 
     def _require_open(self):
@@ -231,6 +260,7 @@ _PARSERS = {
     "object_type": lambda key, text: text.strip().lower(),
     "memory_strategy": lambda key, text: text.strip().lower(),
     "gl_api": lambda key, text: text.strip().lower(),
+    "rewrite_rules": _parse_bool, "tune_workgroups": _parse_bool,
 }
 
 

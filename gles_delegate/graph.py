@@ -62,7 +62,12 @@ class Node:
 
 
 class Graph:
-    """Nodes in execution order, the tensors they use, and the graph inputs/outputs."""
+    """Nodes in execution order, the tensors they use, and the graph inputs/outputs.
+
+    model_digest / subgraph_index: the sha256 of the model file and the subgraph this graph was
+    built from (Graph.from_model; None otherwise): what the serialization cache keys by. The
+    digest is computed on first use, once per model.
+    """
 
     def __init__(self, nodes, inputs, outputs, tensors, name=""):
         self.nodes = list(nodes)
@@ -70,6 +75,8 @@ class Graph:
         self.outputs = list(outputs)
         self.tensors = list(tensors)
         self.name = name
+        self.source_model = None  # the ModelDef of Graph.from_model
+        self.subgraph_index = None
 
     @classmethod
     def from_model(cls, model, subgraph_index=0):
@@ -91,8 +98,14 @@ class Graph:
             nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
                               options=dict(op.options), custom=op.custom, custom_options=op.custom_options))
         graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)
+        graph.source_model = model
+        graph.subgraph_index = subgraph_index
         graph.check_order()
         return graph
+
+    @property
+    def model_digest(self):
+        return getattr(self.source_model, "digest", None)
 
     def check_order(self):
         """Every node's inputs must be graph inputs, constants or outputs of earlier nodes."""

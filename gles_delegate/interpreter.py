@@ -10,8 +10,24 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .graph import Graph
+from .shapes import propagate_shapes
 from .tflite import read_model
 from .transforms.fold_constants import fold_constants
+
+
+def check_declared_shapes(graph):
+    """A ModelError naming the node when a declared output shape is not what the node's inputs
+    give, for the ops whose output can be far larger than their inputs (ops.OUTPUT_SHAPES): a GPU
+    kernel sizes its dispatches by the declared shapes, and a CPU kernel would compute the
+    larger output before its shape is compared. Outputs declared without a shape are left to
+    the kernels (ops.checks.check_output_elements)."""
+    for node in graph.nodes:
+        shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs],
+                                   [None if t is None else t.data for t in node.inputs])
+        for k, (tensor, shape) in enumerate(zip(node.outputs, shapes or ())):
+            if tensor is not None and len(tensor.shape) and tuple(tensor.shape) != tuple(shape):
+                raise ModelError(f"operator {node.label}: output {k} (tensor {tensor.index}, {tensor.name!r}) is "
+                                 f"declared {list(tensor.shape)}, its inputs give {list(shape)}")
 
 
 class InterpreterOptions:
@@ -29,6 +45,19 @@ class InterpreterOptions:
     def set_num_threads(self, num_threads):
         self.num_threads = num_threads
         return self
+
+
+def _delegate_can_run(delegate, node, cpu_reason):
+    """delegate.can_run(node) for a node the reference kernels refuse: such a node may be
+    malformed (an omitted input, a missing operand), and a delegate's check failing on it is the
+    model's error, said as one."""
+    try:
+        return delegate.can_run(node)
+    except (ModelError, ValueError):
+        raise
+    except Exception as exc:
+        raise ModelError(f"operator {node.label} is malformed: the CPU refuses it ({cpu_reason}) and "
+                         f"{type(delegate).__name__}.can_run failed on it ({type(exc).__name__}: {exc})") from None
 
 
 class _CpuStep:
@@ -64,20 +93,18 @@ class _Executor:
     def allocate(self, delegates):
         graph = Graph.from_model(self.model, self.subgraph_index)
         if self.input_shapes:
-            self.apply_input_shapes(graph)
+            propagate_shapes(graph, self.input_shapes)
         fold_constants(graph)
         for node in graph.nodes:
             reason = ops.unsupported_reason(node)
-            if reason is not None and not any(d.can_run(node) for d in delegates):
+            if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
                 raise ModelError(f"operator {node.label} cannot run on the CPU: {reason}")
-        self.graph = graph
-        self.storage = self.make_storage(graph)
+        check_declared_shapes(graph)
+        storage = self.make_storage(graph)
         self.release()
+        self.graph, self.storage, self.steps = graph, None, None
         self.steps = self.plan(graph, delegates)
-
-    def apply_input_shapes(self, graph):
-        from .shapes import propagate_shapes
-        propagate_shapes(graph, self.input_shapes)
+        self.storage = storage
 
     def make_storage(self, graph):
         storage = {}
@@ -85,7 +112,11 @@ class _Executor:
             if tensor.is_const:
                 storage[tensor.index] = tensor.data
             elif tensor.dtype is not None:
-                storage[tensor.index] = np.zeros(tensor.shape, tensor.dtype)
+                try:
+                    storage[tensor.index] = np.zeros(tensor.shape, tensor.dtype)
+                except MemoryError:
+                    raise ModelError(f"tensor {tensor.index} ({tensor.name!r}) of shape {list(tensor.shape)} "
+                                     f"{tensor.dtype} does not fit in memory") from None
         return storage
 
     def plan(self, graph, delegates):
@@ -110,11 +141,16 @@ class _Executor:
         # storage itself), so get_tensor() shows what the GPU computed for every tensor.
         capture = self.storage if self.preserve_all_tensors else None
         for step in self.steps:
+            if hasattr(step, "release") and not getattr(step, "steps", True):
+                raise ValueError("a delegate of this interpreter was closed, which released its GPU "
+                                 "partition: call allocate_tensors() again (with an open delegate)")
             step.run(self.storage, capture=capture)
 
     def release(self):
-        """Free what delegates compiled for the previous plan (before re-planning)."""
-        for step in self.steps or ():
+        """Free what delegates compiled for the previous plan (before re-planning, or when the
+        interpreter goes away). Safe after the delegate was closed."""
+        steps, self.steps = self.steps or (), None
+        for step in steps:
             if hasattr(step, "release"):
                 step.release()
 
@@ -142,8 +178,9 @@ class Interpreter:
         self._num_threads = num_threads if num_threads is not None else (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
         self._executors = {}
+        self._resize_pending = False
+        self._lock = threading.RLock()
         self._main = self._executor(0)
-        self._lock = threading.Lock()
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
@@ -158,13 +195,28 @@ class Interpreter:
         return executor.graph.tensors[int(index)]
 
     def _require_allocated(self, executor=None):
-        if (executor or self._main).storage is None:
-            raise ValueError("allocate_tensors() must be called before this")
+        executor = executor or self._main
+        if executor.storage is None:
+            if self._resize_pending:
+                raise ValueError("resize_tensor_input() changed the input shapes: call allocate_tensors() "
+                                 "before set_tensor(), invoke() or get_tensor()")
+            raise ValueError("allocate_tensors() must be called before set_tensor(), invoke() or get_tensor()")
 
     # -- lifecycle ------------------------------------------------------------------------
     def allocate_tensors(self):
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors."""
-        self._main.allocate(self._delegates)
+        with self._lock:
+            self._main.allocate(self._delegates)
+            self._resize_pending = False
+
+    def __del__(self):
+        # Free the GPU partitions now rather than when their delegate closes (a delegate may
+        # serve many interpreters). Harmless after the delegate was closed.
+        try:
+            for executor in getattr(self, "_executors", {}).values():
+                executor.release()
+        except Exception:  # interpreter shutdown: GL may already be gone
+            pass
 
     def invoke(self):
         """Run the model on the current input tensors."""
@@ -185,8 +237,12 @@ class Interpreter:
             for dim, (old, new) in enumerate(zip(signature, shape)):
                 if old != -1 and old != new:
                     raise ValueError(f"strict resize of input {input_index}: dimension {dim} is fixed at {old}")
-        self._main.input_shapes[tensor.index] = shape
-        self._main.storage = None
+        with self._lock:
+            self._main.input_shapes[tensor.index] = shape
+            self._main.storage = None
+            self._main.release()
+            self._resize_pending = True
+            tensor.shape = shape  # the details show the new shape at once, as in LiteRT
 
     # -- details --------------------------------------------------------------------------
     def _details(self, tensor, name=None):
@@ -315,9 +371,11 @@ def _sparsity_details(sparsity):
     dims = []
     for d in sparsity.dim_metadata:
         entry = {"format": 0 if d.format == "DENSE" else 1, "dense_size": d.dense_size}
-        if d.array_segments is not None:
-            entry["array_segments"] = d.array_segments.astype(np.int32)
-            entry["array_indices"] = d.array_indices.astype(np.int32)
+        if d.array_segments is not None or d.array_indices is not None:
+            entry["array_segments"] = np.zeros(0, np.int32) if d.array_segments is None else \
+                d.array_segments.astype(np.int32)
+            entry["array_indices"] = np.zeros(0, np.int32) if d.array_indices is None else \
+                d.array_indices.astype(np.int32)
         dims.append(entry)
     return {"traversal_order": np.array(sparsity.traversal_order, np.int32),
             "block_map": np.array(sparsity.block_map, np.int32), "dim_metadata": dims}

@@ -1,30 +1,91 @@
-"""Shape propagation after an input is resized: each node's output shapes come from running its
-reference kernel once on zero inputs of the new shapes (the reference is the shape oracle)."""
+"""Shape propagation after an input is resized.
+
+Only the nodes downstream of a resized input can change shape: the others keep the shapes the
+model declares. Each downstream node's output shapes come from running its reference kernel
+once (the reference is the shape oracle) on stand-in values: constants as they are, values
+computed upstream during this pass, and for anything else (a runtime input that was not resized,
+an activation nothing upstream recomputed) zeros of its shape, or ones for integer tensors, so
+that an integer DIV or a size computed from it does not fail on a stand-in zero. Integer values
+that only depend on shapes and constants (SHAPE, arithmetic on it, a STRIDED_SLICE of it) are
+computed exactly, so a RESHAPE to a shape computed from a resized input follows the resize.
+When a node's shape depends on a runtime value that is unknown before invoke (a RESHAPE whose
+shape is a model input) and the stand-in does not fit, the ModelError names the node and that
+tensor.
+"""
 import numpy as np
 
 from . import ops
 from .errors import ModelError
+from .ops.checks import inferring_shapes
+
+# Ops whose output values depend only on their input's shape, never on its values.
+_SHAPE_ONLY = {"SHAPE"}
+
+
+def _elements(shape):
+    return int(np.prod(shape, dtype=object))
+
+
+def _stand_in(tensor):
+    """A value of the tensor's current shape for a runtime value that is not known."""
+    if tensor.dtype is None:
+        raise ModelError(f"tensor {tensor.index} ({tensor.name!r}) has type {tensor.type_name}, which the "
+                         "reference kernels cannot hold")
+    fill = 1 if tensor.dtype.kind in "iu" else 0
+    return np.full(tensor.shape, fill, tensor.dtype)
 
 
 def propagate_shapes(graph, input_shapes):
-    """Set graph input shapes from {tensor index: shape} and recompute every activation's shape."""
+    """Set graph input shapes from {tensor index: shape} and recompute the shape of every tensor
+    downstream of a resized input. Raises ModelError naming the node that cannot take them."""
+    changed, growth = set(), 1
     for tensor in graph.inputs:
-        if tensor.index in input_shapes:
-            tensor.shape = tuple(input_shapes[tensor.index])
-    values = {}
+        if tensor.index not in input_shapes:
+            continue
+        shape = tuple(int(d) for d in input_shapes[tensor.index])
+        if shape != tuple(tensor.shape):
+            growth = max(growth, -(-_elements(shape) // max(_elements(tensor.shape), 1)))
+            tensor.shape = shape
+            changed.add(id(tensor))
+    if not changed:
+        return
+    # known: id(tensor) -> exact value (constants, and values computed from known values only).
+    known = {id(t): t.data for t in graph.tensors if t.is_const}
+    values = dict(known)  # id(tensor) -> value used for the next nodes (exact or stand-in based)
     for node in graph.nodes:
-        inputs = []
-        for t in node.inputs:
-            if t is None:
-                inputs.append(None)
-            elif t.is_const:
-                inputs.append(t.data)
-            else:
-                inputs.append(values.get(t.index, np.zeros(t.shape, t.dtype)))
+        present = [t for t in node.inputs if t is not None]
+        affected = any(id(t) in changed for t in present)
+        exact = all(id(t) in known for t in present) or (node.op in _SHAPE_ONLY and present)
+        integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
+        if not affected and not (exact and integer_out and present):
+            continue  # its shapes are the declared ones, and its values are not needed exactly
+        inputs = [None if t is None else values[id(t)] if id(t) in values else _stand_in(t) for t in node.inputs]
         try:
-            outputs = ops.run_node(node, inputs)
-        except (ValueError, IndexError) as exc:
-            raise ModelError(f"operator {node.label} cannot take the resized shapes: {exc}") from None
+            with inferring_shapes(growth), np.errstate(all="ignore"):
+                outputs = ops.run_node(node, inputs)
+        except (ModelError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise ModelError(_failure(node, exc, known)) from None
+        if len(outputs) != len(node.outputs):
+            raise ModelError(f"operator {node.label} gave {len(outputs)} outputs for the resized shapes, "
+                             f"the model declares {len(node.outputs)}")
         for tensor, value in zip(node.outputs, outputs):
+            value = np.asarray(value)
+            if affected or tuple(value.shape) != tuple(tensor.shape):
+                changed.add(id(tensor))
             tensor.shape = tuple(value.shape)
-            values[tensor.index] = value
+            values[id(tensor)] = value
+            if exact:
+                known[id(tensor)] = value
+
+
+def _failure(node, exc, known):
+    """The message of a node that cannot take the resized shapes, naming the runtime integer
+    inputs its shape may depend on (their values are not known before invoke)."""
+    message = f"operator {node.label} cannot take the resized input shapes: {exc}"
+    unknown = [t for t in node.inputs if t is not None and id(t) not in known and t.dtype is not None
+               and t.dtype.kind in "iu" and t.quantization is None]
+    if unknown:
+        names = ", ".join(f"tensor {t.index} ({t.name!r})" for t in unknown)
+        message += (f" (its output shape may depend on the values of {names}, which are not known "
+                    "before invoke)")
+    return message

@@ -11,6 +11,7 @@
 //   POINTWISE    1x1 kernel, stride 1, no padding: output pixel q reads input pixel q, so pixels
 //                are counted flat over the H x W plane (blocks cross rows, no coordinates)
 //   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
+//   EP_*         the epilogue (epilogue.glsl) applied to each value before it is stored
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
 //   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels.
 // Weights: [group][ky][kx][in slice][OUT_SLICES][4 rows]; row r of block o holds the 4 output
@@ -101,7 +102,9 @@ void main() {
     int dst = out_offset + (batch * out_size.z + slice) * out_plane;
     for (int p = 0; p < PIXELS; ++p) {
       if (first + p < extent) {
-        store(dst + out_pixel[p], keep_channels(activate(acc[o * PIXELS + p] + b), out_channels, slice));
+        ivec4 at = ivec4(out_pixel[p] % out_size.x, out_pixel[p] / out_size.x, slice, batch);
+        vec4 v = epilogue(activate(acc[o * PIXELS + p] + b), at);
+        store(dst + out_pixel[p], keep_channels(v, out_channels, slice));
       }
     }
   }

@@ -13,7 +13,7 @@
 // unroll.
 //
 // Defines: KH, KW kernel size; TILE_W, TILE_H; MULTIPLIER_ONE (M == 1); PADDED (some tap reads
-//   outside the input: clamped and replaced by zero).
+//   outside the input: clamped and replaced by zero); EP_* the epilogue (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); weights_offset,
 //   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier.
 // Weights: [out slice][ky][kx], one vec4 row. Bias: one row per output slice.
@@ -79,8 +79,8 @@ void main() {
     for (int tx = 0; tx < TILE_W; ++tx) {
       ivec2 o = tile + ivec2(tx, ty);
       if (all(lessThan(o, out_size.xy))) {
-        store(dst + o.y * out_size.x + o.x,
-              keep_channels(activate(acc[ty * TILE_W + tx] + b), out_channels, slice));
+        vec4 v = epilogue(activate(acc[ty * TILE_W + tx] + b), ivec4(o, slice, batch));
+        store(dst + o.y * out_size.x + o.x, keep_channels(v, out_channels, slice));
       }
     }
   }

@@ -10,7 +10,7 @@
 //   0  the input's last dimension is K: row r is pixel r, chunk k4 is its slice k4
 //   1  rows run across pixels, but C % 4 == 0 and K % 4 == 0: a chunk is one slice of one pixel
 //   2  anything else: each value is gathered alone
-// Defines: K_SPLIT (== WG_X), FLATTEN.
+// Defines: K_SPLIT (== WG_X), FLATTEN; EP_* the epilogue (epilogue.glsl), applied by lane 0.
 // Params: in_size, out_size (w, h, slices, batch); in_channels; depth (K); chunks (ceil(K / 4));
 //   out_channels; in_offset, out_offset (arena); weights_offset, bias_offset (constants).
 // Weights: [out slice][chunk][4 rows]; row j holds the weights of the slice's 4 units for input
@@ -76,6 +76,8 @@ void main() {
 #endif
   if (!in_grid) return;
   int plane = out_size.x * out_size.y;
-  int dst = out_offset + ((row / plane) * out_size.z + slice) * plane + row % plane;
-  store(dst, keep_channels(activate(acc + weight(bias_offset + slice)), out_channels, slice));
+  int pixel = row % plane;
+  int dst = out_offset + ((row / plane) * out_size.z + slice) * plane + pixel;
+  vec4 v = epilogue(activate(acc + weight(bias_offset + slice)), ivec4(pixel % out_size.x, pixel / out_size.x, slice, row / plane));
+  store(dst, keep_channels(v, out_channels, slice));
 }

@@ -3,6 +3,10 @@
 // padding never wins a max and an average divides by the number of elements it really summed
 // (TFLite's semantics). Clipping the loop bounds instead of testing each tap keeps the inner loop
 // free of branches.
+// Explicit padding (a merged PAD) is zeros that do take part: the input is surrounded by zeros
+// over [zeros_begin, zeros_end) (x, y); where a window reaches into them, a max also sees 0 and
+// an average counts them. Without explicit padding that box is the input itself.
+// The epilogue (epilogue.glsl, EP_*) runs on each value before it is stored.
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
@@ -12,6 +16,8 @@ void main() {
   ivec2 start = gid.xy * stride - pad;
   ivec2 lo = max(start, ivec2(0));
   ivec2 hi = min(start + window, in_size.xy);
+  ivec2 zeros_lo = max(start, zeros_begin);        // the window's part inside the zero-padded input
+  ivec2 zeros_hi = min(start + window, zeros_end);
   int base = in_offset + (b * in_size.z + s) * in_size.y * in_size.x;
 #if OP == 0
   vec4 acc = vec4(uintBitsToFloat(0xff800000u));  // -inf
@@ -28,9 +34,11 @@ void main() {
 #endif
     }
   }
-#if OP == 1
-  acc /= float((hi.x - lo.x) * (hi.y - lo.y));
+#if OP == 0
+  if (any(lessThan(zeros_lo, lo)) || any(greaterThan(zeros_hi, hi))) acc = max(acc, vec4(0.0));
+#else
+  acc /= float((zeros_hi.x - zeros_lo.x) * (zeros_hi.y - zeros_lo.y));
 #endif
-  vec4 r = keep_channels(activate(acc), channels, s);
+  vec4 r = keep_channels(epilogue(activate(acc), ivec4(gid.xy, s, b)), channels, s);
   store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
 }

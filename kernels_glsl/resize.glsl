@@ -6,7 +6,8 @@
 // where scale is in / out, or (in - 1) / (out - 1) with align_corners, and half_pixel is 0.5
 // with half_pixel_centers, else 0. Python computes scale in float32 as TFLite does, so the
 // nearest pixel picked here is the one TFLite picks; positions are highp even in FP16 mode
-// (a mediump float has no exact integers past 2048).
+// (a mediump float has no exact integers past 2048). The epilogue (epilogue.glsl, EP_*) runs on
+// each value before it is stored; channels past out_channels stay zero.
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
@@ -33,5 +34,7 @@ void main() {
   nearest = min(nearest, last);
   vec4 result = load(in_offset + phwc4_index(in_size, nearest.x, nearest.y, gid.z));
 #endif
-  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), result);
+  int s = gid.z % out_size.z;
+  result = epilogue(result, ivec4(gid.xy, s, gid.z / out_size.z));
+  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), keep_channels(result, out_channels, s));
 }

@@ -7,7 +7,7 @@
 // Each invocation computes OUT_SLICES output slices of one output pixel, so every input vec4 it
 // loads serves OUT_SLICES slices.
 //
-// Defines: KH, KW kernel size; OUT_SLICES.
+// Defines: KH, KW kernel size; OUT_SLICES; EP_* the epilogue (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
 //   weights_offset, bias_offset (constants); stride, pad (x, y); out_channels.
 // Weights: as conv2d.glsl: [group][ky][kx][in slice][OUT_SLICES][4 rows]. Bias: a row per slice.
@@ -54,7 +54,7 @@ void main() {
   for (int o = 0; o < OUT_SLICES; ++o) {
     int slice = group * OUT_SLICES + o;
     if (slice >= out_size.z) break;  // the last group's weights are zero-padded past the output
-    vec4 r = activate(acc[o] + weight(bias_offset + slice));
+    vec4 r = epilogue(activate(acc[o] + weight(bias_offset + slice)), ivec4(gid.xy, slice, batch));
     store(out_offset + (batch * out_size.z + slice) * out_plane + pixel, keep_channels(r, out_channels, slice));
   }
 }

@@ -6,6 +6,10 @@ outputs pass through an I/O buffer of plain BHWC float32 (binding 2), converted 
 convert_in / convert_out kernels. Per-dispatch values (sizes, offsets) live in one uniform
 buffer, one aligned slot per dispatch, so a dispatch costs one bind, one run and, only where a
 dispatch reads or overwrites memory an earlier one wrote, one barrier.
+
+Tensors share storage in two ways: a free reshape (KernelEnv.alias) is the same storage under
+another shape for its whole life, and an elementwise kernel may write its output over an input
+that dies at that dispatch (Dispatch.inplace). Both become one usage for the memory planner.
 """
 from dataclasses import dataclass
 
@@ -14,7 +18,7 @@ import numpy as np
 from . import kernels, memory, shader
 from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv
 from .layout import bhwc
-from .workgroups import choose_workgroup, group_counts
+from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
 
 
 @dataclass
@@ -42,6 +46,9 @@ class Plan:
     storage_half: bool
     labels: list         # one per step, for profiling and the inspector
     writes: list         # per step: [(tensor index, arena offset, shape)] it writes (for capture)
+    templates: list      # per step: the kernels_glsl template it runs
+    workgroups: list     # per step: its (x, y, z) workgroup
+    tuned: bool          # the workgroups were timed on this GPU (workgroups.WorkgroupTuner)
 
 
 def build_dispatches(nodes, inputs, outputs, env):
@@ -73,20 +80,153 @@ def _convert(tensor, slot, kind, env):
                     label=f"{kind} tensor {tensor.index}", **arena)
 
 
-def plan_memory(dispatches, strategy):
-    """Offsets (elements) of every arena tensor, and the plan's size, lower bound and naive size."""
-    first, last, sizes = {}, {}, {}
+# -- memory ----------------------------------------------------------------------------------
+class _Storage:
+    """Tensors grouped by shared storage (union-find over id(tensor)), with each group's
+    size (elements) and lifetime (first and last dispatch index)."""
+
+    def __init__(self, dispatches):
+        self.tensors, self.parent, self.size, self.first, self.last = {}, {}, {}, {}, {}
+        for i, d in enumerate(dispatches):
+            for tensor in d.writes + d.reads:
+                key = id(tensor)
+                if key not in self.tensors:
+                    self.tensors[key] = tensor
+                    self.parent[key] = key
+                    self.size[key] = bhwc(tensor.shape).elements
+                    self.first[key] = i
+                self.last[key] = i
+
+    def root(self, key):
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def join(self, a, b):
+        a, b = self.root(a), self.root(b)
+        if a != b:
+            self.parent[b] = a
+            self.size[a] = max(self.size[a], self.size[b])
+            self.first[a] = min(self.first[a], self.first[b])
+            self.last[a] = max(self.last[a], self.last[b])
+
+    def add(self, tensor, like):
+        """Register a tensor no dispatch touches (an alias of an alias) under `like`'s size."""
+        self.tensors[id(tensor)] = tensor
+        self.parent[id(tensor)] = id(tensor)
+        self.size[id(tensor)], self.first[id(tensor)], self.last[id(tensor)] = like
+
+    def usages(self):
+        roots = {self.root(k) for k in self.parent}
+        return [memory.Usage(r, self.size[r], self.first[r], self.last[r]) for r in sorted(roots)]
+
+
+def _join_aliases(storage, aliases):
+    """Free reshapes share their source's storage for their whole (joint) life. A tensor no
+    dispatch touches (a reshape of a reshape) joins its partner's group."""
+    pending = list(aliases)
+    while pending:
+        left = []
+        for tensor, source in pending:
+            known = [t for t in (tensor, source) if id(t) in storage.parent]
+            if not known:
+                left.append((tensor, source))
+                continue
+            for t in (tensor, source):
+                if id(t) not in storage.parent:
+                    r = storage.root(id(known[0]))
+                    storage.add(t, (storage.size[r], storage.first[r], storage.last[r]))
+            storage.join(id(source), id(tensor))
+        if len(left) == len(pending):
+            break  # aliases of tensors no dispatch uses at all
+        pending = left
+
+
+def _join_inplace(storage, dispatches):
+    """An output takes the storage of an input it may overwrite (Dispatch.inplace) when that
+    input's storage is read for the last time by this dispatch and the output is born here."""
     for i, d in enumerate(dispatches):
-        for tensor in d.writes + d.reads:
-            key = id(tensor)
-            sizes[key] = bhwc(tensor.shape).elements
-            first.setdefault(key, i)
-            last[key] = i
-    usages = [memory.Usage(k, sizes[k], first[k], last[k]) for k in sizes]
+        if len(d.writes) != 1:
+            continue
+        out = storage.root(id(d.writes[0]))
+        if storage.first[out] != i:
+            continue
+        for tensor in d.inplace:
+            source = storage.root(id(tensor))
+            if source != out and storage.last[source] == i and storage.size[out] <= storage.size[source]:
+                storage.join(source, out)
+                break
+
+
+def plan_memory(dispatches, strategy, aliases=()):
+    """Offsets (elements) of every arena tensor (by id), and the plan's size, lower bound and
+    naive size (one buffer per storage group of aliases, no reuse)."""
+    storage = _Storage(dispatches)
+    _join_aliases(storage, aliases)
+    naive = sum(u.size for u in storage.usages())
+    _join_inplace(storage, dispatches)
+    usages = storage.usages()
     offsets, total = memory.plan(usages, strategy)
-    return offsets, total, memory.lower_bound(usages), memory.plan(usages, "naive")[1]
+    by_tensor = {key: offsets[storage.root(key)] for key in storage.parent}
+    return by_tensor, total, memory.lower_bound(usages), naive
 
 
+def _alias_groups(aliases):
+    """{id(tensor): [tensors sharing its storage under another shape]} for capture."""
+    groups = {}
+    for tensor, source in aliases:
+        members = groups.get(id(source), [source]) + groups.get(id(tensor), [tensor])
+        for t in members:
+            groups[id(t)] = members
+    return groups
+
+
+# -- barriers --------------------------------------------------------------------------------
+def _access(tensor, offsets, box=None):
+    """(arena offset, Shape4, box) of a tensor access; box None: the whole tensor."""
+    s4 = bhwc(tensor.shape)
+    return offsets[id(tensor)], s4, box or ((0, s4.b), (0, s4.slices), (0, s4.h), (0, s4.w))
+
+
+def _span(access):
+    """Arena element range [start, end) a box access lies within."""
+    offset, s4, ((b0, b1), (s0, s1), (h0, h1), (w0, w1)) = access
+
+    def index(b, s, h, w):
+        return offset + ((b * s4.slices + s) * s4.h + h) * s4.w + w
+    return index(b0, s0, h0, w0), index(b1 - 1, s1 - 1, h1 - 1, w1 - 1) + 1
+
+
+def _overlap(a, b):
+    """Whether two accesses may touch a common element: boxes of one storage layout compare
+    exactly, anything else by the address ranges they span."""
+    if a[0] == b[0] and a[1] == b[1]:
+        return all(lo1 < hi2 and lo2 < hi1 for (lo1, hi1), (lo2, hi2) in zip(a[2], b[2]))
+    (s1, e1), (s2, e2) = _span(a), _span(b)
+    return s1 < e2 and s2 < e1
+
+
+def _barriers(dispatches, offsets):
+    """barrier[i]: dispatch i reads what an earlier dispatch wrote, or writes over what an
+    earlier one read or wrote, since the last barrier. Writes compare by the box they write,
+    so a concatenation's per-input dispatches need none between them unless they share a vec4
+    slice. A barrier is glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT): every dependency between
+    dispatches goes through storage buffers (the runtime adds BUFFER_UPDATE before reading back)."""
+    flags, written, read = [], [], []
+    for d in dispatches:
+        r = [_access(t, offsets) for t in d.reads]
+        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes]
+        needed = any(_overlap(a, b) for a in r + w for b in written) or any(_overlap(a, b) for a in w for b in read)
+        if needed:
+            written, read = [], []
+        flags.append(needed)
+        written += w
+        read += r
+    return flags
+
+
+# -- programs --------------------------------------------------------------------------------
 def _resolve(params, offsets, const_offsets):
     resolved = {}
     for name, value in params.items():
@@ -98,54 +238,70 @@ def _resolve(params, offsets, const_offsets):
     return resolved
 
 
-def _barriers(dispatches, offsets):
-    """barrier[i]: dispatch i reads what an earlier dispatch wrote, or writes over what an
-    earlier one read or wrote, since the last barrier (ranges compare by arena address)."""
-    def ranges(tensors):
-        return [(offsets[id(t)], offsets[id(t)] + bhwc(t.shape).elements) for t in tensors]
-
-    def overlaps(a, b):
-        return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)
-    flags, written, read = [], [], []
-    for d in dispatches:
-        r, w = ranges(d.reads), ranges(d.writes)
-        needed = overlaps(r, written) or overlaps(w, written) or overlaps(w, read)
-        if needed:
-            written, read = [], []
-        flags.append(needed)
-        written += w
-        read += r
-    return flags
+def _variants(d, values, env, limits, tune):
+    """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
+    kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
+    (none for a kernel that fixed its workgroup)."""
+    if d.workgroup:
+        workgroups = [clamp_workgroup(d.workgroup, limits)]
+    else:
+        workgroups = candidates(d.grid, limits) if tune else [choose_workgroup(d.grid, limits)]
+    out = []
+    for wg in workgroups:
+        defines = {**d.defines, "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+        source = shader.assemble(d.template, defines, values, env.storage_half, env.precision == "fp16")
+        out.append((wg, source, group_counts(d.grid, wg)))
+    return out
 
 
-def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best"):
-    """Build the Plan of a partition (pure: no GL calls).
+def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None):
+    """Build the Plan of a partition (pure: no GL calls, except through `tuner`).
 
     nodes: graph nodes in execution order; inputs / outputs: the partition's boundary tensors.
     precision: 'fp32' | 'fp16' | 'fp16_fp32acc'.
+    tuner: None (heuristic workgroups), or an object whose choose(plan, variants) picks a
+        workgroup per step, or returns None to keep the heuristic's (workgroups.WorkgroupTuner
+        times them on the GPU).
     """
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
-    offsets, arena_elements, lower, naive = plan_memory(dispatches, memory_strategy)
+    offsets, arena_elements, lower, naive = plan_memory(dispatches, memory_strategy, env.aliases)
     const_offsets = np.cumsum([0] + [len(c) for c in env.constants]).tolist()
     constants = np.concatenate(env.constants) if env.constants else np.zeros((1, 4), np.float32)
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
-    sources, source_index, steps, params, labels, writes = [], {}, [], bytearray(), [], []
-    for d, barrier in zip(dispatches, _barriers(dispatches, offsets)):
-        workgroup = d.workgroup or choose_workgroup(d.grid, limits)
+    aliases = _alias_groups(env.aliases)
+    variants, blocks, params, writes = [], [], bytearray(), []
+    for d in dispatches:
         values = _resolve({**d.params, "grid": tuple(d.grid)}, offsets, const_offsets)
-        defines = {**d.defines, "WG_X": workgroup[0], "WG_Y": workgroup[1], "WG_Z": workgroup[2]}
-        source = shader.assemble(d.template, defines, values, env.storage_half, precision == "fp16")
-        index = source_index.setdefault(source, len(sources))
-        if index == len(sources):
-            sources.append(source)
+        variants.append(_variants(d, values, env, limits, tuner is not None))
         block = shader.pack_params(values)
         params.extend(b"\0" * (-len(params) % alignment))
-        steps.append((index, len(params), len(block), group_counts(d.grid, workgroup), barrier))
+        blocks.append((len(params), len(block)))
         params.extend(block)
-        labels.append(d.label)
-        writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in d.writes])
-    return Plan(steps=steps, sources=sources, params=bytes(params) or b"\0" * 16, constants=constants,
+        written = [m for t in d.writes for m in aliases.get(id(t), [t])]
+        writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
+    plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=constants,
                 arena_elements=max(arena_elements, 1), arena_lower_bound=lower, arena_naive=naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
-                labels=labels, writes=writes)
+                labels=[d.label for d in dispatches], writes=writes, templates=[d.template for d in dispatches],
+                workgroups=[], tuned=False)
+    barriers = _barriers(dispatches, offsets)
+    _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
+    choice = tuner.choose(plan, variants) if tuner is not None else None
+    if choice is not None:
+        _set_steps(plan, variants, blocks, barriers, choice)
+        plan.tuned = True
+    return plan
+
+
+def _set_steps(plan, variants, blocks, barriers, choice):
+    """Fill the plan's steps, sources and workgroups with variant choice[i] of each dispatch."""
+    sources, index_of, steps, workgroups = [], {}, [], []
+    for options, k, (offset, size), barrier in zip(variants, choice, blocks, barriers):
+        workgroup, source, groups = options[k]
+        index = index_of.setdefault(source, len(sources))
+        if index == len(sources):
+            sources.append(source)
+        steps.append((index, offset, size, groups, barrier))
+        workgroups.append(workgroup)
+    plan.steps, plan.sources, plan.workgroups = steps, sources, workgroups

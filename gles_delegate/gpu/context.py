@@ -23,6 +23,7 @@ import moderngl
 
 from ..errors import GpuError
 from . import egl
+from .gl import GlFunctions, Program
 
 GL_APIS = ("auto", "gles", "gl")
 GL_API_ENV = "GLES_DELEGATE_GL_API"
@@ -75,7 +76,9 @@ class GlContext:
     Attributes: renderer, version, vendor, glsl_version (GL strings), limits (dict of GL limits),
     extensions (frozenset of GL extension names), gl_api ('gles' | 'gl', what was created),
     egl_platform ('device' | 'surfaceless' | 'default'), device_index (EGL device, or None off
-    the device platform), ctx (the moderngl.Context; use it inside current()).
+    the device platform), ctx (the moderngl.Context; use it inside current()), gl (gpu/gl.py
+    GlFunctions: the program calls we make ourselves), binary_formats
+    (GL_NUM_PROGRAM_BINARY_FORMATS: 0 where program binaries cannot be saved).
     """
 
     def __init__(self, device_index=None, gl_api=None, platforms=egl.PLATFORMS, use_pbuffer=None):
@@ -107,6 +110,8 @@ class GlContext:
             self.extensions = self._gl.extensions()
             self.limits = self._gl.limits()
             self._gl.clear_errors()
+            self.gl = GlFunctions(self.egl.proc_address)
+            self.binary_formats = self.gl.binary_formats()
             if self.gl_api == "gl" and _desktop_version(self.version) < (4, 5) \
                     and _GLSL_ES_ON_DESKTOP not in self.extensions:
                 raise GpuError(f"{self.version} ({self.renderer}) cannot compile GLSL ES 3.10 shaders "
@@ -135,15 +140,20 @@ class GlContext:
         """Drop every pending GL error (call inside current())."""
         self._gl.clear_errors()
 
-    def program(self, source):
-        """A compiled compute program for `source`, compiled once per context (dedupe by text).
-        Raises GpuError with the driver's log when it does not compile."""
+    def program(self, source, binary=None):
+        """The compute Program (gpu/gl.py) for `source`, made once per context (dedupe by text):
+        compiled, or loaded from `binary` = (format, bytes) of an earlier glGetProgramBinary,
+        falling back to compiling `source` when the driver refuses the binary (the Program's
+        `refused` says why). Raises GpuError with the driver's log when `source` does not
+        compile. Call inside current()."""
         program = self._programs.get(source)
         if program is None:
-            try:
-                program = self.ctx.compute_shader(source)
-            except Exception as exc:  # moderngl.Error carries the driver's compile/link log
-                raise GpuError(f"compute shader failed to compile on {self.renderer}:\n{exc}") from None
+            if binary is not None:
+                program, refused = Program.load(self.gl, binary[0], binary[1], source, self.renderer)
+                program.refused = refused
+            else:
+                program = Program.compile(self.gl, source, retrievable=self.binary_formats > 0,
+                                          renderer=self.renderer)
             self._programs[source] = program
         return program
 
@@ -158,7 +168,9 @@ class GlContext:
                 return
             token = self.egl.enter()
             try:
-                self._programs = {}
+                programs, self._programs = self._programs, {}
+                for program in programs.values():
+                    program.release()
                 self.ctx.release()
             finally:
                 self.ctx = None

@@ -3,11 +3,16 @@ overlap, using as little memory as possible.
 
 Each strategy orders the tensors and places each at the lowest offset that does not overlap a
 tensor already placed whose lifetime intersects its own (first fit). Lifetimes are inclusive
-ranges of dispatch indices.
+ranges of dispatch indices. "best" takes the smallest of the orders, then searches nearby
+orders while that lowers the plan (see _improve). The compiler merges tensors that share storage
+(free reshapes, in-place elementwise outputs) into one usage before planning.
 """
+import random
 from dataclasses import dataclass
 
-STRATEGIES = ("naive", "greedy_in_order", "greedy_by_size", "greedy_by_breadth", "best")
+STRATEGIES = ("naive", "greedy_in_order", "greedy_by_size", "greedy_by_breadth", "greedy_by_lifetime", "best")
+SEARCH_BUDGET = 2000  # first-fit runs "best" may spend searching above the lower bound
+RESTART_BUDGET = 50   # of which one restart's local search may spend
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ _ORDERS = {
     "greedy_in_order": lambda us: sorted(us, key=lambda u: (u.first, -u.size)),
     "greedy_by_size": lambda us: sorted(us, key=lambda u: (-u.size, u.first)),
     "greedy_by_breadth": _breadth_order,
+    # Long-lived tensors first, at the bottom: they then never sit between two peaks.
+    "greedy_by_lifetime": lambda us: sorted(us, key=lambda u: (u.first - u.last, -u.size, u.first)),
 }
 
 
@@ -71,7 +78,53 @@ def plan(usages, strategy="best"):
     if strategy == "naive":
         return _naive(usages)
     if strategy == "best":
-        return min((plan(usages, s) for s in _ORDERS), key=lambda result: result[1])
+        return _best(usages)
     if strategy not in _ORDERS:
         raise ValueError(f"unknown memory strategy {strategy!r}; expected one of {STRATEGIES}")
     return _first_fit(_ORDERS[strategy](usages))
+
+
+def _best(usages):
+    """The smallest first-fit plan over the orders, improved by local search; while it stays
+    above the lower bound, restarts from seeded random orders that weigh size and lifetime
+    (deterministic: the same usages always get the same plan)."""
+    bound = lower_bound(usages)
+    orders = [order(usages) for order in _ORDERS.values()]
+    results = [_first_fit(order) for order in orders]
+    k = min(range(len(orders)), key=lambda i: results[i][1])
+    best = _improve(orders[k], results[k], bound)
+    rng = random.Random(0)
+    for _ in range(SEARCH_BUDGET // RESTART_BUDGET):
+        if best[1] <= bound:
+            break
+        weight = {u.key: u.size * rng.uniform(0.5, 1.5) * (u.last - u.first + 1) ** rng.random() for u in usages}
+        order = sorted(usages, key=lambda u: -weight[u.key])
+        result = _improve(order, _first_fit(order), bound, RESTART_BUDGET)
+        if result[1] < best[1]:
+            best = result
+    return best
+
+
+def _improve(order, result, bound, budget=SEARCH_BUDGET):
+    """Local search from a first-fit order: a tensor whose block reaches the top of the plan is
+    tried ahead of each tensor placed before it; a move that lowers the top is kept and the
+    search restarts from it. Stops at the lower bound, when no move helps, or after `budget`
+    first-fit runs."""
+    offsets, total = result
+    while total > bound and budget > 0:
+        moved = None
+        for usage in [u for u in order if offsets[u.key] + u.size == total]:
+            position = order.index(usage)
+            for k in range(position):
+                trial = order[:k] + [usage] + order[k:position] + order[position + 1:]
+                budget -= 1
+                trial_result = _first_fit(trial)
+                if trial_result[1] < total or budget <= 0:
+                    moved = trial, trial_result
+                    break
+            if moved:
+                break
+        if moved is None or moved[1][1] >= total:
+            break
+        order, (offsets, total) = moved[0], moved[1]
+    return offsets, total

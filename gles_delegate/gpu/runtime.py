@@ -9,9 +9,11 @@ ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
 
 
 class GpuPartition:
-    """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces."""
+    """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces. `binaries`
+    (optional, one per plan source): (format, bytes) of a program binary to load instead of
+    compiling that source, or None (serialization.py passes them on a warm start)."""
 
-    def __init__(self, context, plan, nodes):
+    def __init__(self, context, plan, nodes, binaries=None):
         self.context = context
         self.plan = plan
         self.nodes = nodes
@@ -23,7 +25,8 @@ class GpuPartition:
             self.consts = ctx.buffer(np.ascontiguousarray(consts).tobytes())
             self.io = ctx.buffer(reserve=plan.io_bytes)
             self.params = ctx.buffer(plan.params)
-            programs = [context.program(source) for source in plan.sources]
+            binaries = binaries or [None] * len(plan.sources)
+            programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
             self.steps = [(programs[i].run, offset, size, groups, barrier)
                           for i, offset, size, groups, barrier in plan.steps]
             context.check_error("creating the partition's buffers and programs")

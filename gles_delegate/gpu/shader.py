@@ -1,5 +1,6 @@
 """Assemble a compute shader from a template in kernels_glsl/: #version, precision, the
-kernel's #defines, its Params uniform block (std140) and common.glsl, then the template body."""
+kernel's #defines, its Params uniform block (std140) and common.glsl (and epilogue.glsl for a
+kernel that applies epilogue steps), then the template body."""
 import functools
 import importlib.resources
 import struct
@@ -67,7 +68,9 @@ def assemble(template_name, defines, params, storage_half, math_half):
              f"#define STORAGE_HALF {int(storage_half)}"]
     defines = {"ACTIVATION": 0, **defines}  # common.glsl tests it; GLSL ES has no implicit 0
     lines += [f"#define {name} {_define_value(value)}" for name, value in sorted(defines.items())]
-    return "\n".join(lines) + "\n" + params_block(params) + template("common") + template(template_name)
+    # A kernel that applies an epilogue (gpu/kernels/epilogue.py) always defines EP_COUNT.
+    shared = template("common") + (template("epilogue") if "EP_COUNT" in defines else "")
+    return "\n".join(lines) + "\n" + params_block(params) + shared + template(template_name)
 
 
 def _define_value(value):

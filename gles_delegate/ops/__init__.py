@@ -5,20 +5,34 @@ Each module holds one op family and exposes two plain dicts:
                               one numpy array per node input (None for an omitted optional one)
   SUPPORT = {"OP_NAME": fn}   optional; fn(node) -> None if the kernel can run this exact node,
                               else a string saying why not (checked at allocate_tensors)
+  OUTPUT_SHAPES = {"OP_NAME": fn}  optional, for ops whose output can be far larger than their
+                              inputs (broadcasts, paddings, resizes, tiles, convolutions):
+                              fn(node, shapes, values) -> the output shapes, from the input shapes
+                              and the input values where known (values[k] None: a runtime input);
+                              None when runtime values decide. run_node checks them against the
+                              model's declared shapes before the kernel allocates anything.
 Variable tensors (LSTM state) arrive as the interpreter's own arrays and are updated in place.
 common.py holds the semantics the kernels share (padding, windows, fused activations,
 quantization), checks.py what their SUPPORT checks share.
 """
-from . import (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape,
+import numpy as np
+
+from ..errors import ModelError
+from .checks import check_output_elements, node_error
+from . import (binary, conv, elementwise, hybrid, lstm, mediapipe, pool, quantize, reduce, resize, shape,
                softmax)
 
-_MODULES = (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape, softmax)
+# hybrid last: its CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED entries take over conv's (they
+# run hybrid nodes and hand every other node to conv's).
+_MODULES = (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape, softmax, hybrid)
 
 KERNELS = {}
 SUPPORT = {}
+OUTPUT_SHAPES = {}
 for _module in _MODULES:
     KERNELS.update(_module.KERNELS)
     SUPPORT.update(getattr(_module, "SUPPORT", {}))
+    OUTPUT_SHAPES.update(getattr(_module, "OUTPUT_SHAPES", {}))
 
 
 def unsupported_reason(node):
@@ -29,6 +43,32 @@ def unsupported_reason(node):
     return check(node) if check is not None else None
 
 
+def output_shapes(node, shapes, values=None):
+    """The output shapes of `node` for input `shapes` (None: omitted) and input `values` (None
+    or a list with None where unknown), for the ops in OUTPUT_SHAPES; None when the op is not
+    there, runtime values decide, or the inputs are malformed (the kernel then says why)."""
+    function = OUTPUT_SHAPES.get(node.op)
+    if function is None:
+        return None
+    values = list(values) if values is not None else [None] * len(shapes)
+    try:
+        result = function(node, [None if s is None else tuple(int(d) for d in s) for s in shapes], values)
+    except ModelError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError):
+        return None
+    return None if result is None else [tuple(int(d) for d in s) for s in result]
+
+
 def run_node(node, inputs):
-    """Run one node on the reference kernels; returns its output arrays."""
-    return KERNELS[node.op](node, inputs)
+    """Run one node on the reference kernels; returns its output arrays. An output larger than
+    the model declares fails before the kernel runs (checks.check_output_elements); running out
+    of memory is a ModelError naming the node."""
+    shapes = output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
+    if shapes is not None:
+        check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None))
+    try:
+        return KERNELS[node.op](node, inputs)
+    except MemoryError as exc:
+        raise node_error(node, f"out of memory computing its outputs (declared "
+                               f"{[list(t.shape) for t in node.outputs if t is not None]}): {exc}") from None

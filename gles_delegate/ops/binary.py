@@ -222,3 +222,11 @@ KERNELS = {**{op: arithmetic_kernel for op in ARITHMETIC},
 SUPPORT = {**{op: arithmetic_support for op in ARITHMETIC},
            **{op: comparison_support for op in COMPARISONS},
            **{op: logical_support for op in LOGICAL}}
+
+
+def _broadcast_shape(node, shapes, values):
+    """Both inputs broadcast to one output (what can make it far larger than either input)."""
+    return [np.broadcast_shapes(shapes[0], shapes[1])]
+
+
+OUTPUT_SHAPES = {op: _broadcast_shape for op in KERNELS}

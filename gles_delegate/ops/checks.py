@@ -3,6 +3,9 @@ inputs, quantization parameters, window options and fused activations.
 
 A check returns None when the node is fine, else a string saying why not (see ops/__init__.py).
 """
+import contextlib
+import threading
+
 import numpy as np
 
 from ..errors import ModelError
@@ -10,6 +13,10 @@ from .common import (PADDING_SAME, PADDING_VALID, activation_range, dilations_of
                      spatial_geometry, strides_of)
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+# A window (kernel extent with dilation) may exceed its input, as TFLite allows with SAME
+# padding, but by no more than this: past it the padded input a kernel builds is mostly padding.
+MAX_WINDOW_OVERHANG = 64
+_inference = threading.local()
 
 
 def node_error(node, message):
@@ -107,6 +114,52 @@ def check_activation(node):
 
 
 def check_output_size(node, in_hw, kernel_hw, strides, dilations):
-    """Why a windowed op would have an empty output (a kernel larger than a VALID input), or None."""
+    """Why a windowed op would have an empty output (a kernel larger than a VALID input) or a
+    window so much larger than its input (2 x input + MAX_WINDOW_OVERHANG) that the padded input
+    would be mostly padding (a hostile dilation or filter size), or None."""
+    for size, k, d in zip(in_hw, kernel_hw, dilations):
+        extent = (k - 1) * d + 1
+        if extent > 2 * size + MAX_WINDOW_OVERHANG:
+            return (f"window extent {extent} (kernel {k}, dilation {d}) is far larger than the input "
+                    f"extent {size}")
     oh, ow, _, _ = spatial_geometry(in_hw, kernel_hw, strides, dilations, node.options["padding"])
     return None if min(oh, ow) >= 1 else f"output size {oh}x{ow}: the window does not fit the input"
+
+
+# -- output shapes --------------------------------------------------------------------------
+@contextlib.contextmanager
+def inferring_shapes(growth):
+    """Within this block the model's declared shapes are being recomputed (after a resize), so
+    check_output_elements cannot compare against them: it caps every output at `growth` times
+    the elements the model declares for it (plus 1 Mi elements) instead."""
+    previous = getattr(_inference, "growth", None)
+    _inference.growth = growth
+    try:
+        yield
+    finally:
+        _inference.growth = previous
+
+
+def check_output_elements(node, shapes, input_elements=0):
+    """Before a kernel allocates its outputs: a ModelError naming the node when an output of
+    `shapes` (what the kernel is about to compute) holds more elements than the model declares
+    for it, so that a hostile size, padding, multiple or stride fails here instead of allocating
+    gigabytes. (A different shape with as many elements is the caller's to report.) An output
+    declared as a scalar is taken as not declared (writers use [] for "unknown"): it may hold up
+    to 16 x `input_elements` (the node's inputs together) + 16 Mi elements."""
+    growth = getattr(_inference, "growth", None)
+    for k, (tensor, shape) in enumerate(zip(node.outputs, shapes)):
+        if tensor is None or shape is None:
+            continue
+        computed = int(np.prod(shape, dtype=object))
+        declared = int(np.prod(tensor.shape, dtype=object))
+        if growth is None and len(tensor.shape) == 0:
+            if computed > 16 * input_elements + (1 << 24):
+                raise node_error(node, f"output {k} (tensor {tensor.index}, declared without a shape) would "
+                                       f"have shape {list(shape)}, far larger than the node's inputs")
+        elif growth is None and computed > declared:
+            raise node_error(node, f"output {k} (tensor {tensor.index}) would have shape {list(shape)}, the "
+                                   f"model declares {list(tensor.shape)}")
+        elif growth is not None and computed > declared * growth + 16 * input_elements + (1 << 20):
+            raise node_error(node, f"output {k} (tensor {tensor.index}) would have shape {list(shape)}: far "
+                                   f"larger than the model declares ({list(tensor.shape)}) for the resized inputs")

@@ -45,16 +45,28 @@ def dilations_of(node):
     return node.options.get("dilation_h_factor", 1), node.options.get("dilation_w_factor", 1)
 
 
-def window_taps(x, kernel_hw, strides, dilations, out_hw, pads, fill=0):
+def window_taps(x, kernel_hw, strides, dilations, out_hw, pads, fill=0, skip_padding=False):
     """Yield (ky, kx, view) for every tap of a windowed op over x [N, H, W, C]: view [N, OH, OW, C]
     holds, at (oy, ox), the input element that tap (ky, kx) of output (oy, ox) reads, or `fill`
-    where it falls in the padding. `pads` is (pad_top, pad_left)."""
+    where it falls in the padding. `pads` is (pad_top, pad_left). skip_padding: leave out the
+    taps that read nothing but padding (pooling, where padding neither wins nor counts: a window
+    far larger than its input then costs what it overlaps, not its size)."""
     padded = _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill)
     (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel_hw, strides, dilations, out_hw
-    for ky in range(kh):
-        for kx in range(kw):
+    rows, cols = range(kh), range(kw)
+    if skip_padding:
+        rows = [ky for ky in rows if _tap_overlaps(ky * dh, oh, sh, pads[0], x.shape[1])]
+        cols = [kx for kx in cols if _tap_overlaps(kx * dw, ow, sw, pads[1], x.shape[2])]
+    for ky in rows:
+        for kx in cols:
             top, left = ky * dh, kx * dw
             yield ky, kx, padded[:, top:top + (oh - 1) * sh + 1:sh, left:left + (ow - 1) * sw + 1:sw, :]
+
+
+def _tap_overlaps(start, out_size, stride, pad_before, in_size):
+    """Whether a tap reading padded positions start, start + stride, ... (out_size of them)
+    reaches the input at padded positions [pad_before, pad_before + in_size)."""
+    return start + (out_size - 1) * stride >= pad_before and start < pad_before + in_size
 
 
 def _pad_for_windows(x, kernel_hw, strides, dilations, out_hw, pads, fill):
@@ -191,6 +203,9 @@ def quantize(tensor, real):
 
 def quantized_multiplier(real_multiplier):
     """TFLite's QuantizeMultiplier: (int32 mantissa in Q31, shift) with real = m * 2^(shift-31)."""
+    if not np.isfinite(real_multiplier):
+        raise ModelError(f"quantization scales give the multiplier {real_multiplier}: scales must be finite "
+                         "and nonzero")
     if real_multiplier == 0:
         return 0, 0
     mantissa, shift = np.frexp(real_multiplier)

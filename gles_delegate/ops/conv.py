@@ -83,15 +83,32 @@ def _forward_windows(node, xc, kernel_hw):
     return (oh, ow), window_taps(xc, kernel_hw, strides, dilations, (oh, ow), (pad_top, pad_left))
 
 
+def conv_2d_accumulators(node, xc, wc):
+    """CONV_2D's accumulators [N, OH, OW, O] from centred operands (step 2 above; ops/hybrid.py
+    shares it): xc [N, H, W, C], wc [O, KH, KW, C]. The padding reads as 0 (the zero point)."""
+    (oh, ow), taps = _forward_windows(node, xc, wc.shape[1:3])
+    # im2col: tap-major, channel-minor columns, the order of the filter's [KH, KW, C] axes.
+    columns = np.stack([view for _, _, view in taps], axis=3).reshape(-1, wc[0].size)
+    return (columns @ wc.reshape(wc.shape[0], -1).T).reshape(xc.shape[0], oh, ow, -1)
+
+
 def conv_2d(node, inputs):
     """CONV_2D: input [N, H, W, C], filter [O, KH, KW, C], bias [O] -> [N, OH, OW, O]."""
     x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
-    xc, wc = _centered(node.inputs[0], x), _centered(node.inputs[1], w)
-    (oh, ow), taps = _forward_windows(node, xc, w.shape[1:3])
-    # im2col: tap-major, channel-minor columns, the order of the filter's [KH, KW, C] axes.
-    columns = np.stack([view for _, _, view in taps], axis=3).reshape(-1, wc[0].size)
-    acc = (columns @ wc.reshape(wc.shape[0], -1).T).reshape(x.shape[0], oh, ow, -1)
+    acc = conv_2d_accumulators(node, _centered(node.inputs[0], x), _centered(node.inputs[1], w))
     return [_output_stage(node, acc, bias, node.inputs[0], node.inputs[1])]
+
+
+def depthwise_accumulators(node, xc, wc):
+    """DEPTHWISE_CONV_2D's accumulators [N, OH, OW, C*M] from centred operands (ops/hybrid.py
+    shares it): xc [N, H, W, C], wc [1, KH, KW, C*M]; output channel c*M + m reads input channel c."""
+    (oh, ow), taps = _forward_windows(node, xc, wc.shape[1:3])
+    n, c = xc.shape[0], xc.shape[3]
+    taps_weights = wc[0].reshape(wc.shape[1], wc.shape[2], c, -1)
+    acc = np.zeros((n, oh, ow, c, taps_weights.shape[3]), np.result_type(xc, wc))
+    for ky, kx, view in taps:
+        acc += view[..., None] * taps_weights[ky, kx]
+    return acc.reshape(n, oh, ow, -1)
 
 
 def depthwise_conv_2d(node, inputs):
@@ -99,14 +116,8 @@ def depthwise_conv_2d(node, inputs):
     [N, OH, OW, C*M], output channel c*M + m from input channel c. M comes from the shapes:
     TFLite ignores the depth_multiplier option."""
     x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
-    xc, wc = _centered(node.inputs[0], x), _centered(node.inputs[1], w)
-    (oh, ow), taps = _forward_windows(node, xc, w.shape[1:3])
-    n, c = x.shape[0], x.shape[3]
-    taps_weights = wc[0].reshape(w.shape[1], w.shape[2], c, -1)
-    acc = np.zeros((n, oh, ow, c, taps_weights.shape[3]), xc.dtype)
-    for ky, kx, view in taps:
-        acc += view[..., None] * taps_weights[ky, kx]
-    return [_output_stage(node, acc.reshape(n, oh, ow, -1), bias, node.inputs[0], node.inputs[1])]
+    acc = depthwise_accumulators(node, _centered(node.inputs[0], x), _centered(node.inputs[1], w))
+    return [_output_stage(node, acc, bias, node.inputs[0], node.inputs[1])]
 
 
 def _transposed(xc, wc, strides, out_hw, pads):
@@ -205,8 +216,10 @@ def _check_dtypes(node, input_t, filter_t, bias_t):
     if dtype not in _DTYPES:
         return f"input type {dtype} (supported: float32, int8, uint8)"
     if filter_t.dtype != dtype or output_t.dtype != dtype:
+        # Hybrid nodes (float32 input and output, int8 filter) are ops/hybrid.py's: this check
+        # stays strict because the GPU kernels reuse it and run float32 weights only.
         return (f"input {dtype}, filter {filter_t.dtype}, output {output_t.dtype}: all must match "
-                "(hybrid and 16x8 kernels are not supported)")
+                "(hybrid kernels are ops/hybrid.py's; 16x8 kernels are not supported)")
     bias_dtype = np.float32 if dtype == np.float32 else np.int32
     if bias_t is not None and bias_t.dtype != bias_dtype:
         return f"bias type {bias_t.dtype}, expected {np.dtype(bias_dtype)}"
@@ -221,8 +234,9 @@ def _check_dtypes(node, input_t, filter_t, bias_t):
     return None
 
 
-def _check_filter_quantization(filter_t, channel_axis):
-    """Per-channel weights: int8 only, along the output-channel axis; int8 weights symmetric."""
+def check_filter_quantization(filter_t, channel_axis):
+    """Per-channel weights: int8 only, along the output-channel axis; int8 weights symmetric
+    (ops/hybrid.py checks hybrid filters with it too)."""
     q = filter_t.quantization
     if q is None or q.scales.size == 1:
         return _check_symmetric(filter_t)
@@ -250,7 +264,7 @@ def _check_operands(node, input_t, filter_t, bias_t, out_channels, channel_axis)
         return f"bias shape {list(bias_t.shape)}, expected [{out_channels}]"
     reason = _check_dtypes(node, input_t, filter_t, bias_t)
     if reason is None and input_t.dtype != np.float32:
-        reason = _check_filter_quantization(filter_t, channel_axis)
+        reason = check_filter_quantization(filter_t, channel_axis)
     return reason
 
 
@@ -277,17 +291,20 @@ def _check_in_channels(x_t, w_t):
     return None
 
 
-def support_conv_2d(node):
+def support_conv_2d(node, operands=_check_operands):
+    """Why CONV_2D cannot run this node, or None. `operands` checks the types and quantization
+    (ops/hybrid.py passes its own: the shape and option checks are the same)."""
     x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
         lambda: _check_in_channels(x_t, w_t),
         lambda: check_window_options(node, with_dilation=True),
         lambda: check_output_size(node, x_t.shape[1:3], w_t.shape[1:3], strides_of(node), dilations_of(node)),
-        lambda: _check_operands(node, x_t, w_t, b_t, w_t.shape[0], 0))
+        lambda: operands(node, x_t, w_t, b_t, w_t.shape[0], 0))
 
 
-def support_depthwise_conv_2d(node):
+def support_depthwise_conv_2d(node, operands=_check_operands):
+    """Why DEPTHWISE_CONV_2D cannot run this node, or None (`operands`: see support_conv_2d)."""
     x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
@@ -295,7 +312,7 @@ def support_depthwise_conv_2d(node):
         f"filter shape {list(w_t.shape)} is not [1, KH, KW, {x_t.shape[3]} * multiplier]",
         lambda: check_window_options(node, with_dilation=True),
         lambda: check_output_size(node, x_t.shape[1:3], w_t.shape[1:3], strides_of(node), dilations_of(node)),
-        lambda: _check_operands(node, x_t, w_t, b_t, w_t.shape[3], 3))
+        lambda: operands(node, x_t, w_t, b_t, w_t.shape[3], 3))
 
 
 def _check_output_shape_operand(node):
@@ -334,7 +351,8 @@ def support_transpose_conv_bias(node):
         f"bias shape {list(b_t.shape)}, expected [{w_t.shape[0]}]")
 
 
-def support_fully_connected(node):
+def support_fully_connected(node, operands=_check_operands):
+    """Why FULLY_CONNECTED cannot run this node, or None (`operands`: see support_conv_2d)."""
     x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
     keep_num_dims = node.options.get("keep_num_dims", False)
     return _first(
@@ -346,7 +364,7 @@ def support_fully_connected(node):
         lambda: None if not keep_num_dims or x_t.shape[-1] == w_t.shape[1] else
         f"keep_num_dims needs the input's last dimension ({x_t.shape[-1]}) to equal {w_t.shape[1]}",
         lambda: check_activation(node),
-        lambda: _check_operands(node, x_t, w_t, b_t, w_t.shape[0], 0))
+        lambda: operands(node, x_t, w_t, b_t, w_t.shape[0], 0))
 
 
 SUPPORT = {"CONV_2D": with_arity(2, 1, support_conv_2d),
@@ -354,3 +372,41 @@ SUPPORT = {"CONV_2D": with_arity(2, 1, support_conv_2d),
            "TRANSPOSE_CONV": with_arity(3, 1, support_transpose_conv),
            "FULLY_CONNECTED": with_arity(2, 1, support_fully_connected),
            "Convolution2DTransposeBias": with_arity(3, 0, support_transpose_conv_bias)}
+
+
+# -- output shapes (checked before a kernel allocates: see ops/__init__.py) -----------------------
+def _conv_shape(channels_axis):
+    def shape(node, shapes, values):
+        (n, h, w, _), filter_shape = shapes[0], shapes[1]
+        oh, ow, _, _ = spatial_geometry((h, w), filter_shape[1:3], strides_of(node), dilations_of(node),
+                                        node.options["padding"])
+        return [(n, oh, ow, filter_shape[channels_axis])]
+    return shape
+
+
+def _transpose_conv_shape(node, shapes, values):
+    return None if values[0] is None else [transpose_conv_output_shape(node, values[0])]
+
+
+def _transpose_conv_bias_shape(node, shapes, values):
+    (n, h, w, _), (o, kh, kw, _) = shapes[0], shapes[1]
+    padding, strides = mediapipe_options(node)
+    out_hw = []
+    for size, k, s in zip((h, w), (kh, kw), strides):
+        if s < 1:
+            return None
+        total = max(0, k - (size - 1) % s - 1) if padding == PADDING_SAME else 0
+        out_hw.append((size - 1) * s + k - total)
+    return [(n, out_hw[0], out_hw[1], o)]
+
+
+def _fully_connected_shape(node, shapes, values):
+    x, (units, depth) = shapes[0], shapes[1]
+    if node.options.get("keep_num_dims", False):
+        return [x[:-1] + (units,)]
+    return [(int(np.prod(x, dtype=np.int64)) // depth, units)] if depth else None
+
+
+OUTPUT_SHAPES = {"CONV_2D": _conv_shape(0), "DEPTHWISE_CONV_2D": _conv_shape(3),
+                 "TRANSPOSE_CONV": _transpose_conv_shape, "Convolution2DTransposeBias": _transpose_conv_bias_shape,
+                 "FULLY_CONNECTED": _fully_connected_shape}

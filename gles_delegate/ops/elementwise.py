@@ -259,3 +259,6 @@ KERNELS = {**{op: unary for op in FLOAT_FUNCTIONS}, "PRELU": prelu, "CAST": cast
 SUPPORT = {**{op: with_arity(1, 0, unary_support) for op in FLOAT_FUNCTIONS},
            "PRELU": with_arity(2, 0, prelu_support), "CAST": with_arity(1, 0, cast_support),
            "LOGICAL_NOT": with_arity(1, 0, logical_not_support)}
+
+
+OUTPUT_SHAPES = {"PRELU": lambda node, shapes, values: [np.broadcast_shapes(shapes[0], shapes[1])]}

@@ -22,7 +22,7 @@ def _windows(node, x, fill):
     """The window taps of a pooling node over x [N, H, W, C] (see common.window_taps)."""
     filter_hw, strides = _filter_hw(node), strides_of(node)
     oh, ow, pad_top, pad_left = spatial_geometry(x.shape[1:3], filter_hw, strides, (1, 1), node.options["padding"])
-    return window_taps(x, filter_hw, strides, (1, 1), (oh, ow), (pad_top, pad_left), fill)
+    return window_taps(x, filter_hw, strides, (1, 1), (oh, ow), (pad_top, pad_left), fill, skip_padding=True)
 
 
 def _finish(node, result):
@@ -77,3 +77,12 @@ def support_pool(node):
 
 KERNELS = {"AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d}
 SUPPORT = {"AVERAGE_POOL_2D": with_arity(1, 0, support_pool), "MAX_POOL_2D": with_arity(1, 0, support_pool)}
+
+
+def _pooled_shape(node, shapes, values):
+    n, h, w, c = shapes[0]
+    oh, ow, _, _ = spatial_geometry((h, w), _filter_hw(node), strides_of(node), (1, 1), node.options["padding"])
+    return [(n, oh, ow, c)]
+
+
+OUTPUT_SHAPES = {"AVERAGE_POOL_2D": _pooled_shape, "MAX_POOL_2D": _pooled_shape}

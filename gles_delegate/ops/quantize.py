@@ -1,4 +1,8 @@
-"""QUANTIZE, DEQUANTIZE and DENSIFY: conversions between real, quantized, half and sparse storage.
+"""QUANTIZE, DEQUANTIZE, DENSIFY and the QUANTIZE_AND_DEQUANTIZE pseudo-op: storage conversions.
+
+QUANTIZE, DEQUANTIZE and DENSIFY convert between real, quantized, half and sparse storage;
+QUANTIZE_AND_DEQUANTIZE snaps real values to a quantization grid, in the float view of quantized
+models (gles_delegate/quant.py).
 
 DEQUANTIZE of float16 weights and DENSIFY of sparse weights are how MediaPipe models store their
 constants; transforms/fold_constants.py runs these kernels once at allocate time.
@@ -7,8 +11,8 @@ import numpy as np
 
 from ..errors import ModelError
 from .checks import node_error, quantization_reason, with_arity
-from .common import (dequantize, multiply_by_quantized_multiplier, quantize, quantized_multiplier, saturate,
-                     scale_of, zero_point_of)
+from .common import (dequantize, multiply_by_quantized_multiplier, quant_params, quantize, quantized_multiplier,
+                     round_half_away, saturate, scale_of, zero_point_of)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 INTEGER_QUANTIZED = {np.dtype(t) for t in (np.int8, np.uint8, np.int16)}
@@ -74,6 +78,50 @@ def dequantize_support(node):
     if source.dtype not in INTEGER_QUANTIZED:
         return f"DEQUANTIZE from {source.type_name or source.dtype} is not supported"
     return quantization_reason(node, [source], per_channel=True) or _channel_reason(node, source, source.shape)
+
+
+# -- QUANTIZE_AND_DEQUANTIZE (a pseudo-op) ------------------------------------------------
+def fake_quantize(real, scales, zero_points, qmin, qmax):
+    """Real values snapped to a quantization grid: (clamp(round(x / scale) + zp, qmin, qmax) - zp)
+    * scale. x / scale in float32 as TFLite's QUANTIZE divides, rounded half away from zero;
+    NaN -> 0 (the zero point) and +-inf saturate, as common.quantize does. scales / zero_points
+    broadcast against `real` (0-d per tensor). Returns float32."""
+    real = np.asarray(real, F32)
+    scales32 = np.asarray(scales, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = round_half_away(np.where(np.isnan(real), np.float32(0), real / scales32).astype(np.float64))
+    q = np.clip(steps + zero_points, qmin, qmax)
+    return np.asarray((q - zero_points) * np.asarray(scales, np.float64), F32)
+
+
+def quantize_and_dequantize(node, inputs):
+    """QUANTIZE_AND_DEQUANTIZE: float32 x -> float32 x snapped to the output tensor's grid
+    (fake_quantize), per tensor or per channel along its quantized dimension, between
+    options["qmin"] and options["qmax"] (the integer range of the type the grid belonged to:
+    -128 / 127 for int8).
+
+    TFLite has no such builtin: gles_delegate/quant.py inserts it, in the float view of a
+    quantized partition, after every op whose output was quantized (what TFLite's GPU delegate
+    calls QuantizeAndDequantize), so it never appears in a .tflite file. TFLite's GPU shader
+    rounds floor((clamp(x, min, max) - min) / scale + 0.5), halves upwards; this follows TFLite's
+    CPU QUANTIZE instead (halves away from zero), which is what the quantized model computes."""
+    scales, zero_points = quant_params(node.outputs[0], np.ndim(inputs[0]))
+    return [fake_quantize(inputs[0], scales, zero_points, node.options["qmin"], node.options["qmax"])]
+
+
+def quantize_and_dequantize_support(node):
+    """Why QUANTIZE_AND_DEQUANTIZE cannot run this node, or None (the arity is with_arity's check)."""
+    source, target = node.inputs[0], node.outputs[0]
+    if source.dtype != F32 or target.dtype != F32:
+        return f"QUANTIZE_AND_DEQUANTIZE maps float32 to float32, got {source.dtype} -> {target.dtype}"
+    if tuple(source.shape) != tuple(target.shape):
+        return f"output shape {list(target.shape)} differs from input {list(source.shape)}"
+    qmin, qmax = node.options.get("qmin"), node.options.get("qmax")
+    if not (isinstance(qmin, (int, np.integer)) and isinstance(qmax, (int, np.integer)) and qmin <= qmax):
+        return f"QUANTIZE_AND_DEQUANTIZE needs integer options qmin <= qmax, got {qmin!r}, {qmax!r}"
+    if target.quantization is None or target.quantization.scales.size == 0:
+        return f"QUANTIZE_AND_DEQUANTIZE: output tensor {target.index} has no quantization"
+    return quantization_reason(node, [target], per_channel=True) or _channel_reason(node, target, target.shape)
 
 
 # -- DENSIFY --------------------------------------------------------------------------------
@@ -199,6 +247,8 @@ def densify_support(node):
     return None if reason is None else f"DENSIFY input tensor {source.index}: {reason}"
 
 
-KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": densify}
+KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": densify,
+           "QUANTIZE_AND_DEQUANTIZE": quantize_and_dequantize}
 SUPPORT = {"QUANTIZE": with_arity(1, 0, quantize_support), "DEQUANTIZE": with_arity(1, 0, dequantize_support),
-           "DENSIFY": with_arity(1, 0, densify_support)}
+           "DENSIFY": with_arity(1, 0, densify_support),
+           "QUANTIZE_AND_DEQUANTIZE": with_arity(1, 0, quantize_and_dequantize_support)}

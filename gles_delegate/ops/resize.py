@@ -143,3 +143,14 @@ def _nearest_support(node):
 
 KERNELS = {"RESIZE_BILINEAR": resize_bilinear, "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor}
 SUPPORT = {"RESIZE_BILINEAR": _bilinear_support, "RESIZE_NEAREST_NEIGHBOR": _nearest_support}
+
+
+def _resized_shape(node, shapes, values):
+    """[N, size[0], size[1], C] once the size input is known."""
+    if values[1] is None or len(shapes[0]) != 4:
+        return None
+    size = np.asarray(values[1]).reshape(-1)
+    return [(shapes[0][0], int(size[0]), int(size[1]), shapes[0][3])] if size.size == 2 else None
+
+
+OUTPUT_SHAPES = {"RESIZE_BILINEAR": _resized_shape, "RESIZE_NEAREST_NEIGHBOR": _resized_shape}

@@ -469,3 +469,28 @@ SUPPORT = {
     "PACK": _pack_support, "UNPACK": _simple_support(1, None), "TILE": _simple_support(2, 1, ((1, "multiples"),)),
     "SHAPE": _shape_support,
 }
+
+
+# -- output shapes of the ops whose output can be far larger than their input ------------------
+def _padded_shape(node, shapes, values):
+    if values[1] is None:
+        return None
+    widths = np.asarray(values[1], np.int64).reshape(len(shapes[0]), 2)
+    return [tuple(int(d + before + after) for d, (before, after) in zip(shapes[0], widths))]
+
+
+def _tiled_shape(node, shapes, values):
+    if values[1] is None:
+        return None
+    multiples = np.asarray(values[1], np.int64).reshape(-1)
+    return [tuple(int(d * m) for d, m in zip(shapes[0], multiples))] if multiples.size == len(shapes[0]) else None
+
+
+def _gathered_shape(node, shapes, values):
+    params, indices = shapes
+    axis = node.options.get("axis", 0) % len(params)
+    return [params[:axis] + indices + params[axis + 1:]]
+
+
+OUTPUT_SHAPES = {"PAD": _padded_shape, "PADV2": _padded_shape, "MIRROR_PAD": _padded_shape, "TILE": _tiled_shape,
+                 "GATHER": _gathered_shape}

@@ -1,4 +1,6 @@
 """Plain-data view of a .tflite file: what the reader produces and the writer consumes."""
+import hashlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,15 +97,50 @@ class SignatureDef:
     outputs: dict
 
 
+class BackgroundDigest(threading.Thread):
+    """sha256 (hex) of some bytes, computed in a thread (hashlib releases the GIL, so on a CPU
+    with a free core it costs no wall time); result() waits for it."""
+
+    def __init__(self, data):
+        super().__init__(name="gles_delegate model sha256", daemon=True)
+        self._data, self._value = data, None
+        self.start()
+
+    def run(self):
+        self._value = hashlib.sha256(self._data).hexdigest()
+
+    def result(self):
+        self.join()
+        return self._value
+
+
 @dataclass
 class ModelDef:
-    """A whole model. buffers[i] is a read-only uint8 array (empty when the buffer holds nothing)."""
+    """A whole model. buffers[i] is a read-only uint8 array (empty when the buffer holds nothing).
+    digest: sha256 (hex) of the file's bytes when read by read_model, else None."""
     subgraphs: list
     buffers: list
     version: int = 3
     description: str = ""
     signature_defs: list = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
+    # Not fields (the writer and equality ignore them): read_model keeps the bytes it read (the
+    # buffers are views into them anyway); their sha256 is computed once, on first use (only the
+    # serialization cache asks: 10 ms for a 17 MB model is not spent by those who do not), or by
+    # a BackgroundDigest that read_model(background_digest=True) starts before it parses.
+    source_bytes = None
+    digest_job = None
+    _digest = None
+
+    @property
+    def digest(self):
+        """sha256 (hex) of the bytes read_model read, or None for a model built in memory."""
+        if self._digest is None:
+            if self.digest_job is not None:
+                self._digest = self.digest_job.result()
+            elif self.source_bytes is not None:
+                self._digest = hashlib.sha256(self.source_bytes).hexdigest()
+        return self._digest
 
     def tensor_data(self, subgraph_index, tensor_index):
         """The constant contents of a tensor as a read-only, zero-copy numpy array of its

@@ -13,21 +13,29 @@ import tflite
 
 from ..errors import ModelError
 from . import schema
-from .model import (DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef, Sparsity,
-                    SubgraphDef, TensorDef)
+from .model import (BackgroundDigest, DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef,
+                    Sparsity, SubgraphDef, TensorDef)
 
 FILE_IDENTIFIER = b"TFL3"
 MAX_TENSOR_ELEMENTS = 1 << 31
 MAX_RANK = 16
+# What reading may build, in estimated bytes of Python objects: WORK_PER_BYTE per byte of the
+# file plus WORK_BASE. A flatbuffer may point many times at one table or vector (a DAG), so
+# without a budget a small file could make the reader build millions of objects.
+WORK_PER_BYTE, WORK_BASE = 32, 4 << 20
+TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
 _ACCESSOR_NOISE = ("Init", "GetRootAs")
 _SPARSE_VECTOR_TYPES = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
 _DIM_FORMATS = schema.enum_names(tflite.DimensionType)
 
 
-def read_model(source):
+def read_model(source, background_digest=False):
     """Parse a .tflite model from bytes (or a path) into a ModelDef.
 
-    Raises ModelError naming what is wrong and where for anything malformed.
+    Raises ModelError naming what is wrong and where for anything malformed. The ModelDef keeps
+    the bytes (source_bytes); its `digest` is their sha256 (the serialization cache keys entries
+    by it), computed once: when first asked for, or with background_digest=True in a thread that
+    runs while this parses (for callers that know the digest will be needed).
     """
     if isinstance(source, (str, os.PathLike)):
         source = _read_file(source)
@@ -38,13 +46,16 @@ def read_model(source):
         raise ModelError(f"not a .tflite model: {len(data)} bytes is too short for a flatbuffer")
     if data[4:8] != FILE_IDENTIFIER:
         raise ModelError(f"not a .tflite model: file identifier is {data[4:8]!r}, expected {FILE_IDENTIFIER!r}")
+    job = BackgroundDigest(data) if background_digest else None
     try:
-        return _Reader(data).model()
+        model = _Reader(data).model()
     except ModelError:
         raise
     except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
             AttributeError, RecursionError) as exc:
         raise ModelError(f"corrupt .tflite model: {type(exc).__name__}: {exc}") from None
+    model.source_bytes, model.digest_job = data, job
+    return model
 
 
 def _read_file(path):
@@ -60,6 +71,18 @@ class _Reader:
         self.data = data
         self.root = tflite.Model.GetRootAs(data, 0)
         self.where = "model"
+        self.budget = WORK_PER_BYTE * len(data) + WORK_BASE
+
+    def spend(self, cost):
+        """Charge `cost` estimated bytes of what reading builds against the file's budget."""
+        self.budget -= cost
+        if self.budget < 0:
+            raise ModelError(f"{self.where}: the file refers to its tables and vectors more often than a "
+                             f"model of {len(self.data)} bytes can (shared offsets would make reading it "
+                             f"build more than {WORK_PER_BYTE} x its size)")
+
+    def table(self):
+        self.spend(TABLE_COST)
 
     # -- bounded access -------------------------------------------------------------------
     def length(self, obj, field, min_item_bytes):
@@ -69,20 +92,28 @@ class _Reader:
             raise ModelError(f"{self.where}: {field} claims {n} entries, more than the file holds")
         return n
 
-    def ints(self, obj, field, item_bytes=4):
-        """A scalar vector as a tuple of Python ints (empty when absent)."""
+    def ints(self, obj, field, item_bytes=4, max_items=None):
+        """A scalar vector as a tuple of Python ints (empty when absent); more than `max_items`
+        is refused before anything is converted."""
         if getattr(obj, field + "IsNone")():
             return ()
-        self.length(obj, field, item_bytes)
+        n = self.length(obj, field, item_bytes)
+        if max_items is not None and n > max_items:
+            raise ModelError(f"{self.where}: {field} has {n} entries, at most {max_items} are allowed")
+        self.spend(INT_COST * n)
         return tuple(int(v) for v in getattr(obj, field + "AsNumpy")())
 
-    def array(self, obj, field, item_bytes):
+    def array(self, obj, field, item_bytes, copied=True):
+        """A scalar vector as a zero-copy numpy view (None when absent). copied: the caller
+        copies it (charged against the budget)."""
         if getattr(obj, field + "IsNone")():
             return None
-        self.length(obj, field, item_bytes)
+        n = self.length(obj, field, item_bytes)
+        self.spend(8 * n if copied else 0)
         return getattr(obj, field + "AsNumpy")()
 
     def string(self, raw):
+        self.spend(STRING_COST + len(raw or b""))
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     # -- model ----------------------------------------------------------------------------
@@ -95,8 +126,9 @@ class _Reader:
             raise ModelError("model has no subgraphs")
         metadata = {}
         for i in range(self.length(root, "Metadata", 4)):
-            entry = root.Metadata(i)
             self.where = f"metadata {i}"
+            self.table()
+            entry = root.Metadata(i)
             self.check_index(entry.Buffer(), len(buffers), "buffer")
             metadata[self.string(entry.Name())] = entry.Buffer()
         signatures = [self.signature(i, subgraphs) for i in range(self.length(root, "SignatureDefs", 4))]
@@ -110,6 +142,7 @@ class _Reader:
 
     def buffer(self, i):
         self.where = f"buffer {i}"
+        self.table()
         buf = self.root.Buffers(i)
         offset, size = buf.Offset(), buf.Size()
         if offset > 1:
@@ -119,13 +152,14 @@ class _Reader:
                                  f"({len(self.data)} bytes)")
             raw = np.frombuffer(self.data, np.uint8, size, offset)
         else:
-            raw = self.array(buf, "Data", 1)
+            raw = self.array(buf, "Data", 1, copied=False)
             raw = np.zeros(0, np.uint8) if raw is None else raw
         raw.flags.writeable = False
         return raw
 
     def opcode(self, i):
         self.where = f"operator code {i}"
+        self.table()
         code = self.root.OperatorCodes(i)
         # Files from before schema v3a only fill deprecated_builtin_code (an int8, capped at 127).
         builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
@@ -140,6 +174,7 @@ class _Reader:
 
     def subgraph(self, s, opcodes, buffers):
         self.where = f"subgraph {s}"
+        self.table()
         sg = self.root.Subgraphs(s)
         tensors = [self.tensor(s, t, sg.Tensors(t), buffers) for t in range(self.length(sg, "Tensors", 4))]
         self.where = f"subgraph {s}"
@@ -153,11 +188,12 @@ class _Reader:
 
     def tensor(self, s, t, tensor, buffers):
         self.where = f"subgraph {s} tensor {t}"
+        self.table()
         type_name = schema.TENSOR_TYPE_NAMES.get(tensor.Type())
         if type_name is None:
             raise ModelError(f"{self.where}: unknown tensor type {tensor.Type()}")
-        shape = self.ints(tensor, "Shape")
-        signature = self.ints(tensor, "ShapeSignature") or None
+        shape = self.ints(tensor, "Shape", max_items=MAX_RANK)
+        signature = self.ints(tensor, "ShapeSignature", max_items=MAX_RANK) or None
         self.check_shape(shape, signature)
         self.check_index(tensor.Buffer(), max(len(buffers), 1), "buffer")
         result = TensorDef(name=self.string(tensor.Name()), shape=shape, type_name=type_name,
@@ -179,7 +215,13 @@ class _Reader:
 
     def check_buffer_size(self, tensor, buffers):
         raw = buffers[tensor.buffer] if buffers else None
-        if raw is None or raw.size == 0 or tensor.sparsity is not None or tensor.dtype is None:
+        if raw is None or raw.size == 0 or tensor.dtype is None:
+            return
+        if tensor.sparsity is not None:
+            # Stored values of a sparse tensor: any count (the metadata says which), whole items.
+            if raw.size % tensor.dtype.itemsize:
+                raise ModelError(f"{self.where} ({tensor.name!r}): buffer {tensor.buffer} holds {raw.size} "
+                                 f"bytes, not a whole number of {tensor.type_name} values")
             return
         expected = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
         if raw.size != expected:
@@ -189,6 +231,7 @@ class _Reader:
     def quantization(self, q):
         if q is None:
             return None
+        self.table()
         scales = self.array(q, "Scale", 4)
         if scales is None or scales.size == 0:
             return None
@@ -196,6 +239,8 @@ class _Reader:
         zero_points = np.zeros(scales.size, np.int64) if zero_points is None else zero_points.astype(np.int64)
         if zero_points.size != scales.size:
             raise ModelError(f"{self.where}: {scales.size} scales but {zero_points.size} zero points")
+        if not np.all(np.isfinite(scales)):
+            raise ModelError(f"{self.where}: quantization scale {scales[~np.isfinite(scales)][0]} is not finite")
         return Quantization(scales=scales.astype(np.float32), zero_points=zero_points,
                             quantized_dimension=q.QuantizedDimension(),
                             min=self.array(q, "Min", 4), max=self.array(q, "Max", 4))
@@ -203,8 +248,10 @@ class _Reader:
     def sparsity(self, sp):
         if sp is None:
             return None
+        self.table()
         dims = []
         for d in range(self.length(sp, "DimMetadata", 4)):
+            self.table()
             meta = sp.DimMetadata(d)
             dims.append(DimensionMetadata(
                 format=_DIM_FORMATS.get(meta.Format(), str(meta.Format())), dense_size=meta.DenseSize(),
@@ -225,6 +272,7 @@ class _Reader:
 
     def operator(self, s, k, op, opcodes, n_tensors):
         self.where = f"subgraph {s} operator {k}"
+        self.table()
         self.check_index(op.OpcodeIndex(), len(opcodes), "opcode")
         name, custom, version = opcodes[op.OpcodeIndex()]
         inputs, outputs = self.ints(op, "Inputs"), self.ints(op, "Outputs")
@@ -246,8 +294,10 @@ class _Reader:
         if offset > 1:
             if offset + size > len(self.data):
                 raise ModelError(f"{self.where}: custom options beyond the end of the file")
+            self.spend(size)
             return self.data[offset:offset + size]
-        raw = self.array(op, "CustomOptions", 1)
+        raw = self.array(op, "CustomOptions", 1, copied=False)
+        self.spend(0 if raw is None else raw.size)
         return None if raw is None else raw.tobytes()
 
     def builtin_options(self, op):
@@ -255,6 +305,7 @@ class _Reader:
         table = op.BuiltinOptions()
         if type_name in (None, "NONE") or table is None:
             return {}
+        self.table()
         cls = getattr(schema.table_module(type_name), type_name)
         options = cls()
         options.Init(table.Bytes, table.Pos)
@@ -280,6 +331,7 @@ class _Reader:
 
     def signature(self, i, subgraphs):
         self.where = f"signature {i}"
+        self.table()
         sig = self.root.SignatureDefs(i)
         index = sig.SubgraphIndex()
         self.check_index(index, len(subgraphs), "subgraph")
@@ -288,6 +340,7 @@ class _Reader:
         def tensor_map(field):
             mapping = {}
             for j in range(self.length(sig, field, 4)):
+                self.table()
                 entry = getattr(sig, field)(j)
                 self.check_index(entry.TensorIndex(), n_tensors, "tensor")
                 mapping[self.string(entry.Name())] = entry.TensorIndex()

@@ -8,11 +8,25 @@ import copy
 from dataclasses import dataclass
 
 from ..graph import Graph
-from . import fuse_activation
+from . import (alias_reshape, conv_to_fully_connected, fold_mul_add, fuse_activation, fuse_elementwise,
+               fuse_residual_add, global_pool_to_mean, merge_padding, remove_dead, remove_noops)
 
-# Order matters: later rules see what earlier ones produced.
+# Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
+# are true), then rewrites that change what a node is (padding, FC, MEAN), then folding into
+# weights (needs the producer free of activations), then epilogue fusion, in the order an
+# epilogue applies its steps (activation, residual, the rest), and last the aliases, which only
+# mark what is left.
 RULES = (
+    ("remove_noops", remove_noops.apply),
+    ("remove_dead", remove_dead.apply),
+    ("merge_padding", merge_padding.apply),
+    ("conv_to_fully_connected", conv_to_fully_connected.apply),
+    ("global_pool_to_mean", global_pool_to_mean.apply),
+    ("fold_mul_add", fold_mul_add.apply),
     ("fuse_activation", fuse_activation.apply),
+    ("fuse_residual_add", fuse_residual_add.apply),
+    ("fuse_elementwise", fuse_elementwise.apply),
+    ("alias_reshape", alias_reshape.apply),
 )
 
 
@@ -39,11 +53,13 @@ class RewriteLog(list):
         self.append(Record(self.rule, node.label, "SKIPPED", why))
 
 
-def rewrite_partition(nodes, inputs, outputs, rules=RULES):
+def rewrite_partition(nodes, inputs, outputs, rules=RULES, tensor_count=0):
     """Apply `rules` to a copy of a partition; returns (rewritten Graph, RewriteLog).
 
     nodes / inputs / outputs: the partition's nodes and boundary tensors. Nodes are copied
     (their options and input lists too), tensors are shared and never edited in place.
+    tensor_count: the model's tensor count; tensors a rule creates (folded weights) are numbered
+    from there, or from past the partition's highest index, so they name no model tensor.
     """
     copies = []
     for node in nodes:
@@ -52,6 +68,7 @@ def rewrite_partition(nodes, inputs, outputs, rules=RULES):
         copies.append(clone)
     tensors = {id(t): t for n in copies for t in n.inputs + n.outputs if t is not None}
     graph = Graph(copies, inputs, outputs, list(tensors.values()))
+    graph.next_index = max([tensor_count] + [t.index + 1 for t in graph.tensors])
     log = RewriteLog()
     for name, apply in rules:
         log.rule = name

@@ -1,38 +1,49 @@
-"""Fuse a standalone RELU / RELU6 / RELU_N1_TO_1 into the fused_activation_function of the node
-that produces its input, when that node has no activation yet and nothing else reads its output."""
-from ..ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1
+"""Fuse a standalone activation (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, PRELU with a
+constant slope, HARD_SWISH, LOGISTIC, TANH) into the node that produces its input: as that node's
+fused_activation_function where TFLite has one for it and nothing else runs after it yet, else as
+a step of its epilogue."""
+from ..gpu.kernels import epilogue
+from ..ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, fused_activation
+from .common import absorb, epilogue_blocker, only_reader_blocker, producer_of
 
 ACTIVATION_CODES = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}
+ACTIVATIONS = tuple(ACTIVATION_CODES) + ("RELU_0_TO_1", "LEAKY_RELU", "PRELU", "HARD_SWISH", "LOGISTIC", "TANH")
 # Ops whose kernels apply options["fused_activation_function"] to their float output.
 TAKES_FUSED_ACTIVATION = {"ADD", "SUB", "MUL", "DIV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
                           "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION"}
 
 
 def apply(graph, log):
-    producers, readers = graph.producers(), graph.consumers()
     for node in list(graph.nodes):
-        if node.op not in ACTIVATION_CODES:
+        if node.op not in ACTIVATIONS:
             continue
         source = node.inputs[0]
-        producer = producers.get(id(source))
-        reason = _blocker(graph, producer, source, readers)
-        if reason:
-            log.skipped(node, reason)
-            continue
-        producer.options["fused_activation_function"] = ACTIVATION_CODES[node.op]
-        producer.outputs = [node.outputs[0]]
-        graph.remove_node(node)
-        log.applied(node, f"into {producer.label}")
+        producer = producer_of(graph, source)
+        if node.op == "PRELU" and not node.inputs[1].is_const:
+            log.skipped(node, "its slope is computed at run time")
+        elif _as_fused_activation(producer, node):
+            reason = only_reader_blocker(graph, source, producer)
+            if reason:
+                log.skipped(node, reason)
+                continue
+            producer.options["fused_activation_function"] = ACTIVATION_CODES[node.op]
+            producer.outputs = [node.outputs[0]]
+            graph.remove_node(node)
+            log.applied(node, f"into {producer.label}")
+        else:
+            steps = epilogue.node_steps(node, source)
+            reason = epilogue_blocker(graph, producer, source, node, steps)
+            if reason:
+                log.skipped(node, reason)
+                continue
+            absorb(graph, producer, node, steps)
+            log.applied(node, f"into the epilogue of {producer.label}")
 
 
-def _blocker(graph, producer, source, readers):
-    """Why the activation cannot be fused, or None."""
-    if producer is None:
-        return "its input is not computed in this partition"
-    if producer.op not in TAKES_FUSED_ACTIVATION:
-        return f"{producer.label} has no fused activation"
-    if producer.options.get("fused_activation_function", ACT_NONE) != ACT_NONE:
-        return f"{producer.label} already applies an activation"
-    if len(readers.get(id(source), [])) > 1 or graph.is_graph_output(source):
-        return f"the output of {producer.label} is also read elsewhere"
-    return None
+def _as_fused_activation(producer, node):
+    """Whether the activation can be the producer's fused_activation_function: TFLite has a code
+    for it, the producer's kernel applies one, and the producer applies nothing yet (its
+    activation runs before its epilogue)."""
+    return (producer is not None and node.op in ACTIVATION_CODES and producer.op in TAKES_FUSED_ACTIVATION
+            and fused_activation(producer) == ACT_NONE and not epilogue.steps_of(producer)
+            and not epilogue.steps_of(node) and len(producer.outputs) == 1)

@@ -1,4 +1,4 @@
-"""GPU elementwise unary ops (kernels_glsl/unary.glsl) against the numpy reference, in every
+"""GPU elementwise unary ops (kernels_glsl/elementwise.glsl) against the numpy reference, in every
 precision: every op code, LEAKY_RELU's alpha, GELU's two forms, PRELU's slope as a constant of
 every broadcast shape or a runtime tensor, on shapes with padded channels, batches, 1x1 and rank 0-4."""
 import numpy as np

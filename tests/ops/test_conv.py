@@ -339,7 +339,7 @@ REJECTED = [  # (what, model, words the reason must contain)
     ("rank", build_model("CONV_2D", [In(np.zeros((5, 5, 3), F32)), W, B], OUT, CONV), "rank 3"),
     ("bias length", build_model("CONV_2D", [X, W, In(np.zeros(3, F32), const=True)], OUT, CONV), "bias shape"),
     ("one input", build_model("CONV_2D", [X], OUT, CONV), "takes 2 or 3 inputs"),
-    ("hybrid", build_model("CONV_2D", [X, _qzeros((4, 3, 3, 3), const=True), B], OUT, CONV), "hybrid"),
+    ("hybrid", build_model("CONV_2D", [X, _qzeros((4, 3, 3, 3), np.uint8, const=True), B], OUT, CONV), "hybrid"),
     ("int16", build_model("CONV_2D", [_qzeros((1, 5, 5, 3), np.int16), _qzeros((4, 3, 3, 3), const=True), None],
                           [((1, 5, 5, 4), np.int16, Q8)], CONV), "int16"),
     ("unquantized int8", build_model("CONV_2D", [_qzeros((1, 5, 5, 3), quant=None), _qzeros((4, 3, 3, 3), const=True)],

@@ -3,6 +3,8 @@
 Each module exposes SUPPORT = {"OP": fn(node) -> None | reason} and BUILD = {"OP": fn(node, env)
 -> [Dispatch]} (see base.py). A node goes to the GPU only when its kernel says it can run that
 exact node; the checks every kernel shares (float32 tensors of rank <= 4) are made here.
+A module whose kernels apply epilogue steps (epilogue.py) to their output also exposes
+EPILOGUE = {"OP": None, or fn(node) -> None | reason for a kernel that does so only for some nodes}.
 """
 import numpy as np
 
@@ -14,9 +16,11 @@ _MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm,
 
 SUPPORT = {}
 BUILD = {}
+EPILOGUE = {}
 for _module in _MODULES:
     SUPPORT.update(_module.SUPPORT)
     BUILD.update(_module.BUILD)
+    EPILOGUE.update(getattr(_module, "EPILOGUE", {}))
 
 MAX_RANK = 4
 
@@ -45,3 +49,11 @@ def unsupported_reason(node):
             if reason:
                 return reason
     return SUPPORT[node.op](node)
+
+
+def epilogue_reason(node):
+    """None if the kernel running `node` applies epilogue steps to its output, else why not."""
+    if node.op not in EPILOGUE:
+        return f"the {node.op} kernel applies no epilogue"
+    check = EPILOGUE[node.op]
+    return None if check is None else check(node)

@@ -33,6 +33,12 @@ class Dispatch:
     grid: invocations (x, y, z); the compiler picks the workgroup and the group counts unless
         `workgroup` is set (a kernel that shares memory across a workgroup needs its own).
     reads / writes: arena tensors it reads / writes (for barriers and the memory plan).
+    box: the part of its (one) written tensor it writes, as PHWC4 index ranges
+        ((b0, b1), (s0, s1), (h0, h1), (w0, w1)), end exclusive; None: all of it. Dispatches
+        writing disjoint boxes of one tensor (a concatenation's) need no barrier between them.
+    inplace: tensors it reads whose storage the written tensor may take when they are not read
+        after this dispatch: it reads each of their elements, at the very index it then writes,
+        before writing it, and no other invocation reads that element (elementwise kernels).
     """
     template: str
     grid: tuple
@@ -42,6 +48,8 @@ class Dispatch:
     writes: tuple = ()
     label: str = ""
     workgroup: tuple | None = None
+    box: tuple | None = None
+    inplace: tuple = ()
 
 
 class KernelEnv:
@@ -51,6 +59,7 @@ class KernelEnv:
         self.precision = precision
         self.limits = limits
         self.constants = []
+        self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
 
     @property
     def storage_half(self):
@@ -64,6 +73,12 @@ class KernelEnv:
         rows = np.ascontiguousarray(vec4_rows, np.float32).reshape(-1, 4)
         self.constants.append(rows)
         return ConstRef(len(self.constants) - 1)
+
+    def alias(self, tensor, source):
+        """Let `tensor` share `source`'s arena storage (same offset, joint lifetime) instead of
+        being computed: a kernel calls it for a node that only relabels an identical PHWC4
+        layout (a free reshape) and returns no dispatch."""
+        self.aliases.append((tensor, source))
 
     @staticmethod
     def arena(tensor):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...ops import conv as reference
 from ...ops.common import spatial_geometry
+from . import epilogue
 from .base import Dispatch
 
 # Blocking backs off until the grid has at least this many invocations (fewer leave a big GPU
@@ -14,6 +15,9 @@ from .base import Dispatch
 # invocations), and 2 x 2 was within noise of the best.
 MIN_INVOCATIONS = 6144
 SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
+# node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
+# PAD node added before the rewrite rule merge_padding folded it into this node.
+EXPLICIT_PADDING = "explicit_padding"
 
 
 def optional_input(node, index):
@@ -87,6 +91,15 @@ def pack_bias(bias, channels):
     return rows.reshape(-1, 4)
 
 
+def geometry(node, in_hw, filter_hw, strides, dilations):
+    """(out_h, out_w, pad_top, pad_left) of a windowed node: its explicit zero padding, if any,
+    then its own SAME / VALID padding computed on the padded size (what PAD + the node did)."""
+    top, left, bottom, right = node.options.get(EXPLICIT_PADDING, (0, 0, 0, 0))
+    padded = (in_hw[0] + top + bottom, in_hw[1] + left + right)
+    oh, ow, pad_top, pad_left = spatial_geometry(padded, filter_hw, strides, dilations, node.options["padding"])
+    return oh, ow, pad_top + top, pad_left + left
+
+
 def reads_padding(in_size, kernel, stride, dilation, out_size, pad_before):
     """Whether some tap of the output extent falls outside [0, in_size) along one axis."""
     last = (out_size - 1) * stride - pad_before + (kernel - 1) * dilation
@@ -99,10 +112,9 @@ def build(node, env):
     in4, out4 = env.shape4(x), env.shape4(out)
     kh, kw = filt.shape[1:3]
     (sh, sw), (dh, dw) = reference.strides_of(node), reference.dilations_of(node)
-    _, _, pad_top, pad_left = spatial_geometry((in4.h, in4.w), (kh, kw), (sh, sw), (dh, dw),
-                                               node.options["padding"])
-    pointwise = kh == kw == 1 and sh == sw == 1
+    _, _, pad_top, pad_left = geometry(node, (in4.h, in4.w), (kh, kw), (sh, sw), (dh, dw))
     padded = reads_padding(in4.h, kh, sh, dh, out4.h, pad_top) or reads_padding(in4.w, kw, sw, dw, out4.w, pad_left)
+    pointwise = kh == kw == 1 and sh == sw == 1 and not padded  # explicit padding moves the pixels
     if pointwise:
         out_slices, pixels = blocking(out4.slices, out4.h * out4.w, out4.b)
         rows, extent = 1, out4.h * out4.w
@@ -119,17 +131,19 @@ def build(node, env):
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     grid = (-(-extent // pixels), rows, out4.b * groups)
-    return [Dispatch("conv2d", grid, defines, params, reads=(x,), writes=(out,))]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    return [Dispatch("conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
 
 
 def output_shape(node):
     """[N, OH, OW, O] of a CONV_2D node (also DEPTHWISE_CONV_2D's, with O its filter's last dim)."""
     x, filt = node.inputs[0], node.inputs[1]
     channels = filt.shape[3] if node.op == "DEPTHWISE_CONV_2D" else filt.shape[0]
-    oh, ow, _, _ = spatial_geometry(x.shape[1:3], filt.shape[1:3], reference.strides_of(node),
-                                    reference.dilations_of(node), node.options["padding"])
+    oh, ow, _, _ = geometry(node, x.shape[1:3], filt.shape[1:3], reference.strides_of(node),
+                            reference.dilations_of(node))
     return x.shape[0], oh, ow, channels
 
 
 SUPPORT = {"CONV_2D": gpu_support("CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
 BUILD = {"CONV_2D": build}
+EPILOGUE = {"CONV_2D": None}

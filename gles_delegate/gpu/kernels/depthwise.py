@@ -4,9 +4,10 @@ are 1, so neighbouring outputs share their input loads), multiplier 1 or not, an
 import numpy as np
 
 from ...ops import conv as reference
-from ...ops.common import spatial_geometry
+from . import epilogue
 from .base import Dispatch
-from .conv import MIN_INVOCATIONS, block_size, gpu_support, optional_input, output_shape, pack_bias, reads_padding
+from .conv import (MIN_INVOCATIONS, block_size, geometry, gpu_support, optional_input, output_shape, pack_bias,
+                   reads_padding)
 
 
 def pack_weights(filter_1hwc):
@@ -38,7 +39,7 @@ def build(node, env):
     kh, kw = filt.shape[1:3]
     strides, dilations = reference.strides_of(node), reference.dilations_of(node)
     (sh, sw), (dh, dw) = strides, dilations
-    _, _, pad_top, pad_left = spatial_geometry((in4.h, in4.w), (kh, kw), strides, dilations, node.options["padding"])
+    _, _, pad_top, pad_left = geometry(node, (in4.h, in4.w), (kh, kw), strides, dilations)
     tile_w, tile_h = tile_size(out4, strides, dilations)
     tiles_w, tiles_h = -(-out4.w // tile_w), -(-out4.h // tile_h)
     # Tiles past the output edge compute (and drop) pixels up to the tile grid's extent.
@@ -54,8 +55,10 @@ def build(node, env):
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     grid = (tiles_w, tiles_h, out4.b * out4.slices)
-    return [Dispatch("depthwise_conv2d", grid, defines, params, reads=(x,), writes=(out,))]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
 
 
 SUPPORT = {"DEPTHWISE_CONV_2D": gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
 BUILD = {"DEPTHWISE_CONV_2D": build}
+EPILOGUE = {"DEPTHWISE_CONV_2D": None}

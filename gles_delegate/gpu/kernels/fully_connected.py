@@ -3,6 +3,7 @@ rank <= 4 flattened in TFLite's row-major order): kernels_glsl/fully_connected.g
 by the split of K over a workgroup and by how input rows map onto PHWC4 pixels."""
 import numpy as np
 
+from . import epilogue
 from .base import Dispatch
 from .conv import MIN_INVOCATIONS, gpu_support, optional_input, pack_bias
 
@@ -48,8 +49,9 @@ def build(node, env):
               "weights_offset": env.constant(pack_weights(np.asarray(weights.data, np.float32))),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, units))}
     workgroup = (split, max(1, min(out4.slices, 64 // split)), 1)
-    return [Dispatch("fully_connected", (split, out4.slices, rows), defines, params, reads=(x,), writes=(out,),
-                     workgroup=workgroup)]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    return [Dispatch("fully_connected", (split, out4.slices, rows), defines, params, reads=reads, writes=(out,),
+                     workgroup=workgroup, inplace=inplace)]
 
 
 def output_shape(node):
@@ -62,3 +64,4 @@ def output_shape(node):
 
 SUPPORT = {"FULLY_CONNECTED": gpu_support("FULLY_CONNECTED", 0, {1: "weights", 2: "bias"}, output_shape)}
 BUILD = {"FULLY_CONNECTED": build}
+EPILOGUE = {"FULLY_CONNECTED": None}

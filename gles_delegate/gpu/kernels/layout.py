@@ -19,6 +19,8 @@ from ..layout import bhwc, to_phwc4
 from .base import Dispatch
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
+# options[ALIAS] (rule alias_reshape): a reshape whose output is its input's storage; no dispatch.
+ALIAS = "alias_input"
 MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
 MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
 # Which input holds the values (the others are constant shapes, axes, indices).
@@ -145,7 +147,8 @@ def gather_dispatch(out, g, env, activation=0):
     if edge.mode == EDGE_MIRROR:
         params["mirror_shift"] = edge.mirror_shift
     reads = (() if src.is_const else (src,)) + ((out,) if defines["MERGE"] else ())
-    return Dispatch("gather", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,))
+    box = None if g.extent is None else ((b0, b0 + nb), (c_lo // 4, c_lo // 4 + slices), (h0, h0 + nh), (w0, w0 + nw))
+    return Dispatch("gather", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,), box=box)
 
 
 # -- what the reference kernel says ----------------------------------------------------------
@@ -245,8 +248,20 @@ def _remap_support(node):
 
 
 def _remap(node, env):
+    if node.options.get(ALIAS) and same_storage(node.inputs[0], node.outputs[0]):
+        env.alias(node.outputs[0], node.inputs[0])
+        return []
     return [gather_dispatch(out, g, env) for out, index_map in zip(node.outputs, _index_maps(node)[0])
             for g in _pieces(node, index_map)]
+
+
+def same_storage(x, out):
+    """Whether runtime tensor `x` reshaped to `out` (same elements, row-major order kept) is the
+    very same PHWC4 storage: the same channels and, with more than one slice, the same batch and
+    H x W (with one slice PHWC4 is just the row-major order of the pixels)."""
+    a, b = bhwc(x.shape), bhwc(out.shape)
+    return (not x.is_const and x.size == out.size and a.c == b.c
+            and (a.slices == 1 or (a.b == b.b and a.h * a.w == b.h * b.w)))
 
 
 # -- PAD / PADV2 / MIRROR_PAD / TILE ---------------------------------------------------------

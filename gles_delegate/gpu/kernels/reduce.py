@@ -23,8 +23,8 @@ PARALLEL_MIN_ELEMENTS = 16
 PARALLEL_MAX_OUTPUTS = 8192
 # Reductions in which the zeros of padded channels would count.
 MASKED_OPS = ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
-# The invocations (x, y) that share one output in the parallel variant: with the compiler's
-# workgroup choice this grid is exactly one workgroup (the template stays correct for any other).
+# The invocations (x, y) that share one output in the parallel variant: one workgroup (the
+# template stays correct for any other, the workgroup clamped to small devices included).
 PARALLEL_LANES = (16, 8)
 
 
@@ -113,7 +113,9 @@ def reduction(x, out, axes4, op, env, activation=0):
         grid = PARALLEL_LANES + (outputs,)
     else:
         grid = (keep.w, keep.h, keep.slices * keep.b)
-    return [Dispatch("reduce", grid, defines, params, reads=(x,), writes=(out,))]
+    # The parallel variant's lanes share one output through shared memory: one workgroup of them.
+    workgroup = PARALLEL_LANES + (1,) if parallel else None
+    return [Dispatch("reduce", grid, defines, params, reads=(x,), writes=(out,), workgroup=workgroup)]
 
 
 def build(node, env):

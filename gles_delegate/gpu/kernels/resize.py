@@ -3,6 +3,7 @@ kernels_glsl/resize.glsl, one vec4 per invocation."""
 import numpy as np
 
 from ..layout import bhwc
+from . import epilogue
 from .base import Dispatch
 
 
@@ -36,13 +37,17 @@ def build(node, env):
     align = bool(node.options.get("align_corners", False))
     bilinear = node.op == "RESIZE_BILINEAR"
     params = {"in_size": in4.as_ivec4(), "in_offset": env.arena(x), "out_size": out4.as_ivec4(),
-              "out_offset": env.arena(out), "scale": (scale(in4.w, out4.w, align), scale(in4.h, out4.h, align)),
+              "out_channels": out4.c, "out_offset": env.arena(out),
+              "scale": (scale(in4.w, out4.w, align), scale(in4.h, out4.h, align)),
               "half_pixel": 0.5 if node.options.get("half_pixel_centers", False) else 0.0}
     if not bilinear:
         params["align_corners"] = int(align)  # picks rounding over flooring
     defines = {"BILINEAR": int(bilinear)}
-    return [Dispatch("resize", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=(x,), writes=(out,))]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    return [Dispatch("resize", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=reads, writes=(out,),
+                     inplace=inplace)]
 
 
 SUPPORT = {"RESIZE_BILINEAR": supports, "RESIZE_NEAREST_NEIGHBOR": supports}
 BUILD = {"RESIZE_BILINEAR": build, "RESIZE_NEAREST_NEIGHBOR": build}
+EPILOGUE = {"RESIZE_BILINEAR": None, "RESIZE_NEAREST_NEIGHBOR": None}

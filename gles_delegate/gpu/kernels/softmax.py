@@ -10,8 +10,8 @@ LOG = {"SOFTMAX": 0, "LOG_SOFTMAX": 1}
 # and there are few enough pixels that one invocation each would not fill the GPU anyway.
 PARALLEL_MIN_SLICES = 16
 PARALLEL_MAX_PIXELS = 8192
-# Invocations (x, y) sharing one pixel in the parallel variant (one workgroup with the compiler's
-# workgroup choice; the template stays correct for any other).
+# Invocations (x, y) sharing one pixel in the parallel variant: one workgroup (the template stays
+# correct for any other, the workgroup clamped to small devices included).
 PARALLEL_LANES = (16, 8)
 
 
@@ -36,7 +36,7 @@ def build(node, env):
               "in_offset": env.arena(x), "out_offset": env.arena(out)}
     grid = PARALLEL_LANES + (pixels,) if parallel else (s4.w, s4.h, s4.b)
     return [Dispatch("softmax", grid, {"LOG": LOG[node.op], "PARALLEL": int(parallel)}, params,
-                     reads=(x,), writes=(out,))]
+                     reads=(x,), writes=(out,), workgroup=PARALLEL_LANES + (1,) if parallel else None)]
 
 
 SUPPORT = {op: supports for op in LOG}

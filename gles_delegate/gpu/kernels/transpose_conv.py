@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ops import conv as reference
 from ...ops.common import PADDING_SAME, spatial_geometry
+from . import epilogue
 from .base import Dispatch
 from .conv import blocking, gpu_support, optional_input, pack_bias, pack_weights
 
@@ -60,7 +61,8 @@ def build(node, env):
               "bias_offset": env.constant(pack_bias(None if op.bias is None else op.bias.data, out4.c)),
               "stride": (sw, sh), "pad": (pad_left, pad_top)}
     grid = (out4.w, out4.h, out4.b * -(-out4.slices // out_slices))
-    return [Dispatch("transpose_conv", grid, defines, params, reads=(op.x,), writes=(out,))]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (op.x,))
+    return [Dispatch("transpose_conv", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
 
 
 SUPPORT = {"TRANSPOSE_CONV": gpu_support("TRANSPOSE_CONV", 2, {0: "output_shape", 1: "filter", 3: "bias"},
@@ -68,3 +70,4 @@ SUPPORT = {"TRANSPOSE_CONV": gpu_support("TRANSPOSE_CONV", 2, {0: "output_shape"
            "Convolution2DTransposeBias": gpu_support("Convolution2DTransposeBias", 0, {1: "filter", 2: "bias"},
                                                      output_shape)}
 BUILD = {"TRANSPOSE_CONV": build, "Convolution2DTransposeBias": build}
+EPILOGUE = {"TRANSPOSE_CONV": None, "Convolution2DTransposeBias": None}

@@ -1,0 +1,230 @@
+"""The GL program calls the delegate makes itself, through ctypes: compile, link, program
+binaries (glGetProgramBinary / glProgramBinary, GLES 3.0 and GL 4.1 core; moderngl has no call
+for them), use and dispatch.
+
+Entry points come from the context's own proc-address loader (gpu/egl.py), the one moderngl is
+attached to, so every call here goes to that context. Call everything inside
+`GlContext.current()`.
+"""
+import ctypes
+
+from ..errors import GpuError
+
+GL_NO_ERROR = 0
+GL_FALSE, GL_TRUE = 0, 1
+GL_COMPUTE_SHADER = 0x91B9
+GL_COMPILE_STATUS = 0x8B81
+GL_LINK_STATUS = 0x8B82
+GL_INFO_LOG_LENGTH = 0x8B84
+GL_PROGRAM_BINARY_RETRIEVABLE_HINT = 0x8257
+GL_PROGRAM_BINARY_LENGTH = 0x8741
+GL_NUM_PROGRAM_BINARY_FORMATS = 0x87FE
+GL_PROGRAM_BINARY_FORMATS = 0x87FF
+
+MAX_INFO_LOG = 1 << 20        # bytes of a compile / link log we read at most
+MAX_PROGRAM_BINARY = 1 << 28  # bytes of a program binary we accept from the driver or a file
+
+_u, _i, _vp = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p
+_P = ctypes.POINTER
+
+# name: (restype, argtypes)
+_FUNCTIONS = {
+    "glGetError": (_u, ()),
+    "glGetIntegerv": (None, (_u, _P(_i))),
+    "glCreateShader": (_u, (_u,)),
+    "glShaderSource": (None, (_u, _i, _P(ctypes.c_char_p), _P(_i))),
+    "glCompileShader": (None, (_u,)),
+    "glGetShaderiv": (None, (_u, _u, _P(_i))),
+    "glGetShaderInfoLog": (None, (_u, _i, _P(_i), ctypes.c_char_p)),
+    "glDeleteShader": (None, (_u,)),
+    "glCreateProgram": (_u, ()),
+    "glAttachShader": (None, (_u, _u)),
+    "glDetachShader": (None, (_u, _u)),
+    "glLinkProgram": (None, (_u,)),
+    "glGetProgramiv": (None, (_u, _u, _P(_i))),
+    "glGetProgramInfoLog": (None, (_u, _i, _P(_i), ctypes.c_char_p)),
+    "glProgramParameteri": (None, (_u, _u, _i)),
+    "glGetProgramBinary": (None, (_u, _i, _P(_i), _P(_u), _vp)),
+    "glProgramBinary": (None, (_u, _u, _vp, _i)),
+    "glUseProgram": (None, (_u,)),
+    "glDispatchCompute": (None, (_u, _u, _u)),
+    "glDeleteProgram": (None, (_u,)),
+}
+
+
+class _Untyped(ctypes._CFuncPtr):
+    """A C function pointer without argtypes (what ctypes.CDLL makes): Python ints go straight
+    to C ints, half the call cost of a typed CFUNCTYPE. Only for the per-dispatch calls, whose
+    arguments (a program name, group counts) are small non-negative ints."""
+    _flags_ = ctypes._FUNCFLAG_CDECL
+    _restype_ = None
+
+
+class GlFunctions:
+    """Typed GL entry points of one context, loaded through `proc_address(name) -> address`.
+    Attributes are named as in GL without the prefix: create_shader, dispatch_compute, ...;
+    use_program_fast / dispatch_compute_fast are the untyped ones Program.run calls."""
+
+    def __init__(self, proc_address):
+        for name, (restype, argtypes) in _FUNCTIONS.items():
+            address = proc_address(name)
+            if not address:
+                raise GpuError(f"the GL driver has no {name}")
+            setattr(self, _snake(name[2:]), ctypes.CFUNCTYPE(restype, *argtypes)(address))
+        self.use_program_fast = _Untyped(proc_address("glUseProgram"))
+        self.dispatch_compute_fast = _Untyped(proc_address("glDispatchCompute"))
+
+    def integer(self, enum):
+        value = _i(0)
+        self.get_integerv(enum, ctypes.byref(value))
+        return value.value
+
+    def program_integer(self, program, enum):
+        value = _i(0)
+        self.get_programiv(program, enum, ctypes.byref(value))
+        return value.value
+
+    def shader_integer(self, shader, enum):
+        value = _i(0)
+        self.get_shaderiv(shader, enum, ctypes.byref(value))
+        return value.value
+
+    def clear_errors(self):
+        for _ in range(64):
+            if self.get_error() == GL_NO_ERROR:
+                break
+
+    def binary_formats(self):
+        """GL_NUM_PROGRAM_BINARY_FORMATS: 0 means program binaries cannot be saved here."""
+        count = self.integer(GL_NUM_PROGRAM_BINARY_FORMATS)
+        self.clear_errors()  # a GL without the query (none we support) leaves INVALID_ENUM
+        return max(count, 0)
+
+    def shader_log(self, shader):
+        return self._log(self.get_shaderiv, self.get_shader_info_log, shader)
+
+    def program_log(self, program):
+        return self._log(self.get_programiv, self.get_program_info_log, program)
+
+    @staticmethod
+    def _log(get_iv, get_log, handle):
+        length = _i(0)
+        get_iv(handle, GL_INFO_LOG_LENGTH, ctypes.byref(length))
+        size = min(max(length.value, 0), MAX_INFO_LOG)
+        if size <= 1:
+            return ""
+        text = ctypes.create_string_buffer(size)
+        written = _i(0)
+        get_log(handle, size, ctypes.byref(written), text)
+        return text.raw[:max(0, min(written.value, size))].decode(errors="replace").strip()
+
+
+def _snake(name):
+    out = []
+    for char in name:
+        if char.isupper() and out:
+            out.append("_")
+        out.append(char.lower())
+    return "".join(out)
+
+
+class Program:
+    """A linked compute program owned by one context.
+
+    run(x, y, z): glUseProgram + glDispatchCompute (what moderngl's ComputeShader.run does).
+    binary(): (format, bytes) from glGetProgramBinary, or None where the driver gives none.
+    from_binary: True when the program came from a binary rather than a compile; refused: why
+    a binary offered for it was refused (then it was compiled from source), else None.
+    """
+
+    __slots__ = ("gl", "handle", "source", "from_binary", "refused", "run")
+
+    def __init__(self, gl, handle, source, from_binary=False):
+        self.gl = gl
+        self.handle = handle
+        self.source = source
+        self.from_binary = from_binary
+        self.refused = None
+        use, dispatch = gl.use_program_fast, gl.dispatch_compute_fast
+
+        def run(group_x=1, group_y=1, group_z=1):
+            use(handle)
+            try:
+                dispatch(group_x, group_y, group_z)
+            except ctypes.ArgumentError:  # numpy integers: untyped ctypes takes Python ints only
+                dispatch(int(group_x), int(group_y), int(group_z))
+        self.run = run  # a closure: one Python call and two untyped ctypes calls per dispatch
+
+    @classmethod
+    def compile(cls, gl, source, retrievable=True, renderer="the GL driver"):
+        """Compile and link `source` (GLSL compute shader). GpuError carries the driver's log."""
+        shader = gl.create_shader(GL_COMPUTE_SHADER)
+        if not shader:
+            raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
+        try:
+            text = source.encode()
+            gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
+            gl.compile_shader(shader)
+            if gl.shader_integer(shader, GL_COMPILE_STATUS) != GL_TRUE:
+                raise GpuError(f"compute shader failed to compile on {renderer}:\n{gl.shader_log(shader)}")
+            program = gl.create_program()
+            if not program:
+                raise GpuError(f"glCreateProgram failed on {renderer} (GL error {gl.get_error():#x})")
+            gl.attach_shader(program, shader)
+            if retrievable:
+                gl.program_parameteri(program, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE)
+            gl.link_program(program)
+            gl.detach_shader(program, shader)
+            if gl.program_integer(program, GL_LINK_STATUS) != GL_TRUE:
+                log = gl.program_log(program)
+                gl.delete_program(program)
+                raise GpuError(f"compute shader failed to compile (link) on {renderer}:\n{log}")
+        finally:
+            gl.delete_shader(shader)
+        return cls(gl, program, source)
+
+    @classmethod
+    def load(cls, gl, binary_format, binary, source, renderer="the GL driver"):
+        """A program from a binary that glGetProgramBinary gave earlier; when the driver rejects
+        it (GL_LINK_STATUS false, or a GL error: other driver build, corrupt bytes), `source` is
+        compiled instead. Returns (Program, None) or (Program, why the binary was refused)."""
+        why = None
+        if not isinstance(binary_format, int) or not 0 <= binary_format < 1 << 32:
+            why = f"binary format {binary_format!r} is not a GLenum"
+        elif not isinstance(binary, (bytes, bytearray, memoryview)) or not 0 < len(binary) <= MAX_PROGRAM_BINARY:
+            why = "binary is empty or too large"
+        else:
+            program = gl.create_program()
+            if program:
+                data = bytes(binary)  # a c_void_p argument: the driver reads the bytes in place
+                gl.program_binary(program, binary_format, data, len(data))
+                error = gl.get_error()
+                if error == GL_NO_ERROR and gl.program_integer(program, GL_LINK_STATUS) == GL_TRUE:
+                    return cls(gl, program, source, from_binary=True), None
+                why = f"GL error {error:#x}" if error != GL_NO_ERROR else \
+                    f"link status false ({gl.program_log(program) or 'no log'})"
+                gl.delete_program(program)
+                gl.clear_errors()
+            else:
+                why = f"glCreateProgram failed (GL error {gl.get_error():#x})"
+        return cls.compile(gl, source, renderer=renderer), why
+
+    def binary(self):
+        """(format, bytes) of the linked program, or None when the driver gives no binary."""
+        gl = self.gl
+        length = gl.program_integer(self.handle, GL_PROGRAM_BINARY_LENGTH)
+        if not 0 < length <= MAX_PROGRAM_BINARY:
+            gl.clear_errors()
+            return None
+        data = ctypes.create_string_buffer(length)
+        written, binary_format = _i(0), _u(0)
+        gl.get_program_binary(self.handle, length, ctypes.byref(written), ctypes.byref(binary_format), data)
+        if gl.get_error() != GL_NO_ERROR or not 0 < written.value <= length:
+            gl.clear_errors()
+            return None
+        return binary_format.value, data.raw[:written.value]
+
+    def release(self):
+        if self.handle:
+            self.gl.delete_program(self.handle)
+            self.handle = 0

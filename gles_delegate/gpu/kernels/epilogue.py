@@ -1,0 +1,160 @@
+"""Epilogue steps: elementwise work a kernel applies to each output value before it stores it
+(kernels_glsl/epilogue.glsl).
+
+A rewrite rule fuses an activation, a residual ADD or a chain of elementwise nodes into the node
+that produces their input by appending Steps to node.options["epilogue"]; that node's kernel then
+specializes the template with one op code per step (specialize()) and reads each step's operand
+at the output position it stores. Only rewritten partition copies carry epilogues: the reference
+kernels never see one.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
+from ..layout import bhwc, to_phwc4
+
+KEY = "epilogue"  # node.options[KEY]: a tuple of Steps
+MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones
+UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAKY_RELU": 4, "PRELU": 4,
+               "LOGISTIC": 5, "TANH": 6, "EXP": 7, "LOG": 8, "SQRT": 9, "RSQRT": 10, "ABS": 11, "NEG": 12,
+               "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16}
+BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM": 5, "SQUARED_DIFFERENCE": 6,
+                "POW": 7}
+BINARY_BASE = 32
+SRC_NONE, SRC_SCALAR, SRC_CONST, SRC_ARENA = range(4)
+# TFLite fused activations as steps (SIGN_BIT has no float meaning and no step).
+ACTIVATION_STEPS = {ACT_RELU: "RELU", ACT_RELU_N1_TO_1: "RELU_N1_TO_1", ACT_RELU6: "RELU6", ACT_TANH: "TANH"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One epilogue step. op: a unary op (UNARY_CODES) of the value, or a binary op
+    (BINARY_CODES) of the value and `operand` (value OP operand; operand OP value when `swap`).
+    operand: a Tensor (constant, or computed at run time with the output's layout) or a float;
+    for LEAKY_RELU / PRELU it is the slope. stored: the step starts a node, whose input the
+    unfused graph stored in a tensor (in half storage the kernel rounds the value as that did)."""
+    op: str
+    operand: object = None
+    swap: bool = False
+    stored: bool = False
+
+    def __repr__(self):
+        operand = self.operand
+        text = "" if operand is None else f" {operand:g}" if isinstance(operand, float) else f" t{operand.index}"
+        return f"Step({'operand ' if self.swap else ''}{self.op}{text})"
+
+
+def steps_of(node):
+    """The epilogue steps a rewrite attached to `node` (a tuple, empty when none)."""
+    return tuple(node.options.get(KEY, ()))
+
+
+def activation_steps(node):
+    """The node's fused activation as steps ([] for NONE)."""
+    activation = fused_activation(node)
+    return [] if activation == ACT_NONE else [Step(ACTIVATION_STEPS[activation])]
+
+
+def node_steps(node, value):
+    """The steps that compute elementwise `node` (a unary op of UNARY_CODES or a binary op of
+    BINARY_CODES) from its input tensor `value`, one of node.inputs; the first is `stored`."""
+    if node.op in BINARY_CODES:
+        a, b = node.inputs[:2]
+        other, swap = (b, False) if value is a else (a, True)
+        return [Step(node.op, other, swap, stored=True)] + activation_steps(node)
+    if node.op == "LEAKY_RELU":
+        return [Step("LEAKY_RELU", float(node.options.get("alpha", 0.0)), stored=True)]
+    if node.op == "PRELU":
+        return [Step("PRELU", node.inputs[1], stored=True)]
+    if node.op == "GELU" and not node.options.get("approximate", False):
+        return [Step("GELU_EXACT", stored=True)]
+    return [Step(node.op, stored=True)]
+
+
+def own_steps(node):
+    """How many template steps the node's own kernel spends on its own op before any fused
+    step: an elementwise node's op (and a binary op's activation), else none."""
+    if node.op in BINARY_CODES:
+        return 1 + len(activation_steps(node))
+    return 1 if node.op in UNARY_CODES else 0
+
+
+def aligned_shape4(tensor, rank):
+    """BHWC view of an operand after numpy's right-aligned broadcasting to `rank` dimensions."""
+    return bhwc((1,) * (rank - len(tensor.shape)) + tuple(tensor.shape))
+
+
+def operand_reason(operand, out):
+    """None when a kernel writing `out` can read `operand` (a Tensor) at each output position:
+    it broadcasts to out's shape without growing it, and a runtime operand is stored in the
+    layout it broadcasts in. Else why not."""
+    if len(operand.shape) > len(out.shape):
+        return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
+    s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
+    if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
+        return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
+    # A runtime operand is stored in its own PHWC4 layout; broadcasting reads it through the
+    # right-aligned view, which is a different element order when the two views differ
+    # (e.g. [N, C] is stored as Nx1x1xC but broadcasts against rank 3 as 1x1xNxC).
+    if not operand.is_const and s4 != bhwc(operand.shape):
+        return f"runtime operand {list(operand.shape)} broadcast against rank {len(out.shape)} changes its layout"
+    if not operand.is_const and operand.dtype != np.float32:
+        return f"runtime operand {operand.index} is {operand.dtype}"
+    return None
+
+
+def same_layout(tensor, out):
+    """True when `tensor` is read at exactly the element index of `out` being written."""
+    return aligned_shape4(tensor, len(out.shape)) == bhwc(out.shape) and bhwc(tensor.shape) == bhwc(out.shape)
+
+
+def tensor_source(x, out, env):
+    """(source, offset, size, scalar channel) that read tensor `x` broadcast over `out`:
+    SRC_CONST (packed as a constant in its broadcast layout) or SRC_ARENA."""
+    s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
+    scalar_c = s4.c == 1 and o4.c > 1
+    if x.is_const:
+        data = np.asarray(x.data, np.float32).reshape(s4.b, s4.h, s4.w, s4.c)
+        return SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c
+    return SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c
+
+
+def _operand(step, out, env):
+    """(source, offset, size, value, scalar channel) of a step's operand."""
+    x = step.operand
+    if x is None:
+        return SRC_NONE, 0, (1, 1, 1, 1), 0.0, False
+    if isinstance(x, float):
+        return SRC_SCALAR, 0, (1, 1, 1, 1), x, False
+    if x.is_const and x.size == 1:  # a scalar constant needs no memory read
+        return SRC_SCALAR, 0, (1, 1, 1, 1), float(np.asarray(x.data, np.float32).reshape(-1)[0]), False
+    source, offset, size, scalar_c = tensor_source(x, out, env)
+    return source, offset, size, 0.0, scalar_c
+
+
+def specialize(steps, out, env):
+    """(defines, params, runtime operands) of epilogue.glsl applying `steps` to values of `out`."""
+    if len(steps) > MAX_STEPS:
+        raise ValueError(f"{len(steps)} epilogue steps, the template holds {MAX_STEPS}")
+    defines, params, reads = {"EP_COUNT": len(steps)}, {}, []
+    for k, step in enumerate(steps):
+        source, offset, size, value, scalar_c = _operand(step, out, env)
+        code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
+        defines.update({f"EP{k}_OP": code, f"EP{k}_SRC": source, f"EP{k}_SWAP": int(step.swap),
+                        f"EP{k}_SCALAR_C": int(scalar_c), f"EP{k}_STORED": int(step.stored)})
+        params.update({f"ep{k}_offset": offset, f"ep{k}_size": tuple(size), f"ep{k}_value": float(value)})
+        if source == SRC_ARENA and all(step.operand is not r for r in reads):
+            reads.append(step.operand)
+    return defines, params, tuple(reads)
+
+
+def apply(node, env, out, defines, params, reads, own_steps=()):
+    """Add the epilogue of `node` (after `own_steps`, the kernel's own elementwise work) to a
+    dispatch's defines and params; returns (reads plus the epilogue's runtime operands, the
+    operands the output may overwrite in place: read at the very index written)."""
+    more_defines, more_params, operands = specialize(tuple(own_steps) + steps_of(node), out, env)
+    defines.update(more_defines)
+    params.update(more_params)
+    inplace = tuple(t for t in operands if same_layout(t, out) and all(t is not r for r in reads))
+    return tuple(reads) + tuple(t for t in operands if all(t is not r for r in reads)), inplace

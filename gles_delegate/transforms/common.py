@@ -1,0 +1,135 @@
+"""What the rewrite rules share (not a rule): graph queries, removing a node that passes a tensor
+through, and moving elementwise nodes into the epilogue of the node that produces their input."""
+import numpy as np
+
+from ..gpu import kernels
+from ..gpu.kernels import epilogue
+from ..graph import Tensor
+
+def new_constant(graph, name, data, dtype=np.float32):
+    """A read-only constant tensor a rule adds (folded weights, axes), numbered after every
+    tensor of the model (rewrite_partition sets graph.next_index)."""
+    data = np.array(data, dtype)
+    data.flags.writeable = False
+    index = getattr(graph, "next_index", len(graph.tensors))
+    graph.next_index = index + 1
+    tensor = Tensor(index=index, name=name, shape=data.shape, dtype=data.dtype, data=data)
+    graph.tensors.append(tensor)
+    return tensor
+
+
+def is_boundary(graph, tensor):
+    """A partition input or output: it must keep its identity."""
+    return graph.is_graph_output(tensor) or any(tensor is t for t in graph.inputs)
+
+
+def readers_of(graph, tensor):
+    return [n for n in graph.nodes if any(tensor is t for t in n.inputs)]
+
+
+def producer_of(graph, tensor):
+    return next((n for n in graph.nodes if any(tensor is t for t in n.outputs)), None)
+
+
+def only_reader_blocker(graph, tensor, who):
+    """Why `tensor` (the output of `who`) is read by more than one node or leaves the
+    partition, or None."""
+    if graph.is_graph_output(tensor) or len(readers_of(graph, tensor)) > 1:
+        return f"the output of {who.label} is also read elsewhere"
+    return None
+
+
+def bypass(graph, node, source, out):
+    """Remove `node`, whose output `out` equals its input `source`: its readers read `source`;
+    when `out` leaves the partition, `source`'s producer writes `out` instead. Returns why it
+    cannot be removed, or None once it is."""
+    if not graph.is_graph_output(out):
+        graph.remove_node(node)
+        graph.replace_uses(out, source)
+        return None
+    producer = producer_of(graph, source)
+    if producer is None or is_boundary(graph, source) or len(readers_of(graph, source)) > 1:
+        return "its output leaves the partition and its input cannot be renamed"
+    producer.outputs = [out if t is source else t for t in producer.outputs]
+    graph.remove_node(node)
+    return None
+
+
+def runs_before(graph, tensor, node):
+    """True when `tensor` exists before `node` runs: a constant, a partition input, or the output
+    of an earlier node."""
+    if tensor.is_const or any(tensor is t for t in graph.inputs):
+        return True
+    for other in graph.nodes:
+        if other is node:
+            return False
+        if any(tensor is t for t in other.outputs):
+            return True
+    return False
+
+
+def epilogue_blocker(graph, producer, value, node, steps):
+    """Why elementwise `node`, reading `value`, cannot become epilogue `steps` of `producer`
+    (the node computing `value`), or None. The node's own epilogue moves along."""
+    if producer is None:
+        return "its input is not computed in this partition"
+    reason = kernels.epilogue_reason(producer)
+    if reason:
+        return f"{producer.label}: {reason}"
+    if len(producer.outputs) != 1:
+        return f"{producer.label} has several outputs"
+    reason = only_reader_blocker(graph, value, producer)
+    if reason:
+        return reason
+    if tuple(node.outputs[0].shape) != tuple(value.shape):
+        return f"its output {list(node.outputs[0].shape)} is larger than its input {list(value.shape)}"
+    moved = tuple(steps) + epilogue.steps_of(node)
+    room = epilogue.MAX_STEPS - epilogue.own_steps(producer)
+    if len(epilogue.steps_of(producer)) + len(moved) > room:
+        return f"the epilogue of {producer.label} is full ({room} steps)"
+    for step in moved:
+        if hasattr(step.operand, "shape"):
+            reason = _operand_blocker(graph, step.operand, producer, value)
+            if reason:
+                return reason
+    return None
+
+
+def absorb(graph, producer, node, steps):
+    """Append `steps` (computing `node` from the producer's output) and the node's own epilogue
+    to the producer's epilogue; the producer then writes the node's output and the node leaves
+    the graph."""
+    producer.options[epilogue.KEY] = epilogue.steps_of(producer) + tuple(steps) + epilogue.steps_of(node)
+    producer.outputs = [node.outputs[0]]
+    graph.remove_node(node)
+
+
+def _operand_blocker(graph, operand, producer, value):
+    """Why `operand` of a fused step cannot be read by `producer`'s kernel at each position of
+    `value` it writes, or None: it must broadcast without changing its layout and, computed at
+    run time, exist before the producer runs (and not be the value itself). An operand computed
+    later by a node whose own inputs exist by then is computed earlier instead (hoist)."""
+    if operand is value:
+        return f"it reads the output of {producer.label} twice"
+    reason = epilogue.operand_reason(operand, value)
+    if reason:
+        return reason
+    if not runs_before(graph, operand, producer) and not hoist(graph, operand, producer):
+        return f"operand tensor {operand.index} is computed after {producer.label}, from tensors that are too"
+    return None
+
+
+def hoist(graph, tensor, node):
+    """Move the node computing `tensor` to just before `node` when everything it reads exists
+    by then (nodes may run in any order that computes inputs first); True once moved. Nodes
+    with several outputs or state (variable tensors) stay where they are."""
+    producer = producer_of(graph, tensor)
+    if producer is None or len(producer.outputs) != 1 or \
+            any(t is not None and t.is_variable for t in producer.inputs + producer.outputs):
+        return False
+    if any(t is not None and not runs_before(graph, t, node) for t in producer.inputs):
+        return False
+    graph.nodes = [n for n in graph.nodes if n is not producer]
+    position = next(k for k, n in enumerate(graph.nodes) if n is node)
+    graph.nodes.insert(position, producer)
+    return True

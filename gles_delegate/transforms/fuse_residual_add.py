@@ -1,0 +1,35 @@
+"""Fuse a binary op of two tensors computed at run time (a residual ADD, and its fused
+activation) into the epilogue of the node that computes one of them; that node's kernel reads
+the other operand at each position it writes."""
+from ..gpu.kernels import epilogue
+from .common import absorb, epilogue_blocker, producer_of
+
+OPS = tuple(epilogue.BINARY_CODES)
+
+
+def apply(graph, log):
+    for node in list(graph.nodes):
+        if node.op not in OPS or any(t.is_const for t in node.inputs[:2]):
+            continue
+        a, b = node.inputs[:2]
+        if a is b:
+            log.skipped(node, "both operands are one tensor")
+            continue
+        reasons = []
+        # The operand computed last first: the other one then already exists when it runs.
+        for value in sorted((a, b), key=lambda t: _position(graph, t), reverse=True):
+            producer = producer_of(graph, value)
+            steps = epilogue.node_steps(node, value)
+            reason = epilogue_blocker(graph, producer, value, node, steps)
+            if reason is None:
+                absorb(graph, producer, node, steps)
+                log.applied(node, f"into the epilogue of {producer.label}")
+                break
+            reasons.append(f"tensor {value.index}: {reason}")
+        else:
+            log.skipped(node, "; ".join(reasons))
+
+
+def _position(graph, tensor):
+    """Index of the node computing `tensor` (-1 for a partition input)."""
+    return next((k for k, n in enumerate(graph.nodes) if any(tensor is t for t in n.outputs)), -1)

@@ -1,0 +1,152 @@
+// Epilogue: elementwise steps a kernel applies to an output value before it stores it
+// (gpu/kernels/epilogue.py picks the codes). `epilogue(v, p)` runs steps 0 .. EP_COUNT - 1 on
+// value v of output position p = (x, y, slice, batch); every kernel that writes a float output
+// at a known position calls it, so fused activations, residual adds and whole chains of
+// elementwise nodes cost no dispatch and no round trip through memory of their own.
+//
+// Per step k (defines): EPk_OP the op code: a unary op (< EP_BINARY), else EP_BINARY + a binary
+//   op code; EPk_SRC where its operand comes from: none, the scalar param epk_value, the
+//   constants or the arena (both at epk_offset, a PHWC4 tensor of size epk_size (w, h, slices,
+//   batch) that broadcasts like a binary operand: a dimension of size 1 repeats, and with
+//   EPk_SCALAR_C its one channel covers all four); EPk_SWAP: the operand is the left-hand side;
+//   EPk_STORED: the step starts a node fused into this kernel, whose input the unfused graph
+//   stored and read back: with STORAGE_HALF the value is rounded to half first, as that round
+//   trip did, so fusion changes no result in any precision (it only saves the memory traffic).
+// Params per step: epk_offset, epk_size, epk_value (unused ones are zero).
+//
+// Unary codes: 0 relu, 1 relu6, 2 relu_n1_to_1, 3 relu_0_to_1, 4 leaky relu / prelu (slope =
+// operand), 5 logistic, 6 tanh, 7 exp, 8 log, 9 sqrt, 10 rsqrt, 11 abs, 12 neg, 13 hard swish,
+// 14 elu, 15 gelu (tanh approximation), 16 gelu (exact, through erfc).
+// Binary codes: 0 add, 1 sub, 2 mul, 3 div, 4 maximum, 5 minimum, 6 squared difference, 7 pow.
+// Op codes are compile-time constants, so each call below folds to the one op it names.
+
+#define EP_BINARY 32
+#define EP_MAX 8
+#define EP_SRC_NONE 0
+#define EP_SRC_SCALAR 1
+#define EP_SRC_CONST 2
+#define EP_SRC_ARENA 3
+
+#if EP_COUNT > EP_MAX
+#error "more epilogue steps than the template holds"
+#endif
+
+// erfc (GLSL has no erf): for z >= 0, t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2) and P the
+// Chebyshev fit of Numerical Recipes 6.2 (relative error < 1.2e-7, also far in the tail, where
+// 1 + erf(z) would cancel); below 0, 2 - erfc(-z).
+vec4 erfc4(vec4 z) {
+  vec4 a = abs(z);
+  vec4 t = 1.0 / (1.0 + 0.5 * a);
+  vec4 p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+           + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+  vec4 tail = t * exp(p - a * a);
+  return mix(2.0 - tail, tail, greaterThanEqual(z, vec4(0.0)));
+}
+
+// Some drivers build tanh from exp and return NaN once exp overflows (early in half math);
+// tanh(+-10) is +-1 to float precision.
+vec4 safe_tanh(vec4 x) { return tanh(clamp(x, vec4(-10.0), vec4(10.0))); }
+
+vec4 ep_unary(int op, vec4 x, vec4 a) {
+  if (op == 0) return max(x, vec4(0.0));
+  if (op == 1) return clamp(x, vec4(0.0), vec4(6.0));
+  if (op == 2) return clamp(x, vec4(-1.0), vec4(1.0));
+  if (op == 3) return clamp(x, vec4(0.0), vec4(1.0));
+  if (op == 4) return mix(a * x, x, greaterThanEqual(x, vec4(0.0)));
+  // exp(-x) overflows to +inf for very negative x (early in half math) and 1 / inf = 0: still right.
+  if (op == 5) return 1.0 / (1.0 + exp(-x));
+  if (op == 6) return safe_tanh(x);
+  if (op == 7) return exp(x);
+  if (op == 8) return log(x);
+  if (op == 9) return sqrt(x);
+  if (op == 10) return inversesqrt(x);
+  if (op == 11) return abs(x);
+  if (op == 12) return -x;
+  if (op == 13) return x * clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
+  // exp of the clamped value, so the unused branch of the select cannot overflow.
+  if (op == 14) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
+  // 0.7978845608 = sqrt(2 / pi).
+  if (op == 15) return 0.5 * x * (1.0 + safe_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
+}
+
+vec4 ep_binary(int op, vec4 a, vec4 b) {
+  if (op == 0) return a + b;
+  if (op == 1) return a - b;
+  if (op == 2) return a * b;
+  if (op == 3) return a / b;
+  if (op == 4) return max(a, b);
+  if (op == 5) return min(a, b);
+  if (op == 6) return (a - b) * (a - b);
+  return pow(a, b);
+}
+
+// Element p (w, h, slice, batch) of a PHWC4 tensor of `size` at `offset` in the constants or
+// the arena, broadcast: min(p, size - 1) picks element 0 along a dimension of size 1.
+vec4 ep_fetch(bool from_consts, int offset, ivec4 size, bool scalar_c, ivec4 p) {
+  p = min(p, size - 1);
+  int i = offset + ((p.w * size.z + p.z) * size.y + p.y) * size.x + p.x;
+  vec4 v = from_consts ? weight(i) : load(i);
+  return scalar_c ? vec4(v.x) : v;
+}
+
+vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, float value, ivec4 p) {
+  if (src == EP_SRC_SCALAR) return vec4(value);
+  if (src == EP_SRC_NONE) return vec4(0.0);
+  return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p);
+}
+
+#if STORAGE_HALF
+// v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
+// rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
+// mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does).
+vec4 ep_stored(vec4 v) {
+  uvec4 bits = floatBitsToUint(v);
+  uvec4 magnitude = bits & 0x7fffffffu;
+  // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped
+  // (plus the lowest kept bit, for ties to even) and clear them.
+  vec4 r = uintBitsToFloat((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) & 0xffffe000u);
+  highp vec4 size = abs(v);
+  r = mix(r, roundEven(size * 16777216.0) * (1.0 / 16777216.0), lessThan(size, vec4(6.103515625e-05)));
+  r = mix(r, vec4(uintBitsToFloat(0x7f800000u)), greaterThanEqual(size, vec4(65520.0)));
+  r = uintBitsToFloat(floatBitsToUint(r) | (bits & 0x80000000u));
+  return mix(r, v, isnan(v));
+}
+#else
+vec4 ep_stored(vec4 v) { return v; }
+#endif
+
+vec4 ep_step(int op, bool swap, vec4 v, vec4 operand) {
+  if (op < EP_BINARY) return ep_unary(op, v, operand);
+  return swap ? ep_binary(op - EP_BINARY, operand, v) : ep_binary(op - EP_BINARY, v, operand);
+}
+
+#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, value, p))
+
+vec4 epilogue(vec4 v, ivec4 p) {
+#if EP_COUNT > 0
+  EP_APPLY(EP0_OP, EP0_SRC, EP0_SWAP, EP0_SCALAR_C, EP0_STORED, ep0_offset, ep0_size, ep0_value);
+#endif
+#if EP_COUNT > 1
+  EP_APPLY(EP1_OP, EP1_SRC, EP1_SWAP, EP1_SCALAR_C, EP1_STORED, ep1_offset, ep1_size, ep1_value);
+#endif
+#if EP_COUNT > 2
+  EP_APPLY(EP2_OP, EP2_SRC, EP2_SWAP, EP2_SCALAR_C, EP2_STORED, ep2_offset, ep2_size, ep2_value);
+#endif
+#if EP_COUNT > 3
+  EP_APPLY(EP3_OP, EP3_SRC, EP3_SWAP, EP3_SCALAR_C, EP3_STORED, ep3_offset, ep3_size, ep3_value);
+#endif
+#if EP_COUNT > 4
+  EP_APPLY(EP4_OP, EP4_SRC, EP4_SWAP, EP4_SCALAR_C, EP4_STORED, ep4_offset, ep4_size, ep4_value);
+#endif
+#if EP_COUNT > 5
+  EP_APPLY(EP5_OP, EP5_SRC, EP5_SWAP, EP5_SCALAR_C, EP5_STORED, ep5_offset, ep5_size, ep5_value);
+#endif
+#if EP_COUNT > 6
+  EP_APPLY(EP6_OP, EP6_SRC, EP6_SWAP, EP6_SCALAR_C, EP6_STORED, ep6_offset, ep6_size, ep6_value);
+#endif
+#if EP_COUNT > 7
+  EP_APPLY(EP7_OP, EP7_SRC, EP7_SWAP, EP7_SCALAR_C, EP7_STORED, ep7_offset, ep7_size, ep7_value);
+#endif
+  return v;
+}

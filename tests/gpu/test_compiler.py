@@ -1,0 +1,204 @@
+"""The graph compiler: barriers only where dispatches depend on each other, shared storage (free
+reshapes, in-place elementwise outputs) in the memory plan, workgroups within the device limits,
+and workgroup tuning."""
+import logging
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate
+from gles_delegate.graph import Tensor
+from gles_delegate.gpu import compiler, workgroups
+from gles_delegate.gpu.kernels.base import Dispatch
+from tests.oplib import run_ours
+from tests.transforms.rulelib import Chain, check_gpu, random
+
+
+def tensor(index, shape):
+    return Tensor(index, f"t{index}", tuple(shape), np.dtype(np.float32))
+
+
+def compiled(model, values, **options):
+    """(outputs, the plan of the model's one partition)."""
+    with GpuDelegate(**options) as delegate:
+        outputs = run_ours(model, values, experimental_delegates=[delegate])
+        return outputs, delegate.partitions[0].plan
+
+
+def barriers_of(plan):
+    return [(label, step[4]) for label, step in zip(plan.labels, plan.steps)]
+
+
+# -- barriers ------------------------------------------------------------------------------------
+def concat_model(widths):
+    c = Chain((1, 5, 5, 4))
+    parts = [c.op("ABS", c.conv(c.x, w, seed=k)) for k, w in enumerate(widths)]
+    return c.build(c.op("CONCATENATION", *parts, shape=(1, 5, 5, sum(widths)), axis=3))
+
+
+def test_concatenation_of_slice_aligned_parts_needs_no_barrier_between_them():
+    _, plan = compiled(concat_model([4, 8, 4]), [random((1, 5, 5, 4))])
+    flags = [flag for label, flag in barriers_of(plan) if "CONCATENATION" in label]
+    assert flags == [True, False, False]  # after the producers, then none between the boxes
+
+
+def test_concatenation_parts_sharing_a_slice_are_ordered():
+    """Widths 3 + 6: the second box starts mid-slice and merges into the slice the first wrote."""
+    model = concat_model([3, 6])
+    outputs, plan = compiled(model, [random((1, 5, 5, 4))])
+    flags = [flag for label, flag in barriers_of(plan) if "CONCATENATION" in label]
+    assert flags == [True, True]
+    check_gpu(model, [random((1, 5, 5, 4))])
+
+
+def test_independent_dispatches_share_one_barrier():
+    """Two convolutions of the input write different tensors: one barrier before the first
+    (it reads what convert_in wrote), none before the second."""
+    c = Chain((1, 6, 6, 4))
+    a, b = c.conv(c.x, 4, seed=1), c.conv(c.x, 4, seed=2)
+    _, plan = compiled(c.build(a, b), [random((1, 6, 6, 4))])
+    assert [flag for _, flag in barriers_of(plan)][:3] == [False, True, False]
+
+
+def test_barrier_rules_on_synthetic_dispatches():
+    x, y, z = tensor(0, (1, 4, 4, 8)), tensor(1, (1, 4, 4, 8)), tensor(2, (1, 4, 4, 8))
+    offsets = {id(x): 0, id(y): 32, id(z): 64}
+    def d(reads, writes, box=None):
+        return Dispatch("t", (1, 1, 1), reads=reads, writes=writes, box=box)
+    # write x; read x (RAW); write z reading nothing (independent); write y over what was read (WAR)
+    flags = compiler._barriers([d((), (x,)), d((x,), (y,)), d((), (z,)), d((z,), (x,))], offsets)
+    assert flags == [False, True, False, True]
+    # disjoint boxes of one tensor: no barrier; overlapping boxes: a barrier
+    left, right = ((0, 1), (0, 1), (0, 4), (0, 4)), ((0, 1), (1, 2), (0, 4), (0, 4))
+    assert compiler._barriers([d((), (x,), left), d((), (x,), right)], offsets) == [False, False]
+    assert compiler._barriers([d((), (x,), left), d((), (x,), left)], offsets) == [False, True]
+
+
+# -- memory ------------------------------------------------------------------------------------
+def test_elementwise_output_takes_the_storage_of_an_input_that_dies():
+    x, y, z = tensor(0, (1, 8, 8, 8)), tensor(1, (1, 8, 8, 8)), tensor(2, (1, 8, 8, 8))
+    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)),
+                  Dispatch("neg", (1, 1, 1), reads=(x,), writes=(y,), inplace=(x,)),
+                  Dispatch("abs", (1, 1, 1), reads=(y,), writes=(z,), inplace=(y,)),
+                  Dispatch("out", (1, 1, 1), reads=(z,))]
+    offsets, total, bound, naive = compiler.plan_memory(dispatches, "best")
+    assert offsets[id(x)] == offsets[id(y)] == offsets[id(z)] and total == bound == 128 and naive == 3 * 128
+
+
+def test_an_input_read_later_is_not_overwritten():
+    x, y = tensor(0, (1, 8, 8, 8)), tensor(1, (1, 8, 8, 8))
+    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)),
+                  Dispatch("neg", (1, 1, 1), reads=(x,), writes=(y,), inplace=(x,)),
+                  Dispatch("add", (1, 1, 1), reads=(x, y))]
+    offsets, total, _, _ = compiler.plan_memory(dispatches, "best")
+    assert offsets[id(x)] != offsets[id(y)] and total == 256
+
+
+def test_an_alias_shares_storage_for_its_joint_lifetime():
+    x, r, y = tensor(0, (1, 4, 4, 8)), tensor(1, (1, 16, 8)), tensor(2, (1, 4, 4, 8))
+    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)), Dispatch("other", (1, 1, 1), writes=(y,)),
+                  Dispatch("out", (1, 1, 1), reads=(r, y))]
+    offsets, total, bound, _ = compiler.plan_memory(dispatches, "best", [(r, x)])
+    assert offsets[id(x)] == offsets[id(r)] != offsets[id(y)] and total == bound == 64
+
+
+def test_in_place_chain_runs_correctly_unfused():
+    """Rules off: each elementwise node is its own dispatch and overwrites its input."""
+    c = Chain((2, 5, 6, 7))
+    model = c.build(c.op("EXP", c.op("NEG", c.op("ABS", c.op("ADD", c.x, c.const(random(7, 1)))))))
+    summary, _ = check_gpu(model, [random((2, 5, 6, 7))], rewrite_rules=False)
+    assert summary["intermediate_bytes"] == summary["intermediate_lower_bound_bytes"] == 2 * 2 * 5 * 6 * 16
+
+
+# -- workgroups ---------------------------------------------------------------------------------
+LIMITS = [{"max_workgroup_size": (1024, 1024, 64), "max_workgroup_invocations": 1024},
+          {"max_workgroup_size": (128, 128, 64), "max_workgroup_invocations": 128},
+          {"max_workgroup_size": (64, 8, 4), "max_workgroup_invocations": 64}]
+
+
+@pytest.mark.parametrize("limits", LIMITS)
+def test_heuristic_and_candidates_fit_the_limits(limits):
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        grid = tuple(int(g) for g in rng.integers(1, 300, 3))
+        for wg in workgroups.candidates(grid, limits):
+            assert all(w <= m for w, m in zip(wg, limits["max_workgroup_size"]))
+            assert np.prod(wg) <= limits["max_workgroup_invocations"]
+            assert all(w & (w - 1) == 0 for w in wg)
+
+
+def test_heuristic_shapes():
+    limits = LIMITS[0]
+    assert workgroups.choose_workgroup((1000, 1, 1), limits) == (128, 1, 1)  # 1-D: all along x
+    assert workgroups.choose_workgroup((7, 7, 32), limits) == (8, 8, 2)
+    assert workgroups.choose_workgroup((16, 8, 1000), limits) == (16, 8, 1)
+    assert workgroups.choose_workgroup((1, 1, 1), limits) == (1, 1, 1)
+
+
+def test_requests_are_clamped():
+    assert workgroups.clamp_workgroup((16, 64, 1), LIMITS[2]) == (16, 4, 1)
+    assert workgroups.clamp_workgroup((256, 1, 1), LIMITS[1]) == (128, 1, 1)
+
+
+def tuning_model():
+    c = Chain((1, 12, 12, 8))
+    return c.build(c.op("HARD_SWISH", c.depthwise(c.conv(c.x, 8))))
+
+
+def fake_timer(monkeypatch, cost):
+    """Replace the GL timer by cost(workgroup) in ns: the tuning logic without a GPU clock.
+    Returns {ubo offset of a step: {workgroup: cost}} of what was timed."""
+    timed = {}
+
+    def time(session, step, source, groups, repeats=1):
+        wg = tuple(int(source.split(f"#define WG_{a} ")[1].split()[0]) for a in "XYZ")
+        timed.setdefault(step[1], {})[wg] = cost(wg)
+        return cost(wg)
+    monkeypatch.setattr(workgroups._Session, "time", time)
+    return timed
+
+
+def test_tuning_keeps_the_fastest_workgroup_of_each_dispatch(monkeypatch):
+    timed = fake_timer(monkeypatch, lambda wg: 1000.0 * wg[0] * wg[1] * wg[2] + wg[0])  # small groups win
+    model, values = tuning_model(), [random((1, 12, 12, 8))]
+    reference = run_ours(model, values)
+    outputs, plan = compiled(model, values, tune_workgroups=True)
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert plan.tuned and len(plan.workgroups) == len(plan.steps)
+    heuristic = compiled(model, values)[1].workgroups
+    changed = 0
+    for wg, step, default in zip(plan.workgroups, plan.steps, heuristic):
+        assert f"#define WG_X {wg[0]}\n" in plan.sources[step[0]]
+        costs = timed.get(step[1], {})
+        if len(costs) > 1:  # the fastest, unless it beats the heuristic's by less than MIN_GAIN
+            fastest = min(costs, key=costs.get)
+            gain = costs[fastest] < (1 - workgroups.MIN_GAIN) * costs[default]
+            assert wg == (fastest if gain else default)
+            changed += wg != default
+    assert changed >= 2
+
+
+def test_sustained_speed_tunes_too(monkeypatch):
+    fake_timer(monkeypatch, lambda wg: 1e6 / wg[0])
+    _, plan = compiled(tuning_model(), [random((1, 12, 12, 8))], inference_preference="sustained_speed")
+    assert plan.tuned
+
+
+def test_real_timer_runs_or_explains_why_not(caplog):
+    """On this GPU's own clock: either tuned, or (llvmpipe, whose GL_TIME_ELAPSED reports 1 ns
+    for compute work) the heuristic kept with a warning. Either way the results hold."""
+    model, values = tuning_model(), [random((1, 12, 12, 8))]
+    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+        outputs, plan = compiled(model, values, tune_workgroups=True)
+    np.testing.assert_allclose(outputs[0], run_ours(model, values)[0], rtol=1e-5, atol=1e-5)
+    assert plan.tuned or "workgroup tuning skipped" in caplog.text
+
+
+def test_tuning_without_timer_queries_keeps_the_heuristic(monkeypatch, caplog):
+    monkeypatch.setattr(workgroups, "timer_unavailable", lambda context: "no timer here")
+    model, values = tuning_model(), [random((1, 12, 12, 8))]
+    _, untuned = compiled(model, values)
+    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+        _, plan = compiled(model, values, tune_workgroups=True)
+    assert "no timer here" in caplog.text and not plan.tuned
+    assert plan.workgroups == untuned.workgroups and plan.sources == untuned.sources

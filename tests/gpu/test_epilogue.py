@@ -1,0 +1,69 @@
+"""Epilogues (kernels_glsl/epilogue.glsl): every kernel that applies one runs a chain of steps of
+every operand kind (none, scalar, per-channel constant on either side, a runtime tensor, a
+constant slope) in every precision, as one dispatch, and matches the reference of the unfused
+nodes."""
+import numpy as np
+import pytest
+
+from gles_delegate.gpu import kernels
+from tests.gpu.gpulib import PRECISIONS
+from tests.transforms.rulelib import Chain, check_gpu, random
+
+SHAPE = (1, 6, 7, 5)
+
+
+def producer(c, kind):
+    """A node of `kind` computing a SHAPE tensor from the model input."""
+    n, h, w, ch = SHAPE
+    if kind == "CONV_2D":
+        return c.conv(c.x, ch)
+    if kind == "DEPTHWISE_CONV_2D":
+        return c.depthwise(c.x)
+    if kind == "FULLY_CONNECTED":
+        return c.op(kind, c.x, c.const(random((ch, ch), 4)), c.const(random(ch, 5)), keep_num_dims=True)
+    if kind == "TRANSPOSE_CONV":
+        return c.op(kind, c.const(SHAPE, np.int32), c.const(random((ch, 3, 3, ch), 4)), c.x, padding=0,
+                    stride_w=1, stride_h=1)
+    if kind in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        return c.op(kind, c.x, padding=0, stride_w=1, stride_h=1, filter_width=3, filter_height=2)
+    if kind.startswith("RESIZE"):
+        small = c.op("AVERAGE_POOL_2D", c.x, shape=(1, 3, 4, ch), padding=0, stride_w=2, stride_h=2,
+                     filter_width=2, filter_height=2)
+        return c.op(kind, small, c.const([h, w], np.int32), shape=SHAPE)
+    if kind == "ADD":
+        return c.op(kind, c.x, c.const(random((1, 1, w, ch), 6)))
+    return c.op(kind, c.x)
+
+
+def chain(c, value, residual):
+    """HARD_SWISH, + residual, constant * value, scalar - value, PRELU, LOGISTIC, MAXIMUM."""
+    value = c.op("HARD_SWISH", value)
+    value = c.op("ADD", value, residual, fused_activation_function=3)
+    value = c.op("MUL", c.const(random(SHAPE[-1], 7)), value)
+    value = c.op("SUB", c.const(np.float32(0.25)), value)
+    value = c.op("PRELU", value, c.const(random((1, 1, SHAPE[-1]), 8, 0.3)))
+    return c.op("TANH", value)
+
+
+KINDS = ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG"]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_chain_of_every_operand_kind_fuses_and_matches(kind, precision):
+    c = Chain(SHAPE)
+    residual = c.b.input("residual", SHAPE)
+    c.shapes[residual] = SHAPE
+    model = c.build(chain(c, producer(c, kind), residual))
+    values = [random(SHAPE, 1, 2.0), random(SHAPE, 2)]
+    summary, log = check_gpu(model, values, precision)
+    fused = 2 if kind.startswith("RESIZE") else 1  # the resize reads a pool's output
+    assert summary["dispatches"] == 3 + fused, [r for r in log if r.status == "SKIPPED"]
+
+
+def test_every_kernel_with_an_epilogue_is_covered():
+    assert set(kernels.EPILOGUE) - set(KINDS) <= {
+        "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "Convolution2DTransposeBias",
+        "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "LOGISTIC", "TANH", "EXP", "LOG",
+        "SQRT", "RSQRT", "ABS", "HARD_SWISH", "ELU", "GELU"}

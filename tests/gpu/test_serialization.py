@@ -1,0 +1,527 @@
+"""The serialization cache: warm starts give the cold start's results; anything wrong with an
+entry (corrupt, truncated, made elsewhere, unsafe permissions, refused binaries) is a warning and
+a clean rebuild, never an exception."""
+import dataclasses
+import errno
+import hashlib
+import json
+import math
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.gpu import serialization
+from gles_delegate.gpu.compiler import IoSlot, Plan
+from gles_delegate.gpu.context import GlContext
+from gles_delegate.gpu.gl import Program
+from gles_delegate.gpu.serialization import CacheWarning, PlanCache
+
+SMALL = "hand_recrop"               # 1x256x256x3 input, ~20 programs
+SAME_INPUT = "selfie_segmentation"  # same input shape as SMALL: same entry name under one token
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def start(model_path, directory, **options):
+    """A started interpreter (inputs set, invoked once), its delegate and its outputs."""
+    delegate = GpuDelegate(serialization_dir=str(directory), **options)
+    interpreter = Interpreter(model_path=model_path, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    rng = np.random.default_rng(7)
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], rng.uniform(-1, 1, detail["shape"]).astype(detail["dtype"]))
+    interpreter.invoke()
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return interpreter, delegate, outputs
+
+
+def entry_path(directory):
+    entries = sorted(Path(directory).glob("*" + serialization.SUFFIX))
+    assert len(entries) == 1, entries
+    return entries[0]
+
+
+def cache_for(interpreter, delegate, context=None):
+    graph = interpreter._main.graph
+    return PlanCache(delegate.options, context or delegate.context, graph, graph.nodes)
+
+
+def run_partitions(made, interpreter):
+    """Outputs of running partitions `made` on the interpreter's current inputs."""
+    storage = {k: np.array(v, copy=True) for k, v in interpreter._main.storage.items()}
+    for partition in made:
+        partition.run(storage)
+    return [storage[d["index"]] for d in interpreter.get_output_details()]
+
+
+def fix_checksum(data):
+    """An entry's bytes with the prefix's sha256 recomputed (a corruption the checksum misses)."""
+    data = bytearray(data)
+    prefix = serialization.PREFIX
+    magic, version, header, payload, _ = prefix.unpack_from(data)
+    digest = hashlib.sha256(data[prefix.size:]).digest()
+    prefix.pack_into(data, 0, magic, version, header, payload, digest)
+    return bytes(data)
+
+
+def header_of(data):
+    header, blobs = serialization.unpack_entry(data)
+    return header, blobs
+
+
+@pytest.fixture(scope="module")
+def cold(mediapipe_models, tmp_path_factory):
+    """A cold start of SMALL that stored its entry: (interpreter, delegate, outputs, dir, bytes)."""
+    directory = tmp_path_factory.mktemp("entries")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        interpreter, delegate, outputs = start(mediapipe_models[SMALL], directory)
+    assert delegate.summary()["cache_hit"] is False
+    return interpreter, delegate, outputs, directory, entry_path(directory).read_bytes()
+
+
+@pytest.fixture()
+def private_context(cold):
+    """A GL context of its own (empty program cache: binaries really load), released after."""
+    made = GlContext(gl_api=cold[1].context.gl_api)
+    yield made
+    made.release()
+
+
+def load_bytes(data, cold, tmp_path, context=None):
+    """PlanCache.load() of `data` written as the entry of SMALL: (result, CacheWarnings)."""
+    interpreter, delegate = cold[0], cold[1]
+    options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
+    graph = interpreter._main.graph
+    cache = PlanCache(options, context or delegate.context, graph, graph.nodes)
+    Path(cache.path).write_bytes(data)
+    os.chmod(cache.path, 0o600)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = cache.load()
+    if loaded is not None:
+        for partition in loaded[0]:
+            partition.release()
+    return loaded, [w for w in caught if issubclass(w.category, CacheWarning)]
+
+
+# -- warm starts -----------------------------------------------------------------------------
+def test_warm_start_is_identical(cold, mediapipe_models):
+    interpreter, delegate, outputs, directory, _ = cold
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        warm_interpreter, warm, warm_outputs = start(mediapipe_models[SMALL], directory)
+    summary, cold_summary = warm.summary(), delegate.summary()
+    assert summary["cache_hit"] is True
+    assert summary["init_ms"] > 0
+    assert {k: v for k, v in summary.items() if k not in ("init_ms", "cache_hit")} == \
+        {k: v for k, v in cold_summary.items() if k not in ("init_ms", "cache_hit")}
+    for a, b in zip(outputs, warm_outputs):
+        np.testing.assert_array_equal(a, b)
+    assert warm.rewrite_log == delegate.rewrite_log
+    for p, q in zip(delegate.partitions, warm.partitions):
+        assert [n.index for n in p.nodes] == [n.index for n in q.nodes]
+        assert p.fused_away == q.fused_away
+        assert_plans_equal(p.plan, q.plan)
+
+
+def assert_plans_equal(a, b):
+    for field in dataclasses.fields(Plan):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), field.name
+        else:
+            assert x == y and type(x) is type(y), field.name
+
+
+def test_binaries_load_in_a_fresh_context(cold, private_context, tmp_path):
+    if private_context.binary_formats == 0:
+        pytest.skip("this driver gives no program binaries (sources are compiled instead)")
+    loaded, caught = load_bytes(cold[4], cold, tmp_path, private_context)
+    assert loaded is not None and not caught
+    with private_context.current():
+        programs = [private_context.program(s) for p in loaded[0] for s in p.plan.sources]
+    assert programs and all(p.from_binary and p.refused is None for p in programs)
+
+
+def test_warm_start_in_fresh_processes(mediapipe_models, tmp_path):
+    """Cold and warm starts in their own processes (no process-wide program cache): the warm one
+    loads every program from its binary and gives the same output bytes."""
+    script = textwrap.dedent("""
+        import hashlib, json, sys, warnings
+        import numpy as np
+        warnings.simplefilter("error")
+        from gles_delegate import GpuDelegate, Interpreter
+        delegate = GpuDelegate(serialization_dir=sys.argv[2])
+        interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        rng = np.random.default_rng(3)
+        for d in interpreter.get_input_details():
+            interpreter.set_tensor(d["index"], rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]))
+        interpreter.invoke()
+        digest = hashlib.sha256()
+        for d in interpreter.get_output_details():
+            digest.update(interpreter.get_tensor(d["index"]).tobytes())
+        context = delegate.context
+        with context.current():
+            programs = list(context._programs.values())
+        print(json.dumps({"hit": delegate.summary()["cache_hit"], "outputs": digest.hexdigest(),
+                          "from_binary": sum(p.from_binary for p in programs), "programs": len(programs),
+                          "formats": context.binary_formats}))
+    """)
+    results = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path)],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(done.stdout.splitlines()[-1]))
+    cold_run, warm_run = results
+    assert (cold_run["hit"], warm_run["hit"]) == (False, True)
+    assert warm_run["outputs"] == cold_run["outputs"]
+    assert cold_run["from_binary"] == 0
+    if warm_run["formats"]:
+        assert warm_run["from_binary"] == warm_run["programs"] > 0
+
+
+def test_two_processes_write_the_same_entry(mediapipe_models, tmp_path, cold):
+    # Each writer waits, just before writing, until both are there: the writes overlap.
+    script = textwrap.dedent("""
+        import os, sys, time
+        from gles_delegate import GpuDelegate, Interpreter
+        from gles_delegate.gpu import serialization
+        write, barrier = serialization._write_atomic, sys.argv[3]
+        def synchronized(*args):
+            open(os.path.join(barrier, str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 120
+            while len(os.listdir(barrier)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            write(*args)
+        serialization._write_atomic = synchronized
+        delegate = GpuDelegate(serialization_dir=sys.argv[2])
+        interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        assert not delegate.summary()["cache_hit"]
+    """)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    tmp_path = tmp_path / "entries"
+    command = [sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path), str(barrier)]
+    writers = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=300)
+        assert writer.returncode == 0, stderr[-3000:]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        _, warm, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert warm.summary()["cache_hit"]
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+# -- corrupt and truncated entries ---------------------------------------------------------------
+def test_byte_flips_are_caught(cold, tmp_path):
+    data = cold[4]
+    offsets = sorted(set(list(range(0, serialization.PREFIX.size + 8)) +
+                         np.linspace(0, len(data) - 1, 60).astype(int).tolist()))
+    for offset in offsets:
+        flipped = bytearray(data)
+        flipped[offset] ^= 0x5A
+        loaded, caught = load_bytes(bytes(flipped), cold, tmp_path)
+        assert loaded is None and len(caught) == 1, offset
+
+
+def test_truncations_are_caught(cold, tmp_path):
+    data = cold[4]
+    lengths = sorted(set([0, 1, 7, 8, 12, serialization.PREFIX.size - 1, serialization.PREFIX.size,
+                          len(data) - 1] + np.linspace(0, len(data) - 1, 40).astype(int).tolist()))
+    for length in lengths:
+        loaded, caught = load_bytes(data[:length], cold, tmp_path)
+        assert loaded is None and len(caught) == 1, length
+    loaded, caught = load_bytes(data + b"\0", cold, tmp_path)
+    assert loaded is None and len(caught) == 1
+
+
+def test_header_corruption_with_a_valid_checksum_never_raises(cold, tmp_path, private_context):
+    """Flips the checksum does not catch (the file was rewritten as a whole): the validators
+    reject them or the entry still loads; nothing raises."""
+    data = cold[4]
+    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(data)
+    start_, end = serialization.PREFIX.size, serialization.PREFIX.size + header_bytes
+    rng = np.random.default_rng(0)
+    for offset in rng.integers(start_, end, 60).tolist():
+        flipped = bytearray(data)
+        flipped[offset] = int(rng.choice([ord(c) for c in '0123456789{}[]",:x-'] + [0xFF]))
+        load_bytes(fix_checksum(bytes(flipped)), cold, tmp_path, private_context)
+    with private_context.current():
+        private_context.clear_errors()
+
+
+@pytest.mark.parametrize("edit", ["huge arena", "huge dispatch", "source index", "io slot shape",
+                                  "unknown class", "unknown tag", "not a dataclass", "node op",
+                                  "blob out of range", "deep nesting", "log line"])
+def test_inconsistent_headers_are_rejected(cold, tmp_path, edit):
+    header, blobs = header_of(cold[4])
+    plan = header["partitions"][0]["plan"]
+    fields = plan["fields"]
+    if edit == "huge arena":
+        fields["arena_elements"] = fields["arena_naive"] = 1 << 40
+    elif edit == "huge dispatch":
+        fields["steps"][0]["tuple"][3] = {"tuple": [1 << 30, 1 << 30, 1]}
+    elif edit == "source index":
+        fields["steps"][0]["tuple"][0] = 10 ** 6
+    elif edit == "io slot shape":
+        fields["inputs"][0]["fields"]["shape"] = {"tuple": [1, 4096, 4096, 3]}
+    elif edit == "unknown class":
+        plan["dataclass"] = "os:PathLike"
+    elif edit == "unknown tag":
+        fields["labels"] = {"pickle": "x"}
+    elif edit == "not a dataclass":
+        plan["dataclass"] = "gles_delegate.gpu.compiler:compile_plan"
+    elif edit == "node op":
+        header["partitions"][0]["ops"][0] = "CUSTOM_EVIL"
+    elif edit == "blob out of range":
+        fields["params"] = {"bytes": 10 ** 9}
+    elif edit == "deep nesting":
+        value = 1
+        for _ in range(200):
+            value = [value]
+        fields["labels"] = value
+    elif edit == "log line":
+        header["log"] = [[30, "%s %s %s", ["only one"]]]
+    loaded, caught = load_bytes(repack(header, blobs), cold, tmp_path)
+    assert loaded is None and len(caught) == 1, caught
+
+
+def repack(header, blobs):
+    """Entry bytes from a (possibly edited) header and its blobs, with a valid checksum."""
+    table = serialization.Blobs()
+    for blob in blobs:
+        table.add(bytes(blob))
+    header = {k: v for k, v in header.items() if k != "blobs"}
+    pieces, _ = serialization.pack_entry(header, table)
+    return b"".join(bytes(p) for p in pieces)
+
+
+def test_refused_program_binaries_fall_back_to_source(cold, private_context, tmp_path):
+    if private_context.binary_formats == 0:
+        pytest.skip("this driver gives no program binaries")
+    header, blobs = header_of(cold[4])
+    binary_blobs = {item[1] for part in header["partitions"] for item in part["binaries"] if item}
+    data = bytearray(cold[4])
+    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(data)
+    blob_area = serialization.PREFIX.size + header_bytes
+    blob_area += -blob_area % serialization.BLOB_ALIGN
+    for index in binary_blobs:
+        offset, length = header["blobs"][index]
+        middle = blob_area + offset + length // 2
+        assert bytes(data[middle:middle + 8]) == bytes(blobs[index][length // 2:length // 2 + 8])
+        data[middle:middle + 8] = bytes(b ^ 0xFF for b in data[middle:middle + 8])
+    corrupted = fix_checksum(bytes(data))
+    interpreter, delegate = cold[0], cold[1]
+    options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
+    graph = interpreter._main.graph
+    cache = PlanCache(options, private_context, graph, graph.nodes)
+    Path(cache.path).write_bytes(corrupted)
+    os.chmod(cache.path, 0o600)
+    with pytest.warns(CacheWarning, match="refused"):
+        made, _ = cache.load()
+    with private_context.current():
+        programs = [private_context.program(s) for p in made for s in p.plan.sources]
+    assert all(not p.from_binary and p.refused for p in programs)
+    for a, b in zip(cold[2], run_partitions(made, interpreter)):
+        np.testing.assert_array_equal(a, b)
+    for partition in made:
+        partition.release()
+    assert Path(cache.path).read_bytes() != corrupted  # rewritten with binaries that load
+
+
+# -- entries made elsewhere ----------------------------------------------------------------------
+def test_other_renderer_rebuilds(cold, mediapipe_models, monkeypatch, tmp_path):
+    directory = tmp_path / "entries"
+    start(mediapipe_models[SMALL], directory)
+    context = cold[1].context
+    monkeypatch.setattr(context, "renderer", context.renderer + " (another one)")
+    with pytest.warns(CacheWarning, match="another GPU"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], directory)
+    assert not delegate.summary()["cache_hit"]
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        _, delegate, _ = start(mediapipe_models[SMALL], directory)  # the rebuilt entry serves it
+    assert delegate.summary()["cache_hit"]
+
+
+def test_other_package_version_rebuilds(cold, mediapipe_models, monkeypatch, tmp_path):
+    start(mediapipe_models[SMALL], tmp_path)
+    monkeypatch.setattr(serialization, "package_version", lambda: "999.0")
+    with pytest.warns(CacheWarning, match="another gles_delegate version"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert not delegate.summary()["cache_hit"]
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_other_model_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
+    _, _, small = start(mediapipe_models[SMALL], tmp_path, model_token="my-model")
+    _, _, other_cold = start(mediapipe_models[SAME_INPUT], tmp_path / "reference")
+    with pytest.warns(CacheWarning, match="another model"):
+        _, delegate, other = start(mediapipe_models[SAME_INPUT], tmp_path, model_token="my-model")
+    assert not delegate.summary()["cache_hit"]
+    for a, b in zip(other_cold, other):
+        np.testing.assert_array_equal(a, b)
+    assert len(list(tmp_path.glob("*" + serialization.SUFFIX))) == 1  # one token, one entry
+
+
+def test_options_that_change_compilation_are_in_the_key(cold):
+    options = cold[1].options
+    fingerprint = serialization.options_fingerprint(options)
+    names = {f.name for f in dataclasses.fields(options)}
+    assert set(fingerprint) == (names - serialization.NOT_COMPILE_OPTIONS) | {"resolved_precision"}
+    other = dataclasses.replace(options, memory_strategy="naive")
+    assert serialization.options_fingerprint(other) != fingerprint
+
+
+# -- the directory and its files -----------------------------------------------------------------
+def test_directory_is_created_private(cold, mediapipe_models, tmp_path):
+    directory = tmp_path / "new" / "entries"
+    start(mediapipe_models[SMALL], directory)
+    assert stat.S_IMODE(directory.stat().st_mode) & 0o077 == 0
+    assert stat.S_IMODE(entry_path(directory).stat().st_mode) == 0o600
+
+
+def test_stale_temp_files_are_removed(cold, mediapipe_models, tmp_path):
+    stale, fresh = tmp_path / (".tmp-old" + serialization.SUFFIX), tmp_path / (".tmp-new" + serialization.SUFFIX)
+    for path in (stale, fresh):
+        path.write_bytes(b"partial")
+    os.utime(stale, (1, 1))
+    start(mediapipe_models[SMALL], tmp_path)
+    assert not stale.exists() and fresh.exists()  # a writer may still be writing the fresh one
+
+
+def test_read_only_directory_warns_once(cold, mediapipe_models, monkeypatch, tmp_path):
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    directory.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anyway: make the write fail as a read-only mount would
+        def refuse(*args, **kwargs):
+            raise OSError(errno.EROFS, "Read-only file system")
+        monkeypatch.setattr(serialization.tempfile, "mkstemp", refuse)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                _, delegate, outputs = start(mediapipe_models[SMALL], directory)
+                assert not delegate.summary()["cache_hit"]
+                for a, b in zip(cold[2], outputs):
+                    np.testing.assert_array_equal(a, b)
+    finally:
+        directory.chmod(0o755)
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1 and "cannot write" in messages[0], messages
+    assert list(directory.iterdir()) == []
+
+
+def test_world_writable_entry_is_ignored(cold, mediapipe_models, tmp_path):
+    path = tmp_path / entry_path(cold[3]).name
+    path.write_bytes(cold[4])
+    path.chmod(0o666)
+    with pytest.warns(CacheWarning, match="writable by others"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert not delegate.summary()["cache_hit"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # replaced by a fresh, private entry
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_entry_of_another_user_is_ignored(cold, mediapipe_models, tmp_path):
+    path = tmp_path / entry_path(cold[3]).name
+    path.write_bytes(cold[4])
+    path.chmod(0o600)
+    os.chown(path, 4242, 4242)
+    with pytest.warns(CacheWarning, match="owned by uid 4242"):
+        _, delegate, _ = start(mediapipe_models[SMALL], tmp_path)
+    assert not delegate.summary()["cache_hit"]
+
+
+def test_fifo_entry_does_not_hang(cold, tmp_path):
+    interpreter, delegate = cold[0], cold[1]
+    options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
+    graph = interpreter._main.graph
+    cache = PlanCache(options, delegate.context, graph, graph.nodes)
+    os.mkfifo(cache.path, 0o600)
+    with pytest.warns(CacheWarning, match="not a regular file"):
+        assert cache.load() is None
+
+
+# -- the codec and the GL layer --------------------------------------------------------------------
+def test_codec_round_trip():
+    value = {"a": [1, 2.5, math.inf, None, True, "x", b"raw", bytearray(b"ba")],
+             (1, 2): {frozenset({3}), 4}, "arrays": [np.arange(6, dtype=np.float16).reshape(2, 3),
+                                                     np.zeros((0, 4), np.float32), np.int64(7), np.float32(0.5)],
+             "slot": IoSlot(3, 16, 64, (1, 4, 4, 1))}
+    blobs = serialization.Blobs()
+    encoded = json.loads(json.dumps(serialization.encode(value, blobs)))
+    decoded = serialization.Decoder([memoryview(b) for b in blobs.items])(encoded)
+    assert decoded["slot"] == value["slot"] and decoded[(1, 2)] == value[(1, 2)]
+    assert decoded["a"] == value["a"] and type(decoded["a"][7]) is bytearray
+    for x, y in zip(value["arrays"], decoded["arrays"]):
+        assert type(x) is type(y) and np.asarray(x).dtype == np.asarray(y).dtype and np.array_equal(x, y)
+    assert math.isnan(serialization.Decoder([])({"float": "nan"}))
+    with pytest.raises(TypeError):
+        serialization.encode(object(), blobs)
+    with pytest.raises(TypeError):
+        serialization.encode(np.array(["text"]), blobs)
+
+
+def test_program_binary_round_trip(private_context):
+    source = textwrap.dedent("""\
+        #version 310 es
+        layout(local_size_x = 1) in;
+        layout(std430, binding = 0) buffer Data { float data[]; };
+        void main() { data[gl_GlobalInvocationID.x] += 1.0; }
+        """)
+    gl = private_context.gl
+    with private_context.current() as ctx:
+        compiled = Program.compile(gl, source)
+        binary = compiled.binary()
+        if private_context.binary_formats == 0:
+            assert binary is None
+            return
+        loaded, why = Program.load(gl, binary[0], binary[1], source)
+        assert why is None and loaded.from_binary
+        refused, why = Program.load(gl, binary[0], b"\0" * len(binary[1]), source)
+        assert why is not None and not refused.from_binary
+        wrong_format, why = Program.load(gl, 0x1234, binary[1], source)
+        assert why is not None
+        data = ctx.buffer(np.zeros(4, np.float32).tobytes())
+        data.bind_to_storage_buffer(0)
+        for program in (compiled, loaded, refused, wrong_format):
+            program.run(4)
+            ctx.memory_barrier()
+        np.testing.assert_array_equal(np.frombuffer(data.read(), np.float32), [4, 4, 4, 4])
+        data.release()
+        for program in (compiled, loaded, refused, wrong_format):
+            program.release()
+        private_context.check_error("program binaries")
+
+
+def test_model_digest_is_the_files_sha256(mediapipe_models):
+    from gles_delegate.graph import Graph
+    from gles_delegate.tflite import read_model
+    data = Path(mediapipe_models[SMALL]).read_bytes()
+    expected = hashlib.sha256(data).hexdigest()
+    for background in (False, True):
+        model = read_model(data, background_digest=background)
+        assert model.digest == expected and Graph.from_model(model).model_digest == expected
+    assert Graph([], [], [], []).model_digest is None

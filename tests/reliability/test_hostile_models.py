@@ -1,0 +1,185 @@
+"""One test per hostile input the fuzzer (tools/fuzz_models.py) found: each now gives a
+ModelError that says what and where, fast and without allocating what the file asks for."""
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate.tflite import ModelBuilder, read_model, write_model
+from gles_delegate.tflite.model import DimensionMetadata, Quantization, Sparsity
+from gles_delegate.tools.fuzz_models import shared_table_model, small_models
+
+
+def interpreter(model, gpu=False):
+    return Interpreter(model_content=model, experimental_delegates=[GpuDelegate()] if gpu else None)
+
+
+def test_shared_offsets_cannot_amplify_reading():
+    """20,000 subgraph offsets to one subgraph of 20,000 offsets to one tensor: 160 kB that a
+    naive reader turns into 400 million tensors."""
+    data = shared_table_model(20000, 20000)
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match="refers to its tables and vectors more often"):
+        read_model(data)
+    assert time.perf_counter() - start < 30
+    read_model(shared_table_model(50, 3))  # a little sharing is still a valid file
+
+
+def test_shape_longer_than_the_rank_limit_is_refused_before_conversion():
+    b = ModelBuilder()
+    x = b.input("x", (1,) * 17)
+    b.output(x)
+    with pytest.raises(ModelError, match=r"tensor 0: Shape has 17 entries, at most 16"):
+        read_model(b.build())
+
+
+def sparse_model(edit):
+    model = read_model(small_models()["sparse"])
+    edit(model.subgraphs[0].tensors[1], model)
+    return write_model(model)
+
+
+def test_sparse_buffer_of_partial_values():
+    def shorten(tensor, model):
+        model.buffers[tensor.buffer] = np.asarray(model.buffers[tensor.buffer])[:5]
+    with pytest.raises(ModelError, match=r"tensor 1 \('sparse_w'\): buffer 1 holds 5 bytes, not a whole number"):
+        read_model(sparse_model(shorten))
+
+
+def test_csr_level_without_indices_keeps_the_details_readable():
+    def drop_indices(tensor, model):
+        tensor.sparsity.dim_metadata[1].array_indices = None
+    it = interpreter(sparse_model(drop_indices))
+    details = it.get_tensor_details()[1]["sparsity_parameters"]
+    assert details["dim_metadata"][1]["array_indices"].size == 0
+    with pytest.raises(ModelError, match="SPARSE_CSR level 1 lacks array_segments or array_indices"):
+        it.allocate_tensors()
+
+
+def test_infinite_quantization_scale():
+    model = read_model(small_models()["quantized"])
+    model.subgraphs[0].tensors[0].quantization = Quantization(np.array([np.inf], np.float32), np.zeros(1, np.int64))
+    with pytest.raises(ModelError, match=r"tensor 0: quantization scale inf is not finite"):
+        read_model(write_model(model))
+
+
+def one_op(op, inputs, output_shape, custom_options=None, **options):
+    """One op on float inputs: each input is (shape, constant array or None, dtype)."""
+    b = ModelBuilder()
+    indices = []
+    for k, (shape, data, dtype) in enumerate(inputs):
+        if data is not None:
+            indices.append(b.const(f"c{k}", np.asarray(data, dtype)))
+        else:
+            indices.append(b.input(f"in{k}", shape, dtype))
+    y = b.tensor("y", output_shape)
+    b.op(op, indices, [y], custom_options=custom_options, **options)
+    b.output(y)
+    return b.build()
+
+
+HUGE = [
+    ("PAD", [((1, 4, 4, 1), None, np.float32), (None, [[0, 0], [0, 0], [1 << 30, 0], [0, 0]], np.int32)],
+     (1, 4, 4, 1), {}, r"operator #0 \(PAD\): output 0 \(tensor 2, 'y'\) is declared \[1, 4, 4, 1\], its inputs "
+                       r"give \[1, 4, 1073741828, 1\]"),
+    ("RESIZE_BILINEAR", [((1, 4, 4, 1), None, np.float32), (None, [2143289344, 14], np.int32)], (1, 8, 8, 1),
+     {"align_corners": False, "half_pixel_centers": False}, r"RESIZE_BILINEAR.*is declared \[1, 8, 8, 1\]"),
+    ("TILE", [((1, 4), None, np.float32), (None, [1 << 20, 1 << 10], np.int32)], (1, 4), {},
+     r"TILE.*its inputs give \[1048576, 4096\]"),
+    ("ADD", [((4096, 1), None, np.float32), ((1, 4096), None, np.float32)], (4096, 1),
+     {"fused_activation_function": 0}, r"ADD.*its inputs give \[4096, 4096\]"),
+]
+
+
+@pytest.mark.parametrize("op, inputs, output_shape, options, match", HUGE, ids=[h[0] for h in HUGE])
+def test_outputs_far_larger_than_declared_fail_at_allocate(op, inputs, output_shape, options, match):
+    it = interpreter(one_op(op, inputs, output_shape, **options))
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match=match):
+        it.allocate_tensors()
+    assert time.perf_counter() - start < 5
+
+
+def test_transpose_conv_bias_with_a_huge_custom_stride():
+    weights = np.ones((3, 2, 2, 2), np.float32)
+    options = struct.pack("<iiii", 1, 1 << 28, 2, 0)  # SAME, stride_w 2^28, stride_h 2
+    model = one_op("Convolution2DTransposeBias", [((1, 4, 4, 2), None, np.float32), (None, weights, np.float32),
+                                                  (None, np.zeros(3), np.float32)], (1, 8, 8, 3),
+                   custom_options=options)
+    with pytest.raises(ModelError, match=r"Convolution2DTransposeBias.*its inputs give \[1, 8, 805306370, 3\]"):
+        interpreter(model).allocate_tensors()
+
+
+def test_runtime_paddings_too_large_fail_at_invoke():
+    """PAD whose paddings are a runtime input: checked against the declared output when set."""
+    it = interpreter(one_op("PAD", [((1, 4, 4, 1), None, np.float32), ((4, 2), None, np.int32)], (1, 6, 6, 1)))
+    it.allocate_tensors()
+    it.set_tensor(1, np.array([[0, 0], [1 << 30, 0], [0, 0], [0, 0]], np.int32))
+    with pytest.raises(ModelError, match=r"operator #0 \(PAD\): output 0 \(tensor 2\) would have shape "
+                                         r"\[1, 1073741828, 4, 1\], the model declares \[1, 6, 6, 1\]"):
+        it.invoke()
+
+
+def test_pool_window_far_larger_than_its_input():
+    model = one_op("MAX_POOL_2D", [((1, 4, 4, 1), None, np.float32)], (1, 4, 4, 1), padding=0, stride_w=1,
+                   stride_h=1, filter_width=65535, filter_height=65535, fused_activation_function=0)
+    with pytest.raises(ModelError, match=r"MAX_POOL_2D.*window extent 65535"):
+        interpreter(model).allocate_tensors()
+
+
+def test_pool_window_larger_than_its_input_reads_only_what_overlaps():
+    """SAME pooling with a window of twice the input: valid, and every output is the max of
+    the whole input (the padding taps are skipped, not computed)."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
+    model = one_op("MAX_POOL_2D", [((1, 4, 4, 1), None, np.float32)], (1, 4, 4, 1), padding=0, stride_w=1,
+                   stride_h=1, filter_width=8, filter_height=8, fused_activation_function=0)
+    it = interpreter(model)
+    it.allocate_tensors()
+    it.set_tensor(0, x)
+    it.invoke()
+    assert (it.get_tensor(1) == 15).all()
+
+
+def test_conv_with_a_huge_dilation():
+    model = one_op("CONV_2D", [((1, 4, 4, 1), None, np.float32), (None, np.ones((1, 3, 3, 1)), np.float32)],
+                   (1, 4, 4, 1), padding=0, stride_w=1, stride_h=1, dilation_w_factor=1 << 30,
+                   dilation_h_factor=1, fused_activation_function=0)
+    with pytest.raises(ModelError, match=r"CONV_2D.*window extent 2147483649"):
+        interpreter(model).allocate_tensors()
+
+
+@pytest.mark.usefixtures("gpu_available")
+def test_malformed_nodes_are_model_errors_with_the_gpu_delegate():
+    """A RESHAPE with no inputs and a CONCATENATION with an omitted input: the CPU refuses them,
+    and the GPU kernels' checks (which assume a well-formed node) must not crash on them."""
+    model = read_model(small_models()["convnet"])
+    model.subgraphs[0].operators[3].inputs = ()
+    with pytest.raises(ModelError, match=r"operator #3 \(RESHAPE\)"):
+        interpreter(write_model(model), gpu=True).allocate_tensors()
+    model = read_model(small_models()["shapes"])
+    model.subgraphs[0].operators[4].inputs = (8, -1)
+    with pytest.raises(ModelError, match=r"operator #4 \(CONCATENATION\)"):
+        interpreter(write_model(model), gpu=True).allocate_tensors()
+
+
+def test_declared_shapes_far_from_the_sparsity_metadata():
+    """DENSIFY with a dense_size that does not match the shape is refused before it allocates."""
+    def grow(tensor, model):
+        tensor.sparsity = Sparsity(tensor.sparsity.traversal_order, (),
+                                   [DimensionMetadata("DENSE", 1 << 30)] + tensor.sparsity.dim_metadata[1:])
+    with pytest.raises(ModelError, match=r"DENSE level 0 has dense_size 1073741824"):
+        interpreter(sparse_model(grow)).allocate_tensors()
+
+
+def test_huge_declared_input_before_a_small_declared_conv_output():
+    """Two flipped bytes made the conv net's input [1, 16711688, 8, 3]: the CONV_2D output is
+    still declared [1, 8, 8, 4], which allocate_tensors() reports before allocating 1.6 GB."""
+    model = read_model(small_models()["convnet"])
+    model.subgraphs[0].tensors[0].shape = (1, 16711688, 8, 3)
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match=r"operator #0 \(CONV_2D\): output 0 \(tensor 3, 'conv'\) is declared "
+                                         r"\[1, 8, 8, 4\], its inputs give \[1, 16711688, 8, 4\]"):
+        interpreter(write_model(model)).allocate_tensors()
+    assert time.perf_counter() - start < 5

@@ -1,0 +1,180 @@
+"""resize_tensor_input + allocate_tensors re-plans the GPU partitions; shape propagation takes
+runtime integer inputs and says which node cannot take a resize."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate.tflite import ModelBuilder
+from tests.reliability.conftest import conv_model
+
+
+def run(model, shape, x, delegate=None, extra=()):
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate] if delegate else None)
+    interpreter.resize_tensor_input(0, shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    for index, value in extra:
+        interpreter.set_tensor(index, value)
+    interpreter.invoke()
+    return interpreter, [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+@pytest.mark.usefixtures("gpu_available")
+@pytest.mark.parametrize("shape", [(3, 8, 8, 3), (1, 12, 16, 3), (2, 5, 7, 3), (1, 1, 1, 3)])
+def test_resize_replans_the_gpu_partition(shape):
+    model = conv_model()
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    _, expected = run(model, shape, x)
+    with GpuDelegate() as delegate:
+        interpreter, got = run(model, shape, x, delegate)
+        assert delegate.summary()["cpu_nodes"] == 0
+        live = [p for p in delegate.partitions if p.steps]
+        assert len(live) == 1 and live[0].plan.inputs[0].shape == shape
+        assert [o.shape for o in got] == [shape[:3] + (4,), (shape[0], 1, 1, 4)]
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("gpu_available")
+def test_resize_back_and_forth_on_one_interpreter():
+    model = conv_model()
+    rng = np.random.default_rng(1)
+    with GpuDelegate() as delegate:
+        interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
+        for shape in [(1, 8, 8, 3), (2, 16, 4, 3), (1, 8, 8, 3), (4, 3, 3, 3)]:
+            interpreter.resize_tensor_input(0, shape)
+            interpreter.allocate_tensors()
+            x = rng.uniform(-1, 1, shape).astype(np.float32)
+            interpreter.set_tensor(0, x)
+            interpreter.invoke()
+            got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+            _, expected = run(model, shape, x)
+            for g, e in zip(got, expected):
+                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+        assert len([p for p in delegate.partitions if p.steps]) == 1
+
+
+def test_invoke_before_allocate_is_a_clear_error():
+    interpreter = Interpreter(model_content=conv_model())
+    with pytest.raises(ValueError, match=r"allocate_tensors\(\) must be called"):
+        interpreter.invoke()
+    with pytest.raises(ValueError, match=r"allocate_tensors\(\) must be called"):
+        interpreter.set_tensor(0, np.zeros((1, 8, 8, 3), np.float32))
+
+
+def test_invoke_after_resize_without_allocate_is_a_clear_error():
+    interpreter = Interpreter(model_content=conv_model())
+    interpreter.allocate_tensors()
+    interpreter.invoke()
+    interpreter.resize_tensor_input(0, [2, 8, 8, 3])
+    assert list(interpreter.get_input_details()[0]["shape"]) == [2, 8, 8, 3]
+    for call in (interpreter.invoke, lambda: interpreter.get_tensor(0),
+                 lambda: interpreter.set_tensor(0, np.zeros((2, 8, 8, 3), np.float32))):
+        with pytest.raises(ValueError, match=r"resize_tensor_input\(\) changed the input shapes: call "
+                                             r"allocate_tensors\(\)"):
+            call()
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, np.zeros((2, 8, 8, 3), np.float32))
+    interpreter.invoke()
+
+
+def int_div_model():
+    """x int32 [1, 4] / d int32 [1, 4] (a runtime input), then CAST to float: an integer DIV
+    fails on a zero stand-in for d."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4), np.int32, shape_signature=(-1, 4))
+    d = b.input("d", (1, 4), np.int32)
+    q = b.tensor("q", (1, 4), np.int32)
+    b.op("DIV", [x, d], [q], fused_activation_function=0)
+    f = b.tensor("f", (1, 4))
+    b.op("CAST", [q], [f])
+    b.output(f)
+    return b.build()
+
+
+def test_resize_with_a_runtime_integer_divisor():
+    x = np.arange(12, dtype=np.int32).reshape(3, 4) * 7
+    d = np.array([[1, 2, 3, 4]], np.int32)
+    _, (got,) = run(int_div_model(), (3, 4), x, extra=[(1, d)])
+    np.testing.assert_array_equal(got, (x // d).astype(np.float32))
+
+
+def reshape_to_runtime_shape_model():
+    """x [1, 6] -> RESHAPE to the shape held by the runtime input `shape` (int32 [2])."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 6), shape_signature=(-1, 6))
+    shape = b.input("shape", (2,), np.int32)
+    y = b.tensor("y", (2, 3))
+    b.op("RESHAPE", [x, shape], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_resize_into_a_runtime_reshape_names_the_node_and_the_tensor():
+    interpreter = Interpreter(model_content=reshape_to_runtime_shape_model())
+    interpreter.allocate_tensors()  # declared shapes: fine
+    interpreter.resize_tensor_input(0, [2, 6])
+    with pytest.raises(ModelError, match=r"operator #0 \(RESHAPE\) cannot take the resized input shapes.*"
+                                         r"depend on the values of tensor 1 \('shape'\)"):
+        interpreter.allocate_tensors()
+
+
+def reshape_to_computed_shape_model():
+    """x [1, 2, 3] -> SHAPE -> RESHAPE(LOGISTIC(RESHAPE(x, [-1])), shape): the target shape is
+    computed from the resized input, so it follows the resize exactly."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 2, 3), shape_signature=(-1, -1, 3))
+    flat_shape = b.const("flat_shape", np.array([-1], np.int32))
+    flat = b.tensor("flat", (6,))
+    b.op("RESHAPE", [x, flat_shape], [flat])
+    act = b.tensor("act", (6,))
+    b.op("LOGISTIC", [flat], [act])
+    shape = b.tensor("shape", (3,), np.int32)
+    b.op("SHAPE", [x], [shape], out_type=2)
+    y = b.tensor("y", (1, 2, 3))
+    b.op("RESHAPE", [act, shape], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_resize_through_a_computed_shape():
+    x = np.random.default_rng(2).uniform(-3, 3, (4, 5, 3)).astype(np.float32)
+    _, (got,) = run(reshape_to_computed_shape_model(), (4, 5, 3), x)
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-x)), rtol=1e-6)
+
+
+def two_input_model():
+    """a [1, 4] -> RELU; b [1, 3] -> TANH: resizing a leaves b's branch as declared."""
+    b = ModelBuilder()
+    a = b.input("a", (1, 4), shape_signature=(-1, 4))
+    c = b.input("c", (1, 3))
+    ra, tc = b.tensor("ra", (1, 4)), b.tensor("tc", (1, 3))
+    b.op("RELU", [a], [ra])
+    b.op("TANH", [c], [tc])
+    b.output(ra)
+    b.output(tc)
+    return b.build()
+
+
+def test_nodes_off_the_resized_path_keep_their_declared_shapes():
+    interpreter = Interpreter(model_content=two_input_model())
+    interpreter.resize_tensor_input(0, [5, 4])
+    interpreter.allocate_tensors()
+    assert [list(d["shape"]) for d in interpreter.get_output_details()] == [[5, 4], [1, 3]]
+
+
+def resize_then_pad_model():
+    """x [1, 4, 4, 1] -> PAD by 1: a resize grows the padded output with it."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 1), shape_signature=(-1, -1, -1, 1))
+    pads = b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+    y = b.tensor("y", (1, 6, 6, 1))
+    b.op("PAD", [x, pads], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_resize_grows_a_padded_output():
+    x = np.ones((2, 30, 20, 1), np.float32)
+    _, (got,) = run(resize_then_pad_model(), x.shape, x)
+    assert got.shape == (2, 32, 22, 1) and got.sum() == x.sum()

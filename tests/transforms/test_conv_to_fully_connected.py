@@ -1,0 +1,37 @@
+"""conv_to_fully_connected: a 1x1 CONV_2D of a 1x1 input runs as FULLY_CONNECTED."""
+import pytest
+
+from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+
+RULE = "conv_to_fully_connected"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+@pytest.mark.parametrize("batch,activation", [(1, 0), (3, 3)])
+def test_pointwise_conv_of_one_pixel_becomes_fully_connected(batch, activation, precision):
+    c = Chain((batch, 1, 1, 96))
+    model = c.build(c.conv(c.x, 40, kernel=1, activation=activation))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["FULLY_CONNECTED"]
+    fc = graph.nodes[0]
+    assert fc.inputs[1].shape == (40, 96) and fc.options["keep_num_dims"]
+    assert fc.inputs[1].index == 4  # after the model's x, filter, bias and output: no model tensor
+    assert fc.options["fused_activation_function"] == activation
+    assert statuses(log, RULE) == [("APPLIED", "#0 (CONV_2D)")]
+    summary, _ = check_gpu(model, [random((batch, 1, 1, 96), 2, 2.0)], precision)
+    assert summary["dispatches"] == 3
+
+
+def test_a_wider_filter_on_one_pixel_stays_a_convolution():
+    c = Chain((1, 1, 1, 8))
+    model = c.build(c.conv(c.x, 4, kernel=3))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["CONV_2D"]
+    assert "not 1x1" in why(log, RULE, "#0 (CONV_2D)")
+    check_gpu(model, [random((1, 1, 1, 8))])
+
+
+def test_a_pointwise_conv_of_a_larger_input_is_not_considered():
+    c = Chain((1, 4, 4, 8))
+    graph, log = rewrite(c.build(c.conv(c.x, 4, kernel=1)), RULE)
+    assert ops_of(graph) == ["CONV_2D"] and not log

@@ -1,0 +1,253 @@
+"""Start-up time with and without the serialization cache, each start in a fresh process.
+
+    gles-bench-init --models DIR_OR_FILE [...] [--repeat 3] [--precision fp32] [--gl-api auto]
+    python -m gles_delegate.tools.bench_init --models DIR ...      (installed package)
+    python tools/bench_init.py --models DIR ...                    (source tree, PYTHONPATH only)
+    gles-bench-init --dispatch      (per-dispatch cost: our ctypes Program vs moderngl's)
+
+For every model and repetition, with a new empty serialization_dir and a new empty driver
+shader cache (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH point into a temp dir):
+  cold    first start: nothing cached anywhere; builds and stores the entry
+  driver  second start without serialization_dir: only the driver's own shader cache helps
+  warm    third start with the entry the cold start stored
+Each start is its own Python process, so the process-wide program cache never helps. It times
+GpuDelegate.partition() (summary()['init_ms']), Interpreter(...) + allocate_tensors() (the GL
+context is created before, by GpuDelegate(), and is not counted) and the first invoke(), and
+checks that every start gives the same output bytes. Prints a Markdown table (medians over the
+repetitions) under the command line that produced it.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, "") and (Path(__file__).resolve().parents[1] / "gles_delegate").is_dir():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from a source tree
+
+WORKER_TIMEOUT_S = 900
+
+
+def worker(model, serialization_dir, precision, gl_api):
+    """One start in this process: JSON with the timings, on stdout."""
+    import numpy as np
+    from gles_delegate import GpuDelegate, Interpreter
+    from gles_delegate.gpu.serialization import PlanCache
+    store_ms = []
+    store = PlanCache.store
+
+    def timed_store(*args, **kwargs):  # what writing the entry adds to a cold start
+        begin = time.perf_counter()
+        store(*args, **kwargs)
+        store_ms.append((time.perf_counter() - begin) * 1e3)
+    PlanCache.store = timed_store
+    options = {"precision": precision, "gl_api": gl_api}
+    if serialization_dir:
+        options["serialization_dir"] = serialization_dir
+    start = time.perf_counter()
+    delegate = GpuDelegate(**options)
+    context_ms = (time.perf_counter() - start) * 1e3
+    start = time.perf_counter()
+    interpreter = Interpreter(model_path=model, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    init_ms = (time.perf_counter() - start) * 1e3
+    rng = np.random.default_rng(0)
+    for detail in interpreter.get_input_details():
+        shape, dtype = detail["shape"], np.dtype(detail["dtype"])
+        if dtype.kind == "f":
+            value = rng.uniform(-1, 1, shape).astype(dtype)
+        else:
+            info = np.iinfo(dtype)
+            value = rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape).astype(dtype)
+        interpreter.set_tensor(detail["index"], value)
+    start = time.perf_counter()
+    interpreter.invoke()
+    invoke_ms = (time.perf_counter() - start) * 1e3
+    digest = hashlib.sha256()
+    for detail in interpreter.get_output_details():
+        digest.update(np.ascontiguousarray(interpreter.get_tensor(detail["index"])).tobytes())
+    summary = delegate.summary()
+    return {"partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
+            "store_ms": sum(store_ms),
+            "invoke_ms": invoke_ms, "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
+            "renderer": summary["renderer"], "gl_version": summary["gl_version"],
+            "gpu_nodes": summary["gpu_nodes"], "cpu_nodes": summary["cpu_nodes"]}
+
+
+def _start(model, serialization_dir, driver_cache, args):
+    env = dict(os.environ)
+    env.update({"MESA_SHADER_CACHE_DIR": driver_cache, "__GL_SHADER_DISK_CACHE_PATH": driver_cache,
+                "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache})
+    env.pop("MESA_SHADER_CACHE_DISABLE", None)  # Mesa gives no program binaries without its cache
+    package_root = _package_root()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", model,
+               "--precision", args.precision, "--gl-api", args.gl_api]
+    if serialization_dir:
+        command += ["--serialization-dir", serialization_dir]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(shlex.quote, command))} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _package_root():
+    import importlib.util
+    spec = importlib.util.find_spec("gles_delegate")
+    return str(Path(spec.origin).resolve().parents[1]) if spec and spec.origin else ""
+
+
+def measure(model, args):
+    """{'cold' | 'driver' | 'warm': [result per repetition]}, 'entry_bytes': [...]."""
+    runs = {"cold": [], "driver": [], "warm": [], "entry_bytes": []}
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="gles-bench-init-") as temp:
+            cache, driver = os.path.join(temp, "entries"), os.path.join(temp, "driver")
+            os.makedirs(driver)
+            runs["cold"].append(_start(model, cache, driver, args))
+            runs["driver"].append(_start(model, None, driver, args))
+            runs["warm"].append(_start(model, cache, driver, args))
+            runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
+    return runs
+
+
+def _median(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
+def table(results, command, args):
+    any_run = next(iter(results.values()))["cold"][0]
+    lines = [f"`{command}`", "",
+             f"{any_run['renderer']}, {any_run['gl_version']}; precision {args.precision}; milliseconds, "
+             f"median of {args.repeat}. Each repetition: a cold start (empty serialization_dir, empty "
+             "driver shader cache), a start without serialization_dir (only the driver's shader cache "
+             "helps), a warm start from the entry the cold start wrote; each in a fresh process. "
+             "partition(): GpuDelegate.partition (summary()['init_ms']); 'store': what writing the "
+             "entry added to the cold start; warm/cold compares with the cold start minus that. "
+             "Interpreter+allocate: Interpreter(...) + allocate_tensors(), the GL context made before.", "",
+             "| model | partition() cold | store | driver cache only | warm | warm/cold "
+             "| Interpreter+allocate cold | driver cache only | warm | warm/cold "
+             "| first invoke cold | warm | entry MB | same outputs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for name, runs in results.items():
+        cold, driver, warm = runs["cold"], runs["driver"], runs["warm"]
+        p = [_median(r, "partition_ms") for r in (cold, driver, warm)]
+        i = [_median(r, "init_ms") for r in (cold, driver, warm)]
+        store = _median(cold, "store_ms")
+        same = all(r["outputs"] == cold[0]["outputs"] for r in cold + driver + warm)
+        hits = all(r["cache_hit"] for r in warm) and not any(r["cache_hit"] for r in cold)
+        lines.append(f"| {name} | {p[0]:.0f} | {store:.0f} | {p[1]:.0f} | {p[2]:.1f} | {100 * p[2] / (p[0] - store):.1f}% "
+                     f"| {i[0]:.0f} | {i[1]:.0f} | {i[2]:.0f} | {100 * i[2] / (i[0] - store):.1f}% "
+                     f"| {_median(cold, 'invoke_ms'):.0f} | {_median(warm, 'invoke_ms'):.0f} "
+                     f"| {statistics.median(runs['entry_bytes']) / 1e6:.1f} "
+                     f"| {'yes' if same else 'NO'}{'' if hits else ' (cache not hit!)'} |")
+    return "\n".join(lines)
+
+
+DISPATCH_SOURCE = """#version 310 es
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer Data { float data[]; };
+void main() { data[0] += 1.0; }
+"""
+
+
+def dispatch_benchmark(rounds=15, count=1000):
+    """Markdown rows: `count` dispatches of a one-invocation program through moderngl's
+    ComputeShader.run and through our Program.run (gpu/gl.py), 1x1x1 groups and empty 0x0x0
+    ones (the call cost alone), per GL API; best / median of `rounds` interleaved rounds, ms."""
+    from gles_delegate.errors import GpuError
+    from gles_delegate.gpu.context import acquire_shared, release_shared
+    results = {}
+    for api in ("gles", "gl"):
+        try:
+            context = acquire_shared(None, api)
+        except GpuError:
+            continue
+        try:
+            with context.current() as ctx:
+                data = ctx.buffer(reserve=16)
+                data.clear()
+                data.bind_to_storage_buffer(0)
+                ours, theirs = context.program(DISPATCH_SOURCE), ctx.compute_shader(DISPATCH_SOURCE)
+                for groups in ((1, 1, 1), (0, 0, 0)):
+                    times = {"moderngl": [], "ours": []}
+                    for k in range(rounds):
+                        order = (("moderngl", theirs.run), ("ours", ours.run))
+                        for name, run in order if k % 2 else order[::-1]:
+                            ctx.finish()
+                            begin = time.perf_counter()
+                            for _ in range(count):
+                                run(*groups)
+                            ctx.finish()
+                            times[name].append((time.perf_counter() - begin) * 1e3)
+                    for name, values in times.items():
+                        results[(name, groups, api)] = (min(values), statistics.median(values))
+                theirs.release()
+                data.release()
+                renderer = context.renderer
+        finally:
+            release_shared(context)
+    apis = sorted({api for _, _, api in results}, key=("gles", "gl").index)
+    lines = [f"{renderer}; {count} dispatches, best / median of {rounds} rounds, ms; columns per API: "
+             + ", ".join(apis), "",
+             "| program | " + " | ".join(f"1x1x1 groups ({a}) | empty 0x0x0 ({a})" for a in apis) + " |",
+             "|---|" + "---:|" * (2 * len(apis))]
+    for name, label in (("moderngl", "moderngl `ComputeShader.run`"), ("ours", "ours: `Program.run` (ctypes)")):
+        cells = [f"{results[(name, g, a)][0]:.2f} / {results[(name, g, a)][1]:.2f}"
+                 for a in apis for g in ((1, 1, 1), (0, 0, 0))]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _models(paths):
+    found = []
+    for path in paths:
+        path = Path(path)
+        found += sorted(path.glob("*.tflite")) if path.is_dir() else [path]
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", help=".tflite files or directories of them")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
+    parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"))
+    parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--dispatch", action="store_true",
+                        help="instead: the per-dispatch cost of our ctypes Program against moderngl's")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api)))
+        return 0
+    if args.dispatch:
+        text = f"`gles-bench-init --dispatch`\n\n{dispatch_benchmark()}"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return 0
+    models = _models(args.models or [])
+    if not models:
+        parser.error("--models: no .tflite files found")
+    command = "gles-bench-init " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    results = {}
+    for model in models:
+        print(f"{model.stem} ...", file=sys.stderr, flush=True)
+        results[model.stem] = measure(str(model), args)
+    text = table(results, command, args)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
