@@ -112,6 +112,7 @@ class GlContext:
             self._gl.clear_errors()
             self.gl = GlFunctions(self.egl.proc_address)
             self.binary_formats = self.gl.binary_formats()
+            self.persistent_mapping = self._load_buffer_storage()
             if self.gl_api == "gl" and _desktop_version(self.version) < (4, 5) \
                     and _GLSL_ES_ON_DESKTOP not in self.extensions:
                 raise GpuError(f"{self.version} ({self.renderer}) cannot compile GLSL ES 3.10 shaders "
@@ -124,6 +125,16 @@ class GlContext:
             self.egl.destroy()
             raise
         self.egl.exit(token)
+
+    def _load_buffer_storage(self):
+        """Whether buffers can be mapped persistently (glBufferStorage: GL 4.4, or GLES with
+        EXT_buffer_storage), which lets inputs and outputs move by memcpy."""
+        if self.gl_api == "gl":
+            available = _desktop_version(self.version) >= (4, 4) or "GL_ARB_buffer_storage" in self.extensions
+            name = "glBufferStorage"
+        else:
+            available, name = "GL_EXT_buffer_storage" in self.extensions, "glBufferStorageEXT"
+        return available and self.gl.load_buffer_storage(name)
 
     def current(self):
         """Context manager: the context is current on this thread (re-entrant); yields the

@@ -20,6 +20,16 @@ GL_PROGRAM_BINARY_RETRIEVABLE_HINT = 0x8257
 GL_PROGRAM_BINARY_LENGTH = 0x8741
 GL_NUM_PROGRAM_BINARY_FORMATS = 0x87FE
 GL_PROGRAM_BINARY_FORMATS = 0x87FF
+GL_UNIFORM_BUFFER = 0x8A11
+GL_SHADER_STORAGE_BUFFER = 0x90D2
+GL_COPY_WRITE_BUFFER = 0x8F37
+GL_SHADER_STORAGE_BARRIER_BIT = 0x2000
+GL_BUFFER_UPDATE_BARRIER_BIT = 0x0200
+GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT = 0x4000
+GL_MAP_READ_BIT, GL_MAP_WRITE_BIT, GL_MAP_PERSISTENT_BIT, GL_MAP_COHERENT_BIT = 0x1, 0x2, 0x40, 0x80
+GL_SYNC_GPU_COMMANDS_COMPLETE = 0x9117
+GL_SYNC_FLUSH_COMMANDS_BIT = 0x1
+GL_ALREADY_SIGNALED, GL_TIMEOUT_EXPIRED, GL_CONDITION_SATISFIED, GL_WAIT_FAILED = 0x911A, 0x911B, 0x911C, 0x911D
 
 MAX_INFO_LOG = 1 << 20        # bytes of a compile / link log we read at most
 MAX_PROGRAM_BINARY = 1 << 28  # bytes of a program binary we accept from the driver or a file
@@ -49,6 +59,14 @@ _FUNCTIONS = {
     "glUseProgram": (None, (_u,)),
     "glDispatchCompute": (None, (_u, _u, _u)),
     "glDeleteProgram": (None, (_u,)),
+    "glGenBuffers": (None, (_i, _P(_u))),
+    "glDeleteBuffers": (None, (_i, _P(_u))),
+    "glBindBuffer": (None, (_u, _u)),
+    "glMapBufferRange": (_vp, (_u, ctypes.c_ssize_t, ctypes.c_ssize_t, _u)),
+    "glUnmapBuffer": (ctypes.c_ubyte, (_u,)),
+    "glFenceSync": (_vp, (_u, _u)),
+    "glClientWaitSync": (_u, (_vp, _u, ctypes.c_uint64)),
+    "glDeleteSync": (None, (_vp,)),
 }
 
 
@@ -73,6 +91,21 @@ class GlFunctions:
             setattr(self, _snake(name[2:]), ctypes.CFUNCTYPE(restype, *argtypes)(address))
         self.use_program_fast = _Untyped(proc_address("glUseProgram"))
         self.dispatch_compute_fast = _Untyped(proc_address("glDispatchCompute"))
+        # Per-invoke calls. Their GLintptr / GLsizeiptr arguments are passed as c_ssize_t objects
+        # (an untyped call would pass a Python int as a 32-bit C int).
+        self.bind_buffer_base_fast = _Untyped(proc_address("glBindBufferBase"))
+        self.bind_buffer_range_fast = _Untyped(proc_address("glBindBufferRange"))
+        self.memory_barrier_fast = _Untyped(proc_address("glMemoryBarrier"))
+        self._proc_address = proc_address
+        self.buffer_storage = None
+
+    def load_buffer_storage(self, name):
+        """glBufferStorage (GL 4.4 core) or glBufferStorageEXT (GLES EXT_buffer_storage): call
+        only where the context has it; eglGetProcAddress answers for any name."""
+        address = self._proc_address(name)
+        if address:
+            self.buffer_storage = ctypes.CFUNCTYPE(None, _u, ctypes.c_ssize_t, _vp, _u)(address)
+        return self.buffer_storage is not None
 
     def integer(self, enum):
         value = _i(0)

@@ -31,7 +31,8 @@ def live_gl_objects(context, names=1 << 16):
 
 def partition_buffer_names(delegate):
     """The GL names of the buffers of a delegate's live partitions."""
-    return [b.glo for p in delegate.partitions if p.steps for b in (p.arena, p.consts, p.io, p.params)]
+    return [name for p in delegate.partitions if p.steps
+            for name in (p.arena.glo, p.consts.glo, p.io.handle, p.params.glo)]
 
 
 def live_buffer_names(context, names):
