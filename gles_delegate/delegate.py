@@ -3,6 +3,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import partition as partitioning
+from . import quant
 from .gpu import kernels
 from .gpu.compiler import compile_plan
 from .errors import GpuError
@@ -125,7 +126,16 @@ class GpuDelegate:
     # -- the interpreter's side -----------------------------------------------------------
     def can_run(self, node):
         """True if a GPU kernel can run this exact node."""
-        return kernels.unsupported_reason(node) is None
+        return self._reason(node) is None
+
+    def _reason(self, node):
+        """None if the GPU runs `node` (a quantized node through its float view, quant.py),
+        else why not."""
+        if quant.touches_quantized(node):
+            if not self.options.enable_quantized_inference:
+                return "quantized inference is disabled (enable_quantized_inference=False)"
+            return quant.unsupported_reason(node, kernels.unsupported_reason)
+        return kernels.unsupported_reason(node)
 
     def partition(self, graph, candidates):
         """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
@@ -148,17 +158,20 @@ class GpuDelegate:
 
     def _build(self, graph, candidates, precision):
         """Find, rewrite, compile and load the partitions (what a serialization cache hit skips)."""
-        specs = partitioning.find_partitions(graph, candidates, kernels.unsupported_reason,
+        specs = partitioning.find_partitions(graph, candidates, self._reason,
                                              self.options.max_delegated_partitions)
         made, self.rewrite_log = [], []
         for spec in specs:
-            rewritten, log = rewrite_partition(spec.nodes, spec.inputs, spec.outputs,
-                                               RULES if self.options.rewrite_rules else (), len(graph.tensors))
+            # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
+            view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+            first_free = max([len(graph.tensors)] + [t.index + 1 for t in view.tensors])
+            rewritten, log = rewrite_partition(view.nodes, view.inputs, view.outputs,
+                                               RULES if self.options.rewrite_rules else (), first_free)
             self.rewrite_log += log
             tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
             plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
                                 self.context.limits, self.options.memory_strategy, tuner)
-            partition = GpuPartition(self.context, plan, spec.nodes)
+            partition = GpuPartition(self.context, plan, spec.nodes, view=view)
             # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
             computed = {t.index for n in rewritten.nodes for t in n.outputs}
             partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed

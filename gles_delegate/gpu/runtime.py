@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from .. import quant
 from ..errors import GpuError
 from . import gl as G
 from .layout import bhwc, from_phwc4
@@ -23,12 +24,15 @@ SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
 class GpuPartition:
     """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces. `binaries`
     (optional, one per plan source): (format, bytes) of a program binary to load instead of
-    compiling that source, or None (serialization.py passes them on a warm start)."""
+    compiling that source, or None (serialization.py passes them on a warm start). `view`: the
+    quant.FloatView the plan was compiled from, when the partition runs a quantized model (it
+    maps captured float values back to the model's integers)."""
 
-    def __init__(self, context, plan, nodes, binaries=None):
+    def __init__(self, context, plan, nodes, binaries=None, view=None):
         self.context = context
         self.plan = plan
         self.nodes = nodes
+        self.view = view
         self.steps = []
         with context.current() as ctx:
             element = 8 if plan.storage_half else 16
@@ -79,14 +83,24 @@ class GpuPartition:
             self.io.read_outputs(storage)
 
     def _capture(self, ctx, written, capture):
+        """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
+        the compiler or the float view made up have no entry there and are skipped)."""
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         half = self.plan.storage_half
         for index, offset, shape in written:
+            if index not in capture:
+                continue
             elements = bhwc(shape).elements
             element_bytes = 8 if half else 16
             raw = self.arena.read(elements * element_bytes, offset * element_bytes)
-            values = np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32)
-            capture[index] = from_phwc4(values, shape)
+            values = from_phwc4(np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32), shape)
+            if self.view is not None:
+                values = quant.model_value(self.view, index, values)
+            target = capture[index]
+            if target.shape == values.shape and target.flags.writeable:
+                np.copyto(target, values, casting="unsafe")
+            else:
+                capture[index] = values
 
     def release(self):
         """Free the partition's buffers (idempotent; its programs stay cached in the context)."""

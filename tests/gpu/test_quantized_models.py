@@ -1,0 +1,65 @@
+"""Quantized models through the GpuDelegate (the float view of quant.py, integrated in
+delegate.partition): every node on the GPU, outputs within one quantization step of LiteRT's
+int8 kernels on >= 99% of elements, in every precision; preserve_all_tensors gives the model's
+integers for intermediates; enable_quantized_inference=False keeps them on the CPU."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from tests.gpu.gpulib import PRECISIONS
+from tests.litert import run_litert
+from tests.oplib import run_ours
+from tests.test_quant import ONE_OP, quantized_model, two_op_model
+
+
+def assert_within_one_step(ours, theirs, scale, share=0.99):
+    step = 1 if theirs.dtype.kind in "iu" else scale
+    diff = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
+    assert diff.max(initial=0) <= 2 * step * (1 + 1e-6), f"off by up to {diff.max()}"
+    assert np.mean(diff <= step * (1 + 1e-6)) >= share, f"only {np.mean(diff <= step):.4f} within one step"
+
+
+def run_on_gpu(model, feeds, precision, **options):
+    with GpuDelegate(precision=precision, **options) as delegate:
+        outputs = run_ours(model, feeds, experimental_delegates=[delegate])
+        return outputs, delegate.summary()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("name", sorted(ONE_OP))
+def test_one_op_quantized_model_on_the_gpu(name, precision):
+    rng = np.random.default_rng(0)
+    op, inputs, options, *out_quant = ONE_OP[name](rng)
+    model = quantized_model(op, inputs, options, out_quant=out_quant[0] if out_quant else None)
+    feeds = [s.value for s in inputs if s is not None and not s.const]
+    ours, summary = run_on_gpu(model, feeds, precision)
+    assert summary["cpu_nodes"] == 0, summary
+    theirs = run_litert(model, feeds, resolver="builtin")
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype
+        assert_within_one_step(a, b, 1)
+
+
+@pytest.mark.parametrize("float_io", [False, True], ids=["int8 io", "float io"])
+def test_small_quantized_model_and_its_intermediates(float_io):
+    model, feed = two_op_model(np.random.default_rng(1), float_io)
+    with GpuDelegate() as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate],
+                             experimental_preserve_all_tensors=True)
+        interp.allocate_tensors()
+        interp.set_tensor(interp.get_input_details()[0]["index"], feed)
+        interp.invoke()
+        assert delegate.summary()["cpu_nodes"] == 0
+        _, litert = run_litert(model, [feed], resolver="builtin", preserve_all_tensors=True)
+        for detail in interp.get_tensor_details():
+            if detail["dtype"] is np.int8 and detail["name"] in ("conv", "flat", "fc"):
+                ours, theirs = interp.get_tensor(detail["index"]), litert.get_tensor(detail["index"])
+                assert ours.dtype == np.int8, detail["name"]
+                assert_within_one_step(ours, theirs, 1)
+
+
+def test_quantized_inference_can_be_turned_off():
+    model, feed = two_op_model(np.random.default_rng(2))
+    ours, summary = run_on_gpu(model, [feed], "fp32", enable_quantized_inference=False)
+    assert summary["gpu_nodes"] == 0 and summary["cpu_nodes"] == 3
+    assert np.array_equal(ours[0], run_ours(model, [feed])[0])  # the integer reference kernels
