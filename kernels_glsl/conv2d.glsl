@@ -18,17 +18,15 @@
 // channels of slice group * OUT_SLICES + o for input channel 4 * slice + r, so the inner loop
 // reads the weights strictly in order. Bias: one row per output slice.
 
-#define ROWS_PER_STEP (OUT_SLICES * 4)  // weight rows per (tap, input slice)
+#include "conv_common.glsl"
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   if (any(greaterThanEqual(gid, grid))) return;
-  int groups = (out_size.z + OUT_SLICES - 1) / OUT_SLICES;
-  int group = gid.z % groups;
-  int batch = gid.z / groups;
+  int group, batch, in_batch;
+  conv_layer(gid.z, group, batch, in_batch);
   int in_plane = in_size.x * in_size.y;
   int out_plane = out_size.x * out_size.y;
-  int in_batch = in_offset + batch * in_size.z * in_plane;
 
   // out_pixel[p]: the pixel's index in the output plane. Blocks past the edge recompute the last
   // pixel (its reads stay inside the input) and do not store it.

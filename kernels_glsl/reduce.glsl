@@ -84,48 +84,8 @@ ivec4 unravel(int o, ivec4 size) {
 #if PARALLEL
 #define LANES (WG_X * WG_Y)
 shared highp vec4 partial[WG_X * WG_Y * WG_Z];
-
-// Fold slots [s, 2s) of this z-layer into [0, s). Barriers must stay outside control flow (GLSL ES
-// 3.10), so fold_lanes unrolls the steps; the guard also covers a LANES that is not a power of 2.
-void tree_step(int lane, int slot, int s) {
-  memoryBarrierShared();
-  barrier();
-  if (lane < s && lane + s < LANES) partial[slot] = combine(partial[slot], partial[slot + s]);
-}
-
-// Leaves the fold of the z-layer's LANES slots in the slot of lane 0.
-void fold_lanes(int lane, int slot) {
-#if LANES > 512
-  tree_step(lane, slot, 512);
-#endif
-#if LANES > 256
-  tree_step(lane, slot, 256);
-#endif
-#if LANES > 128
-  tree_step(lane, slot, 128);
-#endif
-#if LANES > 64
-  tree_step(lane, slot, 64);
-#endif
-#if LANES > 32
-  tree_step(lane, slot, 32);
-#endif
-#if LANES > 16
-  tree_step(lane, slot, 16);
-#endif
-#if LANES > 8
-  tree_step(lane, slot, 8);
-#endif
-#if LANES > 4
-  tree_step(lane, slot, 4);
-#endif
-#if LANES > 2
-  tree_step(lane, slot, 2);
-#endif
-#if LANES > 1
-  tree_step(lane, slot, 1);
-#endif
-}
+highp vec4 fold(highp vec4 a, highp vec4 b, int op) { return combine(a, b); }  // one way: op unused
+#include "fold_lanes.glsl"
 
 void main() {
   int lane = int(gl_LocalInvocationID.x) + WG_X * int(gl_LocalInvocationID.y);
@@ -135,7 +95,7 @@ void main() {
   bool live = gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u && o < grid.z;
   ivec4 k = unravel(o, k_size);
   partial[slot] = live ? reduce_at(input_index(k), lane, LANES) : vec4(IDENTITY);
-  fold_lanes(lane, slot);
+  fold_lanes(lane, slot, OP);
   // o is also the output's PHWC4 index: the keep-dims layout is the output's in this variant.
   if (live && lane == 0) store(out_offset + o, keep_channels(finish(partial[slot]), out_channels, k.z));
 }

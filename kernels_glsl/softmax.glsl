@@ -52,54 +52,18 @@ void write_slices(int base, int plane, int first, int step, highp float m, highp
 
 #if PARALLEL
 #define LANES (WG_X * WG_Y)
+#define BY_MAX 0
+#define BY_SUM 1
 shared highp float partial[WG_X * WG_Y * WG_Z];
+highp float fold(highp float a, highp float b, int op) { return op == BY_MAX ? max(a, b) : a + b; }
+#include "fold_lanes.glsl"
 
-// Fold slots [s, 2s) of this z-layer into [0, s) by max or by sum. Barriers must stay outside
-// control flow (GLSL ES 3.10), so fold_lanes unrolls the steps; the guard also covers a LANES that
-// is not a power of 2.
-void tree_step(int lane, int slot, int s, bool is_max) {
+// The fold of the z-layer's LANES slots (starting at `layer`) by max or by sum, read by every lane.
+highp float fold_layer(int lane, int layer, int op) {
+  fold_lanes(lane, layer + lane, op);
   memoryBarrierShared();
   barrier();
-  if (lane < s && lane + s < LANES) {
-    highp float a = partial[slot], b = partial[slot + s];
-    partial[slot] = is_max ? max(a, b) : a + b;
-  }
-}
-
-// Leaves the fold of the z-layer's LANES slots in its slot 0, visible to every lane.
-void fold_lanes(int lane, int slot, bool is_max) {
-#if LANES > 512
-  tree_step(lane, slot, 512, is_max);
-#endif
-#if LANES > 256
-  tree_step(lane, slot, 256, is_max);
-#endif
-#if LANES > 128
-  tree_step(lane, slot, 128, is_max);
-#endif
-#if LANES > 64
-  tree_step(lane, slot, 64, is_max);
-#endif
-#if LANES > 32
-  tree_step(lane, slot, 32, is_max);
-#endif
-#if LANES > 16
-  tree_step(lane, slot, 16, is_max);
-#endif
-#if LANES > 8
-  tree_step(lane, slot, 8, is_max);
-#endif
-#if LANES > 4
-  tree_step(lane, slot, 4, is_max);
-#endif
-#if LANES > 2
-  tree_step(lane, slot, 2, is_max);
-#endif
-#if LANES > 1
-  tree_step(lane, slot, 1, is_max);
-#endif
-  memoryBarrierShared();
-  barrier();
+  return partial[layer];
 }
 
 void main() {
@@ -112,12 +76,11 @@ void main() {
   int hw = pixel % plane;
   int base = (pixel / plane) * size.z * plane + hw;  // slice 0 of this pixel
   partial[layer + lane] = live ? local_max(base, plane, lane, LANES) : NEG_INF;
-  fold_lanes(lane, layer + lane, true);
-  highp float m = partial[layer];
+  highp float m = fold_layer(lane, layer, BY_MAX);
   barrier();  // everyone has read the max before the slots are reused
   partial[layer + lane] = live ? local_sum(base, plane, lane, LANES, m) : 0.0;
-  fold_lanes(lane, layer + lane, false);
-  if (live) write_slices(base, plane, lane, LANES, m, partial[layer]);
+  highp float sum = fold_layer(lane, layer, BY_SUM);
+  if (live) write_slices(base, plane, lane, LANES, m, sum);
 }
 
 #else

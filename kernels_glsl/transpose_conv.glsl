@@ -13,16 +13,14 @@
 // Weights: as conv2d.glsl: [group][ky][kx][in slice][OUT_SLICES][4 rows]. Bias: a row per slice.
 // Grid: (out_w, out_h, batch * ceil(out slices / OUT_SLICES)).
 
-#define ROWS_PER_STEP (OUT_SLICES * 4)  // weight rows per (tap, input slice)
+#include "conv_common.glsl"
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   if (any(greaterThanEqual(gid, grid))) return;
-  int groups = (out_size.z + OUT_SLICES - 1) / OUT_SLICES;
-  int group = gid.z % groups;
-  int batch = gid.z / groups;
+  int group, batch, in_batch;
+  conv_layer(gid.z, group, batch, in_batch);
   int in_plane = in_size.x * in_size.y;
-  int in_batch = in_offset + batch * in_size.z * in_plane;
   ivec2 shifted = gid.xy + pad;      // >= 0: pad is never negative
   ivec2 phase = shifted % stride;    // the first tap that lands on this output
 

@@ -1,7 +1,10 @@
 """The reference runtime (ai-edge-litert), used only by tests, benchmarks and tools."""
-import numpy as np
 from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
 from ai_edge_litert.interpreter import OpResolverType
+
+from gles_delegate.tools.common import seeded_inputs
+
+random_inputs = seeded_inputs  # the name scripts written against tests.litert use
 
 RESOLVERS = {"default": OpResolverType.AUTO,
              "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -19,19 +22,3 @@ def run_litert(model_content, inputs, resolver="default", preserve_all_tensors=F
     interp.invoke()
     outputs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
     return (outputs, interp) if preserve_all_tensors else outputs
-
-
-def random_inputs(details, seed=0):
-    """Seeded random inputs for a list of input details: floats in [-1, 1), ints over their range."""
-    rng = np.random.default_rng(seed)
-    values = []
-    for d in details:
-        dtype, shape = np.dtype(d["dtype"]), tuple(d["shape"])
-        if dtype.kind == "f":
-            values.append(rng.uniform(-1, 1, shape).astype(dtype))
-        elif dtype == np.bool_:
-            values.append(rng.integers(0, 2, shape).astype(bool))
-        else:
-            info = np.iinfo(dtype)
-            values.append(rng.integers(max(info.min, -1000), min(info.max, 1000) + 1, shape).astype(dtype))
-    return values

@@ -10,7 +10,8 @@ from gles_delegate import ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.writer import quantize_params
-from tests.litert import random_inputs, run_litert
+from gles_delegate.tools.common import seeded_inputs
+from tests.litert import run_litert
 
 SAME, VALID = 0, 1  # the schema's Padding
 CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6: the fused activations windowed kernels apply
@@ -75,9 +76,25 @@ def single_op_model(op, inputs, options=None, version=1, custom_options=None, ou
                        options, version, custom_options)
 
 
+def first_node(model):
+    """The first node of a model's graph (to check support or build kernels without running)."""
+    return Graph.from_model(read_model(model)).nodes[0]
+
+
+def single_op_node(op, inputs, options=None, **kwargs):
+    """The node of single_op_model(op, inputs, options, **kwargs)."""
+    return first_node(single_op_model(op, inputs, options, **kwargs))
+
+
 def reason_of(model):
     """Why the reference kernels refuse the first node of a model (None when they take it)."""
-    return ops.unsupported_reason(Graph.from_model(read_model(model)).nodes[0])
+    return ops.unsupported_reason(first_node(model))
+
+
+def conv_options(strides, dilations, padding, activation=0):
+    """CONV_2D options (DEPTHWISE_CONV_2D's with depth_multiplier added)."""
+    return dict(padding=padding, stride_h=strides[0], stride_w=strides[1], dilation_h_factor=dilations[0],
+                dilation_w_factor=dilations[1], fused_activation_function=activation)
 
 
 def window_out_size(size, k, stride, padding, dilation=1):
@@ -187,7 +204,7 @@ def check_model_nodes(path, op_names, quantum=None, litert_may_fail=False):
     if not nodes:
         return 0
     try:
-        _, litert = run_litert(data, random_inputs(Interpreter(model_content=data).get_input_details()),
+        _, litert = run_litert(data, seeded_inputs(Interpreter(model_content=data).get_input_details()),
                                resolver="builtin", preserve_all_tensors=True)
     except RuntimeError:
         if litert_may_fail:

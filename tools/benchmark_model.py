@@ -366,15 +366,9 @@ def _main(args):
     print_report(result)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result, f, indent=2, default=_json_default)
+            json.dump(result, f, indent=2, default=common.json_default)
         print(f"wrote {args.json}")
     return 0
-
-
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
 
 
 if __name__ == "__main__":

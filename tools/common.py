@@ -117,6 +117,13 @@ def rewrite_tally(records):
     return ", ".join(f"{rule} {status} x{k}" for (rule, status), k in sorted(tally.items()))
 
 
+def json_default(value):
+    """json.dump's `default`: numpy scalars as Python numbers, anything else as its str()."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
 # -- text output ----------------------------------------------------------------------------
 def table(rows, headers, align=None):
     """A plain-text table; `align` a string of '<' / '>' per column (default: left)."""

@@ -7,7 +7,6 @@ model, runs it on the GPU delegate, and prints what ran where, each output's agr
 the reference runtime (ai-edge-litert) and with our numpy reference, and timings.
 """
 import argparse
-import collections
 import os
 import statistics
 import sys
@@ -16,22 +15,16 @@ import time
 import numpy as np
 
 from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.tools import common
 from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
-
-
-def seeded_inputs(interpreter, seed=0):
-    """One seeded random array per input: floats uniform in [-1, 1)."""
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]) for d in interpreter.get_input_details()]
 
 
 def run(interpreter, inputs):
     """set inputs, invoke, read outputs; returns (outputs, seconds)."""
     start = time.perf_counter()
-    for detail, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(detail["index"], value)
+    common.set_inputs(interpreter, inputs)
     interpreter.invoke()
-    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    outputs = common.read_outputs(interpreter)
     return outputs, time.perf_counter() - start
 
 
@@ -53,10 +46,8 @@ def litert_interpreter(path):
 def where_ops_ran(interpreter, delegate):
     """{op: (on GPU, on CPU)} counts over the executed graph."""
     gpu_ids = {id(n) for p in delegate.partitions for n in p.nodes}
-    counts = collections.defaultdict(lambda: [0, 0])
-    for node in interpreter._main.graph.nodes:
-        counts[node.op][0 if id(node) in gpu_ids else 1] += 1
-    return dict(sorted(counts.items()))
+    counts = common.op_counts(interpreter._main.graph, gpu_ids)
+    return {op: (on_gpu, on_cpu) for op, (_, on_gpu, on_cpu) in counts.items()}
 
 
 def agreement(ours, theirs):
@@ -88,7 +79,7 @@ def main(argv=None):
     for op, (on_gpu, on_cpu) in where_ops_ran(gpu, delegate).items():
         print(f"  {op:<28} GPU {on_gpu:>3}   CPU {on_cpu:>3}")
 
-    inputs = seeded_inputs(gpu)
+    inputs = common.seeded_inputs(gpu.get_input_details())
     first_start = time.perf_counter()
     ours, _ = run(gpu, inputs)
     first_ms = (time.perf_counter() - first_start) * 1000

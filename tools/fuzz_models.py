@@ -36,7 +36,6 @@ import contextlib
 import copy
 import json
 import multiprocessing
-import os
 import random
 import resource
 import struct
@@ -256,6 +255,15 @@ def _pick_tensor(model, rng):
     return t, sg.tensors[t]
 
 
+def _pick_operator(model, rng):
+    """(index, operator) of a random operator of subgraph 0, or (None, None) when it has none."""
+    sg = model.subgraphs[0]
+    if not sg.operators:
+        return None, None
+    k = rng.randrange(len(sg.operators))
+    return k, sg.operators[k]
+
+
 def _odd_dim(rng, old):
     return rng.choice((0, 1, 2, 3, old + 1, max(old - 1, 0), old * 2, 7, 1000, 65536, 1 << 20, -1))
 
@@ -301,15 +309,13 @@ def edit_dtype(model, rng):
 
 
 def edit_operator_io(model, rng):
-    sg = model.subgraphs[0]
-    if not sg.operators:
+    k, op = _pick_operator(model, rng)
+    if op is None:
         return "no operators"
-    k = rng.randrange(len(sg.operators))
-    op = sg.operators[k]
     which = rng.choice(("inputs", "inputs", "outputs"))
     values = list(getattr(op, which))
     action = rng.choice(("replace", "replace", "omit", "drop", "add", "dup"))
-    n = len(sg.tensors)
+    n = len(model.subgraphs[0].tensors)
     if action == "replace" and values:
         values[rng.randrange(len(values))] = rng.choice((rng.randrange(n), rng.randrange(n), -1, 0, n - 1))
     elif action == "omit" and values:
@@ -331,11 +337,9 @@ def _known_ops():
 
 
 def edit_opcode(model, rng):
-    sg = model.subgraphs[0]
-    if not sg.operators:
+    k, op = _pick_operator(model, rng)
+    if op is None:
         return "no operators"
-    k = rng.randrange(len(sg.operators))
-    op = sg.operators[k]
     old = op.op
     op.op = rng.choice(_known_ops())
     op.custom = op.op not in schema.BUILTIN_OP_CODES
@@ -810,32 +814,26 @@ def shared_table_model(n_tensors=20000, n_subgraphs=20000):
     bound)."""
     import flatbuffers
     b = flatbuffers.Builder(1024)
-    mod = {name: schema.table_module(name) for name in ("Model", "SubGraph", "Tensor", "Buffer")}
-    shape = b.CreateNumpyVector(np.array([1, 4], np.int32))
-    mod["Tensor"].Start(b)
-    mod["Tensor"].AddShape(b, shape)
-    tensor = mod["Tensor"].End(b)
-    mod["SubGraph"].StartTensorsVector(b, n_tensors)
-    for _ in range(n_tensors):
-        b.PrependUOffsetTRelative(tensor)
-    tensors = b.EndVector()
-    mod["SubGraph"].Start(b)
-    mod["SubGraph"].AddTensors(b, tensors)
-    subgraph = mod["SubGraph"].End(b)
-    mod["Model"].StartSubgraphsVector(b, n_subgraphs)
-    for _ in range(n_subgraphs):
-        b.PrependUOffsetTRelative(subgraph)
-    subgraphs = b.EndVector()
-    mod["Buffer"].Start(b)
-    empty = mod["Buffer"].End(b)
-    mod["Model"].StartBuffersVector(b, 1)
-    b.PrependUOffsetTRelative(empty)
-    buffers = b.EndVector()
-    mod["Model"].Start(b)
-    mod["Model"].AddVersion(b, 3)
-    mod["Model"].AddSubgraphs(b, subgraphs)
-    mod["Model"].AddBuffers(b, buffers)
-    b.Finish(mod["Model"].End(b), file_identifier=b"TFL3")
+
+    def table(name, **fields):
+        mod = schema.table_module(name)
+        mod.Start(b)
+        for field, value in fields.items():
+            getattr(mod, "Add" + field)(b, value)
+        return mod.End(b)
+
+    def repeated(owner, field, item, n):
+        """`owner`'s vector field `field` holding n offsets to the one table `item`."""
+        getattr(schema.table_module(owner), f"Start{field}Vector")(b, n)
+        for _ in range(n):
+            b.PrependUOffsetTRelative(item)
+        return b.EndVector()
+
+    tensor = table("Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
+    subgraph = table("SubGraph", Tensors=repeated("SubGraph", "Tensors", tensor, n_tensors))
+    subgraphs = repeated("Model", "Subgraphs", subgraph, n_subgraphs)
+    buffers = repeated("Model", "Buffers", table("Buffer"), 1)
+    b.Finish(table("Model", Version=3, Subgraphs=subgraphs, Buffers=buffers), file_identifier=b"TFL3")
     return bytes(b.Output())
 
 

@@ -541,7 +541,7 @@ def _main(args):
     out = Path(args.out or f"parity_{path.stem}")
     out.mkdir(parents=True, exist_ok=True)
     print_report(report, args.table)
-    (out / "parity.json").write_text(json.dumps(_finite(report), indent=1, default=_json_default))
+    (out / "parity.json").write_text(json.dumps(_finite(report), indent=1, default=common.json_default))
     with open(out / "model_explorer_gpu_vs_reference.json", "w") as f:
         json.dump(node_data(report["rows"], "gpu_vs_reference", report["tolerance"]), f, indent=1, allow_nan=False)
     if report["summary"]["litert_compared"]:
@@ -563,12 +563,6 @@ def _finite(value):
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
-
-
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ def _file(module, root):
 
 def render():
     """The Markdown of docs/supported_ops.md."""
-    cpu = registry(ops._MODULES, "KERNELS")
-    gpu = registry(kernels._MODULES, "BUILD")
+    cpu = registry(ops.MODULES, "KERNELS")
+    gpu = registry(kernels.MODULES, "BUILD")
     names = sorted(set(cpu) | set(gpu), key=lambda op: (op.upper(), op))
     both = sum(op in cpu and op in gpu for op in names)
     out = [

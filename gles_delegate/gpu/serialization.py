@@ -145,7 +145,7 @@ def code_fingerprint():
         if "code" not in _fingerprints:
             from . import shader
             root = _PACKAGE_DIR
-            glsl = str(shader._SOURCE_TREE) if shader._SOURCE_TREE.is_dir() else os.path.join(root, "kernels_glsl")
+            glsl = str(shader.SOURCE_TREE) if shader.SOURCE_TREE.is_dir() else os.path.join(root, "kernels_glsl")
             lines = []
             for top, suffix in ((root, ".py"), (glsl, ".glsl")):
                 pending = [top]
@@ -458,7 +458,7 @@ class PlanCache:
         self._recorder = None
         if not self.enabled:
             return
-        if model._digest is None and model.digest_job is None and len(source) >= READ_CHUNK:
+        if not model.digest_ready and model.digest_job is None and len(source) >= READ_CHUNK:
             # The model's sha256 (10 ms per 17 MB) runs beside the entry's read and checksum.
             model.digest_job = BackgroundDigest(source)
         token = options.model_token

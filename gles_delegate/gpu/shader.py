@@ -1,24 +1,30 @@
 """Assemble a compute shader from a template in kernels_glsl/: #version, precision, the
 kernel's #defines, its Params uniform block (std140) and common.glsl (and epilogue.glsl for a
-kernel that applies epilogue steps), then the template body."""
+kernel that applies epilogue steps), then the template body. GLSL ES has no #include: a template
+line `#include "name.glsl"` is replaced here by that template's text (pieces two kernels share)."""
 import functools
 import importlib.resources
+import re
 import struct
 from pathlib import Path
 
 import numpy as np
 
-_SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
+SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
+_INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 
 
 @functools.lru_cache(maxsize=None)
 def template(name):
-    """The text of kernels_glsl/<name>.glsl (from the source tree, else the installed package)."""
-    path = _SOURCE_TREE / f"{name}.glsl"
+    """The text of kernels_glsl/<name>.glsl (from the source tree, else the installed package),
+    each `#include "other.glsl"` line replaced by template("other")."""
+    path = SOURCE_TREE / f"{name}.glsl"
     if path.exists():
-        return path.read_text()
-    return importlib.resources.files("gles_delegate.kernels_glsl").joinpath(f"{name}.glsl").read_text()
+        text = path.read_text()
+    else:
+        text = importlib.resources.files("gles_delegate.kernels_glsl").joinpath(f"{name}.glsl").read_text()
+    return _INCLUDE.sub(lambda match: template(match.group(1)).rstrip("\n"), text)
 
 
 def glsl_type(value):

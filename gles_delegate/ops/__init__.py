@@ -24,12 +24,12 @@ from . import (binary, conv, elementwise, hybrid, lstm, mediapipe, pool, quantiz
 
 # hybrid last: its CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED entries take over conv's (they
 # run hybrid nodes and hand every other node to conv's).
-_MODULES = (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape, softmax, hybrid)
+MODULES = (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape, softmax, hybrid)
 
 KERNELS = {}
 SUPPORT = {}
 OUTPUT_SHAPES = {}
-for _module in _MODULES:
+for _module in MODULES:
     KERNELS.update(_module.KERNELS)
     SUPPORT.update(getattr(_module, "SUPPORT", {}))
     OUTPUT_SHAPES.update(getattr(_module, "OUTPUT_SHAPES", {}))

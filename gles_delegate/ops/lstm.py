@@ -47,7 +47,7 @@ def _layer_normalize(x):
     return (x - mean) / np.sqrt(variance + LAYER_NORM_EPSILON)
 
 
-def _named(inputs):
+def named_inputs(inputs):
     """{input name: array or shape, None when omitted} of a full-layout node."""
     return dict(zip(INPUT_NAMES, list(inputs) + [None] * (len(INPUT_NAMES) - len(inputs))))
 
@@ -56,7 +56,7 @@ class _FullCell:
     """The weights and options of one full-layout LSTM node, split per gate."""
 
     def __init__(self, node, inputs):
-        named = _named(inputs)
+        named = named_inputs(inputs)
         self.cifg = named["input_to_input_weights"] is None
         self.gates = GATES[1:] if self.cifg else GATES
         self.input_weights = {g: named[f"input_to_{g}_weights"] for g in self.gates}
@@ -180,7 +180,7 @@ def _full_problem(node, shapes, rank):
     rank: the input's rank, 3 ([time, batch, n_input] or [batch, time, n_input]) or 2."""
     if len(shapes) not in FULL_INPUT_COUNTS:
         return f"takes 20 or 24 inputs, got {len(shapes)}"
-    named = _named([None if s is None else tuple(s) for s in shapes])
+    named = named_inputs([None if s is None else tuple(s) for s in shapes])
     problem = _full_presence_problem(named)
     if problem is not None:
         return problem
@@ -220,7 +220,7 @@ def _full_support(node, rank):
     activation = fused_activation(node)
     if activation not in CELL_ACTIVATIONS:
         return f"fused activation {activation} is not supported (RELU, RELU_N1_TO_1, RELU6 or TANH)"
-    named = _named(node.inputs)
+    named = named_inputs(node.inputs)
     for name in ("output_state", "cell_state"):
         # TFLite fetches the states with GetVariableInput, which refuses anything else.
         if not named[name].is_variable or named[name].is_const:
@@ -235,7 +235,7 @@ def unidirectional_sequence_lstm(node, inputs):
     _raise_if(node, _full_problem(node, _shapes(inputs), rank=3))
     time_major = node.options.get("time_major", False)
     x = inputs[0] if time_major else inputs[0].transpose(1, 0, 2)
-    named = _named(inputs)
+    named = named_inputs(inputs)
     outputs = _FullCell(node, inputs).run(x, named["output_state"], named["cell_state"])
     return [outputs if time_major else np.ascontiguousarray(outputs.transpose(1, 0, 2))]
 
@@ -246,7 +246,7 @@ def lstm(node, inputs):
     if node.options.get("kernel_type", KERNEL_TYPE_FULL) == KERNEL_TYPE_BASIC:
         return basic_lstm(node, inputs)
     _raise_if(node, _full_problem(node, _shapes(inputs), rank=2))
-    named = _named(inputs)
+    named = named_inputs(inputs)
     outputs = _FullCell(node, inputs).run(inputs[0][np.newaxis], named["output_state"], named["cell_state"])
     return [outputs[0]]
 

@@ -26,7 +26,7 @@ BILINEAR_OPTION_KINDS = {"output_height": "size", "output_width": "size"}
 
 
 # -- options ------------------------------------------------------------------------------
-def _custom_options(node, kinds):
+def parse_custom_options(node, kinds):
     """The node's flexbuffer options checked against {key: kind}; ModelError if one is missing
     or of the wrong kind. Kinds: index (int >= 0), indices (non-empty list of those), size
     (int > 0), scale (number > 0), number."""
@@ -86,7 +86,7 @@ def landmarks_to_transform_matrix(node, inputs):
     output_height) @ (u - output_width / 2, v - output_height / 2).
     Computed in float64 and rounded once (MediaPipe uses float32 throughout).
     """
-    options = _custom_options(node, MATRIX_OPTION_KINDS)
+    options = parse_custom_options(node, MATRIX_OPTION_KINDS)
     points = inputs[0][0, :, :2].astype(np.float64)
     left, right = points[options["left_rotation_idx"]], points[options["right_rotation_idx"]]
     rotation = options["target_rotation_radians"] - np.arctan2(right[1] - left[1], right[0] - left[0])
@@ -110,7 +110,7 @@ def transform_tensor_bilinear(node, inputs):
     pixels. A sample point outside [0, W - 1] x [0, H - 1] gives 0. The arithmetic mirrors
     MediaPipe's: float32 coordinates, blends in double rounded to float.
     """
-    options = _custom_options(node, BILINEAR_OPTION_KINDS)
+    options = parse_custom_options(node, BILINEAR_OPTION_KINDS)
     features = inputs[0][0]
     height, width = features.shape[:2]
     x, y = _sample_points(_matrix_rows(inputs[1]), options["output_height"], options["output_width"])
@@ -181,7 +181,7 @@ def _declared_output_problem(node, expected):
 def _parsed_options(node, kinds):
     """(options, None), or (None, why they are unusable)."""
     try:
-        return _custom_options(node, kinds), None
+        return parse_custom_options(node, kinds), None
     except ModelError as exc:
         return None, str(exc)
 

@@ -142,6 +142,11 @@ class ModelDef:
                 self._digest = hashlib.sha256(self.source_bytes).hexdigest()
         return self._digest
 
+    @property
+    def digest_ready(self):
+        """Whether `digest` has been computed already (reading it then costs nothing)."""
+        return self._digest is not None
+
     def tensor_data(self, subgraph_index, tensor_index):
         """The constant contents of a tensor as a read-only, zero-copy numpy array of its
         dtype and shape; None when the tensor has no data (an activation or input)."""

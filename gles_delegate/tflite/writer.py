@@ -44,18 +44,23 @@ class _Writer:
         description = b.CreateString(model.description)
         vectors = {"OperatorCodes": opcodes, "Subgraphs": subgraphs, "Buffers": buffers,
                    "Metadata": metadata, "SignatureDefs": signatures}
-        vectors = {k: self.offsets("Model", k, v) for k, v in vectors.items()}
-        mod = schema.table_module("Model")
-        mod.Start(b)
-        mod.AddVersion(b, model.version)
-        mod.AddDescription(b, description)
-        for field, vector in vectors.items():
-            getattr(mod, "Add" + field)(b, vector)
-        b.Finish(mod.End(b), file_identifier=b"TFL3")
+        vectors = [(k, self.offsets("Model", k, v)) for k, v in vectors.items()]
+        root = self.table("Model", ("Version", model.version), ("Description", description), *vectors)
+        b.Finish(root, file_identifier=b"TFL3")
         data = bytes(b.Output())
         return self.append_tail(data, tail) if self.external else data
 
     # -- helpers --------------------------------------------------------------------------
+    def table(self, name, *fields):
+        """A `name` table of (field, value) pairs, added in the order given with mod.Add<field>;
+        a field whose value is None is left out (the schema's default)."""
+        b, mod = self.b, schema.table_module(name)
+        mod.Start(b)
+        for field, value in fields:
+            if value is not None:
+                getattr(mod, "Add" + field)(b, value)
+        return mod.End(b)
+
     def offsets(self, owner, field, items):
         """A vector of table offsets for `owner`'s vector field `field`."""
         mod = schema.table_module(owner)
@@ -80,37 +85,22 @@ class _Writer:
 
     # -- tables ---------------------------------------------------------------------------
     def opcode(self, op, custom, version):
-        b = self.b
-        mod = schema.table_module("OperatorCode")
-        name = b.CreateString(op) if custom else None
+        name = self.b.CreateString(op) if custom else None
         code = tflite.BuiltinOperator.CUSTOM if custom else schema.BUILTIN_OP_CODES[op]
-        mod.Start(b)
-        mod.AddDeprecatedBuiltinCode(b, min(code, 127))
-        mod.AddBuiltinCode(b, code)
-        mod.AddVersion(b, version)
-        if name is not None:
-            mod.AddCustomCode(b, name)
-        return mod.End(b)
+        return self.table("OperatorCode", ("DeprecatedBuiltinCode", min(code, 127)), ("BuiltinCode", code),
+                          ("Version", version), ("CustomCode", name))
 
     def buffers(self):
         """Buffer tables; with external buffers, also the (offset placeholder, bytes) tail list."""
-        b, mod = self.b, schema.table_module("Buffer")
         tables, tail = [], []
         for raw in self.model.buffers:
             raw = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
             if self.external and raw:
                 tail.append(raw)
-                mod.Start(b)
                 # Placeholders, patched in append_tail once the flatbuffer size is known.
-                mod.AddOffset(b, 0xFFFFFFFFFFFF0000 | len(tail))
-                mod.AddSize(b, len(raw))
-                tables.append(mod.End(b))
+                tables.append(self.table("Buffer", ("Offset", 0xFFFFFFFFFFFF0000 | len(tail)), ("Size", len(raw))))
                 continue
-            data = self.bytes_vector(raw) if raw else None
-            mod.Start(b)
-            if data is not None:
-                mod.AddData(b, data)
-            tables.append(mod.End(b))
+            tables.append(self.table("Buffer", ("Data", self.bytes_vector(raw) if raw else None)))
         return tables, tail
 
     def append_tail(self, data, tail):
@@ -124,103 +114,61 @@ class _Writer:
         return bytes(out)
 
     def subgraph(self, sg):
-        b, mod = self.b, schema.table_module("SubGraph")
         tensors = self.offsets("SubGraph", "Tensors", [self.tensor(t) for t in sg.tensors])
         operators = self.offsets("SubGraph", "Operators", [self.operator(op) for op in sg.operators])
         inputs, outputs = self.int_vector(sg.inputs), self.int_vector(sg.outputs)
-        name = b.CreateString(sg.name)
-        mod.Start(b)
-        mod.AddTensors(b, tensors)
-        mod.AddInputs(b, inputs)
-        mod.AddOutputs(b, outputs)
-        mod.AddOperators(b, operators)
-        mod.AddName(b, name)
-        return mod.End(b)
+        name = self.b.CreateString(sg.name)
+        return self.table("SubGraph", ("Tensors", tensors), ("Inputs", inputs), ("Outputs", outputs),
+                          ("Operators", operators), ("Name", name))
 
     def tensor(self, t):
-        b, mod = self.b, schema.table_module("Tensor")
         shape = self.int_vector(t.shape)
         signature = self.int_vector(t.shape_signature) if t.shape_signature is not None else None
-        name = b.CreateString(t.name)
+        name = self.b.CreateString(t.name)
         quant = self.quantization(t.quantization) if t.quantization is not None else None
         sparsity = self.sparsity(t.sparsity) if t.sparsity is not None else None
-        mod.Start(b)
-        mod.AddShape(b, shape)
-        mod.AddType(b, schema.TENSOR_TYPE_CODES[t.type_name])
-        mod.AddBuffer(b, t.buffer)
-        mod.AddName(b, name)
-        mod.AddIsVariable(b, t.is_variable)
-        for adder, value in (("AddShapeSignature", signature), ("AddQuantization", quant),
-                             ("AddSparsity", sparsity)):
-            if value is not None:
-                getattr(mod, adder)(b, value)
-        return mod.End(b)
+        return self.table("Tensor", ("Shape", shape), ("Type", schema.TENSOR_TYPE_CODES[t.type_name]),
+                          ("Buffer", t.buffer), ("Name", name), ("IsVariable", t.is_variable),
+                          ("ShapeSignature", signature), ("Quantization", quant), ("Sparsity", sparsity))
 
     def quantization(self, q):
-        b, mod = self.b, schema.table_module("QuantizationParameters")
         scales = self.float_vector(q.scales)
         zero_points = self.int_vector(q.zero_points, np.int64)
-        ranges = [(adder, self.float_vector(v)) for adder, v in (("AddMin", q.min), ("AddMax", q.max))
-                  if v is not None]
-        mod.Start(b)
-        mod.AddScale(b, scales)
-        mod.AddZeroPoint(b, zero_points)
-        mod.AddQuantizedDimension(b, q.quantized_dimension)
-        for adder, vector in ranges:
-            getattr(mod, adder)(b, vector)
-        return mod.End(b)
+        low = self.float_vector(q.min) if q.min is not None else None
+        high = self.float_vector(q.max) if q.max is not None else None
+        return self.table("QuantizationParameters", ("Scale", scales), ("ZeroPoint", zero_points),
+                          ("QuantizedDimension", q.quantized_dimension), ("Min", low), ("Max", high))
 
     def sparsity(self, sp):
-        b, mod = self.b, schema.table_module("SparsityParameters")
         dims = self.offsets("SparsityParameters", "DimMetadata", [self.dim_metadata(d) for d in sp.dim_metadata])
         order, block_map = self.int_vector(sp.traversal_order), self.int_vector(sp.block_map)
-        mod.Start(b)
-        mod.AddTraversalOrder(b, order)
-        mod.AddBlockMap(b, block_map)
-        mod.AddDimMetadata(b, dims)
-        return mod.End(b)
+        return self.table("SparsityParameters", ("TraversalOrder", order), ("BlockMap", block_map),
+                          ("DimMetadata", dims))
 
     def dim_metadata(self, d):
-        b, mod = self.b, schema.table_module("DimensionMetadata")
         segments = self.sparse_vector(d.array_segments)
         indices = self.sparse_vector(d.array_indices)
-        mod.Start(b)
-        mod.AddFormat(b, _DIM_FORMAT_CODES[d.format])
-        mod.AddDenseSize(b, d.dense_size)
+        unions = []  # a union field is its type code (1: Int32Vector, see sparse_vector) and its table
         for kind, value in (("ArraySegments", segments), ("ArrayIndices", indices)):
-            if value is not None:
-                getattr(mod, f"Add{kind}Type")(b, 1)
-                getattr(mod, f"Add{kind}")(b, value)
-        return mod.End(b)
+            unions += [(f"{kind}Type", 1 if value is not None else None), (kind, value)]
+        return self.table("DimensionMetadata", ("Format", _DIM_FORMAT_CODES[d.format]),
+                          ("DenseSize", d.dense_size), *unions)
 
     def sparse_vector(self, values):
         """Sparse index arrays are always written as Int32Vector (union type 1)."""
         if values is None:
             return None
-        b, mod = self.b, schema.table_module(_SPARSE_VECTOR_MODULES[1])
-        vector = self.int_vector(values)
-        mod.Start(b)
-        mod.AddValues(b, vector)
-        return mod.End(b)
+        return self.table(_SPARSE_VECTOR_MODULES[1], ("Values", self.int_vector(values)))
 
     def operator(self, op):
-        b, mod = self.b, schema.table_module("Operator")
         options_type, options = self.builtin_options(op)
         custom = self.bytes_vector(op.custom_options) if op.custom_options is not None else None
         inputs, outputs = self.int_vector(op.inputs), self.int_vector(op.outputs)
         intermediates = self.int_vector(op.intermediates) if op.intermediates else None
-        mod.Start(b)
-        mod.AddOpcodeIndex(b, self.opcodes[(op.op, op.custom, op.version)])
-        mod.AddInputs(b, inputs)
-        mod.AddOutputs(b, outputs)
-        if options is not None:
-            mod.AddBuiltinOptionsType(b, options_type)
-            mod.AddBuiltinOptions(b, options)
-        if custom is not None:
-            mod.AddCustomOptions(b, custom)
-        if intermediates is not None:
-            mod.AddIntermediates(b, intermediates)
-        return mod.End(b)
+        return self.table("Operator", ("OpcodeIndex", self.opcodes[(op.op, op.custom, op.version)]),
+                          ("Inputs", inputs), ("Outputs", outputs),
+                          ("BuiltinOptionsType", options_type if options is not None else None),
+                          ("BuiltinOptions", options), ("CustomOptions", custom), ("Intermediates", intermediates))
 
     def builtin_options(self, op):
         """(options type code, table offset) for a builtin op, or (0, None) without options."""
@@ -245,33 +193,18 @@ class _Writer:
         return schema.OPTIONS_TYPE_CODES[table_name], mod.End(b)
 
     def metadata(self, name, buffer_index):
-        b, mod = self.b, schema.table_module("Metadata")
-        name = b.CreateString(name)
-        mod.Start(b)
-        mod.AddName(b, name)
-        mod.AddBuffer(b, buffer_index)
-        return mod.End(b)
+        return self.table("Metadata", ("Name", self.b.CreateString(name)), ("Buffer", buffer_index))
 
     def signature(self, sig):
-        b, mod = self.b, schema.table_module("SignatureDef")
         maps = {field: self.offsets("SignatureDef", field,
                                     [self.tensor_map(n, i) for n, i in getattr(sig, field.lower()).items()])
                 for field in ("Inputs", "Outputs")}
-        key = b.CreateString(sig.key)
-        mod.Start(b)
-        mod.AddInputs(b, maps["Inputs"])
-        mod.AddOutputs(b, maps["Outputs"])
-        mod.AddSignatureKey(b, key)
-        mod.AddSubgraphIndex(b, sig.subgraph_index)
-        return mod.End(b)
+        key = self.b.CreateString(sig.key)
+        return self.table("SignatureDef", ("Inputs", maps["Inputs"]), ("Outputs", maps["Outputs"]),
+                          ("SignatureKey", key), ("SubgraphIndex", sig.subgraph_index))
 
     def tensor_map(self, name, index):
-        b, mod = self.b, schema.table_module("TensorMap")
-        name = b.CreateString(name)
-        mod.Start(b)
-        mod.AddName(b, name)
-        mod.AddTensorIndex(b, index)
-        return mod.End(b)
+        return self.table("TensorMap", ("Name", self.b.CreateString(name)), ("TensorIndex", index))
 
 
 class ModelBuilder:

@@ -95,6 +95,19 @@ def epilogue_blocker(graph, producer, value, node, steps):
     return None
 
 
+def fuse_into_epilogue(graph, log, node, value):
+    """Make elementwise `node`, reading `value`, steps of the epilogue of the node computing
+    `value`, and log it APPLIED; returns None once done, else why it cannot be (the caller logs
+    it: a rule may try another operand first)."""
+    producer = producer_of(graph, value)
+    steps = epilogue.node_steps(node, value)
+    reason = epilogue_blocker(graph, producer, value, node, steps)
+    if reason is None:
+        absorb(graph, producer, node, steps)
+        log.applied(node, f"into the epilogue of {producer.label}")
+    return reason
+
+
 def absorb(graph, producer, node, steps):
     """Append `steps` (computing `node` from the producer's output) and the node's own epilogue
     to the producer's epilogue; the producer then writes the node's output and the node leaves

@@ -4,7 +4,7 @@ fused_activation_function where TFLite has one for it and nothing else runs afte
 a step of its epilogue."""
 from ..gpu.kernels import epilogue
 from ..ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, fused_activation
-from .common import absorb, epilogue_blocker, only_reader_blocker, producer_of
+from .common import fuse_into_epilogue, only_reader_blocker, producer_of
 
 ACTIVATION_CODES = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}
 ACTIVATIONS = tuple(ACTIVATION_CODES) + ("RELU_0_TO_1", "LEAKY_RELU", "PRELU", "HARD_SWISH", "LOGISTIC", "TANH")
@@ -31,13 +31,9 @@ def apply(graph, log):
             graph.remove_node(node)
             log.applied(node, f"into {producer.label}")
         else:
-            steps = epilogue.node_steps(node, source)
-            reason = epilogue_blocker(graph, producer, source, node, steps)
+            reason = fuse_into_epilogue(graph, log, node, source)
             if reason:
                 log.skipped(node, reason)
-                continue
-            absorb(graph, producer, node, steps)
-            log.applied(node, f"into the epilogue of {producer.label}")
 
 
 def _as_fused_activation(producer, node):

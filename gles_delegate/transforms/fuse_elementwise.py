@@ -2,7 +2,7 @@
 GELU, or a binary op with a constant operand) into the epilogue of the node that produces its
 input, so a chain of elementwise nodes runs as one shader."""
 from ..gpu.kernels import epilogue
-from .common import absorb, epilogue_blocker, producer_of
+from .common import fuse_into_epilogue
 from .fuse_activation import ACTIVATIONS
 
 UNARY = tuple(op for op in epilogue.UNARY_CODES if op not in ACTIVATIONS and op != "GELU_EXACT")
@@ -14,14 +14,9 @@ def apply(graph, log):
         value = _value_input(node)
         if value is None:
             continue
-        producer = producer_of(graph, value)
-        steps = epilogue.node_steps(node, value)
-        reason = epilogue_blocker(graph, producer, value, node, steps)
+        reason = fuse_into_epilogue(graph, log, node, value)
         if reason:
             log.skipped(node, reason)
-            continue
-        absorb(graph, producer, node, steps)
-        log.applied(node, f"into the epilogue of {producer.label}")
 
 
 def _value_input(node):

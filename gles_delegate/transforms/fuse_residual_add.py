@@ -2,7 +2,7 @@
 activation) into the epilogue of the node that computes one of them; that node's kernel reads
 the other operand at each position it writes."""
 from ..gpu.kernels import epilogue
-from .common import absorb, epilogue_blocker, producer_of
+from .common import fuse_into_epilogue
 
 OPS = tuple(epilogue.BINARY_CODES)
 
@@ -18,12 +18,8 @@ def apply(graph, log):
         reasons = []
         # The operand computed last first: the other one then already exists when it runs.
         for value in sorted((a, b), key=lambda t: _position(graph, t), reverse=True):
-            producer = producer_of(graph, value)
-            steps = epilogue.node_steps(node, value)
-            reason = epilogue_blocker(graph, producer, value, node, steps)
+            reason = fuse_into_epilogue(graph, log, node, value)
             if reason is None:
-                absorb(graph, producer, node, steps)
-                log.applied(node, f"into the epilogue of {producer.label}")
                 break
             reasons.append(f"tensor {value.index}: {reason}")
         else:

@@ -2,9 +2,13 @@
 import numpy as np
 
 from gles_delegate import GpuDelegate
-from tests.oplib import feeds, run_ours, single_op_model
+from gles_delegate.gpu import kernels
+from gles_delegate.gpu.kernels.base import KernelEnv
+from tests.oplib import feeds, run_ours, single_op_model, single_op_node
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+# MIN_INVOCATIONS of the conv-family kernels that force 1 x 1 blocks / the largest blocks.
+NO_BLOCKING, MOST_BLOCKING = 10 ** 9, 0
 
 
 def tolerance(precision, reference):
@@ -20,6 +24,12 @@ def assert_gpu_matches(reference, gpu, precision, what=""):
     err = float(np.max(np.abs(gpu[finite].astype(np.float64) - reference[finite]), initial=0.0))
     limit = tolerance(precision, reference[finite])
     assert err <= limit, f"{what} [{precision}]: max abs error {err:.3g} > {limit:.3g}"
+
+
+def dispatches(op, inputs, options=None, **model_kwargs):
+    """The dispatches the GPU kernel builds (FP32) for the node of a one-op model: which template
+    variant runs, with which defines."""
+    return kernels.BUILD[op](single_op_node(op, inputs, options, **model_kwargs), KernelEnv("fp32", {}))
 
 
 def run_gpu(model, values, precision="fp32", **options):

@@ -194,15 +194,21 @@ def test_usable_from_another_thread(context):
     np.testing.assert_array_equal(run_shader(context, [1]), [3])  # and again from this thread
 
 
+def counters(context, n):
+    """A buffer of n zero floats and a program whose one workgroup adds 1 to each."""
+    with context.current() as ctx:
+        data = ctx.buffer(np.zeros(n, np.float32).tobytes())
+        add = context.program(f"""#version 310 es
+layout(local_size_x = {n}) in;
+layout(std430, binding = 0) buffer Data {{ float data[]; }};
+void main() {{ data[gl_GlobalInvocationID.x] += 1.0; }}
+""")
+    return data, add
+
+
 def test_two_threads_alternately(context):
     """Two threads take turns on one context, each turn reading what the other wrote."""
-    with context.current() as ctx:
-        data = ctx.buffer(np.zeros(8, np.float32).tobytes())
-        add = context.program("""#version 310 es
-layout(local_size_x = 8) in;
-layout(std430, binding = 0) buffer Data { float data[]; };
-void main() { data[gl_GlobalInvocationID.x] += 1.0; }
-""")
+    data, add = counters(context, 8)
     turns = [threading.Event(), threading.Event()]
     seen, errors = [], []
 
@@ -236,13 +242,7 @@ void main() { data[gl_GlobalInvocationID.x] += 1.0; }
 
 
 def test_concurrent_threads_serialize(context):
-    with context.current() as ctx:
-        data = ctx.buffer(np.zeros(64, np.float32).tobytes())
-        add = context.program("""#version 310 es
-layout(local_size_x = 64) in;
-layout(std430, binding = 0) buffer Data { float data[]; };
-void main() { data[gl_GlobalInvocationID.x] += 1.0; }
-""")
+    data, add = counters(context, 64)
     errors = []
 
     def work():

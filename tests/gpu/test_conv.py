@@ -8,15 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import conv
-from gles_delegate.gpu.kernels.base import KernelEnv
-from gles_delegate.graph import Graph
-from gles_delegate.tflite import read_model
-from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu, run_gpu
-from tests.oplib import In, feeds, run_ours, single_op_model
-
-SAME, VALID = 0, 1
-CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6
-NO_BLOCKING, MOST_BLOCKING = 10 ** 9, 0  # MIN_INVOCATIONS that force 1 x 1 / the largest blocks
+from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, assert_gpu_matches, check_gpu, dispatches, run_gpu
+from tests.oplib import CLAMPS, SAME, VALID, In, conv_options, feeds, run_ours, single_op_model, single_op_node
 
 CASES = [  # kernel (h, w), strides, dilations, padding, in channels, out channels, input (h, w), batch
     ((1, 1), (1, 1), (1, 1), SAME, 13, 17, (5, 7), 1),    # pointwise, channels not a multiple of 4
@@ -40,16 +33,6 @@ def conv_inputs(rng, kernel, c_in, c_out, hw, batch, bias=True):
     w = (rng.standard_normal((c_out,) + tuple(kernel) + (c_in,)) / np.sqrt(np.prod(kernel) * c_in)).astype(np.float32)
     b = rng.standard_normal(c_out).astype(np.float32)
     return [In(x), In(w, const=True)] + ([In(b, const=True)] if bias else [])
-
-
-def conv_options(strides, dilations, padding, activation=0):
-    return dict(padding=padding, stride_h=strides[0], stride_w=strides[1], dilation_h_factor=dilations[0],
-                dilation_w_factor=dilations[1], fused_activation_function=activation)
-
-
-def graph_node(op, inputs, options=None, **kwargs):
-    """The graph node of a one-op model (for build and support checks without running it)."""
-    return Graph.from_model(read_model(single_op_model(op, inputs, options, **kwargs))).nodes[0]
 
 
 @pytest.mark.parametrize("min_invocations", [NO_BLOCKING, MOST_BLOCKING])
@@ -119,8 +102,7 @@ def test_conv_random(kh, kw, sh, sw, dh, dw, padding, c_in, c_out, h, w, batch, 
 # -- variant selection --------------------------------------------------------------------
 def built_defines(kernel, strides, dilations, padding, c_in, c_out, hw):
     inputs = conv_inputs(np.random.default_rng(0), kernel, c_in, c_out, hw, 1)
-    node = graph_node("CONV_2D", inputs, conv_options(strides, dilations, padding))
-    [dispatch] = conv.build(node, KernelEnv("fp32", {}))
+    [dispatch] = dispatches("CONV_2D", inputs, conv_options(strides, dilations, padding))
     return dispatch.defines
 
 
@@ -154,15 +136,15 @@ def test_rejects_runtime_weights_and_bias():
     rng = np.random.default_rng(0)
     inputs = conv_inputs(rng, (3, 3), 4, 4, (5, 5), 1)
     inputs[1].const = False
-    assert "filter" in kernels.unsupported_reason(graph_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
+    assert "filter" in kernels.unsupported_reason(single_op_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
     inputs = conv_inputs(rng, (3, 3), 4, 4, (5, 5), 1)
     inputs[2].const = False
-    assert "bias" in kernels.unsupported_reason(graph_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
+    assert "bias" in kernels.unsupported_reason(single_op_node("CONV_2D", inputs, conv_options((1, 1), (1, 1), SAME)))
 
 
 def test_rejects_what_the_reference_rejects():
-    node = graph_node("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 4, 4, (5, 5), 1),
-                      conv_options((1, 1), (1, 1), SAME))
+    node = single_op_node("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 4, 4, (5, 5), 1),
+                          conv_options((1, 1), (1, 1), SAME))
     node.options["fused_activation_function"] = 4  # TANH: TFLite ignores it, so nobody runs it
     assert "activation" in kernels.unsupported_reason(node)
     node.options["fused_activation_function"] = 0

@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import depthwise
-from gles_delegate.gpu.kernels.base import KernelEnv
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.gpu.test_conv import MOST_BLOCKING, NO_BLOCKING, SAME, VALID, conv_options, graph_node
-from tests.oplib import In
+from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, check_gpu, dispatches
+from tests.oplib import SAME, VALID, In, conv_options, single_op_node
 
 CASES = [  # kernel (h, w), strides, dilations, padding, in channels, multiplier, input (h, w), batch
     ((3, 3), (1, 1), (1, 1), SAME, 6, 1, (9, 7), 2),      # 2x2 tiles, odd extent, batch 2
@@ -77,9 +75,9 @@ def test_depthwise_random(kh, kw, sh, sw, dh, dw, padding, c_in, multiplier, h, 
 
 
 def built_defines(kernel, strides, dilations, c_in, multiplier, hw):
-    node = graph_node("DEPTHWISE_CONV_2D", depthwise_inputs(np.random.default_rng(0), kernel, c_in, multiplier, hw, 1),
-                      depthwise_options(strides, dilations, SAME, multiplier), version=2)
-    [dispatch] = depthwise.build(node, KernelEnv("fp32", {}))
+    [dispatch] = dispatches("DEPTHWISE_CONV_2D",
+                            depthwise_inputs(np.random.default_rng(0), kernel, c_in, multiplier, hw, 1),
+                            depthwise_options(strides, dilations, SAME, multiplier), version=2)
     return dispatch.defines
 
 
@@ -97,5 +95,5 @@ def test_variant_choice():
 def test_rejects_runtime_filter():
     inputs = depthwise_inputs(np.random.default_rng(0), (3, 3), 4, 1, (5, 5), 1)
     inputs[1].const = False
-    node = graph_node("DEPTHWISE_CONV_2D", inputs, depthwise_options((1, 1), (1, 1), SAME, 1))
+    node = single_op_node("DEPTHWISE_CONV_2D", inputs, depthwise_options((1, 1), (1, 1), SAME, 1))
     assert "filter" in kernels.unsupported_reason(node)

@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import fully_connected
-from gles_delegate.gpu.kernels.base import KernelEnv
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.gpu.test_conv import MOST_BLOCKING, NO_BLOCKING, graph_node
-from tests.oplib import In
+from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, check_gpu, dispatches
+from tests.oplib import In, single_op_node
 
 CASES = [  # input shape, K, units, keep_num_dims, bias
     ((1, 1152), 1152, 63, False, True),     # a landmark head: K split over a workgroup
@@ -62,8 +60,8 @@ def test_fully_connected_random(shape, units, keep, precision, seed):
 
 def test_variant_choice():
     def defines(shape, depth, units):
-        node = graph_node("FULLY_CONNECTED", fc_inputs(np.random.default_rng(0), shape, depth, units), fc_options())
-        return fully_connected.build(node, KernelEnv("fp32", {}))[0].defines
+        return dispatches("FULLY_CONNECTED", fc_inputs(np.random.default_rng(0), shape, depth, units),
+                          fc_options())[0].defines
     assert defines((1, 1280), 1280, 1001) == {"K_SPLIT": 16, "FLATTEN": 0, "ACTIVATION": 0, "EP_COUNT": 0}
     assert defines((1, 4, 4, 8), 128, 10)["FLATTEN"] == 1
     assert defines((1, 4, 4, 6), 96, 10)["FLATTEN"] == 2
@@ -73,4 +71,4 @@ def test_variant_choice():
 def test_rejects_runtime_weights():
     inputs = fc_inputs(np.random.default_rng(0), (2, 8), 8, 3)
     inputs[1].const = False
-    assert "weights" in kernels.unsupported_reason(graph_node("FULLY_CONNECTED", inputs, fc_options()))
+    assert "weights" in kernels.unsupported_reason(single_op_node("FULLY_CONNECTED", inputs, fc_options()))

@@ -8,11 +8,9 @@ from hypothesis import strategies as st
 
 from gles_delegate.errors import ModelError
 from gles_delegate.gpu import kernels
-from gles_delegate.gpu.kernels.base import KernelEnv
-from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In, single_op_model
+from gles_delegate.tflite import ModelBuilder
+from tests.gpu.gpulib import PRECISIONS, check_gpu, dispatches
+from tests.oplib import In, first_node, single_op_model
 
 RANDOM = settings(max_examples=8, deadline=None)
 RANDOM_PAIRS = settings(max_examples=6, deadline=None)  # two checks per example
@@ -25,15 +23,6 @@ def x(*shape, seed=0, const=False):
 
 def ints(values):
     return In(np.array(values, np.int32), const=True)
-
-
-def built_node(op, inputs, options=None, **kwargs):
-    """The graph node of a one-op model, to inspect its GPU dispatches."""
-    return Graph.from_model(read_model(single_op_model(op, inputs, options, **kwargs))).nodes[0]
-
-
-def dispatches(op, inputs, options=None, **kwargs):
-    return kernels.BUILD[op](built_node(op, inputs, options, **kwargs), KernelEnv("fp32", {}))
 
 
 # (op, inputs, options, extra single_op_model arguments): every op, and every path of the kernel.
@@ -146,7 +135,7 @@ def test_rejects(op, inputs, options, out_shape, reason):
     out = b.tensor("out", out_shape, np.float32)
     b.op(op, indices, [out], **options)
     b.output(out)
-    node = Graph.from_model(read_model(b.build())).nodes[0]
+    node = first_node(b.build())
     assert reason in kernels.SUPPORT[op](node)
 
 
@@ -207,7 +196,7 @@ def _random_slice(rng, size):
 def _valid(build):
     """Whether the reference accepts the op and produces a non-empty result of rank <= 4."""
     try:
-        node = Graph.from_model(read_model(build())).nodes[0]
+        node = first_node(build())
     except (AssertionError, ModelError):
         return False
     out = node.outputs[0]

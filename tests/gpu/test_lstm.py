@@ -9,11 +9,12 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import lstm
-from gles_delegate.graph import Graph
 from gles_delegate.ops.common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1
-from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
-from tests.ops.test_lstm import LstmSpec, basic_lstm_model, full_lstm_model, random_spec, run_twice_and_reset
+from tests.oplib import first_node
+from tests.ops.test_lstm import (LstmSpec, basic_lstm_model, basic_lstm_with_plain_state, full_lstm_model, random_spec,
+                                 run_twice_and_reset)
 
 SEQUENCE = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 # What the GPU kernel implements (projection and layer norm it refuses; see test_refusals).
@@ -109,7 +110,7 @@ def test_two_lstm_layers_in_one_partition():
     states, layer_input = [], x
     for k, spec in enumerate((spec1, spec2)):
         model1, _ = full_lstm_model(SEQUENCE, spec, rng)
-        source = Graph.from_model(read_model(model1)).nodes[0]
+        source = first_node(model1)
         indices = [layer_input]
         for tensor in source.inputs[1:]:
             if tensor is None:
@@ -138,33 +139,15 @@ def test_lstm_basic_kernel(sizes, precision):
 
 
 # -- refusals -----------------------------------------------------------------------------
-def first_node(model):
-    return Graph.from_model(read_model(model)).nodes[0]
-
-
-def basic_model_with_plain_state():
-    """prev_activation and prev_state fed as ordinary inputs: TFLite writes the new state into
-    them, which a GPU partition would not download."""
-    rng = np.random.default_rng(0)
-    b = ModelBuilder()
-    x = b.input("input", (1, 2))
-    prev = [b.input(name, (1, 3)) for name in ("prev_activation", "prev_state")]
-    weights = b.const("weights", rng.uniform(-1, 1, (12, 5)).astype(np.float32))
-    bias = b.const("bias", np.zeros(12, np.float32))
-    outputs = [b.tensor(f"o{k}", s) for k, s in enumerate([(1, 3), (1, 3), (1, 5), (1, 12)])]
-    b.op("LSTM", [x, prev[0], weights, bias, prev[1]], outputs, kernel_type=1)
-    for index in outputs:
-        b.output(index)
-    return b.build()
-
-
 @pytest.mark.parametrize("make, expected", [
     (lambda: full_lstm_model(SEQUENCE, LstmSpec(projection=True), np.random.default_rng(0))[0], "projection"),
     (lambda: full_lstm_model(SEQUENCE, LstmSpec(layer_norm=True), np.random.default_rng(0))[0], "layer normalization"),
     (lambda: full_lstm_model("LSTM", LstmSpec(projection=True, projection_bias=True), np.random.default_rng(0))[0],
      "projection"),
     (lambda: full_lstm_model(SEQUENCE, LstmSpec(), np.random.default_rng(0), state_variable=False)[0], "variable"),
-    (basic_model_with_plain_state, "not a variable tensor"),
+    # State fed as ordinary inputs: TFLite writes the new state into them, which a GPU partition
+    # would not download.
+    (lambda: basic_lstm_with_plain_state("input"), "not a variable tensor"),
 ])
 def test_refusals(make, expected):
     reason = kernels.unsupported_reason(first_node(make()))

@@ -10,15 +10,14 @@ import math
 
 import numpy as np
 import pytest
-from flatbuffers import flexbuffers
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import kernels
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, run_gpu
-from tests.oplib import run_ours
-from tests.ops.test_mediapipe_ops import affine, bilinear_options, matrix_options, one_op_model
+from tests.oplib import first_node, run_ours
+from tests.ops.test_mediapipe_ops import affine, bilinear_options, landmarks_from_xy, matrix_options, one_op_model
 
 MATRIX, BILINEAR, LANDMARKS = "Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLandmarks"
 
@@ -43,13 +42,6 @@ def check_op(op, values, output_shape, custom_options, precision):
     values = [as_stored(v.astype(np.float32), precision) for v in values]
     model = one_op_model(op, [v.shape for v in values], output_shape, custom_options)
     return check_model(model, values, precision, what=op)[0]
-
-
-def landmarks_from_xy(xy, rng):
-    points = np.zeros((1, len(xy), 3), np.float32)
-    points[0, :, :2] = xy
-    points[0, :, 2] = rng.uniform(-5, 5, len(xy))  # z must not matter
-    return points
 
 
 # -- Landmarks2TransformMatrix ------------------------------------------------------------
@@ -201,10 +193,6 @@ def test_the_attention_models_crop_chain(attention_path):
 
 
 # -- refusals -----------------------------------------------------------------------------
-def node_of(model):
-    return Graph.from_model(read_model(model)).nodes[0]
-
-
 def const_input_model(op, shapes, output_shape, const_index, custom_options):
     rng = np.random.default_rng(0)
     b = ModelBuilder()
@@ -225,7 +213,7 @@ def const_input_model(op, shapes, output_shape, const_index, custom_options):
     (one_op_model(MATRIX, [(1, 5, 3)], (1, 4, 4), matrix_options([0, 1, 2], 0, 1, 4, 4), version=1), "version 1"),
 ])
 def test_gpu_refusals(model, expected):
-    reason = kernels.unsupported_reason(node_of(model))
+    reason = kernels.unsupported_reason(first_node(model))
     assert reason is not None and expected in reason, reason
 
 

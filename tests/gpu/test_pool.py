@@ -8,10 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In
+from tests.oplib import SAME, VALID, In
 
 POOLS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
-SAME, VALID = 0, 1
 
 
 def options(filter_hw, strides, padding, activation=0):

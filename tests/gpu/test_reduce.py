@@ -7,12 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gles_delegate.gpu import kernels
-from gles_delegate.gpu.kernels.base import KernelEnv
-from gles_delegate.graph import Graph
-from gles_delegate.tflite import read_model
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In, single_op_model
+from tests.gpu.gpulib import PRECISIONS, check_gpu, dispatches
+from tests.oplib import In
 
 OPS = ["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"]
 
@@ -48,12 +44,6 @@ def sample(op, rng, shape):
 
 def reduce_inputs(x, axes):
     return [In(x), In(np.asarray(axes, np.int32), const=True)]
-
-
-def dispatches(op, inputs, options):
-    """The dispatches the GPU kernel builds for a one-op model (which template variant runs)."""
-    node = Graph.from_model(read_model(single_op_model(op, inputs, options))).nodes[0]
-    return kernels.BUILD[op](node, KernelEnv("fp32", {}))
 
 
 def variant(d):

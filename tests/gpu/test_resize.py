@@ -7,10 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
-from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In
+from tests.oplib import In, first_node
 
 FLAGS = {  # (align_corners, half_pixel_centers) per op
     "RESIZE_BILINEAR": [(False, False), (True, False), (False, True)],
@@ -64,7 +63,7 @@ def node_of(op, size_const, flags, out_shape=(1, 6, 6, 2)):
     out = b.tensor("out", out_shape, np.float32)
     b.op(op, [x, size], [out], version=3, **options(flags))
     b.output(out)
-    return Graph.from_model(read_model(b.build())).nodes[0]
+    return first_node(b.build())
 
 
 @pytest.mark.parametrize("op,size_const,flags,out_shape,reason", [

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.gpu.test_reduce import dispatches
+from tests.gpu.gpulib import PRECISIONS, check_gpu, dispatches
 from tests.oplib import In
 
 OPS = ["SOFTMAX", "LOG_SOFTMAX"]

@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import conv, transpose_conv
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.gpu.test_conv import MOST_BLOCKING, NO_BLOCKING, SAME, VALID, graph_node
-from tests.oplib import In
+from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, check_gpu
+from tests.oplib import SAME, VALID, In, single_op_node
 
 CASES = [  # kernel (h, w), strides, padding, in channels, out channels, input (h, w), batch
     ((3, 3), (2, 2), SAME, 6, 10, (5, 4), 2),
@@ -101,15 +100,15 @@ def test_rejects_runtime_output_shape_and_filter():
     for index, role in [(0, "output_shape"), (1, "filter")]:
         inputs = transpose_conv_case(rng, (3, 3), (2, 2), SAME, 4, 4, (3, 3), 1)
         inputs[index].const = False
-        node = graph_node("TRANSPOSE_CONV", inputs, options, version=4, output_dtypes=[np.float32])
+        node = single_op_node("TRANSPOSE_CONV", inputs, options, version=4, output_dtypes=[np.float32])
         assert role in transpose_conv.SUPPORT["TRANSPOSE_CONV"](node)
         assert kernels.unsupported_reason(node) is not None
 
 
 def test_rejects_bad_mediapipe_options():
     x, w, b = transpose_inputs(np.random.default_rng(0), (2, 2), (2, 2), 4, 1, (4, 4), 1)
-    node = graph_node("Convolution2DTransposeBias", [In(x), In(w, const=True), In(b, const=True)],
-                      custom_options=struct.pack("<3i", C_SAME, 2, 2))
+    node = single_op_node("Convolution2DTransposeBias", [In(x), In(w, const=True), In(b, const=True)],
+                          custom_options=struct.pack("<3i", C_SAME, 2, 2))
     assert kernels.unsupported_reason(node) is None
     node.custom_options = struct.pack("<3i", 7, 2, 2)
     assert "custom options" in kernels.unsupported_reason(node)

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.tools.common import seeded_inputs
 from gles_delegate.tools.fetch_models import MODEL_NAMES
-from tests.litert import random_inputs, run_litert
+from tests.litert import run_litert
 from tests.models.test_mediapipe_reference import LITERT_CANNOT_RUN, relative_error
 from tests.oplib import run_ours
 
@@ -34,7 +35,7 @@ def reference_outputs(path, values):
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_model_runs_fully_on_the_gpu(mediapipe_models, name, precision):
     path = mediapipe_models[name]
-    values = random_inputs(Interpreter(model_path=str(path)).get_input_details(), seed=0)
+    values = seeded_inputs(Interpreter(model_path=str(path)).get_input_details(), seed=0)
     with GpuDelegate(precision=precision) as delegate:
         ours = run_ours(path.read_bytes(), values, experimental_delegates=[delegate])
         summary = delegate.summary()

@@ -8,8 +8,9 @@ at least one of them."""
 import numpy as np
 import pytest
 
+from gles_delegate.tools.common import seeded_inputs
 from gles_delegate.tools.fetch_models import MODEL_NAMES
-from tests.litert import random_inputs, run_litert
+from tests.litert import run_litert
 from tests.oplib import run_ours
 from gles_delegate import Interpreter
 
@@ -18,7 +19,7 @@ LITERT_CANNOT_RUN = {"face_landmark_with_attention"}
 
 
 def inputs_for(path, seed=0):
-    return random_inputs(Interpreter(model_path=str(path)).get_input_details(), seed)
+    return seeded_inputs(Interpreter(model_path=str(path)).get_input_details(), seed)
 
 
 @pytest.mark.parametrize("name", sorted(set(MODEL_NAMES) - LITERT_CANNOT_RUN))

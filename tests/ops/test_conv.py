@@ -10,7 +10,7 @@ from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import read_model
 from tests.oplib import (BUILTIN_ONLY_MODELS, CLAMPS, SAME, VALID, In, assert_close, build_model, check_model_nodes,
-                         check_op, reason_of, run_ours, single_op_model, window_out_size)
+                         check_op, conv_options, reason_of, run_ours, single_op_model, window_out_size)
 
 QUANT_KINDS = [(np.int8, True), (np.int8, False), (np.uint8, False)]  # (dtype, per-channel weights)
 FEW = settings(max_examples=20, deadline=None)
@@ -18,11 +18,6 @@ FEW = settings(max_examples=20, deadline=None)
 
 def _uniform(rng, shape, scale=1.0):
     return rng.uniform(-scale, scale, shape).astype(np.float32)
-
-
-def _conv_options(strides, dilations, padding, activation):
-    return dict(padding=padding, stride_h=strides[0], stride_w=strides[1], dilation_h_factor=dilations[0],
-                dilation_w_factor=dilations[1], fused_activation_function=activation)
 
 
 # -- quantized operands -------------------------------------------------------------------
@@ -83,7 +78,7 @@ def test_conv_2d_float_cases(x_shape, okk, strides, dilations, padding):
     w = _uniform(rng, okk + x_shape[3:])
     for activation in CLAMPS:
         check_op("CONV_2D", [In(_uniform(rng, x_shape, 2)), In(w, const=True), In(_uniform(rng, okk[:1]), const=True)],
-                 _conv_options(strides, dilations, padding, activation))
+                 conv_options(strides, dilations, padding, activation))
 
 
 @FEW
@@ -96,12 +91,12 @@ def test_conv_2d_float_random(n, h, w, c, o, kh, kw, sh, sw, dh, dw, padding, ac
     rng = np.random.default_rng(seed)
     inputs = [In(_uniform(rng, (n, h, w, c))), In(_uniform(rng, (o, kh, kw, c)), const=const_weights),
               In(_uniform(rng, (o,)), const=const_weights)]
-    check_op("CONV_2D", inputs, _conv_options((sh, sw), (dh, dw), padding, activation))
+    check_op("CONV_2D", inputs, conv_options((sh, sw), (dh, dw), padding, activation))
 
 
 @pytest.mark.parametrize("op,w_shape,options", [
-    ("CONV_2D", (4, 3, 3, 3), _conv_options((2, 1), (1, 1), SAME, 1)),
-    ("DEPTHWISE_CONV_2D", (1, 3, 3, 6), dict(_conv_options((2, 1), (1, 1), SAME, 1), depth_multiplier=2))])
+    ("CONV_2D", (4, 3, 3, 3), conv_options((2, 1), (1, 1), SAME, 1)),
+    ("DEPTHWISE_CONV_2D", (1, 3, 3, 6), dict(conv_options((2, 1), (1, 1), SAME, 1), depth_multiplier=2))])
 def test_omitted_bias_is_zero_bias(op, w_shape, options):
     """LiteRT's CONV_2D refuses a missing bias (and its DEPTHWISE_CONV_2D crashes on one): compare
     ours without bias, absent or omitted (-1), against LiteRT with a zero bias."""
@@ -125,7 +120,7 @@ def test_conv_2d_quantized(dtype, per_channel, activation, padding):
             continue
         w_shape = okk + x_shape[3:]
         inputs, out_quant = _quantized(rng, dtype, x_shape, w_shape, 0, per_channel, np.prod(w_shape[1:]))
-        _check_quantized("CONV_2D", inputs, _conv_options(strides, dilations, padding, activation), out_quant, dtype)
+        _check_quantized("CONV_2D", inputs, conv_options(strides, dilations, padding, activation), out_quant, dtype)
 
 
 # -- DEPTHWISE_CONV_2D --------------------------------------------------------------------
@@ -138,7 +133,7 @@ def test_depthwise_float_random(n, h, w, c, multiplier, kh, kw, sh, sw, dilation
     rng = np.random.default_rng(seed)
     inputs = [In(_uniform(rng, (n, h, w, c))), In(_uniform(rng, (1, kh, kw, c * multiplier)), const=True),
               In(_uniform(rng, (c * multiplier,)), const=True)]
-    options = dict(_conv_options((sh, sw), (dilation, dilation), padding, activation), depth_multiplier=multiplier)
+    options = dict(conv_options((sh, sw), (dilation, dilation), padding, activation), depth_multiplier=multiplier)
     check_op("DEPTHWISE_CONV_2D", inputs, options, version=2 if dilation > 1 else 1)
 
 
@@ -148,7 +143,7 @@ def test_depthwise_ignores_depth_multiplier_option():
     inputs = [In(_uniform(rng, (1, 5, 5, 2))), In(_uniform(rng, (1, 3, 3, 6)), const=True),
               In(_uniform(rng, (6,)), const=True)]
     for stated in (0, 1, 5):
-        check_op("DEPTHWISE_CONV_2D", inputs, dict(_conv_options((1, 1), (1, 1), SAME, 0), depth_multiplier=stated))
+        check_op("DEPTHWISE_CONV_2D", inputs, dict(conv_options((1, 1), (1, 1), SAME, 0), depth_multiplier=stated))
 
 
 @pytest.mark.parametrize("padding", [SAME, VALID])
@@ -162,7 +157,7 @@ def test_depthwise_quantized(dtype, per_channel, activation, padding):
         if min(window_out_size(s, 3, st_, padding, dilation) for s, st_ in zip(x_shape[1:3], strides)) < 1:
             continue
         inputs, out_quant = _quantized(rng, dtype, x_shape, w_shape, 3, per_channel, 9)
-        options = dict(_conv_options(strides, (dilation, dilation), padding, activation), depth_multiplier=multiplier)
+        options = dict(conv_options(strides, (dilation, dilation), padding, activation), depth_multiplier=multiplier)
         _check_quantized("DEPTHWISE_CONV_2D", inputs, options, out_quant, dtype, version=2)
 
 
@@ -253,7 +248,7 @@ def test_infinities_clamp_to_flt_max(activation):
     rng = np.random.default_rng(activation)
     x, w, b = _uniform(rng, (1, 5, 5, 3)), _uniform(rng, (4, 3, 3, 3)), _uniform(rng, (4,))
     x[0, 2, 2, 1], x[0, 0, 4, 0] = np.inf, -np.inf
-    options = _conv_options((1, 1), (1, 1), SAME, activation)
+    options = conv_options((1, 1), (1, 1), SAME, activation)
     bias = In(b, const=True)
     check_op("CONV_2D", [In(x), In(w, const=True), bias], options)
     check_op("DEPTHWISE_CONV_2D", [In(x), In(w[:1], const=True), In(b[:3], const=True)],

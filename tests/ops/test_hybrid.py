@@ -8,13 +8,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gles_delegate import ops
-from gles_delegate.graph import Graph
 from gles_delegate.gpu import kernels as gpu_kernels
 from gles_delegate.ops import hybrid
-from gles_delegate.tflite import read_model
 from tests.litert import run_litert
-from tests.oplib import (CLAMPS, SAME, VALID, In, assert_close, build_model, check_op, reason_of, run_ours,
-                         single_op_model, window_out_size)
+from tests.oplib import (CLAMPS, SAME, VALID, In, assert_close, build_model, check_op, conv_options, reason_of,
+                         run_ours, single_op_model, single_op_node, window_out_size)
 
 FEW = settings(max_examples=25, deadline=None)
 F32 = np.float32
@@ -41,11 +39,6 @@ def _inputs(rng, shape, spread):
     return np.abs(x) if rng.random() < 0.3 else x
 
 
-def _conv_options(strides, dilations, padding, activation):
-    return dict(padding=padding, stride_h=strides[0], stride_w=strides[1], dilation_h_factor=dilations[0],
-                dilation_w_factor=dilations[1], fused_activation_function=activation)
-
-
 # -- CONV_2D ------------------------------------------------------------------------------
 @FEW
 @given(st.integers(1, 3), st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.integers(1, 7),
@@ -56,7 +49,7 @@ def test_conv_2d_hybrid_random(n, h, w, c, o, kh, kw, stride, dh, dw, padding, a
     rng = np.random.default_rng(seed)
     inputs = [In(_inputs(rng, (n, h, w, c), 2.0)), _filter(rng, (o, kh, kw, c), 0, kind),
               In(rng.normal(0, 1, o).astype(F32), const=True)]
-    check_op("CONV_2D", inputs, _conv_options((stride, stride), (dh, dw), padding, activation))
+    check_op("CONV_2D", inputs, conv_options((stride, stride), (dh, dw), padding, activation))
 
 
 @pytest.mark.parametrize("kind", SCALE_KINDS)
@@ -66,7 +59,7 @@ def test_conv_2d_hybrid_mobilenet_layers(kind):
     for x_shape, w_shape, stride in [((1, 14, 14, 64), (96, 1, 1, 64), 1), ((2, 9, 9, 16), (24, 3, 3, 16), 2)]:
         x = np.clip(rng.normal(1, 2, x_shape), 0, 6).astype(F32)
         inputs = [In(x), _filter(rng, w_shape, 0, kind), In(rng.normal(0, 1, w_shape[0]).astype(F32), const=True)]
-        check_op("CONV_2D", inputs, _conv_options((stride, stride), (1, 1), SAME, 3))
+        check_op("CONV_2D", inputs, conv_options((stride, stride), (1, 1), SAME, 3))
 
 
 # -- DEPTHWISE_CONV_2D --------------------------------------------------------------------
@@ -80,7 +73,7 @@ def test_depthwise_hybrid_random(n, h, w, c, m, kh, kw, stride, dilation, paddin
     rng = np.random.default_rng(seed)
     inputs = [In(_inputs(rng, (n, h, w, c), 2.0)), _filter(rng, (1, kh, kw, c * m), 3, "equal" if equal else "channel"),
               In(rng.normal(0, 1, c * m).astype(F32), const=True)]
-    options = dict(_conv_options((stride, stride), (dilation, dilation), padding, activation), depth_multiplier=m)
+    options = dict(conv_options((stride, stride), (dilation, dilation), padding, activation), depth_multiplier=m)
     check_op("DEPTHWISE_CONV_2D", inputs, options)
 
 
@@ -143,7 +136,7 @@ def test_non_finite_inputs_do_not_crash():
     with np.errstate(all="raise"):
         for op, w in (("CONV_2D", inputs[1]), ("DEPTHWISE_CONV_2D", In(np.ones((1, 1, 1, 2), np.int8), const=True,
                                                                           quant=([0.1, 0.2], 0, 3)))):
-            out = run_ours(single_op_model(op, [inputs[0], w, inputs[2]], _conv_options((1, 1), (1, 1), SAME, 0)),
+            out = run_ours(single_op_model(op, [inputs[0], w, inputs[2]], conv_options((1, 1), (1, 1), SAME, 0)),
                            [x])[0]
             assert out.shape == (1, 2, 2, 2)
 
@@ -152,7 +145,7 @@ def test_omitted_bias_is_zero_bias():
     rng = np.random.default_rng(5)
     x = _inputs(rng, (1, 5, 6, 3), 1.0)
     w = _filter(rng, (4, 3, 3, 3), 0, "channel")
-    options = _conv_options((1, 1), (1, 1), SAME, 0)
+    options = conv_options((1, 1), (1, 1), SAME, 0)
     _, theirs = check_op("CONV_2D", [In(x), w, In(np.zeros(4, F32), const=True)], options)
     assert_close(run_ours(single_op_model("CONV_2D", [In(x), w], options), [x])[0], theirs[0])
 
@@ -162,7 +155,7 @@ X = In(np.zeros((1, 5, 5, 3), F32))
 W8 = In(np.zeros((4, 3, 3, 3), np.int8), const=True, quant=(0.1, 0))
 B = In(np.zeros(4, F32), const=True)
 OUT = [((1, 5, 5, 4), F32, None)]
-CONV = _conv_options((1, 1), (1, 1), SAME, 0)
+CONV = conv_options((1, 1), (1, 1), SAME, 0)
 DW = dict(CONV, depth_multiplier=2)
 REJECTED = [  # (what, model, words the reason must contain)
     ("uint8 weights", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 3), np.uint8), const=True, quant=(0.1, 128)), B],
@@ -205,6 +198,6 @@ def test_gpu_kernels_refuse_hybrid_nodes(op, w_shape, axis):
     inputs = [In(np.zeros(x_shape, F32)), In(np.ones(w_shape, np.int8), const=True, quant=([0.1] * channels, 0, axis)),
               In(np.zeros(channels, F32), const=True)]
     options = {} if op == "FULLY_CONNECTED" else dict(CONV, depth_multiplier=2) if op == "DEPTHWISE_CONV_2D" else CONV
-    node = Graph.from_model(read_model(single_op_model(op, inputs, options))).nodes[0]
+    node = single_op_node(op, inputs, options)
     assert hybrid.is_hybrid(node) and ops.unsupported_reason(node) is None
     assert gpu_kernels.unsupported_reason(node) is not None

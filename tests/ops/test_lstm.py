@@ -325,15 +325,24 @@ def test_quantized_weights_are_rejected():
     assert "float32" in reason_of(edited_lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", LstmSpec(), quantize_forget_weights))
 
 
-def test_basic_kernel_rejects_constant_state():
+def basic_lstm_with_plain_state(state):
+    """A basic-kernel LSTM (input 1x2, depth 3) whose prev_activation and prev_state are not
+    variable tensors: state "const" makes them zero constants, "input" model inputs."""
     rng = np.random.default_rng(0)
     b = ModelBuilder()
     x = b.input("input", (1, 2))
-    prev = [b.const(name, np.zeros((1, 3), np.float32)) for name in ("prev_activation", "prev_state")]
+    if state == "const":
+        prev = [b.const(name, np.zeros((1, 3), np.float32)) for name in ("prev_activation", "prev_state")]
+    else:
+        prev = [b.input(name, (1, 3)) for name in ("prev_activation", "prev_state")]
     weights = b.const("weights", rng.uniform(-1, 1, (12, 5)).astype(np.float32))
     bias = b.const("bias", np.zeros(12, np.float32))
     outputs = [b.tensor(f"o{k}", s) for k, s in enumerate([(1, 3), (1, 3), (1, 5), (1, 12)])]
     b.op("LSTM", [x, prev[0], weights, bias, prev[1]], outputs, kernel_type=1)
     for index in outputs:
         b.output(index)
-    assert "constant" in reason_of(b.build())
+    return b.build()
+
+
+def test_basic_kernel_rejects_constant_state():
+    assert "constant" in reason_of(basic_lstm_with_plain_state("const"))

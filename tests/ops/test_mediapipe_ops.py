@@ -51,10 +51,12 @@ def affine(linear, translation):
     return m[np.newaxis]
 
 
-def landmarks_from_xy(xy):
+def landmarks_from_xy(xy, rng=None):
+    """[1, N, 3] landmarks at (x, y); z, which must not matter, is 0, 1, 2, ... or, given rng,
+    uniform in [-5, 5)."""
     points = np.zeros((1, len(xy), 3), np.float32)
     points[0, :, :2] = xy
-    points[0, :, 2] = np.arange(len(xy))  # z must not matter
+    points[0, :, 2] = np.arange(len(xy)) if rng is None else rng.uniform(-5, 5, len(xy))
     return points
 
 

@@ -10,8 +10,9 @@ from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.model import DimensionMetadata, Sparsity
-from tests.litert import random_inputs, run_litert
-from tests.oplib import In, assert_rejected, check_op, run_ours, single_op_model
+from gles_delegate.tools.common import seeded_inputs
+from tests.litert import run_litert
+from tests.oplib import In, assert_rejected, check_op, first_node, run_ours, single_op_model
 
 QUANTIZED_DTYPES = [np.int8, np.uint8, np.int16]
 
@@ -232,7 +233,7 @@ def test_densify_matches_litert_on_mediapipe_models(mediapipe_models, name):
     densify_nodes = [node for node in graph.nodes if node.op == "DENSIFY"]
     assert densify_nodes
     probe = Interpreter(model_content=data)
-    _, litert = run_litert(data, random_inputs(probe.get_input_details()), resolver="builtin",
+    _, litert = run_litert(data, seeded_inputs(probe.get_input_details()), resolver="builtin",
                            preserve_all_tensors=True)
     for node in densify_nodes:
         assert ops.unsupported_reason(node) is None
@@ -244,7 +245,7 @@ def test_densify_matches_litert_on_mediapipe_models(mediapipe_models, name):
 
 def _densify_node(shape, sparsity, values, dtype=np.float32):
     model = densify_model(shape, dtype, np.asarray(values, dtype), sparsity)
-    return Graph.from_model(read_model(model)).nodes[0], model
+    return first_node(model), model
 
 
 def _csr(segments, indices):

@@ -1,4 +1,5 @@
-"""Helpers of the reliability tests: small models, live GL object counts, host RSS."""
+"""Helpers of the reliability tests: small models, invoking and comparing, live GL object counts,
+host RSS."""
 import ctypes
 import os
 
@@ -59,6 +60,18 @@ def gpu_available():
     except GpuError as exc:
         pytest.skip(f"no GL context: {exc}")
     gl.release_shared(context)
+
+
+def invoke(interpreter, x):
+    """Set the one input to x, invoke, return the outputs."""
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def assert_same(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 def conv_model(shape=(1, 8, 8, 3), seed=0):

@@ -10,8 +10,8 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import context as gl
-from tests.reliability.conftest import (conv_model, live_buffer_names, live_gl_objects, partition_buffer_names,
-                                        pending_gl_error, rss_bytes, shared_refcount)
+from tests.reliability.conftest import (assert_same, conv_model, invoke, live_buffer_names, live_gl_objects,
+                                        partition_buffer_names, pending_gl_error, rss_bytes, shared_refcount)
 
 pytestmark = pytest.mark.usefixtures("gpu_available")
 MiB = 1 << 20
@@ -35,34 +35,34 @@ def unraisable():
     sys.unraisablehook = previous
 
 
-def run_once(interpreter, x):
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+def assert_nothing_grows(held_context, what, step, rounds, expected, check_every):
+    """Run step(k) for k < rounds, checking its outputs every `check_every`: the live GL objects
+    must not change and RSS must grow by less than 4 MiB."""
+    gc.collect()
+    rss_before, objects_before = rss_bytes(), live_gl_objects(held_context)
+    for k in range(rounds):
+        outputs = step(k)
+        if k % check_every == 0:
+            assert_same(outputs, expected)
+    gc.collect()
+    rss_after, objects_after = rss_bytes(), live_gl_objects(held_context)
+    print(f"\n{what}: RSS {rss_before / MiB:.1f} -> {rss_after / MiB:.1f} MiB, "
+          f"GL objects {objects_before} -> {objects_after}")
+    assert objects_after == objects_before
+    assert rss_after - rss_before < 4 * MiB, f"RSS grew {(rss_after - rss_before) / MiB:.1f} MiB"
 
 
 def test_10000_invokes_grow_neither_rss_nor_gl_objects(held_context):
     model = conv_model()
     x = np.random.default_rng(1).uniform(-1, 1, (1, 8, 8, 3)).astype(np.float32)
-    expected = run_once(_allocated(model), x)
+    expected = invoke(_allocated(model), x)
     with GpuDelegate() as delegate:
         interpreter = _allocated(model, delegate)
         assert delegate.summary()["cpu_nodes"] == 0
         for _ in range(500):  # warm up: allocator pools, numpy caches
-            run_once(interpreter, x)
-        gc.collect()
-        rss_before, objects_before = rss_bytes(), live_gl_objects(held_context)
-        for k in range(10_000):
-            outputs = run_once(interpreter, x)
-            if k % 2500 == 0:
-                for got, want in zip(outputs, expected):
-                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-        gc.collect()
-        rss_after, objects_after = rss_bytes(), live_gl_objects(held_context)
-    print(f"\n10,000 invokes: RSS {rss_before / MiB:.1f} -> {rss_after / MiB:.1f} MiB, "
-          f"GL objects {objects_before} -> {objects_after}")
-    assert objects_after == objects_before
-    assert rss_after - rss_before < 4 * MiB, f"RSS grew {(rss_after - rss_before) / MiB:.1f} MiB"
+            invoke(interpreter, x)
+        assert_nothing_grows(held_context, "10,000 invokes", lambda k: invoke(interpreter, x), 10_000, expected,
+                             check_every=2500)
 
 
 def _allocated(model, delegate=None):
@@ -74,13 +74,13 @@ def _allocated(model, delegate=None):
 def test_200_delegates_leak_nothing(held_context, unraisable):
     model = conv_model()
     x = np.random.default_rng(2).uniform(-1, 1, (1, 8, 8, 3)).astype(np.float32)
-    expected = run_once(_allocated(model), x)
+    expected = invoke(_allocated(model), x)
     refs_before = shared_refcount()
 
     def one_delegate(k):
         delegate = GpuDelegate()
         interpreter = _allocated(model, delegate)
-        outputs = run_once(interpreter, x)
+        outputs = invoke(interpreter, x)
         if k % 2:  # both orders: interpreter first, delegate first
             del interpreter
             delegate.close()
@@ -91,20 +91,8 @@ def test_200_delegates_leak_nothing(held_context, unraisable):
 
     for k in range(20):  # warm up: every program compiled, allocator pools filled
         one_delegate(k)
-    gc.collect()
-    rss_before, objects_before = rss_bytes(), live_gl_objects(held_context)
-    for k in range(200):
-        outputs = one_delegate(k)
-        if k % 50 == 0:
-            for got, want in zip(outputs, expected):
-                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    gc.collect()
-    rss_after, objects_after = rss_bytes(), live_gl_objects(held_context)
-    print(f"\n200 delegates: RSS {rss_before / MiB:.1f} -> {rss_after / MiB:.1f} MiB, "
-          f"GL objects {objects_before} -> {objects_after}")
+    assert_nothing_grows(held_context, "200 delegates", one_delegate, 200, expected, check_every=50)
     assert shared_refcount() == refs_before
-    assert objects_after == objects_before
-    assert rss_after - rss_before < 4 * MiB, f"RSS grew {(rss_after - rss_before) / MiB:.1f} MiB"
     assert not unraisable, [str(u.exc_value) for u in unraisable]
 
 
@@ -115,15 +103,14 @@ def test_shared_context_refcount_returns_to_zero(unraisable):
         pytest.skip("another test of this process holds the shared context")
     model = conv_model()
     x = np.ones((1, 8, 8, 3), np.float32)
-    expected = run_once(_allocated(model), x)
+    expected = invoke(_allocated(model), x)
     rss = []
     for _ in range(20):
         first, second = GpuDelegate(), GpuDelegate()
         assert first.context is second.context
         assert shared_refcount() == {(gl.default_gl_api(), None): 2}
         interpreter = _allocated(model, first)
-        for got, want in zip(run_once(interpreter, x), expected):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert_same(invoke(interpreter, x), expected)
         first.close()
         second.close()
         assert shared_refcount() == {}
@@ -141,7 +128,7 @@ def test_interpreter_deleted_before_its_delegate(held_context, unraisable):
     objects_before = live_gl_objects(held_context)
     delegate = GpuDelegate()
     interpreter = _allocated(model, delegate)
-    run_once(interpreter, x)
+    invoke(interpreter, x)
     names = partition_buffer_names(delegate)
     assert len(names) == 4 and live_buffer_names(held_context, names) == names
     del interpreter
@@ -152,18 +139,18 @@ def test_interpreter_deleted_before_its_delegate(held_context, unraisable):
     delegate.close()
     assert pending_gl_error(held_context) == "GL_NO_ERROR"
     with GpuDelegate() as later:
-        assert run_once(_allocated(model, later), x)[0].shape == (1, 8, 8, 4)
+        assert invoke(_allocated(model, later), x)[0].shape == (1, 8, 8, 4)
     assert not unraisable, [str(u.exc_value) for u in unraisable]
 
 
 def test_delegate_closed_before_its_interpreter(held_context, unraisable):
     model = conv_model()
     x = np.ones((1, 8, 8, 3), np.float32)
-    expected = run_once(_allocated(model), x)
+    expected = invoke(_allocated(model), x)
     objects_before = live_gl_objects(held_context)
     delegate = GpuDelegate()
     interpreter = _allocated(model, delegate)
-    run_once(interpreter, x)
+    invoke(interpreter, x)
     names = partition_buffer_names(delegate)
     delegate.close()
     assert live_buffer_names(held_context, names) == []
@@ -175,8 +162,7 @@ def test_delegate_closed_before_its_interpreter(held_context, unraisable):
     gc.collect()
     assert pending_gl_error(held_context) == "GL_NO_ERROR"
     with GpuDelegate() as later:
-        for got, want in zip(run_once(_allocated(model, later), x), expected):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert_same(invoke(_allocated(model, later), x), expected)
     assert not unraisable, [str(u.exc_value) for u in unraisable]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from tests.reliability.conftest import conv_model, pending_gl_error
+from tests.reliability.conftest import assert_same, conv_model, invoke, pending_gl_error
 
 pytestmark = pytest.mark.usefixtures("gpu_available")
 
@@ -15,17 +15,6 @@ def reference(model, x):
     interpreter = Interpreter(model_content=model)
     interpreter.allocate_tensors()
     return invoke(interpreter, x)
-
-
-def invoke(interpreter, x):
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
-def assert_same(got, want):
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 def run_in_threads(targets):

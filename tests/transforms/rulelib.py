@@ -7,9 +7,7 @@ from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.transforms import RULES, rewrite_partition
 from tests.gpu.gpulib import assert_gpu_matches
-from tests.oplib import run_ours
-
-SAME, VALID = 0, 1
+from tests.oplib import SAME, VALID, run_ours
 
 
 def only(rule):

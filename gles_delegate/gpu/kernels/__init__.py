@@ -11,13 +11,13 @@ import numpy as np
 from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
                reduce, resize, softmax, transpose_conv)
 
-_MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
-            reduce, resize, softmax, transpose_conv)
+MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
+           reduce, resize, softmax, transpose_conv)
 
 SUPPORT = {}
 BUILD = {}
 EPILOGUE = {}
-for _module in _MODULES:
+for _module in MODULES:
     SUPPORT.update(_module.SUPPORT)
     BUILD.update(_module.BUILD)
     EPILOGUE.update(getattr(_module, "EPILOGUE", {}))

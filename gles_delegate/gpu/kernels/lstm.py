@@ -81,7 +81,7 @@ def _declared_problem(tensor, expected):
 
 
 def _full_gpu_problem(node):
-    named = reference._named(node.inputs)
+    named = reference.named_inputs(node.inputs)
     problem = _runtime_input_problem(named["input"], "input")
     if problem:
         return problem
@@ -153,7 +153,7 @@ def _input_dispatch(x, x_strides, weights, bias, out, out_strides, units, n_time
 
 # -- full layout --------------------------------------------------------------------------
 def build_full(node, env):
-    named = reference._named(node.inputs)
+    named = reference.named_inputs(node.inputs)
     x, y = named["input"], node.outputs[0]
     h_state, c_state = named["output_state"], named["cell_state"]
     sequence = node.op == "UNIDIRECTIONAL_SEQUENCE_LSTM"

@@ -50,7 +50,7 @@ def _gpu_support(check, *extra):
 
 
 def _subset_problem(node):
-    options = reference._custom_options(node, reference.MATRIX_OPTION_KINDS)
+    options = reference.parse_custom_options(node, reference.MATRIX_OPTION_KINDS)
     if len(options["subset_idxs"]) > MAX_SUBSET:
         return f"{len(options['subset_idxs'])} subset indices (the GPU kernel takes at most {MAX_SUBSET})"
     return None
@@ -58,7 +58,7 @@ def _subset_problem(node):
 
 # -- Landmarks2TransformMatrix ------------------------------------------------------------
 def build_landmarks_to_matrix(node, env):
-    options = reference._custom_options(node, reference.MATRIX_OPTION_KINDS)
+    options = reference.parse_custom_options(node, reference.MATRIX_OPTION_KINDS)
     landmarks, out = node.inputs[0], node.outputs[0]
     subset = [int(i) for i in options["subset_idxs"]]
     target = float(options["target_rotation_radians"])

@@ -1,0 +1,29 @@
+// Copies a tensor between BHWC float32 in the I/O buffer and PHWC4 in the arena: into the arena
+// with TO_PHWC4 1 (convert_in.glsl), out of it with TO_PHWC4 0 (convert_out.glsl); those two
+// define TO_PHWC4 and include this text. One invocation per (w, h, b * slices + s).
+#if TO_PHWC4
+layout(std430, binding = 2) readonly buffer Io { float io[]; };
+#else
+layout(std430, binding = 2) writeonly buffer Io { float io[]; };
+#endif
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int s = gid.z % size.z;
+  int b = gid.z / size.z;
+  int first = io_offset + ((b * size.y + gid.y) * size.x + gid.x) * channels + 4 * s;  // channel 4s
+  int element = tensor_offset + phwc4_index(size, gid.x, gid.y, gid.z);
+#if TO_PHWC4
+  vec4 v = vec4(0.0);
+  for (int k = 0; k < 4; k++) {
+    if (4 * s + k < channels) v[k] = io[first + k];  // the padded channels stay zero
+  }
+  store(element, v);
+#else
+  vec4 v = load(element);
+  for (int k = 0; k < 4; k++) {
+    if (4 * s + k < channels) io[first + k] = v[k];
+  }
+#endif
+}
