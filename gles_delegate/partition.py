@@ -43,10 +43,11 @@ def find_partitions(graph, candidates, reason_of, max_partitions=1):
     on_gpu = sum(len(run) for run in kept)
     log.info("%d operations will run on the GPU, and the remaining %d operations will run on the CPU.",
              on_gpu, len(graph.nodes) - on_gpu)
-    return [_boundary(graph, run) for run in kept]
+    return [boundary(graph, run) for run in kept]
 
 
-def _boundary(graph, nodes):
+def boundary(graph, nodes):
+    """The PartitionSpec of `nodes`: the tensors they read from outside and those read after them."""
     inside = {id(n) for n in nodes}
     produced = {id(t) for n in nodes for t in n.outputs}
     inputs, seen = [], set()

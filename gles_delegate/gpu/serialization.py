@@ -55,6 +55,8 @@ import warnings
 
 import numpy as np
 
+from .. import partition as partitioning
+from .. import quant
 from ..tflite.model import BackgroundDigest
 
 
@@ -635,7 +637,7 @@ class PlanCache:
         made = []
         try:
             for plan, nodes, fused, binaries in parts:
-                partition = GpuPartition(self.context, plan, nodes, binaries=binaries)
+                partition = GpuPartition(self.context, plan, nodes, binaries=binaries, view=self._view(nodes))
                 partition.fused_away = fused
                 made.append(partition)
             return made
@@ -648,6 +650,14 @@ class PlanCache:
             _warn(f"ignoring cache entry {self.path}: its partitions could not be created "
                   f"({type(exc).__name__}: {exc}); rebuilding it")
             return None
+
+    def _view(self, nodes):
+        """The quantized float view of a partition (what maps its captured values back to the
+        model's integers), rebuilt from the nodes: cheap, and no part of the entry."""
+        if not any(quant.touches_quantized(n) for n in nodes):
+            return None
+        spec = partitioning.boundary(self.graph, nodes)
+        return quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(self.graph.tensors))
 
     def _programs(self, made):
         with self.context.current():

@@ -63,3 +63,21 @@ def test_quantized_inference_can_be_turned_off():
     ours, summary = run_on_gpu(model, [feed], "fp32", enable_quantized_inference=False)
     assert summary["gpu_nodes"] == 0 and summary["cpu_nodes"] == 3
     assert np.array_equal(ours[0], run_ours(model, [feed])[0])  # the integer reference kernels
+
+
+def test_cached_quantized_partition_captures_integers(tmp_path):
+    """A warm start from serialization_dir rebuilds the float view, so preserved intermediates
+    are still the model's integers."""
+    model, feed = two_op_model(np.random.default_rng(3))
+    captured = []
+    for _ in range(2):  # cold (stores the entry), then warm (loads it)
+        with GpuDelegate(serialization_dir=str(tmp_path)) as delegate:
+            interp = Interpreter(model_content=model, experimental_delegates=[delegate],
+                                 experimental_preserve_all_tensors=True)
+            interp.allocate_tensors()
+            interp.set_tensor(interp.get_input_details()[0]["index"], feed)
+            interp.invoke()
+            conv = next(d["index"] for d in interp.get_tensor_details() if d["name"] == "conv")
+            captured.append((delegate.summary()["cache_hit"], interp.get_tensor(conv)))
+    assert [hit for hit, _ in captured] == [False, True]
+    assert captured[1][1].dtype == np.int8 and np.array_equal(captured[0][1], captured[1][1])
