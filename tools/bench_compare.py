@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end
@@ -68,7 +70,7 @@ def litert_gpu(path, inputs, args):
     model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
     input_buffers, output_buffers = model.create_input_buffers(0), model.create_output_buffers(0)
     init_ms = (time.perf_counter() - start) * 1000.0
-    sizes = [(int(b.get_tensor_details()["shape"].prod()), b.get_tensor_details()["dtype"]) for b in output_buffers]
+    sizes = [(int(np.prod(b.get_tensor_details()["shape"])), b.get_tensor_details()["dtype"]) for b in output_buffers]
 
     def run_once():
         t0 = time.perf_counter()
