@@ -18,10 +18,6 @@
 //   GATHER 1: the output's PHWC4 layout differs from the keep-dims layout (channels reduced or
 //     dims dropped without keep_dims): each output channel is found by its row-major index.
 
-// Everything declared below is highp, also in fp16 mode (mediump default): identities such as
-// 1e38 and partial results must not pass through half-float temporaries.
-precision highp float;
-
 #if OP == 2
 #define IDENTITY uintBitsToFloat(0xff800000u)  // -inf
 highp vec4 combine(highp vec4 a, highp vec4 b) { return max(a, b); }

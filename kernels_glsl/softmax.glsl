@@ -9,10 +9,6 @@
 //   x and y handles pixel gl_GlobalInvocationID.z, each lane a strided share of the slices; the
 //   max and the sum are folded across lanes in shared memory.
 
-// Everything declared below is highp, also in fp16 mode (mediump default): identities such as
-// 1e38 and partial results must not pass through half-float temporaries.
-precision highp float;
-
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 highp float max4(highp vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }

@@ -12,6 +12,7 @@ import numpy as np
 
 SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
+FULL_PRECISION_TEMPLATES = frozenset({"reduce", "softmax"})
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 
 
@@ -69,7 +70,9 @@ def assemble(template_name, defines, params, storage_half, math_half):
     params: {name: value} per-dispatch values, declared as the Params uniform block.
     storage_half: tensors and weights stored as halves; math_half: mediump float math.
     """
-    precision = "mediump" if math_half else "highp"
+    # Reductions compute in highp in every mode: a half-float sum overflows at 65504, and NVIDIA's
+    # GLES compiler runs mediump as fp16, shared-memory folds included (seen on an H200).
+    precision = "mediump" if math_half and template_name not in FULL_PRECISION_TEMPLATES else "highp"
     lines = ["#version 310 es", f"precision {precision} float;", "precision highp int;",
              f"#define STORAGE_HALF {int(storage_half)}"]
     defines = {"ACTIVATION": 0, **defines}  # common.glsl tests it; GLSL ES has no implicit 0
