@@ -22,7 +22,7 @@ GL_NUM_PROGRAM_BINARY_FORMATS = 0x87FE
 GL_PROGRAM_BINARY_FORMATS = 0x87FF
 GL_UNIFORM_BUFFER = 0x8A11
 GL_SHADER_STORAGE_BUFFER = 0x90D2
-GL_COPY_WRITE_BUFFER = 0x8F37
+GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER = 0x8F36, 0x8F37
 GL_SHADER_STORAGE_BARRIER_BIT = 0x2000
 GL_BUFFER_UPDATE_BARRIER_BIT = 0x0200
 GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT = 0x4000
@@ -67,6 +67,7 @@ _FUNCTIONS = {
     "glFenceSync": (_vp, (_u, _u)),
     "glClientWaitSync": (_u, (_vp, _u, ctypes.c_uint64)),
     "glDeleteSync": (None, (_vp,)),
+    "glCopyBufferSubData": (None, (_u, _u, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_ssize_t)),
 }
 
 

@@ -7,6 +7,7 @@ Inputs and outputs move by memcpy through a persistently mapped buffer where the
 glBufferStorage, else through glBufferSubData and glMapBufferRange.
 """
 import ctypes
+import logging
 import time
 
 import numpy as np
@@ -19,6 +20,44 @@ from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
 SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
+log = logging.getLogger("gles_delegate")
+GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
+             0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
+
+
+def buffer_sizes(plan):
+    """{buffer: bytes} of the GL buffers a partition of `plan` creates."""
+    element = 8 if plan.storage_half else 16
+    return {"arena": plan.arena_elements * element, "constants": plan.constants.shape[0] * element,
+            "params": len(plan.params), "I/O": plan.io_bytes}
+
+
+def out_of_memory(context, plan, what, nbytes, cause):
+    """The GpuError of a buffer the driver would not create: which buffer, how many bytes, what
+    the partition needs in all and the device's limits."""
+    sizes = buffer_sizes(plan)
+    limits = context.limits
+    return GpuError(f"the GPU could not allocate the partition's {what} buffer of {nbytes:,} bytes on "
+                    f"{context.renderer} ({cause}); the partition needs {sum(sizes.values()):,} bytes in all ("
+                    + ", ".join(f"{k} {v:,}" for k, v in sizes.items()) + "); the device's limits: largest "
+                    f"shader storage block {limits.get('max_ssbo_bytes', 0):,} bytes, largest uniform block "
+                    f"{limits.get('max_ubo_bytes', 0):,} bytes. Use less memory (precision='fp16' halves the "
+                    "arena and constants; a smaller input shape) or run the model without the GpuDelegate")
+
+
+def create_buffer(context, ctx, plan, what, nbytes, data=None):
+    """A moderngl buffer of `nbytes` (holding `data` when given); GpuError saying which buffer
+    and how large when the driver refuses it (moderngl raising, or GL_OUT_OF_MEMORY pending)."""
+    try:
+        buffer = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
+    except Exception as exc:  # moderngl.Error, MemoryError: the driver or the host refused it
+        raise out_of_memory(context, plan, what, nbytes, f"{type(exc).__name__}: {exc}") from None
+    error = ctx.error
+    if error != "GL_NO_ERROR":
+        buffer.release()
+        context.clear_errors()
+        raise out_of_memory(context, plan, what, nbytes, error)
+    return buffer
 
 
 class GpuPartition:
@@ -34,21 +73,33 @@ class GpuPartition:
         self.nodes = nodes
         self.view = view
         self.steps = []
+        self.arena = self.consts = self.params = self.io = None
+        # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
+        # fills (the delegate's summary reads it), else None.
+        self.nonfinite = None
         with context.current() as ctx:
-            element = 8 if plan.storage_half else 16
-            self.arena = ctx.buffer(reserve=plan.arena_elements * element)
-            self.arena.clear()  # padded channels must read as zero before anything writes them
-            consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
-            self.consts = ctx.buffer(np.ascontiguousarray(consts))
-            self.params = ctx.buffer(plan.params)
-            self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
-            binaries = binaries or [None] * len(plan.sources)
-            programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
-            # Range arguments are GLintptr / GLsizeiptr: pre-built c_ssize_t for the untyped calls.
-            self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),
-                           tuple(int(g) for g in groups), barrier)
-                          for i, offset, size, groups, barrier in plan.steps]
-            context.check_error("creating the partition's buffers and programs")
+            context.check_error("earlier GL work (before creating a partition's buffers)")
+            try:
+                sizes = buffer_sizes(plan)
+                self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"])
+                self.arena.clear()  # padded channels must read as zero before anything writes them
+                consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
+                self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
+                                            np.ascontiguousarray(consts))
+                self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
+                self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
+                binaries = binaries or [None] * len(plan.sources)
+                programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
+                # Range arguments are GLintptr / GLsizeiptr: pre-built c_ssize_t for the untyped calls.
+                self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),
+                               tuple(int(g) for g in groups), barrier)
+                              for i, offset, size, groups, barrier in plan.steps]
+                context.check_error("creating the partition's buffers and programs")
+            except BaseException:
+                self.steps = []
+                self._release_buffers()
+                context.clear_errors()
+                raise
 
     def run(self, storage, capture=None):
         """Invoke: inputs from storage[tensor index], outputs written back into storage in
@@ -57,6 +108,8 @@ class GpuPartition:
         capture[index] as a BHWC float32 array: slow, for the parity report."""
         if not self.steps:
             raise GpuError("this GPU partition was released (its delegate or interpreter was closed)")
+        if self.nonfinite is not None:
+            return self._run_checked(storage, capture)
         gl = self.context.gl
         bind_base, bind_range = gl.bind_buffer_base_fast, gl.bind_buffer_range_fast
         use, dispatch, barrier_bits = gl.use_program_fast, gl.dispatch_compute_fast, gl.memory_barrier_fast
@@ -86,21 +139,85 @@ class GpuPartition:
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
         the compiler or the float view made up have no entry there and are skipped)."""
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
-        half = self.plan.storage_half
         for index, offset, shape in written:
-            if index not in capture:
-                continue
-            elements = bhwc(shape).elements
-            element_bytes = 8 if half else 16
-            raw = self.arena.read(elements * element_bytes, offset * element_bytes)
-            values = from_phwc4(np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32), shape)
-            if self.view is not None:
-                values = quant.model_value(self.view, index, values)
-            target = capture[index]
-            if target.shape == values.shape and target.flags.writeable:
-                np.copyto(target, values, casting="unsafe")
-            else:
-                capture[index] = values
+            if index in capture:
+                self._store_capture(capture, index, self._read_tensor(offset, shape))
+
+    def _read_tensor(self, offset, shape):
+        """The arena tensor at `offset` (elements) of `shape`, as BHWC float32 (call after a
+        GL_BUFFER_UPDATE barrier)."""
+        half = self.plan.storage_half
+        element_bytes = 8 if half else 16
+        raw = self.arena.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
+        return from_phwc4(np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32), shape)
+
+    def _store_capture(self, capture, index, values):
+        if self.view is not None:
+            values = quant.model_value(self.view, index, values)
+        target = capture[index]
+        if target.shape == values.shape and target.flags.writeable:
+            np.copyto(target, values, casting="unsafe")
+        else:
+            capture[index] = values
+
+    # -- GpuDelegateOptions.debug_nonfinite ----------------------------------------------------
+    def _run_checked(self, storage, capture=None):
+        """run() dispatch by dispatch, reading back every tensor each dispatch writes and checking
+        it for NaN / Inf; the first non-finite value (a partition input, or the first dispatch
+        that writes one) is reported once: a warning on the 'gles_delegate' logger and
+        self.nonfinite['first_nonfinite'] (GpuDelegate.summary()). Slow: for debugging."""
+        found = None
+        for slot in self.plan.inputs:
+            value = storage[slot.tensor_index]
+            if found is None and not _all_finite(value):
+                found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
+        gl = self.context.gl
+        with self.context.current():
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
+            self.io.write_inputs(storage)
+            gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+            for k, (program, offset, size, groups, _) in enumerate(self.steps):
+                gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+                gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+                gl.use_program_fast(program)
+                gl.dispatch_compute_fast(*groups)
+                gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
+                for index, arena_offset, shape in self.plan.writes[k]:
+                    values = self._read_tensor(arena_offset, shape)
+                    if found is None and not np.isfinite(values).all():
+                        found = self._nonfinite_report(k, index, values)
+                    if capture is not None and index in capture:
+                        self._store_capture(capture, index, values)
+            gl.use_program_fast(0)
+            self.io.read_outputs(storage)
+        if found is not None and self.nonfinite.get("first_nonfinite") is None:
+            self.nonfinite["first_nonfinite"] = found
+            where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \
+                else "an input of the GPU partition (computed on the CPU, or a model input)"
+            log.warning("debug_nonfinite: first non-finite value (%d NaN, %d Inf; first at element %s) in "
+                        "tensor %d (%s) produced by %s, in %s", found["nan"], found["inf"], str(found["element"]),
+                        found["index"], repr(found["tensor"]), found["node"] or "no GPU node", where)
+
+    def _nonfinite_report(self, step, index, values):
+        """What GpuDelegate.summary()['first_nonfinite'] holds: the model node whose output
+        the tensor is (the dispatch's label for a tensor the compiler made up), the tensor's name
+        and index, the dispatch and step that wrote it (None for a partition input), the counts
+        of NaN and Inf and the index of the first non-finite element."""
+        producers, names = {}, {}
+        for node in self.nodes:
+            for t in node.inputs + node.outputs:
+                if t is not None:
+                    names[t.index] = t.name
+            for t in node.outputs:
+                producers[t.index] = node.label
+        bad = ~np.isfinite(values)
+        element = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else ()
+        node = None if step is None else producers.get(index, self.plan.labels[step])
+        return {"node": node, "tensor": names.get(index), "index": int(index),
+                "dispatch": None if step is None else self.plan.labels[step], "step": step,
+                "nan": int(np.isnan(values).sum()), "inf": int(np.isinf(values).sum()), "element": element}
 
     def release(self):
         """Free the partition's buffers (idempotent; its programs stay cached in the context)."""
@@ -108,43 +225,80 @@ class GpuPartition:
             self.steps = []
             return
         with self.context.current():
-            for buffer in (self.arena, self.consts, self.params):
-                buffer.release()
-            self.io.release()
+            self._release_buffers()
         self.steps = []
+
+    def _release_buffers(self):
+        """Free whichever of the buffers exist (inside current())."""
+        for buffer in (self.arena, self.consts, self.params, self.io):
+            if buffer is not None:
+                buffer.release()
+        self.arena = self.consts = self.params = self.io = None
+
+
+def _all_finite(value):
+    value = np.asarray(value)
+    return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
 
 
 class MappedIo:
-    """The I/O buffer, persistently and coherently mapped: inputs are copied (and converted to
-    float32) straight into it, outputs straight out of it after a fence."""
+    """Inputs and outputs through a persistently, coherently mapped staging buffer: inputs are
+    copied (and converted to float32) straight into it, outputs straight out of it after a fence.
+    The kernels read and write a device-local buffer; glCopyBufferSubData moves the inputs in and
+    the outputs out in one DMA copy each (measured on an H200: a convert_out kernel writing a
+    257x257x21 output straight into host-mapped memory took 1.7 ms, scattered over PCIe)."""
 
     FLAGS = G.GL_MAP_READ_BIT | G.GL_MAP_WRITE_BIT | G.GL_MAP_PERSISTENT_BIT | G.GL_MAP_COHERENT_BIT
 
     def __init__(self, context, plan):
         gl = self.gl = context.gl
-        handle = ctypes.c_uint(0)
-        gl.gen_buffers(1, ctypes.byref(handle))
-        self.handle = handle.value
-        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.handle)
+        self.device = create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
+        self.handle = self.device.glo
+        staging = ctypes.c_uint(0)
+        gl.gen_buffers(1, ctypes.byref(staging))
+        self.staging = staging.value
+        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.staging)
         gl.buffer_storage(G.GL_COPY_WRITE_BUFFER, plan.io_bytes, None, self.FLAGS)
-        address = gl.map_buffer_range(G.GL_COPY_WRITE_BUFFER, 0, plan.io_bytes, self.FLAGS)
+        error = gl.get_error()
+        address = None if error else gl.map_buffer_range(G.GL_COPY_WRITE_BUFFER, 0, plan.io_bytes, self.FLAGS)
+        error = error or (0 if address else gl.get_error())
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
-        if not address:
-            raise GpuError(f"mapping the I/O buffer failed (GL error {gl.get_error():#x})")
-        memory = (ctypes.c_float * (plan.io_bytes // 4)).from_address(address)
-        floats = np.ctypeslib.as_array(memory)
-        self.inputs = [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4]
-                        .reshape(slot.shape)) for slot in plan.inputs]
-        self.outputs = [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4]
-                         .reshape(slot.shape)) for slot in plan.outputs]
+        if not address:  # free what was made, leave no error pending, say what failed
+            gl.delete_buffers(1, ctypes.byref(staging))
+            self.device.release()
+            gl.clear_errors()
+            raise out_of_memory(context, plan, "I/O staging", plan.io_bytes,
+                                f"glBufferStorage / glMapBufferRange: {GL_ERRORS.get(error, hex(error))}")
+        floats = np.ctypeslib.as_array((ctypes.c_float * (plan.io_bytes // 4)).from_address(address))
+
+        def views(slots):
+            return [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4].reshape(slot.shape))
+                    for slot in slots]
+        self.inputs, self.outputs = views(plan.inputs), views(plan.outputs)
+        # Inputs come first in the I/O buffer, then outputs (compiler.build_dispatches).
+        self.in_bytes = max((s.offset + s.nbytes for s in plan.inputs), default=0)
+        self.out_start = min((s.offset for s in plan.outputs), default=plan.io_bytes)
+        self.out_bytes = plan.io_bytes - self.out_start
+
+    def _copy(self, source, target, offset, size):
+        gl = self.gl
+        gl.bind_buffer(G.GL_COPY_READ_BUFFER, source)
+        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, target)
+        gl.copy_buffer_sub_data(G.GL_COPY_READ_BUFFER, G.GL_COPY_WRITE_BUFFER, offset, offset, size)
+        gl.bind_buffer(G.GL_COPY_READ_BUFFER, 0)
+        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
 
     def write_inputs(self, storage):
         for index, view in self.inputs:
             np.copyto(view, storage[index], casting="unsafe")
+        if self.in_bytes:
+            self._copy(self.staging, self.handle, 0, self.in_bytes)
 
     def read_outputs(self, storage):
         gl = self.gl
-        gl.memory_barrier_fast(G.GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT)
+        if self.out_bytes:
+            gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)  # shader writes before the copy reads
+            self._copy(self.handle, self.staging, self.out_start, self.out_bytes)
         sync = gl.fence_sync(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
         try:
             _wait(gl, sync)
@@ -154,11 +308,12 @@ class MappedIo:
             np.copyto(storage[index], view, casting="unsafe")
 
     def release(self):
-        gl, handle = self.gl, ctypes.c_uint(self.handle)
-        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.handle)
+        gl, staging = self.gl, ctypes.c_uint(self.staging)
+        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.staging)
         gl.unmap_buffer(G.GL_COPY_WRITE_BUFFER)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
-        gl.delete_buffers(1, ctypes.byref(handle))
+        gl.delete_buffers(1, ctypes.byref(staging))
+        self.device.release()
         self.inputs = self.outputs = []
 
 
@@ -181,7 +336,7 @@ class CopiedIo:
 
     def __init__(self, context, plan):
         self.plan = plan
-        self.buffer = context.ctx.buffer(reserve=plan.io_bytes)
+        self.buffer = create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
         self.handle = self.buffer.glo
         self.barrier = context.gl.memory_barrier_fast
 

@@ -107,15 +107,15 @@ def built_defines(kernel, strides, dilations, padding, c_in, c_out, hw):
 
 
 def test_variant_choice():
-    pointwise = built_defines((1, 1), (1, 1), (1, 1), SAME, 64, 128, (56, 56))
+    pointwise = built_defines((1, 1), (1, 1), (1, 1), SAME, 64, 128, (112, 112))
     assert (pointwise["POINTWISE"], pointwise["PADDED"], pointwise["OUT_SLICES"], pointwise["PIXELS"]) == (1, 0, 2, 2)
     same3x3 = built_defines((3, 3), (2, 2), (1, 1), SAME, 3, 32, (224, 224))
     assert (same3x3["POINTWISE"], same3x3["PADDED"], same3x3["KH"], same3x3["KW"]) == (0, 1, 3, 3)
     valid = built_defines((3, 3), (1, 1), (1, 1), VALID, 8, 8, (16, 16))
     assert valid["PADDED"] == 0
     # Six slices split into blocks of 2, five into single slices; a small grid backs off.
-    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 24, (64, 64))["OUT_SLICES"] == 2
-    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 20, (64, 64))["OUT_SLICES"] == 1
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 24, (256, 256))["OUT_SLICES"] == 2
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 20, (256, 256))["OUT_SLICES"] == 1
     small = built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 64, (4, 4))
     assert (small["OUT_SLICES"], small["PIXELS"]) == (1, 1)
 

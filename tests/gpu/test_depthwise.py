@@ -82,11 +82,11 @@ def built_defines(kernel, strides, dilations, c_in, multiplier, hw):
 
 
 def test_variant_choice():
-    tiled = built_defines((3, 3), (1, 1), (1, 1), 128, 1, (56, 56))
+    tiled = built_defines((3, 3), (1, 1), (1, 1), 128, 1, (112, 112))
     assert (tiled["TILE_W"], tiled["TILE_H"], tiled["MULTIPLIER_ONE"], tiled["PADDED"]) == (2, 2, 1, 1)
-    strided = built_defines((3, 3), (2, 2), (1, 1), 128, 1, (56, 56))
+    strided = built_defines((3, 3), (2, 2), (1, 1), 128, 1, (112, 112))
     assert (strided["TILE_W"], strided["TILE_H"]) == (1, 1)
-    dilated = built_defines((3, 3), (1, 1), (2, 1), 128, 1, (56, 56))
+    dilated = built_defines((3, 3), (1, 1), (2, 1), 128, 1, (112, 112))
     assert (dilated["TILE_W"], dilated["TILE_H"]) == (2, 1)
     assert built_defines((3, 3), (1, 1), (1, 1), 8, 4, (16, 16))["MULTIPLIER_ONE"] == 0
     assert (built_defines((3, 3), (1, 1), (1, 1), 4, 1, (8, 8))["TILE_W"]) == 1  # small grid: no tiles

@@ -13,7 +13,7 @@ from .base import Dispatch
 # idle), and never goes past 2 output slices x 2 pixels: on an H200, 4 slices or 4 pixels per
 # invocation measured slower in every MobileNet-sized 1x1 and 3x3 layer (more registers, fewer
 # invocations), and 2 x 2 was within noise of the best.
-MIN_INVOCATIONS = 6144
+MIN_INVOCATIONS = 32768  # an H200 keeps ~270K invocations in flight: 6144 left 1x1 convs on 14x14x512 latency-bound (66 us)
 SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
