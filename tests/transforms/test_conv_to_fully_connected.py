@@ -27,7 +27,7 @@ def test_a_wider_filter_on_one_pixel_stays_a_convolution():
     model = c.build(c.conv(c.x, 4, kernel=3))
     graph, log = rewrite(model, RULE)
     assert ops_of(graph) == ["CONV_2D"]
-    assert "not 1x1" in why(log, RULE, "#0 (CONV_2D)")
+    assert "not the input's 1x1" in why(log, RULE, "#0 (CONV_2D)")
     check_gpu(model, [random((1, 1, 1, 8))])
 
 
@@ -35,3 +35,24 @@ def test_a_pointwise_conv_of_a_larger_input_is_not_considered():
     c = Chain((1, 4, 4, 8))
     graph, log = rewrite(c.build(c.conv(c.x, 4, kernel=1)), RULE)
     assert ops_of(graph) == ["CONV_2D"] and not log
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_valid_filter_covering_the_input_becomes_fully_connected(batch, precision):
+    """pose_landmark_full's heads: a VALID 2x2 conv over a 2x2x288 input to 195 values."""
+    c = Chain((batch, 2, 2, 36))
+    model = c.build(c.conv(c.x, 21, kernel=2, padding=1, activation=1))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["FULLY_CONNECTED", "RESHAPE"]
+    assert graph.nodes[0].inputs[1].shape == (21, 2 * 2 * 36) and not graph.nodes[0].options["keep_num_dims"]
+    assert statuses(log, RULE) == [("APPLIED", "#0 (CONV_2D)")]
+    summary, _ = check_gpu(model, [random((batch, 2, 2, 36), 3, 2.0)], precision)
+    assert summary["dispatches"] == 3  # convert in, FC, convert out: the reshape is free
+
+
+def test_a_same_padded_filter_covering_the_input_stays_a_convolution():
+    c = Chain((1, 3, 3, 8))
+    graph, log = rewrite(c.build(c.conv(c.x, 4, kernel=3, stride=3)), RULE)
+    assert ops_of(graph) == ["CONV_2D"]
+    assert "SAME padding" in why(log, RULE, "#0 (CONV_2D)")
