@@ -1,0 +1,28 @@
+"""gles-bench-compare and gles-profile through their entry points (timings are not asserted:
+only that every runtime was measured or says why not)."""
+import json
+import re
+
+from gles_delegate.tools import bench_compare, profile_model
+
+
+def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--out", str(out)]) == 0
+    table = (out / "results.md").read_text()
+    assert "bench_compare" in table.splitlines()[0]  # the command that produced it
+    row = next(line for line in table.splitlines() if line.startswith("| small |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert all(re.fullmatch(r"\d+\.\d\d", c) for c in cells[1:3])  # ours, both precisions
+    assert all(re.fullmatch(r"\d+\.\d\d", c) for c in cells[4:6])  # XNNPACK 1 and 16 threads
+    rows = json.loads((out / "results.json").read_text())
+    assert rows[0]["ours_fp32"]["cpu_nodes"] == 1  # PACK has no GPU kernel
+    litert_gpu = rows[0]["litert_gpu"]
+    assert "median_ms" in litert_gpu or litert_gpu["error"]  # measured, or why not (no Vulkan here)
+
+
+def test_profile_lists_dispatches(small_model, capsys):
+    assert profile_model.main([str(small_model), "--runs", "2", "--precision", "fp32"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"small \[fp32\]: end-to-end median \d+\.\d+ ms", text)
+    assert re.search(r"\d+ dispatches: sum of GPU times (n/a|\d+\.\d+ ms), CPU issue loop \d+\.\d+ ms", text)

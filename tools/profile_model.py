@@ -1,0 +1,91 @@
+"""Where an invoke's time goes: end-to-end latency, GPU time, CPU time of the dispatch loop, and
+the slowest dispatches by GPU time.
+
+    python -m gles_delegate.tools.profile_model MODEL [...] [--precision fp16_fp32acc] [--top 6]
+
+GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_timer_query), so
+they need a real GPU: llvmpipe's timer does not time compute work and reports them as n/a.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.gpu import gl as G
+from gles_delegate.gpu.workgroups import elapsed_ns
+from gles_delegate.tools import common
+from gles_delegate.tools.benchmark_model import end_to_end
+
+
+def gpu_ms(context, work, tries=3):
+    """Shortest GPU time of `work()` over `tries` (ms), or None without timer queries."""
+    times = [elapsed_ns(context, work) for _ in range(tries)]
+    return None if None in times else min(times) / 1e6
+
+
+def dispatch_runner(partition, step):
+    """A function issuing one dispatch of `partition` (with its buffers and a barrier before)."""
+    gl, (program, offset, size, groups, _) = partition.context.gl, step
+
+    def run():
+        for binding, handle in ((0, partition.arena.glo), (1, partition.consts.glo), (2, partition.io.handle)):
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, binding, handle)
+        gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+        gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, 0, partition.params.glo, offset, size)
+        gl.use_program_fast(program)
+        gl.dispatch_compute_fast(*groups)
+        gl.use_program_fast(0)
+    return run
+
+
+def issue_ms(partition, repeats=20):
+    """CPU time (ms) of issuing every dispatch of the partition, without waiting for the GPU."""
+    runs = [dispatch_runner(partition, step) for step in partition.steps]
+    with partition.context.current():
+        start = time.perf_counter()
+        for _ in range(repeats):
+            for run in runs:
+                run()
+        elapsed = (time.perf_counter() - start) / repeats * 1e3
+    return elapsed
+
+
+def profile(path, precision, runs, top):
+    delegate = GpuDelegate(precision=precision)
+    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0))
+    for _ in range(10):
+        run_once()
+    e2e = statistics.median(run_once() for _ in range(runs)) * 1e3
+    invoke_gpu = gpu_ms(delegate.context, interpreter.invoke)
+    lines = [f"{path.stem} [{precision}]: end-to-end median {e2e:.3f} ms, invoke GPU time "
+             f"{'n/a' if invoke_gpu is None else f'{invoke_gpu:.3f} ms'}"]
+    for partition in delegate.partitions:
+        per = [(gpu_ms(delegate.context, dispatch_runner(partition, step)), k) for k, step in enumerate(partition.steps)]
+        known = [(ms, k) for ms, k in per if ms is not None]
+        total = f"{sum(ms for ms, _ in known):.3f} ms" if known else "n/a"
+        lines.append(f"  {len(partition.steps)} dispatches: sum of GPU times {total}, CPU issue loop "
+                     f"{issue_ms(partition):.3f} ms")
+        for ms, k in sorted(known, reverse=True)[:top]:
+            lines.append(f"    {ms * 1e3:8.1f} us  {partition.plan.labels[k]}  {partition.plan.templates[k]}  "
+                         f"groups {partition.steps[k][3]}")
+    delegate.close()
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", help="model files or MediaPipe model names")
+    parser.add_argument("--precision", default="fp16_fp32acc", choices=("fp32", "fp16", "fp16_fp32acc"))
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--top", type=int, default=6, help="how many of the slowest dispatches to list")
+    args = parser.parse_args(argv)
+    for model in args.models:
+        print(profile(common.resolve_model(model), args.precision, args.runs, args.top), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
