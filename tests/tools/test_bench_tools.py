@@ -26,3 +26,10 @@ def test_profile_lists_dispatches(small_model, capsys):
     text = capsys.readouterr().out
     assert re.search(r"small \[fp32\]: end-to-end median \d+\.\d+ ms", text)
     assert re.search(r"\d+ dispatches: sum of GPU times (n/a|\d+\.\d+ ms), CPU issue loop \d+\.\d+ ms", text)
+
+
+def test_top1_agreement_table(small_model, capsys):
+    from gles_delegate.tools import top1_agreement
+    assert top1_agreement.main([str(small_model), "--seeds", "3"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| small |"))
+    assert "| fp32 | 3/3 |" in row  # ours and LiteRT agree on this model's first output

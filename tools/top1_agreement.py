@@ -1,0 +1,72 @@
+"""Top-1 agreement of a classifier between the GPU delegate and LiteRT on seeded random inputs.
+
+    python -m gles_delegate.tools.top1_agreement MODEL [...] [--seeds 100] [--precision fp32]
+
+For each seed: the same input (uniform [-1, 1) for float inputs, uniform integers over the
+type's range for int8 / uint8 inputs) through ours (GpuDelegate) and LiteRT's interpreter;
+reports how many top-1 classes agree, the largest output difference (in quantization steps for
+integer outputs) and where the model ran (GPU / CPU nodes).
+"""
+import argparse
+import sys
+
+import numpy as np
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.tools import common
+
+
+def seeded_input(detail, seed):
+    rng = np.random.default_rng(seed)
+    dtype, shape = np.dtype(detail["dtype"]), tuple(detail["shape"])
+    if dtype.kind == "f":
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def agreement(path, seeds, precision):
+    """(agreeing, seeds, max |ours - LiteRT|, delegate summary) over the first output."""
+    litert = common.litert().Interpreter(model_path=str(path))
+    litert.allocate_tensors()
+    delegate = GpuDelegate(precision=precision)
+    ours = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    ours.allocate_tensors()
+    detail = ours.get_input_details()[0]
+    agreeing, worst = 0, 0.0
+    for seed in range(seeds):
+        x = seeded_input(detail, seed)
+        outputs = []
+        for interpreter in (ours, litert):
+            interpreter.set_tensor(detail["index"], x)
+            interpreter.invoke()
+            outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
+        a, b = outputs
+        agreeing += int(np.argmax(a) == np.argmax(b))
+        worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+    summary = delegate.summary()
+    delegate.close()
+    return agreeing, seeds, worst, summary
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
+    args = parser.parse_args(argv)
+    if common.litert() is None:
+        print(f"error: {common.LITERT_MISSING}", file=sys.stderr)
+        return 2
+    print(f"| model | precision | top-1 agreeing | max output difference | GPU nodes | CPU nodes |")
+    print("|---|---|---|---|---|---|")
+    for model in args.models:
+        path = common.resolve_model(model)
+        agreeing, seeds, worst, summary = agreement(path, args.seeds, args.precision)
+        print(f"| {path.stem} | {args.precision} | {agreeing}/{seeds} | {worst:.3g} | {summary['gpu_nodes']} | "
+              f"{summary['cpu_nodes']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
