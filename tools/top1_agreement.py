@@ -26,19 +26,21 @@ def seeded_input(detail, seed):
 
 
 def agreement(path, seeds, precision):
-    """(agreeing, seeds, max |ours - LiteRT|, delegate summary) over the first output."""
+    """(agreeing, seeds, max |ours - LiteRT|, delegate summary) over the first output; every
+    input gets its own seeded values."""
     litert = common.litert().Interpreter(model_path=str(path))
     litert.allocate_tensors()
     delegate = GpuDelegate(precision=precision)
     ours = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     ours.allocate_tensors()
-    detail = ours.get_input_details()[0]
+    details = ours.get_input_details()
     agreeing, worst = 0, 0.0
     for seed in range(seeds):
-        x = seeded_input(detail, seed)
+        inputs = [seeded_input(detail, seed * len(details) + k) for k, detail in enumerate(details)]
         outputs = []
         for interpreter in (ours, litert):
-            interpreter.set_tensor(detail["index"], x)
+            for detail, x in zip(details, inputs):
+                interpreter.set_tensor(detail["index"], x)
             interpreter.invoke()
             outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
         a, b = outputs
