@@ -1,11 +1,14 @@
 """GpuDelegate: typed options, the GL context, and the compiled partitions of a model."""
+import logging
+import re
+import threading
 import time
 from dataclasses import dataclass, field
 
 from . import partition as partitioning
 from . import quant
 from .gpu import kernels
-from .gpu.compiler import compile_plan
+from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
 from .gpu.memory import STRATEGIES
@@ -18,6 +21,9 @@ PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 PREFERENCES = ("fast_single_answer", "sustained_speed", "balanced")
 PRIORITIES = ("auto", "max_precision", "min_latency", "min_memory_usage")
 OBJECT_TYPES = ("auto", "buffer")
+MAX_LOG_CHARS = 4000  # of a driver's compile log quoted in a warning
+_NODE_LABEL = re.compile(r"#(\d+) \(")  # how a dispatch label names its node (Node.label)
+log = logging.getLogger("gles_delegate")
 
 
 @dataclass
@@ -38,6 +44,9 @@ class GpuDelegateOptions:
         compiles the partition as the model states it, one kernel per node (for parity checks).
     tune_workgroups: time candidate workgroup sizes of every dispatch on this GPU at compile time
         and keep the fastest (gpu/workgroups.py); also on with inference_preference='sustained_speed'.
+    debug_nonfinite: run the GPU partitions dispatch by dispatch, reading back every tensor each
+        dispatch writes, and report the first NaN or Inf (the node, the tensor) with a warning and
+        in summary()['first_nonfinite']. Slow: for debugging a model that gives NaN on the GPU.
     """
     is_precision_loss_allowed: bool = False
     precision: str | None = None
@@ -55,6 +64,7 @@ class GpuDelegateOptions:
     gl_api: str = field(default_factory=default_gl_api)
     rewrite_rules: bool = True
     tune_workgroups: bool = False
+    debug_nonfinite: bool = False
 
     def __post_init__(self):
         _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
@@ -68,7 +78,8 @@ class GpuDelegateOptions:
                                               or not isinstance(self.device_index, int) or self.device_index < 0):
             raise ValueError("GpuDelegateOptions.device_index must be an int >= 0 or None, "
                              f"got {self.device_index!r}")
-        for name in ("is_precision_loss_allowed", "enable_quantized_inference", "rewrite_rules", "tune_workgroups"):
+        for name in ("is_precision_loss_allowed", "enable_quantized_inference", "rewrite_rules", "tune_workgroups",
+                     "debug_nonfinite"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GpuDelegateOptions.{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.max_delegated_partitions, bool) or not isinstance(self.max_delegated_partitions, int) \
@@ -97,6 +108,46 @@ class GpuDelegateOptions:
         return self.tune_workgroups or self.inference_preference == "sustained_speed"
 
 
+class _HeldLogs(logging.Filter):
+    """Context manager: records this thread logs on the 'gles_delegate' logger meanwhile are
+    held back (from every handler, the serialization cache's recorder included); replay() logs
+    them. Other threads' records pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+        self.thread = threading.get_ident()
+
+    def filter(self, record):
+        if record.thread != self.thread:
+            return True
+        self.records.append(record)
+        return False
+
+    def __enter__(self):
+        log.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        log.removeFilter(self)
+        return False
+
+    def replay(self):
+        for record in self.records:
+            log.handle(record)
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _log_summary(exc):
+    """The driver's first error line of a compile GpuError ('...failed to compile on X:\n<log>')."""
+    lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or [_first_line(exc)])[0]
+
+
 def _check_choice(name, value, choices, allow_none=False):
     if value is None and allow_none:
         return
@@ -121,6 +172,10 @@ class GpuDelegate:
         self.context = acquire_shared(self.options.device_index, self.options.gl_api)
         self.partitions = []  # every live partition this delegate compiled, for close()
         self.rewrite_log = []  # transforms.Record of the last partition() call, for the inspector
+        # {node label: why} of the nodes the last partition() call moved back to the CPU because
+        # their kernel did not compile or a partition exceeded a device limit.
+        self.fallbacks = {}
+        self._nonfinite = {"first_nonfinite": None}  # filled by partitions under debug_nonfinite
         self._summary = {}
 
     # -- the interpreter's side -----------------------------------------------------------
@@ -145,38 +200,137 @@ class GpuDelegate:
         precision = self.options.resolved_precision
         cache = PlanCache(self.options, self.context, graph, candidates)  # inert without serialization_dir
         loaded = cache.load()
+        self.fallbacks = {}
         if loaded is not None:
             made, self.rewrite_log = loaded
         else:
             with cache.recording():  # the partitioner's log lines, repeated on a cache hit
                 made = self._build(graph, candidates, precision)
             cache.store(made, self.rewrite_log)
+        self._nonfinite = {"first_nonfinite": None}
+        for p in made:
+            p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
         self._summary["cache_hit"] = loaded is not None
         return made
 
     def _build(self, graph, candidates, precision):
-        """Find, rewrite, compile and load the partitions (what a serialization cache hit skips)."""
-        specs = partitioning.find_partitions(graph, candidates, self._reason,
-                                             self.options.max_delegated_partitions)
-        made, self.rewrite_log = [], []
-        for spec in specs:
-            # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
-            view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
-            first_free = max([len(graph.tensors)] + [t.index + 1 for t in view.tensors])
-            rewritten, log = rewrite_partition(view.nodes, view.inputs, view.outputs,
-                                               RULES if self.options.rewrite_rules else (), first_free)
-            self.rewrite_log += log
-            tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
-            plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
-                                self.context.limits, self.options.memory_strategy, tuner)
-            partition = GpuPartition(self.context, plan, spec.nodes, view=view)
-            # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
-            computed = {t.index for n in rewritten.nodes for t in n.outputs}
-            partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
-            made.append(partition)
+        """Find, rewrite, compile and load the partitions (what a serialization cache hit skips).
+
+        A node whose kernel does not compile or link on this driver, or a partition that exceeds
+        a device limit (compiler.check_limits), is moved to the CPU with a warning and the graph
+        partitioned again, so its neighbours stay on the GPU: rejected {id(node): why} is what
+        the reason function then consults. Each round moves at least one node, so this ends.
+        The partitioner's log lines of the rounds that were redone are dropped."""
+        rejected = {}
+
+        def reason(node):
+            return rejected.get(id(node)) or self._reason(node)
+
+        limit = self.options.max_delegated_partitions
+        while True:
+            with _HeldLogs() as held:
+                specs = partitioning.find_partitions(graph, candidates, reason, limit)
+            compiled, moved = [], {}
+            for spec in specs:
+                result, failed = self._compile_partition(graph, spec, precision)
+                moved.update(failed)
+                compiled.append(result)
+            if not moved:
+                break
+            rejected.update(moved)
+        held.replay()
+        made, records = [], []
+        try:  # the GL buffers, once every program of every partition compiled
+            for spec, (plan, view, rewritten, rewrite_log) in zip(specs, compiled):
+                partition = GpuPartition(self.context, plan, spec.nodes, view=view)
+                # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
+                computed = {t.index for n in rewritten.nodes for t in n.outputs}
+                partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
+                made.append(partition)
+                records += rewrite_log
+        except BaseException:  # out of GPU memory: free what the earlier partitions hold
+            for partition in made:
+                partition.release()
+            raise
+        if rejected:
+            self.fallbacks = {node.label: rejected[id(node)] for node in graph.nodes if id(node) in rejected}
+            with _HeldLogs():  # counting the runs: its log lines are dropped
+                runs = len(partitioning.find_partitions(graph, candidates, reason, 0))
+            if limit and runs > limit:
+                log.warning("moving %d node(s) to the CPU left %d runs of GPU nodes; max_delegated_partitions=%d "
+                            "keeps the largest %d (0 keeps them all)", len(rejected), runs, limit, limit)
+        self.rewrite_log = records
         return made
+
+    def _compile_partition(self, graph, spec, precision):
+        """((Plan, float view, rewritten graph, rewrite log), {}) for one partition, its
+        programs compiled; or (None, {id(node): why}) naming the nodes to move to the CPU: a
+        program that does not compile or link (the nodes whose dispatches use it), or a plan
+        over a device limit."""
+        # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
+        view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+        first_free = max([len(graph.tensors)] + [t.index + 1 for t in view.tensors])
+        rewritten, rewrite_log = rewrite_partition(view.nodes, view.inputs, view.outputs,
+                                                   RULES if self.options.rewrite_rules else (), first_free)
+        tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
+        try:
+            try:
+                plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
+                                    self.context.limits, self.options.memory_strategy, tuner)
+            except PlanLimitError:
+                raise
+            except GpuError as exc:
+                if tuner is None:
+                    raise
+                # A candidate workgroup's program failed while tuning: compile the heuristic's
+                # programs, whose failures are found (and their nodes moved) below.
+                log.warning("workgroup tuning failed (%s); keeping the heuristic workgroups", _first_line(exc))
+                plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
+                                    self.context.limits, self.options.memory_strategy, None)
+        except PlanLimitError as exc:
+            nodes = self._nodes_of(spec, exc.labels) or spec.nodes
+            why = f"the GPU cannot run it here: {exc}"
+            log.warning("GPU partition of %d node(s) (%s .. %s): %s; %s", len(spec.nodes),
+                        spec.nodes[0].label, spec.nodes[-1].label, exc,
+                        "its nodes run on the CPU" if nodes is spec.nodes
+                        else "moving " + ", ".join(n.label for n in nodes) + " to the CPU")
+            return None, {id(n): why for n in nodes}
+        failed = {}
+        with self.context.current():
+            for k, source in enumerate(plan.sources):
+                try:
+                    self.context.program(source)
+                except GpuError as exc:
+                    steps = [i for i, step in enumerate(plan.steps) if step[0] == k]
+                    labels = [plan.labels[i] for i in steps]
+                    templates = sorted({plan.templates[i] for i in steps})
+                    nodes = self._nodes_of(spec, labels) or spec.nodes
+                    driver_log = str(exc)
+                    if len(driver_log) > MAX_LOG_CHARS:
+                        driver_log = driver_log[:MAX_LOG_CHARS] + " [...]"
+                    log.warning("GPU kernel %s of %s failed to compile; %s on the CPU. %s",
+                                "/".join(repr(t) for t in templates), ", ".join(labels[:4])
+                                + (f" and {len(labels) - 4} more dispatches" if len(labels) > 4 else ""),
+                                ("running " + ", ".join(n.label for n in nodes)) if nodes is not spec.nodes
+                                else f"running the whole partition ({len(spec.nodes)} nodes)", driver_log)
+                    log.debug("the program that failed (the log's line numbers count in it):\n%s", source)
+                    why = (f"its GPU kernel ({'/'.join(templates)}) failed to compile on {self.context.renderer}: "
+                           f"{_log_summary(exc)}")
+                    for node in nodes:
+                        failed.setdefault(id(node), why)
+            if failed:
+                self.context.clear_errors()  # a failed compile may leave an error behind on some drivers
+        if failed:
+            return None, failed
+        return (plan, view, rewritten, rewrite_log), {}
+
+    @staticmethod
+    def _nodes_of(spec, labels):
+        """The nodes of `spec` that dispatch labels name ('#<index> (<OP>)...', Node.label)."""
+        indices = {int(m.group(1)) for label in labels for m in [_NODE_LABEL.match(label)] if m}
+        return [n for n in spec.nodes if n.index in indices]
 
     def _require_open(self):
         if self.context is None:
@@ -197,12 +351,20 @@ class GpuDelegate:
             "intermediate_naive_bytes": sum(p.arena_naive for p in plans) * element,
             "constant_bytes": sum(p.constants.size for p in plans) * (element // 4),
             "init_ms": init_ms, "cache_hit": False,
+            # Nodes moved to the CPU at compile time (a kernel that did not compile, a device limit).
+            "fallbacks": dict(self.fallbacks),
         }
 
     # -- the user's side ------------------------------------------------------------------
     def summary(self):
-        """What the delegate did with the last model it was given (keys: docs/usage.md)."""
-        return dict(self._summary)
+        """What the delegate did with the last model it was given (keys: docs/usage.md).
+        'first_nonfinite' (with debug_nonfinite): None, or where the first NaN / Inf of the
+        invokes since then appeared: {'node', 'tensor', 'index', 'dispatch', 'step', 'nan',
+        'inf', 'element'} (GpuPartition._nonfinite_report)."""
+        out = dict(self._summary)
+        if out:
+            out["first_nonfinite"] = self._nonfinite["first_nonfinite"]
+        return out
 
     def close(self):
         """Release the partitions' GL objects and this delegate's hold on the shared context.
@@ -273,7 +435,7 @@ _PARSERS = {
     "object_type": lambda key, text: text.strip().lower(),
     "memory_strategy": lambda key, text: text.strip().lower(),
     "gl_api": lambda key, text: text.strip().lower(),
-    "rewrite_rules": _parse_bool, "tune_workgroups": _parse_bool,
+    "rewrite_rules": _parse_bool, "tune_workgroups": _parse_bool, "debug_nonfinite": _parse_bool,
 }
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import GpuError
 from . import kernels, memory, shader
 from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv
 from .layout import bhwc
@@ -49,6 +50,44 @@ class Plan:
     templates: list      # per step: the kernels_glsl template it runs
     workgroups: list     # per step: its (x, y, z) workgroup
     tuned: bool          # the workgroups were timed on this GPU (workgroups.WorkgroupTuner)
+
+
+class PlanLimitError(GpuError):
+    """A plan exceeds a limit of the device. steps: the indices of the dispatches at fault, or
+    () when the partition as a whole is (its arena, constants or I/O buffer is larger than one
+    shader storage block may be); labels: their Plan.labels."""
+
+    def __init__(self, message, steps=(), labels=()):
+        super().__init__(message)
+        self.steps = tuple(steps)
+        self.labels = tuple(labels)
+
+
+def check_limits(plan, limits):
+    """PlanLimitError unless every buffer the plan binds as a shader storage block fits in
+    GL_MAX_SHADER_STORAGE_BLOCK_SIZE and every dispatch's group counts fit in
+    GL_MAX_COMPUTE_WORK_GROUP_COUNT (a limit missing from `limits`, or 0, is not checked)."""
+    element = 8 if plan.storage_half else 16
+    max_ssbo = int(limits.get("max_ssbo_bytes") or 0)
+    if max_ssbo > 0:
+        sizes = {"arena (intermediate tensors)": plan.arena_elements * element,
+                 "constants (weights)": plan.constants.shape[0] * element, "I/O": plan.io_bytes}
+        over = {what: size for what, size in sizes.items() if size > max_ssbo}
+        if over:
+            said = ", ".join(f"{what} {size:,} bytes" for what, size in over.items())
+            raise PlanLimitError(f"the partition's {said} exceed{'s' if len(over) == 1 else ''} the device's "
+                                 f"largest shader storage block (GL_MAX_SHADER_STORAGE_BLOCK_SIZE "
+                                 f"{max_ssbo:,} bytes)")
+    max_groups = limits.get("max_workgroup_count")
+    if max_groups:
+        bad = [k for k, step in enumerate(plan.steps) if any(g > m for g, m in zip(step[3], max_groups))]
+        if bad:
+            first = plan.steps[bad[0]][3]
+            raise PlanLimitError(f"dispatch {plan.labels[bad[0]]!r} needs {tuple(int(g) for g in first)} workgroups, "
+                                 f"more than the device's GL_MAX_COMPUTE_WORK_GROUP_COUNT "
+                                 f"{tuple(int(m) for m in max_groups)}"
+                                 + (f" ({len(bad)} dispatches do)" if len(bad) > 1 else ""),
+                                 bad, [plan.labels[k] for k in bad])
 
 
 def build_dispatches(nodes, inputs, outputs, env):
@@ -262,6 +301,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     tuner: None (heuristic workgroups), or an object whose choose(plan, variants) picks a
         workgroup per step, or returns None to keep the heuristic's (workgroups.WorkgroupTuner
         times them on the GPU).
+    Raises PlanLimitError when the plan exceeds a limit of the device (check_limits).
     """
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
@@ -287,10 +327,16 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 workgroups=[], tuned=False)
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
+    check_limits(plan, limits)  # before a tuner allocates the plan's buffers
     choice = tuner.choose(plan, variants) if tuner is not None else None
     if choice is not None:
         _set_steps(plan, variants, blocks, barriers, choice)
         plan.tuned = True
+        try:
+            check_limits(plan, limits)
+        except PlanLimitError:  # a smaller workgroup needs more groups than the device has
+            _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
+            plan.tuned = False
     return plan
 
 

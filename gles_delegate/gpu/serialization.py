@@ -74,7 +74,7 @@ MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's ele
 READ_CHUNK = 1 << 20
 
 # GpuDelegateOptions fields that do not change what is compiled; every other field does.
-NOT_COMPILE_OPTIONS = frozenset({"serialization_dir", "model_token", "device_index"})
+NOT_COMPILE_OPTIONS = frozenset({"serialization_dir", "model_token", "device_index", "debug_nonfinite"})
 # Modules whose dataclasses an entry may contain (the Plan, IoSlot, rewrite Records, ...).
 DATACLASS_MODULES = ("gles_delegate.gpu.compiler", "gles_delegate.gpu.kernels.base",
                      "gles_delegate.transforms", "gles_delegate.gpu.memory", "gles_delegate.gpu.layout")
