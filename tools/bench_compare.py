@@ -17,11 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import common
-from gles_delegate.tools.benchmark_model import end_to_end
+from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner
 
 PRECISIONS = ("fp32", "fp16_fp32acc")
 
@@ -62,24 +60,8 @@ def litert_cpu(path, inputs, threads, args):
 
 
 def litert_gpu(path, inputs, args):
-    """LiteRT's CompiledModel on its GPU accelerator; its run returns before the GPU is done, so
-    write + run + read are timed together."""
-    from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    start = time.perf_counter()
-    model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
-    input_buffers, output_buffers = model.create_input_buffers(0), model.create_output_buffers(0)
-    init_ms = (time.perf_counter() - start) * 1000.0
-    sizes = [(int(np.prod(b.get_tensor_details()["shape"])), b.get_tensor_details()["dtype"]) for b in output_buffers]
-
-    def run_once():
-        t0 = time.perf_counter()
-        for buffer, value in zip(input_buffers, inputs):
-            buffer.write(value)
-        model.run_by_index(0, input_buffers, output_buffers)
-        for buffer, (count, dtype) in zip(output_buffers, sizes):
-            buffer.read(count, dtype)
-        return time.perf_counter() - t0
+    """LiteRT's CompiledModel on its GPU accelerator (benchmark_model.litert_gpu_runner)."""
+    run_once, init_ms, model = litert_gpu_runner(path, inputs)
     return {"init_ms": init_ms, "median_ms": median_ms(run_once, args.runs, args.warmup),
             "fully_accelerated": bool(model.is_fully_accelerated())}
 

@@ -255,30 +255,22 @@ def bench_litert_xnnpack(path, inputs, args, ours):
             "max_relative_error_vs_gles_delegate": agreement(ours, last.get("outputs"))}
 
 
-def bench_litert_gpu(path, inputs, args):
-    """LiteRT's GPU accelerator through CompiledModel; it needs WebGPU (Vulkan) or OpenCL, so
-    where neither exists it reports why it is unavailable."""
-    try:
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    except ImportError as exc:
-        return {"status": f"unavailable: {common.LITERT_MISSING if common.litert() is None else exc}"}
-    log, model, error = [], None, None
+def litert_gpu_runner(path, inputs):
+    """LiteRT's CompiledModel on its GPU accelerator (WebGPU over Vulkan, or OpenCL): returns
+    (run_once, init_ms, model), run_once timing write + run + read together (its run returns
+    before the GPU is done). Raises where the accelerator or the model cannot run here; the
+    native log of the failure is in the exception's note."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
     start = time.perf_counter()
-    try:
-        with common.captured_native_stderr() as log:
+    with common.captured_native_stderr() as log:
+        try:
             model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
-            input_buffers = model.create_input_buffers(0)
-            output_buffers = model.create_output_buffers(0)
-    except Exception as exc:
-        error = exc
-    if error is not None:
-        return {"status": f"unavailable: {common.failure_reason(error, ''.join(log))}"}
+            input_buffers, output_buffers = model.create_input_buffers(0), model.create_output_buffers(0)
+        except Exception as exc:
+            raise RuntimeError(common.failure_reason(exc, "".join(log))) from None
     init_ms = (time.perf_counter() - start) * 1000.0
-    sizes = []
-    for buffer in output_buffers:
-        detail = buffer.get_tensor_details()
-        sizes.append((int(np.prod(detail["shape"])), detail["dtype"]))
+    sizes = [(int(np.prod(b.get_tensor_details()["shape"])), b.get_tensor_details()["dtype"]) for b in output_buffers]
 
     def run_once():
         t0 = time.perf_counter()
@@ -288,6 +280,17 @@ def bench_litert_gpu(path, inputs, args):
         for buffer, (count, dtype) in zip(output_buffers, sizes):
             buffer.read(count, dtype)
         return time.perf_counter() - t0
+    return run_once, init_ms, model
+
+
+def bench_litert_gpu(path, inputs, args):
+    """LiteRT's GPU accelerator through CompiledModel; where it cannot run, why."""
+    if common.litert() is None:
+        return {"status": f"unavailable: {common.LITERT_MISSING}"}
+    try:
+        run_once, init_ms, model = litert_gpu_runner(path, inputs)
+    except Exception as exc:
+        return {"status": f"unavailable: {exc}"}
     try:
         run_once()
     except Exception as exc:
