@@ -11,6 +11,7 @@ from .gpu import kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
+from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 from .gpu.serialization import PlanCache
@@ -211,8 +212,7 @@ class GpuDelegate:
         for p in made:
             p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
         self.partitions += made
-        self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000)
-        self._summary["cache_hit"] = loaded is not None
+        self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000, loaded is not None)
         return made
 
     def _build(self, graph, candidates, precision):
@@ -244,11 +244,9 @@ class GpuDelegate:
         made, records = [], []
         try:  # the GL buffers, once every program of every partition compiled
             for spec, (plan, view, rewritten, rewrite_log) in zip(specs, compiled):
-                partition = GpuPartition(self.context, plan, spec.nodes, view=view)
-                # Tensors of the model that no dispatch computes any more (a rewrite fused them away).
                 computed = {t.index for n in rewritten.nodes for t in n.outputs}
-                partition.fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
-                made.append(partition)
+                fused_away = {t.index for n in spec.nodes for t in n.outputs} - computed
+                made.append(GpuPartition(self.context, plan, spec.nodes, view=view, fused_away=fused_away))
                 records += rewrite_log
         except BaseException:  # out of GPU memory: free what the earlier partitions hold
             for partition in made:
@@ -271,9 +269,8 @@ class GpuDelegate:
         over a device limit."""
         # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
         view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
-        first_free = max([len(graph.tensors)] + [t.index + 1 for t in view.tensors])
         rewritten, rewrite_log = rewrite_partition(view.nodes, view.inputs, view.outputs,
-                                                   RULES if self.options.rewrite_rules else (), first_free)
+                                                   RULES if self.options.rewrite_rules else (), len(graph.tensors))
         tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
         try:
             try:
@@ -336,9 +333,8 @@ class GpuDelegate:
         if self.context is None:
             raise ValueError("the GpuDelegate is closed")
 
-    def _summarize(self, graph, made, precision, init_ms):
+    def _summarize(self, graph, made, precision, init_ms, cache_hit):
         plans = [p.plan for p in made]
-        element = 8 if precision != "fp32" else 16
         gpu_nodes = sum(len(p.nodes) for p in made)
         self._summary = {
             "renderer": self.context.renderer, "gl_version": self.context.version,
@@ -346,11 +342,11 @@ class GpuDelegate:
             "gpu_nodes": gpu_nodes, "cpu_nodes": len(graph.nodes) - gpu_nodes,
             "partitions": len(plans), "dispatches": sum(len(p.steps) for p in plans),
             "programs": len({s for p in plans for s in p.sources}),
-            "intermediate_bytes": sum(p.arena_elements for p in plans) * element,
-            "intermediate_lower_bound_bytes": sum(p.arena_lower_bound for p in plans) * element,
-            "intermediate_naive_bytes": sum(p.arena_naive for p in plans) * element,
-            "constant_bytes": sum(p.constants.size for p in plans) * (element // 4),
-            "init_ms": init_ms, "cache_hit": False,
+            "intermediate_bytes": sum(p.arena_elements * p.element_bytes for p in plans),
+            "intermediate_lower_bound_bytes": sum(p.arena_lower_bound * p.element_bytes for p in plans),
+            "intermediate_naive_bytes": sum(p.arena_naive * p.element_bytes for p in plans),
+            "constant_bytes": sum(p.buffer_bytes()["constants"] for p in plans),
+            "init_ms": init_ms, "cache_hit": cache_hit,
             # Nodes moved to the CPU at compile time (a kernel that did not compile, a device limit).
             "fallbacks": dict(self.fallbacks),
         }
@@ -494,6 +490,6 @@ class CompatibilityList:
         accumulation on a hardware GPU (half the memory traffic, accumulations stay exact)."""
         if self.device is None:
             raise GpuError(f"the GPU delegate cannot run here: {self.reason}")
-        software = any(name in self.device["renderer"].lower() for name in ("llvmpipe", "softpipe", "swiftshader"))
+        software = any(name in self.device["renderer"].lower() for name in SOFTWARE_RENDERERS)
         return GpuDelegateOptions(precision="fp32" if software else "fp16_fp32acc", device_index=self.device_index,
                                   **({"gl_api": self.gl_api} if self.gl_api is not None else {}))

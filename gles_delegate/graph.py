@@ -32,6 +32,7 @@ class Tensor:
 
     @property
     def size(self):
+        """Number of elements (the product of the shape; 1 for a scalar)."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __repr__(self):
@@ -77,6 +78,7 @@ class Graph:
         self.name = name
         self.source_model = None  # the ModelDef of Graph.from_model
         self.subgraph_index = None
+        self.next_index = max((t.index for t in self.tensors), default=-1) + 1  # see new_tensor
 
     @classmethod
     def from_model(cls, model, subgraph_index=0):
@@ -105,6 +107,7 @@ class Graph:
 
     @property
     def model_digest(self):
+        """sha256 (hex) of the model file this graph was read from, or None (see ModelDef.digest)."""
         return getattr(self.source_model, "digest", None)
 
     def check_order(self):
@@ -132,13 +135,16 @@ class Graph:
         return readers
 
     def is_graph_output(self, tensor):
+        """Whether `tensor` (the object, not an equal one) is an output of the graph."""
         return any(tensor is t for t in self.outputs)
 
     # -- edits ----------------------------------------------------------------------------
     def new_tensor(self, name, shape, dtype, data=None, quantization=None):
-        """Add a tensor created by a rewrite; it gets the next free index."""
-        tensor = Tensor(index=len(self.tensors), name=name, shape=tuple(shape), dtype=np.dtype(dtype),
+        """Add a tensor created by a rewrite; it gets the next free index, `next_index` (one past
+        the graph's largest index, or what transforms.rewrite_partition sets: past the model's)."""
+        tensor = Tensor(index=self.next_index, name=name, shape=tuple(shape), dtype=np.dtype(dtype),
                         data=data, quantization=quantization)
+        self.next_index += 1
         self.tensors.append(tensor)
         return tensor
 

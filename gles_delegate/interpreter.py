@@ -102,7 +102,7 @@ class _Executor:
         check_declared_shapes(graph)
         storage = self.make_storage(graph)
         self.release()
-        self.graph, self.storage, self.steps = graph, None, None
+        self.graph, self.storage = graph, None
         self.steps = self.plan(graph, delegates)
         self.storage = storage
 
@@ -141,9 +141,6 @@ class _Executor:
         # storage itself), so get_tensor() shows what the GPU computed for every tensor.
         capture = self.storage if self.preserve_all_tensors else None
         for step in self.steps:
-            if hasattr(step, "release") and not getattr(step, "steps", True):
-                raise ValueError("a delegate of this interpreter was closed, which released its GPU "
-                                 "partition: call allocate_tensors() again (with an open delegate)")
             step.run(self.storage, capture=capture)
 
     def release(self):
@@ -268,9 +265,11 @@ class Interpreter:
         return [self._details(t) for t in self._main.graph.inputs]
 
     def get_output_details(self):
+        """One details dict per model output, with LiteRT's keys and value types."""
         return [self._details(t) for t in self._main.graph.outputs]
 
     def get_tensor_details(self):
+        """One details dict per tensor of the main subgraph, in tensor index order."""
         return [self._details(t) for t in self._main.graph.tensors]
 
     # -- tensors --------------------------------------------------------------------------
@@ -318,6 +317,7 @@ class Interpreter:
         return SignatureRunner(self, signatures[signature_key])
 
     def num_subgraphs(self):
+        """The number of subgraphs of the model."""
         return len(self._model.subgraphs)
 
 
@@ -331,10 +331,12 @@ class SignatureRunner:
         self._executor.allocate(interpreter._delegates)
 
     def get_input_details(self):
+        """{signature input name: details dict}."""
         return {name: self._interpreter._details(self._executor.graph.tensors[i])
                 for name, i in self._signature.inputs.items()}
 
     def get_output_details(self):
+        """{signature output name: details dict}."""
         return {name: self._interpreter._details(self._executor.graph.tensors[i])
                 for name, i in self._signature.outputs.items()}
 

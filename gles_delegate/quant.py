@@ -95,8 +95,7 @@ def _same_grid(a, b):
 def _tensor_reason(tensor):
     """Why a tensor has no float view, or None."""
     if tensor.dtype not in QUANTIZED_DTYPES:
-        if tensor.dtype is not None and tensor.dtype.kind in "iu" and tensor.quantization is not None \
-                and tensor.dtype != np.int32:
+        if is_quantized(tensor):
             return f"tensor {tensor.index} is quantized {tensor.dtype} (the float view takes 8-bit types)"
         return None
     if not is_quantized(tensor) or tensor.quantization.scales.size == 0:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate.gpu import kernels
+from gles_delegate.gpu.serialization import package_version  # noqa: F401 (the tools' version line)
 
 
 # -- models and inputs ----------------------------------------------------------------------
@@ -87,33 +88,18 @@ def op_counts(graph, on_gpu):
 
 
 def rewrite_log(delegate):
-    """The delegate's rewrite records (rule, node label, APPLIED/SKIPPED, why), or [] when the
-    delegate exposes none."""
-    return list(getattr(delegate, "rewrite_log", None) or [])
-
-
-REWRITE_FIELDS = ("rule", "node", "status", "why")
-
-
-def record_field(record, name):
-    """A field of a rewrite record: an object with attributes, a dict, or a tuple in
-    REWRITE_FIELDS order."""
-    if isinstance(record, dict):
-        return str(record.get(name, ""))
-    if isinstance(record, (tuple, list)):
-        k = REWRITE_FIELDS.index(name)
-        return str(record[k]) if k < len(record) else ""
-    return str(getattr(record, name, ""))
+    """The delegate's rewrite records (transforms.Record: rule, node label, APPLIED / SKIPPED,
+    why), or [] without a delegate."""
+    return list(delegate.rewrite_log) if delegate is not None else []
 
 
 def format_rewrite_record(record):
-    rule, node, status, why = (record_field(record, f) for f in REWRITE_FIELDS)
-    return f"{status:<8} {rule:<28} {node:<32} {why}".rstrip()
+    return f"{record.status:<8} {record.rule:<28} {record.node:<32} {record.why}".rstrip()
 
 
 def rewrite_tally(records):
     """'rule STATUS xN, ...' over the records, or '' when there are none."""
-    tally = collections.Counter((record_field(r, "rule"), record_field(r, "status")) for r in records)
+    tally = collections.Counter((r.rule, r.status) for r in records)
     return ", ".join(f"{rule} {status} x{k}" for (rule, status), k in sorted(tally.items()))
 
 
@@ -144,14 +130,6 @@ def mb(nbytes):
 
 def shape_text(shape):
     return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
-
-
-def package_version():
-    try:
-        from importlib.metadata import version
-        return version("gles_delegate")
-    except Exception:  # running from a source tree that is not installed
-        return "unknown"
 
 
 def run_tool(main_body):

@@ -34,19 +34,17 @@ def median_ms(interpreter, inputs, runs):
 
 def litert_interpreter(path):
     """An allocated LiteRT interpreter (default resolver: XNNPACK), or None if not installed."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter as LiteRT
-    except ImportError:
+    module = common.litert()
+    if module is None:
         return None
-    interpreter = LiteRT(model_path=str(path))
+    interpreter = module.Interpreter(model_path=str(path))
     interpreter.allocate_tensors()
     return interpreter
 
 
 def where_ops_ran(interpreter, delegate):
     """{op: (on GPU, on CPU)} counts over the executed graph."""
-    gpu_ids = {id(n) for p in delegate.partitions for n in p.nodes}
-    counts = common.op_counts(interpreter._main.graph, gpu_ids)
+    counts = common.op_counts(interpreter._main.graph, common.gpu_partition_of(delegate))
     return {op: (on_gpu, on_cpu) for op, (_, on_gpu, on_cpu) in counts.items()}
 
 

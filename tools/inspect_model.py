@@ -71,32 +71,6 @@ def load(path, args):
     return interpreter, delegate, handler.records
 
 
-def dispatch_templates(partition, graph, delegate):
-    """The kernel template of each dispatch of a partition, or None when unknown.
-
-    Plan keeps labels, not templates; until it does (Plan.templates), the dispatches are
-    rebuilt from the rewritten partition exactly as the compiler built them (pure, no GL).
-    """
-    plan = partition.plan
-    if getattr(plan, "templates", None):
-        return list(plan.templates)
-    try:
-        from gles_delegate.gpu.compiler import build_dispatches
-        from gles_delegate.gpu.kernels.base import KernelEnv
-        from gles_delegate.transforms import rewrite_partition
-        tensors = {t.index: t for t in graph.tensors}
-        inputs = [tensors[slot.tensor_index] for slot in plan.inputs]
-        outputs = [tensors[slot.tensor_index] for slot in plan.outputs]
-        rewritten, _ = rewrite_partition(partition.nodes, inputs, outputs)
-        env = KernelEnv(delegate.options.resolved_precision, delegate.context.limits)
-        dispatches = build_dispatches(rewritten.nodes, rewritten.inputs, rewritten.outputs, env)[0]
-    except Exception:  # the compiler's internals moved: say "unknown" rather than fail
-        return None
-    if len(dispatches) != len(plan.steps):
-        return None
-    return [d.template for d in dispatches]
-
-
 def report(path, interpreter, delegate, log_lines, show_nodes=False):
     """The inspector's text."""
     graph = interpreter._main.graph
@@ -138,34 +112,28 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
         w(common.rewrite_tally(records))
         w("\n".join("  " + common.format_rewrite_record(r) for r in records))
     else:
-        w("none recorded (the delegate exposes no rewrite log, or no rule applied)")
+        w("none recorded (no rule considered a node)")
     w("")
     w("== Partitions ==")
-    templates_of = {}
     for k, partition in enumerate(live):
         plan = partition.plan
         nodes = partition.nodes
-        templates = dispatch_templates(partition, graph, delegate)
-        templates_of[k] = templates
         barriers = sum(1 for step in plan.steps if step[4])
         w(f"partition {k}: {len(nodes)} nodes, {nodes[0].label} .. {nodes[-1].label}")
         w("  inputs:  " + ", ".join(f"{s.tensor_index} {common.shape_text(s.shape)}" for s in plan.inputs))
         w("  outputs: " + ", ".join(f"{s.tensor_index} {common.shape_text(s.shape)}" for s in plan.outputs))
-        fused = sorted(getattr(partition, "fused_away", ()) or ())
+        fused = sorted(partition.fused_away)
         w(f"  {len(plan.steps)} dispatches ({barriers} behind a barrier), {len(plan.sources)} programs"
           + (f", {len(fused)} tensors fused away by rewrites" if fused else ""))
-        if templates:
-            tally = collections.Counter(templates)
-            w("  kernels (template x dispatches): " + ", ".join(f"{t} x{n}" for t, n in sorted(tally.items())))
-        else:
-            w("  kernels: unknown (Plan has no templates)")
-        element = 8 if plan.storage_half else 16
+        tally = collections.Counter(plan.templates)
+        w("  kernels (template x dispatches): " + ", ".join(f"{t} x{n}" for t, n in sorted(tally.items())))
+        element = plan.element_bytes
         arena, lower = plan.arena_elements * element, plan.arena_lower_bound * element
         naive = plan.arena_naive * element
         ratio = f"{arena / lower:.2f}x the lower bound" if lower else "no lower bound"
         w(f"  memory plan: arena {common.mb(arena)} ({ratio}; lower bound {common.mb(lower)}, naive "
           f"{common.mb(naive)}, saving {1 - arena / naive:.0%} of naive)" if naive else "  memory plan: empty")
-        w(f"  constants {common.mb(plan.constants.size * element // 4)}, I/O buffer {common.mb(plan.io_bytes)}, "
+        w(f"  constants {common.mb(plan.buffer_bytes()['constants'])}, I/O buffer {common.mb(plan.io_bytes)}, "
           f"{'half' if plan.storage_half else 'float'} storage")
     if not live:
         w("no GPU partitions")
@@ -176,21 +144,18 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     if show_nodes:
         w("")
         w("== Nodes ==")
-        w(common.table(node_rows(graph, live, on_gpu, templates_of, delegate),
+        w(common.table(node_rows(graph, live, on_gpu, delegate),
                        ["node", "on", "dispatches", "templates", "output", "note"]))
     return "\n".join(out)
 
 
-def node_rows(graph, live, on_gpu, templates_of, delegate):
+def node_rows(graph, live, on_gpu, delegate):
     """One row per node: where it runs, its dispatches (by label) and their templates."""
     per_label = collections.defaultdict(list)
     for k, partition in enumerate(live):
-        templates = templates_of.get(k) or [None] * len(partition.plan.labels)
-        for label, template in zip(partition.plan.labels, templates):
-            per_label[(k, label)].append(template or "?")
-    field = common.record_field
-    rewritten = {field(r, "node"): f"{field(r, 'rule')} {field(r, 'why')}".strip()
-                 for r in common.rewrite_log(delegate) if field(r, "status") == "APPLIED"}
+        for label, template in zip(partition.plan.labels, partition.plan.templates):
+            per_label[(k, label)].append(template)
+    rewritten = {r.node: f"{r.rule} {r.why}".strip() for r in common.rewrite_log(delegate) if r.status == "APPLIED"}
     rows = []
     for node in graph.nodes:
         k = on_gpu.get(id(node))

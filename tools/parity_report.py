@@ -183,7 +183,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
     gpu_graph, ref_graph = gpu._main.graph, reference._main.graph
     live = [p for p in delegate.partitions if p.steps]
     on_gpu = common.gpu_partition_of(delegate)
-    fused = set().union(*(getattr(p, "fused_away", set()) for p in live)) if live else set()
+    fused = set().union(*(p.fused_away for p in live))
     captured = {index for p in live for written in p.plan.writes for index, _, _ in written}
     gpu_producer = {t.index: n for n in gpu_graph.nodes for t in n.outputs}
     ref_producer = {t.index: n for n in ref_graph.nodes for t in n.outputs}

@@ -13,6 +13,8 @@ import time
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import gl as G
+from gles_delegate.gpu.runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
+from gles_delegate.gpu.shader import PARAMS_BINDING
 from gles_delegate.gpu.workgroups import elapsed_ns
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end
@@ -29,10 +31,11 @@ def dispatch_runner(partition, step):
     gl, (program, offset, size, groups, _) = partition.context.gl, step
 
     def run():
-        for binding, handle in ((0, partition.arena.glo), (1, partition.consts.glo), (2, partition.io.handle)):
+        for binding, handle in ((ARENA_BINDING, partition.arena.glo), (CONSTS_BINDING, partition.consts.glo),
+                                (IO_BINDING, partition.io.handle)):
             gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, binding, handle)
         gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-        gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, 0, partition.params.glo, offset, size)
+        gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, offset, size)
         gl.use_program_fast(program)
         gl.dispatch_compute_fast(*groups)
         gl.use_program_fast(0)

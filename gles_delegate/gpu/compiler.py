@@ -51,6 +51,17 @@ class Plan:
     workgroups: list     # per step: its (x, y, z) workgroup
     tuned: bool          # the workgroups were timed on this GPU (workgroups.WorkgroupTuner)
 
+    @property
+    def element_bytes(self):
+        """Bytes of one vec4 element of the arena and constants buffers (8 in half storage)."""
+        return 8 if self.storage_half else 16
+
+    def buffer_bytes(self):
+        """{buffer: bytes} of the GL buffers a partition of this plan creates."""
+        return {"arena": self.arena_elements * self.element_bytes,
+                "constants": self.constants.shape[0] * self.element_bytes,
+                "params": len(self.params), "I/O": self.io_bytes}
+
 
 class PlanLimitError(GpuError):
     """A plan exceeds a limit of the device. steps: the indices of the dispatches at fault, or
@@ -67,11 +78,11 @@ def check_limits(plan, limits):
     """PlanLimitError unless every buffer the plan binds as a shader storage block fits in
     GL_MAX_SHADER_STORAGE_BLOCK_SIZE and every dispatch's group counts fit in
     GL_MAX_COMPUTE_WORK_GROUP_COUNT (a limit missing from `limits`, or 0, is not checked)."""
-    element = 8 if plan.storage_half else 16
     max_ssbo = int(limits.get("max_ssbo_bytes") or 0)
     if max_ssbo > 0:
-        sizes = {"arena (intermediate tensors)": plan.arena_elements * element,
-                 "constants (weights)": plan.constants.shape[0] * element, "I/O": plan.io_bytes}
+        buffers = plan.buffer_bytes()
+        sizes = {"arena (intermediate tensors)": buffers["arena"], "constants (weights)": buffers["constants"],
+                 "I/O": buffers["I/O"]}
         over = {what: size for what, size in sizes.items() if size > max_ssbo}
         if over:
             said = ", ".join(f"{what} {size:,} bytes" for what, size in over.items())

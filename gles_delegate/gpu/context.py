@@ -15,7 +15,6 @@ context also rebinds the thread's EGL API).
 The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('auto', 'gles' or
 'gl'; unset: 'auto'): it lets a whole test suite or application run under one API unchanged.
 """
-import ctypes
 import os
 import threading
 
@@ -31,7 +30,6 @@ _API_ORDER = {"auto": ("gles", "gl"), "gles": ("gles",), "gl": ("gl",)}
 _API_NAMES = {"auto": "OpenGL ES 3.1 or OpenGL 4.3 core", "gles": "OpenGL ES 3.1", "gl": "OpenGL 4.3 core"}
 
 # GL enums of the limits we read (all valid in OpenGL ES 3.1 and OpenGL 4.3 core).
-GL_NO_ERROR = 0
 GL_EXTENSIONS, GL_NUM_EXTENSIONS = 0x1F03, 0x821D
 _LIMITS_INT = {
     "max_workgroup_invocations": 0x90EB,     # GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS
@@ -105,12 +103,11 @@ class GlContext:
             except Exception as exc:  # moderngl raises plain Exception / moderngl.Error
                 raise GpuError(f"moderngl could not attach to the {self.version} context "
                                f"({self.renderer}): {exc}") from None
-            self._gl = _GlQueries(self.egl)
-            self._gl.clear_errors()  # whatever attaching left behind (desktop-only queries)
-            self.extensions = self._gl.extensions()
-            self.limits = self._gl.limits()
-            self._gl.clear_errors()
             self.gl = GlFunctions(self.egl.proc_address)
+            self.gl.clear_errors()  # whatever attaching left behind (desktop-only queries)
+            self.extensions = _extensions(self.gl)
+            self.limits = _limits(self.gl)
+            self.gl.clear_errors()
             self.binary_formats = self.gl.binary_formats()
             self.persistent_mapping = self._load_buffer_storage()
             if self.gl_api == "gl" and _desktop_version(self.version) < (4, 5) \
@@ -149,7 +146,7 @@ class GlContext:
 
     def clear_errors(self):
         """Drop every pending GL error (call inside current())."""
-        self._gl.clear_errors()
+        self.gl.clear_errors()
 
     def program(self, source, binary=None):
         """The compute Program (gpu/gl.py) for `source`, made once per context (dedupe by text):
@@ -189,6 +186,8 @@ class GlContext:
                 self.egl.destroy()
 
     def describe(self):
+        """{renderer, version, vendor, glsl_version, gl_api, egl_platform, device_index} plus the
+        device limits (GlContext.limits: byte sizes, counts)."""
         return {"renderer": self.renderer, "version": self.version, "vendor": self.vendor,
                 "glsl_version": self.glsl_version, "gl_api": self.gl_api,
                 "egl_platform": self.egl_platform, "device_index": self.device_index, **self.limits}
@@ -256,55 +255,20 @@ class _Attached:
         pass  # GlContext.release destroys the EGL context after moderngl let go of it
 
 
-class _GlQueries:
-    """glGet* through ctypes: moderngl's Context.info asks desktop-only enums (GL_INVALID_ENUM on
-    ES) and leaves out the compute limits below GL 4.3, so we ask for exactly what we use."""
+def _limits(gl):
+    """The device limits we use, asked through glGet* ourselves: moderngl's Context.info asks
+    desktop-only enums (GL_INVALID_ENUM on ES) and leaves out the compute limits below GL 4.3."""
+    out = {key: gl.integer64(enum) for key, enum in _LIMITS_INT64.items()}
+    out.update({key: gl.integer(enum) for key, enum in _LIMITS_INT.items()})
+    out.update({key: tuple(gl.integer_indexed(enum, axis) for axis in range(3))
+                for key, enum in _LIMITS_INDEXED.items()})
+    return out
 
-    def __init__(self, context):
-        def function(name, *argtypes, restype=None):
-            address = context.proc_address(name)
-            if not address:
-                raise GpuError(f"the GL driver has no {name}")
-            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
 
-        self.get_error = function("glGetError", restype=ctypes.c_uint)
-        self.get_integer = function("glGetIntegerv", ctypes.c_uint, ctypes.POINTER(ctypes.c_int))
-        self.get_integer64 = function("glGetInteger64v", ctypes.c_uint, ctypes.POINTER(ctypes.c_int64))
-        self.get_integer_indexed = function("glGetIntegeri_v", ctypes.c_uint, ctypes.c_uint,
-                                            ctypes.POINTER(ctypes.c_int))
-        self.get_string_indexed = function("glGetStringi", ctypes.c_uint, ctypes.c_uint,
-                                           restype=ctypes.c_char_p)
-
-    def clear_errors(self):
-        for _ in range(64):
-            if self.get_error() == GL_NO_ERROR:
-                break
-
-    def integer(self, enum):
-        value = ctypes.c_int(0)
-        self.get_integer(enum, ctypes.byref(value))
-        return value.value
-
-    def limits(self):
-        out = {}
-        for key, enum in _LIMITS_INT64.items():
-            value = ctypes.c_int64(0)
-            self.get_integer64(enum, ctypes.byref(value))
-            out[key] = value.value
-        for key, enum in _LIMITS_INT.items():
-            out[key] = self.integer(enum)
-        for key, enum in _LIMITS_INDEXED.items():
-            values = []
-            for axis in range(3):
-                value = ctypes.c_int(0)
-                self.get_integer_indexed(enum, axis, ctypes.byref(value))
-                values.append(value.value)
-            out[key] = tuple(values)
-        return out
-
-    def extensions(self):
-        names = (self.get_string_indexed(GL_EXTENSIONS, i) for i in range(self.integer(GL_NUM_EXTENSIONS)))
-        return frozenset(name.decode(errors="replace") for name in names if name)
+def _extensions(gl):
+    """The context's GL extension names (frozenset)."""
+    names = (gl.get_stringi(GL_EXTENSIONS, i) for i in range(gl.integer(GL_NUM_EXTENSIONS)))
+    return frozenset(name.decode(errors="replace") for name in names if name)
 
 
 _shared = {}  # (gl_api asked, device_index) -> [GlContext, reference count]

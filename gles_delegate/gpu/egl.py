@@ -69,6 +69,7 @@ APIS = {
                        EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT]},
 }
 PLATFORMS = ("device", "surfaceless", "default")
+SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader", "swrast")  # GL_RENDERER names of CPU rasterizers
 
 MISSING_EGL = ("no EGL/OpenGL driver could be loaded ({error}). On Debian install "
                "libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 (Mesa, gives llvmpipe without a GPU); "
@@ -295,7 +296,7 @@ class Context:
     """An EGL context of `api` ('gles' or 'gl') on `display`, not current on any thread when made.
 
     enter()/exit(token) make it current on the calling thread and restore what was current
-    there before (another context, or none). make_current()/release_current() are the bare calls.
+    there before (another context, or none).
     """
 
     def __init__(self, display, api, use_pbuffer=None):
@@ -353,20 +354,6 @@ class Context:
                        + (" to a pbuffer" if use_pbuffer else ""))
 
     # -- current on a thread -------------------------------------------------------------------
-    def make_current(self):
-        egl = self._egl
-        if egl.eglQueryAPI() != self.bind:
-            egl.eglBindAPI(self.bind)
-        if not egl.eglMakeCurrent(self.display.handle, self.surface, self.surface, self.handle):
-            raise GpuError(egl.error(f"eglMakeCurrent of the {APIS[self.api]['name']} context on "
-                                     f"{threading.current_thread().name}"))
-
-    def release_current(self):
-        egl = self._egl
-        if egl.eglQueryAPI() != self.bind:
-            egl.eglBindAPI(self.bind)
-        egl.eglMakeCurrent(self.display.handle, None, None, None)
-
     def is_current(self):
         egl = self._egl
         if egl.eglQueryAPI() != self.bind:
@@ -551,8 +538,8 @@ def probe():
                 entry["errors"][api] = f"{APIS[api]['name']} asked, got {strings['version']}"
             entry["renderer"] = entry["renderer"] or strings["renderer"]
             entry["vendor"] = entry["vendor"] or strings["vendor"]
-        software_names = ("llvmpipe", "softpipe", "swiftshader", "swrast")
-        entry["software"] = entry["software"] or any(s in (entry["renderer"] or "").lower() for s in software_names)
+        renderer = (entry["renderer"] or "").lower()
+        entry["software"] = entry["software"] or any(name in renderer for name in SOFTWARE_RENDERERS)
         found.append(entry)
     found.sort(key=lambda e: (PLATFORMS.index(e["platform"]), e["index"] if e["index"] is not None else -1))
     return found

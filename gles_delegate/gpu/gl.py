@@ -1,6 +1,7 @@
 """The GL program calls the delegate makes itself, through ctypes: compile, link, program
 binaries (glGetProgramBinary / glProgramBinary, GLES 3.0 and GL 4.1 core; moderngl has no call
-for them), use and dispatch.
+for them), use and dispatch, buffers and fences of the runtime, and the glGet* queries of the
+device's limits and extensions (gpu/context.py).
 
 Entry points come from the context's own proc-address loader (gpu/egl.py), the one moderngl is
 attached to, so every call here goes to that context. Call everything inside
@@ -41,6 +42,9 @@ _P = ctypes.POINTER
 _FUNCTIONS = {
     "glGetError": (_u, ()),
     "glGetIntegerv": (None, (_u, _P(_i))),
+    "glGetInteger64v": (None, (_u, _P(ctypes.c_int64))),
+    "glGetIntegeri_v": (None, (_u, _u, _P(_i))),
+    "glGetStringi": (ctypes.c_char_p, (_u, _u)),
     "glCreateShader": (_u, (_u,)),
     "glShaderSource": (None, (_u, _i, _P(ctypes.c_char_p), _P(_i))),
     "glCompileShader": (None, (_u,)),
@@ -109,8 +113,21 @@ class GlFunctions:
         return self.buffer_storage is not None
 
     def integer(self, enum):
+        """glGetIntegerv of a GL enum, as an int."""
         value = _i(0)
         self.get_integerv(enum, ctypes.byref(value))
+        return value.value
+
+    def integer64(self, enum):
+        """glGetInteger64v of a GL enum (byte sizes beyond 2 GiB), as an int."""
+        value = ctypes.c_int64(0)
+        self.get_integer64v(enum, ctypes.byref(value))
+        return value.value
+
+    def integer_indexed(self, enum, index):
+        """glGetIntegeri_v of a GL enum at `index` (an axis of a compute limit), as an int."""
+        value = _i(0)
+        self.get_integeri_v(enum, index, ctypes.byref(value))
         return value.value
 
     def program_integer(self, program, enum):

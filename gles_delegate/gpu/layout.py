@@ -20,6 +20,7 @@ class Shape4:
 
     @property
     def slices(self):
+        """Channel slices: ceil(C / 4) vec4s per pixel."""
         return (self.c + 3) // 4
 
     @property
@@ -30,6 +31,10 @@ class Shape4:
     def as_ivec4(self):
         """(w, h, slices, batch): the order kernels index with."""
         return (self.w, self.h, self.slices, self.b)
+
+
+# The BHWC axes (0 b, 1 h, 2 w, 3 c) that the dims of a tensor of each rank occupy (see bhwc).
+BHWC_AXES = {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}
 
 
 def bhwc(shape):

@@ -25,17 +25,10 @@ GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_
              0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
 
 
-def buffer_sizes(plan):
-    """{buffer: bytes} of the GL buffers a partition of `plan` creates."""
-    element = 8 if plan.storage_half else 16
-    return {"arena": plan.arena_elements * element, "constants": plan.constants.shape[0] * element,
-            "params": len(plan.params), "I/O": plan.io_bytes}
-
-
 def out_of_memory(context, plan, what, nbytes, cause):
     """The GpuError of a buffer the driver would not create: which buffer, how many bytes, what
     the partition needs in all and the device's limits."""
-    sizes = buffer_sizes(plan)
+    sizes = plan.buffer_bytes()
     limits = context.limits
     return GpuError(f"the GPU could not allocate the partition's {what} buffer of {nbytes:,} bytes on "
                     f"{context.renderer} ({cause}); the partition needs {sum(sizes.values()):,} bytes in all ("
@@ -65,13 +58,15 @@ class GpuPartition:
     (optional, one per plan source): (format, bytes) of a program binary to load instead of
     compiling that source, or None (serialization.py passes them on a warm start). `view`: the
     quant.FloatView the plan was compiled from, when the partition runs a quantized model (it
-    maps captured float values back to the model's integers)."""
+    maps captured float values back to the model's integers). `fused_away`: the indices of the
+    model tensors of `nodes` that no dispatch computes (a rewrite fused them away)."""
 
-    def __init__(self, context, plan, nodes, binaries=None, view=None):
+    def __init__(self, context, plan, nodes, binaries=None, view=None, fused_away=frozenset()):
         self.context = context
         self.plan = plan
         self.nodes = nodes
         self.view = view
+        self.fused_away = set(fused_away)
         self.steps = []
         self.arena = self.consts = self.params = self.io = None
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
@@ -80,7 +75,7 @@ class GpuPartition:
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
-                sizes = buffer_sizes(plan)
+                sizes = plan.buffer_bytes()
                 self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"])
                 self.arena.clear()  # padded channels must read as zero before anything writes them
                 consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
@@ -105,22 +100,18 @@ class GpuPartition:
         """Invoke: inputs from storage[tensor index], outputs written back into storage in
         place (cast to the storage's dtype). With a `capture` dict, every tensor a dispatch
         writes is read back right after that dispatch (before its memory is reused) into
-        capture[index] as a BHWC float32 array: slow, for the parity report."""
+        capture[index] as a BHWC float32 array: slow, for the parity report. ValueError once the
+        partition was released (release(), or its delegate's close())."""
         if not self.steps:
-            raise GpuError("this GPU partition was released (its delegate or interpreter was closed)")
+            raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
+                             "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
         gl = self.context.gl
-        bind_base, bind_range = gl.bind_buffer_base_fast, gl.bind_buffer_range_fast
-        use, dispatch, barrier_bits = gl.use_program_fast, gl.dispatch_compute_fast, gl.memory_barrier_fast
-        params = self.params.glo
-        with self.context.current() as ctx:
-            bind_base(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
-            bind_base(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
-            bind_base(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
-            self.io.write_inputs(storage)
-            # Shader writes of the previous invoke must land before this one reads the arena.
-            barrier_bits(G.GL_SHADER_STORAGE_BARRIER_BIT)
+        bind_range, use, dispatch = gl.bind_buffer_range_fast, gl.use_program_fast, gl.dispatch_compute_fast
+        barrier_bits, params = gl.memory_barrier_fast, self.params.glo
+        with self.context.current():
+            self._begin(storage)
             current = 0
             for k, (program, offset, size, groups, barrier) in enumerate(self.steps):
                 if barrier:
@@ -131,11 +122,21 @@ class GpuPartition:
                     current = program
                 dispatch(*groups)
                 if capture is not None:
-                    self._capture(ctx, self.plan.writes[k], capture)
+                    self._capture(self.plan.writes[k], capture)
             use(0)  # leave no program of ours bound for moderngl or other users of the context
             self.io.read_outputs(storage)
 
-    def _capture(self, ctx, written, capture):
+    def _begin(self, storage):
+        """Bind the partition's storage buffers and upload its inputs (inside current())."""
+        gl = self.context.gl
+        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
+        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
+        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
+        self.io.write_inputs(storage)
+        # Shader writes of the previous invoke must land before this one reads the arena.
+        gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+
+    def _capture(self, written, capture):
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
         the compiler or the float view made up have no entry there and are skipped)."""
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
@@ -146,10 +147,10 @@ class GpuPartition:
     def _read_tensor(self, offset, shape):
         """The arena tensor at `offset` (elements) of `shape`, as BHWC float32 (call after a
         GL_BUFFER_UPDATE barrier)."""
-        half = self.plan.storage_half
-        element_bytes = 8 if half else 16
+        element_bytes = self.plan.element_bytes
         raw = self.arena.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
-        return from_phwc4(np.frombuffer(raw, np.float16 if half else np.float32).astype(np.float32), shape)
+        dtype = np.float16 if self.plan.storage_half else np.float32
+        return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
 
     def _store_capture(self, capture, index, values):
         if self.view is not None:
@@ -173,11 +174,7 @@ class GpuPartition:
                 found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
         gl = self.context.gl
         with self.context.current():
-            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
-            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
-            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
-            self.io.write_inputs(storage)
-            gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+            self._begin(storage)
             for k, (program, offset, size, groups, _) in enumerate(self.steps):
                 gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
                 gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)

@@ -36,6 +36,7 @@ we cannot write warns once and the delegate runs without storing (it still reads
 there). The checksum catches corruption, not forgery: whoever can write the directory as this
 user can make the delegate run any shader, which is why entries of other users are ignored.
 """
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -431,14 +432,6 @@ class _LogRecorder(logging.Handler):
             self.lines.append([record.levelno, str(record.msg), list(args)])
 
 
-class _NoRecording:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 class PlanCache:
     """The serialization cache for one GpuDelegate.partition call (disabled without
     options.serialization_dir, or for a graph that does not come from a model file).
@@ -454,8 +447,8 @@ class PlanCache:
         self.options, self.context, self.graph = options, context, graph
         self.candidates = list(candidates)
         self.directory = options.serialization_dir
-        model = getattr(graph, "source_model", None)
-        source = getattr(model, "source_bytes", None)
+        model = graph.source_model
+        source = None if model is None else model.source_bytes
         self.enabled = bool(self.directory) and source is not None
         self._recorder = None
         if not self.enabled:
@@ -637,9 +630,8 @@ class PlanCache:
         made = []
         try:
             for plan, nodes, fused, binaries in parts:
-                partition = GpuPartition(self.context, plan, nodes, binaries=binaries, view=self._view(nodes))
-                partition.fused_away = fused
-                made.append(partition)
+                made.append(GpuPartition(self.context, plan, nodes, binaries=binaries, view=self._view(nodes),
+                                         fused_away=fused))
             return made
         except Exception as exc:  # GpuError, or a GL object moderngl refuses
             for partition in made:
@@ -667,7 +659,7 @@ class PlanCache:
     def recording(self):
         """Context manager that keeps the partitioner's log lines for the entry."""
         if not self.enabled:
-            return _NoRecording()
+            return contextlib.nullcontext()
         recorder = self._recorder = _LogRecorder()
         return _Recording(recorder)
 
@@ -700,11 +692,10 @@ class PlanCache:
                         binary = self.context.program(source).binary() if self.context.binary_formats else None
                         known[source] = None if binary is None else [binary[0], blobs.add(binary[1])]
                     binaries.append(known[source])
-                computed_away = getattr(partition, "fused_away", set())
                 parts.append({"plan": encode(partition.plan, blobs),
                               "nodes": [n.index for n in partition.nodes],
                               "ops": [n.op for n in partition.nodes],
-                              "fused_away": encode(set(computed_away), blobs), "binaries": binaries})
+                              "fused_away": encode(set(partition.fused_away), blobs), "binaries": binaries})
         header = {"key": self.key, "partitions": parts, "rewrite_log": encode(list(rewrite_log), blobs),
                   "log": lines}
         return pack_entry(header, blobs)

@@ -16,6 +16,7 @@ import ctypes
 import logging
 
 from ..errors import GpuError
+from . import gl as G
 from .gl import Program
 from .runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
 from .shader import PARAMS_BINDING
@@ -101,7 +102,6 @@ def candidates(grid, limits):
 GL_TIME_ELAPSED = 0x88BF        # = GL_TIME_ELAPSED_EXT
 GL_QUERY_RESULT = 0x8866
 GL_GPU_DISJOINT_EXT = 0x8FBB
-GL_SHADER_STORAGE_BARRIER_BIT = 0x2000
 TIMER_EXTENSION = "GL_EXT_disjoint_timer_query"
 REPEATS = 3                     # timings per candidate; the minimum counts
 MIN_MEASURABLE_NS = 1000        # a timer reporting less for the largest dispatch does not time it
@@ -111,7 +111,8 @@ WARM_UP_PASSES = 3              # runs of the whole plan before timing, so the G
 
 class _TimerFunctions:
     """glBeginQuery & co. through ctypes, from the context's own loader (desktop names, or the
-    EXT_disjoint_timer_query names on GLES where the 64-bit result call exists only there)."""
+    EXT_disjoint_timer_query names on GLES where the 64-bit result call exists only there); the
+    other GL calls timing needs are the context's (GlContext.gl)."""
 
     def __init__(self, proc_address, gles):
         def function(names, restype, *argtypes):
@@ -127,9 +128,6 @@ class _TimerFunctions:
         self.begin = function([f"glBeginQuery{s}" for s in suffixes], None, u, u)
         self.end = function([f"glEndQuery{s}" for s in suffixes], None, u)
         self.result64 = function([f"glGetQueryObjectui64v{s}" for s in suffixes], None, u, u, p(ctypes.c_uint64))
-        self.get_integer = function(["glGetIntegerv"], None, u, p(ctypes.c_int))
-        self.get_error = function(["glGetError"], u)
-        self.memory_barrier = function(["glMemoryBarrier"], None, u)
 
 
 def timer_unavailable(context):
@@ -207,10 +205,9 @@ class _Session:
 
     def __init__(self, context, ctx, timers, plan):
         self.context, self.timers = context, timers
-        element = 8 if plan.storage_half else 16
-        self.buffers = [ctx.buffer(reserve=max(plan.arena_elements * element, 16)),
-                        ctx.buffer(reserve=max(plan.constants.shape[0] * element, 16)),
-                        ctx.buffer(reserve=max(plan.io_bytes, 16)), ctx.buffer(plan.params)]
+        sizes = plan.buffer_bytes()
+        self.buffers = [ctx.buffer(reserve=max(sizes[name], 16)) for name in ("arena", "constants", "I/O")]
+        self.buffers.append(ctx.buffer(plan.params))
         for buffer in self.buffers[:3]:
             buffer.clear()
         for buffer, binding in zip(self.buffers, (ARENA_BINDING, CONSTS_BINDING, IO_BINDING)):
@@ -234,7 +231,7 @@ class _Session:
             for step, options in zip(steps, variants):
                 self.params.bind_to_uniform_block(PARAMS_BINDING, step[1], step[2])
                 self.programs[options[0][1]].run(*options[0][2])
-        self.timers.memory_barrier(GL_SHADER_STORAGE_BARRIER_BIT)
+        self.context.gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
 
     def fastest(self, step, options):
         """Index of the fastest option; the heuristic's (0) unless another beats it by MIN_GAIN.
@@ -252,8 +249,9 @@ class _Session:
         self.params.bind_to_uniform_block(PARAMS_BINDING, step[1], step[2])
         self.compile([source])
         program, timers, best = self.programs[source], self.timers, float("inf")
+        barrier = self.context.gl.memory_barrier_fast
         for _ in range(repeats):
-            timers.memory_barrier(GL_SHADER_STORAGE_BARRIER_BIT)
+            barrier(G.GL_SHADER_STORAGE_BARRIER_BIT)
             timers.begin(GL_TIME_ELAPSED, self.query.value)
             program.run(*groups)
             timers.end(GL_TIME_ELAPSED)
@@ -266,9 +264,7 @@ class _Session:
     def _disjoint(self):
         if self.context.gl_api != "gles":
             return False
-        flag = ctypes.c_int(0)
-        self.timers.get_integer(GL_GPU_DISJOINT_EXT, ctypes.byref(flag))
-        return bool(flag.value)
+        return bool(self.context.gl.integer(GL_GPU_DISJOINT_EXT))
 
     def release(self):
         for program in self.programs.values():

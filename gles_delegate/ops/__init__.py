@@ -63,7 +63,8 @@ def output_shapes(node, shapes, values=None):
 def run_node(node, inputs):
     """Run one node on the reference kernels; returns its output arrays. An output larger than
     the model declares fails before the kernel runs (checks.check_output_elements); running out
-    of memory is a ModelError naming the node."""
+    of memory, or a ModelError of a shared helper (common.py) that cannot know the node, is a
+    ModelError naming the node."""
     shapes = output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
     if shapes is not None:
         check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None))
@@ -72,3 +73,7 @@ def run_node(node, inputs):
     except MemoryError as exc:
         raise node_error(node, f"out of memory computing its outputs (declared "
                                f"{[list(t.shape) for t in node.outputs if t is not None]}): {exc}") from None
+    except ModelError as exc:
+        if node.label in str(exc):
+            raise
+        raise node_error(node, str(exc)) from None

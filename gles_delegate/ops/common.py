@@ -109,19 +109,19 @@ def clamp_to_activation(x, activation):
     return np.clip(x, x.dtype.type(max(low, info.min)), x.dtype.type(min(high, info.max)))
 
 
-def apply_activation(x, activation, node=None):
+def apply_activation(x, activation):
     """A fused activation applied as a function to float x: TANH is tanh, SIGN_BIT signbit, the
     RELU family clamps and leaves infinities. That is what LSTM's ApplyActivationToVector does
     (and what TFLite's GPU delegate does after a CONCATENATION); kernels that follow TFLite's
-    output stage use clamp_to_activation instead."""
+    output stage use clamp_to_activation instead. An unknown activation is a ModelError
+    (ops.run_node adds the node)."""
     if activation == ACT_TANH:
         return np.tanh(x)
     if activation == ACT_SIGN_BIT:
         return np.signbit(x).astype(x.dtype)
     bounds = activation_range(activation)
     if bounds is None:
-        where = f" of operator {node.label}" if node is not None else ""
-        raise ModelError(f"unknown fused activation {activation}{where}")
+        raise ModelError(f"unknown fused activation {activation}")
     low, high = bounds
     if low == -np.inf and high == np.inf:
         return x

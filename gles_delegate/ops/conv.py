@@ -35,8 +35,9 @@ def _centered(tensor, values):
     return values.astype(np.float64) - zero_points
 
 
-def _optional(inputs, index):
-    """An optional input: absent (a shorter list) and omitted (None) read the same."""
+def optional_input(inputs, index):
+    """An optional input of a list of inputs (values or tensors): absent (a shorter list) and
+    omitted (None) read the same."""
     return inputs[index] if len(inputs) > index else None
 
 
@@ -94,7 +95,7 @@ def conv_2d_accumulators(node, xc, wc):
 
 def conv_2d(node, inputs):
     """CONV_2D: input [N, H, W, C], filter [O, KH, KW, C], bias [O] -> [N, OH, OW, O]."""
-    x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
+    x, w, bias = inputs[0], inputs[1], optional_input(inputs, 2)
     acc = conv_2d_accumulators(node, _centered(node.inputs[0], x), _centered(node.inputs[1], w))
     return [_output_stage(node, acc, bias, node.inputs[0], node.inputs[1])]
 
@@ -115,7 +116,7 @@ def depthwise_conv_2d(node, inputs):
     """DEPTHWISE_CONV_2D: input [N, H, W, C], filter [1, KH, KW, C*M], bias [C*M] ->
     [N, OH, OW, C*M], output channel c*M + m from input channel c. M comes from the shapes:
     TFLite ignores the depth_multiplier option."""
-    x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
+    x, w, bias = inputs[0], inputs[1], optional_input(inputs, 2)
     acc = depthwise_accumulators(node, _centered(node.inputs[0], x), _centered(node.inputs[1], w))
     return [_output_stage(node, acc, bias, node.inputs[0], node.inputs[1])]
 
@@ -157,7 +158,7 @@ def transpose_conv(node, inputs):
     """TRANSPOSE_CONV: output_shape [4] int32, filter [O, KH, KW, C], input [N, H, W, C], optional
     bias [O] -> output_shape. The padding is that of the forward convolution the op inverts: the
     one from an output_shape-sized image (TFLite's ComputePaddingHeightWidth)."""
-    output_shape, w, x, bias = inputs[0], inputs[1], inputs[2], _optional(inputs, 3)
+    output_shape, w, x, bias = inputs[0], inputs[1], inputs[2], optional_input(inputs, 3)
     _, oh, ow, _ = transpose_conv_output_shape(node, output_shape)
     strides = strides_of(node)
     _, _, pad_top, pad_left = spatial_geometry((oh, ow), w.shape[1:3], strides, (1, 1), node.options["padding"])
@@ -176,18 +177,25 @@ def mediapipe_options(node):
     return _C_PADDING.get(c_padding), (stride_h, stride_w)
 
 
-def transpose_conv_bias(node, inputs):
-    """MediaPipe's Convolution2DTransposeBias: input [N, H, W, C], filter [O, KH, KW, C],
-    bias [O] -> [N, OH, OW, O]. Custom options are int32 [padding, stride_w, stride_h] (TfLitePadding:
-    1 SAME, 2 VALID). MediaPipe derives the output size from the input: SAME trims
-    total = max(0, K - (in - 1) % stride - 1) from the full (in - 1) * stride + K, total // 2 before."""
-    x, w, bias = inputs
-    padding, strides = mediapipe_options(node)
+def mediapipe_geometry(in_hw, kernel_hw, strides, padding):
+    """((OH, OW), (pad_top, pad_left)) of a Convolution2DTransposeBias node. MediaPipe derives
+    the output size from the input: SAME trims total = max(0, K - (in - 1) % stride - 1) from the
+    full (in - 1) * stride + K, total // 2 of it before. Strides must be >= 1."""
     out_hw, pads = [], []
-    for size, k, s in zip(x.shape[1:3], w.shape[1:3], strides):
+    for size, k, s in zip(in_hw, kernel_hw, strides):
         total = max(0, k - (size - 1) % s - 1) if padding == PADDING_SAME else 0
         out_hw.append((size - 1) * s + k - total)
         pads.append(total // 2)
+    return tuple(out_hw), tuple(pads)
+
+
+def transpose_conv_bias(node, inputs):
+    """MediaPipe's Convolution2DTransposeBias: input [N, H, W, C], filter [O, KH, KW, C],
+    bias [O] -> [N, OH, OW, O] (mediapipe_geometry). Custom options are int32 [padding, stride_w,
+    stride_h] (TfLitePadding: 1 SAME, 2 VALID)."""
+    x, w, bias = inputs
+    padding, strides = mediapipe_options(node)
+    out_hw, pads = mediapipe_geometry(x.shape[1:3], w.shape[1:3], strides, padding)
     acc = _transposed(x, w, strides, out_hw, pads)
     return [(acc + bias).astype(np.float32)]
 
@@ -195,7 +203,7 @@ def transpose_conv_bias(node, inputs):
 def fully_connected(node, inputs):
     """FULLY_CONNECTED: input [..., K] read as [size / K, K] rows, weights [U, K], bias [U] ->
     [size / K, U], or input.shape[:-1] + [U] with keep_num_dims."""
-    x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
+    x, w, bias = inputs[0], inputs[1], optional_input(inputs, 2)
     xc, wc = _centered(node.inputs[0], x), _centered(node.inputs[1], w)
     acc = xc.reshape(-1, w.shape[1]) @ wc.T
     out = _output_stage(node, acc, bias, node.inputs[0], node.inputs[1])
@@ -294,7 +302,7 @@ def _check_in_channels(x_t, w_t):
 def support_conv_2d(node, operands=_check_operands):
     """Why CONV_2D cannot run this node, or None. `operands` checks the types and quantization
     (ops/hybrid.py passes its own: the shape and option checks are the same)."""
-    x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
+    x_t, w_t, b_t = node.inputs[0], node.inputs[1], optional_input(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
         lambda: _check_in_channels(x_t, w_t),
@@ -305,7 +313,7 @@ def support_conv_2d(node, operands=_check_operands):
 
 def support_depthwise_conv_2d(node, operands=_check_operands):
     """Why DEPTHWISE_CONV_2D cannot run this node, or None (`operands`: see support_conv_2d)."""
-    x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
+    x_t, w_t, b_t = node.inputs[0], node.inputs[1], optional_input(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
         lambda: None if w_t.shape[0] == 1 and x_t.shape[3] > 0 and w_t.shape[3] % x_t.shape[3] == 0 else
@@ -328,7 +336,7 @@ def _check_output_shape_operand(node):
 
 
 def support_transpose_conv(node):
-    w_t, x_t, b_t = node.inputs[1], node.inputs[2], _optional(node.inputs, 3)
+    w_t, x_t, b_t = node.inputs[1], node.inputs[2], optional_input(node.inputs, 3)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4), ("output_shape", node.inputs[0], 1)),
         lambda: _check_in_channels(x_t, w_t),
@@ -353,7 +361,7 @@ def support_transpose_conv_bias(node):
 
 def support_fully_connected(node, operands=_check_operands):
     """Why FULLY_CONNECTED cannot run this node, or None (`operands`: see support_conv_2d)."""
-    x_t, w_t, b_t = node.inputs[0], node.inputs[1], _optional(node.inputs, 2)
+    x_t, w_t, b_t = node.inputs[0], node.inputs[1], optional_input(node.inputs, 2)
     keep_num_dims = node.options.get("keep_num_dims", False)
     return _first(
         lambda: _check_ranks(("weights", w_t, 2)),
@@ -391,13 +399,10 @@ def _transpose_conv_shape(node, shapes, values):
 def _transpose_conv_bias_shape(node, shapes, values):
     (n, h, w, _), (o, kh, kw, _) = shapes[0], shapes[1]
     padding, strides = mediapipe_options(node)
-    out_hw = []
-    for size, k, s in zip((h, w), (kh, kw), strides):
-        if s < 1:
-            return None
-        total = max(0, k - (size - 1) % s - 1) if padding == PADDING_SAME else 0
-        out_hw.append((size - 1) * s + k - total)
-    return [(n, out_hw[0], out_hw[1], o)]
+    if min(strides) < 1:
+        return None
+    (oh, ow), _ = mediapipe_geometry((h, w), (kh, kw), strides, padding)
+    return [(n, oh, ow, o)]
 
 
 def _fully_connected_shape(node, shapes, values):

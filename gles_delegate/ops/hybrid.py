@@ -91,10 +91,6 @@ def asymmetric_quantize(rows):
     return q - offsets[:, None], scale, offsets
 
 
-def _bias(inputs):
-    return inputs[2] if len(inputs) > 2 else None
-
-
 def _finite(rows):
     return np.nan_to_num(np.asarray(rows, F32), nan=0.0, posinf=_FLT_MAX, neginf=-_FLT_MAX)
 
@@ -136,7 +132,7 @@ def _conv_is_per_channel(filter_t):
 # -- kernels ---------------------------------------------------------------------------------
 def hybrid_conv_2d(node, inputs):
     """Hybrid CONV_2D: per image, symmetric (one filter scale) or asymmetric (per channel)."""
-    x, w, bias = inputs[0], inputs[1], _bias(inputs)
+    x, w, bias = inputs[0], inputs[1], conv.optional_input(inputs, 2)
     xc, factors = _quantized_batches(x, _conv_is_per_channel(node.inputs[1]))
     acc = conv.conv_2d_accumulators(node, xc, np.asarray(w, np.float64))
     out = _scaled(acc, factors, _filter_scales(node.inputs[1], w.shape[0]), bias)
@@ -145,7 +141,7 @@ def hybrid_conv_2d(node, inputs):
 
 def hybrid_depthwise_conv_2d(node, inputs):
     """Hybrid DEPTHWISE_CONV_2D: per image, asymmetric, per-channel filter scales."""
-    x, w, bias = inputs[0], inputs[1], _bias(inputs)
+    x, w, bias = inputs[0], inputs[1], conv.optional_input(inputs, 2)
     xc, factors = _quantized_batches(x, asymmetric=True)
     acc = conv.depthwise_accumulators(node, xc, np.asarray(w, np.float64))
     out = _scaled(acc, factors, _filter_scales(node.inputs[1], w.shape[3]), bias, filter_scale_first=True)
@@ -155,13 +151,13 @@ def hybrid_depthwise_conv_2d(node, inputs):
 def hybrid_fully_connected(node, inputs):
     """Hybrid FULLY_CONNECTED: per row of K values, asymmetric_quantize_inputs decides. The
     activation is TFLite's ApplyActivationToVector (no clamp to the float range)."""
-    x, w, bias = inputs[0], inputs[1], _bias(inputs)
+    x, w, bias = inputs[0], inputs[1], conv.optional_input(inputs, 2)
     rows = np.asarray(x).reshape(-1, w.shape[1])
     q, factors, _ = (asymmetric_quantize if node.options.get("asymmetric_quantize_inputs", False)
                      else symmetric_quantize)(rows)
     acc = q @ np.asarray(w, np.float64).T
     out = apply_activation(_scaled(acc, factors, _filter_scales(node.inputs[1], w.shape[0]), bias),
-                           fused_activation(node), node)
+                           fused_activation(node))
     if node.options.get("keep_num_dims", False):
         out = out.reshape(x.shape[:-1] + (w.shape[0],))
     return [out]

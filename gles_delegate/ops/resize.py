@@ -22,8 +22,9 @@ def _output_size(node, x, size):
     return int(size[0]), int(size[1])
 
 
-def _scale(in_size, out_size, align_corners):
-    """Input pixels per output pixel, in float32 as TFLite computes it."""
+def input_scale(in_size, out_size, align_corners):
+    """Input pixels per output pixel along one axis, in float32 as TFLite computes it (the GPU
+    kernel, gpu/kernels/resize.py, takes it from here)."""
     if align_corners and out_size > 1:
         return np.float32(in_size - 1) / np.float32(out_size - 1)
     return np.float32(in_size) / np.float32(out_size)
@@ -38,7 +39,7 @@ def _source_coords(in_size, out_size, align_corners, half_pixel):
     """TFLite's ComputeInterpolationValues along one axis: (float32 source coordinate,
     lower index, upper index) per output position."""
     position = np.arange(out_size, dtype=np.float32)
-    scale = _scale(in_size, out_size, align_corners)
+    scale = input_scale(in_size, out_size, align_corners)
     source = (position + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel else position * scale
     lower = np.maximum(np.floor(source), 0).astype(np.int64)
     upper = np.minimum(np.ceil(source).astype(np.int64), in_size - 1)
@@ -122,7 +123,7 @@ def _nearest_indices(in_size, out_size, align_corners, half_pixel, one_byte):
         scale = (in_size << 16) // out_size + 1
         return np.minimum((np.arange(out_size, dtype=np.int64) * scale) >> 16, in_size - 1)
     offset = np.float32(0.5 if half_pixel else 0.0)
-    source = (np.arange(out_size, dtype=np.float32) + offset) * _scale(in_size, out_size, align_corners)
+    source = (np.arange(out_size, dtype=np.float32) + offset) * input_scale(in_size, out_size, align_corners)
     index = np.minimum((round_half_away(source) if align_corners else np.floor(source)).astype(np.int64),
                        in_size - 1)
     return np.maximum(index, 0) if half_pixel else index

@@ -160,7 +160,7 @@ def concatenation(node, inputs):
             return [joined]
         qmin, qmax = quantized_activation_range(activation, out)
         return [np.clip(joined, qmin, qmax).astype(out.dtype)]
-    return [apply_activation(np.concatenate(inputs, axis), activation, node)]
+    return [apply_activation(np.concatenate(inputs, axis), activation)]
 
 
 def _concatenation_support(node):

@@ -68,7 +68,7 @@ def rewrite_partition(nodes, inputs, outputs, rules=RULES, tensor_count=0):
         copies.append(clone)
     tensors = {id(t): t for n in copies for t in n.inputs + n.outputs if t is not None}
     graph = Graph(copies, inputs, outputs, list(tensors.values()))
-    graph.next_index = max([tensor_count] + [t.index + 1 for t in graph.tensors])
+    graph.next_index = max(graph.next_index, tensor_count)
     log = RewriteLog()
     for name, apply in rules:
         log.rule = name

@@ -4,18 +4,14 @@ import numpy as np
 
 from ..gpu import kernels
 from ..gpu.kernels import epilogue
-from ..graph import Tensor
+
 
 def new_constant(graph, name, data, dtype=np.float32):
     """A read-only constant tensor a rule adds (folded weights, axes), numbered after every
-    tensor of the model (rewrite_partition sets graph.next_index)."""
+    tensor of the model (Graph.new_tensor)."""
     data = np.array(data, dtype)
     data.flags.writeable = False
-    index = getattr(graph, "next_index", len(graph.tensors))
-    graph.next_index = index + 1
-    tensor = Tensor(index=index, name=name, shape=data.shape, dtype=data.dtype, data=data)
-    graph.tensors.append(tensor)
-    return tensor
+    return graph.new_tensor(name, data.shape, data.dtype, data)
 
 
 def is_boundary(graph, tensor):
@@ -24,10 +20,12 @@ def is_boundary(graph, tensor):
 
 
 def readers_of(graph, tensor):
+    """The nodes of the graph that read `tensor`, in execution order."""
     return [n for n in graph.nodes if any(tensor is t for t in n.inputs)]
 
 
 def producer_of(graph, tensor):
+    """The node of the graph that writes `tensor`, or None (a partition input or a constant)."""
     return next((n for n in graph.nodes if any(tensor is t for t in n.outputs)), None)
 
 

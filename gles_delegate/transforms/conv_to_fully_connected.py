@@ -6,13 +6,13 @@ import numpy as np
 
 from ..gpu import kernels
 from ..gpu.kernels.conv import EXPLICIT_PADDING, optional_input
-from ..graph import Node, Tensor
-from ..ops.common import PADDING_VALID
+from ..graph import Node
+from ..ops.common import PADDING_VALID, dilations_of
 from .common import new_constant
 
 
 def apply(graph, log):
-    for k, node in enumerate(list(graph.nodes)):
+    for node in list(graph.nodes):
         if node.op != "CONV_2D" or tuple(node.outputs[0].shape[1:3]) != (1, 1):
             continue
         reason = _blocker(node)
@@ -36,7 +36,7 @@ def _blocker(node):
         return f"its filter is {filt.shape[1]}x{filt.shape[2]}, not the input's {x.shape[1]}x{x.shape[2]}"
     if tuple(x.shape[1:3]) != (1, 1) and node.options.get("padding") != PADDING_VALID:
         return "a filter as large as the input with SAME padding pads it"
-    if (node.options.get("dilation_w_factor", 1), node.options.get("dilation_h_factor", 1)) != (1, 1):
+    if dilations_of(node) != (1, 1):
         return "it is dilated"
     return None
 
@@ -55,10 +55,7 @@ def _fully_connected(graph, node):
     if one_pixel:
         return [Node(index=node.index, op="FULLY_CONNECTED", inputs=[x, weights_tensor, bias],
                      outputs=[out], options=options)]
-    rows = Tensor(index=graph.next_index, name=f"{out.name}/fc", shape=(out.shape[0], out.shape[3]),
-                  dtype=out.dtype)
-    graph.next_index += 1
-    graph.tensors.append(rows)
+    rows = graph.new_tensor(f"{out.name}/fc", (out.shape[0], out.shape[3]), out.dtype)
     return [Node(index=node.index, op="FULLY_CONNECTED", inputs=[x, weights_tensor, bias], outputs=[rows],
                  options=options),
             Node(index=node.index, op="RESHAPE", inputs=[rows, None], outputs=[out],

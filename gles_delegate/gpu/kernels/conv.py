@@ -21,7 +21,8 @@ EXPLICIT_PADDING = "explicit_padding"
 
 
 def optional_input(node, index):
-    return node.inputs[index] if len(node.inputs) > index else None
+    """The node's input tensor `index`, None when absent or omitted (reference.optional_input)."""
+    return reference.optional_input(node.inputs, index)
 
 
 def gpu_support(op, data, constants, output_shape):
@@ -107,6 +108,8 @@ def reads_padding(in_size, kernel, stride, dilation, out_size, pad_before):
 
 
 def build(node, env):
+    """One conv2d.glsl Dispatch over the output [N, OH, OW, O]: a grid of (pixel blocks, rows,
+    batch x output slice groups) invocations, weights and bias packed as constants."""
     x, filt, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
     out = node.outputs[0]
     in4, out4 = env.shape4(x), env.shape4(out)

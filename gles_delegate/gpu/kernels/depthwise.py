@@ -33,6 +33,8 @@ def tile_size(out4, strides, dilations):
 
 
 def build(node, env):
+    """One depthwise_conv2d.glsl Dispatch over the output [N, OH, OW, C*M]: a grid of
+    (tiles across, tiles down, batch x output slices) invocations of TILE_W x TILE_H pixels."""
     x, filt, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
     out = node.outputs[0]
     in4, out4 = env.shape4(x), env.shape4(out)

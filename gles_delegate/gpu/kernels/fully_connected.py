@@ -37,6 +37,8 @@ def flatten_mode(in_channels, depth):
 
 
 def build(node, env):
+    """One fully_connected.glsl Dispatch: a grid of (K_SPLIT lanes, output slices, rows)
+    invocations; the lanes of one output vec4 share a workgroup and split the sum over K."""
     x, weights, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
     out = node.outputs[0]
     in4, out4 = env.shape4(x), env.shape4(out)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import ops
 from ...ops.common import ACT_TANH
-from ..layout import bhwc, to_phwc4
+from ..layout import BHWC_AXES, bhwc, to_phwc4
 from .base import Dispatch
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
@@ -56,15 +56,10 @@ class Gather:
 
 
 # -- shapes -----------------------------------------------------------------------------------
-def _slots(rank):
-    """The BHWC axes (0 b, 1 h, 2 w, 3 c) that the dims of a rank-`rank` tensor occupy."""
-    return {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}[rank]
-
-
 def _place(values, rank, fill=0):
     """Per-dim values of a rank-`rank` tensor as a BHWC 4-tuple, `fill` where it has no dim."""
     out = [fill] * 4
-    for slot, value in zip(_slots(rank), values):
+    for slot, value in zip(BHWC_AXES[rank], values):
         out[slot] = int(value)
     return tuple(out)
 

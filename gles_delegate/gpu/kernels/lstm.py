@@ -19,7 +19,7 @@ pre_activations = concat @ W^T + b, then the gates; activation and state are wri
 outputs and, in place, to prev_activation and prev_state.
 
 State tensors are variable tensors: the partition uploads their value each invoke and downloads
-what the kernels wrote into the same arena tensor (see partition._boundary), so the state
+what the kernels wrote into the same arena tensor (see partition.boundary), so the state
 carries over between invokes and Interpreter.reset_all_variables() resets it.
 """
 from dataclasses import dataclass
@@ -153,6 +153,8 @@ def _input_dispatch(x, x_strides, weights, bias, out, out_strides, units, n_time
 
 # -- full layout --------------------------------------------------------------------------
 def build_full(node, env):
+    """The dispatches of a full-layout LSTM node: the input matmul, one step per time step, the
+    copy of the last output into output_state (see the module docstring)."""
     named = reference.named_inputs(node.inputs)
     x, y = named["input"], node.outputs[0]
     h_state, c_state = named["output_state"], named["cell_state"]
@@ -221,6 +223,8 @@ def build_full(node, env):
 
 # -- basic kernel -------------------------------------------------------------------------
 def build_basic(node, env):
+    """The dispatches of a basic-kernel LSTM node: concat, pre-activations, gates (see the module
+    docstring)."""
     x, prev_activation, weights, bias, prev_state = node.inputs
     activation, state, concat, pre = node.outputs
     n_batch, n_input = x.shape
@@ -246,6 +250,7 @@ def build_basic(node, env):
 
 
 def build_lstm(node, env):
+    """LSTM: build_basic or build_full, by its kernel_type option."""
     if node.options.get("kernel_type", reference.KERNEL_TYPE_FULL) == reference.KERNEL_TYPE_BASIC:
         return build_basic(node, env)
     return build_full(node, env)

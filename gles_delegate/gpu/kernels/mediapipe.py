@@ -58,6 +58,7 @@ def _subset_problem(node):
 
 # -- Landmarks2TransformMatrix ------------------------------------------------------------
 def build_landmarks_to_matrix(node, env):
+    """One workgroup of MATRIX_WORKGROUP invocations: landmarks [1, N, 3] -> matrix [1, 4, 4]."""
     options = reference.parse_custom_options(node, reference.MATRIX_OPTION_KINDS)
     landmarks, out = node.inputs[0], node.outputs[0]
     subset = [int(i) for i in options["subset_idxs"]]
@@ -76,6 +77,7 @@ def build_landmarks_to_matrix(node, env):
 
 # -- TransformTensorBilinear --------------------------------------------------------------
 def build_transform_tensor_bilinear(node, env):
+    """One vec4 of channels per invocation: features [1, H, W, C] -> [1, out_h, out_w, C]."""
     features, matrix = node.inputs
     out = node.outputs[0]
     in4, out4 = bhwc(features.shape), bhwc(out.shape)
@@ -87,6 +89,7 @@ def build_transform_tensor_bilinear(node, env):
 
 # -- TransformLandmarks -------------------------------------------------------------------
 def build_transform_landmarks(node, env):
+    """One landmark per invocation: landmarks [1, N, D] -> [1, N, D], x and y mapped by the matrix."""
     landmarks, matrix = node.inputs
     out = node.outputs[0]
     count, channels = landmarks.shape[1], landmarks.shape[2]

@@ -48,6 +48,8 @@ def epilogue_reason(node):
 
 
 def build(node, env):
+    """One pool.glsl Dispatch over the output [N, OH, OW, C], one vec4 per invocation; a global
+    pool is a reduction (reduce.reduction) instead."""
     x, out = node.inputs[0], node.outputs[0]
     activation = env.activation(node)
     if is_global(node):

@@ -100,6 +100,7 @@ def pack_channel_params(scales, zero_points, channels):
 
 
 def build(node, env):
+    """One quantize.glsl Dispatch over the output, one vec4 per invocation (see the module docstring)."""
     x, out = node.inputs[0], node.outputs[0]
     s4 = bhwc(out.shape)
     q = quantized_tensor(node).quantization

@@ -9,12 +9,10 @@ with the reduced axes set to 1 (channels reduced, or dims dropped by keep_dims=f
 import numpy as np
 
 from ...ops import reduce as reference
-from ..layout import Shape4, bhwc
+from ..layout import BHWC_AXES, Shape4, bhwc
 from .base import Dispatch
 
 OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
-# BHWC axis (0 b, 1 h, 2 w, 3 c) of each axis of a rank-r tensor (see layout.bhwc).
-BHWC_AXES = {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}
 # A workgroup reduces one output when the reduction is at least this long (in vec4 elements) and
 # there are few enough outputs that one invocation each would not fill the GPU anyway. On an H200
 # a workgroup per output is already faster for a 7x7 mean over 1280 channels (49 elements, 320
@@ -119,6 +117,7 @@ def reduction(x, out, axes4, op, env, activation=0):
 
 
 def build(node, env):
+    """The reduce.glsl Dispatch of a reduction node over its constant axes (see reduction)."""
     rank = len(node.inputs[0].shape)
     axes4 = {BHWC_AXES[rank][a] for a in _axes(node)}
     return reduction(node.inputs[0], node.outputs[0], axes4, node.op, env)

@@ -2,6 +2,7 @@
 kernels_glsl/resize.glsl, one vec4 per invocation."""
 import numpy as np
 
+from ...ops import resize as reference
 from ..layout import bhwc
 from . import epilogue
 from .base import Dispatch
@@ -23,13 +24,6 @@ def supports(node):
     return None
 
 
-def scale(in_size, out_size, align_corners):
-    """TFLite's input / output ratio of one axis, in float32 (as the CPU kernels compute it)."""
-    if align_corners and out_size > 1:
-        return float(np.float32(in_size - 1) / np.float32(out_size - 1))
-    return float(np.float32(in_size) / np.float32(out_size))
-
-
 def build(node, env):
     """One dispatch over the output, (W, H, slices * B) invocations of one vec4 each."""
     x, out = node.inputs[0], node.outputs[0]
@@ -38,7 +32,8 @@ def build(node, env):
     bilinear = node.op == "RESIZE_BILINEAR"
     params = {"in_size": in4.as_ivec4(), "in_offset": env.arena(x), "out_size": out4.as_ivec4(),
               "out_channels": out4.c, "out_offset": env.arena(out),
-              "scale": (scale(in4.w, out4.w, align), scale(in4.h, out4.h, align)),
+              "scale": (float(reference.input_scale(in4.w, out4.w, align)),
+                        float(reference.input_scale(in4.h, out4.h, align))),
               "half_pixel": 0.5 if node.options.get("half_pixel_centers", False) else 0.0}
     if not bilinear:
         params["align_corners"] = int(align)  # picks rounding over flooring

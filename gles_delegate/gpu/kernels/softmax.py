@@ -27,6 +27,8 @@ def supports(node):
 
 
 def build(node, env):
+    """One softmax.glsl Dispatch over the last axis: a workgroup per pixel when it has many
+    channel slices (PARALLEL), else one invocation per pixel."""
     x, out = node.inputs[0], node.outputs[0]
     s4 = bhwc(x.shape)
     pixels = s4.b * s4.h * s4.w

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ops import conv as reference
-from ...ops.common import PADDING_SAME, spatial_geometry
+from ...ops.common import spatial_geometry
 from . import epilogue
 from .base import Dispatch
 from .conv import blocking, gpu_support, optional_input, pack_bias, pack_weights
@@ -33,19 +33,19 @@ def operands(node):
                         node.options["padding"], shape[1:3])
     padding, strides = reference.mediapipe_options(node)
     x, filt, bias = node.inputs
-    # MediaPipe's output size: the full (in - 1) * stride + K, minus for SAME the part of the
-    # kernel that reaches past the last stride step.
-    out_hw = tuple((size - 1) * s + k - (max(0, k - (size - 1) % s - 1) if padding == PADDING_SAME else 0)
-                   for size, k, s in zip(x.shape[1:3], filt.shape[1:3], strides))
+    out_hw, _ = reference.mediapipe_geometry(x.shape[1:3], filt.shape[1:3], strides, padding)
     return Operands(x, filt, bias, strides, padding, out_hw)
 
 
 def output_shape(node):
+    """[N, OH, OW, O] of a TRANSPOSE_CONV or Convolution2DTransposeBias node (see operands)."""
     op = operands(node)
     return (op.x.shape[0],) + tuple(op.out_hw) + (op.filt.shape[0],)
 
 
 def build(node, env):
+    """One transpose_conv.glsl Dispatch over the output [N, OH, OW, O]: a grid of (OW, OH,
+    batch x groups of OUT_SLICES output slices) invocations."""
     op, out = operands(node), node.outputs[0]
     in4, out4 = env.shape4(op.x), env.shape4(out)
     kh, kw = op.filt.shape[1:3]
