@@ -67,6 +67,8 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == 14) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).
   if (op == 15) return 0.5 * x * (1.0 + safe_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+  // TFLite's rounding (a fake-quant step's round(x / scale)): halves away from zero.
+  if (op == 17) return sign(x) * floor(abs(x) + 0.5);
   return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
 }
 

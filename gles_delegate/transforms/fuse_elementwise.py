@@ -1,11 +1,12 @@
 """Fuse an elementwise node that is not an activation (EXP, LOG, SQRT, RSQRT, ABS, NEG, ELU,
-GELU, or a binary op with a constant operand) into the epilogue of the node that produces its
-input, so a chain of elementwise nodes runs as one shader."""
+GELU, a binary op with a constant operand, or a quantized model's per-tensor fake-quant step)
+into the epilogue of the node that produces its input, so a chain of elementwise nodes runs as
+one shader."""
 from ..gpu.kernels import epilogue
 from .common import fuse_into_epilogue
 from .fuse_activation import ACTIVATIONS
 
-UNARY = tuple(op for op in epilogue.UNARY_CODES if op not in ACTIVATIONS and op != "GELU_EXACT")
+UNARY = tuple(op for op in epilogue.UNARY_OPS if op not in ACTIVATIONS)
 BINARY = tuple(epilogue.BINARY_CODES)
 
 
@@ -22,7 +23,7 @@ def apply(graph, log):
 def _value_input(node):
     """The input carried through the elementwise node (the runtime operand of a binary op with a
     constant), or None when the node is not this rule's."""
-    if node.op in UNARY:
+    if node.op in UNARY or epilogue.is_fusable_fake_quant(node):
         return node.inputs[0]
     if node.op in BINARY:
         runtime = [t for t in node.inputs[:2] if not t.is_const]

@@ -81,3 +81,17 @@ def test_cached_quantized_partition_captures_integers(tmp_path):
             captured.append((delegate.summary()["cache_hit"], interp.get_tensor(conv)))
     assert [hit for hit, _ in captured] == [False, True]
     assert captured[1][1].dtype == np.int8 and np.array_equal(captured[0][1], captured[1][1])
+
+
+def test_fake_quant_steps_fuse_into_the_producing_kernels():
+    """After every quantized op the view snaps values to the grid; those per-tensor steps run in
+    the producing kernel's epilogue: only the boundary DEQUANTIZE / QUANTIZE keep a dispatch."""
+    model, feed = two_op_model(np.random.default_rng(4))
+    with GpuDelegate() as delegate:
+        ours = run_ours(model, [feed], experimental_delegates=[delegate])
+        templates = delegate.partitions[0].plan.templates
+        log = delegate.rewrite_log
+    assert templates.count("quantize") == 2, templates
+    assert any(r.rule == "fuse_elementwise" and r.status == "APPLIED" and "QUANTIZE_AND_DEQUANTIZE" in r.node
+               for r in log)
+    assert_within_one_step(ours[0], run_litert(model, [feed], resolver="builtin")[0], 1)

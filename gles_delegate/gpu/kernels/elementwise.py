@@ -9,7 +9,7 @@ from ..layout import bhwc
 from . import epilogue
 from .base import Dispatch
 
-OPS = tuple(op for op in epilogue.UNARY_CODES if op != "GELU_EXACT")
+OPS = epilogue.UNARY_OPS
 
 
 def supports(node):

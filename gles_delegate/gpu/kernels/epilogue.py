@@ -18,7 +18,10 @@ KEY = "epilogue"  # node.options[KEY]: a tuple of Steps
 MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones
 UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAKY_RELU": 4, "PRELU": 4,
                "LOGISTIC": 5, "TANH": 6, "EXP": 7, "LOG": 8, "SQRT": 9, "RSQRT": 10, "ABS": 11, "NEG": 12,
-               "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16}
+               "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16, "ROUND_HALF_AWAY": 17}
+FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"  # quant.py's fake-quant node, fused as five steps
+STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY")  # codes of steps that are no graph op of their own
+UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY)
 BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM": 5, "SQUARED_DIFFERENCE": 6,
                 "POW": 7}
 BINARY_BASE = 32
@@ -69,7 +72,25 @@ def node_steps(node, value):
         return [Step("PRELU", node.inputs[1], stored=True)]
     if node.op == "GELU" and not node.options.get("approximate", False):
         return [Step("GELU_EXACT", stored=True)]
+    if node.op == FAKE_QUANT:
+        return fake_quant_steps(node)
     return [Step(node.op, stored=True)]
+
+
+def fake_quant_steps(node):
+    """A per-tensor fake-quant node as steps: (clamp(round(x / s) + zp, qmin, qmax) - zp) * s is
+    clamp(round(x / s), qmin - zp, qmax - zp) * s, zp being an integer."""
+    q = node.outputs[0].quantization
+    scale, zero_point = float(q.scales[0]), int(q.zero_points[0])
+    return [Step("DIV", scale, stored=True), Step("ROUND_HALF_AWAY"),
+            Step("MAXIMUM", float(node.options["qmin"] - zero_point)),
+            Step("MINIMUM", float(node.options["qmax"] - zero_point)), Step("MUL", scale)]
+
+
+def is_fusable_fake_quant(node):
+    """A fake-quant node to a per-tensor grid (activations are always quantized per tensor)."""
+    q = node.outputs[0].quantization if node.op == FAKE_QUANT else None
+    return q is not None and q.scales.size == 1
 
 
 def own_steps(node):
