@@ -4,7 +4,7 @@ import numpy as np
 from gles_delegate import GpuDelegate
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels.base import KernelEnv
-from tests.oplib import feeds, run_ours, single_op_model, single_op_node
+from tests.oplib import In, feeds, run_ours, single_op_model, single_op_node
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 # MIN_INVOCATIONS of the conv-family kernels that force 1 x 1 blocks / the largest blocks.
@@ -39,13 +39,24 @@ def run_gpu(model, values, precision="fp32", **options):
         return outputs, delegate.summary()
 
 
+def as_stored(inputs, precision):
+    """The op's inputs as the GPU holds them: in half-storage modes every float32 input, runtime
+    or constant, rounded to half. The reference runs on these, so a half-storage run is judged
+    on what it computes, not on the rounding of its inputs (which a cancelling sum or mean can
+    make larger than any tolerance relative to a small result)."""
+    if precision == "fp32":
+        return inputs
+    return [s if s is None or s.value.dtype != np.float32 else
+            In(s.value.astype(np.float16).astype(np.float32), const=s.const, quant=s.quant) for s in inputs]
+
+
 def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, **model_kwargs):
-    """Build a one-op model, run it on the reference and on the GPU, compare every output.
-    Asserts the node really ran on the GPU (gpu_nodes)."""
+    """Build a one-op model, run it on the reference (on the inputs as stored, as_stored) and on
+    the GPU, compare every output. Asserts the node really ran on the GPU (gpu_nodes)."""
     model = single_op_model(op, inputs, options, **model_kwargs)
-    values = feeds(inputs)
-    reference = run_ours(model, values)
-    gpu, summary = run_gpu(model, values, precision)
+    stored = as_stored(inputs, precision)
+    reference = run_ours(single_op_model(op, stored, options, **model_kwargs), feeds(stored))
+    gpu, summary = run_gpu(model, feeds(inputs), precision)
     assert summary["gpu_nodes"] == gpu_nodes, f"{op} did not run on the GPU: {summary}"
     for k, (r, g) in enumerate(zip(reference, gpu)):
         assert_gpu_matches(r, g, precision, what=f"{op} output {k}")
