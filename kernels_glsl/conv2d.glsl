@@ -2,12 +2,20 @@
 //
 // Each invocation computes OUT_SLICES output slices (4 channels each) for PIXELS output pixels:
 // every weight row it loads serves PIXELS pixels, and every input vec4 serves OUT_SLICES slices.
-// Grid: (ceil(pixels / PIXELS), rows, batch * groups) where a group is OUT_SLICES output slices;
-// a row is an output row, or the whole plane when POINTWISE.
+// Grid: (ceil(pixels / PIXELS), rows * K_SPLIT, batch * groups) where a group is OUT_SLICES
+// output slices; a row is an output row, or the whole plane when POINTWISE.
+//
+// Split-K: where the output alone is too small to fill the GPU (a deep layer on a small plane),
+// the K_SPLIT invocations of a workgroup along y share one output block; lane t sums the input
+// slices t, t + K_SPLIT, ... of every tap and the workgroup adds the partial sums in shared
+// memory (blocking is then 1 x 1: the kernel splits only once it has stopped blocking). The
+// lanes run along y, not x, so that neighbours along x still read neighbouring pixels of one
+// input slice and the same weights.
 //
 // Defines:
 //   KH, KW       kernel size (compile-time loop bounds, so the tap loops unroll)
 //   OUT_SLICES   output slices per invocation; PIXELS: output pixels per invocation
+//   K_SPLIT      lanes per output block (== WG_Y when > 1)
 //   POINTWISE    1x1 kernel, stride 1, no padding: output pixel q reads input pixel q, so pixels
 //                are counted flat over the H x W plane (blocks cross rows, no coordinates)
 //   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
@@ -20,9 +28,23 @@
 
 #include "conv_common.glsl"
 
+#if K_SPLIT > 1
+#if WG_Y != K_SPLIT || OUT_SLICES != 1 || PIXELS != 1
+#error "split-K needs a workgroup exactly K_SPLIT high and no blocking"
+#endif
+shared vec4 partial[WG_X * WG_Y * WG_Z];
+#endif
+
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(gid, grid))) return;
+  // No early return before the split's barrier: every invocation of the workgroup must reach it.
+  bool in_grid = all(lessThan(gid, grid));
+#if K_SPLIT == 1
+  if (!in_grid) return;
+#endif
+  int lane = gid.y % K_SPLIT;
+  gid = min(gid, grid - 1);  // an invocation past the grid computes a valid block, stores nothing
+  gid.y /= K_SPLIT;
   int group, batch, in_batch;
   conv_layer(gid.z, group, batch, in_batch);
   int in_plane = in_size.x * in_size.y;
@@ -51,7 +73,7 @@ void main() {
   vec4 acc[OUT_SLICES * PIXELS];  // acc[o * PIXELS + p]
   for (int i = 0; i < OUT_SLICES * PIXELS; ++i) acc[i] = vec4(0.0);
 
-  int w = weights_offset + group * (KH * KW * in_size.z * ROWS_PER_STEP);
+  int w_group = weights_offset + group * (KH * KW * in_size.z * ROWS_PER_STEP);
   for (int ky = 0; ky < KH; ++ky) {
     for (int kx = 0; kx < KW; ++kx) {
       int src[PIXELS];  // input element of slice 0 for this tap
@@ -70,7 +92,8 @@ void main() {
         src[p] = in_batch + c.y * in_size.x + c.x;
 #endif
       }
-      for (int s = 0; s < in_size.z; ++s) {
+      for (int s = lane; s < in_size.z; s += K_SPLIT) {
+        int w = w_group + ((ky * KW + kx) * in_size.z + s) * ROWS_PER_STEP;
         vec4 x[PIXELS];
         for (int p = 0; p < PIXELS; ++p) {
           x[p] = load(src[p] + s * in_plane);
@@ -93,6 +116,16 @@ void main() {
     }
   }
 
+#if K_SPLIT > 1
+  // Lane t of a block sits WG_X * t after lane 0 in gl_LocalInvocationIndex.
+  int local = int(gl_LocalInvocationIndex);
+  partial[local] = acc[0];
+  memoryBarrierShared();
+  barrier();
+  if (lane != 0) return;
+  for (int t = 1; t < K_SPLIT; ++t) acc[0] += partial[local + WG_X * t];
+#endif
+  if (!in_grid) return;
   for (int o = 0; o < OUT_SLICES; ++o) {
     int slice = group * OUT_SLICES + o;
     if (slice >= out_size.z) break;  // the last group's weights are zero-padded past the output

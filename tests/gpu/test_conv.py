@@ -24,6 +24,9 @@ CASES = [  # kernel (h, w), strides, dilations, padding, in channels, out channe
     ((5, 5), (2, 2), (1, 1), SAME, 3, 16, (11, 10), 1),   # a stem conv
     ((3, 3), (2, 2), (1, 1), SAME, 2, 3, (1, 1), 3),      # 1x1 spatial input, batch 3
     ((2, 3), (1, 2), (1, 1), VALID, 7, 6, (2, 5), 1),     # non-square kernel, 1-row output
+    ((1, 1), (1, 1), (1, 1), VALID, 256, 20, (3, 3), 1),  # deep pointwise, small plane: K split 4 ways
+    ((3, 3), (1, 1), (1, 1), SAME, 63, 12, (4, 5), 2),    # deep padded 3x3, batch 2: K split 8 ways
+    ((3, 3), (2, 2), (1, 1), SAME, 40, 9, (3, 3), 1),     # slices not a multiple of the split
 ]
 
 
@@ -117,7 +120,20 @@ def test_variant_choice():
     assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 24, (256, 256))["OUT_SLICES"] == 2
     assert built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 20, (256, 256))["OUT_SLICES"] == 1
     small = built_defines((1, 1), (1, 1), (1, 1), SAME, 8, 64, (4, 4))
-    assert (small["OUT_SLICES"], small["PIXELS"]) == (1, 1)
+    assert (small["OUT_SLICES"], small["PIXELS"], small["K_SPLIT"]) == (1, 1, 1)  # 2 slices: too shallow to split
+
+
+def test_split_choice():
+    """K is split only once blocking is 1 x 1 and the grid is still small, and only as far as
+    every lane keeps CHUNKS_PER_LANE steps."""
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (14, 14))["K_SPLIT"] == 2
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 1024, 1024, (7, 7))["K_SPLIT"] == 4
+    assert built_defines((3, 3), (1, 1), (1, 1), SAME, 256, 32, (2, 2))["K_SPLIT"] == 16
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 32, 32, (2, 2))["K_SPLIT"] == 1  # 8 steps: one lane's worth
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (112, 112))["K_SPLIT"] == 1  # big grid
+    [dispatch] = dispatches("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 256, 32, (2, 2), 1),
+                            conv_options((1, 1), (1, 1), SAME))
+    assert dispatch.workgroup[1] == 16 and dispatch.grid[1] == 2 * 16
 
 
 def test_pack_weights_layout():

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
-from gles_delegate.gpu.kernels import fully_connected
+from gles_delegate.gpu.kernels import conv, fully_connected
 from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, check_gpu, dispatches
 from tests.oplib import In, single_op_node
 
@@ -42,7 +42,7 @@ def fc_options(keep_num_dims=False, activation=0):
 @pytest.mark.parametrize("case", CASES)
 def test_fully_connected(case, precision, min_invocations, monkeypatch):
     """NO_BLOCKING: the most lanes per output (small grids); MOST_BLOCKING: one lane per output."""
-    monkeypatch.setattr(fully_connected, "MIN_INVOCATIONS", min_invocations)
+    monkeypatch.setattr(conv, "MIN_INVOCATIONS", min_invocations)
     shape, depth, units, keep, bias = case
     rng = np.random.default_rng(CASES.index(case))
     check_gpu("FULLY_CONNECTED", fc_inputs(rng, shape, depth, units, bias),

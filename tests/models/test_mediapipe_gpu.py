@@ -21,6 +21,10 @@ from tests.oplib import run_ours
 
 HALF_STORAGE_BOUNDS = {  # model -> measured max relative error over its outputs (fp16_fp32acc)
     "pose_landmark_full": 0.3,  # segmentation output: 305 on 1315 (LiteRT GPU fp16: 620)
+    # The mask is a sigmoid of logits whose values near 0 are differences of large terms, so any
+    # change of rounding moves it: over seeds 0-7 the error is 0.2-4.1 % with one summation order
+    # of the convolutions and 0.2-5.0 % with split-K's (seed 0: 0.7 % and 4.3 %).
+    "selfie_segmentation": 0.06,
 }
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from ...ops import conv as reference
 from ...ops.common import spatial_geometry
 from . import epilogue
+from ..workgroups import TARGET_INVOCATIONS, choose_workgroup
 from .base import Dispatch
 
 # Blocking backs off until the grid has at least this many invocations (fewer leave a big GPU
@@ -15,6 +16,8 @@ from .base import Dispatch
 # invocations), and 2 x 2 was within noise of the best.
 MIN_INVOCATIONS = 32768  # an H200 keeps ~270K invocations in flight: 6144 left 1x1 convs on 14x14x512 latency-bound (66 us)
 SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
+MAX_SPLIT = 16  # lanes sharing one output block in split-K kernels (a workgroup axis)
+CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this many vec4 steps
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
 EXPLICIT_PADDING = "explicit_padding"
@@ -72,6 +75,24 @@ def blocking(slices, pixels, rows_and_batches, pixel_choices=None):
     return out_slices, block
 
 
+def k_split(slices, outputs, taps=1):
+    """Lanes per output (a power of two <= MAX_SPLIT) summing a dot product over `taps` x
+    `slices` vec4 steps, the lanes taking every split-th slice: 1 when the `outputs` already fill
+    the GPU (MIN_INVOCATIONS), else as many as keep every lane CHUNKS_PER_LANE steps and a slice."""
+    split = 1
+    while (split < MAX_SPLIT and outputs * split < MIN_INVOCATIONS and slices >= 2 * split
+           and taps * slices >= 2 * split * CHUNKS_PER_LANE):
+        split *= 2
+    return split
+
+
+def split_workgroup(split, blocks, layers):
+    """Workgroup (x, split, z) of a split-K kernel whose grid is (blocks, rows x split, layers):
+    the lanes of one output along y, about TARGET_INVOCATIONS in all."""
+    x, z, _ = choose_workgroup((blocks, layers, 1), {}, target=max(1, TARGET_INVOCATIONS // split))
+    return x, split, z
+
+
 def pack_weights(filter_ohwi, out_slices):
     """Filter [O, KH, KW, I] -> vec4 rows [group][KH][KW][ceil(I/4)][out_slices][4], where row r
     of block o holds output channels 4 * (group * out_slices + o) + 0..3 for input channel
@@ -125,17 +146,21 @@ def build(node, env):
         out_slices, pixels = blocking(out4.slices, out4.w, out4.h * out4.b)
         rows, extent = out4.h, out4.w
     groups = -(-out4.slices // out_slices)
+    blocks, layers = -(-extent // pixels), out4.b * groups
+    split = k_split(in4.slices, blocks * rows * layers, kh * kw) if out_slices == pixels == 1 else 1
     weights = np.asarray(filt.data, np.float32)
-    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "POINTWISE": int(pointwise),
+    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
+               "POINTWISE": int(pointwise),
                "PADDED": int(padded), "ACTIVATION": env.activation(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
               "weights_offset": env.constant(pack_weights(weights, out_slices)),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
-    grid = (-(-extent // pixels), rows, out4.b * groups)
+    workgroup = split_workgroup(split, blocks, layers) if split > 1 else None
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
-    return [Dispatch("conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
+    return [Dispatch("conv2d", (blocks, rows * split, layers), defines, params, reads=reads, writes=(out,),
+                     workgroup=workgroup, inplace=inplace)]
 
 
 def output_shape(node):

@@ -5,10 +5,7 @@ import numpy as np
 
 from . import epilogue
 from .base import Dispatch
-from .conv import MIN_INVOCATIONS, gpu_support, optional_input, pack_bias
-
-MAX_SPLIT = 16  # lanes per output slice (the workgroup width)
-CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this many chunks
+from .conv import gpu_support, k_split, optional_input, pack_bias
 
 
 def pack_weights(weights_uk):
@@ -18,15 +15,6 @@ def pack_weights(weights_uk):
     padded = np.zeros((-(-u // 4) * 4, -(-k // 4) * 4), np.float32)
     padded[:u, :k] = weights_uk
     return padded.reshape(-1, 4, padded.shape[1] // 4, 4).transpose(0, 2, 3, 1).reshape(-1, 4)
-
-
-def k_split(chunks, outputs):
-    """Lanes per output slice (a power of two <= MAX_SPLIT): 1 when the rows x slices already
-    fill the GPU, else as many as keep CHUNKS_PER_LANE chunks per lane."""
-    split = 1
-    while split < MAX_SPLIT and outputs * split < MIN_INVOCATIONS and chunks >= 2 * split * CHUNKS_PER_LANE:
-        split *= 2
-    return split
 
 
 def flatten_mode(in_channels, depth):
