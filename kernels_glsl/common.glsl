@@ -25,37 +25,20 @@ void store(int i, vec4 v) { arena[i] = v; }
 int phwc4_index(ivec4 size, int x, int y, int z) { return (z * size.y + y) * size.x + x; }
 
 // TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
-// 4 tanh. `kind` is a compile-time constant (a define), so the call folds to one branch.
-vec4 activate_as(int kind, vec4 x) {
-  if (kind == 1) return max(x, vec4(0.0));
-  if (kind == 2) return clamp(x, vec4(-1.0), vec4(1.0));
-  if (kind == 3) return clamp(x, vec4(0.0), vec4(6.0));
-  if (kind == 4) return tanh(x);
-  return x;
-}
-
-// The kernel's own fused activation (define ACTIVATION).
-vec4 activate(vec4 x) { return activate_as(ACTIVATION, x); }
-
-#if STORAGE_HALF
-// v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
-// rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
-// mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does).
-vec4 stored_value(vec4 v) {
-  uvec4 bits = floatBitsToUint(v);
-  uvec4 magnitude = bits & 0x7fffffffu;
-  // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped
-  // (plus the lowest kept bit, for ties to even) and clear them.
-  vec4 r = uintBitsToFloat((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) & 0xffffe000u);
-  highp vec4 size = abs(v);
-  r = mix(r, roundEven(size * 16777216.0) * (1.0 / 16777216.0), lessThan(size, vec4(6.103515625e-05)));
-  r = mix(r, vec4(uintBitsToFloat(0x7f800000u)), greaterThanEqual(size, vec4(65520.0)));
-  r = uintBitsToFloat(floatBitsToUint(r) | (bits & 0x80000000u));
-  return mix(r, v, isnan(v));
-}
+// 4 tanh.
+vec4 activate(vec4 x) {
+#if ACTIVATION == 1
+  return max(x, vec4(0.0));
+#elif ACTIVATION == 2
+  return clamp(x, vec4(-1.0), vec4(1.0));
+#elif ACTIVATION == 3
+  return clamp(x, vec4(0.0), vec4(6.0));
+#elif ACTIVATION == 4
+  return tanh(x);
 #else
-vec4 stored_value(vec4 v) { return v; }
+  return x;
 #endif
+}
 
 // v with the channels past `channels` in slice s set to zero (a select, so NaN or Inf computed
 // for a padded channel, e.g. 0/0, never leaks).

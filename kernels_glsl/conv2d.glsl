@@ -19,11 +19,6 @@
 //   POINTWISE    1x1 kernel, stride 1, no padding: output pixel q reads input pixel q, so pixels
 //                are counted flat over the H x W plane (blocks cross rows, no coordinates)
 //   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
-//   DW_PROLOGUE  (POINTWISE only) the input is the output of a depthwise convolution that this
-//                kernel computes as it reads it (rule fuse_depthwise_pointwise): DW_KH, DW_KW
-//                its kernel, DW_PADDED as PADDED, DW_ACTIVATION its fused activation; params
-//                dw_in_size, dw_in_offset, dw_weights_offset, dw_bias_offset, dw_stride,
-//                dw_dilation, dw_pad. in_size is then the depthwise output's size.
 //   EP_*         the epilogue (epilogue.glsl) applied to each value before it is stored
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
 //   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels.
@@ -38,32 +33,6 @@
 #error "split-K needs a workgroup exactly K_SPLIT high and no blocking"
 #endif
 shared vec4 partial[WG_X * WG_Y * WG_Z];
-#endif
-
-#if DW_PROLOGUE
-// Input slice s of pixel q (flat over the plane) of batch `batch`: the absorbed depthwise
-// convolution's output, in the order and precision depthwise_conv2d.glsl computes and stores it.
-// Each output slice group recomputes it: the rule fuses only where that costs less than a dispatch.
-vec4 depthwise_input(int q, int s, int batch) {
-  ivec2 origin = ivec2(q % in_size.x, q / in_size.x) * dw_stride - dw_pad;
-  int base = dw_in_offset + (batch * dw_in_size.z + s) * (dw_in_size.x * dw_in_size.y);
-  int w = dw_weights_offset + s * (DW_KH * DW_KW);
-  vec4 acc = vec4(0.0);
-  for (int ky = 0; ky < DW_KH; ++ky) {
-    for (int kx = 0; kx < DW_KW; ++kx) {
-      ivec2 c = origin + ivec2(kx, ky) * dw_dilation;
-#if DW_PADDED
-      bool inside = all(greaterThanEqual(c, ivec2(0))) && all(lessThan(c, dw_in_size.xy));
-      c = clamp(c, ivec2(0), dw_in_size.xy - 1);
-      vec4 v = inside ? load(base + c.y * dw_in_size.x + c.x) : vec4(0.0);
-#else
-      vec4 v = load(base + c.y * dw_in_size.x + c.x);
-#endif
-      acc += v * weight(w + ky * DW_KW + kx);
-    }
-  }
-  return stored_value(activate_as(DW_ACTIVATION, acc + weight(dw_bias_offset + s)));
-}
 #endif
 
 void main() {
@@ -127,11 +96,7 @@ void main() {
         int w = w_group + ((ky * KW + kx) * in_size.z + s) * ROWS_PER_STEP;
         vec4 x[PIXELS];
         for (int p = 0; p < PIXELS; ++p) {
-#if DW_PROLOGUE
-          x[p] = depthwise_input(out_pixel[p], s, batch);
-#else
           x[p] = load(src[p] + s * in_plane);
-#endif
 #if PADDED
           // A select, not a multiply: a zero-padded tap contributes exactly 0 even next to Inf.
           x[p] = inside[p] ? x[p] : vec4(0.0);

@@ -98,12 +98,32 @@ vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, float value, ive
   return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p);
 }
 
+#if STORAGE_HALF
+// v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
+// rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
+// mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does).
+vec4 ep_stored(vec4 v) {
+  uvec4 bits = floatBitsToUint(v);
+  uvec4 magnitude = bits & 0x7fffffffu;
+  // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped
+  // (plus the lowest kept bit, for ties to even) and clear them.
+  vec4 r = uintBitsToFloat((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) & 0xffffe000u);
+  highp vec4 size = abs(v);
+  r = mix(r, roundEven(size * 16777216.0) * (1.0 / 16777216.0), lessThan(size, vec4(6.103515625e-05)));
+  r = mix(r, vec4(uintBitsToFloat(0x7f800000u)), greaterThanEqual(size, vec4(65520.0)));
+  r = uintBitsToFloat(floatBitsToUint(r) | (bits & 0x80000000u));
+  return mix(r, v, isnan(v));
+}
+#else
+vec4 ep_stored(vec4 v) { return v; }
+#endif
+
 vec4 ep_step(int op, bool swap, vec4 v, vec4 operand) {
   if (op < EP_BINARY) return ep_unary(op, v, operand);
   return swap ? ep_binary(op - EP_BINARY, operand, v) : ep_binary(op - EP_BINARY, v, operand);
 }
 
-#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? stored_value(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, value, p))
+#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, value, p))
 
 vec4 epilogue(vec4 v, ivec4 p) {
 #if EP_COUNT > 0

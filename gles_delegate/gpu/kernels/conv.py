@@ -21,9 +21,6 @@ CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this ma
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
 EXPLICIT_PADDING = "explicit_padding"
-# node.options[DEPTHWISE_PROLOGUE] = the DEPTHWISE_CONV_2D node whose output this pointwise
-# CONV_2D reads and now computes itself (rule fuse_depthwise_pointwise).
-DEPTHWISE_PROLOGUE = "depthwise_prologue"
 
 
 def optional_input(node, index):
@@ -108,14 +105,6 @@ def pack_weights(filter_ohwi, out_slices):
     return blocks.transpose(0, 3, 4, 5, 1, 6, 2).reshape(-1, 4)
 
 
-def pack_depthwise_weights(filter_1hwc):
-    """Depthwise filter [1, KH, KW, C] -> vec4 rows [ceil(C/4)][KH][KW] (channels zero-padded)."""
-    _, kh, kw, c = filter_1hwc.shape
-    padded = np.zeros((kh, kw, -(-c // 4) * 4), np.float32)
-    padded[..., :c] = filter_1hwc[0]
-    return padded.reshape(kh, kw, -1, 4).transpose(2, 0, 1, 3).reshape(-1, 4)
-
-
 def pack_bias(bias, channels):
     """Bias [channels] (None: zeros) -> one vec4 row per output slice."""
     rows = np.zeros(-(-channels // 4) * 4, np.float32)
@@ -139,24 +128,6 @@ def reads_padding(in_size, kernel, stride, dilation, out_size, pad_before):
     return pad_before > 0 or last >= in_size
 
 
-def depthwise_prologue(dw, env, out_hw):
-    """(defines, params) of conv2d.glsl's DW_PROLOGUE for depthwise node `dw` whose output
-    (of `out_hw` pixels) a pointwise convolution reads."""
-    x, filt, bias = dw.inputs[0], dw.inputs[1], optional_input(dw, 2)
-    in4 = env.shape4(x)
-    kh, kw = filt.shape[1:3]
-    (sh, sw), (dil_h, dil_w) = reference.strides_of(dw), reference.dilations_of(dw)
-    _, _, pad_top, pad_left = geometry(dw, (in4.h, in4.w), (kh, kw), (sh, sw), (dil_h, dil_w))
-    padded = reads_padding(in4.h, kh, sh, dil_h, out_hw[0], pad_top) or \
-        reads_padding(in4.w, kw, sw, dil_w, out_hw[1], pad_left)
-    defines = {"DW_PROLOGUE": 1, "DW_KH": kh, "DW_KW": kw, "DW_PADDED": int(padded), "DW_ACTIVATION": env.activation(dw)}
-    params = {"dw_in_size": in4.as_ivec4(), "dw_in_offset": env.arena(x),
-              "dw_weights_offset": env.constant(pack_depthwise_weights(np.asarray(filt.data, np.float32))),
-              "dw_bias_offset": env.constant(pack_bias(None if bias is None else bias.data, in4.c)),
-              "dw_stride": (sw, sh), "dw_dilation": (dil_w, dil_h), "dw_pad": (pad_left, pad_top)}
-    return defines, params
-
-
 def build(node, env):
     """One conv2d.glsl Dispatch over the output [N, OH, OW, O]: a grid of (pixel blocks, rows,
     batch x output slice groups) invocations, weights and bias packed as constants."""
@@ -178,7 +149,7 @@ def build(node, env):
     blocks, layers = -(-extent // pixels), out4.b * groups
     split = k_split(in4.slices, blocks * rows * layers, kh * kw) if out_slices == pixels == 1 else 1
     weights = np.asarray(filt.data, np.float32)
-    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split, "DW_PROLOGUE": 0,
+    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
                "POINTWISE": int(pointwise),
                "PADDED": int(padded), "ACTIVATION": env.activation(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
@@ -187,14 +158,7 @@ def build(node, env):
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     workgroup = split_workgroup(split, blocks, layers) if split > 1 else None
-    source = x
-    dw = node.options.get(DEPTHWISE_PROLOGUE)
-    if dw is not None:
-        prologue_defines, prologue_params = depthwise_prologue(dw, env, (in4.h, in4.w))
-        defines.update(prologue_defines)
-        params.update(prologue_params, in_offset=prologue_params["dw_in_offset"])
-        source = dw.inputs[0]  # x itself is never stored
-    reads, inplace = epilogue.apply(node, env, out, defines, params, (source,))
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
     return [Dispatch("conv2d", (blocks, rows * split, layers), defines, params, reads=reads, writes=(out,),
                      workgroup=workgroup, inplace=inplace)]
 
