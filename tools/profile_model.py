@@ -72,8 +72,9 @@ def profile(path, precision, runs, top):
         lines.append(f"  {len(partition.steps)} dispatches: sum of GPU times {total}, CPU issue loop "
                      f"{issue_ms(partition):.3f} ms")
         for ms, k in sorted(known, reverse=True)[:top]:
+            shapes = " ".join(str(list(shape)) for _, _, shape in partition.plan.writes[k])
             lines.append(f"    {ms * 1e3:8.1f} us  {partition.plan.labels[k]}  {partition.plan.templates[k]}  "
-                         f"groups {partition.steps[k][3]}")
+                         f"groups {partition.steps[k][3]}  workgroup {partition.plan.workgroups[k]}  writes {shapes}")
     delegate.close()
     return "\n".join(lines)
 
