@@ -5,6 +5,8 @@ file size before it is iterated, every index against what it indexes, every buff
 against the file, and every shape against an element-count limit, so that a hostile file gives
 a ModelError rather than a crash, a hang or a huge allocation.
 """
+import functools
+import math
 import os
 import struct
 
@@ -27,6 +29,11 @@ TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
 _ACCESSOR_NOISE = ("Init", "GetRootAs")
 _SPARSE_VECTOR_TYPES = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
 _DIM_FORMATS = schema.enum_names(tflite.DimensionType)
+_SOFFSET, _VOFFSET, _UOFFSET = struct.Struct("<i"), struct.Struct("<H"), struct.Struct("<I")
+# Scalar fields the hot paths (tensors, operators) read without the generated accessor objects,
+# which cost a few microseconds of Python a field: (table, accessor) -> struct of the field.
+_SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struct.Struct("<?"),
+            "OpcodeIndex": _UOFFSET}
 
 
 def read_model(source, background_digest=False):
@@ -58,6 +65,12 @@ def read_model(source, background_digest=False):
     return model
 
 
+@functools.lru_cache(maxsize=None)
+def _accessors(table_class):
+    """The field accessor names of a generated table class."""
+    return [m for m in vars(table_class) if m[:1].isupper() and not m.startswith(_ACCESSOR_NOISE)]
+
+
 def _read_file(path):
     try:
         with open(path, "rb") as f:
@@ -85,6 +98,56 @@ class _Reader:
         self.spend(TABLE_COST)
 
     # -- bounded access -------------------------------------------------------------------
+    # The field_* methods read a field of the table at `pos` of the file directly (the vtable
+    # walk the generated accessors do, without their objects): the reader's hot paths.
+    def field_at(self, pos, table_class, accessor):
+        """File position of a field of the table at `pos`, or 0 when the table lacks it."""
+        data, offset = self.data, schema.vtable_offset(table_class, accessor)
+        vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
+        if offset >= _VOFFSET.unpack_from(data, vtable)[0]:
+            return 0
+        field = _VOFFSET.unpack_from(data, vtable + offset)[0]
+        return pos + field if field else 0
+
+    def field_scalar(self, pos, table_class, accessor, default=0):
+        at = self.field_at(pos, table_class, accessor)
+        return _SCALARS[accessor].unpack_from(self.data, at)[0] if at else default
+
+    def field_vector(self, pos, table_class, accessor, item_bytes):
+        """(count, position of item 0) of a vector field; (0, 0) when absent. Refused when the
+        file cannot hold that many items."""
+        at = self.field_at(pos, table_class, accessor)
+        if not at:
+            return 0, 0
+        vector = at + _UOFFSET.unpack_from(self.data, at)[0]
+        n = _UOFFSET.unpack_from(self.data, vector)[0]
+        if n * item_bytes > len(self.data):
+            raise ModelError(f"{self.where}: {accessor} claims {n} entries, more than the file holds")
+        return n, vector + 4
+
+    def field_ints(self, pos, table_class, accessor, max_items=None):
+        """An int32 vector field as a tuple of ints (empty when absent), like ints()."""
+        n, start = self.field_vector(pos, table_class, accessor, 4)
+        if max_items is not None and n > max_items:
+            raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {max_items} are allowed")
+        self.spend(INT_COST * n)
+        return struct.unpack_from(f"<{n}i", self.data, start) if n else ()
+
+    def field_tables(self, table, table_class, accessor):
+        """File positions of the tables of a vector-of-tables field of generated `table`."""
+        n, start = self.field_vector(table._tab.Pos, table_class, accessor, 4)
+        return [start + 4 * i + _UOFFSET.unpack_from(self.data, start + 4 * i)[0] for i in range(n)]
+
+    def generated(self, table_class, pos):
+        """The generated accessor object of the table at `pos` (for the rarely read tables)."""
+        table = table_class()
+        table.Init(self.data, pos)
+        return table
+
+    def field_string(self, pos, table_class, accessor):
+        n, start = self.field_vector(pos, table_class, accessor, 1)
+        return self.string(self.data[start:start + n])
+
     def length(self, obj, field, min_item_bytes):
         """obj.<field>Length(), refused when the file cannot hold that many items."""
         n = getattr(obj, field + "Length")()
@@ -176,30 +239,38 @@ class _Reader:
         self.where = f"subgraph {s}"
         self.table()
         sg = self.root.Subgraphs(s)
-        tensors = [self.tensor(s, t, sg.Tensors(t), buffers) for t in range(self.length(sg, "Tensors", 4))]
+        tensors = [self.tensor(s, t, pos, buffers) for t, pos in enumerate(self.field_tables(sg, tflite.SubGraph, "Tensors"))]
         self.where = f"subgraph {s}"
         inputs, outputs = self.ints(sg, "Inputs"), self.ints(sg, "Outputs")
         for index in inputs + outputs:
             self.check_index(index, len(tensors), "graph input/output tensor")
-        ops = [self.operator(s, k, sg.Operators(k), opcodes, len(tensors))
-               for k in range(self.length(sg, "Operators", 4))]
+        ops = [self.operator(s, k, pos, opcodes, len(tensors))
+               for k, pos in enumerate(self.field_tables(sg, tflite.SubGraph, "Operators"))]
         return SubgraphDef(name=self.string(sg.Name()), tensors=tensors, inputs=inputs,
                            outputs=outputs, operators=ops)
 
-    def tensor(self, s, t, tensor, buffers):
+    def tensor(self, s, t, pos, buffers):
         self.where = f"subgraph {s} tensor {t}"
         self.table()
-        type_name = schema.TENSOR_TYPE_NAMES.get(tensor.Type())
+        T = tflite.Tensor
+        type_code = self.field_scalar(pos, T, "Type")
+        type_name = schema.TENSOR_TYPE_NAMES.get(type_code)
         if type_name is None:
-            raise ModelError(f"{self.where}: unknown tensor type {tensor.Type()}")
-        shape = self.ints(tensor, "Shape", max_items=MAX_RANK)
-        signature = self.ints(tensor, "ShapeSignature", max_items=MAX_RANK) or None
+            raise ModelError(f"{self.where}: unknown tensor type {type_code}")
+        shape = self.field_ints(pos, T, "Shape", max_items=MAX_RANK)
+        signature = self.field_ints(pos, T, "ShapeSignature", max_items=MAX_RANK) or None
         self.check_shape(shape, signature)
-        self.check_index(tensor.Buffer(), max(len(buffers), 1), "buffer")
-        result = TensorDef(name=self.string(tensor.Name()), shape=shape, type_name=type_name,
-                           buffer=tensor.Buffer(), quantization=self.quantization(tensor.Quantization()),
-                           sparsity=self.sparsity(tensor.Sparsity()), shape_signature=signature,
-                           is_variable=bool(tensor.IsVariable()))
+        buffer = self.field_scalar(pos, T, "Buffer")
+        self.check_index(buffer, max(len(buffers), 1), "buffer")
+        # The sub-tables are rare (quantized or sparse tensors): the generated accessors read them.
+        tensor = self.generated(T, pos) if self.field_at(pos, T, "Quantization") or self.field_at(pos, T, "Sparsity") \
+            else None
+        quantization = tensor.Quantization() if tensor else None
+        sparsity = tensor.Sparsity() if tensor else None
+        result = TensorDef(name=self.field_string(pos, T, "Name"), shape=shape, type_name=type_name,
+                           buffer=buffer, quantization=self.quantization(quantization),
+                           sparsity=self.sparsity(sparsity), shape_signature=signature,
+                           is_variable=bool(self.field_scalar(pos, T, "IsVariable")))
         self.check_buffer_size(result, buffers)
         return result
 
@@ -208,7 +279,7 @@ class _Reader:
             raise ModelError(f"{self.where}: rank {len(shape)} exceeds {MAX_RANK}")
         if any(d < 0 for d in shape):
             raise ModelError(f"{self.where}: negative dimension in shape {list(shape)}")
-        if int(np.prod(shape, dtype=object)) > MAX_TENSOR_ELEMENTS:
+        if math.prod(shape) > MAX_TENSOR_ELEMENTS:
             raise ModelError(f"{self.where}: shape {list(shape)} has more than {MAX_TENSOR_ELEMENTS} elements")
         if signature is not None and (len(signature) != len(shape) or any(d < -1 for d in signature)):
             raise ModelError(f"{self.where}: shape_signature {list(signature)} does not fit shape {list(shape)}")
@@ -270,13 +341,16 @@ class _Reader:
         values = self.array(vector, "Values", 1)
         return np.zeros(0, np.int32) if values is None else values.astype(np.int64)
 
-    def operator(self, s, k, op, opcodes, n_tensors):
+    def operator(self, s, k, pos, opcodes, n_tensors):
         self.where = f"subgraph {s} operator {k}"
         self.table()
-        self.check_index(op.OpcodeIndex(), len(opcodes), "opcode")
-        name, custom, version = opcodes[op.OpcodeIndex()]
-        inputs, outputs = self.ints(op, "Inputs"), self.ints(op, "Outputs")
-        intermediates = self.ints(op, "Intermediates")
+        O = tflite.Operator
+        op = self.generated(O, pos)  # options and custom options: read through the accessors
+        opcode = self.field_scalar(pos, O, "OpcodeIndex")
+        self.check_index(opcode, len(opcodes), "opcode")
+        name, custom, version = opcodes[opcode]
+        inputs, outputs = self.field_ints(pos, O, "Inputs"), self.field_ints(pos, O, "Outputs")
+        intermediates = self.field_ints(pos, O, "Intermediates")
         for index in inputs + intermediates:
             if index != -1:
                 self.check_index(index, n_tensors, "tensor")
@@ -313,7 +387,7 @@ class _Reader:
 
     def table_fields(self, obj):
         """Every scalar and vector field of a generated options table as {snake_name: value}."""
-        methods = [m for m in vars(type(obj)) if m[:1].isupper() and not m.startswith(_ACCESSOR_NOISE)]
+        methods = _accessors(type(obj))
         fields = {}
         for name in methods:
             if name.endswith(("AsNumpy", "IsNone", "Length", "BufferHasIdentifier")):

@@ -3,7 +3,9 @@
 Everything here is derived from the bindings, so it follows the schema version they were
 generated from instead of a hand-written copy of it.
 """
+import functools
 import importlib
+import inspect
 import re
 
 import numpy as np
@@ -63,3 +65,13 @@ def camel_case(snake):
 def enum_names(enum_class):
     """{value: NAME} of a generated enum class."""
     return {v: k for k, v in vars(enum_class).items() if not k.startswith("_")}
+
+
+@functools.lru_cache(maxsize=None)
+def vtable_offset(table_class, accessor):
+    """The vtable offset of a table's field as the generated accessor reads it (the n of its
+    `self._tab.Offset(n)`), for readers that walk the flatbuffer without the accessor objects."""
+    found = re.search(r"_tab\.Offset\((\d+)\)", inspect.getsource(getattr(table_class, accessor)))
+    if found is None:
+        raise LookupError(f"{table_class.__name__}.{accessor} reads no table field")
+    return int(found.group(1))

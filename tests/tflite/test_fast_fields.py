@@ -1,0 +1,62 @@
+"""The reader's hot paths walk tensors and operators without the generated accessors: every field
+they read equals what the generated bindings (the independent implementation) read."""
+import pytest
+import tflite
+
+from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.tflite.schema import vtable_offset
+from gles_delegate.tools.fetch_models import MODEL_NAMES
+
+
+def generated_tensor_fields(tensor):
+    return (tensor.Name().decode(), tuple(tensor.ShapeAsNumpy()) if not tensor.ShapeIsNone() else (),
+            tensor.Type(), tensor.Buffer(), bool(tensor.IsVariable()),
+            tuple(tensor.ShapeSignatureAsNumpy()) if not tensor.ShapeSignatureIsNone() else None)
+
+
+def generated_operator_fields(op):
+    def ints(field):
+        return () if getattr(op, field + "IsNone")() else tuple(int(v) for v in getattr(op, field + "AsNumpy")())
+    return op.OpcodeIndex(), ints("Inputs"), ints("Outputs"), ints("Intermediates")
+
+
+def assert_fields_match(data):
+    model = read_model(data)
+    root = tflite.Model.GetRootAs(data, 0)
+    for s, subgraph in enumerate(model.subgraphs):
+        sg = root.Subgraphs(s)
+        assert len(subgraph.tensors) == sg.TensorsLength() and len(subgraph.operators) == sg.OperatorsLength()
+        for t, tensor in enumerate(subgraph.tensors):
+            name, shape, type_code, buffer, variable, signature = generated_tensor_fields(sg.Tensors(t))
+            assert (tensor.name, tuple(tensor.shape), tensor.buffer, tensor.is_variable) == (name, shape, buffer, variable)
+            assert tensor.type_name == {v: k for k, v in vars(tflite.TensorType).items()}[type_code]
+            assert (None if tensor.shape_signature is None else tuple(tensor.shape_signature)) == (signature or None)
+            assert (tensor.quantization is None) == (sg.Tensors(t).Quantization() is None
+                                                     or sg.Tensors(t).Quantization().ScaleLength() == 0)
+        opcodes = [root.OperatorCodes(i) for i in range(root.OperatorCodesLength())]
+        for k, op in enumerate(subgraph.operators):
+            opcode, inputs, outputs, intermediates = generated_operator_fields(sg.Operators(k))
+            assert (tuple(op.inputs), tuple(op.outputs), tuple(op.intermediates)) == (inputs, outputs, intermediates)
+            assert op.version == opcodes[opcode].Version()
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_real_models_read_as_the_bindings_read_them(mediapipe_models, name):
+    assert_fields_match(mediapipe_models[name].read_bytes())
+
+
+def test_optional_fields_read_as_the_bindings_read_them():
+    """A variable tensor, a shape signature, a quantized tensor, a custom op's options."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4), shape_signature=(-1, 4))
+    state = b.tensor("state", (1, 4), is_variable=True)
+    out = b.tensor("out", (1, 4), quantization=(0.5, 3))
+    b.op("ADD", [x, state], [out], fused_activation_function=0)
+    b.output(out)
+    assert_fields_match(b.build())
+
+
+def test_field_offsets_come_from_the_bindings():
+    assert vtable_offset(tflite.Tensor, "Shape") == 4 and vtable_offset(tflite.Operator, "Intermediates") == 20
+    with pytest.raises(LookupError):
+        vtable_offset(tflite.Tensor, "Init")
