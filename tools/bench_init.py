@@ -12,9 +12,12 @@ shader cache (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH point into a t
   warm    third start with the entry the cold start stored
 Each start is its own Python process, so the process-wide program cache never helps. It times
 GpuDelegate.partition() (summary()['init_ms']), Interpreter(...) + allocate_tensors() (the GL
-context is created before, by GpuDelegate(), and is not counted) and the first invoke(), and
-checks that every start gives the same output bytes. Prints a Markdown table (medians over the
-repetitions) under the command line that produced it.
+context is created before, by GpuDelegate(), and is not counted), the first invoke() and then
+STEADY_INVOKES more, and checks that every start gives the same output bytes. "Start-up" is
+Interpreter + allocate_tensors + the first invoke, less the median of the steady invokes: all a
+start costs before results come at the steady rate, including work a driver defers to the first
+dispatch (Mesa's llvmpipe compiles each shader to machine code there). Prints a Markdown table
+(medians over the repetitions) under the command line that produced it.
 """
 import argparse
 import hashlib
@@ -32,6 +35,7 @@ if __package__ in (None, "") and (Path(__file__).resolve().parents[1] / "gles_de
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from a source tree
 
 WORKER_TIMEOUT_S = 900
+STEADY_INVOKES = 3  # invokes after the first, whose median is the steady invoke time
 
 
 def worker(model, serialization_dir, precision, gl_api):
@@ -69,13 +73,18 @@ def worker(model, serialization_dir, precision, gl_api):
     start = time.perf_counter()
     interpreter.invoke()
     invoke_ms = (time.perf_counter() - start) * 1e3
+    steady = []
+    for _ in range(STEADY_INVOKES):
+        start = time.perf_counter()
+        interpreter.invoke()
+        steady.append((time.perf_counter() - start) * 1e3)
     digest = hashlib.sha256()
     for detail in interpreter.get_output_details():
         digest.update(np.ascontiguousarray(interpreter.get_tensor(detail["index"])).tobytes())
     summary = delegate.summary()
     return {"partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
             "store_ms": sum(store_ms),
-            "invoke_ms": invoke_ms, "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
+            "invoke_ms": invoke_ms, "steady_ms": statistics.median(steady), "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
             "renderer": summary["renderer"], "gl_version": summary["gl_version"],
             "gpu_nodes": summary["gpu_nodes"], "cpu_nodes": summary["cpu_nodes"]}
 
@@ -121,6 +130,11 @@ def _median(runs, key):
     return statistics.median(r[key] for r in runs)
 
 
+def _startup(run):
+    """Interpreter + allocate + first invoke, less a steady invoke (ms)."""
+    return run["init_ms"] + run["invoke_ms"] - run["steady_ms"]
+
+
 def table(results, command, args):
     any_run = next(iter(results.values()))["cold"][0]
     lines = [f"`{command}`", "",
@@ -130,21 +144,27 @@ def table(results, command, args):
              "helps), a warm start from the entry the cold start wrote; each in a fresh process. "
              "partition(): GpuDelegate.partition (summary()['init_ms']); 'store': what writing the "
              "entry added to the cold start; warm/cold compares with the cold start minus that. "
-             "Interpreter+allocate: Interpreter(...) + allocate_tensors(), the GL context made before.", "",
+             "Interpreter+allocate: Interpreter(...) + allocate_tensors(), the GL context made before. "
+             "Start-up: Interpreter+allocate + the first invoke - a steady invoke (the median of the "
+             f"{STEADY_INVOKES} after it).", "",
              "| model | partition() cold | store | driver cache only | warm | warm/cold "
              "| Interpreter+allocate cold | driver cache only | warm | warm/cold "
-             "| first invoke cold | warm | entry MB | same outputs |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| start-up cold | driver cache only | warm | warm/cold "
+             "| first invoke cold | warm | steady invoke | entry MB | same outputs |",
+             "|---|" + "---:|" * 17 + "---|"]
     for name, runs in results.items():
         cold, driver, warm = runs["cold"], runs["driver"], runs["warm"]
         p = [_median(r, "partition_ms") for r in (cold, driver, warm)]
         i = [_median(r, "init_ms") for r in (cold, driver, warm)]
         store = _median(cold, "store_ms")
+        s = [statistics.median(_startup(r) for r in runs) for runs in (cold, driver, warm)]
         same = all(r["outputs"] == cold[0]["outputs"] for r in cold + driver + warm)
         hits = all(r["cache_hit"] for r in warm) and not any(r["cache_hit"] for r in cold)
         lines.append(f"| {name} | {p[0]:.0f} | {store:.0f} | {p[1]:.0f} | {p[2]:.1f} | {100 * p[2] / (p[0] - store):.1f}% "
                      f"| {i[0]:.0f} | {i[1]:.0f} | {i[2]:.0f} | {100 * i[2] / (i[0] - store):.1f}% "
+                     f"| {s[0]:.0f} | {s[1]:.0f} | {s[2]:.0f} | {100 * s[2] / (s[0] - store):.1f}% "
                      f"| {_median(cold, 'invoke_ms'):.0f} | {_median(warm, 'invoke_ms'):.0f} "
+                     f"| {_median(warm, 'steady_ms'):.1f} "
                      f"| {statistics.median(runs['entry_bytes']) / 1e6:.1f} "
                      f"| {'yes' if same else 'NO'}{'' if hits else ' (cache not hit!)'} |")
     return "\n".join(lines)

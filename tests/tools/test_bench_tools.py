@@ -33,3 +33,15 @@ def test_top1_agreement_table(small_model, capsys):
     assert top1_agreement.main([str(small_model), "--seeds", "3"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| small |"))
     assert "| fp32 | 3/3 |" in row  # ours and LiteRT agree on this model's first output
+
+
+def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
+    """Three fresh processes (cold, driver cache only, warm): the warm one loads the entry the cold
+    one stored, all three give the same output bytes, and every column is a number."""
+    from gles_delegate.tools import bench_init
+    out = tmp_path / "init.md"
+    assert bench_init.main(["--models", str(small_model), "--repeat", "1", "--out", str(out)]) == 0
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| small |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 19 and cells[-1] == "yes"  # same outputs, and the warm start hit the cache
+    assert all(re.fullmatch(r"-?\d+(\.\d)?%?", c) for c in cells[1:-1]), cells
