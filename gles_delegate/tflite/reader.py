@@ -33,7 +33,7 @@ _SOFFSET, _VOFFSET, _UOFFSET = struct.Struct("<i"), struct.Struct("<H"), struct.
 # Scalar fields the hot paths (tensors, operators) read without the generated accessor objects,
 # which cost a few microseconds of Python a field: (table, accessor) -> struct of the field.
 _SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struct.Struct("<?"),
-            "OpcodeIndex": _UOFFSET}
+            "OpcodeIndex": _UOFFSET, "Offset": struct.Struct("<Q"), "Size": struct.Struct("<Q")}
 
 
 def read_model(source, background_digest=False):
@@ -182,7 +182,7 @@ class _Reader:
     # -- model ----------------------------------------------------------------------------
     def model(self):
         root = self.root
-        buffers = [self.buffer(i) for i in range(self.length(root, "Buffers", 4))]
+        buffers = [self.buffer(i, pos) for i, pos in enumerate(self.field_tables(root, tflite.Model, "Buffers"))]
         opcodes = [self.opcode(i) for i in range(self.length(root, "OperatorCodes", 4))]
         subgraphs = [self.subgraph(i, opcodes, buffers) for i in range(self.length(root, "Subgraphs", 4))]
         if not subgraphs:
@@ -203,11 +203,11 @@ class _Reader:
         if not 0 <= index < count:
             raise ModelError(f"{self.where}: {what} index {index} out of range [0, {count})")
 
-    def buffer(self, i):
+    def buffer(self, i, pos):
         self.where = f"buffer {i}"
         self.table()
-        buf = self.root.Buffers(i)
-        offset, size = buf.Offset(), buf.Size()
+        B = tflite.Buffer
+        offset, size = self.field_scalar(pos, B, "Offset"), self.field_scalar(pos, B, "Size")
         if offset > 1:
             # Data stored after the flatbuffer (models over 2 GB, or written that way).
             if offset + size > len(self.data):
@@ -215,8 +215,8 @@ class _Reader:
                                  f"({len(self.data)} bytes)")
             raw = np.frombuffer(self.data, np.uint8, size, offset)
         else:
-            raw = self.array(buf, "Data", 1, copied=False)
-            raw = np.zeros(0, np.uint8) if raw is None else raw
+            n, start = self.field_vector(pos, B, "Data", 1)
+            raw = np.frombuffer(self.data, np.uint8, n, start) if n else np.zeros(0, np.uint8)
         raw.flags.writeable = False
         return raw
 
