@@ -9,13 +9,14 @@ from dataclasses import dataclass
 
 from ..graph import Graph
 from . import (alias_reshape, conv_to_fully_connected, fold_mul_add, fuse_activation, fuse_elementwise,
-               fuse_residual_add, global_pool_to_mean, merge_padding, remove_dead, remove_noops)
+               fuse_residual_add, global_pool_to_mean, merge_padding, read_through_reshape, remove_dead,
+               remove_noops)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
 # are true), then rewrites that change what a node is (padding, FC, MEAN), then folding into
 # weights (needs the producer free of activations), then epilogue fusion, in the order an
 # epilogue applies its steps (activation, residual, the rest), and last the aliases, which only
-# mark what is left.
+# mark what is left, and the reshapes that layout ops can read through.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -27,6 +28,7 @@ RULES = (
     ("fuse_residual_add", fuse_residual_add.apply),
     ("fuse_elementwise", fuse_elementwise.apply),
     ("alias_reshape", alias_reshape.apply),
+    ("read_through_reshape", read_through_reshape.apply),
 )
 
 

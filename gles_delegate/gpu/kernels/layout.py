@@ -21,6 +21,10 @@ from .base import Dispatch
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
 # options[ALIAS] (rule alias_reshape): a reshape whose output is its input's storage; no dispatch.
 ALIAS = "alias_input"
+# options[ROW_MAJOR_SOURCES] (rule read_through_reshape): ((input tensor, tensor read in its
+# place), ...): a removed reshape's output and its input, which holds the same values in the
+# same row-major order (the map's index is row-major; the stored tensor's shape unravels it).
+ROW_MAJOR_SOURCES = "row_major_sources"
 MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
 MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
 # Which input holds the values (the others are constant shapes, axes, indices).
@@ -73,6 +77,12 @@ def _dense_axes(shape):
     """The digits of an identity map: a tensor's own row-major strides, one digit per axis."""
     b, h, w, c = _dims(shape)
     return tuple(((None, s),) for s in (h * w * c, w * c, c, 1))
+
+
+def stored_source(node, tensor):
+    """The tensor that holds input `tensor` of layout node `node` (itself, unless a reshape was
+    removed in between)."""
+    return next((source for shown, source in node.options.get(ROW_MAJOR_SOURCES, ()) if shown is tensor), tensor)
 
 
 # -- the dispatch -----------------------------------------------------------------------------
@@ -208,14 +218,15 @@ def _runs(values):
 def _pieces(node, index_map):
     """The Gathers that write one output, with its index map: one affine box, or for a GATHER
     along an axis, one box per run of evenly spaced indices. None if neither fits."""
-    source, rank = node.inputs[DATA_INPUT.get(node.op, 0)], index_map.ndim
+    shown = node.inputs[DATA_INPUT.get(node.op, 0)]
+    source, rank = stored_source(node, shown), index_map.ndim
     fit = _affine(index_map)
     if fit is not None:
         return [Gather(source, fit[0], tuple(((None, s),) for s in _place(fit[1], rank)))]
     indices = node.inputs[1].data if node.op == "GATHER" else None
     if indices is None or indices.ndim != 1:
         return None
-    axis = node.options.get("axis", 0) % len(source.shape)
+    axis = node.options.get("axis", 0) % len(shown.shape)
     pieces = []
     for start, stop in _runs(indices.astype(np.int64)):
         base, strides = _affine(np.take(index_map, range(start, stop), axis=axis))
@@ -285,12 +296,12 @@ def _pad(node, env):
     else:
         value = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else 0.0
         edge = Edge(EDGE_CONSTANT, _dims(x.shape), value=float(np.asarray(value).reshape(-1)[0]))
-    return [gather_dispatch(out, Gather(x, 0, _dense_axes(x.shape), lead=before, edge=edge), env)]
+    return [gather_dispatch(out, Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=before, edge=edge), env)]
 
 
 def _tile(node, env):
     x = node.inputs[0]
-    g = Gather(x, 0, _dense_axes(x.shape), edge=Edge(EDGE_WRAP, _dims(x.shape)))
+    g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), edge=Edge(EDGE_WRAP, _dims(x.shape)))
     return [gather_dispatch(node.outputs[0], g, env)]
 
 
@@ -303,7 +314,7 @@ def _concatenation(node, env):
     dispatches, offset = [], 0
     for x in node.inputs:
         origin = _place([offset if k == axis else 0 for k in range(rank)], rank)
-        g = Gather(x, 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=_dims(x.shape))
+        g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=_dims(x.shape))
         dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
         offset += x.shape[axis]
     return dispatches
@@ -316,7 +327,7 @@ def _depth_to_space(node, env):
     _, h, w, c = x.shape
     k, c_out = node.options["block_size"], out.shape[3]
     axes = (((None, h * w * c),), ((None, w * c), (k, k * c_out)), ((None, c), (k, c_out)), ((None, 1),))
-    return [gather_dispatch(out, Gather(x, 0, axes), env)]
+    return [gather_dispatch(out, Gather(stored_source(node, x), 0, axes), env)]
 
 
 def _space_to_depth(node, env):
@@ -325,7 +336,7 @@ def _space_to_depth(node, env):
     _, h, w, c = x.shape
     k = node.options["block_size"]
     axes = (((None, h * w * c),), ((None, k * w * c),), ((None, k * c),), ((None, w * c), (k, c), (c, 1)))
-    return [gather_dispatch(out, Gather(x, 0, axes), env)]
+    return [gather_dispatch(out, Gather(stored_source(node, x), 0, axes), env)]
 
 
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
