@@ -1,6 +1,7 @@
 """CONV_2D: kernels_glsl/conv2d.glsl, specialized by kernel size, blocking (output slices and
-pixels per invocation), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap
-reads the zero padding. Also what the other convolution kernels (depthwise.py,
+pixels per invocation), a split of the input channels over a workgroup (deep layers on small
+planes), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap reads the zero
+padding. Also what the other convolution kernels (depthwise.py,
 fully_connected.py, transpose_conv.py) share: support checks, blocking, weight and bias packing."""
 import numpy as np
 
