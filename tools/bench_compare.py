@@ -131,19 +131,27 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--out", default="bench_compare", help="directory for results.md and results.json")
     args = parser.parse_args(argv)
-    rows = []
+    command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
+    rows, text = [], ""
     for path in model_paths(args.models):
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, args))
-    device = next((r["ours_fp32"]["renderer"] for r in rows if "renderer" in r["ours_fp32"]), "?")
-    command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(rows, command, f"{device} ({platform.node()}, {os.cpu_count()} CPUs)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(text)
-    (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
+        text = write_results(rows, command, Path(args.out))  # after every model: a cut-short run keeps its rows
     print(text)
     return 0
+
+
+def write_results(rows, command, out):
+    """Write results.md and results.json into `out` (each replaced whole, never half-written);
+    returns the Markdown."""
+    device = next((r["ours_fp32"]["renderer"] for r in rows if "renderer" in r["ours_fp32"]), "?")
+    text = markdown(rows, command, f"{device} ({platform.node()}, {os.cpu_count()} CPUs)")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in (("results.md", text), ("results.json", json.dumps(rows, indent=1, default=str))):
+        temp = out / f".{name}.tmp"
+        temp.write_text(content)
+        os.replace(temp, out / name)
+    return text
 
 
 if __name__ == "__main__":

@@ -262,10 +262,12 @@ def main(argv=None):
     for model in models:
         print(f"{model.stem} ...", file=sys.stderr, flush=True)
         results[model.stem] = measure(str(model), args)
-    text = table(results, command, args)
+        text = table(results, command, args)
+        if args.out:  # after every model, replaced whole: a cut-short run keeps its rows
+            temp = Path(args.out).with_name(f".{Path(args.out).name}.tmp")
+            temp.write_text(text + "\n")
+            os.replace(temp, args.out)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
     return 0
 
 
