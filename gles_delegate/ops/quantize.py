@@ -150,7 +150,7 @@ def _walk_levels(sparsity, sizes, label):
     array_indices below a sparse one). Malformed index arrays raise ModelError; the work is
     bounded by the dense size and the index arrays' lengths."""
     positions = np.zeros(1, np.int64)
-    taken = np.zeros((1, 0), np.int64)
+    links = []  # per level: (parent of each path, index it takes)
     for level, (meta, size) in enumerate(zip(sparsity.dim_metadata, sizes)):
         if meta.format == "DENSE":
             parents = np.repeat(np.arange(positions.size), size)
@@ -158,7 +158,14 @@ def _walk_levels(sparsity, sizes, label):
             positions = positions[parents] * size + index
         else:
             parents, positions, index = _csr_children(meta, positions, size, f"operator {label}: level {level}")
-        taken = np.column_stack([taken[parents], index])
+        links.append((parents, index))
+    # Follow each stored value's path back up, level by level (one gather per level).
+    taken = np.empty((positions.size, len(links)), np.int64)
+    path = np.arange(positions.size)
+    for level in range(len(links) - 1, -1, -1):
+        parents, index = links[level]
+        taken[:, level] = index[path]
+        path = parents[path]
     return taken
 
 
