@@ -5,7 +5,6 @@ generated from instead of a hand-written copy of it.
 """
 import functools
 import importlib
-import inspect
 import re
 
 import numpy as np
@@ -67,11 +66,45 @@ def enum_names(enum_class):
     return {v: k for k, v in vars(enum_class).items() if not k.startswith("_")}
 
 
+class _FieldOffset(Exception):
+    def __init__(self, offset):
+        super().__init__(offset)
+        self.offset = offset
+
+
+class _Probe:
+    """Stands in for a generated table's flatbuffers.Table: the first vtable lookup an accessor
+    makes is the offset of its field."""
+
+    def Offset(self, offset):
+        raise _FieldOffset(offset)
+
+
 @functools.lru_cache(maxsize=None)
+def field_offsets(table_class):
+    """{accessor name: vtable offset of its field} for every accessor of a generated table class
+    (the n of its `self._tab.Offset(n)`), found by calling each accessor on a probe: for readers
+    that walk the flatbuffer without the accessor objects."""
+    offsets = {}
+    for name in vars(table_class):
+        if not name[:1].isupper() or name.startswith(("GetRootAs", "Init")) or name.endswith("BufferHasIdentifier"):
+            continue
+        table = table_class.__new__(table_class)
+        table._tab = _Probe()
+        for args in ((), (0,)):
+            try:
+                getattr(table, name)(*args)
+            except _FieldOffset as found:
+                offsets[name] = found.offset
+                break
+            except TypeError:  # an accessor of a vector item takes its index
+                continue
+    return offsets
+
+
 def vtable_offset(table_class, accessor):
-    """The vtable offset of a table's field as the generated accessor reads it (the n of its
-    `self._tab.Offset(n)`), for readers that walk the flatbuffer without the accessor objects."""
-    found = re.search(r"_tab\.Offset\((\d+)\)", inspect.getsource(getattr(table_class, accessor)))
-    if found is None:
-        raise LookupError(f"{table_class.__name__}.{accessor} reads no table field")
-    return int(found.group(1))
+    """The vtable offset of one field (field_offsets); LookupError for a name that reads none."""
+    try:
+        return field_offsets(table_class)[accessor]
+    except KeyError:
+        raise LookupError(f"{table_class.__name__}.{accessor} reads no table field") from None
