@@ -2,6 +2,7 @@
 the slowest dispatches by GPU time.
 
     python -m gles_delegate.tools.profile_model MODEL [...] [--precision fp16_fp32acc] [--top 6]
+        [--set gpu.runtime.FLUSH_FIRST=0 ...]     (A/B a tuning constant: each setting in turn)
 
 GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_timer_query), so
 they need a real GPU: llvmpipe's timer does not time compute work and reports them as n/a.
@@ -54,6 +55,20 @@ def issue_ms(partition, repeats=20):
     return elapsed
 
 
+def apply_setting(setting):
+    """Set a tuning constant of the package: 'gpu.runtime.FLUSH_FIRST=0' (module path below
+    gles_delegate, attribute, an int or float value); returns a function restoring it."""
+    import importlib
+    target, _, value = setting.partition("=")
+    module_name, _, attribute = target.rpartition(".")
+    module = importlib.import_module(f"gles_delegate.{module_name}")
+    if not hasattr(module, attribute):
+        raise SystemExit(f"--set: gles_delegate.{module_name} has no {attribute}")
+    old = getattr(module, attribute)
+    setattr(module, attribute, type(old)(float(value)) if isinstance(old, (int, float)) else value)
+    return lambda: setattr(module, attribute, old)
+
+
 def profile(path, precision, runs, top):
     delegate = GpuDelegate(precision=precision)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
@@ -85,9 +100,18 @@ def main(argv=None):
     parser.add_argument("--precision", default="fp16_fp32acc", choices=("fp32", "fp16", "fp16_fp32acc"))
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--top", type=int, default=6, help="how many of the slowest dispatches to list")
+    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                        help="profile again with this tuning constant changed (repeatable: one run per setting)")
     args = parser.parse_args(argv)
     for model in args.models:
-        print(profile(common.resolve_model(model), args.precision, args.runs, args.top), flush=True)
+        for setting in [None] + args.set:  # the defaults first, then each setting alone
+            restore = apply_setting(setting) if setting else None
+            try:
+                text = profile(common.resolve_model(model), args.precision, args.runs, args.top)
+            finally:
+                if restore:
+                    restore()
+            print(f"[{setting or 'defaults'}] {text}", flush=True)
     return 0
 
 

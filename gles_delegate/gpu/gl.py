@@ -72,6 +72,7 @@ _FUNCTIONS = {
     "glClientWaitSync": (_u, (_vp, _u, ctypes.c_uint64)),
     "glDeleteSync": (None, (_vp,)),
     "glCopyBufferSubData": (None, (_u, _u, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_ssize_t)),
+    "glFlush": (None, ()),
 }
 
 

@@ -20,6 +20,11 @@ from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
 SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
+# glFlush after the first FLUSH_FIRST dispatches (then every FLUSH_EVERY, 0: never again): a
+# driver may hold the commands until the fence at the end, and the GPU would then start only once
+# the CPU issued them all. On an H200 one flush after 4 dispatches made the small models faster
+# and flushing often made every model slower (docs/performance.md: `gles-profile --set`).
+FLUSH_FIRST, FLUSH_EVERY = 4, 0
 log = logging.getLogger("gles_delegate")
 GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
              0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
@@ -89,6 +94,7 @@ class GpuPartition:
                 self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),
                                tuple(int(g) for g in groups), barrier)
                               for i, offset, size, groups, barrier in plan.steps]
+                self.flush_after = flush_points(len(self.steps))
                 context.check_error("creating the partition's buffers and programs")
             except BaseException:
                 self.steps = []
@@ -109,7 +115,7 @@ class GpuPartition:
             return self._run_checked(storage, capture)
         gl = self.context.gl
         bind_range, use, dispatch = gl.bind_buffer_range_fast, gl.use_program_fast, gl.dispatch_compute_fast
-        barrier_bits, params = gl.memory_barrier_fast, self.params.glo
+        barrier_bits, params, flush, flush_after = gl.memory_barrier_fast, self.params.glo, gl.flush, self.flush_after
         with self.context.current():
             self._begin(storage)
             current = 0
@@ -121,6 +127,8 @@ class GpuPartition:
                     use(program)
                     current = program
                 dispatch(*groups)
+                if k in flush_after:
+                    flush()
                 if capture is not None:
                     self._capture(self.plan.writes[k], capture)
             use(0)  # leave no program of ours bound for moderngl or other users of the context
@@ -231,6 +239,13 @@ class GpuPartition:
             if buffer is not None:
                 buffer.release()
         self.arena = self.consts = self.params = self.io = None
+
+
+def flush_points(count):
+    """The step indices after which the invoke loop calls glFlush (FLUSH_FIRST, FLUSH_EVERY)."""
+    if not FLUSH_FIRST:
+        return frozenset()
+    return frozenset(k for k in range(FLUSH_FIRST - 1, count - 1, FLUSH_EVERY or count))
 
 
 def _all_finite(value):

@@ -45,3 +45,15 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert len(cells) == 19 and cells[-1] == "yes"  # same outputs, and the warm start hit the cache
     assert all(re.fullmatch(r"-?\d+(\.\d)?%?", c) for c in cells[1:-1]), cells
+
+
+def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
+    import pytest
+    from gles_delegate.gpu import runtime
+    before = runtime.FLUSH_FIRST
+    assert profile_model.main([str(small_model), "--runs", "2", "--set", "gpu.runtime.FLUSH_FIRST=0"]) == 0
+    text = capsys.readouterr().out
+    assert "[defaults] small" in text and "[gpu.runtime.FLUSH_FIRST=0] small" in text
+    assert runtime.FLUSH_FIRST == before
+    with pytest.raises(SystemExit):
+        profile_model.main([str(small_model), "--set", "gpu.runtime.NO_SUCH_CONSTANT=1"])
