@@ -1,4 +1,6 @@
-"""Read .tflite flatbuffers through the generated schema bindings into a ModelDef.
+"""Read .tflite flatbuffers into a ModelDef: the many small tables (tensors, operators, buffers)
+by reading their vtables directly, at the field offsets the generated schema bindings use, and
+the rest through the bindings' accessor objects.
 
 The bindings trust the file; this module does not. Every vector length is checked against the
 file size before it is iterated, every index against what it indexes, every buffer range
