@@ -58,26 +58,6 @@ def create_buffer(context, ctx, plan, what, nbytes, data=None):
     return buffer
 
 
-def fill_buffer(context, buffer, data):
-    """Write C-contiguous array `data` at the start of moderngl `buffer` (inside current()):
-    mapped for writing, one memcpy, unmapped, so the driver moves it as it likes (weights are
-    the bulk of a warm start); through glBufferSubData where the driver will not map it."""
-    gl, nbytes = context.gl, data.nbytes
-    if not nbytes:
-        return
-    gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, buffer.glo)
-    address = gl.map_buffer_range(G.GL_COPY_WRITE_BUFFER, 0, nbytes,
-                                  G.GL_MAP_WRITE_BIT | G.GL_MAP_INVALIDATE_BUFFER_BIT)
-    unmapped = False
-    if address:
-        ctypes.memmove(address, data.ctypes.data, nbytes)
-        unmapped = bool(gl.unmap_buffer(G.GL_COPY_WRITE_BUFFER))  # False: the store was lost
-    gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
-    if not unmapped:
-        context.clear_errors()
-        buffer.write(data)
-
-
 class GpuPartition:
     """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces. `binaries`
     (optional, one per plan source): (format, bytes) of a program binary to load instead of
@@ -104,8 +84,8 @@ class GpuPartition:
                 self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"])
                 self.arena.clear()  # padded channels must read as zero before anything writes them
                 consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
-                self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"])
-                fill_buffer(context, self.consts, np.ascontiguousarray(consts))
+                self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
+                                            np.ascontiguousarray(consts))
                 self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
                 binaries = binaries or [None] * len(plan.sources)

@@ -97,26 +97,6 @@ def test_compute_shader_runs(context):
     np.testing.assert_array_equal(run_shader(context, values, bias=0.5), 2 * values + 0.5)
 
 
-def test_fill_buffer_maps_and_copies(context):
-    """Constants reach the GPU through a mapped write (no glBufferSubData fallback where the
-    driver maps), leaving the rest of the buffer as it was."""
-    from gles_delegate.gpu.runtime import fill_buffer
-    data = np.arange(1000, dtype=np.float32) - 3.5
-    with context.current() as ctx:
-        buffer = ctx.buffer(reserve=data.nbytes + 64)
-        try:
-            class Unwritable:  # the fallback would call write(): the mapped path must not need it
-                glo = buffer.glo
-
-                def write(self, _):
-                    raise AssertionError("fill_buffer fell back to glBufferSubData")
-            fill_buffer(context, Unwritable(), data)
-            np.testing.assert_array_equal(np.frombuffer(buffer.read(data.nbytes), np.float32), data)
-            assert ctx.error == "GL_NO_ERROR"
-        finally:
-            buffer.release()
-
-
 def test_program_cache(context):
     before = context.program_count
     with context.current():
