@@ -57,3 +57,18 @@ def test_model_runs_fully_on_the_gpu(mediapipe_models, name, precision):
             err = min(relative_error(a, p) for p in paths)
         assert np.all(np.isfinite(a)), f"{name} output {k} has non-finite values"
         assert err <= bound, f"{name} [{precision}] output {k}: relative error {err:.3g} > {bound:.3g}"
+
+
+def test_selfie_half_storage_error_over_seeds(mediapipe_models):
+    """The measurement behind HALF_STORAGE_BOUNDS['selfie_segmentation']: over eight seeded
+    inputs the fp16_fp32acc mask stays within the bound (its spread, not one lucky seed)."""
+    path = mediapipe_models["selfie_segmentation"]
+    details = Interpreter(model_path=str(path)).get_input_details()
+    errors = []
+    with GpuDelegate(precision="fp16_fp32acc") as delegate:
+        for seed in range(8):
+            values = seeded_inputs(details, seed=seed)
+            ours = run_ours(path.read_bytes(), values, experimental_delegates=[delegate])
+            errors.append(relative_error(ours[0], run_litert(path.read_bytes(), values)[0]))
+    assert max(errors) <= HALF_STORAGE_BOUNDS["selfie_segmentation"], errors
+    assert min(errors) < 1e-2, errors  # most seeds are far inside it: the bound is the tail
