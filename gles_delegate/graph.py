@@ -12,9 +12,20 @@ import numpy as np
 from .errors import ModelError
 
 
+class Deferred:
+    """A constant's value that is computed the first time Tensor.data is read (folding fp16
+    weights: a start that loads its GPU partitions from the serialization cache never reads
+    them). `compute()` returns the array."""
+    __slots__ = ("compute",)
+
+    def __init__(self, compute):
+        self.compute = compute
+
+
 @dataclass(eq=False)
 class Tensor:
-    """A tensor: shape (tuple of ints), numpy dtype, constant data (or None) and quantization."""
+    """A tensor: shape (tuple of ints), numpy dtype, constant data (or None) and quantization.
+    `data` may be set to a Deferred: it counts as constant at once and is computed when read."""
     index: int
     name: str
     shape: tuple
@@ -28,7 +39,12 @@ class Tensor:
 
     @property
     def is_const(self):
-        return self.data is not None
+        return self._data is not None
+
+    @property
+    def is_deferred(self):
+        """A constant whose value is not computed yet (reading `data` computes it)."""
+        return type(self._data) is Deferred
 
     @property
     def size(self):
@@ -38,6 +54,21 @@ class Tensor:
     def __repr__(self):
         kind = "const " if self.is_const else ""
         return f"<Tensor {self.index} {self.name!r} {kind}{list(self.shape)} {self.dtype}>"
+
+
+def _data(tensor):
+    value = tensor._data
+    if type(value) is Deferred:
+        value = tensor._data = value.compute()
+    return value
+
+
+def _set_data(tensor, value):
+    tensor._data = value
+
+
+# After the dataclass is made (its __init__ assigns self.data, so through the setter).
+Tensor.data = property(_data, _set_data, doc="The constant's array (None for a runtime tensor).")
 
 
 @dataclass(eq=False)

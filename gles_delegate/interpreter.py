@@ -22,12 +22,28 @@ def check_declared_shapes(graph):
     larger output before its shape is compared. Outputs declared without a shape are left to
     the kernels (ops.checks.check_output_elements)."""
     for node in graph.nodes:
+        # A deferred constant is a folded weight, never a shape or size operand: left unknown.
         shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs],
-                                   [None if t is None else t.data for t in node.inputs])
+                                   [None if t is None or t.is_deferred else t.data for t in node.inputs])
         for k, (tensor, shape) in enumerate(zip(node.outputs, shapes or ())):
             if tensor is not None and len(tensor.shape) and tuple(tensor.shape) != tuple(shape):
                 raise ModelError(f"operator {node.label}: output {k} (tensor {tensor.index}, {tensor.name!r}) is "
                                  f"declared {list(tensor.shape)}, its inputs give {list(shape)}")
+
+
+class _Storage(dict):
+    """{tensor index: array}. A constant whose value is still Deferred (a folded fp16 weight) is
+    computed on its first access: the CPU kernels and get_tensor() see it, a GPU partition loaded
+    from the serialization cache never asks."""
+
+    def __init__(self):
+        super().__init__()
+        self.deferred = {}  # tensor index -> Tensor
+
+    def __missing__(self, index):
+        tensor = self.deferred.pop(index)  # KeyError, as for any unknown index
+        self[index] = value = tensor.data
+        return value
 
 
 class InterpreterOptions:
@@ -110,9 +126,11 @@ class _Executor:
         """{tensor index: array}: constants as they are, every other tensor a zeroed view into one
         allocation (one calloc, whose pages the OS maps only once written: the tensors a GPU
         partition keeps to itself cost no time and no memory)."""
-        storage, placed, total = {}, [], 0
+        storage, placed, total = _Storage(), [], 0
         for tensor in graph.tensors:
-            if tensor.is_const:
+            if tensor.is_deferred:
+                storage.deferred[tensor.index] = tensor
+            elif tensor.is_const:
                 storage[tensor.index] = tensor.data
             elif tensor.dtype is not None:
                 dtype = np.dtype(tensor.dtype)

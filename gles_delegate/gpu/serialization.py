@@ -526,7 +526,7 @@ class PlanCache:
                 raise EntryError(f"owned by uid {st.st_uid}, not by this user ({uid})")
             if st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
                 raise EntryError(f"writable by others (mode {stat.S_IMODE(st.st_mode):o})")
-            limit = ENTRY_SLACK_BYTES + 32 * sum(t.data.nbytes for t in self.graph.tensors if t.data is not None)
+            limit = ENTRY_SLACK_BYTES + 32 * sum(t.size * np.dtype(t.dtype).itemsize for t in self.graph.tensors if t.is_const)
             if st.st_size > limit:
                 raise EntryError(f"{st.st_size} bytes, more than an entry of this model can hold ({limit})")
             # One pass: each chunk is hashed right after it is read, while it is in the CPU cache.
@@ -791,7 +791,7 @@ def check_plan(plan, graph, limits):
             fail(name)
     if not isinstance(plan.storage_half, bool):
         fail("storage_half")
-    activations = sum(math.prod(t.shape) for t in graph.tensors if t.data is None) + len(graph.tensors)
+    activations = sum(math.prod(t.shape) for t in graph.tensors if not t.is_const) + len(graph.tensors)
     if not 1 <= plan.arena_elements <= max(plan.arena_naive, 1) <= 64 * activations + ARENA_SLACK_ELEMENTS:
         fail(f"arena of {plan.arena_elements} elements (naive {plan.arena_naive})")
     max_groups = limits.get("max_workgroup_count", (1 << 31,) * 3)

@@ -525,3 +525,37 @@ def test_model_digest_is_the_files_sha256(mediapipe_models):
         model = read_model(data, background_digest=background)
         assert model.digest == expected and Graph.from_model(model).model_digest == expected
     assert Graph([], [], [], []).model_digest is None
+
+
+def fp16_weight_model():
+    """x [1, 6, 6, 4] -> CONV_2D whose filter is an fp16 constant through DEQUANTIZE (as TFLite's
+    float16 quantization writes it)."""
+    from gles_delegate.tflite import ModelBuilder
+    b = ModelBuilder()
+    x = b.input("x", (1, 6, 6, 4))
+    half = b.const("w16", (np.random.default_rng(3).standard_normal((8, 3, 3, 4)) * 0.3).astype(np.float16))
+    weights = b.tensor("w", (8, 3, 3, 4))
+    bias = b.const("b", np.linspace(-1, 1, 8).astype(np.float32))
+    out = b.tensor("y", (1, 6, 6, 8))
+    b.op("DEQUANTIZE", [half], [weights])
+    b.op("CONV_2D", [x, weights, bias], [out], padding=0, stride_w=1, stride_h=1, fused_activation_function=0)
+    b.output(out)
+    return b.build()
+
+
+def test_a_warm_start_never_unpacks_fp16_weights(tmp_path):
+    """fp16 weights fold into float32 lazily: the cold start computes them (the GPU kernels pack
+    them), a warm start from the entry never does, and both give the same output bytes."""
+    path = tmp_path / "fp16.tflite"
+    path.write_bytes(fp16_weight_model())
+    cold, _, cold_out = start(str(path), tmp_path / "cache")
+    weights = next(t for t in cold._main.graph.tensors if t.name == "w")
+    assert weights.is_const and not weights.is_deferred
+    warm, delegate, warm_out = start(str(path), tmp_path / "cache")
+    assert delegate.summary()["cache_hit"]
+    weights = next(t for t in warm._main.graph.tensors if t.name == "w")
+    assert weights.is_const and weights.is_deferred
+    np.testing.assert_array_equal(warm_out[0], cold_out[0])
+    # Read (get_tensor), it is the dequantized filter.
+    np.testing.assert_array_equal(warm.get_tensor(weights.index), weights.data)
+    assert not weights.is_deferred and weights.data.dtype == np.float32
