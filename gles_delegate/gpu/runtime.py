@@ -20,11 +20,10 @@ from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
 SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
-# glFlush after the first FLUSH_FIRST dispatches (then every FLUSH_EVERY, 0: never again): a
-# driver may hold the commands until the fence at the end, and the GPU would then start only once
-# the CPU issued them all. On an H200 one flush after 4 dispatches made the small models faster
-# and flushing often made every model slower (docs/performance.md: `gles-profile --set`).
-FLUSH_FIRST, FLUSH_EVERY = 4, 0
+# One glFlush after the first FLUSH_FIRST dispatches (0: none): a driver may hold the commands
+# until the fence at the end, and the GPU would then start only once the CPU issued them all.
+# On an H200 it made the small models faster (docs/performance.md: `gles-profile --set`).
+FLUSH_FIRST = 4
 log = logging.getLogger("gles_delegate")
 GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
              0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
@@ -94,7 +93,8 @@ class GpuPartition:
                 self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),
                                tuple(int(g) for g in groups), barrier)
                               for i, offset, size, groups, barrier in plan.steps]
-                self.flush_after = flush_points(len(self.steps))
+                # The step after which run() flushes; -1: none (no flush after the last one: the fence does).
+                self.flush_after = FLUSH_FIRST - 1 if 0 < FLUSH_FIRST < len(self.steps) else -1
                 context.check_error("creating the partition's buffers and programs")
             except BaseException:
                 self.steps = []
@@ -127,7 +127,7 @@ class GpuPartition:
                     use(program)
                     current = program
                 dispatch(*groups)
-                if k in flush_after:
+                if k == flush_after:
                     flush()
                 if capture is not None:
                     self._capture(self.plan.writes[k], capture)
@@ -239,13 +239,6 @@ class GpuPartition:
             if buffer is not None:
                 buffer.release()
         self.arena = self.consts = self.params = self.io = None
-
-
-def flush_points(count):
-    """The step indices after which the invoke loop calls glFlush (FLUSH_FIRST, FLUSH_EVERY)."""
-    if not FLUSH_FIRST:
-        return frozenset()
-    return frozenset(k for k in range(FLUSH_FIRST - 1, count - 1, FLUSH_EVERY or count))
 
 
 def _all_finite(value):
