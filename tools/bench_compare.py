@@ -147,10 +147,8 @@ def write_results(rows, command, out):
     device = next((r["ours_fp32"]["renderer"] for r in rows if "renderer" in r["ours_fp32"]), "?")
     text = markdown(rows, command, f"{device} ({platform.node()}, {os.cpu_count()} CPUs)")
     out.mkdir(parents=True, exist_ok=True)
-    for name, content in (("results.md", text), ("results.json", json.dumps(rows, indent=1, default=str))):
-        temp = out / f".{name}.tmp"
-        temp.write_text(content)
-        os.replace(temp, out / name)
+    common.write_atomic(out / "results.md", text)
+    common.write_atomic(out / "results.json", json.dumps(rows, indent=1, default=str))
     return text
 
 

@@ -33,6 +33,9 @@ from pathlib import Path
 
 if __package__ in (None, "") and (Path(__file__).resolve().parents[1] / "gles_delegate").is_dir():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from a source tree
+    from tools.common import write_atomic
+else:
+    from .common import write_atomic
 
 WORKER_TIMEOUT_S = 900
 STEADY_INVOKES = 3  # invokes after the first, whose median is the steady invoke time
@@ -264,9 +267,7 @@ def main(argv=None):
         results[model.stem] = measure(str(model), args)
         text = table(results, command, args)
         if args.out:  # after every model, replaced whole: a cut-short run keeps its rows
-            temp = Path(args.out).with_name(f".{Path(args.out).name}.tmp")
-            temp.write_text(text + "\n")
-            os.replace(temp, args.out)
+            write_atomic(args.out, text + "\n")
     print(text)
     return 0
 

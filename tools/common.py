@@ -148,6 +148,15 @@ LITERT_MISSING = ("ai-edge-litert is not installed: `pip install ai-edge-litert`
                   "(or this package's `test` extra) to compare against LiteRT")
 
 
+def write_atomic(path, text):
+    """Write `text` to `path` through a temp file beside it and a rename: a reader (or a run cut
+    short) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
 def litert():
     """The ai_edge_litert.interpreter module, or None when ai-edge-litert is not installed."""
     try:
