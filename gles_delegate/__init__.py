@@ -3,6 +3,8 @@
     from gles_delegate import Interpreter, GpuDelegate
     interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
 """
+__version__ = "0.1.0"  # setup.cfg reads it (attr:)
+
 from .errors import GpuError, ModelError
 from .delegate import CompatibilityList, GpuDelegate, GpuDelegateOptions, load_delegate
 from .interpreter import Interpreter, InterpreterOptions, SignatureRunner

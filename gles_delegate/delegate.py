@@ -180,6 +180,12 @@ class GpuDelegate:
         self._summary = {}
 
     # -- the interpreter's side -----------------------------------------------------------
+    @property
+    def wants_model_digest(self):
+        """Whether partition() will need the model's sha256 (the serialization cache keys
+        entries by it): the Interpreter then hashes the file in a thread while it parses."""
+        return bool(self.options.serialization_dir)
+
     def can_run(self, node):
         """True if a GPU kernel can run this exact node."""
         return self._reason(node) is None

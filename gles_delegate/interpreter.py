@@ -197,8 +197,10 @@ class Interpreter:
             raise TypeError(f"options must be an InterpreterOptions, got {type(options).__name__}")
         if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview)):
             raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
-        self._model = read_model(model_path if model_path is not None else bytes(model_content))
         self._delegates = list(experimental_delegates or []) + (options.delegates if options else [])
+        digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
+        self._model = read_model(model_path if model_path is not None else bytes(model_content),
+                                 background_digest=digest)
         self._num_threads = num_threads if num_threads is not None else (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
         self._executors = {}

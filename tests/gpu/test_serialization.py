@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +64,11 @@ def run_partitions(made, interpreter):
 
 
 def fix_checksum(data):
-    """An entry's bytes with the prefix's sha256 recomputed (a corruption the checksum misses)."""
+    """An entry's bytes with the prefix's CRC-32 recomputed (a corruption the checksum misses)."""
     data = bytearray(data)
     prefix = serialization.PREFIX
     magic, version, header, payload, _ = prefix.unpack_from(data)
-    digest = hashlib.sha256(data[prefix.size:]).digest()
-    prefix.pack_into(data, 0, magic, version, header, payload, digest)
+    prefix.pack_into(data, 0, magic, version, header, payload, zlib.crc32(data[prefix.size:]))
     return bytes(data)
 
 
@@ -525,6 +525,15 @@ def test_model_digest_is_the_files_sha256(mediapipe_models):
         model = read_model(data, background_digest=background)
         assert model.digest == expected and Graph.from_model(model).model_digest == expected
     assert Graph([], [], [], []).model_digest is None
+
+
+def test_the_interpreter_hashes_the_model_while_parsing_only_for_a_cache(mediapipe_models, tmp_path):
+    """With a serialization_dir the model's sha256 starts in a thread as the file is read (the
+    cache needs it); without one nothing hashes the model."""
+    path = mediapipe_models[SMALL]
+    with GpuDelegate() as plain, GpuDelegate(serialization_dir=str(tmp_path)) as caching:
+        assert Interpreter(path, experimental_delegates=[plain])._model.digest_job is None
+        assert Interpreter(path, experimental_delegates=[caching])._model.digest_job is not None
 
 
 def fp16_weight_model():

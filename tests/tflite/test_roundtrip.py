@@ -93,3 +93,26 @@ def test_real_models_roundtrip(mediapipe_models, name):
     model = read_model(mediapipe_models[name])
     assert same(model, read_model(write_model(model)))
     assert same(model, read_model(write_model(model, external_buffers=True)))
+
+
+def test_a_large_file_reads_as_its_bytes(mediapipe_models):
+    """A model file over POPULATED_READ_BYTES is read into mapped anonymous memory, not bytes:
+    it must parse to the same model, with the same digest, and its weights stay read-only."""
+    import hashlib
+    from pathlib import Path
+
+    from gles_delegate.tflite import reader
+    path = mediapipe_models["hand_landmark_full"]
+    data = Path(path).read_bytes()
+    assert len(data) >= reader.POPULATED_READ_BYTES
+    from_path, from_bytes = read_model(path, background_digest=True), read_model(data)
+    assert not isinstance(from_path.source_bytes, bytes)  # the populated path was taken
+    assert from_path.digest == hashlib.sha256(data).hexdigest() == from_bytes.digest
+    assert len(from_path.buffers) == len(from_bytes.buffers)
+    for a, b in zip(from_path.buffers, from_bytes.buffers):
+        np.testing.assert_array_equal(a, b)
+        assert not a.flags.writeable
+    big = max(from_path.buffers, key=len)
+    with pytest.raises(ValueError):
+        big[0] = 1
+
