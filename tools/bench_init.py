@@ -99,14 +99,21 @@ def _start(model, serialization_dir, driver_cache, args):
     env.pop("MESA_SHADER_CACHE_DISABLE", None)  # Mesa gives no program binaries without its cache
     package_root = _package_root()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", model,
-               "--precision", args.precision, "--gl-api", args.gl_api]
+    command = _worker_command() + ["--worker", model, "--precision", args.precision, "--gl-api", args.gl_api]
     if serialization_dir:
         command += ["--serialization-dir", serialization_dir]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(map(shlex.quote, command))} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _worker_command():
+    """How to run this tool again: as the module it was imported as (the console script, -m;
+    an installed copy's tools/ has no source tree around it), else as this file."""
+    if __spec__ is not None and __spec__.name.endswith(".bench_init"):
+        return [sys.executable, "-m", __spec__.name]
+    return [sys.executable, str(Path(__file__).resolve())]
 
 
 def _package_root():

@@ -57,3 +57,26 @@ def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
     assert runtime.FLUSH_FIRST == before
     with pytest.raises(SystemExit):
         profile_model.main([str(small_model), "--set", "gpu.runtime.NO_SUCH_CONSTANT=1"])
+
+
+def test_bench_init_runs_from_an_installed_copy(small_model, tmp_path):
+    """The layout a wheel installs (tools/ inside the package, no source tree around it): the
+    console script starts its worker processes from there too."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    site = tmp_path / "site"
+    shutil.copytree(root / "gles_delegate", site / "gles_delegate")
+    for folder in ("tools", "kernels_glsl"):
+        shutil.copytree(root / folder, site / "gles_delegate" / folder)
+    out = tmp_path / "init.md"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run([sys.executable, "-c", "import sys; from gles_delegate.tools.bench_init import main; "
+                           "sys.exit(main(sys.argv[1:]))", "--models", str(small_model), "--repeat", "1",
+                           "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| small |"))
+    assert row.rstrip().endswith("| yes |")
