@@ -274,7 +274,7 @@ class MappedIo:
             gl.clear_errors()
             raise out_of_memory(context, plan, "I/O staging", plan.io_bytes,
                                 f"glBufferStorage / glMapBufferRange: {GL_ERRORS.get(error, hex(error))}")
-        floats = np.ctypeslib.as_array((ctypes.c_float * (plan.io_bytes // 4)).from_address(address))
+        floats = np.frombuffer((ctypes.c_float * (plan.io_bytes // 4)).from_address(address), np.float32)
 
         def views(slots):
             return [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4].reshape(slot.shape))

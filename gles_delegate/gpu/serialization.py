@@ -73,6 +73,7 @@ ENTRY_SLACK_BYTES = 64 << 20      # an entry may exceed 32x the model's constant
 ARENA_SLACK_ELEMENTS = 1 << 22    # and a plan's arena 64x the graph's activations by this much
 MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's element limit)
 BACKGROUND_DIGEST_BYTES = 1 << 20  # smaller models are hashed in the calling thread
+BACKGROUND_CHECK_BYTES = 1 << 20   # and smaller entries checked
 
 # GpuDelegateOptions fields that do not change what is compiled; every other field does.
 NOT_COMPILE_OPTIONS = frozenset({"serialization_dir", "model_token", "device_index", "debug_nonfinite"})
@@ -339,11 +340,14 @@ def pack_entry(header, blobs):
     return [prefix] + pieces, PREFIX.size + payload
 
 
-def unpack_entry(data):
+def unpack_entry(data, checked=True):
     """(header dict, list of blob memoryviews) of an entry's bytes; EntryError if anything is off.
     The checksum is a CRC-32 of the payload: it is there to catch corruption (a byte flipped, a
     torn copy), which it does as well as a cryptographic hash would, at 2.4x sha256's speed
-    (5 vs 12 ms for 16 MiB on the H200 machine's CPU); forgery is out of its scope (see above)."""
+    (5 vs 12 ms for 16 MiB on the H200 machine's CPU); forgery is out of its scope (see above).
+    checked=False leaves the checksum to a PayloadCheck of the caller, which must not hand the
+    driver anything from the entry before it passes (the header's decoding is safe without it:
+    it checks every value it reads)."""
     view = memoryview(data)
     if len(view) < PREFIX.size:
         raise EntryError(f"truncated: {len(view)} bytes")
@@ -358,8 +362,8 @@ def unpack_entry(data):
     if header_bytes > min(payload_bytes, MAX_HEADER_BYTES):
         raise EntryError(f"header length {header_bytes} does not fit the entry")
     payload = view[PREFIX.size:]
-    if zlib.crc32(payload) != checksum:
-        raise EntryError("checksum mismatch (corrupt entry)")
+    if checked:
+        PayloadCheck(data, background=False).wait()
     try:
         header = json.loads(bytes(payload[:header_bytes]))
     except (ValueError, RecursionError) as exc:
@@ -380,6 +384,30 @@ def unpack_entry(data):
             raise EntryError(f"blob [{offset}, +{length}) is beyond the end of the entry")
         blobs.append(view[start + offset:start + offset + length])
     return header, blobs
+
+
+class PayloadCheck:
+    """An entry's checksum, computed in a thread when the entry is large (zlib releases the GIL:
+    the constants upload runs meanwhile); wait() raises EntryError on a mismatch. Call it with
+    the bytes unpack_entry(checked=False) accepted (their prefix is well-formed)."""
+
+    def __init__(self, data, background=True):
+        self._payload, self._expected = memoryview(data)[PREFIX.size:], PREFIX.unpack_from(data)[4]
+        self._crc, self._thread = None, None
+        if background and len(self._payload) >= BACKGROUND_CHECK_BYTES:
+            self._thread = threading.Thread(target=self._compute, name="gles_delegate entry check", daemon=True)
+            self._thread.start()
+
+    def _compute(self):
+        self._crc = zlib.crc32(self._payload)
+
+    def wait(self):
+        if self._thread is not None:
+            self._thread.join()
+        elif self._crc is None:
+            self._compute()
+        if self._crc != self._expected:
+            raise EntryError("checksum mismatch (corrupt entry)")
 
 
 # -- the cache ---------------------------------------------------------------------------------
@@ -466,7 +494,8 @@ class PlanCache:
             read = self._read()
             if read is None:
                 return None
-            header, blobs = unpack_entry(read)
+            header, blobs = unpack_entry(read, checked=False)
+            check = PayloadCheck(read)
             self._check_key(header.get("key"))
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs))
         except EntryError as exc:
@@ -475,7 +504,7 @@ class PlanCache:
         except Exception as exc:  # a bug here must not break the user's start-up
             _warn(f"ignoring cache entry {self.path} ({type(exc).__name__}: {exc}); rebuilding it")
             return None
-        made = self._realize(parts)
+        made = self._realize(parts, check)
         if made is None:
             return None
         for level, msg, args in lines:
@@ -593,15 +622,23 @@ class PlanCache:
             out.append((item[0], decode.blob(item[1])))
         return out
 
-    def _realize(self, parts):
-        """GpuPartitions of decoded parts; None (after a warning) when GL refuses them."""
+    def _realize(self, parts, check):
+        """GpuPartitions of decoded parts; None (after a warning) when the entry's checksum
+        fails or GL refuses them. A partition uploads its constants before it loads its programs:
+        the checksum runs beside the upload, and no binary reaches the driver before it passed."""
         from .runtime import GpuPartition
         made = []
         try:
             for plan, nodes, fused, binaries in parts:
-                made.append(GpuPartition(self.context, plan, nodes, binaries=binaries, view=self._view(nodes),
-                                         fused_away=fused))
+                made.append(GpuPartition(self.context, plan, nodes, binaries=_CheckedBinaries(binaries, check),
+                                         view=self._view(nodes), fused_away=fused))
+            check.wait()  # also when no partition has binaries
             return made
+        except EntryError as exc:
+            for partition in made:
+                partition.release()
+            _warn(f"ignoring cache entry {self.path}: {exc}; rebuilding it")
+            return None
         except Exception as exc:  # GpuError, or a GL object moderngl refuses
             for partition in made:
                 partition.release()
@@ -668,6 +705,20 @@ class PlanCache:
         header = {"key": self.key, "partitions": parts, "rewrite_log": encode(list(rewrite_log), blobs),
                   "log": lines}
         return pack_entry(header, blobs)
+
+
+class _CheckedBinaries:
+    """A partition's program binaries, handed out only once the entry's checksum passed."""
+
+    def __init__(self, binaries, check):
+        self._binaries, self._check = binaries, check
+
+    def __len__(self):
+        return len(self._binaries)
+
+    def __iter__(self):
+        self._check.wait()
+        return iter(self._binaries)
 
 
 class _Recording:

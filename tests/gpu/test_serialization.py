@@ -228,7 +228,12 @@ def test_two_processes_write_the_same_entry(mediapipe_models, tmp_path, cold):
 
 
 # -- corrupt and truncated entries ---------------------------------------------------------------
-def test_byte_flips_are_caught(cold, tmp_path):
+@pytest.mark.parametrize("check_in_thread", [False, True])
+def test_byte_flips_are_caught(cold, tmp_path, monkeypatch, check_in_thread):
+    """Everywhere in the entry; the checksum either runs first or in a thread beside the
+    constants upload (entries over BACKGROUND_CHECK_BYTES; this one is smaller, so the test
+    lowers the threshold)."""
+    monkeypatch.setattr(serialization, "BACKGROUND_CHECK_BYTES", 0 if check_in_thread else 1 << 40)
     data = cold[4]
     offsets = sorted(set(list(range(0, serialization.PREFIX.size + 8)) +
                          np.linspace(0, len(data) - 1, 60).astype(int).tolist()))
@@ -237,6 +242,27 @@ def test_byte_flips_are_caught(cold, tmp_path):
         flipped[offset] ^= 0x5A
         loaded, caught = load_bytes(bytes(flipped), cold, tmp_path)
         assert loaded is None and len(caught) == 1, offset
+
+
+def test_no_binary_reaches_the_driver_before_the_checksum_passed(cold, tmp_path, monkeypatch, private_context):
+    if private_context.binary_formats == 0:
+        pytest.skip("this driver gives no program binaries")
+    monkeypatch.setattr(serialization, "BACKGROUND_CHECK_BYTES", 0)
+    header, _ = header_of(cold[4])
+    index = next(item[1] for part in header["partitions"] for item in part["binaries"] if item)
+    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(cold[4])
+    blob_area = serialization.PREFIX.size + header_bytes
+    blob_area += -blob_area % serialization.BLOB_ALIGN
+    offset, length = header["blobs"][index]
+    data = bytearray(cold[4])
+    data[blob_area + offset + length // 2] ^= 0xFF
+    given = []
+    program = type(private_context).program
+    monkeypatch.setattr(type(private_context), "program",
+                        lambda self, source, binary=None: given.append(binary) or program(self, source, binary))
+    loaded, caught = load_bytes(bytes(data), cold, tmp_path, private_context)
+    assert loaded is None and len(caught) == 1 and "checksum" in str(caught[0].message)
+    assert not any(given)
 
 
 def test_truncations_are_caught(cold, tmp_path):
