@@ -42,9 +42,15 @@ def out_of_memory(context, plan, what, nbytes, cause):
                     "arena and constants; a smaller input shape) or run the model without the GpuDelegate")
 
 
-def create_buffer(context, ctx, plan, what, nbytes, data=None):
-    """A moderngl buffer of `nbytes` (holding `data` when given); GpuError saying which buffer
-    and how large when the driver refuses it (moderngl raising, or GL_OUT_OF_MEMORY pending)."""
+def create_buffer(context, ctx, plan, what, nbytes, data=None, zeroed=False):
+    """A moderngl buffer of `nbytes` (holding `data` when given, zeros when `zeroed`); GpuError
+    saying which buffer and how large when the driver refuses it (moderngl raising, or
+    GL_OUT_OF_MEMORY pending)."""
+    if zeroed:
+        try:
+            data = np.zeros(nbytes, np.uint8)  # calloc: untouched pages, nothing to fill here
+        except MemoryError:  # no host memory for so many zeros: the driver answers for the size
+            data = None
     try:
         buffer = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
     except Exception as exc:  # moderngl.Error, MemoryError: the driver or the host refused it
@@ -54,6 +60,8 @@ def create_buffer(context, ctx, plan, what, nbytes, data=None):
         buffer.release()
         context.clear_errors()
         raise out_of_memory(context, plan, what, nbytes, error)
+    if zeroed and data is None:
+        buffer.clear()
     return buffer
 
 
@@ -84,8 +92,7 @@ class GpuPartition:
                 # zeros (calloc'd: no pages touched here) rather than cleared after: moderngl's
                 # clear() maps the buffer and memsets it, which on the H200 made the first invoke
                 # 6 ms slower (a scratch A/B of warm starts, 3 runs of 2 models).
-                self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"],
-                                           np.zeros(sizes["arena"], np.uint8))
+                self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"], zeroed=True)
                 consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
                 self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
                                             np.ascontiguousarray(consts))

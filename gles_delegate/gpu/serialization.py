@@ -401,10 +401,14 @@ class PayloadCheck:
     def _compute(self):
         self._crc = zlib.crc32(self._payload)
 
-    def wait(self):
+    def join(self):
+        """Wait for the thread, if any (it reads the entry's map)."""
         if self._thread is not None:
             self._thread.join()
-        elif self._crc is None:
+
+    def wait(self):
+        self.join()
+        if self._crc is None:
             self._compute()
         if self._crc != self._expected:
             raise EntryError("checksum mismatch (corrupt entry)")
@@ -458,7 +462,7 @@ class PlanCache:
         model = graph.source_model
         source = None if model is None else model.source_bytes
         self.enabled = bool(self.directory) and source is not None
-        self._recorder = None
+        self._recorder = self._check = None
         if not self.enabled:
             return
         if not model.digest_ready and model.digest_job is None and len(source) >= BACKGROUND_DIGEST_BYTES:
@@ -490,12 +494,20 @@ class PlanCache:
         """(list of GpuPartition, rewrite log) from the entry, or None (miss, or a warning)."""
         if not self.enabled:
             return None
+        self._check = None
+        try:
+            return self._load()
+        finally:
+            if self._check is not None:
+                self._check.join()  # the map is read only while load() runs (see _map_file)
+
+    def _load(self):
         try:
             read = self._read()
             if read is None:
                 return None
             header, blobs = unpack_entry(read, checked=False)
-            check = PayloadCheck(read)
+            check = self._check = PayloadCheck(read)
             self._check_key(header.get("key"))
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs))
         except EntryError as exc:
@@ -739,7 +751,10 @@ def _map_file(fd):
     call (MAP_POPULATE): no copy, and none of the page by page first-touch faults that reading
     into fresh memory costs (9-12 ms per 17 MB in a fresh process on the H200 machine's VM).
     The map stays valid when the file is replaced or unlinked (entries are only ever written by
-    rename); only truncating the file in place while a start reads it would fault."""
+    rename). Truncating it in place (`cp` over it) would make reading the truncated part fault
+    (SIGBUS), so nothing reads the map after PlanCache.load() returns: load() waits for its
+    checksum thread, and the constants the plans keep (views of the map) are read only to
+    upload them, inside load()."""
     flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
     try:
         return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)

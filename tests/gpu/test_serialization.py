@@ -232,7 +232,8 @@ def test_two_processes_write_the_same_entry(mediapipe_models, tmp_path, cold):
 def test_byte_flips_are_caught(cold, tmp_path, monkeypatch, check_in_thread):
     """Everywhere in the entry; the checksum either runs first or in a thread beside the
     constants upload (entries over BACKGROUND_CHECK_BYTES; this one is smaller, so the test
-    lowers the threshold)."""
+    lowers the threshold). Each flip rewrites the file in place right after the last load: a
+    checksum thread still reading the entry's map then would die of SIGBUS."""
     monkeypatch.setattr(serialization, "BACKGROUND_CHECK_BYTES", 0 if check_in_thread else 1 << 40)
     data = cold[4]
     offsets = sorted(set(list(range(0, serialization.PREFIX.size + 8)) +
