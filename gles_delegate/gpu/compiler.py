@@ -37,7 +37,7 @@ class Plan:
     steps: list          # (source index, ubo offset, ubo size, groups, barrier before)
     sources: list        # GLSL sources, deduplicated
     params: bytes        # the uniform buffer
-    constants: np.ndarray  # packed constants, float32 [N, 4]
+    constants: np.ndarray  # packed constants [N, 4], in the storage type (float16 when storage_half)
     arena_elements: int
     arena_lower_bound: int
     arena_naive: int
@@ -319,6 +319,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     offsets, arena_elements, lower, naive = plan_memory(dispatches, memory_strategy, env.aliases)
     const_offsets = np.cumsum([0] + [len(c) for c in env.constants]).tolist()
     constants = np.concatenate(env.constants) if env.constants else np.zeros((1, 4), np.float32)
+    if env.storage_half:  # converted here, once: a warm start uploads the entry's as they are
+        constants = constants.astype(np.float16)
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = _alias_groups(env.aliases)
     variants, blocks, params, writes = [], [], bytearray(), []

@@ -93,9 +93,8 @@ class GpuPartition:
                 # clear() maps the buffer and memsets it, which on the H200 made the first invoke
                 # 6 ms slower (a scratch A/B of warm starts, 3 runs of 2 models).
                 self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"], zeroed=True)
-                consts = plan.constants.astype(np.float16) if plan.storage_half else plan.constants
                 self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
-                                            np.ascontiguousarray(consts))
+                                            np.ascontiguousarray(plan.constants))
                 self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
                 binaries = binaries or [None] * len(plan.sources)

@@ -822,14 +822,14 @@ def check_plan(plan, graph, limits):
     if not isinstance(plan.params, bytes):
         fail("params")
     constants = plan.constants
-    if not isinstance(constants, np.ndarray) or constants.dtype != np.float32 or constants.ndim != 2 \
-            or constants.shape[1] != 4:
+    if not isinstance(plan.storage_half, bool):
+        fail("storage_half")
+    if not isinstance(constants, np.ndarray) or constants.ndim != 2 or constants.shape[1] != 4 \
+            or constants.dtype != (np.float16 if plan.storage_half else np.float32):
         fail("constants")
     for name in ("arena_elements", "arena_lower_bound", "arena_naive", "io_bytes"):
         if not _is_count(getattr(plan, name)):
             fail(name)
-    if not isinstance(plan.storage_half, bool):
-        fail("storage_half")
     activations = sum(math.prod(t.shape) for t in graph.tensors if not t.is_const) + len(graph.tensors)
     if not 1 <= plan.arena_elements <= max(plan.arena_naive, 1) <= 64 * activations + ARENA_SLACK_ELEMENTS:
         fail(f"arena of {plan.arena_elements} elements (naive {plan.arena_naive})")

@@ -133,6 +133,21 @@ def test_warm_start_is_identical(cold, mediapipe_models):
         assert_plans_equal(p.plan, q.plan)
 
 
+
+def test_half_storage_warm_start_uploads_the_entrys_halves(mediapipe_models, tmp_path):
+    """With half storage the plan's constants are float16 from the compiler on, so the entry
+    holds halves and a warm start uploads views of it as they are (no conversion in numpy)."""
+    path = mediapipe_models[SMALL]
+    cold_interpreter, cold, cold_outputs = start(path, tmp_path, precision="fp16_fp32acc")
+    warm_interpreter, warm, warm_outputs = start(path, tmp_path, precision="fp16_fp32acc")
+    assert warm.summary()["cache_hit"] is True
+    for a, b in zip(cold_outputs, warm_outputs):
+        np.testing.assert_array_equal(a, b)
+    for p, q in zip(cold.partitions, warm.partitions):
+        assert p.plan.constants.dtype == q.plan.constants.dtype == np.float16
+        assert not q.plan.constants.flags.owndata and not q.plan.constants.flags.writeable  # the entry's map
+        np.testing.assert_array_equal(p.plan.constants, q.plan.constants)
+
 def assert_plans_equal(a, b):
     for field in dataclasses.fields(Plan):
         x, y = getattr(a, field.name), getattr(b, field.name)
