@@ -121,6 +121,11 @@ class _Executor:
         self.graph, self.storage = graph, None
         self.steps = self.plan(graph, delegates)
         self.storage = storage
+        # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
+        # now, so that a malformed sparse tensor is an error of allocate_tensors, not of invoke.
+        needed = {t.index for step in self.steps if isinstance(step, _CpuStep) for t in step.nodes[0].inputs if t}
+        for index in (needed | {t.index for t in graph.outputs}) & storage.deferred.keys():
+            storage[index]  # noqa: B018 (computes it)
 
     def make_storage(self, graph):
         """{tensor index: array}: constants as they are, every other tensor a zeroed view into one

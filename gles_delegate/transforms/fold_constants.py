@@ -30,8 +30,15 @@ def folded_value(node, tensor, value):
 
 
 def deferrable(node):
-    """An fp16 DEQUANTIZE of weights: it cannot fail (same shape, a cast), so it can wait until
-    something reads its output; other folds run now and report a malformed node at once."""
+    """Folds of weights that wait until something reads their output: an fp16 DEQUANTIZE (a
+    cast, it cannot fail) and a DENSIFY (20-120 ms of a start on the models that have sparse
+    weights). A DENSIFY can fail on malformed index arrays: the interpreter computes at
+    allocate_tensors the deferred values its CPU steps and outputs need, and a GPU compile reads
+    the others, so that stays a ModelError of allocate_tensors. Only a partition loaded from the
+    serialization cache never reads them: the cold start that stored it did, from the same bytes
+    (the entry's key holds their sha256). Other folds run now."""
+    if node.op == "DENSIFY":
+        return True
     return (node.op == "DEQUANTIZE" and node.inputs[0].dtype == np.float16
             and tuple(node.inputs[0].shape) == tuple(node.outputs[0].shape))
 
@@ -43,8 +50,8 @@ def _fold(node, tensor):
 
 def fold_constants(graph):
     """Evaluate constant-only nodes once with the reference kernels; their outputs become
-    read-only constants and the nodes leave the graph (an fp16 DEQUANTIZE as a Deferred value,
-    computed when first read). Returns the folded nodes."""
+    read-only constants and the nodes leave the graph (fp16 DEQUANTIZE and DENSIFY as Deferred
+    values, computed when first read: see deferrable). Returns the folded nodes."""
     folded = []
     for node in graph.nodes:  # in order: a fold's output is constant for the nodes after it
         if not is_foldable(node):

@@ -578,13 +578,23 @@ def test_the_interpreter_hashes_the_model_while_parsing_only_for_a_cache(mediapi
         assert Interpreter(path, experimental_delegates=[caching])._model.digest_job is not None
 
 
-def fp16_weight_model():
+def half_weight_model(sparse=False):
     """x [1, 6, 6, 4] -> CONV_2D whose filter is an fp16 constant through DEQUANTIZE (as TFLite's
-    float16 quantization writes it)."""
+    float16 quantization writes it); sparse: the fp16 filter stored sparse, through DENSIFY
+    first (as MediaPipe's sparse models do)."""
     from gles_delegate.tflite import ModelBuilder
+    from tests.ops.test_quantize import encode_sparse, random_sparse
     b = ModelBuilder()
     x = b.input("x", (1, 6, 6, 4))
-    half = b.const("w16", (np.random.default_rng(3).standard_normal((8, 3, 3, 4)) * 0.3).astype(np.float16))
+    rng = np.random.default_rng(3)
+    if sparse:
+        dense = random_sparse(rng, (8, 3, 3, 4), np.float16)
+        values, sparsity = encode_sparse(dense, (0, 1, 2, 3), ("DENSE", "SPARSE_CSR", "DENSE", "DENSE"))
+        stored = b.tensor("w16_sparse", (8, 3, 3, 4), np.float16, data=values, sparsity=sparsity)
+        half = b.tensor("w16", (8, 3, 3, 4), np.float16)
+        b.op("DENSIFY", [stored], [half])
+    else:
+        half = b.const("w16", (rng.standard_normal((8, 3, 3, 4)) * 0.3).astype(np.float16))
     weights = b.tensor("w", (8, 3, 3, 4))
     bias = b.const("b", np.linspace(-1, 1, 8).astype(np.float32))
     out = b.tensor("y", (1, 6, 6, 8))
@@ -594,19 +604,23 @@ def fp16_weight_model():
     return b.build()
 
 
-def test_a_warm_start_never_unpacks_fp16_weights(tmp_path):
-    """fp16 weights fold into float32 lazily: the cold start computes them (the GPU kernels pack
-    them), a warm start from the entry never does, and both give the same output bytes."""
-    path = tmp_path / "fp16.tflite"
-    path.write_bytes(fp16_weight_model())
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_warm_start_never_unpacks_half_or_sparse_weights(tmp_path, sparse):
+    """fp16 weights fold into float32 lazily, and sparse ones densify lazily: the cold start
+    computes them (the GPU kernels pack them), a warm start from the entry never does, and both
+    give the same output bytes."""
+    path = tmp_path / "weights.tflite"
+    path.write_bytes(half_weight_model(sparse))
+    names = ("w", "w16") if sparse else ("w",)  # the outputs of the folds
     cold, _, cold_out = start(str(path), tmp_path / "cache")
-    weights = next(t for t in cold._main.graph.tensors if t.name == "w")
-    assert weights.is_const and not weights.is_deferred
+    folded = [t for t in cold._main.graph.tensors if t.name in names]
+    assert len(folded) == len(names) and all(t.is_const for t in folded) and not any(t.is_deferred for t in folded)
     warm, delegate, warm_out = start(str(path), tmp_path / "cache")
     assert delegate.summary()["cache_hit"]
-    weights = next(t for t in warm._main.graph.tensors if t.name == "w")
-    assert weights.is_const and weights.is_deferred
+    folded = [t for t in warm._main.graph.tensors if t.name in names]
+    assert len(folded) == len(names) and all(t.is_deferred for t in folded)
     np.testing.assert_array_equal(warm_out[0], cold_out[0])
     # Read (get_tensor), it is the dequantized filter.
+    weights = next(t for t in folded if t.name == "w")
     np.testing.assert_array_equal(warm.get_tensor(weights.index), weights.data)
-    assert not weights.is_deferred and weights.data.dtype == np.float32
+    assert not any(t.is_deferred for t in folded) and weights.data.dtype == np.float32

@@ -288,6 +288,24 @@ def test_densify_bad_index_arrays_fail_at_allocate(last_level, n_values, expecte
         Interpreter(model_content=model).allocate_tensors()
 
 
+
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_densify_of_weights_fails_at_allocate_whoever_reads_them(on_gpu):
+    """DENSIFY folds lazily (fold_constants.deferrable): weights an ADD reads are still checked
+    at allocate_tensors, by the CPU step's forced read or by the GPU compile's."""
+    from gles_delegate import GpuDelegate
+    sparsity = Sparsity((0, 1), (), [DimensionMetadata("DENSE", 2), _csr([0, 1, 2], [0, 9])])
+    b = ModelBuilder()
+    x = b.input("x", (2, 4))
+    stored = b.tensor("sparse", (2, 4), np.float32, data=np.array([1.0, 2.0], np.float32), sparsity=sparsity)
+    dense, y = b.tensor("dense", (2, 4)), b.tensor("y", (2, 4))
+    b.op("DENSIFY", [stored], [dense])
+    b.op("ADD", [x, dense], [y])
+    b.output(y)
+    delegates = [GpuDelegate()] if on_gpu else []
+    with pytest.raises(ModelError, match="outside"):
+        Interpreter(model_content=b.build(), experimental_delegates=delegates).allocate_tensors()
+
 # -- support ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("op,in_dtype,out_dtype,in_quant,out_quant,expected", [
     ("QUANTIZE", np.float32, np.int32, None, (0.1, 0), "QUANTIZE to"),
