@@ -101,13 +101,17 @@ class _Executor:
         self.model = model
         self.preserve_all_tensors = preserve_all_tensors
         self.subgraph_index = subgraph_index
-        self.graph = Graph.from_model(model, subgraph_index)
+        # The first allocate() folds and plans this graph itself unless an input was resized
+        # (a graph costs 0.5-3 ms to build; resize_tensor_input edits this one's input shapes).
+        self.graph = self._unused_graph = Graph.from_model(model, subgraph_index)
         self.storage = None
         self.steps = None
         self.input_shapes = {}
 
     def allocate(self, delegates):
-        graph = Graph.from_model(self.model, self.subgraph_index)
+        graph, self._unused_graph = self._unused_graph, None
+        if graph is None or self.input_shapes:
+            graph = Graph.from_model(self.model, self.subgraph_index)
         if self.input_shapes:
             propagate_shapes(graph, self.input_shapes)
         fold_constants(graph)

@@ -31,13 +31,16 @@ WORK_PER_BYTE, WORK_BASE = 32, 4 << 20
 POPULATED_READ_BYTES = 1 << 20  # smaller files are read into bytes
 TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
 _ACCESSOR_NOISE = ("Init", "GetRootAs")
-_SPARSE_VECTOR_TYPES = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
+_SPARSE_VECTOR_TYPES = {1: (tflite.Int32Vector, np.dtype("<i4")), 2: (tflite.Uint16Vector, np.dtype("<u2")),
+                        3: (tflite.Uint8Vector, np.dtype("u1"))}
 _DIM_FORMATS = schema.enum_names(tflite.DimensionType)
 _SOFFSET, _VOFFSET, _UOFFSET = struct.Struct("<i"), struct.Struct("<H"), struct.Struct("<I")
-# Scalar fields the hot paths (tensors, operators) read without the generated accessor objects,
+# Scalar fields the hot paths (tensors, operators, sparsity) read without the generated accessor objects,
 # which cost a few microseconds of Python a field: (table, accessor) -> struct of the field.
 _SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struct.Struct("<?"),
-            "OpcodeIndex": _UOFFSET, "Offset": struct.Struct("<Q"), "Size": struct.Struct("<Q")}
+            "OpcodeIndex": _UOFFSET, "Offset": struct.Struct("<Q"), "Size": struct.Struct("<Q"),
+            "Format": struct.Struct("<b"), "DenseSize": struct.Struct("<i"),
+            "ArraySegmentsType": struct.Struct("<B"), "ArrayIndicesType": struct.Struct("<B")}
 
 
 def read_model(source, background_digest=False):
@@ -152,8 +155,18 @@ class _Reader:
 
     def field_tables(self, table, table_class, accessor):
         """File positions of the tables of a vector-of-tables field of generated `table`."""
-        n, start = self.field_vector(table._tab.Pos, table_class, accessor, 4)
+        return self.field_table_list(table._tab.Pos, table_class, accessor)
+
+    def field_table_list(self, pos, table_class, accessor):
+        """File positions of the tables of a vector-of-tables field of the table at `pos`."""
+        n, start = self.field_vector(pos, table_class, accessor, 4)
         return [start + 4 * i + _UOFFSET.unpack_from(self.data, start + 4 * i)[0] for i in range(n)]
+
+    def subtable(self, pos, table_class, accessor):
+        """File position of the table a table field (or union) of the table at `pos` points
+        to, or 0 when absent."""
+        at = self.field_at(pos, table_class, accessor)
+        return at + _UOFFSET.unpack_from(self.data, at)[0] if at else 0
 
     def generated(self, table_class, pos):
         """The generated accessor object of the table at `pos` (for the rarely read tables)."""
@@ -279,17 +292,23 @@ class _Reader:
         self.check_shape(shape, signature)
         buffer = self.field_scalar(pos, T, "Buffer")
         self.check_index(buffer, max(len(buffers), 1), "buffer")
-        # The sub-tables are rare (quantized or sparse tensors): the generated accessors read them.
-        tensor = self.generated(T, pos) if self.field_at(pos, T, "Quantization") or self.field_at(pos, T, "Sparsity") \
-            else None
-        quantization = tensor.Quantization() if tensor else None
-        sparsity = tensor.Sparsity() if tensor else None
+        # The sub-tables of quantized or sparse tensors: the generated accessors read them. Many
+        # converters give every tensor an empty Quantization table: that one is skipped here.
+        quantization = self.quantization_table(pos)
         result = TensorDef(name=self.field_string(pos, T, "Name"), shape=shape, type_name=type_name,
                            buffer=buffer, quantization=self.quantization(quantization),
-                           sparsity=self.sparsity(sparsity), shape_signature=signature,
+                           sparsity=self.sparsity(self.subtable(pos, T, "Sparsity")), shape_signature=signature,
                            is_variable=bool(self.field_scalar(pos, T, "IsVariable")))
         self.check_buffer_size(result, buffers)
         return result
+
+    def quantization_table(self, pos):
+        """The generated QuantizationParameters of the tensor at `pos`, or None when it has
+        none or one without scales (which says nothing)."""
+        table = self.subtable(pos, tflite.Tensor, "Quantization")
+        if not table or not self.field_vector(table, tflite.QuantizationParameters, "Scale", 4)[0]:
+            return None
+        return self.generated(tflite.QuantizationParameters, table)
 
     def check_shape(self, shape, signature):
         if len(shape) > MAX_RANK:
@@ -333,30 +352,38 @@ class _Reader:
                             quantized_dimension=q.QuantizedDimension(),
                             min=self.array(q, "Min", 4), max=self.array(q, "Max", 4))
 
-    def sparsity(self, sp):
-        if sp is None:
+    def sparsity(self, pos):
+        """The Sparsity of the SparsityParameters table at `pos` (0: none)."""
+        if not pos:
             return None
         self.table()
+        S, D = tflite.SparsityParameters, tflite.DimensionMetadata
         dims = []
-        for d in range(self.length(sp, "DimMetadata", 4)):
+        for meta in self.field_table_list(pos, S, "DimMetadata"):
             self.table()
-            meta = sp.DimMetadata(d)
+            format_code = self.field_scalar(meta, D, "Format")
             dims.append(DimensionMetadata(
-                format=_DIM_FORMATS.get(meta.Format(), str(meta.Format())), dense_size=meta.DenseSize(),
-                array_segments=self.sparse_vector(meta.ArraySegmentsType(), meta.ArraySegments()),
-                array_indices=self.sparse_vector(meta.ArrayIndicesType(), meta.ArrayIndices())))
-        return Sparsity(traversal_order=self.ints(sp, "TraversalOrder"),
-                        block_map=self.ints(sp, "BlockMap"), dim_metadata=dims)
+                format=_DIM_FORMATS.get(format_code, str(format_code)), dense_size=self.field_scalar(meta, D, "DenseSize"),
+                array_segments=self.sparse_vector(meta, "ArraySegments"),
+                array_indices=self.sparse_vector(meta, "ArrayIndices")))
+        return Sparsity(traversal_order=self.field_ints(pos, S, "TraversalOrder"),
+                        block_map=self.field_ints(pos, S, "BlockMap"), dim_metadata=dims)
 
-    def sparse_vector(self, union_type, table):
-        if table is None or union_type == 0:
+    def sparse_vector(self, meta, field):
+        """The index vector (a union of int32 / uint16 / uint8 vectors) `field` of the
+        DimensionMetadata at `meta`, as int64; None when absent."""
+        union_type = self.field_scalar(meta, tflite.DimensionMetadata, field + "Type")
+        table = self.subtable(meta, tflite.DimensionMetadata, field)
+        if not table or union_type == 0:
             return None
         if union_type not in _SPARSE_VECTOR_TYPES:
             raise ModelError(f"{self.where}: unknown sparse index vector type {union_type}")
-        vector = _SPARSE_VECTOR_TYPES[union_type]()
-        vector.Init(table.Bytes, table.Pos)
-        values = self.array(vector, "Values", 1)
-        return np.zeros(0, np.int32) if values is None else values.astype(np.int64)
+        vector_class, dtype = _SPARSE_VECTOR_TYPES[union_type]
+        if not self.field_at(table, vector_class, "Values"):
+            return np.zeros(0, np.int32)
+        n, start = self.field_vector(table, vector_class, "Values", dtype.itemsize)
+        self.spend(8 * n)
+        return np.frombuffer(self.data, dtype, n, start).astype(np.int64)
 
     def operator(self, s, k, pos, opcodes, n_tensors):
         self.where = f"subgraph {s} operator {k}"

@@ -20,6 +20,31 @@ def generated_operator_fields(op):
     return op.OpcodeIndex(), ints("Inputs"), ints("Outputs"), ints("Intermediates")
 
 
+def generated_index_vector(union_type, table):
+    if table is None or union_type == 0:
+        return None
+    vector = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}[union_type]()
+    vector.Init(table.Bytes, table.Pos)
+    return [] if vector.ValuesIsNone() else vector.ValuesAsNumpy().tolist()
+
+
+def assert_sparsity_matches(ours, generated):
+    assert (ours is None) == (generated is None)
+    if generated is None:
+        return
+    assert tuple(ours.traversal_order) == tuple(generated.TraversalOrderAsNumpy().tolist())
+    assert tuple(ours.block_map) == (() if generated.BlockMapIsNone() else tuple(generated.BlockMapAsNumpy().tolist()))
+    assert len(ours.dim_metadata) == generated.DimMetadataLength()
+    formats = {v: k for k, v in vars(tflite.DimensionType).items() if not k.startswith("_")}
+    for d, meta in enumerate(ours.dim_metadata):
+        theirs = generated.DimMetadata(d)
+        assert (meta.format, meta.dense_size) == (formats[theirs.Format()], theirs.DenseSize())
+        for field in ("ArraySegments", "ArrayIndices"):
+            expected = generated_index_vector(getattr(theirs, field + "Type")(), getattr(theirs, field)())
+            value = getattr(meta, {"ArraySegments": "array_segments", "ArrayIndices": "array_indices"}[field])
+            assert (None if value is None else value.tolist()) == expected, (d, field)
+
+
 def assert_fields_match(data):
     model = read_model(data)
     root = tflite.Model.GetRootAs(data, 0)
@@ -33,6 +58,7 @@ def assert_fields_match(data):
             assert (None if tensor.shape_signature is None else tuple(tensor.shape_signature)) == (signature or None)
             assert (tensor.quantization is None) == (sg.Tensors(t).Quantization() is None
                                                      or sg.Tensors(t).Quantization().ScaleLength() == 0)
+            assert_sparsity_matches(tensor.sparsity, sg.Tensors(t).Sparsity())
         opcodes = [root.OperatorCodes(i) for i in range(root.OperatorCodesLength())]
         for k, op in enumerate(subgraph.operators):
             opcode, inputs, outputs, intermediates = generated_operator_fields(sg.Operators(k))
