@@ -424,6 +424,25 @@ def test_other_model_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
     assert len(list(tmp_path.glob("*" + serialization.SUFFIX))) == 1  # one token, one entry
 
 
+def test_same_graph_other_weights_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
+    """Only the bytes differ (one weight negated): every other field of the key agrees, so the
+    entry's partitions are made before the model's sha256 (computed beside them) is compared;
+    then they are dropped and rebuilt for the new weights."""
+    from gles_delegate.tflite import read_model, write_model
+    model = read_model(Path(mediapipe_models[SMALL]).read_bytes())
+    biggest = max(range(len(model.buffers)), key=lambda i: model.buffers[i].size)
+    floats = -np.frombuffer(model.buffers[biggest].tobytes(), np.float32)
+    model.buffers[biggest] = np.frombuffer(floats.tobytes(), np.uint8)
+    other = tmp_path / "other.tflite"
+    other.write_bytes(write_model(model))
+    start(mediapipe_models[SMALL], tmp_path / "cache", model_token="my-model")
+    _, _, reference = start(str(other), tmp_path / "reference")
+    with pytest.warns(CacheWarning, match="another model"):
+        _, delegate, outputs = start(str(other), tmp_path / "cache", model_token="my-model")
+    assert not delegate.summary()["cache_hit"]
+    for a, b in zip(reference, outputs):
+        np.testing.assert_array_equal(a, b)
+
 def test_options_that_change_compilation_are_in_the_key(cold):
     options = cold[1].options
     fingerprint = serialization.options_fingerprint(options)
