@@ -508,9 +508,7 @@ class PlanCache:
                 return None
             header, blobs = unpack_entry(read, checked=False)
             check = self._check = PayloadCheck(read)
-            # The model's sha256 is compared last (_realize): it and the checksum are computed
-            # in threads while the plans decode and the constants upload.
-            self._check_key(header.get("key"), [f for f in self._key if f != "model_digest"])
+            self._check_key(header.get("key"))
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs))
         except EntryError as exc:
             _warn(f"ignoring cache entry {self.path}: {exc}; rebuilding it")
@@ -518,7 +516,7 @@ class PlanCache:
         except Exception as exc:  # a bug here must not break the user's start-up
             _warn(f"ignoring cache entry {self.path} ({type(exc).__name__}: {exc}); rebuilding it")
             return None
-        made = self._realize(parts, check, header["key"])
+        made = self._realize(parts, check)
         if made is None:
             return None
         for level, msg, args in lines:
@@ -557,12 +555,9 @@ class PlanCache:
         finally:
             os.close(fd)
 
-    def _check_key(self, key, fields):
-        """EntryError unless the entry's `key` has our key's fields and agrees on `fields`."""
+    def _check_key(self, key):
         if not isinstance(key, dict):
             raise EntryError("the entry has no key")
-        if set(key) != set(self._key):
-            raise EntryError("its key has other fields")
         reasons = {"model_digest": "another model (same model_token, other bytes)",
                    "renderer": "another GPU", "vendor": "another GPU vendor",
                    "gl_version": "another GL driver version", "gl_api": "another GL API",
@@ -570,13 +565,12 @@ class PlanCache:
                    "code": "another build of gles_delegate (its source files changed)",
                    "graph": "another graph (other input shapes, or other nodes left to this delegate)",
                    "options": "other delegate options"}
-        for field in fields:
-            expected = (self.key if field == "model_digest" else self._key)[field]  # key waits for the digest
+        for field, expected in self.key.items():
             if key.get(field) != expected:
-                if key.get("model_digest") != self.key["model_digest"]:  # the root cause, named first
-                    field, expected = "model_digest", self.key["model_digest"]
                 why = reasons.get(field, f"another {field}")
                 raise EntryError(f"it was made for {why}: {field} is {key.get(field)!r}, now {expected!r}")
+        if set(key) != set(self.key):
+            raise EntryError("its key has other fields")
 
     def _decode(self, header, decode):
         from .compiler import Plan
@@ -640,11 +634,10 @@ class PlanCache:
             out.append((item[0], decode.blob(item[1])))
         return out
 
-    def _realize(self, parts, check, key):
+    def _realize(self, parts, check):
         """GpuPartitions of decoded parts; None (after a warning) when the entry's checksum
-        fails, it was made for another model (`key`'s model_digest) or GL refuses them. A
-        partition uploads its constants before it loads its programs: the checksum runs beside
-        the upload, and no binary reaches the driver before it passed."""
+        fails or GL refuses them. A partition uploads its constants before it loads its programs:
+        the checksum runs beside the upload, and no binary reaches the driver before it passed."""
         from .runtime import GpuPartition
         made = []
         try:
@@ -652,7 +645,6 @@ class PlanCache:
                 made.append(GpuPartition(self.context, plan, nodes, binaries=_CheckedBinaries(binaries, check),
                                          view=self._view(nodes), fused_away=fused))
             check.wait()  # also when no partition has binaries
-            self._check_key(key, ["model_digest"])
             return made
         except EntryError as exc:
             for partition in made:

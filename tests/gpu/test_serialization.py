@@ -425,9 +425,8 @@ def test_other_model_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
 
 
 def test_same_graph_other_weights_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
-    """Only the bytes differ (one weight negated): every other field of the key agrees, so the
-    entry's partitions are made before the model's sha256 (computed beside them) is compared;
-    then they are dropped and rebuilt for the new weights."""
+    """Only the bytes differ (one weight negated): every other field of the key agrees, and
+    the model's sha256 alone tells the entry is not this model's."""
     from gles_delegate.tflite import read_model, write_model
     model = read_model(Path(mediapipe_models[SMALL]).read_bytes())
     biggest = max(range(len(model.buffers)), key=lambda i: model.buffers[i].size)
