@@ -180,6 +180,33 @@ def table(results, command, args):
     return "\n".join(lines)
 
 
+# Columns of a table() row that merge_tables() shows per platform: start-up cold, warm, warm/cold,
+# Interpreter+allocate warm/cold, partition() warm/cold, same outputs.
+MERGED_COLUMNS = (("start-up cold", 10), ("start-up warm", 12), ("start-up warm/cold", 13),
+                  ("Interpreter+allocate warm/cold", 9), ("partition() warm/cold", 5), ("same outputs", 18))
+
+
+def merge_tables(groups):
+    """One table of several platforms' runs: `groups` is [(label, [paths of table() outputs])];
+    a row per model, MERGED_COLUMNS per label, then each source's command and device line."""
+    rows, notes = {}, []
+    for label, paths in groups:
+        for path in paths:
+            text = Path(path).read_text().splitlines()
+            notes.append(f"- {label}: {text[0]} ({text[2].split(';')[0]})")
+            for line in text:
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) == 19 and line.startswith("| ") and not line.startswith("| model |"):
+                    rows.setdefault(cells[0], {})[label] = [cells[i] for _, i in MERGED_COLUMNS]
+    labels = [label for label, _ in groups]
+    header = "| model | " + " | ".join(f"{label} {name}" for label in labels for name, _ in MERGED_COLUMNS) + " |"
+    lines = [header, "|---|" + "---:|" * (len(labels) * len(MERGED_COLUMNS))]
+    for model in sorted(rows):
+        cells = [c for label in labels for c in rows[model].get(label, ["-"] * len(MERGED_COLUMNS))]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + [""] + notes)
+
+
 DISPATCH_SOURCE = """#version 310 es
 layout(local_size_x = 1) in;
 layout(std430, binding = 0) buffer Data { float data[]; };
@@ -252,11 +279,26 @@ def main(argv=None):
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--dispatch", action="store_true",
                         help="instead: the per-dispatch cost of our ctypes Program against moderngl's")
+    parser.add_argument("--merge", nargs="+", metavar="LABEL=TABLE[,TABLE...]",
+                        help="instead: one table of the start-up columns of earlier runs' --out files, "
+                             "a column group per LABEL (a platform)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api)))
+        return 0
+    if args.merge:
+        groups = []
+        for item in args.merge:
+            label, _, paths = item.partition("=")
+            if not label or not paths:
+                parser.error(f"--merge {item!r}: expected LABEL=TABLE[,TABLE...]")
+            groups.append((label, paths.split(",")))
+        text = merge_tables(groups)
+        print(text)
+        if args.out:
+            write_atomic(args.out, text + "\n")
         return 0
     if args.dispatch:
         text = f"`gles-bench-init --dispatch`\n\n{dispatch_benchmark()}"

@@ -80,3 +80,29 @@ def test_bench_init_runs_from_an_installed_copy(small_model, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     row = next(line for line in out.read_text().splitlines() if line.startswith("| small |"))
     assert row.rstrip().endswith("| yes |")
+
+
+def test_bench_init_merges_platform_tables(tmp_path):
+    """--merge: one row per model, each platform's start-up columns from its own table()."""
+    import argparse
+    from gles_delegate.tools import bench_init
+
+    def results(name, cold_ms, warm_ms, renderer):
+        def run(init_ms, hit):
+            return {"partition_ms": init_ms - 5, "init_ms": init_ms, "store_ms": 0, "invoke_ms": 3, "steady_ms": 1,
+                    "outputs": "x", "cache_hit": hit, "renderer": renderer, "gl_version": "GL"}
+        return {name: {"cold": [run(cold_ms, False)], "driver": [run(cold_ms / 2, False)],
+                       "warm": [run(warm_ms, True)], "entry_bytes": [2e6]}}
+    args = argparse.Namespace(precision="fp32", repeat=1)
+    paths = []
+    for label, rows in (("gpu", {**results("a", 498, 48, "GPU"), **results("b", 998, 98, "GPU")}),
+                        ("soft", results("a", 2998, 98, "soft"))):
+        paths.append(tmp_path / f"{label}.md")
+        paths[-1].write_text(bench_init.table(rows, f"gles-bench-init --label {label}", args) + "\n")
+    out = tmp_path / "merged.md"
+    assert bench_init.main(["--merge", f"gpu={paths[0]}", f"soft={paths[1]}", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("| model | gpu start-up cold | gpu start-up warm | gpu start-up warm/cold |")
+    assert lines[2] == "| a | 500 | 50 | 10.0% | 9.6% | 8.7% | yes | 3000 | 100 | 3.3% | 3.3% | 3.1% | yes |"
+    assert lines[3] == "| b | 1000 | 100 | 10.0% | 9.8% | 9.4% | yes | - | - | - | - | - | - |"
+    assert "- gpu: `gles-bench-init --label gpu` (GPU, GL)" in lines
