@@ -4,6 +4,7 @@
     python -m gles_delegate.tools.bench_init --models DIR ...      (installed package)
     python tools/bench_init.py --models DIR ...                    (source tree, PYTHONPATH only)
     gles-bench-init --dispatch      (per-dispatch cost: our ctypes Program vs moderngl's)
+    gles-bench-init --merge H200=a.md,b.md llvmpipe=c.md   (one table of earlier runs' --out files)
 
 For every model and repetition, with a new empty serialization_dir and a new empty driver
 shader cache (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH point into a temp dir):
@@ -38,7 +39,7 @@ else:
     from .common import write_atomic
 
 WORKER_TIMEOUT_S = 900
-STEADY_INVOKES = 3  # invokes after the first, whose median is the steady invoke time
+STEADY_INVOKES = 5  # invokes after the first, whose median is the steady invoke time
 
 
 def worker(model, serialization_dir, precision, gl_api):

@@ -343,8 +343,9 @@ def pack_entry(header, blobs):
 def unpack_entry(data, checked=True):
     """(header dict, list of blob memoryviews) of an entry's bytes; EntryError if anything is off.
     The checksum is a CRC-32 of the payload: it is there to catch corruption (a byte flipped, a
-    torn copy), which it does as well as a cryptographic hash would, at 2.4x sha256's speed
-    (5 vs 12 ms for 16 MiB on the H200 machine's CPU); forgery is out of its scope (see above).
+    torn copy), which it does as well as a cryptographic hash would, at under half of sha256's
+    cost (zlib's CRC-32 against hashlib's sha256, in a scratch timing on the H200 machine's
+    CPU); forgery is out of its scope (see above).
     checked=False leaves the checksum to a PayloadCheck of the caller, which must not hand the
     driver anything from the entry before it passes (the header's decoding is safe without it:
     it checks every value it reads)."""
@@ -749,7 +750,7 @@ class _Recording:
 def _map_file(fd):
     """A read-only map of the whole file `fd` (its size when mapped), its pages mapped in one
     call (MAP_POPULATE): no copy, and none of the page by page first-touch faults that reading
-    into fresh memory costs (9-12 ms per 17 MB in a fresh process on the H200 machine's VM).
+    into fresh memory costs (see tflite/reader.py's _read_file).
     The map stays valid when the file is replaced or unlinked (entries are only ever written by
     rename). Truncating it in place (`cp` over it) would make reading the truncated part fault
     (SIGBUS), so nothing reads the map after PlanCache.load() returns: load() waits for its

@@ -82,7 +82,8 @@ def _accessors(table_class):
 def _read_file(path):
     """The file's bytes. A large file is read into anonymous memory whose pages are mapped in one
     call (MAP_POPULATE): fresh memory touched page by page costs 7-12 ms of faults per 17 MB in
-    a fresh process (the H200 machine's VM), about half of it this way. The file itself is not
+    a fresh process on the H200 machine's VM, about half of that this way (scratch timings of
+    both ways of reading a 17 MB model). The file itself is not
     mapped (as TFLite does): truncating a mapped model in place (`cp` over it) would kill the
     process with SIGBUS on the next read of a weight."""
     try:
