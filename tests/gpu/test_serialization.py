@@ -148,6 +148,22 @@ def test_half_storage_warm_start_uploads_the_entrys_halves(mediapipe_models, tmp
         assert not q.plan.constants.flags.owndata and not q.plan.constants.flags.writeable  # the entry's map
         np.testing.assert_array_equal(p.plan.constants, q.plan.constants)
 
+
+def test_warm_start_of_a_model_read_into_mapped_memory(mediapipe_models, tmp_path):
+    """A model file over POPULATED_READ_BYTES is read into an mmap, not bytes: the entry's name
+    (the file's size and ends), the model's sha256 and the warm start work from it alike."""
+    from gles_delegate.tflite import reader
+    path = mediapipe_models["face_landmark"]
+    assert Path(path).stat().st_size >= reader.POPULATED_READ_BYTES
+    cold_interpreter, _, cold_outputs = start(path, tmp_path)
+    assert not isinstance(cold_interpreter._model.source_bytes, bytes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        _, warm, warm_outputs = start(path, tmp_path)
+    assert warm.summary()["cache_hit"]
+    for a, b in zip(cold_outputs, warm_outputs):
+        np.testing.assert_array_equal(a, b)
+
 def assert_plans_equal(a, b):
     for field in dataclasses.fields(Plan):
         x, y = getattr(a, field.name), getattr(b, field.name)
