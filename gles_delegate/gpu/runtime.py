@@ -97,6 +97,8 @@ class GpuPartition:
                                             np.ascontiguousarray(plan.constants))
                 self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
+                # Programs last: on a warm start the entry's checksum runs beside the uploads
+                # above, and iterating `binaries` waits for it (serialization._CheckedBinaries).
                 binaries = binaries or [None] * len(plan.sources)
                 programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
                 # Range arguments are GLintptr / GLsizeiptr: pre-built c_ssize_t for the untyped calls.
