@@ -154,11 +154,7 @@ class _Reader:
         self.spend(INT_COST * n)
         return struct.unpack_from(f"<{n}i", self.data, start) if n else ()
 
-    def field_tables(self, table, table_class, accessor):
-        """File positions of the tables of a vector-of-tables field of generated `table`."""
-        return self.field_table_list(table._tab.Pos, table_class, accessor)
-
-    def field_table_list(self, pos, table_class, accessor):
+    def field_tables(self, pos, table_class, accessor):
         """File positions of the tables of a vector-of-tables field of the table at `pos`."""
         n, start = self.field_vector(pos, table_class, accessor, 4)
         return [start + 4 * i + _UOFFSET.unpack_from(self.data, start + 4 * i)[0] for i in range(n)]
@@ -213,7 +209,7 @@ class _Reader:
     # -- model ----------------------------------------------------------------------------
     def model(self):
         root = self.root
-        buffers = [self.buffer(i, pos) for i, pos in enumerate(self.field_tables(root, tflite.Model, "Buffers"))]
+        buffers = [self.buffer(i, pos) for i, pos in enumerate(self.field_tables(root._tab.Pos, tflite.Model, "Buffers"))]
         opcodes = [self.opcode(i) for i in range(self.length(root, "OperatorCodes", 4))]
         subgraphs = [self.subgraph(i, opcodes, buffers) for i in range(self.length(root, "Subgraphs", 4))]
         if not subgraphs:
@@ -270,13 +266,13 @@ class _Reader:
         self.where = f"subgraph {s}"
         self.table()
         sg = self.root.Subgraphs(s)
-        tensors = [self.tensor(s, t, pos, buffers) for t, pos in enumerate(self.field_tables(sg, tflite.SubGraph, "Tensors"))]
+        tensors = [self.tensor(s, t, pos, buffers) for t, pos in enumerate(self.field_tables(sg._tab.Pos, tflite.SubGraph, "Tensors"))]
         self.where = f"subgraph {s}"
         inputs, outputs = self.ints(sg, "Inputs"), self.ints(sg, "Outputs")
         for index in inputs + outputs:
             self.check_index(index, len(tensors), "graph input/output tensor")
         ops = [self.operator(s, k, pos, opcodes, len(tensors))
-               for k, pos in enumerate(self.field_tables(sg, tflite.SubGraph, "Operators"))]
+               for k, pos in enumerate(self.field_tables(sg._tab.Pos, tflite.SubGraph, "Operators"))]
         return SubgraphDef(name=self.string(sg.Name()), tensors=tensors, inputs=inputs,
                            outputs=outputs, operators=ops)
 
@@ -360,7 +356,7 @@ class _Reader:
         self.table()
         S, D = tflite.SparsityParameters, tflite.DimensionMetadata
         dims = []
-        for meta in self.field_table_list(pos, S, "DimMetadata"):
+        for meta in self.field_tables(pos, S, "DimMetadata"):
             self.table()
             format_code = self.field_scalar(meta, D, "Format")
             dims.append(DimensionMetadata(

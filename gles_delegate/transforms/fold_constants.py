@@ -31,7 +31,7 @@ def folded_value(node, tensor, value):
 
 def deferrable(node):
     """Folds of weights that wait until something reads their output: an fp16 DEQUANTIZE (a
-    cast, it cannot fail) and a DENSIFY (20-120 ms of a start on the models that have sparse
+    cast, it cannot fail) and a DENSIFY (tens of ms of a start on the models that have sparse
     weights). A DENSIFY can fail on malformed index arrays: the interpreter computes at
     allocate_tensors the deferred values its CPU steps and outputs need, and a GPU compile reads
     the others, so that stays a ModelError of allocate_tensors. Only a partition loaded from the
