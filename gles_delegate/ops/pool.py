@@ -8,6 +8,7 @@ quantization.
 import numpy as np
 
 from .checks import check_output_size, check_window_options, with_arity
+from ..errors import ModelError
 from .common import (clamp_to_activation, fused_activation, is_quantized, quantized_activation_range,
                      spatial_geometry, strides_of, window_taps)
 
@@ -19,8 +20,16 @@ def _filter_hw(node):
 
 
 def _windows(node, x, fill):
-    """The window taps of a pooling node over x [N, H, W, C] (see common.window_taps)."""
+    """The window taps of a pooling node over x [N, H, W, C] (see common.window_taps).
+
+    A ModelError when no window fits x: SUPPORT refuses such a node as the model declares it, but
+    a resized input can shrink below a VALID window. TFLite's pool then outputs an empty tensor
+    that the next node refuses (XNNPACK fails to reshape or averages over the padding): it is
+    the model's error, said where it arises."""
     filter_hw, strides = _filter_hw(node), strides_of(node)
+    reason = check_output_size(node, x.shape[1:3], filter_hw, strides, (1, 1))
+    if reason is not None:
+        raise ModelError(f"{filter_hw[0]}x{filter_hw[1]} window over a {x.shape[1]}x{x.shape[2]} input: {reason}")
     oh, ow, pad_top, pad_left = spatial_geometry(x.shape[1:3], filter_hw, strides, (1, 1), node.options["padding"])
     return window_taps(x, filter_hw, strides, (1, 1), (oh, ow), (pad_top, pad_left), fill, skip_padding=True)
 

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import SAME, VALID, In
+from gles_delegate import GpuDelegate, Interpreter, ModelError
+from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu
+from tests.oplib import SAME, VALID, In, build_model
 
 POOLS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
 
@@ -78,3 +79,39 @@ def test_pool_random(op, b, h, w, c, fh, fw, sh, sw, padding, activation, precis
         fh, fw = min(fh, h), min(fw, w)
     x = np.random.default_rng(h * w * c).normal(0, 3, (b, h, w, c)).astype(np.float32)
     check_gpu(op, [In(x)], options((fh, fw), (sh, sw), padding, activation), precision)
+
+
+def _resized(op, padding, delegate):
+    """An 8x8 window (stride 8) over an 8x8 input, the input resized to 4x4 (not allocated)."""
+    model = build_model(op, [In(np.zeros((1, 8, 8, 3), np.float32))], [((1, 1, 1, 3), np.float32, None)],
+                        options((8, 8), (8, 8), padding))
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate] if delegate else None)
+    interpreter.resize_tensor_input(0, [1, 4, 4, 3])
+    return interpreter
+
+
+@pytest.mark.parametrize("op", POOLS)
+def test_input_resized_below_the_window(op):
+    """VALID: no window fits, a ModelError naming the node (tests/ops/test_pool.py says why);
+    SAME: the GPU pools the in-bounds elements as the reference does."""
+    x = np.random.default_rng(5).normal(0, 3, (1, 4, 4, 3)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        with pytest.raises(ModelError, match=rf"#0 \({op}\).*does not fit"):
+            _resized(op, VALID, delegate).allocate_tensors()
+        results = []
+        for interpreter in (_resized(op, SAME, delegate), _resized(op, SAME, None)):
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(0, x)
+            interpreter.invoke()
+            results.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
+        assert delegate.summary()["gpu_nodes"] == 1
+    assert_gpu_matches(results[1], results[0], "fp32", op)
+
+
+def test_selfie_segmentation_resized_below_its_global_pools(mediapipe_models):
+    with GpuDelegate() as delegate:
+        interpreter = Interpreter(model_path=str(mediapipe_models["selfie_segmentation"]),
+                                  experimental_delegates=[delegate])
+        interpreter.resize_tensor_input(0, [1, 128, 128, 3])
+        with pytest.raises(ModelError, match=r"#12 \(AVERAGE_POOL_2D\).*64x64 window over a 32x32 input"):
+            interpreter.allocate_tensors()

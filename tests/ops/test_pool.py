@@ -5,7 +5,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gles_delegate import ops
+from gles_delegate import Interpreter, ModelError, ops
+from tests.litert import RESOLVERS, LiteRTInterpreter
 from tests.oplib import (BUILTIN_ONLY_MODELS, CLAMPS, SAME, VALID, In, build_model, check_model_nodes, check_op,
                          reason_of, window_out_size)
 
@@ -84,6 +85,54 @@ def test_average_pool_rounds_half_away_from_zero():
     ours, _ = check_op("AVERAGE_POOL_2D", [In(x, quant=quant)], _options((1, 2), (1, 2), VALID, 0),
                        output_quant=[quant])
     assert ours[0].ravel().tolist() == [1, -1, 2, -2]
+
+
+def _resized_output(interpreter, x):
+    """The output of a one-input model after resizing its input to x's shape."""
+    interpreter.resize_tensor_input(0, x.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, x)
+    interpreter.invoke()
+    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+def _resizable_pool(op, padding):
+    """An 8x8 window (stride 8) over an 8x8 input: one window, whichever the padding."""
+    return build_model(op, [In(np.zeros((1, 8, 8, 3), np.float32))], [((1, 1, 1, 3), np.float32, None)],
+                       _options((8, 8), (8, 8), padding, 0))
+
+
+@pytest.mark.parametrize("op", POOLS)
+def test_input_resized_below_a_valid_window(op):
+    """No VALID window fits a 4x4 input: TFLite's pool outputs an empty tensor (which any next
+    node refuses); ours refuses the node at allocate_tensors, as it does a model that declares it."""
+    x = np.ones((1, 4, 4, 3), np.float32)
+    litert = LiteRTInterpreter(model_content=_resizable_pool(op, VALID),
+                               experimental_op_resolver_type=RESOLVERS["builtin"])
+    assert _resized_output(litert, x).size == 0
+    ours = Interpreter(model_content=_resizable_pool(op, VALID))
+    ours.resize_tensor_input(0, x.shape)
+    with pytest.raises(ModelError, match=rf"#0 \({op}\).*8x8 window over a 4x4 input.*does not fit"):
+        ours.allocate_tensors()
+
+
+@pytest.mark.parametrize("op", POOLS)
+def test_input_resized_below_a_same_window(op):
+    """A SAME window larger than the resized input still pools its in-bounds elements, as in LiteRT."""
+    x = np.random.default_rng(4).uniform(-2, 2, (1, 4, 4, 3)).astype(np.float32)
+    litert = LiteRTInterpreter(model_content=_resizable_pool(op, SAME),
+                               experimental_op_resolver_type=RESOLVERS["builtin"])
+    expected = _resized_output(litert, x)
+    np.testing.assert_allclose(_resized_output(Interpreter(model_content=_resizable_pool(op, SAME)), x), expected,
+                               rtol=1e-6)
+
+
+def test_selfie_segmentation_resized_below_its_global_pools(mediapipe_models):
+    """At 128x128 the 64x64 VALID pool #12 reads a 32x32 input (LiteRT fails at the CONV_2D after it)."""
+    interpreter = Interpreter(model_path=str(mediapipe_models["selfie_segmentation"]))
+    interpreter.resize_tensor_input(0, [1, 128, 128, 3])
+    with pytest.raises(ModelError, match=r"#12 \(AVERAGE_POOL_2D\).*64x64 window over a 32x32 input"):
+        interpreter.allocate_tensors()
 
 
 @pytest.mark.parametrize("name", BUILTIN_ONLY_MODELS)
