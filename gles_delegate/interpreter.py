@@ -46,6 +46,24 @@ class _Storage(dict):
         return value
 
 
+def _check_delegate(delegate, where):
+    """A TypeError unless `delegate` speaks the protocol the Interpreter drives (GpuDelegate's):
+    can_run(node) and partition(graph, nodes). `where` names its place in the caller's list."""
+    if not all(callable(getattr(delegate, method, None)) for method in ("can_run", "partition")):
+        raise TypeError(f"{where} must be a delegate such as GpuDelegate (an object with can_run(node) and "
+                        f"partition(graph, nodes)), got {type(delegate).__name__} {delegate!r:.80}")
+    return delegate
+
+
+def _check_delegates(delegates, name):
+    """The list of delegates `name` holds (None: none), each checked by _check_delegate."""
+    if delegates is None:
+        return []
+    if not isinstance(delegates, (list, tuple)):
+        raise TypeError(f"{name} must be a list of delegates, got {type(delegates).__name__} {delegates!r:.80}")
+    return [_check_delegate(d, f"{name}[{k}]") for k, d in enumerate(delegates)]
+
+
 class InterpreterOptions:
     """Options in the shape of Java's Interpreter.Options: `add_delegate(d)`, `num_threads`."""
 
@@ -55,7 +73,7 @@ class InterpreterOptions:
 
     def add_delegate(self, delegate):
         """Append a delegate; returns self so calls chain as in Java."""
-        self.delegates.append(delegate)
+        self.delegates.append(_check_delegate(delegate, "add_delegate()'s argument"))
         return self
 
     def set_num_threads(self, num_threads):
@@ -206,7 +224,8 @@ class Interpreter:
             raise TypeError(f"options must be an InterpreterOptions, got {type(options).__name__}")
         if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview)):
             raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
-        self._delegates = list(experimental_delegates or []) + (options.delegates if options else [])
+        self._delegates = _check_delegates(experimental_delegates, "experimental_delegates") + \
+            _check_delegates(options.delegates if options else None, "options.delegates")
         digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
         self._model = read_model(model_path if model_path is not None else bytes(model_content),
                                  background_digest=digest)

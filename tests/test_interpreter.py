@@ -103,6 +103,21 @@ def test_constructor_errors():
         Interpreter(model_content=add_model(), options={"num_threads": 2})
 
 
+def test_delegates_are_checked_at_construction():
+    """Not at allocate_tensors, where a str's own partition() used to fail on our arguments."""
+    with pytest.raises(TypeError, match=r"experimental_delegates\[1\] must be a delegate such as GpuDelegate"
+                                        r".*got str 'foo'"):
+        Interpreter(model_content=add_model(), experimental_delegates=[Recorder(), "foo"])
+    with pytest.raises(TypeError, match="experimental_delegates must be a list of delegates, got Recorder"):
+        Interpreter(model_content=add_model(), experimental_delegates=Recorder())
+    with pytest.raises(TypeError, match="add_delegate.*got NoneType"):
+        InterpreterOptions().add_delegate(None)
+    options = InterpreterOptions()
+    options.delegates.append(object())
+    with pytest.raises(TypeError, match=r"options.delegates\[0\] must be a delegate.*got object"):
+        Interpreter(model_content=add_model(), options=options)
+
+
 def test_unsupported_op_fails_at_allocate_naming_the_node():
     b = ModelBuilder()
     x = b.input("x", (2, 2))
@@ -114,17 +129,21 @@ def test_unsupported_op_fails_at_allocate_naming_the_node():
         interp.allocate_tensors()
 
 
+class Recorder:
+    """A delegate that claims nothing and records how many candidate nodes it was offered."""
+
+    def __init__(self):
+        self.seen = []
+
+    def can_run(self, node):
+        return False
+
+    def partition(self, graph, candidates):
+        self.seen.append(len(candidates))
+        return []
+
+
 def test_interpreter_options_add_delegate_order():
-    class Recorder:
-        def __init__(self):
-            self.seen = []
-
-        def can_run(self, node):
-            return False
-
-        def partition(self, graph, candidates):
-            self.seen.append(len(candidates))
-            return []
     first, second = Recorder(), Recorder()
     opts = InterpreterOptions().add_delegate(second)
     interp = Interpreter(model_content=add_model(), experimental_delegates=[first], options=opts)
