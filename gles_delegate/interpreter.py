@@ -64,12 +64,23 @@ def _check_delegates(delegates, name):
     return [_check_delegate(d, f"{name}[{k}]") for k, d in enumerate(delegates)]
 
 
+def _check_num_threads(num_threads):
+    """num_threads as LiteRT's Interpreter takes it: None (the runtime's default) or an int >= 1,
+    else a ValueError (LiteRT's type, for a wrong type too)."""
+    if num_threads is not None and not isinstance(num_threads, int):
+        raise ValueError(f"num_threads must be an int >= 1 or None, got {type(num_threads).__name__} "
+                         f"{num_threads!r:.80}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be an int >= 1 or None, got {num_threads}")
+    return num_threads
+
+
 class InterpreterOptions:
     """Options in the shape of Java's Interpreter.Options: `add_delegate(d)`, `num_threads`."""
 
     def __init__(self, num_threads=None):
         self.delegates = []
-        self.num_threads = num_threads
+        self.num_threads = _check_num_threads(num_threads)
 
     def add_delegate(self, delegate):
         """Append a delegate; returns self so calls chain as in Java."""
@@ -77,7 +88,8 @@ class InterpreterOptions:
         return self
 
     def set_num_threads(self, num_threads):
-        self.num_threads = num_threads
+        """Set num_threads (an int >= 1, as LiteRT's); returns self so calls chain as in Java."""
+        self.num_threads = _check_num_threads(num_threads)
         return self
 
 
@@ -229,7 +241,8 @@ class Interpreter:
         digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
         self._model = read_model(model_path if model_path is not None else bytes(model_content),
                                  background_digest=digest)
-        self._num_threads = num_threads if num_threads is not None else (options.num_threads if options else None)
+        self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
+            (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
         self._executors = {}
         self._resize_pending = False

@@ -103,6 +103,22 @@ def test_constructor_errors():
         Interpreter(model_content=add_model(), options={"num_threads": 2})
 
 
+@pytest.mark.parametrize("num_threads", ["x", -5, -1, 0, 1.5, np.int64(2), None, 1, 4])
+def test_num_threads_is_checked_as_litert_does(num_threads):
+    """LiteRT takes None or an int >= 1 and raises ValueError for anything else."""
+    try:
+        LiteRT(model_content=add_model(), num_threads=num_threads)
+    except ValueError:
+        for make in (lambda: Interpreter(model_content=add_model(), num_threads=num_threads),
+                     lambda: InterpreterOptions(num_threads=num_threads),
+                     lambda: InterpreterOptions().set_num_threads(num_threads)):
+            with pytest.raises(ValueError, match=r"num_threads must be an int >= 1 or None, got"):
+                make()
+        return
+    Interpreter(model_content=add_model(), num_threads=num_threads)
+    Interpreter(model_content=add_model(), options=InterpreterOptions().set_num_threads(num_threads))
+
+
 def test_delegates_are_checked_at_construction():
     """Not at allocate_tensors, where a str's own partition() used to fail on our arguments."""
     with pytest.raises(TypeError, match=r"experimental_delegates\[1\] must be a delegate such as GpuDelegate"
