@@ -124,13 +124,17 @@ def model_paths(items):
     return paths
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="model files, directories of them, or MediaPipe model names")
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--runs", type=common.positive_int, default=50)
+    parser.add_argument("--warmup", type=common.non_negative_int, default=10)
     parser.add_argument("--out", default="bench_compare", help="directory for results.md and results.json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
     rows, text = [], ""
     for path in model_paths(args.models):

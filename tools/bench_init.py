@@ -34,9 +34,9 @@ from pathlib import Path
 
 if __package__ in (None, "") and (Path(__file__).resolve().parents[1] / "gles_delegate").is_dir():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from a source tree
-    from tools.common import write_atomic
+    from tools import common
 else:
-    from .common import write_atomic
+    from . import common
 
 WORKER_TIMEOUT_S = 900
 STEADY_INVOKES = 5  # invokes after the first, whose median is the steady invoke time
@@ -271,10 +271,10 @@ def _models(paths):
     return found
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", help=".tflite files or directories of them")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=common.positive_int, default=3)
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
     parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"))
     parser.add_argument("--out", help="also write the table to this file")
@@ -285,6 +285,11 @@ def main(argv=None):
                              "a column group per LABEL (a platform)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api)))
@@ -299,7 +304,7 @@ def main(argv=None):
         text = merge_tables(groups)
         print(text)
         if args.out:
-            write_atomic(args.out, text + "\n")
+            common.write_atomic(args.out, text + "\n")
         return 0
     if args.dispatch:
         text = f"`gles-bench-init --dispatch`\n\n{dispatch_benchmark()}"
@@ -317,7 +322,7 @@ def main(argv=None):
         results[model.stem] = measure(str(model), args)
         text = table(results, command, args)
         if args.out:  # after every model, replaced whole: a cut-short run keeps its rows
-            write_atomic(args.out, text + "\n")
+            common.write_atomic(args.out, text + "\n")
     print(text)
     return 0
 

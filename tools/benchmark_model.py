@@ -66,24 +66,23 @@ def build_parser():
                    help="run on the GPU delegate (default true); false: the numpy reference kernels")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="GPU precision (default: GpuDelegateOptions' default, fp32)")
-    p.add_argument("--num_runs", type=int, default=50, help="minimum number of measured runs (default 50)")
-    p.add_argument("--min_secs", type=float, default=1.0, help="minimum seconds of measured runs (default 1)")
-    p.add_argument("--max_secs", type=float, default=150.0,
+    p.add_argument("--num_runs", type=common.positive_int, default=50, help="minimum number of measured runs (default 50)")
+    p.add_argument("--min_secs", type=common.non_negative_float, default=1.0, help="minimum seconds of measured runs (default 1)")
+    p.add_argument("--max_secs", type=common.positive_float, default=150.0,
                    help="stop starting runs after this many seconds per phase (default 150)")
-    p.add_argument("--warmup_runs", type=int, default=1, help="minimum number of warm-up runs (default 1)")
-    p.add_argument("--warmup_min_secs", type=float, default=0.5, help="minimum seconds of warm-up (default 0.5)")
-    p.add_argument("--num_threads", type=int, default=-1,
+    p.add_argument("--warmup_runs", type=common.non_negative_int, default=1, help="minimum number of warm-up runs (default 1)")
+    p.add_argument("--warmup_min_secs", type=common.non_negative_float, default=0.5, help="minimum seconds of warm-up (default 0.5)")
+    p.add_argument("--num_threads", type=common.thread_count, default=-1,
                    help="interpreter threads (-1: default). gles_delegate's numpy CPU path ignores it; "
                         "LiteRT (--compare) uses it")
-    p.add_argument("--max_delegated_partitions", type=int, default=None,
-                   help="GpuDelegateOptions.max_delegated_partitions (default: the option's default)")
+    common.add_max_delegated_partitions(p)
     p.add_argument("--serialization_dir", "--delegate_serialize_dir", default=None,
                    help="GpuDelegateOptions.serialization_dir (program and plan cache)")
     p.add_argument("--model_token", "--delegate_serialize_token", default=None,
                    help="GpuDelegateOptions.model_token (cache key of the model)")
     p.add_argument("--compare", choices=["litert"], default=None,
                    help="also time ai-edge-litert (XNNPACK, and its GPU accelerator where one works)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
     return p
 

@@ -17,11 +17,15 @@ import sys
 import numpy as np
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--shared-models", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     sys.argv = [sys.argv[0], args.out]  # build_keras_tflite reads its output dir from argv at import
     sys.path.insert(0, os.path.abspath(args.shared_models))
     import build_keras_tflite as stand_ins  # noqa: E402  (TensorFlow is imported here)

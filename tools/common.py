@@ -1,10 +1,13 @@
-"""Helpers the command-line tools share: model paths, seeded inputs, where nodes ran, tables,
-LiteRT loading, native stderr capture, peak RSS and a plain-text progress bar.
+"""Helpers the command-line tools share: checked command-line values, model paths, seeded inputs,
+where nodes ran, tables, LiteRT loading, native stderr capture, peak RSS and a plain-text
+progress bar.
 
 The package itself never imports ai-edge-litert; tools do, lazily, through `litert()`.
 """
+import argparse
 import collections
 import contextlib
+import math
 import os
 import re
 import resource
@@ -17,6 +20,33 @@ import numpy as np
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.serialization import package_version  # noqa: F401 (the tools' version line)
+
+
+# -- command-line values --------------------------------------------------------------------
+def _checked(convert, accept, expected):
+    """An argparse type: convert(text), refused unless accept(value); `expected` names what is
+    accepted in the error ("argument --runs: expected an integer >= 1, got -3")."""
+    def parse(text):
+        value = convert(text)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+    parse.__name__ = convert.__name__  # argparse's "invalid int value: 'x'" names the type by it
+    return parse
+
+
+positive_int = _checked(int, lambda v: v >= 1, "an integer >= 1")
+non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
+non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+thread_count = _checked(int, lambda v: v == -1 or v >= 1, "-1 (the runtime's default) or an integer >= 1")
+
+
+def add_max_delegated_partitions(parser):
+    """--max_delegated_partitions N, None when not given (GpuDelegateOptions keeps its default)."""
+    parser.add_argument("--max_delegated_partitions", type=non_negative_int, default=None, metavar="N",
+                        help="GpuDelegateOptions.max_delegated_partitions: keep the largest N GPU partitions "
+                             "(0: no limit; default: the option's default, 1)")
 
 
 # -- models and inputs ----------------------------------------------------------------------

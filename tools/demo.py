@@ -54,12 +54,16 @@ def agreement(ours, theirs):
     return err, err / scale if scale else err
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="selfie_segmentation", help=f"a path or one of {', '.join(MODEL_NAMES)}")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16_fp32acc"])
-    parser.add_argument("--runs", type=int, default=20)
-    args = parser.parse_args(argv)
+    parser.add_argument("--runs", type=common.positive_int, default=20)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     path = args.model if os.path.exists(args.model) else model_path(args.model)
     print(f"model: {path}")
 

@@ -96,10 +96,14 @@ def model_path(name):
     return fetch_models()[name]
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="target directory (default: the cache)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     for name, path in fetch_models(args.dir).items():
         print(f"{path.stat().st_size:>9}  {path}")
     return 0

@@ -53,6 +53,7 @@ from gles_delegate.errors import ModelError
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite import schema
 from gles_delegate.tflite.model import DimensionMetadata, Quantization, Sparsity
+from gles_delegate.tools import common
 
 SEED_MODELS = ("selfie_segmentation", "face_detection_short_range", "hand_recrop", "pose_detection")
 
@@ -1006,21 +1007,25 @@ def print_summary(summary, out=sys.stdout):
         print(f"  {f['file']}: {f['seed']}: {f['mutation']}: {f['message'][:160]}", file=out)
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=None, help="number of mutated files (default: 500 "
+    parser.add_argument("--cases", type=common.positive_int, default=None, help="number of mutated files (default: 500 "
                         "unless --minutes is given)")
-    parser.add_argument("--minutes", type=float, default=None, help="stop after this long")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=common.positive_float, default=None, help="stop after this long")
+    parser.add_argument("--seed", type=common.non_negative_int, default=0)
     parser.add_argument("--models", default=",".join(SEED_MODELS + ("small",)),
                         help="seed models: MediaPipe names and/or 'small' (the writer-built ones)")
     parser.add_argument("--gpu", choices=("both", "on", "off"), default="both",
                         help="run each case without a delegate, with the GpuDelegate, or both")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
-    parser.add_argument("--memory-mb", type=int, default=8192, help="RLIMIT_AS of the worker (0: none)")
+    parser.add_argument("--timeout", type=common.positive_float, default=60.0, help="seconds per run")
+    parser.add_argument("--memory-mb", type=common.non_negative_int, default=8192, help="RLIMIT_AS of the worker (0: none)")
     parser.add_argument("--out", default="fuzz_findings", help="where findings are written")
     parser.add_argument("--json", help="write the summary as JSON to this file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     cases = args.cases if args.cases is not None or args.minutes else 500
     names = [n for n in args.models.split(",") if n]
     corpus = seed_corpus([n for n in names if n != "small"], include_small="small" in names)

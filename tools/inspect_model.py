@@ -33,8 +33,7 @@ def build_parser():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite file or a MediaPipe model name")
     p.add_argument("--precision", choices=PRECISIONS, default=None)
-    p.add_argument("--max_delegated_partitions", type=int, default=None,
-                   help="GpuDelegateOptions.max_delegated_partitions (default: the option's default)")
+    common.add_max_delegated_partitions(p)
     p.add_argument("--memory_strategy", choices=STRATEGIES, default=None)
     p.add_argument("--nodes", action="store_true", help="list every node")
     p.add_argument("--dot", metavar="FILE", default=None, help="write a Graphviz DOT graph")

@@ -521,9 +521,8 @@ def build_parser():
     p.add_argument("model", help="a .tflite file or a MediaPipe model name")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
     p.add_argument("--out", default=None, help="report directory (default: ./parity_<model name>)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--max_delegated_partitions", type=int, default=None,
-                   help="GpuDelegateOptions.max_delegated_partitions (default: the option's default)")
+    p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
+    common.add_max_delegated_partitions(p)
     p.add_argument("--no-litert", dest="litert", action="store_false", help="do not run LiteRT")
     p.add_argument("--table", choices=["all", "over", "none"], default="all",
                    help="terminal table rows: all, only those over tolerance, or none")

@@ -94,15 +94,20 @@ def profile(path, precision, runs, top):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="model files or MediaPipe model names")
     parser.add_argument("--precision", default="fp16_fp32acc", choices=("fp32", "fp16", "fp16_fp32acc"))
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--top", type=int, default=6, help="how many of the slowest dispatches to list")
+    parser.add_argument("--runs", type=common.positive_int, default=30)
+    parser.add_argument("--top", type=common.non_negative_int, default=6,
+                        help="how many of the slowest dispatches to list")
     parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     for model in args.models:
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None

@@ -76,12 +76,16 @@ def render():
     return "\n".join(out)
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help=f"write {DOC_PATH}")
     group.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     text = render()
     if args.write:
         DOC_PATH.write_text(text)

@@ -51,12 +51,16 @@ def agreement(path, seeds, precision):
     return agreeing, seeds, worst, summary
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+")
-    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--seeds", type=common.positive_int, default=100)
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     if common.litert() is None:
         print(f"error: {common.LITERT_MISSING}", file=sys.stderr)
         return 2
