@@ -3,6 +3,8 @@
 It builds the graph IR, folds constant subgraphs, lets each delegate claim runs of nodes, and
 runs the rest on the numpy reference kernels.
 """
+import ctypes
+import sys
 import threading
 
 import numpy as np
@@ -39,11 +41,37 @@ class _Storage(dict):
     def __init__(self):
         super().__init__()
         self.deferred = {}  # tensor index -> Tensor
+        # Every array view() hands out is based on this ctypes array over the block, so its
+        # reference count says whether the user still holds one (LiteRT counts references to its
+        # wrapper the same way).
+        self.exposed = None
+        self.offsets = {}  # tensor index -> byte offset in the block
 
     def __missing__(self, index):
         tensor = self.deferred.pop(index)  # KeyError, as for any unknown index
         self[index] = value = tensor.data
         return value
+
+    def place(self, block, offsets):
+        """Hold the tensors placed in `block` (uint8) at {tensor index: (shape, dtype, byte offset)}."""
+        self.exposed = (ctypes.c_uint8 * block.size).from_buffer(block)
+        for index, (shape, dtype, offset) in offsets.items():
+            self[index] = np.ndarray(shape, dtype, block, offset)
+            self.offsets[index] = offset
+
+    def view(self, index):
+        """The array the user writes into for tensor `index` (Interpreter.tensor). A constant's is
+        read-only: it is the model's data, read again by every allocate_tensors()."""
+        value = self[index]
+        if index not in self.offsets:
+            value = value.view()
+            value.flags.writeable = False
+            return value
+        return np.ndarray(value.shape, value.dtype, self.exposed, self.offsets[index])
+
+    def referenced(self):
+        """Whether an array view() returned (or an array derived from one) is still alive."""
+        return self.exposed is not None and sys.getrefcount(self.exposed) > 2  # self's + the argument's
 
 
 def _check_delegate(delegate, where):
@@ -139,6 +167,7 @@ class _Executor:
         self.input_shapes = {}
 
     def allocate(self, delegates):
+        self.check_unreferenced("allocate_tensors()")
         graph, self._unused_graph = self._unused_graph, None
         if graph is None or self.input_shapes:
             graph = Graph.from_model(self.model, self.subgraph_index)
@@ -161,6 +190,23 @@ class _Executor:
         for index in (needed | {t.index for t in graph.outputs}) & storage.deferred.keys():
             storage[index]  # noqa: B018 (computes it)
 
+    def check_unreferenced(self, what):
+        """A RuntimeError, LiteRT's, when an array from Interpreter.tensor() is still alive: `what`
+        replaces the storage, and a write into that array would be lost without a word."""
+        if self.storage is not None and self.storage.referenced():
+            raise RuntimeError(
+                "There is at least 1 reference to internal data in the interpreter in the form of a numpy array "
+                f"or slice (from tensor()): {what} would leave it pointing at memory the interpreter no longer "
+                "uses. Hold the function tensor() returns, not its array, and call it again afterwards.")
+
+    def resize_input(self, tensor, shape):
+        """Give input `tensor` a new shape, which the next allocate() propagates through the graph."""
+        self.check_unreferenced("resizing an input")
+        self.input_shapes[tensor.index] = shape
+        self.storage = None
+        self.release()
+        tensor.shape = shape  # the details show the new shape at once, as in LiteRT
+
     def make_storage(self, graph):
         """{tensor index: array}: constants as they are, every other tensor a zeroed view into one
         allocation (one calloc, whose pages the OS maps only once written: the tensors a GPU
@@ -181,8 +227,7 @@ class _Executor:
             largest = max((t for t, _, _ in placed), key=lambda t: t.size, default=None)
             raise ModelError(f"the model's tensors need {total:,} bytes, which do not fit in memory (the largest: "
                              f"tensor {largest.index} ({largest.name!r}) of shape {list(largest.shape)})") from None
-        for tensor, dtype, offset in placed:
-            storage[tensor.index] = np.ndarray(tensor.shape, dtype, block, offset)
+        storage.place(block, {tensor.index: (tensor.shape, dtype, offset) for tensor, dtype, offset in placed})
         return storage
 
     def plan(self, graph, delegates):
@@ -305,11 +350,8 @@ class Interpreter:
                 if old != -1 and old != new:
                     raise ValueError(f"strict resize of input {input_index}: dimension {dim} is fixed at {old}")
         with self._lock:
-            self._main.input_shapes[tensor.index] = shape
-            self._main.storage = None
-            self._main.release()
+            self._main.resize_input(tensor, shape)
             self._resize_pending = True
-            tensor.shape = shape  # the details show the new shape at once, as in LiteRT
 
     # -- details --------------------------------------------------------------------------
     def _details(self, tensor, name=None):
@@ -356,10 +398,17 @@ class Interpreter:
         return np.array(executor.storage[tensor.index], copy=True)
 
     def tensor(self, tensor_index):
-        """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT."""
+        """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT: the
+        view stays valid across invoke(); allocate_tensors() and resize_tensor_input() raise
+        RuntimeError while one is alive (hold the function, call it again afterwards). A
+        constant's view is read-only."""
         self._require_allocated()
-        tensor = self._tensor(tensor_index)
-        return lambda: self._main.storage[tensor.index]
+        index = self._tensor(tensor_index).index
+        return lambda: self._view(index)
+
+    def _view(self, index):
+        self._require_allocated()
+        return self._main.storage.view(index)
 
     def reset_all_variables(self):
         """Zero every variable tensor (LSTM state) of the allocated subgraphs."""

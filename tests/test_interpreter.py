@@ -72,6 +72,37 @@ def test_set_invoke_get_and_tensor_view():
     assert np.shares_memory(view, interp.tensor(out)())
 
 
+@pytest.mark.parametrize("make", [LiteRT, Interpreter], ids=["litert", "ours"])
+def test_held_tensor_arrays_block_reallocation(make):
+    """An array from tensor() would silently stop being the tensor once allocate_tensors() or
+    resize_tensor_input() replaced the storage: LiteRT refuses both while one (or a slice of one)
+    is alive, and so do we. Holding the function is fine."""
+    interp = make(model_content=add_model())
+    interp.allocate_tensors()
+    input_fn = interp.tensor(0)
+    row = input_fn()[0, 1]
+    for call in (interp.allocate_tensors, lambda: interp.resize_tensor_input(0, [2, 4, 4, 3])):
+        with pytest.raises(RuntimeError, match="There is at least 1 reference to internal data"):
+            call()
+    del row
+    interp.resize_tensor_input(0, [2, 4, 4, 3])
+    interp.allocate_tensors()
+    assert input_fn().shape == (2, 4, 4, 3)
+
+
+def test_writes_through_a_held_tensor_array_reach_invoke():
+    """Ours keeps tensor() arrays valid across invoke() (LiteRT refuses to invoke while one is alive)."""
+    interp = Interpreter(model_content=add_model())
+    interp.allocate_tensors()
+    x, out = interp.tensor(0)(), interp.get_output_details()[0]["index"]
+    for value in (1.0, 2.0):
+        x.fill(value)
+        interp.invoke()
+        assert np.array_equal(interp.get_tensor(out), np.full(x.shape, value + 0.5, np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        interp.tensor(1)()[...] = 0  # a constant: the model's data
+
+
 def test_set_tensor_errors_name_what_was_expected():
     interp = Interpreter(model_content=add_model())
     with pytest.raises(ValueError, match="allocate_tensors"):
