@@ -341,14 +341,7 @@ class Interpreter:
         tensor = self._tensor(input_index)
         if not any(tensor is t for t in self._main.graph.inputs):
             raise ValueError(f"tensor {input_index} is not an input of the model")
-        shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
-        if len(shape) != len(tensor.shape) or any(d < 1 for d in shape):
-            raise ValueError(f"cannot resize input {input_index} of shape {list(tensor.shape)} to {list(shape)}")
-        if strict:
-            signature = tensor.shape_signature or tensor.shape
-            for dim, (old, new) in enumerate(zip(signature, shape)):
-                if old != -1 and old != new:
-                    raise ValueError(f"strict resize of input {input_index}: dimension {dim} is fixed at {old}")
+        shape = _checked_shape(tensor, tensor_size, strict)
         with self._lock:
             self._main.resize_input(tensor, shape)
             self._resize_pending = True
@@ -447,7 +440,8 @@ class SignatureRunner:
         self._interpreter = interpreter
         self._signature = signature
         self._executor = interpreter._executor(signature.subgraph_index)
-        self._executor.allocate(interpreter._delegates)
+        if self._executor.storage is None:
+            self._executor.allocate(interpreter._delegates)
 
     def get_input_details(self):
         """{signature input name: details dict}."""
@@ -460,23 +454,58 @@ class SignatureRunner:
                 for name, i in self._signature.outputs.items()}
 
     def __call__(self, **inputs):
+        """Run the signature on inputs {signature input name: array}; returns {signature output
+        name: array (a copy)}. An input of another shape resizes it and re-allocates first, as
+        LiteRT's runner does."""
         expected = set(self._signature.inputs)
         if set(inputs) != expected:
             raise ValueError(f"signature {self._signature.key!r} takes inputs {sorted(expected)}, "
                              f"got {sorted(inputs)}")
-        for name, value in inputs.items():
-            _set(self._executor, self._executor.graph.tensors[self._signature.inputs[name]], value)
+        values = {self._signature.inputs[name]: np.asarray(value) for name, value in inputs.items()}
         with self._interpreter._lock:
+            self._fit(values)
+            for index, value in values.items():
+                _set(self._executor, self._executor.graph.tensors[index], value)
             self._executor.invoke()
-        return {name: np.array(self._executor.storage[i], copy=True)
-                for name, i in self._signature.outputs.items()}
+            return {name: np.array(self._executor.storage[i], copy=True)
+                    for name, i in self._signature.outputs.items()}
+
+    def _fit(self, values):
+        """Resize the inputs {tensor index: array} whose shape changed, then re-allocate if needed
+        (only then: re-planning recompiles the GPU partitions)."""
+        executor = self._executor
+        for index, value in values.items():
+            tensor = executor.graph.tensors[index]
+            if value.shape != tuple(tensor.shape):
+                _check_dtype(tensor, value)
+                executor.resize_input(tensor, _checked_shape(tensor, value.shape, strict=False))
+        if executor.storage is None:
+            executor.allocate(self._interpreter._delegates)
+
+
+def _checked_shape(tensor, tensor_size, strict):
+    """tensor_size as a shape the input `tensor` can take: its rank, every dimension >= 1, and
+    with `strict` only the dimensions its shape signature leaves free (-1) changed."""
+    shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+    if len(shape) != len(tensor.shape) or any(d < 1 for d in shape):
+        raise ValueError(f"cannot resize input {tensor.index} of shape {list(tensor.shape)} to {list(shape)}")
+    if strict:
+        signature = tensor.shape_signature or tensor.shape
+        for dim, (old, new) in enumerate(zip(signature, shape)):
+            if old != -1 and old != new:
+                raise ValueError(f"strict resize of input {tensor.index}: dimension {dim} is fixed at {old}")
+    return shape
+
+
+def _check_dtype(tensor, value):
+    if tensor.dtype is None or value.dtype != tensor.dtype:
+        raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got {value.dtype}, "
+                         f"expected {tensor.dtype}")
 
 
 def _set(executor, tensor, value):
     value = np.asarray(value)
-    if tensor.dtype is None or value.dtype != tensor.dtype:
-        raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got {value.dtype}, "
-                         f"expected {tensor.dtype}")
+    _check_dtype(tensor, value)
     target = executor.storage[tensor.index]
     if value.shape != target.shape:
         raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got shape {list(value.shape)}, "
