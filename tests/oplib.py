@@ -12,6 +12,7 @@ from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.writer import quantize_params
 from gles_delegate.tools.common import seeded_inputs
 from tests.litert import run_litert
+from tests.tolerance import sum_bound, ulp_bound
 
 SAME, VALID = 0, 1  # the schema's Padding
 CLAMPS = [0, 1, 2, 3]  # NONE, RELU, RELU_N1_TO_1, RELU6: the fused activations windowed kernels apply
@@ -126,10 +127,11 @@ def _extreme(values):
     return ~np.isfinite(values) | (np.abs(values) == np.finfo(values.dtype).max)
 
 
-def assert_close(ours, theirs, rel=1e-5, abs_tol=1e-6, quantum=None, what=""):
+def assert_close(ours, theirs, bound=None, quantum=None, what=""):
     """Float outputs: NaN, +-inf and +-max exactly where theirs has them, the other values within
-    rel * max|theirs| + abs_tol (max over those other values). Integer outputs: within `quantum`
-    steps (exact when None)."""
+    `bound` of theirs: an array of per-element bounds (tolerance.sum_bound), or by default
+    tolerance.ulp_bound of the other values. Integer outputs: within `quantum` steps (exact
+    when None)."""
     assert ours.shape == theirs.shape, f"{what}: shape {ours.shape} != {theirs.shape}"
     assert ours.dtype == theirs.dtype, f"{what}: dtype {ours.dtype} != {theirs.dtype}"
     if ours.dtype.kind in "iub":
@@ -141,19 +143,27 @@ def assert_close(ours, theirs, rel=1e-5, abs_tol=1e-6, quantum=None, what=""):
     assert np.array_equal(_extreme(ours), extreme), f"{what}: NaN / inf / max positions differ"
     assert np.array_equal(ours[extreme], theirs[extreme], equal_nan=True), f"{what}: inf / max values differ"
     ours, theirs = ours[~extreme].astype(np.float64), theirs[~extreme].astype(np.float64)
-    scale = float(np.max(np.abs(theirs), initial=0.0))
-    err = float(np.max(np.abs(ours - theirs), initial=0.0))
-    assert err <= rel * scale + abs_tol, f"{what}: max abs error {err:.3g} > {rel} x {scale:.3g} + {abs_tol}"
+    bound = np.broadcast_to(ulp_bound(theirs) if bound is None else np.broadcast_to(bound, extreme.shape)[~extreme],
+                            theirs.shape)
+    diff = np.abs(ours - theirs)
+    if np.any(diff > bound):
+        k = int(np.argmax(diff - bound))
+        raise AssertionError(f"{what}: max abs error {diff.max():.3g}; {diff[k]:.3g} > its bound {bound[k]:.3g} "
+                             f"at {ours[k]:.9g} vs {theirs[k]:.9g}")
 
 
-def check_op(op, inputs, options=None, rel=1e-5, abs_tol=1e-6, quantum=None, resolver="builtin", **kwargs):
-    """Build a one-op model, run it on our reference and on LiteRT, and compare every output."""
+def check_op(op, inputs, options=None, quantum=None, resolver="builtin", bound=None, **kwargs):
+    """Build a one-op model, run it on our reference and on LiteRT, and compare every output:
+    within `bound` (per element) when given, else summing ops within tolerance.sum_bound, the
+    others within tolerance.ulp_bound."""
     model = single_op_model(op, inputs, options, **kwargs)
     values = feeds(inputs)
     ours = run_ours(model, values)
     theirs = run_litert(model, values, resolver=resolver)
+    bounds = [bound] * len(ours) if bound is not None else \
+        sum_bound(first_node(model), [None if s is None else s.value for s in inputs])
     for k, (a, b) in enumerate(zip(ours, theirs)):
-        assert_close(a, b, rel, abs_tol, quantum, what=f"{op} output {k}")
+        assert_close(a, b, None if bounds is None else bounds[k], quantum, what=f"{op} output {k}")
     return ours, theirs
 
 
@@ -214,8 +224,9 @@ def check_model_nodes(path, op_names, quantum=None, litert_may_fail=False):
         what = f"{Path(path).stem} {node.label}"
         assert ops.unsupported_reason(node) is None, f"{what}: {ops.unsupported_reason(node)}"
         inputs = [None if t is None else t.data if t.is_const else litert.get_tensor(t.index) for t in node.inputs]
-        for tensor, value in zip(node.outputs, ops.run_node(node, inputs)):
-            assert_close(value, litert.get_tensor(tensor.index), quantum=quantum, what=what)
+        bounds = sum_bound(node, inputs) or [None] * len(node.outputs)
+        for tensor, value, bound in zip(node.outputs, ops.run_node(node, inputs), bounds):
+            assert_close(value, litert.get_tensor(tensor.index), bound, quantum, what=what)
     return len(nodes)
 
 

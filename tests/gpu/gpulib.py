@@ -5,25 +5,37 @@ from gles_delegate import GpuDelegate
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels.base import KernelEnv
 from tests.oplib import In, feeds, run_ours, single_op_model, single_op_node
+from tests.tolerance import F16_U, F16_ULPS, F32_U, sum_bound, ulp_bound
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 # MIN_INVOCATIONS of the conv-family kernels that force 1 x 1 blocks / the largest blocks.
 NO_BLOCKING, MOST_BLOCKING = 10 ** 9, 0
 
 
-def tolerance(precision, reference):
-    """Allowed max abs error: FP32 1e-5 x max|ref| + 1e-6; half storage 1e-2 x max|ref| + 1e-4."""
-    scale = float(np.max(np.abs(reference), initial=0.0))
-    return 1e-5 * scale + 1e-6 if precision == "fp32" else 1e-2 * scale + 1e-4
+def tolerance(precision, reference, node=None, inputs=None):
+    """Allowed abs error of each element of `reference` (an array broadcastable to its shape),
+    the reference output of `node` on `inputs` as stored: a summing node's tolerance.sum_bound in
+    the precision the kernel accumulates in, any other's tolerance.ulp_bound; half storage adds
+    F16_ULPS half ulps of max|reference| for the rounding of the output (and of intermediates
+    inside the kernel)."""
+    sums = None if node is None else sum_bound(node, inputs, F16_U if precision == "fp16" else F32_U)
+    if precision == "fp32":
+        return ulp_bound(reference) if sums is None else sums[0]
+    return ulp_bound(reference, F16_ULPS, np.float16) + (0.0 if sums is None else sums[0])
 
 
-def assert_gpu_matches(reference, gpu, precision, what=""):
+def assert_gpu_matches(reference, gpu, precision, what="", node=None, inputs=None):
+    """The GPU's output within tolerance(precision, reference, node, inputs) of the reference,
+    NaN where it has NaN."""
     assert gpu.shape == reference.shape, f"{what}: shape {gpu.shape} != {reference.shape}"
     assert np.array_equal(np.isnan(gpu), np.isnan(reference)), f"{what}: NaN positions differ"
     finite = ~np.isnan(reference)
-    err = float(np.max(np.abs(gpu[finite].astype(np.float64) - reference[finite]), initial=0.0))
-    limit = tolerance(precision, reference[finite])
-    assert err <= limit, f"{what} [{precision}]: max abs error {err:.3g} > {limit:.3g}"
+    limit = np.broadcast_to(tolerance(precision, reference, node, inputs), reference.shape)[finite]
+    err = np.abs(gpu[finite].astype(np.float64) - reference[finite])
+    if np.any(err > limit):
+        k = int(np.argmax(err - limit))
+        raise AssertionError(f"{what} [{precision}]: max abs error {err.max():.3g}; {err[k]:.3g} > its bound "
+                             f"{limit[k]:.3g}")
 
 
 def dispatches(op, inputs, options=None, **model_kwargs):
@@ -58,6 +70,7 @@ def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, **model_k
     reference = run_ours(single_op_model(op, stored, options, **model_kwargs), feeds(stored))
     gpu, summary = run_gpu(model, feeds(inputs), precision)
     assert summary["gpu_nodes"] == gpu_nodes, f"{op} did not run on the GPU: {summary}"
+    node, stored_values = single_op_node(op, stored, options, **model_kwargs), [None if s is None else s.value for s in stored]
     for k, (r, g) in enumerate(zip(reference, gpu)):
-        assert_gpu_matches(r, g, precision, what=f"{op} output {k}")
+        assert_gpu_matches(r, g, precision, f"{op} output {k}", node if k == 0 else None, stored_values)
     return reference, gpu

@@ -10,7 +10,7 @@ from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
 from gles_delegate.gpu import compiler, workgroups
 from gles_delegate.gpu.kernels.base import Dispatch
-from tests.oplib import run_ours
+from tests.oplib import assert_close, run_ours
 from tests.transforms.rulelib import Chain, check_gpu, random
 
 
@@ -163,7 +163,7 @@ def test_tuning_keeps_the_fastest_workgroup_of_each_dispatch(monkeypatch):
     model, values = tuning_model(), [random((1, 12, 12, 8))]
     reference = run_ours(model, values)
     outputs, plan = compiled(model, values, tune_workgroups=True)
-    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert_close(outputs[0], reference[0])
     assert plan.tuned and len(plan.workgroups) == len(plan.steps)
     heuristic = compiled(model, values)[1].workgroups
     changed = 0
@@ -190,7 +190,7 @@ def test_real_timer_runs_or_explains_why_not(caplog):
     model, values = tuning_model(), [random((1, 12, 12, 8))]
     with caplog.at_level(logging.WARNING, logger="gles_delegate"):
         outputs, plan = compiled(model, values, tune_workgroups=True)
-    np.testing.assert_allclose(outputs[0], run_ours(model, values)[0], rtol=1e-5, atol=1e-5)
+    assert_close(outputs[0], run_ours(model, values)[0])
     assert plan.tuned or "workgroup tuning skipped" in caplog.text
 
 

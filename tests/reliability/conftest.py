@@ -9,6 +9,7 @@ import pytest
 from gles_delegate import GpuError
 from gles_delegate.gpu import context as gl
 from gles_delegate.tflite import ModelBuilder
+from tests.oplib import assert_close
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -73,7 +74,7 @@ def invoke(interpreter, x):
 
 def assert_same(got, want):
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        assert_close(g, w)
 
 
 def conv_model(shape=(1, 8, 8, 3), seed=0):

@@ -17,6 +17,7 @@ from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.delegate import parse_plugin_options
 from gles_delegate.graph import Node, Tensor
 from gles_delegate.tflite import ModelBuilder
+from tests.oplib import assert_close
 from tests.reliability.conftest import assert_same, invoke, live_gl_objects, pending_gl_error
 
 pytestmark = pytest.mark.usefixtures("gpu_available")
@@ -389,7 +390,7 @@ def test_debug_nonfinite_with_a_nonfinite_input_and_preserved_tensors():
         assert (report["node"], report["tensor"], report["dispatch"], report["element"]) == \
             (None, "x", None, (0, 0, 0, 0))
         names = {d["name"]: d["index"] for d in it.get_tensor_details()}
-        np.testing.assert_allclose(it.get_tensor(names["conv_out"])[0, 1, 1], np.full(4, 1.2), rtol=1e-5)
+        assert_close(it.get_tensor(names["conv_out"])[0, 1, 1], np.full(4, 1.2, np.float32))
 
 
 def test_debug_nonfinite_is_off_by_default_and_parsed():

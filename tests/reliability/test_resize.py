@@ -5,6 +5,7 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder
+from tests.oplib import assert_close
 from tests.reliability.conftest import conv_model
 
 
@@ -32,7 +33,7 @@ def test_resize_replans_the_gpu_partition(shape):
         assert len(live) == 1 and live[0].plan.inputs[0].shape == shape
         assert [o.shape for o in got] == [shape[:3] + (4,), (shape[0], 1, 1, 4)]
         for g, e in zip(got, expected):
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+            assert_close(g, e)
 
 
 @pytest.mark.usefixtures("gpu_available")
@@ -50,7 +51,7 @@ def test_resize_back_and_forth_on_one_interpreter():
             got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
             _, expected = run(model, shape, x)
             for g, e in zip(got, expected):
-                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+                assert_close(g, e)
         assert len([p for p in delegate.partitions if p.steps]) == 1
 
 
@@ -140,7 +141,7 @@ def reshape_to_computed_shape_model():
 def test_resize_through_a_computed_shape():
     x = np.random.default_rng(2).uniform(-3, 3, (4, 5, 3)).astype(np.float32)
     _, (got,) = run(reshape_to_computed_shape_model(), (4, 5, 3), x)
-    np.testing.assert_allclose(got, 1 / (1 + np.exp(-x)), rtol=1e-6)
+    assert_close(got, (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32))
 
 
 def two_input_model():

@@ -1,0 +1,97 @@
+"""How far two evaluations of one op may differ, derived from the numbers rather than tuned on one
+machine.
+
+Two kinds of bound:
+- Sums (convolutions, fully connected, average pooling, mean / sum): any order of evaluating a
+  sum of K products in a precision of unit roundoff u, FMA or not, lands within gamma(K + 1) x
+  sum|terms| of the exact value (Higham, Accuracy and Stability of Numerical Algorithms, 3.1),
+  so two such evaluations (ours and LiteRT's, or the GPU's and the reference's) differ by at most
+  twice that, element by element. sum|terms| is the op itself run on |inputs| without its
+  clamp (which is 1-Lipschitz and can only shrink a difference). A one-float32-step difference at
+  an accumulator of 1024 that cancels down to an output of 6 is inside it; a wrong tap is not.
+- Everything else: a number of ulps (float32 or half spacing) of the output's largest magnitude:
+  different libm / polynomial approximations and orders of a handful of operations.
+A floor of a few smallest normals covers hardware that flushes subnormal results to zero.
+"""
+import dataclasses
+
+import numpy as np
+
+from gles_delegate import ops
+
+F32_U, F16_U = 2.0 ** -24, 2.0 ** -11  # unit roundoff: half the spacing at 1.0
+F32_TINY, F16_TINY = float(np.finfo(np.float32).tiny), float(np.finfo(np.float16).tiny)
+# Elementwise math: 128 float32 ulps of the output's magnitude (0.8e-5 to 1.5e-5 of it); half
+# storage 10 half ulps (1e-2 to 2e-2 of it), once for the stored input and once for the output.
+F32_ULPS, F16_ULPS = 128, 10
+
+
+def gamma(terms, u):
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of an n-step float sum."""
+    return terms * u / (1 - terms * u) if terms * u < 1 else np.inf
+
+
+def _window_terms(node, inputs):
+    options = node.options
+    return options["filter_height"] * options["filter_width"]
+
+
+def _reduced_terms(node, inputs):
+    shape = np.shape(inputs[0])
+    axes = {int(a) % len(shape) for a in np.asarray(inputs[1]).reshape(-1)} if shape else set()
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def _filter_terms(axes):
+    return lambda node, inputs: int(np.prod([np.shape(inputs[1])[a] for a in axes]))
+
+
+# op -> (fn(node, inputs) -> how many products or addends each output element sums at most, the
+# operands that must be float for the sum to be a float one: a hybrid or quantized node sums
+# integers exactly and only rounds its final scaling, which the default ulp bound covers).
+SUM_TERMS = {
+    "CONV_2D": (_filter_terms((1, 2, 3)), (0, 1)),
+    "DEPTHWISE_CONV_2D": (_filter_terms((1, 2)), (0, 1)),
+    "FULLY_CONNECTED": (_filter_terms((1,)), (0, 1)),
+    "TRANSPOSE_CONV": (_filter_terms((1, 2, 3)), (1, 2)),
+    "Convolution2DTransposeBias": (_filter_terms((1, 2, 3)), (0, 1)),
+    "AVERAGE_POOL_2D": (_window_terms, (0,)),
+    "MEAN": (_reduced_terms, (0,)),
+    "SUM": (_reduced_terms, (0,)),
+}
+
+
+def _is_float(value):
+    return value is not None and np.asarray(value).dtype.kind == "f"
+
+
+def sum_magnitudes(node, inputs):
+    """sum|terms| of every output element of a float summing node (SUM_TERMS), float64: the
+    node's reference kernel on |inputs| (float inputs only) with no fused activation. One array
+    per output, or None when the node is not a float sum."""
+    if node.op not in SUM_TERMS or not all(_is_float(inputs[k]) for k in SUM_TERMS[node.op][1]):
+        return None
+    unclamped = dataclasses.replace(node, options={**node.options, "fused_activation_function": 0})
+    absolute = [np.abs(x) if _is_float(x) else x for x in inputs]
+    return [np.abs(out.astype(np.float64)) for out in ops.run_node(unclamped, absolute)]
+
+
+def sum_bound(node, inputs, u=F32_U):
+    """Per-element bounds (one float64 array per output) on |a - b| between two evaluations of a
+    summing node in unit roundoff u (both accumulate in it), or None when the node is not one."""
+    magnitudes = sum_magnitudes(node, inputs)
+    if magnitudes is None:
+        return None
+    terms = SUM_TERMS[node.op][0](node, inputs) + 1  # + the bias, or the division of a mean
+    tiny = F32_TINY if u == F32_U else F16_TINY
+    return [2 * gamma(terms, u) * m + 2 * terms * tiny for m in magnitudes]
+
+
+def ulp_bound(reference, ulps=F32_ULPS, dtype=np.float32):
+    """`ulps` spacings of `dtype` at max|reference| (finite values), plus two smallest normals
+    (a result flushed to zero): the allowed max abs error of a non-summing op."""
+    finite = np.abs(reference[np.isfinite(reference)]).astype(np.float64)
+    scale = float(np.max(finite, initial=0.0))
+    info = np.finfo(dtype)
+    spacing = float(np.spacing(dtype(min(scale, float(info.max)))))
+    return ulps * spacing + 2 * float(info.tiny)
