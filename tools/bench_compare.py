@@ -8,7 +8,6 @@ inputs + invoke + read outputs, the median of --runs runs after --warmup runs; t
 back-to-back invokes on fixed inputs. Writes results.md (a Markdown table, with the command that
 produced it) and results.json.
 """
-import argparse
 import json
 import os
 import platform
@@ -116,28 +115,23 @@ def markdown(rows, command, device):
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
 
 
-def model_paths(items):
-    paths = []
-    for item in items:
-        item = Path(item)
-        paths += sorted(item.glob("*.tflite")) if item.is_dir() else [Path(common.resolve_model(str(item)))]
-    return paths
-
-
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="+", help="model files, directories of them, or MediaPipe model names")
+    parser = common.tool_parser("gles-bench-compare", __doc__)
+    parser.add_argument("models", nargs="+", type=common.model_files, help="model files, directories of them, or MediaPipe model names")
     parser.add_argument("--runs", type=common.positive_int, default=50)
     parser.add_argument("--warmup", type=common.non_negative_int, default=10)
-    parser.add_argument("--out", default="bench_compare", help="directory for results.md and results.json")
+    parser.add_argument("--out", type=common.output_dir, default="bench_compare", help="directory for results.md and results.json")
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), lambda args: run(args, argv), argv)
+
+
+def run(args, argv):
     command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
     rows, text = [], ""
-    for path in model_paths(args.models):
+    for path in [path for group in args.models for path in group]:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, args))
         text = write_results(rows, command, Path(args.out))  # after every model: a cut-short run keeps its rows

@@ -263,24 +263,27 @@ def dispatch_benchmark(rounds=15, count=1000):
     return "\n".join(lines)
 
 
-def _models(paths):
-    found = []
-    for path in paths:
-        path = Path(path)
-        found += sorted(path.glob("*.tflite")) if path.is_dir() else [path]
-    return found
+def merge_group(text):
+    """argparse type of --merge: 'LABEL=TABLE[,TABLE...]' -> (label, [paths]), every path a file."""
+    label, _, paths = text.partition("=")
+    if not label or not paths:
+        raise argparse.ArgumentTypeError(f"expected LABEL=TABLE[,TABLE...], got {text!r}")
+    missing = [path for path in paths.split(",") if not Path(path).is_file()]
+    if missing:
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file {missing[0]!r}")
+    return label, paths.split(",")
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", help=".tflite files or directories of them")
+    parser = common.tool_parser("gles-bench-init", __doc__)
+    parser.add_argument("--models", nargs="+", type=common.model_files, help=".tflite files or directories of them")
     parser.add_argument("--repeat", type=common.positive_int, default=3)
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
     parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"))
-    parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--out", type=common.output_file, help="also write the table to this file")
     parser.add_argument("--dispatch", action="store_true",
                         help="instead: the per-dispatch cost of our ctypes Program against moderngl's")
-    parser.add_argument("--merge", nargs="+", metavar="LABEL=TABLE[,TABLE...]",
+    parser.add_argument("--merge", nargs="+", type=merge_group, metavar="LABEL=TABLE[,TABLE...]",
                         help="instead: one table of the start-up columns of earlier runs' --out files, "
                              "a column group per LABEL (a platform)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -289,42 +292,38 @@ def build_parser():
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return common.run_main(build_parser(), lambda args: run(args, argv), argv)
+
+
+def run(args, argv):
     if args.worker:
         print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api)))
         return 0
     if args.merge:
-        groups = []
-        for item in args.merge:
-            label, _, paths = item.partition("=")
-            if not label or not paths:
-                parser.error(f"--merge {item!r}: expected LABEL=TABLE[,TABLE...]")
-            groups.append((label, paths.split(",")))
-        text = merge_tables(groups)
-        print(text)
-        if args.out:
-            common.write_atomic(args.out, text + "\n")
-        return 0
-    if args.dispatch:
+        text = merge_tables(args.merge)
+    elif args.dispatch:
         text = f"`gles-bench-init --dispatch`\n\n{dispatch_benchmark()}"
-        print(text)
-        if args.out:
-            Path(args.out).write_text(text + "\n")
-        return 0
-    models = _models(args.models or [])
-    if not models:
-        parser.error("--models: no .tflite files found")
+    elif args.models:
+        text = start_up_table(args, argv)
+    else:
+        raise argparse.ArgumentTypeError("one of --models, --dispatch or --merge is needed")
+    print(text)
+    if args.out:
+        common.write_atomic(args.out, text + "\n")
+    return 0
+
+
+def start_up_table(args, argv):
+    """table() of every model of --models, written to --out after each model too."""
     command = "gles-bench-init " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     results = {}
-    for model in models:
+    for model in [model for group in args.models for model in group]:
         print(f"{model.stem} ...", file=sys.stderr, flush=True)
         results[model.stem] = measure(str(model), args)
         text = table(results, command, args)
         if args.out:  # after every model, replaced whole: a cut-short run keeps its rows
             common.write_atomic(args.out, text + "\n")
-    print(text)
-    return 0
+    return text
 
 
 if __name__ == "__main__":

@@ -59,9 +59,9 @@ def parse_bool(text):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="gles-benchmark", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graph", required=True, help="the .tflite model (or a MediaPipe model name)")
+    p = common.tool_parser("gles-benchmark", __doc__)
+    p.add_argument("--graph", required=True, type=common.model_file,
+                   help="the .tflite model (or a MediaPipe model name)")
     p.add_argument("--use_gpu", type=parse_bool, nargs="?", const=True, default=True,
                    help="run on the GPU delegate (default true); false: the numpy reference kernels")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
@@ -76,14 +76,15 @@ def build_parser():
                    help="interpreter threads (-1: default). gles_delegate's numpy CPU path ignores it; "
                         "LiteRT (--compare) uses it")
     common.add_max_delegated_partitions(p)
-    p.add_argument("--serialization_dir", "--delegate_serialize_dir", default=None,
+    p.add_argument("--serialization_dir", "--delegate_serialize_dir", type=common.output_dir, default=None,
                    help="GpuDelegateOptions.serialization_dir (program and plan cache)")
     p.add_argument("--model_token", "--delegate_serialize_token", default=None,
                    help="GpuDelegateOptions.model_token (cache key of the model)")
     p.add_argument("--compare", choices=["litert"], default=None,
                    help="also time ai-edge-litert (XNNPACK, and its GPU accelerator where one works)")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--json", type=common.output_file, default=None, metavar="FILE",
+                   help="also write the results as JSON")
     return p
 
 
@@ -343,12 +344,11 @@ def print_report(result):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    return common.run_tool(lambda: _main(args))
+    return common.run_main(build_parser(), run, argv)
 
 
-def _main(args):
-    path = common.resolve_model(args.graph)
+def run(args):
+    path = args.graph
     size_mb = os.path.getsize(path) / 1e6
     print(f"gles-benchmark (gles_delegate {common.package_version()})")
     print(f"Graph: [{path}] ({size_mb:.2f} MB)")

@@ -16,16 +16,29 @@ import sys
 
 import numpy as np
 
+from gles_delegate.tools import common
+
+
+def stand_ins_dir(text):
+    """argparse type of --shared-models: a directory holding build_keras_tflite.py."""
+    if not os.path.isfile(os.path.join(text, "build_keras_tflite.py")):
+        raise argparse.ArgumentTypeError(f"{text!r} holds no build_keras_tflite.py")
+    return text
+
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
-    parser.add_argument("--shared-models", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models"))
+    parser = common.tool_parser("python tools/build_quantized_mobilenet.py", __doc__)
+    parser.add_argument("out", type=common.output_dir)
+    parser.add_argument("--shared-models", type=stand_ins_dir,
+                        default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models"))
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
     sys.argv = [sys.argv[0], args.out]  # build_keras_tflite reads its output dir from argv at import
     sys.path.insert(0, os.path.abspath(args.shared_models))
     import build_keras_tflite as stand_ins  # noqa: E402  (TensorFlow is imported here)

@@ -18,8 +18,44 @@ from pathlib import Path
 
 import numpy as np
 
+from gles_delegate import GpuError, ModelError
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.serialization import package_version  # noqa: F401 (the tools' version line)
+from gles_delegate.tflite.reader import FILE_IDENTIFIER
+
+
+# -- command lines --------------------------------------------------------------------------
+class ToolError(Exception):
+    """A failure a tool states in one line, without a traceback (a missing optional package)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with a one-line error, `prog: error: message` and exit status 2 (the
+    usage is one --help away rather than repeated above every mistake)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
+
+
+def tool_parser(prog, doc):
+    """A tool's parser: the description is the first paragraph of the module docstring `doc`
+    (whole sentences), the rest of it the epilog, both with their line breaks."""
+    description, _, rest = doc.strip().partition("\n\n")
+    return ArgumentParser(prog=prog, description=description, epilog=rest or None,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run_main(parser, body, argv=None):
+    """body(parsed argv)'s exit status. An ordinary mistake ends the tool with one line and exit
+    status 2: a bad argument (argparse), a model that turns out malformed (ModelError), a GPU
+    that cannot do the work (GpuError), a file that cannot be read or written (OSError), a
+    ToolError. Any other exception is a bug and keeps its traceback."""
+    try:
+        return body(parser.parse_args(argv))
+    except argparse.ArgumentTypeError as exc:  # a check the body made (a derived default path)
+        parser.error(str(exc))
+    except (ModelError, GpuError, OSError, ToolError) as exc:
+        parser.error(f"{type(exc).__name__}: {exc}")
 
 
 # -- command-line values --------------------------------------------------------------------
@@ -49,19 +85,76 @@ def add_max_delegated_partitions(parser):
                              "(0: no limit; default: the option's default, 1)")
 
 
-# -- models and inputs ----------------------------------------------------------------------
-def resolve_model(name_or_path):
-    """A .tflite path as given, or one of the MediaPipe model names (fetched once, cached)."""
-    if os.path.exists(name_or_path):
-        return Path(name_or_path)
+def model_file(text):
+    """argparse type: a .tflite file (a regular file with the TFL3 flatbuffer identifier) or a
+    MediaPipe model name (fetched once, cached); its Path."""
     from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
-    if name_or_path in MODEL_NAMES:
-        return Path(model_path(name_or_path))
-    print(f"error: no such model file {name_or_path!r} (nor a MediaPipe model name: {', '.join(MODEL_NAMES)})",
-          file=sys.stderr)
-    raise SystemExit(2)
+    path = Path(text)
+    if not path.exists():
+        if text in MODEL_NAMES:
+            return Path(model_path(text))
+        raise argparse.ArgumentTypeError(f"no such model file {text!r} (nor a MediaPipe model name: "
+                                         f"{', '.join(MODEL_NAMES)})")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a .tflite model file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)  # a flatbuffer's root offset, then its 4-byte file identifier
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {exc.strerror}") from None
+    if head[4:8] != FILE_IDENTIFIER:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a .tflite model (its file identifier is "
+                                         f"{head[4:8]!r}, a .tflite file's is {FILE_IDENTIFIER!r})")
+    return path
 
 
+def model_files(text):
+    """argparse type of tools that also take directories: [model_file(text)], or every .tflite
+    file in the directory `text` (at least one)."""
+    path = Path(text)
+    if not path.is_dir():
+        return [model_file(text)]
+    found = sorted(path.glob("*.tflite"))
+    if not found:
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory without .tflite files")
+    return [model_file(str(p)) for p in found]
+
+
+def output_file(text):
+    """argparse type: a file the tool will write, checked now rather than after the work: its
+    directory exists and takes a new file. The text as given."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {str(path.parent)!r} is not a directory")
+    _check_writable(path.parent, text)
+    return text
+
+
+def output_dir(text):
+    """argparse type: a directory the tool will write into (made when missing), checked now: the
+    nearest part of the path that exists is a directory that takes a new file. The text as given."""
+    path = Path(text)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot make directory {text!r}: {str(existing)!r} is a file")
+    _check_writable(existing, text)
+    return text
+
+
+def _check_writable(directory, text):
+    """Create (and remove) a temporary file in `directory`: the one check that also holds for
+    root, read-only mounts and /proc, where permission bits say nothing."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {str(directory)!r} takes no new file "
+                                         f"({exc.strerror})") from None
+
+
+# -- models and inputs ----------------------------------------------------------------------
 def seeded_inputs(details, seed=0):
     """One seeded random array per input detail dict: floats uniform in [-1, 1), integers over
     their range clipped to [-1000, 1000], booleans 0/1 (as benchmark_model does, seeded)."""
@@ -160,17 +253,6 @@ def mb(nbytes):
 
 def shape_text(shape):
     return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
-
-
-def run_tool(main_body):
-    """Run a tool's body; a model we cannot load or a GPU we cannot use ends it with a one-line
-    error and exit status 2 instead of a traceback."""
-    from gles_delegate import GpuError, ModelError
-    try:
-        return main_body()
-    except (GpuError, ModelError) as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
 
 
 # -- LiteRT ---------------------------------------------------------------------------------

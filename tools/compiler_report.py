@@ -17,7 +17,6 @@ GPU_ROUNDS; n/a on a GPU whose timer does not time compute work, such as llvmpip
 time. --markdown writes the table as Markdown (docs/compiler.md holds one). --rules prints, per
 model, how often each rule applied and was skipped.
 """
-import argparse
 import collections
 import sys
 import time
@@ -146,11 +145,11 @@ def markdown(rows, command):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="gles-compiler-report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", help="model paths or MediaPipe names (default: the 14 MediaPipe models)")
+    parser = common.tool_parser("gles-compiler-report", __doc__)
+    parser.add_argument("models", nargs="*", type=common.model_file, help="model paths or MediaPipe names (default: the 14 MediaPipe models)")
     parser.add_argument("--mediapipe", action="store_true", help="also the 14 MediaPipe models")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
+    parser.add_argument("--markdown", metavar="FILE", type=common.output_file, help="also write the table as Markdown")
     parser.add_argument("--rules", action="store_true", help="print each model's rule tally")
     parser.add_argument("--parity", action="store_true", help="also run each model and report its error")
     parser.add_argument("--gpu-time", action="store_true", help="also time one invoke on the GPU, three ways")
@@ -158,16 +157,14 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    return common.run_tool(lambda: _main(args, argv))
+    return common.run_main(build_parser(), lambda args: run(args, argv), argv)
 
 
-def _main(args, argv):
+def run(args, argv):
     from gles_delegate.tools.fetch_models import MODEL_NAMES
     rows = []
-    names = (list(MODEL_NAMES) if args.mediapipe or not args.models else []) + list(args.models)
-    for name in names:
-        path = common.resolve_model(name)
+    mediapipe = [common.model_file(name) for name in MODEL_NAMES] if args.mediapipe or not args.models else []
+    for path in mediapipe + args.models:
         row = measure(path, args.precision)
         if args.parity:
             row["parity"] = parity(path, args.precision)

@@ -6,8 +6,6 @@ Fetches MediaPipe's selfie_segmentation (from the mediapipe wheel on PyPI) unles
 model, runs it on the GPU delegate, and prints what ran where, each output's agreement with
 the reference runtime (ai-edge-litert) and with our numpy reference, and timings.
 """
-import argparse
-import os
 import statistics
 import sys
 import time
@@ -16,7 +14,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import common
-from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
+from gles_delegate.tools.fetch_models import MODEL_NAMES
 
 
 def run(interpreter, inputs):
@@ -55,16 +53,19 @@ def agreement(ours, theirs):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="selfie_segmentation", help=f"a path or one of {', '.join(MODEL_NAMES)}")
+    parser = common.tool_parser("python -m gles_delegate.tools.demo", __doc__)
+    parser.add_argument("--model", type=common.model_file, default="selfie_segmentation", help=f"a path or one of {', '.join(MODEL_NAMES)}")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16_fp32acc"])
     parser.add_argument("--runs", type=common.positive_int, default=20)
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    path = args.model if os.path.exists(args.model) else model_path(args.model)
+    return common.run_main(build_parser(), demo, argv)
+
+
+def demo(args):
+    path = args.model
     print(f"model: {path}")
 
     delegate = GpuDelegate(precision=args.precision)

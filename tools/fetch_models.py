@@ -6,7 +6,6 @@ The wheel (35.7 MB) is downloaded once with pip (no dependencies); its 14 .tflit
 extracted and checked against known sha256 sums. The cache is $GLES_DELEGATE_CACHE, else
 ~/.cache/gles_delegate.
 """
-import argparse
 import hashlib
 import os
 import subprocess
@@ -14,6 +13,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from gles_delegate.tools import common
 
 MEDIAPIPE_VERSION = "0.10.14"
 SHA256 = {
@@ -53,7 +54,9 @@ def _download_wheel(dest):
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"mediapipe=={MEDIAPIPE_VERSION}",
            "--only-binary=:all:", "--platform", "manylinux2014_x86_64", "--python-version", "3.11",
            "--implementation", "cp", "--abi", "cp311", "-d", str(dest)]
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd)
+    if done.returncode:  # pip said why on stderr: most often, no route to PyPI
+        raise OSError(f"`pip download mediapipe=={MEDIAPIPE_VERSION}` failed with exit status {done.returncode}")
     wheels = sorted(Path(dest).glob(f"mediapipe-{MEDIAPIPE_VERSION}-*.whl"))
     if not wheels:
         raise RuntimeError(f"pip download left no mediapipe wheel in {dest}")
@@ -97,13 +100,23 @@ def model_path(name):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", help="target directory (default: the cache)")
+    parser = common.tool_parser("gles-fetch-models", __doc__)
+    parser.add_argument("--dir", type=common.output_dir, help="target directory (default: the cache)")
+    parser.add_argument("--list", action="store_true", help="only list the models and whether each is there")
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
+    if args.list:
+        directory = Path(args.dir) if args.dir else cache_dir()
+        for name in MODEL_NAMES:
+            there = (directory / f"{name}.tflite").exists()
+            print(f"{name:<32}  {'fetched' if there else 'not fetched'}")
+        return 0
     for name, path in fetch_models(args.dir).items():
         print(f"{path.stat().st_size:>9}  {path}")
     return 0

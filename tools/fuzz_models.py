@@ -1007,27 +1007,40 @@ def print_summary(summary, out=sys.stdout):
         print(f"  {f['file']}: {f['seed']}: {f['mutation']}: {f['message'][:160]}", file=out)
 
 
+def seed_names(text):
+    """argparse type of --models: comma-separated MediaPipe model names and/or 'small'."""
+    from gles_delegate.tools.fetch_models import MODEL_NAMES
+    names = [name for name in text.split(",") if name]
+    unknown = [name for name in names if name != "small" and name not in MODEL_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected MediaPipe model names and/or 'small', got {text!r}")
+    return names
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.tool_parser("gles-fuzz", __doc__)
     parser.add_argument("--cases", type=common.positive_int, default=None, help="number of mutated files (default: 500 "
                         "unless --minutes is given)")
     parser.add_argument("--minutes", type=common.positive_float, default=None, help="stop after this long")
     parser.add_argument("--seed", type=common.non_negative_int, default=0)
-    parser.add_argument("--models", default=",".join(SEED_MODELS + ("small",)),
+    parser.add_argument("--models", type=seed_names, default=",".join(SEED_MODELS + ("small",)),
                         help="seed models: MediaPipe names and/or 'small' (the writer-built ones)")
     parser.add_argument("--gpu", choices=("both", "on", "off"), default="both",
                         help="run each case without a delegate, with the GpuDelegate, or both")
     parser.add_argument("--timeout", type=common.positive_float, default=60.0, help="seconds per run")
     parser.add_argument("--memory-mb", type=common.non_negative_int, default=8192, help="RLIMIT_AS of the worker (0: none)")
-    parser.add_argument("--out", default="fuzz_findings", help="where findings are written")
-    parser.add_argument("--json", help="write the summary as JSON to this file")
+    parser.add_argument("--out", type=common.output_dir, default="fuzz_findings", help="where findings are written")
+    parser.add_argument("--json", type=common.output_file, help="write the summary as JSON to this file")
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
     cases = args.cases if args.cases is not None or args.minutes else 500
-    names = [n for n in args.models.split(",") if n]
+    names = args.models
     corpus = seed_corpus([n for n in names if n != "small"], include_small="small" in names)
     seeds = [Seed(name, data) for name, data in corpus.items()]
     modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.gpu]

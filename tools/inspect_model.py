@@ -10,7 +10,6 @@ its constants folded and its GPU partitions compiled, as allocate_tensors() does
 --dot FILE writes a Graphviz graph coloured by where each node runs; --svg also renders
 FILE.svg when Graphviz's `dot` is on PATH.
 """
-import argparse
 import collections
 import logging
 import os
@@ -29,14 +28,13 @@ IO_COLOUR = "#eeeeee"
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="gles-inspect", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite file or a MediaPipe model name")
+    p = common.tool_parser("gles-inspect", __doc__)
+    p.add_argument("model", type=common.model_file, help="a .tflite file or a MediaPipe model name")
     p.add_argument("--precision", choices=PRECISIONS, default=None)
     common.add_max_delegated_partitions(p)
     p.add_argument("--memory_strategy", choices=STRATEGIES, default=None)
     p.add_argument("--nodes", action="store_true", help="list every node")
-    p.add_argument("--dot", metavar="FILE", default=None, help="write a Graphviz DOT graph")
+    p.add_argument("--dot", metavar="FILE", type=common.output_file, default=None, help="write a Graphviz DOT graph")
     p.add_argument("--svg", action="store_true", help="also render FILE.svg with Graphviz's dot")
     return p
 
@@ -217,12 +215,11 @@ def dot_graph(interpreter, delegate):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    return common.run_tool(lambda: _main(args))
+    return common.run_main(build_parser(), run, argv)
 
 
-def _main(args):
-    path = common.resolve_model(args.model)
+def run(args):
+    path = args.model
     interpreter, delegate, log_lines = load(path, args)
     print(report(path, interpreter, delegate, log_lines, args.nodes))
     if args.dot:

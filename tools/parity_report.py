@@ -22,7 +22,6 @@ error}}, "thresholds": [...]}; keys are each node's output tensor name).
 
 Exit status: 0 when every compared op is within tolerance, 1 when one is not, 2 on bad usage.
 """
-import argparse
 import base64
 import html
 import io
@@ -516,11 +515,11 @@ Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance'
 
 # -- main -------------------------------------------------------------------------------------
 def build_parser():
-    p = argparse.ArgumentParser(prog="gles-parity", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite file or a MediaPipe model name")
+    p = common.tool_parser("gles-parity", __doc__)
+    p.add_argument("model", type=common.model_file, help="a .tflite file or a MediaPipe model name")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    p.add_argument("--out", default=None, help="report directory (default: ./parity_<model name>)")
+    p.add_argument("--out", type=common.output_dir, default=None,
+                   help="report directory (default: ./parity_<model name>)")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     common.add_max_delegated_partitions(p)
     p.add_argument("--no-litert", dest="litert", action="store_false", help="do not run LiteRT")
@@ -530,14 +529,13 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    return common.run_tool(lambda: _main(args))
+    return common.run_main(build_parser(), run, argv)
 
 
-def _main(args):
-    path = common.resolve_model(args.model)
+def run(args):
+    path = args.model
+    out = Path(args.out or common.output_dir(f"parity_{path.stem}"))  # checked before the runs
     report = analyse(path, args.precision, args.seed, args.max_delegated_partitions, args.litert)
-    out = Path(args.out or f"parity_{path.stem}")
     out.mkdir(parents=True, exist_ok=True)
     print_report(report, args.table)
     (out / "parity.json").write_text(json.dumps(_finite(report), indent=1, default=common.json_default))

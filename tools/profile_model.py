@@ -8,6 +8,7 @@ GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_tim
 they need a real GPU: llvmpipe's timer does not time compute work and reports them as n/a.
 """
 import argparse
+import importlib
 import statistics
 import sys
 import time
@@ -55,17 +56,35 @@ def issue_ms(partition, repeats=20):
     return elapsed
 
 
-def apply_setting(setting):
-    """Set a tuning constant of the package: 'gpu.runtime.FLUSH_FIRST=0' (module path below
-    gles_delegate, attribute, an int or float value); returns a function restoring it."""
-    import importlib
-    target, _, value = setting.partition("=")
+def tuning_setting(text):
+    """argparse type of --set: 'gpu.runtime.FLUSH_FIRST=0' (a module below gles_delegate, one of
+    its constants, a value) -> (text, module, attribute, value), the value converted to the
+    constant's type when that is a number."""
+    target, equals, value = text.partition("=")
     module_name, _, attribute = target.rpartition(".")
-    module = importlib.import_module(f"gles_delegate.{module_name}")
+    if not equals or not module_name:
+        raise argparse.ArgumentTypeError(f"expected MODULE.NAME=VALUE (a module below gles_delegate), got {text!r}")
+    try:
+        module = importlib.import_module(f"gles_delegate.{module_name}")
+    except ModuleNotFoundError:
+        raise argparse.ArgumentTypeError(f"no module gles_delegate.{module_name}") from None
     if not hasattr(module, attribute):
-        raise SystemExit(f"--set: gles_delegate.{module_name} has no {attribute}")
+        raise argparse.ArgumentTypeError(f"gles_delegate.{module_name} has no {attribute}")
     old = getattr(module, attribute)
-    setattr(module, attribute, type(old)(float(value)) if isinstance(old, (int, float)) else value)
+    if isinstance(old, (int, float)):
+        try:
+            value = type(old)(float(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a number, "
+                                             f"not {value!r}") from None
+    return text, module, attribute, value
+
+
+def apply_setting(setting):
+    """Set the constant of a parsed --set (tuning_setting); returns a function restoring it."""
+    _, module, attribute, value = setting
+    old = getattr(module, attribute)
+    setattr(module, attribute, value)
     return lambda: setattr(module, attribute, old)
 
 
@@ -95,28 +114,31 @@ def profile(path, precision, runs, top):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="+", help="model files or MediaPipe model names")
+    parser = common.tool_parser("gles-profile", __doc__)
+    parser.add_argument("models", nargs="+", type=common.model_file, help="model files or MediaPipe model names")
     parser.add_argument("--precision", default="fp16_fp32acc", choices=("fp32", "fp16", "fp16_fp32acc"))
     parser.add_argument("--runs", type=common.positive_int, default=30)
     parser.add_argument("--top", type=common.non_negative_int, default=6,
                         help="how many of the slowest dispatches to list")
-    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+    parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting)")
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    for model in args.models:
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
+    for path in args.models:
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None
             try:
-                text = profile(common.resolve_model(model), args.precision, args.runs, args.top)
+                text = profile(path, args.precision, args.runs, args.top)
             finally:
                 if restore:
                     restore()
-            print(f"[{setting or 'defaults'}] {text}", flush=True)
+            print(f"[{setting[0] if setting else 'defaults'}] {text}", flush=True)
     return 0
 
 

@@ -8,12 +8,12 @@ the CPU path) and the GPU kernels (gles_delegate.gpu.kernels).
 A test fails when the committed file differs from what this prints, so adding an op to a
 registry means running --write.
 """
-import argparse
 import sys
 from pathlib import Path
 
 from gles_delegate import ops
 from gles_delegate.gpu import kernels
+from gles_delegate.tools import common
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "supported_ops.md"
 
@@ -77,7 +77,7 @@ def render():
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.tool_parser("python -m gles_delegate.tools.supported_ops", __doc__)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help=f"write {DOC_PATH}")
     group.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
@@ -85,7 +85,10 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
     text = render()
     if args.write:
         DOC_PATH.write_text(text)

@@ -7,7 +7,6 @@ type's range for int8 / uint8 inputs) through ours (GpuDelegate) and LiteRT's in
 reports how many top-1 classes agree, the largest output difference (in quantization steps for
 integer outputs) and where the model ran (GPU / CPU nodes).
 """
-import argparse
 import sys
 
 import numpy as np
@@ -52,22 +51,23 @@ def agreement(path, seeds, precision):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="+")
+    parser = common.tool_parser("gles-top1", __doc__)
+    parser.add_argument("models", nargs="+", type=common.model_file)
     parser.add_argument("--seeds", type=common.positive_int, default=100)
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
     if common.litert() is None:
-        print(f"error: {common.LITERT_MISSING}", file=sys.stderr)
-        return 2
-    print(f"| model | precision | top-1 agreeing | max output difference | GPU nodes | CPU nodes |")
+        raise common.ToolError(common.LITERT_MISSING)
+    print("| model | precision | top-1 agreeing | max output difference | GPU nodes | CPU nodes |")
     print("|---|---|---|---|---|---|")
-    for model in args.models:
-        path = common.resolve_model(model)
+    for path in args.models:
         agreeing, seeds, worst, summary = agreement(path, args.seeds, args.precision)
         print(f"| {path.stem} | {args.precision} | {agreeing}/{seeds} | {worst:.3g} | {summary['gpu_nodes']} | "
               f"{summary['cpu_nodes']} |", flush=True)
