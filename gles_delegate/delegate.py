@@ -3,63 +3,101 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Literal, Self, get_args
 
 from . import partition as partitioning
 from . import quant
 from .gpu import kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
+from .graph import Graph, Node
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
 from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 from .gpu.serialization import PlanCache
 from .gpu.workgroups import WorkgroupTuner
-from .transforms import RULES, rewrite_partition
+from .transforms import RULES, Record, rewrite_partition
 
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
-PREFERENCES = ("fast_single_answer", "sustained_speed", "balanced")
-PRIORITIES = ("auto", "max_precision", "min_latency", "min_memory_usage")
-OBJECT_TYPES = ("auto", "buffer")
+Precision = Literal["fp32", "fp16", "fp16_fp32acc"]
+Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]
+Priority = Literal["auto", "max_precision", "min_latency", "min_memory_usage"]
+ObjectType = Literal["auto", "buffer"]
+PRECISIONS, PREFERENCES, PRIORITIES, OBJECT_TYPES = (get_args(t) for t in (Precision, Preference, Priority, ObjectType))
 MAX_LOG_CHARS = 4000  # of a driver's compile log quoted in a warning
 _NODE_LABEL = re.compile(r"#(\d+) \(")  # how a dispatch label names its node (Node.label)
 log = logging.getLogger("gles_delegate")
 
 
+# The options as GpuDelegateOptions and GpuDelegate document them: help() of either lists them.
+_OPTIONS_DOC = """
+    Options (names as in TFLite's TfLiteGpuDelegateOptionsV2; a wrong value raises ValueError
+    naming the option and what it takes). Each: type, default; meaning.
+
+    is_precision_loss_allowed: bool, False. True selects FP16 unless `precision` is set
+        (TFLite's switch); False selects FP32.
+    precision: 'fp32' | 'fp16' | 'fp16_fp32acc' | None, None. 'fp32': float storage and math;
+        'fp16': half storage and half math; 'fp16_fp32acc': half storage, float accumulation in
+        conv, depthwise, fully connected, transpose conv and reductions. Overrides
+        is_precision_loss_allowed and the priorities; None derives it from them.
+    inference_preference: 'fast_single_answer' | 'sustained_speed' | 'balanced',
+        'fast_single_answer'. 'sustained_speed' turns tune_workgroups on (a longer init for
+        faster invokes); the others change nothing.
+    inference_priority1: 'auto' | 'max_precision' | 'min_latency' | 'min_memory_usage', 'auto'.
+        'max_precision' forces FP32 when precision is None; the others change nothing.
+    inference_priority2: as inference_priority1, 'auto'. Accepted for TFLite's sake; no effect.
+    inference_priority3: as inference_priority1, 'auto'. Accepted for TFLite's sake; no effect.
+    enable_quantized_inference: bool, True. True: int8 / uint8 nodes run on the GPU through their
+        float view (dequantized constants, fake-quant steps, integer inputs and outputs);
+        False: they stay on the CPU.
+    max_delegated_partitions: int >= 0, 1. Keep the N largest GPU partitions (in nodes), the rest
+        runs on the CPU; 0: keep them all.
+    serialization_dir: str | None, None. A directory where compiled partitions (plans, packed
+        constants, program binaries) are stored and loaded from on a later start
+        (summary()['cache_hit'] says which happened); None: compile at every start.
+    model_token: str | None, None. The model's key in serialization_dir; None: a hash of the
+        model's bytes.
+    object_type: 'auto' | 'buffer', 'auto'. The GPU object type; tensors live in SSBO buffers
+        (PHWC4 layout) either way.
+    memory_strategy: 'naive' | 'greedy_in_order' | 'greedy_by_size' | 'greedy_by_breadth' |
+        'greedy_by_lifetime' | 'best', 'best'. How the intermediates are placed in one GPU
+        buffer: 'naive' one region per tensor, the greedy ones first-fit in that order, 'best'
+        the smallest plan found (summary()['intermediate_bytes'] is the result).
+    device_index: int >= 0 | None, None. The EGL device to run on (its 'index' in
+        CompatibilityList.devices()); None: the first hardware GPU, else Mesa's software
+        device, else the surfaceless or default EGL display.
+    gl_api: 'auto' | 'gles' | 'gl', $GLES_DELEGATE_GL_API else 'auto'. 'gles': an OpenGL ES 3.1+
+        context; 'gl': desktop OpenGL 4.3+ core; 'auto': the former, else the latter.
+    rewrite_rules: bool, True. Apply the graph rewrite rules (fusions, dropped no-ops) to each
+        partition; False compiles it as the model states it, one kernel per node (for parity
+        checks).
+    tune_workgroups: bool, False. Time candidate workgroup sizes of every dispatch on this GPU at
+        compile time and keep the fastest (needs a GPU timer query, else it logs why and keeps
+        the heuristic's); also on with inference_preference='sustained_speed'.
+    debug_nonfinite: bool, False. Run the GPU partitions dispatch by dispatch, reading back every
+        tensor each dispatch writes, and report the first NaN or Inf (the node, the tensor) with
+        a warning and in summary()['first_nonfinite']. Slow: for debugging a model that gives
+        NaN on the GPU.
+"""
+
+
 @dataclass
 class GpuDelegateOptions:
-    """Options of the GPU delegate (names as in TFLite's TfLiteGpuDelegateOptionsV2).
+    __doc__ = "The options of a GpuDelegate, checked when made.\n" + _OPTIONS_DOC
 
-    is_precision_loss_allowed: False -> FP32, True -> FP16 (unless `precision` says otherwise).
-    precision: 'fp32' | 'fp16' (half storage and math) | 'fp16_fp32acc' (half storage, float
-        accumulation in conv, depthwise, FC, transpose conv and reductions); overrides the former.
-    max_delegated_partitions: keep the largest N GPU partitions (0: no limit).
-    memory_strategy: arena planner (see gpu/memory.py STRATEGIES).
-    device_index: the EGL device to run on (its index in CompatibilityList().devices());
-        None: the first hardware GPU, else Mesa's software device, else the surfaceless or
-        default EGL display.
-    gl_api: 'auto' (an OpenGL ES 3.1+ context, else desktop OpenGL 4.3+ core), 'gles' or 'gl'.
-        Its default is the environment variable GLES_DELEGATE_GL_API, else 'auto'.
-    rewrite_rules: apply the graph rewrite rules (transforms.RULES) to each partition; False
-        compiles the partition as the model states it, one kernel per node (for parity checks).
-    tune_workgroups: time candidate workgroup sizes of every dispatch on this GPU at compile time
-        and keep the fastest (gpu/workgroups.py); also on with inference_preference='sustained_speed'.
-    debug_nonfinite: run the GPU partitions dispatch by dispatch, reading back every tensor each
-        dispatch writes, and report the first NaN or Inf (the node, the tensor) with a warning and
-        in summary()['first_nonfinite']. Slow: for debugging a model that gives NaN on the GPU.
-    """
     is_precision_loss_allowed: bool = False
-    precision: str | None = None
-    inference_preference: str = "fast_single_answer"
-    inference_priority1: str = "auto"
-    inference_priority2: str = "auto"
-    inference_priority3: str = "auto"
+    precision: Precision | None = None
+    inference_preference: Preference = "fast_single_answer"
+    inference_priority1: Priority = "auto"
+    inference_priority2: Priority = "auto"
+    inference_priority3: Priority = "auto"
     enable_quantized_inference: bool = True
     max_delegated_partitions: int = 1
     serialization_dir: str | None = None
     model_token: str | None = None
-    object_type: str = "auto"
+    object_type: ObjectType = "auto"
     memory_strategy: str = "best"
     device_index: int | None = None
     gl_api: str = field(default_factory=default_gl_api)
@@ -67,7 +105,7 @@ class GpuDelegateOptions:
     tune_workgroups: bool = False
     debug_nonfinite: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
         _check_choice("inference_preference", self.inference_preference, PREFERENCES)
         for k in (1, 2, 3):
@@ -93,7 +131,7 @@ class GpuDelegateOptions:
                 raise ValueError(f"GpuDelegateOptions.{name} must be a str or None, got {value!r}")
 
     @property
-    def resolved_precision(self):
+    def resolved_precision(self) -> Precision:
         """The precision actually used: `precision`, else from the priorities and
         is_precision_loss_allowed as TFLite derives it."""
         if self.precision is not None:
@@ -103,7 +141,7 @@ class GpuDelegateOptions:
         return "fp16"
 
     @property
-    def resolved_tune_workgroups(self):
+    def resolved_tune_workgroups(self) -> bool:
         """Whether compilation times workgroup candidates: asked for, or implied by a
         sustained-speed preference (a longer init pays off over many invokes)."""
         return self.tune_workgroups or self.inference_preference == "sustained_speed"
@@ -157,36 +195,39 @@ def _check_choice(name, value, choices, allow_none=False):
 
 
 class GpuDelegate:
-    """Runs every node it can on the GPU through OpenGL ES 3.1 compute shaders.
+    __doc__ = """Runs every node it can on the GPU through OpenGL ES 3.1 compute shaders.
 
         interp = Interpreter("model.tflite", experimental_delegates=[GpuDelegate()])
 
-    Pass options as a GpuDelegateOptions or as keyword arguments of it.
-    """
+    Pass a GpuDelegateOptions, or its options as keyword arguments (GpuDelegate(precision="fp16")),
+    not both. It holds a share of the process's EGL
+    context until close() (or the end of a `with` block); summary() says what it did with the
+    last model it was given.
+""" + _OPTIONS_DOC
 
-    def __init__(self, options=None, **kwargs):
+    def __init__(self, options: GpuDelegateOptions | None = None, **kwargs: Any) -> None:
         if options is not None and kwargs:
             raise ValueError("pass either a GpuDelegateOptions or keyword options, not both")
         if options is not None and not isinstance(options, GpuDelegateOptions):
             raise TypeError(f"options must be a GpuDelegateOptions, got {type(options).__name__}")
         self.options = options or GpuDelegateOptions(**kwargs)
         self.context = acquire_shared(self.options.device_index, self.options.gl_api)
-        self.partitions = []  # every live partition this delegate compiled, for close()
-        self.rewrite_log = []  # transforms.Record of the last partition() call, for the inspector
+        self.partitions: list[GpuPartition] = []  # every live partition this delegate compiled, for close()
+        self.rewrite_log: list[Record] = []  # transforms.Record of the last partition() call, for the inspector
         # {node label: why} of the nodes the last partition() call moved back to the CPU because
         # their kernel did not compile or a partition exceeded a device limit.
-        self.fallbacks = {}
+        self.fallbacks: dict[str, str] = {}
         self._nonfinite = {"first_nonfinite": None}  # filled by partitions under debug_nonfinite
-        self._summary = {}
+        self._summary: dict[str, Any] = {}
 
     # -- the interpreter's side -----------------------------------------------------------
     @property
-    def wants_model_digest(self):
+    def wants_model_digest(self) -> bool:
         """Whether partition() will need the model's sha256 (the serialization cache keys
         entries by it): the Interpreter then hashes the file in a thread while it parses."""
         return bool(self.options.serialization_dir)
 
-    def can_run(self, node):
+    def can_run(self, node: Node) -> bool:
         """True if a GPU kernel can run this exact node."""
         return self._reason(node) is None
 
@@ -199,7 +240,7 @@ class GpuDelegate:
             return quant.unsupported_reason(node, kernels.unsupported_reason)
         return kernels.unsupported_reason(node)
 
-    def partition(self, graph, candidates):
+    def partition(self, graph: Graph, candidates: list[Node]) -> list[GpuPartition]:
         """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
         start = time.perf_counter()
         self._require_open()
@@ -358,17 +399,40 @@ class GpuDelegate:
         }
 
     # -- the user's side ------------------------------------------------------------------
-    def summary(self):
-        """What the delegate did with the last model it was given (keys: docs/usage.md).
-        'first_nonfinite' (with debug_nonfinite): None, or where the first NaN / Inf of the
-        invokes since then appeared: {'node', 'tensor', 'index', 'dispatch', 'step', 'nan',
-        'inf', 'element'} (GpuPartition._nonfinite_report)."""
+    def summary(self) -> dict[str, Any]:
+        """What the delegate did with the last model it was given: {} before any, else a dict
+
+        renderer: the GL context's GL_RENDERER string (the GPU, or llvmpipe for Mesa's software one).
+        gl_version: its GL_VERSION string.
+        gl_api: 'gles' (OpenGL ES) or 'gl' (desktop OpenGL core).
+        egl_platform: the EGL display it runs on: 'device', 'surfaceless' or 'default'.
+        precision: the precision used, 'fp32', 'fp16' or 'fp16_fp32acc' (options.resolved_precision).
+        gpu_nodes: nodes of the executed graph (after constant folding) that run on the GPU.
+        cpu_nodes: nodes of that graph that run on the CPU.
+        partitions: GPU partitions (runs of GPU nodes, each one compiled plan).
+        dispatches: compute dispatches per invoke, over all partitions.
+        programs: distinct compiled shader programs.
+        intermediate_bytes: GPU memory of the intermediate tensors (the planned arena), bytes.
+        intermediate_lower_bound_bytes: the most intermediate memory alive at any one dispatch,
+            bytes: no plan can use less.
+        intermediate_naive_bytes: the intermediates' memory with one buffer per tensor, bytes.
+        constant_bytes: GPU memory of the weights and other constants, bytes.
+        init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
+        cache_hit: whether the plan and programs came from serialization_dir.
+        fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused
+            their kernel or a partition exceeded a device limit.
+        first_nonfinite: None, or (with debug_nonfinite) where the first NaN / Inf of the
+            invokes since the model was given appeared: {'node', 'tensor', 'index', 'dispatch',
+            'step', 'nan', 'inf', 'element'} (the node's label, the tensor's name and index, the
+            dispatch label and step that wrote it, None for a partition input, the counts of
+            NaN and Inf, the index of the first non-finite element).
+        """
         out = dict(self._summary)
         if out:
             out["first_nonfinite"] = self._nonfinite["first_nonfinite"]
         return out
 
-    def close(self):
+    def close(self) -> None:
         """Release the partitions' GL objects and this delegate's hold on the shared context.
         Interpreters using it can no longer invoke. Closing twice is harmless."""
         if self.context is None:
@@ -379,12 +443,11 @@ class GpuDelegate:
         release_shared(self.context)
         self.context = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
     def __del__(self):
         try:
@@ -453,7 +516,7 @@ def parse_plugin_options(options):
     return GpuDelegateOptions(**fields)
 
 
-def load_delegate(library, options=None):
+def load_delegate(library: str, options: Mapping[str, object] | None = None) -> GpuDelegate:
     """TFLite's load_delegate() for this package: load_delegate('gles', {'is_precision_loss_allowed': '1'})."""
     if library not in LIBRARY_NAMES:
         raise ValueError(f"load_delegate: this package provides the GPU delegate as one of {LIBRARY_NAMES}, "
@@ -464,11 +527,11 @@ def load_delegate(library, options=None):
 class CompatibilityList:
     """Whether this device can run the delegate, and the options that suit it best."""
 
-    def __init__(self, device_index=None, gl_api=None):
+    def __init__(self, device_index: int | None = None, gl_api: str | None = None) -> None:
         self.device_index = device_index
         self.gl_api = gl_api
-        self.reason = None
-        self.device = None
+        self.reason: str | None = None  # why no context could be made
+        self.device: dict[str, Any] | None = None  # GlContext.describe() of the context made
         try:
             context = acquire_shared(device_index, gl_api)
         except GpuError as exc:
@@ -480,18 +543,18 @@ class CompatibilityList:
             release_shared(context)
 
     @staticmethod
-    def devices():
+    def devices() -> list[dict[str, Any]]:
         """Every EGL display found, probed with a small context per API: a list of dicts
         {index (the device_index to pass, None off the device platform), platform ('device' |
         'surfaceless' | 'default'), renderer, vendor, software, egl_device (DRM node or name),
         egl_vendor, egl_version, apis {'gles' | 'gl': GL_VERSION}, errors {what: why}}."""
         return probe_devices()
 
-    def is_delegate_supported_on_this_device(self):
+    def is_delegate_supported_on_this_device(self) -> bool:
         """True when an EGL context with GL ES 3.1 / GL 4.3 compute shaders can be made."""
         return self.device is not None
 
-    def best_options_for_this_device(self):
+    def best_options_for_this_device(self) -> GpuDelegateOptions:
         """FP32 on a software renderer (halves gain nothing there); half storage with FP32
         accumulation on a hardware GPU (half the memory traffic, accumulations stay exact)."""
         if self.device is None:

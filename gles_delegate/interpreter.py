@@ -4,16 +4,20 @@ It builds the graph IR, folds constant subgraphs, lets each delegate claim runs 
 runs the rest on the numpy reference kernels.
 """
 import ctypes
+import os
 import sys
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, Self
 
 import numpy as np
 
 from . import ops
 from .errors import ModelError
-from .graph import Graph
+from .graph import Graph, Node
 from .shapes import propagate_shapes
 from .tflite import read_model
+from .tflite.model import SignatureDef
 from .transforms.fold_constants import fold_constants
 
 
@@ -74,6 +78,20 @@ class _Storage(dict):
         return self.exposed is not None and sys.getrefcount(self.exposed) > 2  # self's + the argument's
 
 
+TensorDetails = dict[str, Any]  # a details dict, with LiteRT's keys and value types
+
+
+class Delegate(Protocol):
+    """What the Interpreter asks of a delegate (GpuDelegate is one)."""
+
+    def can_run(self, node: Node) -> bool:
+        """Whether the delegate can run `node` (the Interpreter asks about nodes its CPU refuses)."""
+
+    def partition(self, graph: Graph, candidates: list[Node]) -> list[Any]:
+        """Claim runs of the `candidates` nodes of `graph`; returns one step per run, each with
+        run(storage, capture=None) and, optionally, release()."""
+
+
 def _check_delegate(delegate, where):
     """A TypeError unless `delegate` speaks the protocol the Interpreter drives (GpuDelegate's):
     can_run(node) and partition(graph, nodes). `where` names its place in the caller's list."""
@@ -106,16 +124,16 @@ def _check_num_threads(num_threads):
 class InterpreterOptions:
     """Options in the shape of Java's Interpreter.Options: `add_delegate(d)`, `num_threads`."""
 
-    def __init__(self, num_threads=None):
-        self.delegates = []
+    def __init__(self, num_threads: int | None = None) -> None:
+        self.delegates: list[Delegate] = []
         self.num_threads = _check_num_threads(num_threads)
 
-    def add_delegate(self, delegate):
+    def add_delegate(self, delegate: Delegate) -> Self:
         """Append a delegate; returns self so calls chain as in Java."""
         self.delegates.append(_check_delegate(delegate, "add_delegate()'s argument"))
         return self
 
-    def set_num_threads(self, num_threads):
+    def set_num_threads(self, num_threads: int | None) -> Self:
         """Set num_threads (an int >= 1, as LiteRT's); returns self so calls chain as in Java."""
         self.num_threads = _check_num_threads(num_threads)
         return self
@@ -273,8 +291,10 @@ class Interpreter:
     including those a GPU partition computes (read back after each dispatch: slow).
     """
 
-    def __init__(self, model_path=None, model_content=None, experimental_delegates=None,
-                 num_threads=None, options=None, experimental_preserve_all_tensors=False):
+    def __init__(self, model_path: str | os.PathLike[str] | None = None,
+                 model_content: bytes | bytearray | memoryview | None = None,
+                 experimental_delegates: Sequence[Delegate] | None = None, num_threads: int | None = None,
+                 options: InterpreterOptions | None = None, experimental_preserve_all_tensors: bool = False) -> None:
         if (model_path is None) == (model_content is None):
             raise ValueError("pass exactly one of model_path or model_content")
         if options is not None and not isinstance(options, InterpreterOptions):
@@ -289,7 +309,7 @@ class Interpreter:
         self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
             (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
-        self._executors = {}
+        self._executors: dict[int, _Executor] = {}
         self._resize_pending = False
         self._lock = threading.RLock()
         self._main = self._executor(0)
@@ -315,7 +335,7 @@ class Interpreter:
             raise ValueError("allocate_tensors() must be called before set_tensor(), invoke() or get_tensor()")
 
     # -- lifecycle ------------------------------------------------------------------------
-    def allocate_tensors(self):
+    def allocate_tensors(self) -> None:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors."""
         with self._lock:
             self._main.allocate(self._delegates)
@@ -330,13 +350,14 @@ class Interpreter:
         except Exception:  # interpreter shutdown: GL may already be gone
             pass
 
-    def invoke(self):
+    def invoke(self) -> None:
         """Run the model on the current input tensors."""
         self._require_allocated()
         with self._lock:
             self._main.invoke()
 
-    def resize_tensor_input(self, input_index, tensor_size, strict=False):
+    def resize_tensor_input(self, input_index: int, tensor_size: Sequence[int] | np.ndarray,
+                            strict: bool = False) -> None:
         """Change an input's shape; takes effect at the next allocate_tensors()."""
         tensor = self._tensor(input_index)
         if not any(tensor is t for t in self._main.graph.inputs):
@@ -365,32 +386,32 @@ class Interpreter:
             "sparsity_parameters": _sparsity_details(tensor.sparsity),
         }
 
-    def get_input_details(self):
+    def get_input_details(self) -> list[TensorDetails]:
         """One details dict per model input, with LiteRT's keys and value types."""
         return [self._details(t) for t in self._main.graph.inputs]
 
-    def get_output_details(self):
+    def get_output_details(self) -> list[TensorDetails]:
         """One details dict per model output, with LiteRT's keys and value types."""
         return [self._details(t) for t in self._main.graph.outputs]
 
-    def get_tensor_details(self):
+    def get_tensor_details(self) -> list[TensorDetails]:
         """One details dict per tensor of the main subgraph, in tensor index order."""
         return [self._details(t) for t in self._main.graph.tensors]
 
     # -- tensors --------------------------------------------------------------------------
-    def set_tensor(self, tensor_index, value):
+    def set_tensor(self, tensor_index: int, value: np.ndarray) -> None:
         """Copy `value` into a tensor; dtype and shape must match exactly (ValueError if not)."""
         self._require_allocated()
         _set(self._main, self._tensor(tensor_index), value)
 
-    def get_tensor(self, tensor_index, subgraph_index=0):
+    def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current contents."""
         executor = self._executors.get(subgraph_index) or self._main
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
         return np.array(executor.storage[tensor.index], copy=True)
 
-    def tensor(self, tensor_index):
+    def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
         """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT: the
         view stays valid across invoke(); allocate_tensors() and resize_tensor_input() raise
         RuntimeError while one is alive (hold the function, call it again afterwards). A
@@ -403,7 +424,7 @@ class Interpreter:
         self._require_allocated()
         return self._main.storage.view(index)
 
-    def reset_all_variables(self):
+    def reset_all_variables(self) -> None:
         """Zero every variable tensor (LSTM state) of the allocated subgraphs."""
         for executor in self._executors.values():
             if executor.storage is not None:
@@ -412,12 +433,12 @@ class Interpreter:
                         executor.storage[tensor.index][...] = 0
 
     # -- signatures -----------------------------------------------------------------------
-    def get_signature_list(self):
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
         """{key: {'inputs': [names], 'outputs': [names]}} as in LiteRT."""
         return {s.key: {"inputs": sorted(s.inputs), "outputs": sorted(s.outputs)}
                 for s in self._model.signature_defs}
 
-    def get_signature_runner(self, signature_key=None):
+    def get_signature_runner(self, signature_key: str | None = None) -> "SignatureRunner":
         """A callable running one signature: runner(**inputs) -> {output name: array}."""
         signatures = {s.key: s for s in self._model.signature_defs}
         if signature_key is None:
@@ -428,7 +449,7 @@ class Interpreter:
             raise ValueError(f"no signature {signature_key!r}; the model has {sorted(signatures)}")
         return SignatureRunner(self, signatures[signature_key])
 
-    def num_subgraphs(self):
+    def num_subgraphs(self) -> int:
         """The number of subgraphs of the model."""
         return len(self._model.subgraphs)
 
@@ -436,24 +457,24 @@ class Interpreter:
 class SignatureRunner:
     """Runs one signature of a model; inputs and outputs by their signature names."""
 
-    def __init__(self, interpreter, signature):
+    def __init__(self, interpreter: Interpreter, signature: SignatureDef) -> None:
         self._interpreter = interpreter
         self._signature = signature
         self._executor = interpreter._executor(signature.subgraph_index)
         if self._executor.storage is None:
             self._executor.allocate(interpreter._delegates)
 
-    def get_input_details(self):
+    def get_input_details(self) -> dict[str, TensorDetails]:
         """{signature input name: details dict}."""
         return {name: self._interpreter._details(self._executor.graph.tensors[i])
                 for name, i in self._signature.inputs.items()}
 
-    def get_output_details(self):
+    def get_output_details(self) -> dict[str, TensorDetails]:
         """{signature output name: details dict}."""
         return {name: self._interpreter._details(self._executor.graph.tensors[i])
                 for name, i in self._signature.outputs.items()}
 
-    def __call__(self, **inputs):
+    def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """Run the signature on inputs {signature input name: array}; returns {signature output
         name: array (a copy)}. An input of another shape resizes it and re-allocates first, as
         LiteRT's runner does."""

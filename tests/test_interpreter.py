@@ -1,8 +1,16 @@
-"""The Interpreter API against ai_edge_litert's: details dicts, set/get, errors, signatures, resize."""
+"""The Interpreter API against ai_edge_litert's: details dicts, set/get, errors, signatures, resize;
+the public API's type hints."""
+import configparser
+import inspect
+import typing
+from importlib import resources
+from pathlib import Path
+
 import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 
+import gles_delegate
 from gles_delegate import Interpreter, InterpreterOptions, ModelError
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.writer import quantize_params
@@ -240,3 +248,31 @@ def test_resize_input_replans_shapes():
         interp.resize_tensor_input(0, [1, 5, 4, 3], strict=True)
     with pytest.raises(ValueError, match="not an input"):
         interp.resize_tensor_input(2, [1, 4, 4, 3])
+
+
+def _public_functions():
+    """(name, function) of every public function and method of the public API, __init__ included."""
+    yield "load_delegate", gles_delegate.load_delegate
+    for cls in (Interpreter, InterpreterOptions, gles_delegate.SignatureRunner, gles_delegate.GpuDelegate,
+                gles_delegate.GpuDelegateOptions, gles_delegate.CompatibilityList):
+        for name, member in vars(cls).items():
+            if name.startswith("_") and name not in ("__init__", "__call__", "__enter__", "__exit__"):
+                continue
+            function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+            if inspect.isfunction(function):
+                yield f"{cls.__name__}.{name}", function
+
+
+def test_public_api_is_typed():
+    """Every parameter and every return of the public API is annotated (and the annotations
+    resolve), and the package carries the py.typed marker that setup.cfg installs."""
+    untyped = []
+    for name, function in _public_functions():
+        hints = typing.get_type_hints(function)
+        wanted = [p for p in inspect.signature(function).parameters if p != "self"] + ["return"]
+        untyped += [f"{name}({p})" for p in wanted if p not in hints]
+    assert not untyped, f"no type hint: {untyped}"
+    assert resources.files("gles_delegate").joinpath("py.typed").is_file()
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).parents[1] / "setup.cfg")
+    assert "py.typed" in setup["options.package_data"]["gles_delegate"].split()

@@ -1,13 +1,20 @@
-"""The EGL context: both APIs, display selection, threads, options and their errors."""
+"""The EGL context: both APIs, display selection, threads, options and their errors; the
+delegate's documentation of its options and summary()."""
+import dataclasses
+import inspect
+import re
 import threading
 
 import numpy as np
 import pytest
 
-from gles_delegate import CompatibilityList, GpuDelegateOptions, GpuError
-from gles_delegate.delegate import load_delegate, parse_plugin_options
+from gles_delegate import CompatibilityList, GpuDelegate, GpuDelegateOptions, GpuError, Interpreter
+from gles_delegate.delegate import (OBJECT_TYPES, PRECISIONS, PREFERENCES, PRIORITIES, load_delegate,
+                                    parse_plugin_options)
 from gles_delegate.gpu import egl
-from gles_delegate.gpu.context import GL_API_ENV, GlContext, acquire_shared, default_gl_api, release_shared
+from gles_delegate.gpu.context import GL_API_ENV, GL_APIS, GlContext, acquire_shared, default_gl_api, release_shared
+from gles_delegate.gpu.memory import STRATEGIES
+from tests.oplib import In, single_op_model
 
 APIS = ("gles", "gl")
 
@@ -380,6 +387,29 @@ def test_load_delegate_parses_gl_api():
         assert delegate.options.gl_api == "gl"
     finally:
         delegate.close()
+
+
+@pytest.mark.parametrize("cls", [GpuDelegate, GpuDelegateOptions])
+def test_help_documents_every_option(cls):
+    """help() shows each option on a line of its own ('name: type, default. meaning'), and every
+    value a choice option takes."""
+    doc = inspect.getdoc(cls)
+    for option in dataclasses.fields(GpuDelegateOptions):
+        assert re.search(rf"^{option.name}: \S", doc, re.M), f"{cls.__name__} does not document {option.name}"
+    for choice in PRECISIONS + PREFERENCES + PRIORITIES + OBJECT_TYPES + STRATEGIES + GL_APIS:
+        assert repr(choice) in doc, f"{cls.__name__} does not name {choice!r}"
+
+
+def test_summary_documents_the_keys_it_returns():
+    """summary()'s docstring is all an installed package says about it (docs/ is not installed):
+    one line per key ('key: meaning'), exactly the keys summary() returns."""
+    documented = set(re.findall(r"^(\w+): ", inspect.getdoc(GpuDelegate.summary), re.M))
+    x = In(np.ones((1, 4, 4, 3), np.float32))
+    with GpuDelegate() as delegate:
+        assert delegate.summary() == {}
+        Interpreter(model_content=single_op_model("ADD", [x, x]), experimental_delegates=[delegate]).allocate_tensors()
+        assert delegate.summary()["gpu_nodes"] == 1
+        assert set(delegate.summary()) == documented
 
 
 @pytest.mark.parametrize("api", APIS)
