@@ -118,8 +118,10 @@ def markdown(rows, command, device):
 def build_parser():
     parser = common.tool_parser("gles-bench-compare", __doc__)
     parser.add_argument("models", nargs="+", type=common.model_files, help="model files, directories of them, or MediaPipe model names")
-    parser.add_argument("--runs", type=common.positive_int, default=50)
-    parser.add_argument("--warmup", type=common.non_negative_int, default=10)
+    parser.add_argument("--runs", type=common.positive_int, default=50,
+                        help="timed runs per runtime, whose median is reported (default 50)")
+    parser.add_argument("--warmup", type=common.non_negative_int, default=10,
+                        help="untimed runs before them (default 10)")
     parser.add_argument("--out", type=common.output_dir, default="bench_compare", help="directory for results.md and results.json")
     return parser
 

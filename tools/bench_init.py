@@ -276,18 +276,21 @@ def merge_group(text):
 
 def build_parser():
     parser = common.tool_parser("gles-bench-init", __doc__)
-    parser.add_argument("--models", nargs="+", type=common.model_files, help=".tflite files or directories of them")
-    parser.add_argument("--repeat", type=common.positive_int, default=3)
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
-    parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"))
+    parser.add_argument("--models", nargs="+", type=common.model_files,
+                        help=".tflite files, directories of them or MediaPipe model names")
+    parser.add_argument("--repeat", type=common.positive_int, default=3,
+                        help="repetitions of the three starts per model; the table holds their medians (default 3)")
+    common.add_precision(parser)
+    parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"),
+                        help="GpuDelegateOptions.gl_api: OpenGL ES, desktop OpenGL, or auto (default)")
     parser.add_argument("--out", type=common.output_file, help="also write the table to this file")
     parser.add_argument("--dispatch", action="store_true",
                         help="instead: the per-dispatch cost of our ctypes Program against moderngl's")
     parser.add_argument("--merge", nargs="+", type=merge_group, metavar="LABEL=TABLE[,TABLE...]",
                         help="instead: one table of the start-up columns of earlier runs' --out files, "
                              "a column group per LABEL (a platform)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # MODEL: one start in this process, JSON out
+    parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)  # the worker's
     return parser
 
 

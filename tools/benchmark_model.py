@@ -39,7 +39,6 @@ import time
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
-from gles_delegate.delegate import PRECISIONS
 from gles_delegate.tools import common
 
 STATS_KEYS = ("count", "first_ms", "avg_ms", "median_ms", "p90_ms", "min_ms", "max_ms", "std_ms")
@@ -64,8 +63,7 @@ def build_parser():
                    help="the .tflite model (or a MediaPipe model name)")
     p.add_argument("--use_gpu", type=parse_bool, nargs="?", const=True, default=True,
                    help="run on the GPU delegate (default true); false: the numpy reference kernels")
-    p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="GPU precision (default: GpuDelegateOptions' default, fp32)")
+    common.add_precision(p, None)
     p.add_argument("--num_runs", type=common.positive_int, default=50, help="minimum number of measured runs (default 50)")
     p.add_argument("--min_secs", type=common.non_negative_float, default=1.0, help="minimum seconds of measured runs (default 1)")
     p.add_argument("--max_secs", type=common.positive_float, default=150.0,

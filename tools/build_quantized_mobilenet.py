@@ -28,9 +28,11 @@ def stand_ins_dir(text):
 
 def build_parser():
     parser = common.tool_parser("python tools/build_quantized_mobilenet.py", __doc__)
-    parser.add_argument("out", type=common.output_dir)
+    parser.add_argument("out", type=common.output_dir, help="directory for the three .tflite files")
     parser.add_argument("--shared-models", type=stand_ins_dir,
-                        default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models"))
+                        default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models"),
+                        help="the directory of build_keras_tflite.py (default: ../shared/models beside the "
+                             "source tree)")
     return parser
 
 

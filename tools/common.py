@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate import GpuError, ModelError
+from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.serialization import package_version  # noqa: F401 (the tools' version line)
 from gles_delegate.tflite.reader import FILE_IDENTIFIER
@@ -76,6 +77,14 @@ non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
 non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 thread_count = _checked(int, lambda v: v == -1 or v >= 1, "-1 (the runtime's default) or an integer >= 1")
+
+
+def add_precision(parser, default="fp32"):
+    """--precision; default None leaves GpuDelegateOptions to choose (fp32 unless told otherwise)."""
+    parser.add_argument("--precision", choices=PRECISIONS, default=default,
+                        help="GPU precision: fp32 (float storage and math), fp16 (half storage and math) or "
+                             "fp16_fp32acc (half storage, float accumulation); default: "
+                             + (default or "GpuDelegateOptions' default, fp32"))
 
 
 def add_max_delegated_partitions(parser):

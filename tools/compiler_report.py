@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu.workgroups import elapsed_ns
 from gles_delegate.tools import common
 
@@ -148,7 +147,7 @@ def build_parser():
     parser = common.tool_parser("gles-compiler-report", __doc__)
     parser.add_argument("models", nargs="*", type=common.model_file, help="model paths or MediaPipe names (default: the 14 MediaPipe models)")
     parser.add_argument("--mediapipe", action="store_true", help="also the 14 MediaPipe models")
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    common.add_precision(parser)
     parser.add_argument("--markdown", metavar="FILE", type=common.output_file, help="also write the table as Markdown")
     parser.add_argument("--rules", action="store_true", help="print each model's rule tally")
     parser.add_argument("--parity", action="store_true", help="also run each model and report its error")

@@ -55,8 +55,10 @@ def agreement(ours, theirs):
 def build_parser():
     parser = common.tool_parser("python -m gles_delegate.tools.demo", __doc__)
     parser.add_argument("--model", type=common.model_file, default="selfie_segmentation", help=f"a path or one of {', '.join(MODEL_NAMES)}")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16_fp32acc"])
-    parser.add_argument("--runs", type=common.positive_int, default=20)
+    common.add_precision(parser)
+    parser.add_argument("--runs", type=common.positive_int, default=20,
+                        help="timed runs on the GPU delegate and on LiteRT (a quarter of them on the numpy "
+                             "reference); default 20")
     return parser
 
 

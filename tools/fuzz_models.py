@@ -1022,7 +1022,8 @@ def build_parser():
     parser.add_argument("--cases", type=common.positive_int, default=None, help="number of mutated files (default: 500 "
                         "unless --minutes is given)")
     parser.add_argument("--minutes", type=common.positive_float, default=None, help="stop after this long")
-    parser.add_argument("--seed", type=common.non_negative_int, default=0)
+    parser.add_argument("--seed", type=common.non_negative_int, default=0,
+                        help="seed of the mutations: the same seed repeats the same cases (default 0)")
     parser.add_argument("--models", type=seed_names, default=",".join(SEED_MODELS + ("small",)),
                         help="seed models: MediaPipe names and/or 'small' (the writer-built ones)")
     parser.add_argument("--gpu", choices=("both", "on", "off"), default="both",

@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
-from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu.memory import STRATEGIES
 from gles_delegate.tools import common
 
@@ -30,9 +29,11 @@ IO_COLOUR = "#eeeeee"
 def build_parser():
     p = common.tool_parser("gles-inspect", __doc__)
     p.add_argument("model", type=common.model_file, help="a .tflite file or a MediaPipe model name")
-    p.add_argument("--precision", choices=PRECISIONS, default=None)
+    common.add_precision(p, None)
     common.add_max_delegated_partitions(p)
-    p.add_argument("--memory_strategy", choices=STRATEGIES, default=None)
+    p.add_argument("--memory_strategy", choices=STRATEGIES, default=None,
+                   help="GpuDelegateOptions.memory_strategy: how intermediates share GPU memory "
+                        "(default: the option's default, best)")
     p.add_argument("--nodes", action="store_true", help="list every node")
     p.add_argument("--dot", metavar="FILE", type=common.output_file, default=None, help="write a Graphviz DOT graph")
     p.add_argument("--svg", action="store_true", help="also render FILE.svg with Graphviz's dot")

@@ -35,7 +35,6 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
 from gles_delegate import ops
-from gles_delegate.delegate import PRECISIONS
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import read_model
 from gles_delegate.tools import common
@@ -517,7 +516,7 @@ Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance'
 def build_parser():
     p = common.tool_parser("gles-parity", __doc__)
     p.add_argument("model", type=common.model_file, help="a .tflite file or a MediaPipe model name")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    common.add_precision(p)
     p.add_argument("--out", type=common.output_dir, default=None,
                    help="report directory (default: ./parity_<model name>)")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")

@@ -116,10 +116,11 @@ def profile(path, precision, runs, top):
 def build_parser():
     parser = common.tool_parser("gles-profile", __doc__)
     parser.add_argument("models", nargs="+", type=common.model_file, help="model files or MediaPipe model names")
-    parser.add_argument("--precision", default="fp16_fp32acc", choices=("fp32", "fp16", "fp16_fp32acc"))
-    parser.add_argument("--runs", type=common.positive_int, default=30)
+    common.add_precision(parser, "fp16_fp32acc")
+    parser.add_argument("--runs", type=common.positive_int, default=30,
+                        help="end-to-end runs whose median is reported, after 10 warm-up runs (default 30)")
     parser.add_argument("--top", type=common.non_negative_int, default=6,
-                        help="how many of the slowest dispatches to list")
+                        help="how many of the slowest dispatches to list (default 6)")
     parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting)")
     return parser

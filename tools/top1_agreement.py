@@ -52,9 +52,10 @@ def agreement(path, seeds, precision):
 
 def build_parser():
     parser = common.tool_parser("gles-top1", __doc__)
-    parser.add_argument("models", nargs="+", type=common.model_file)
-    parser.add_argument("--seeds", type=common.positive_int, default=100)
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "fp16_fp32acc"))
+    parser.add_argument("models", nargs="+", type=common.model_file, help=".tflite files or MediaPipe model names")
+    parser.add_argument("--seeds", type=common.positive_int, default=100,
+                        help="how many seeded inputs to compare on (default 100)")
+    common.add_precision(parser)
     return parser
 
 

@@ -126,3 +126,14 @@ def test_run_main_states_ordinary_failures_in_one_line_and_leaves_bugs_their_tra
         assert err.startswith(f"gles-test: error: {type(failure).__name__}: ")
     with pytest.raises(KeyError):
         common.run_main(parser, lambda args: {}["bug"], [])
+
+
+# -- --help ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tool", TOOLS, ids=tool_id)
+def test_help_describes_the_tool_and_every_option(tool):
+    parser = tool.build_parser()
+    first_paragraph = tool.__doc__.strip().split("\n\n")[0]
+    assert parser.description == first_paragraph and first_paragraph.endswith(".")
+    undocumented = [a.option_strings or [a.dest] for a in parser._actions if not a.help]
+    assert not undocumented, f"options without help: {undocumented}"
+    assert "%(default)" not in parser.format_help()  # argparse fills these in: no placeholder left
