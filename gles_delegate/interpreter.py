@@ -49,6 +49,7 @@ class _Storage(dict):
         # reference count says whether the user still holds one (LiteRT counts references to its
         # wrapper the same way).
         self.exposed = None
+        self.block = None  # the uint8 array the non-constant tensors are views of
         self.offsets = {}  # tensor index -> byte offset in the block
 
     def __missing__(self, index):
@@ -58,20 +59,22 @@ class _Storage(dict):
 
     def place(self, block, offsets):
         """Hold the tensors placed in `block` (uint8) at {tensor index: (shape, dtype, byte offset)}."""
+        self.block = block
         self.exposed = (ctypes.c_uint8 * block.size).from_buffer(block)
         for index, (shape, dtype, offset) in offsets.items():
             self[index] = np.ndarray(shape, dtype, block, offset)
             self.offsets[index] = offset
 
     def view(self, index):
-        """The array the user writes into for tensor `index` (Interpreter.tensor). A constant's is
-        read-only: it is the model's data, read again by every allocate_tensors()."""
+        """The array the user writes into for tensor `index` (Interpreter.tensor). Read-only where
+        the tensor is not in the block: a constant (the model's data, read again by every
+        allocate_tensors()), or an intermediate a preserve_all_tensors capture replaced."""
         value = self[index]
-        if index not in self.offsets:
-            value = value.view()
-            value.flags.writeable = False
-            return value
-        return np.ndarray(value.shape, value.dtype, self.exposed, self.offsets[index])
+        if value.base is self.block and index in self.offsets:
+            return np.ndarray(value.shape, value.dtype, self.exposed, self.offsets[index])
+        value = value.view()
+        value.flags.writeable = False
+        return value
 
     def referenced(self):
         """Whether an array view() returned (or an array derived from one) is still alive."""
