@@ -1,11 +1,12 @@
 """Where an invoke's time goes: end-to-end latency, GPU time, CPU time of the dispatch loop, and
 the slowest dispatches by GPU time.
 
-    python -m gles_delegate.tools.profile_model MODEL [...] [--precision fp16_fp32acc] [--top 6]
+    gles-profile MODEL [...] [--precision fp32] [--top 6]
         [--set gpu.runtime.FLUSH_FIRST=0 ...]     (A/B a tuning constant: each setting in turn)
 
 GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_timer_query), so
-they need a real GPU: llvmpipe's timer does not time compute work and reports them as n/a.
+they need a real GPU: llvmpipe's timer does not time compute work, and GPU times are then n/a with
+that reason.
 """
 import argparse
 import importlib
@@ -17,7 +18,7 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import gl as G
 from gles_delegate.gpu.runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
 from gles_delegate.gpu.shader import PARAMS_BINDING
-from gles_delegate.gpu.workgroups import elapsed_ns
+from gles_delegate.gpu.workgroups import MIN_MEASURABLE_NS, elapsed_ns, timer_unavailable
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end
 
@@ -26,6 +27,13 @@ def gpu_ms(context, work, tries=3):
     """Shortest GPU time of `work()` over `tries` (ms), or None without timer queries."""
     times = [elapsed_ns(context, work) for _ in range(tries)]
     return None if None in times else min(times) / 1e6
+
+
+def no_gpu_time_reason(context):
+    """Why GPU times are n/a on `context`: no timer query, or a timer that does not time compute
+    work (llvmpipe's reports next to nothing for any dispatch)."""
+    return timer_unavailable(context) or (f"the GL timer of {context.renderer} does not time compute "
+                                          f"work: it reports under {MIN_MEASURABLE_NS / 1e3:g} us")
 
 
 def dispatch_runner(partition, step):
@@ -97,8 +105,9 @@ def profile(path, precision, runs, top):
         run_once()
     e2e = statistics.median(run_once() for _ in range(runs)) * 1e3
     invoke_gpu = gpu_ms(delegate.context, interpreter.invoke)
-    lines = [f"{path.stem} [{precision}]: end-to-end median {e2e:.3f} ms, invoke GPU time "
-             f"{'n/a' if invoke_gpu is None else f'{invoke_gpu:.3f} ms'}"]
+    gpu_text = (f"{invoke_gpu:.3f} ms" if invoke_gpu is not None else
+                f"n/a ({no_gpu_time_reason(delegate.context)})")
+    lines = [f"{path.stem} [{precision}]: end-to-end median {e2e:.3f} ms, invoke GPU time {gpu_text}"]
     for partition in delegate.partitions:
         per = [(gpu_ms(delegate.context, dispatch_runner(partition, step)), k) for k, step in enumerate(partition.steps)]
         known = [(ms, k) for ms, k in per if ms is not None]
@@ -116,7 +125,7 @@ def profile(path, precision, runs, top):
 def build_parser():
     parser = common.tool_parser("gles-profile", __doc__)
     parser.add_argument("models", nargs="+", type=common.model_file, help="model files or MediaPipe model names")
-    common.add_precision(parser, "fp16_fp32acc")
+    common.add_precision(parser)  # fp32, as every tool
     parser.add_argument("--runs", type=common.positive_int, default=30,
                         help="end-to-end runs whose median is reported, after 10 warm-up runs (default 30)")
     parser.add_argument("--top", type=common.non_negative_int, default=6,

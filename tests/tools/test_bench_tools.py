@@ -28,6 +28,14 @@ def test_profile_lists_dispatches(small_model, capsys):
     assert re.search(r"\d+ dispatches: sum of GPU times (n/a|\d+\.\d+ ms), CPU issue loop \d+\.\d+ ms", text)
 
 
+def test_profile_defaults_to_fp32_and_says_why_a_gpu_time_is_missing(small_model, capsys):
+    assert profile_model.main([str(small_model), "--runs", "2"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("[defaults] small [fp32]: ")  # the precision every other tool defaults to
+    gpu_time = line.split("invoke GPU time ")[1]
+    assert re.fullmatch(r"\d+\.\d+ ms|n/a \(.*(timer|EXT_disjoint_timer_query).*\)", gpu_time), gpu_time
+
+
 def test_top1_agreement_table(small_model, capsys):
     from gles_delegate.tools import top1_agreement
     assert top1_agreement.main([str(small_model), "--seeds", "3"]) == 0
