@@ -21,7 +21,7 @@ def sample(op, rng, shape):
     if op in ("LOG", "SQRT", "RSQRT"):
         return np.abs(x) + np.float32(0.01)
     if op == "EXP":
-        return np.clip(x, -5, 5)
+        return np.clip(x, np.float32(-5), np.float32(5))  # float32 bounds: numpy 1.x promotes to float64
     return x
 
 

@@ -32,7 +32,7 @@ def float_operands(rng, op, shapes):
     a, b = (rng.normal(0, 3, s).astype(np.float32) for s in shapes)
     if op == "POW":
         a = np.abs(a) + np.float32(0.1)
-        b = np.clip(b, -4, 4)
+        b = np.clip(b, -4, 4).astype(np.float32)  # numpy 1.x promotes a clip by Python ints
     if op == "DIV":
         b = np.where(np.abs(b) < 0.1, np.float32(0.5), b)  # a huge quotient would swamp the tolerance
     return a, b
@@ -90,7 +90,7 @@ def test_integer_arithmetic_matches_litert(op, dtype):
             if op == "DIV":
                 b[b == 0] = 3
             if op == "POW":
-                a, b = np.clip(a, -9, 9), np.abs(b) % 9
+                a, b = np.clip(a, -9, 9).astype(dtype), (np.abs(b) % 9).astype(dtype)  # numpy 1.x promotes both
             check_op(op, [In(a), In(b)], options_for(op, activation))
 
 
