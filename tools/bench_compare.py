@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import common
-from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner
+from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner, litert_interpreter
 
 PRECISIONS = ("fp32", "fp16_fp32acc")
 
@@ -51,9 +51,7 @@ def ours(path, inputs, precision, args):
 
 
 def litert_cpu(path, inputs, threads, args):
-    module = common.litert()
-    interpreter = module.Interpreter(model_path=str(path), num_threads=threads)
-    interpreter.allocate_tensors()
+    interpreter = litert_interpreter(common.litert(), path, threads)
     run_once, _ = end_to_end(interpreter, inputs)
     return {"median_ms": median_ms(run_once, args.runs, args.warmup)}
 
@@ -66,10 +64,11 @@ def litert_gpu(path, inputs, args):
 
 
 def guarded(fn, *a):
+    """fn(*a), or {"error": why} where that runtime cannot run the model here."""
     try:
-        return fn(*a)
-    except Exception as exc:  # a runtime that cannot run this model here
-        return {"error": common.failure_reason(exc)}
+        return common.native_call(fn, *a)
+    except RuntimeError as exc:
+        return {"error": str(exc)}
 
 
 def bench_model(path, args):

@@ -232,20 +232,25 @@ def agreement(ours, theirs):
     return worst
 
 
+def litert_interpreter(module, path, num_threads):
+    """LiteRT's interpreter (XNNPACK) on the model, tensors allocated; num_threads -1: its default."""
+    interpreter = module.Interpreter(model_path=str(path), num_threads=num_threads if num_threads > 0 else None)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
 def bench_litert_xnnpack(path, inputs, args, ours):
     module = common.litert()
     if module is None:
         return {"status": f"unavailable: {common.LITERT_MISSING}"}
     try:
         start = time.perf_counter()
-        interpreter = module.Interpreter(model_path=str(path),
-                                         num_threads=args.num_threads if args.num_threads > 0 else None)
-        interpreter.allocate_tensors()
+        interpreter = common.native_call(litert_interpreter, module, path, args.num_threads)
         init_ms = (time.perf_counter() - start) * 1000.0
         run_once, last = end_to_end(interpreter, inputs)
-        run_once()  # fail here, not inside the timing loop
-    except Exception as exc:  # a model LiteRT cannot run
-        return {"status": f"unavailable: {common.failure_reason(exc)}"}
+        common.native_call(run_once)  # fail here, not inside the timing loop
+    except RuntimeError as exc:  # a model LiteRT cannot run
+        return {"status": f"unavailable: {exc}"}
     print(f"LiteRT {litert_version()} interpreter (XNNPACK): initialized in {init_ms:.1f} ms.")
     first, warmup, inference = benchmark(run_once, args, "LiteRT XNNPACK")
     return {"status": "ok", "runtime": f"ai-edge-litert {litert_version()} Interpreter (XNNPACK)",
@@ -256,17 +261,10 @@ def bench_litert_xnnpack(path, inputs, args, ours):
 def litert_gpu_runner(path, inputs):
     """LiteRT's CompiledModel on its GPU accelerator (WebGPU over Vulkan, or OpenCL): returns
     (run_once, init_ms, model), run_once timing write + run + read together (its run returns
-    before the GPU is done). Raises where the accelerator or the model cannot run here; the
-    native log of the failure is in the exception's note."""
-    from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    before the GPU is done). Where the accelerator or the model cannot run here it raises a
+    RuntimeError saying why (common.native_call)."""
     start = time.perf_counter()
-    with common.captured_native_stderr() as log:
-        try:
-            model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
-            input_buffers, output_buffers = model.create_input_buffers(0), model.create_output_buffers(0)
-        except Exception as exc:
-            raise RuntimeError(common.failure_reason(exc, "".join(log))) from None
+    model, input_buffers, output_buffers = common.native_call(_compiled_on_gpu, path)
     init_ms = (time.perf_counter() - start) * 1000.0
     sizes = [(int(np.prod(b.get_tensor_details()["shape"])), b.get_tensor_details()["dtype"]) for b in output_buffers]
 
@@ -281,18 +279,26 @@ def litert_gpu_runner(path, inputs):
     return run_once, init_ms, model
 
 
+def _compiled_on_gpu(path):
+    """(CompiledModel on LiteRT's GPU accelerator, its input buffers, its output buffers)."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
+    return model, model.create_input_buffers(0), model.create_output_buffers(0)
+
+
 def bench_litert_gpu(path, inputs, args):
     """LiteRT's GPU accelerator through CompiledModel; where it cannot run, why."""
     if common.litert() is None:
         return {"status": f"unavailable: {common.LITERT_MISSING}"}
     try:
         run_once, init_ms, model = litert_gpu_runner(path, inputs)
-    except Exception as exc:
+    except RuntimeError as exc:
         return {"status": f"unavailable: {exc}"}
     try:
-        run_once()
-    except Exception as exc:
-        return {"status": f"failed: {common.failure_reason(exc)}"}
+        common.native_call(run_once)
+    except RuntimeError as exc:
+        return {"status": f"failed: {exc}"}
     print(f"LiteRT {litert_version()} CompiledModel (GPU accelerator): initialized in {init_ms:.1f} ms.")
     first, warmup, inference = benchmark(run_once, args, "LiteRT GPU")
     return {"status": "ok", "runtime": f"ai-edge-litert {litert_version()} CompiledModel (GPU)",

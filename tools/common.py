@@ -306,6 +306,19 @@ def captured_native_stderr():
             captured.append(sink.read().decode("utf-8", "replace"))
 
 
+def native_call(fn, *args):
+    """fn(*args) with native stderr captured (LiteRT's exceptions name only a source line; why is
+    in what it logged). A failure is raised again as a RuntimeError of one readable line,
+    failure_reason(exception, that log), made once the capture is over: only then is the log
+    there."""
+    with captured_native_stderr() as log:
+        try:
+            return fn(*args)
+        except Exception as exc:  # whatever the native library raises
+            failure = exc
+    raise RuntimeError(failure_reason(failure, "".join(log))) from None
+
+
 def failure_reason(exc, native_log=""):
     """A one-line reason from an exception and what native code logged meanwhile: the first
     error line that says something (LiteRT logs 'ERROR: [file:line] message'), plus a

@@ -29,6 +29,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,17 +109,21 @@ def run_litert(path, inputs):
     module = common.litert()
     if module is None:
         return None, common.LITERT_MISSING
-    import warnings
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": we are
-            interpreter = module.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
-        interpreter.allocate_tensors()
-        common.set_inputs(interpreter, inputs)
-        interpreter.invoke()
-    except Exception as exc:  # ops LiteRT lacks (MediaPipe custom ops), or anything it rejects
-        return None, f"LiteRT cannot run this model: {common.failure_reason(exc)}"
-    return interpreter, None
+        return common.native_call(_litert_invoked, module, path, inputs), None
+    except RuntimeError as exc:  # ops LiteRT lacks (MediaPipe custom ops), or anything it rejects
+        return None, f"LiteRT cannot run this model: {exc}"
+
+
+def _litert_invoked(module, path, inputs):
+    """LiteRT's interpreter keeping every tensor, after one invoke on `inputs`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": we are
+        interpreter = module.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    common.set_inputs(interpreter, inputs)
+    interpreter.invoke()
+    return interpreter
 
 
 def litert_tensor(interpreter, index):

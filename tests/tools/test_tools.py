@@ -4,6 +4,7 @@ import copy
 import io
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -161,6 +162,30 @@ def test_litert_failure_reason_names_the_cause():
     reason = common.failure_reason(RuntimeError("ERROR: [./litert/cc/litert_compiled_model.h:1961]"), native)
     assert reason.startswith("Failed to initialize WebGPU environment: INTERNAL: No adapters found")
     assert "libvulkan" in reason
+
+
+def fails_like_litert(*args, **kwargs):
+    """What LiteRT's CompiledModel does without a GPU: the reason on native stderr, an exception
+    naming a source line."""
+    os.write(2, b"Warning: Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file\n"
+                b"ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU environment: INTERNAL: No adapters found\n")
+    raise RuntimeError("ERROR: [./litert/cc/litert_compiled_model.h:1961]")
+
+
+def test_native_call_raises_what_native_code_logged():
+    with pytest.raises(RuntimeError) as info:
+        common.native_call(fails_like_litert)
+    assert str(info.value) == ("Failed to initialize WebGPU environment: INTERNAL: No adapters found "
+                               "(Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file)")
+
+
+def test_benchmark_and_bench_compare_say_why_litert_gpu_cannot_run(small_model, monkeypatch):
+    from gles_delegate.tools import bench_compare
+    compiled_model = pytest.importorskip("ai_edge_litert.compiled_model")
+    monkeypatch.setattr(compiled_model.CompiledModel, "from_file", staticmethod(fails_like_litert))
+    reason = "Failed to initialize WebGPU environment: INTERNAL: No adapters found (Couldn't load Vulkan: "
+    assert benchmark_model.bench_litert_gpu(small_model, [], None)["status"].startswith(f"unavailable: {reason}")
+    assert bench_compare.guarded(bench_compare.litert_gpu, small_model, [], None)["error"].startswith(reason)
 
 
 # -- gles-inspect -------------------------------------------------------------------------------
