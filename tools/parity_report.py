@@ -23,6 +23,7 @@ error}}, "thresholds": [...]}; keys are each node's output tensor name).
 Exit status: 0 when every compared op is within tolerance, 1 when one is not, 2 on bad usage.
 """
 import base64
+import collections
 import html
 import io
 import json
@@ -414,8 +415,9 @@ def _node_key(rows, row):
 
 
 # -- output: HTML ----------------------------------------------------------------------------
-def plot_png(report):
-    """PNG bytes of relative error along the execution order, or None without matplotlib."""
+def plot_figure(report):
+    """A matplotlib Figure of relative error along the execution order, its legend beside the
+    axes (inside, it hid points); None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -423,7 +425,7 @@ def plot_png(report):
     except ImportError:
         return None
     rows = report["rows"]
-    fig, ax = plt.subplots(figsize=(11, 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(11, 4), dpi=100, layout="constrained")  # room for the legend
     floor = 1e-12  # exact agreement (0) is drawn here on the log scale
     for key, label, style in (("gpu_vs_reference", "GPU vs reference", "-o"),
                               ("reference_vs_litert", "reference vs LiteRT", "--s")):
@@ -435,7 +437,7 @@ def plot_png(report):
              if r["local"] is not None and r["local"]["max_rel"] > 0]
     if local:
         xs, ys = zip(*local)
-        ax.plot(xs, ys, "x", markersize=4, label="GPU kernel alone (local; exact ones omitted)")
+        ax.plot(xs, ys, "x", markersize=4, label="GPU kernel alone\n(local; exact ones omitted)")
     ax.axhline(report["tolerance"], color="red", linewidth=1, linestyle="--",
                label=f"tolerance ({report['precision']})")
     first = report["summary"]["first_over_tolerance"]
@@ -447,12 +449,71 @@ def plot_png(report):
     ax.set_ylabel("max abs error / max |reference|")
     ax.set_title(f"Relative error along the graph: {Path(report['model']).name}")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
+    return fig
+
+
+def plot_png(report):
+    """PNG bytes of plot_figure(report), or None without matplotlib."""
+    fig = plot_figure(report)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
     buffer = io.BytesIO()
-    fig.tight_layout()
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
+
+
+# Columns of the HTML table; "rel" is max abs error / max |reference|.
+HTML_COLUMNS = ("#", "node", "tensor", "on", "shape", "GPU vs ref rel", "GPU vs ref max abs", "rmse", "cosine",
+                "worst index", "local rel", "local max abs", "ref vs LiteRT rel", "ref vs LiteRT max abs")
+
+
+def _row_id(tensor_index):
+    """The HTML id of a tensor's table row (the verdict links to it)."""
+    return f"tensor-{tensor_index}"
+
+
+def _html_cells(metrics):
+    """The rel and max abs cells of a comparison ('-' across both without one)."""
+    if metrics is None:
+        return '<td colspan="2">-</td>'
+    cls = "good" if metrics["within"] else "bad"
+    return f'<td class="{cls}">{_e(metrics["max_rel"])}</td><td>{_e(metrics["max_abs"])}</td>'
+
+
+def _html_row(r):
+    esc, g = html.escape, r["gpu_vs_reference"]
+    extra = (f'<td>{_e(g["rmse"])}</td><td>{g["cosine"]:.6f}</td><td>{g["worst_index"]}</td>' if g
+             else f'<td colspan="3">{esc(r["status"])}</td>')
+    return (f'<tr id="{_row_id(r["tensor_index"])}"><td>{r["position"]}</td><td>{esc(r["node"])}</td>'
+            f'<td title="{esc(r["tensor"])}">{esc(_short(r["tensor"], 48))}</td><td>{r["where"]}</td>'
+            f'<td>{common.shape_text(r["shape"])}</td>{_html_cells(g)}{extra}{_html_cells(r["local"])}'
+            f'{_html_cells(r["reference_vs_litert"])}</tr>')
+
+
+def _folded_row(rows):
+    """One row for all tensors constant folding made constants (nothing to compare: the fp16
+    weights' DEQUANTIZE nodes, say), or '' when there are none."""
+    folded = collections.Counter(r["op"] for r in rows if r["status"] == FOLDED)
+    if not folded:
+        return ""
+    ops = ", ".join(f"{op} x{n}" for op, n in sorted(folded.items()))
+    return (f'<tr class="folded"><td colspan="{len(HTML_COLUMNS)}">{sum(folded.values())} tensors folded into '
+            f'constants at load ({ops}): nothing to compare, and LiteRT does not keep them either; their rows '
+            f'are in parity.json</td></tr>')
+
+
+def _verdict(s):
+    """The banner: the first op over tolerance, linked to its row, or that every op is within."""
+    first, esc = s["first_over_tolerance"], html.escape
+    if not first:
+        return (f'<p class="good">Every compared op is within tolerance (largest relative error '
+                f'{_e(s["max_relative_error"])}).</p>')
+    return (f'<p class="bad">First op over tolerance: <a href="#{_row_id(first["tensor_index"])}"><b>'
+            f'{esc(first["node"])}</b> tensor {first["tensor_index"]} <code>{esc(first["tensor"])}</code></a>: '
+            f'relative error {_e(first["max_rel"])} at {first["worst_index"]}</p>')
 
 
 def write_html(report, path):
@@ -461,35 +522,18 @@ def write_html(report, path):
     plot = (f'<img alt="relative error along the graph" src="data:image/png;base64,'
             f'{base64.b64encode(png).decode()}">' if png else
             "<p><em>matplotlib is not installed: no plot (pip install matplotlib).</em></p>")
-    first = s["first_over_tolerance"]
-    verdict = (f'<p class="bad">First op over tolerance: <b>{esc(first["node"])}</b> tensor '
-               f'{first["tensor_index"]} <code>{esc(first["tensor"])}</code>: relative error '
-               f'{_e(first["max_rel"])} at {first["worst_index"]}</p>' if first else
-               f'<p class="good">Every compared op is within tolerance (largest relative error '
-               f'{_e(s["max_relative_error"])}).</p>')
     kernels = ", ".join(esc(k["node"]) for k in s["kernels_over_tolerance"]) or "none"
-
-    def cell(metrics):
-        if metrics is None:
-            return '<td colspan="2">-</td>'
-        cls = "good" if metrics["within"] else "bad"
-        return f'<td class="{cls}">{_e(metrics["max_rel"])}</td><td>{_e(metrics["max_abs"])}</td>'
-    body = []
-    for r in report["rows"]:
-        g = r["gpu_vs_reference"]
-        extra = (f'<td>{_e(g["rmse"])}</td><td>{g["cosine"]:.6f}</td><td>{g["worst_index"]}</td>' if g
-                 else f'<td colspan="3">{esc(r["status"])}</td>')
-        body.append(f'<tr><td>{r["position"]}</td><td>{esc(r["node"])}</td><td title="{esc(r["tensor"])}">'
-                    f'{esc(_short(r["tensor"], 48))}</td><td>{r["where"]}</td><td>{common.shape_text(r["shape"])}'
-                    f'</td>{cell(g)}{extra}{cell(r["local"])}{cell(r["reference_vs_litert"])}</tr>')
+    body = [_folded_row(report["rows"])] + [_html_row(r) for r in report["rows"] if r["status"] != FOLDED]
+    header = "".join(f"<th>{esc(name)}</th>" for name in HTML_COLUMNS)
     fused = "".join(f"<li><code>{esc(t)}</code></li>" for t in s["fused_away"]) or "<li>none</li>"
     rewrites = "".join(f"<li><code>{esc(t)}</code></li>" for t in report["rewrites"]) or "<li>none</li>"
     text = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>gles-parity: {esc(Path(report['model']).name)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 1.5em; }} table {{ border-collapse: collapse; font-size: 12px; }}
-td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
-td:nth-child(2), td:nth-child(3) {{ text-align: left; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; white-space: nowrap; }}
+td:nth-child(2), td:nth-child(3), tr.folded td {{ text-align: left; }}
+tr.folded td {{ color: #555; font-style: italic; }} tr:target td {{ outline: 2px solid #c62828; }}
 .good {{ background: {COLOURS[0]}; }} .bad {{ background: {COLOURS[2]}; }} img {{ max-width: 100%; }}
 </style></head><body>
 <h1>Parity report: {esc(Path(report['model']).name)}</h1>
@@ -497,17 +541,16 @@ td:nth-child(2), td:nth-child(3) {{ text-align: left; }}
 precision <b>{report['precision']}</b>; tolerance {report['tolerance']:g} &times; max|reference|
 (reference vs LiteRT: {report['reference_tolerance']:g}); inputs: seeded uniform [-1, 1), seed {report['seed']};
 LiteRT: {esc(report['litert'])}; gles_delegate {esc(report['gles_delegate_version'])}.</p>
-{verdict}
+{_verdict(s)}
 <p>{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; {len(s['fused_away'])} fused away;
 {s['folded']} folded into constants. Ops whose own GPU kernel is over tolerance (given the GPU's inputs): {kernels}.
 Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance']} over tolerance.</p>
 <h2>Relative error along the graph</h2>
 {plot}
 <h2>Per tensor (execution order)</h2>
-<p>rel = max abs error / max |reference|. "local": the GPU node's error given the GPU's own inputs.</p>
-<table><tr><th>#</th><th>node</th><th>tensor</th><th>on</th><th>shape</th><th>rel</th><th>max abs</th>
-<th>rmse</th><th>cosine</th><th>worst index</th><th>local rel</th><th>local abs</th>
-<th>ref vs LiteRT rel</th><th>abs</th></tr>
+<p>rel = max abs error / max |reference|. "GPU vs ref": the GPU delegate against the numpy reference;
+"local": the GPU node's error given the GPU's own inputs; "ref vs LiteRT": the reference against LiteRT.</p>
+<table><tr>{header}</tr>
 {''.join(body)}
 </table>
 <h2>Fused away</h2><ul>{fused}</ul>

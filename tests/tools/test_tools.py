@@ -297,6 +297,50 @@ def test_parity_selfie(selfie, tmp_path, capsys):
     assert "every compared op is within tolerance" in capsys.readouterr().out
 
 
+def synthetic_parity_report():
+    """A parity report of four rows (no model run): two tensors constant folding made constants,
+    an ADD within tolerance and a MUL over it."""
+    def metrics(rel):
+        return {"max_abs": rel, "max_rel": rel, "rmse": rel, "cosine": 1.0, "worst_index": [0, 1],
+                "tolerance": 1e-4, "within": rel <= 1e-4}
+
+    def row(position, op, status, rel=None):
+        m = None if rel is None else metrics(rel)
+        return {"position": position, "node_index": position, "node": f"#{position} ({op})", "op": op,
+                "tensor_index": 10 + position, "tensor": f"t{position}", "shape": [1, 8], "dtype": "float32",
+                "where": "GPU" if m else "-", "partition": 0 if m else None, "status": status,
+                "gpu_vs_reference": m, "local": m, "reference_vs_litert": m}
+    rows = [row(0, "DEQUANTIZE", parity_report.FOLDED), row(1, "DEQUANTIZE", parity_report.FOLDED),
+            row(2, "ADD", parity_report.COMPARED, 8.1e-6), row(3, "MUL", parity_report.COMPARED, 8.1e-2)]
+    return {"model": "m.tflite", "renderer": "GPU", "gl_version": "GL", "precision": "fp32", "tolerance": 1e-4,
+            "reference_tolerance": 1e-4, "seed": 0, "litert": "ok", "gles_delegate_version": "0", "rewrites": [],
+            "summary": parity_report.summarize(rows), "rows": rows}
+
+
+def test_parity_html_table_reads_well(tmp_path):
+    parity_report.write_html(synthetic_parity_report(), tmp_path / "report.html")
+    text = (tmp_path / "report.html").read_text()
+    style = text.split("<style>")[1].split("</style>")[0]
+    assert re.search(r"(^|[\s,])td[^{]*\{[^}]*white-space: nowrap", style)  # "8.1e-02" never breaks at its "-"
+    table = text.split("<table>")[1].split("</table>")[0]
+    headers = re.findall(r"<th>(.*?)</th>", table)
+    assert len(set(headers)) == len(headers) and headers[-1] == "ref vs LiteRT max abs"
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", table, re.S)[1:]
+    assert len(rows) == 3 and "DEQUANTIZE" not in "".join(rows[1:])  # the folded ones: one summary row
+    assert "2 tensors folded into constants at load (DEQUANTIZE x2)" in rows[0]
+    target = re.search(r'First op over tolerance: <a href="#([\w-]+)">', text).group(1)
+    assert [r for r in rows if f'id="{target}"' in r] == [r for r in rows if "#3 (MUL)" in r] != []
+
+
+def test_parity_plot_legend_covers_no_point():
+    fig = parity_report.plot_figure(synthetic_parity_report())
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, plot_area = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert not legend.overlaps(plot_area)
+    assert fig.bbox.contains(legend.x1 - 1, legend.y0 + 1)  # and is not cut off
+
+
 def test_parity_handles_a_model_litert_cannot_run(tmp_path, capsys):
     from gles_delegate.tflite import ModelBuilder
     b = ModelBuilder()
