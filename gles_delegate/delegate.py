@@ -18,7 +18,7 @@ from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 from .gpu.serialization import PlanCache
-from .gpu.workgroups import WorkgroupTuner
+from .gpu.workgroup_tuner import WorkgroupTuner
 from .transforms import RULES, Record, rewrite_partition
 
 Precision = Literal["fp32", "fp16", "fp16_fp32acc"]

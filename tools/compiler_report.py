@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.gpu.workgroups import elapsed_ns
+from gles_delegate.gpu.workgroup_tuner import elapsed_ns
 from gles_delegate.tools import common
 
 GPU_CONFIGS = {"rules off": {"rewrite_rules": False}, "rules on": {}, "tuned": {"tune_workgroups": True}}

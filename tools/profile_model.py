@@ -18,7 +18,7 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import gl as G
 from gles_delegate.gpu.runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
 from gles_delegate.gpu.shader import PARAMS_BINDING
-from gles_delegate.gpu.workgroups import MIN_MEASURABLE_NS, elapsed_ns, timer_unavailable
+from gles_delegate.gpu.workgroup_tuner import MIN_MEASURABLE_NS, elapsed_ns, timer_unavailable
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end
 

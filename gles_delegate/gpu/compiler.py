@@ -49,7 +49,7 @@ class Plan:
     writes: list         # per step: [(tensor index, arena offset, shape)] it writes (for capture)
     templates: list      # per step: the kernels_glsl template it runs
     workgroups: list     # per step: its (x, y, z) workgroup
-    tuned: bool          # the workgroups were timed on this GPU (workgroups.WorkgroupTuner)
+    tuned: bool          # the workgroups were timed on this GPU (workgroup_tuner.WorkgroupTuner)
 
     @property
     def element_bytes(self):
@@ -310,7 +310,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     nodes: graph nodes in execution order; inputs / outputs: the partition's boundary tensors.
     precision: 'fp32' | 'fp16' | 'fp16_fp32acc'.
     tuner: None (heuristic workgroups), or an object whose choose(plan, variants) picks a
-        workgroup per step, or returns None to keep the heuristic's (workgroups.WorkgroupTuner
+        workgroup per step, or returns None to keep the heuristic's (workgroup_tuner.WorkgroupTuner
         times them on the GPU).
     Raises PlanLimitError when the plan exceeds a limit of the device (check_limits).
     """

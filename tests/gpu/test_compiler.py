@@ -8,7 +8,7 @@ import pytest
 
 from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
-from gles_delegate.gpu import compiler, workgroups
+from gles_delegate.gpu import compiler, workgroup_tuner
 from gles_delegate.gpu.kernels.base import Dispatch
 from tests.oplib import assert_close, run_ours
 from tests.transforms.rulelib import Chain, check_gpu, random
@@ -110,36 +110,7 @@ def test_in_place_chain_runs_correctly_unfused():
     assert summary["intermediate_bytes"] == summary["intermediate_lower_bound_bytes"] == 2 * 2 * 5 * 6 * 16
 
 
-# -- workgroups ---------------------------------------------------------------------------------
-LIMITS = [{"max_workgroup_size": (1024, 1024, 64), "max_workgroup_invocations": 1024},
-          {"max_workgroup_size": (128, 128, 64), "max_workgroup_invocations": 128},
-          {"max_workgroup_size": (64, 8, 4), "max_workgroup_invocations": 64}]
-
-
-@pytest.mark.parametrize("limits", LIMITS)
-def test_heuristic_and_candidates_fit_the_limits(limits):
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        grid = tuple(int(g) for g in rng.integers(1, 300, 3))
-        for wg in workgroups.candidates(grid, limits):
-            assert all(w <= m for w, m in zip(wg, limits["max_workgroup_size"]))
-            assert np.prod(wg) <= limits["max_workgroup_invocations"]
-            assert all(w & (w - 1) == 0 for w in wg)
-
-
-def test_heuristic_shapes():
-    limits = LIMITS[0]
-    assert workgroups.choose_workgroup((1000, 1, 1), limits) == (128, 1, 1)  # 1-D: all along x
-    assert workgroups.choose_workgroup((7, 7, 32), limits) == (8, 8, 2)
-    assert workgroups.choose_workgroup((16, 8, 1000), limits) == (16, 8, 1)
-    assert workgroups.choose_workgroup((1, 1, 1), limits) == (1, 1, 1)
-
-
-def test_requests_are_clamped():
-    assert workgroups.clamp_workgroup((16, 64, 1), LIMITS[2]) == (16, 4, 1)
-    assert workgroups.clamp_workgroup((256, 1, 1), LIMITS[1]) == (128, 1, 1)
-
-
+# -- workgroup tuning (the heuristic: test_workgroups.py) ---------------------------------------
 def tuning_model():
     c = Chain((1, 12, 12, 8))
     return c.build(c.op("HARD_SWISH", c.depthwise(c.conv(c.x, 8))))
@@ -154,7 +125,7 @@ def fake_timer(monkeypatch, cost):
         wg = tuple(int(source.split(f"#define WG_{a} ")[1].split()[0]) for a in "XYZ")
         timed.setdefault(step[1], {})[wg] = cost(wg)
         return cost(wg)
-    monkeypatch.setattr(workgroups._Session, "time", time)
+    monkeypatch.setattr(workgroup_tuner._Session, "time", time)
     return timed
 
 
@@ -172,7 +143,7 @@ def test_tuning_keeps_the_fastest_workgroup_of_each_dispatch(monkeypatch):
         costs = timed.get(step[1], {})
         if len(costs) > 1:  # the fastest, unless it beats the heuristic's by less than MIN_GAIN
             fastest = min(costs, key=costs.get)
-            gain = costs[fastest] < (1 - workgroups.MIN_GAIN) * costs[default]
+            gain = costs[fastest] < (1 - workgroup_tuner.MIN_GAIN) * costs[default]
             assert wg == (fastest if gain else default)
             changed += wg != default
     assert changed >= 2
@@ -195,7 +166,7 @@ def test_real_timer_runs_or_explains_why_not(caplog):
 
 
 def test_tuning_without_timer_queries_keeps_the_heuristic(monkeypatch, caplog):
-    monkeypatch.setattr(workgroups, "timer_unavailable", lambda context: "no timer here")
+    monkeypatch.setattr(workgroup_tuner, "timer_unavailable", lambda context: "no timer here")
     model, values = tuning_model(), [random((1, 12, 12, 8))]
     _, untuned = compiled(model, values)
     with caplog.at_level(logging.WARNING, logger="gles_delegate"):
