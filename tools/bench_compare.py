@@ -3,11 +3,14 @@
     python -m gles_delegate.tools.bench_compare MODEL_OR_DIR [...] [--runs 50] [--out results]
 
 For every model: ours at FP32 and fp16_fp32acc, LiteRT's interpreter (XNNPACK) at 1 and 16
-threads, and LiteRT's GPU accelerator (CompiledModel) where it works. End-to-end latency is set
-inputs + invoke + read outputs, the median of --runs runs after --warmup runs; throughput is
-back-to-back invokes on fixed inputs. Writes results.md (a Markdown table, with the command that
-produced it) and results.json.
+threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
+and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
+--runs runs after --warmup runs; throughput is back-to-back invokes on fixed inputs. Each GPU
+runtime's outputs are compared with XNNPACK's (16 threads) on the same inputs: the largest
+max|a - b| / max|b| over the outputs. Writes results.md (a Markdown table, with the command
+that produced it) and results.json.
 """
+import numpy as np
 import json
 import os
 import platform
@@ -21,6 +24,7 @@ from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner, litert_interpreter
 
 PRECISIONS = ("fp32", "fp16_fp32acc")
+LITERT_GPU = {"litert_gpu": False, "litert_gpu_f32": True}  # row key -> enforce_f32
 
 
 def median_ms(run_once, runs, warmup):
@@ -43,24 +47,49 @@ def ours(path, inputs, precision, args):
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
-    run_once, _ = end_to_end(interpreter, inputs)
+    run_once, last = end_to_end(interpreter, inputs)
     result = {"init_ms": init_ms, "median_ms": median_ms(run_once, args.runs, args.warmup),
-              "invokes_per_s": throughput(interpreter, args.runs), **delegate.summary()}
+              "invokes_per_s": throughput(interpreter, args.runs), "outputs": last["outputs"], **delegate.summary()}
     delegate.close()
     return result
 
 
 def litert_cpu(path, inputs, threads, args):
     interpreter = litert_interpreter(common.litert(), path, threads)
-    run_once, _ = end_to_end(interpreter, inputs)
-    return {"median_ms": median_ms(run_once, args.runs, args.warmup)}
+    run_once, last = end_to_end(interpreter, inputs)
+    return {"median_ms": median_ms(run_once, args.runs, args.warmup), "outputs": last["outputs"]}
 
 
-def litert_gpu(path, inputs, args):
+def litert_gpu(path, inputs, args, enforce_f32=False):
     """LiteRT's CompiledModel on its GPU accelerator (benchmark_model.litert_gpu_runner)."""
-    run_once, init_ms, model = litert_gpu_runner(path, inputs)
+    run_once, init_ms, model, last = litert_gpu_runner(path, inputs, enforce_f32)
     return {"init_ms": init_ms, "median_ms": median_ms(run_once, args.runs, args.warmup),
-            "fully_accelerated": bool(model.is_fully_accelerated())}
+            "fully_accelerated": bool(model.is_fully_accelerated()), "outputs": last["outputs"]}
+
+
+def relative_error(outputs, reference):
+    """The largest max|a - b| / max|b| over the outputs (float64; inf where shapes differ)."""
+    worst = 0.0
+    for a, b in zip(outputs, reference):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if a.shape != b.shape:
+            return float("inf")
+        worst = max(worst, float(np.max(np.abs(a - b), initial=0.0)) / max(float(np.max(np.abs(b), initial=0.0)), 1e-30))
+    return worst
+
+
+def add_errors(row):
+    """Each GPU runtime's relative_error against XNNPACK-16's outputs (as "error_vs_xnnpack"),
+    then drop the outputs (results.json keeps numbers, not arrays)."""
+    reference = (row.get("xnnpack_16") or {}).get("outputs")
+    for entry in row.values():
+        if isinstance(entry, dict) and "outputs" in entry:
+            outputs = entry.pop("outputs")
+            if reference is not None and entry is not row.get("xnnpack_16"):
+                entry["error_vs_xnnpack"] = relative_error(outputs, reference)
+    if reference is not None:
+        row["xnnpack_16"].pop("outputs", None)
+    return row
 
 
 def guarded(fn, *a):
@@ -78,37 +107,50 @@ def bench_model(path, args):
     for precision in PRECISIONS:
         row[f"ours_{precision}"] = guarded(ours, path, inputs, precision, args)
     if common.litert() is not None:
-        row["litert_gpu"] = guarded(litert_gpu, path, inputs, args)
+        for key, enforce_f32 in LITERT_GPU.items():
+            row[key] = guarded(litert_gpu, path, inputs, args, enforce_f32)
         for threads in (1, 16):
             row[f"xnnpack_{threads}"] = guarded(litert_cpu, path, inputs, threads, args)
-    return row
+    return add_errors(row)
 
 
-def cell(entry, key="median_ms"):
+def cell(entry, key="median_ms", spec=".2f"):
     if entry is None:
         return "-"
-    if "error" in entry:
+    if "error" in entry or key not in entry:
         return "n/a"
-    return f"{entry[key]:.2f}"
+    return f"{entry[key]:{spec}}"
 
 
-def ratio(row, baseline):
-    best = min((row[f"ours_{p}"].get("median_ms", float("inf")) for p in PRECISIONS))
-    base = row.get(baseline, {}).get("median_ms") if row.get(baseline) else None
-    return f"{best / base:.2f}" if base and best != float("inf") else "-"
+def best_ms(row, keys):
+    """The fastest median of the entries `keys` of a row (inf where none ran)."""
+    return min((row.get(k) or {}).get("median_ms", float("inf")) for k in keys)
+
+
+def ratio(row, baseline_keys):
+    best, base = best_ms(row, [f"ours_{p}" for p in PRECISIONS]), best_ms(row, baseline_keys)
+    return f"{best / base:.2f}" if base != float("inf") and best != float("inf") else "-"
+
+
+COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"),
+           ("LiteRT GPU", "litert_gpu"), ("LiteRT GPU f32", "litert_gpu_f32"),
+           ("XNNPACK 1t", "xnnpack_1"), ("XNNPACK 16t", "xnnpack_16")]
+ERROR_COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"),
+                 ("LiteRT GPU", "litert_gpu"), ("LiteRT GPU f32", "litert_gpu_f32")]
 
 
 def markdown(rows, command, device):
-    lines = [f"Measured on {device} with `{command}` (ms, median end-to-end: set inputs + invoke + read outputs).",
-             "", "| model | ours fp32 | ours fp16_fp32acc | LiteRT GPU | XNNPACK 1t | XNNPACK 16t | "
-             "best ours / LiteRT GPU | best ours / XNNPACK 16t | dispatches | ours init ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ([name for name, _ in COLUMNS] + ["best ours / best LiteRT GPU", "best ours / XNNPACK 16t"]
+              + [f"error {name}" for name, _ in ERROR_COLUMNS] + ["dispatches", "ours init ms"])
+    lines = [f"Measured on {device} with `{command}` (ms, median end-to-end: set inputs + invoke + read outputs; "
+             "error: max|a - XNNPACK 16t| / max|XNNPACK 16t| over the outputs).",
+             "", "| model | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
     for row in rows:
-        fp32 = row["ours_fp32"]
-        lines.append(f"| {row['model']} | {cell(fp32)} | {cell(row['ours_fp16_fp32acc'])} | "
-                     f"{cell(row.get('litert_gpu'))} | {cell(row.get('xnnpack_1'))} | {cell(row.get('xnnpack_16'))} | "
-                     f"{ratio(row, 'litert_gpu')} | {ratio(row, 'xnnpack_16')} | {fp32.get('dispatches', '-')} | "
-                     f"{cell(fp32, 'init_ms')} |")
+        cells = ([cell(row.get(key)) for _, key in COLUMNS]
+                 + [ratio(row, list(LITERT_GPU)), ratio(row, ["xnnpack_16"])]
+                 + [cell(row.get(key), "error_vs_xnnpack", ".1e") for _, key in ERROR_COLUMNS]
+                 + [str(row["ours_fp32"].get("dispatches", "-")), cell(row["ours_fp32"], "init_ms")])
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     errors = [f"- {row['model']} {name}: {entry['error']}" for row in rows for name, entry in row.items()
               if isinstance(entry, dict) and "error" in entry]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
@@ -116,7 +158,10 @@ def markdown(rows, command, device):
 
 def build_parser():
     parser = common.tool_parser("gles-bench-compare", __doc__)
-    parser.add_argument("models", nargs="+", type=common.model_files, help="model files, directories of them, or MediaPipe model names")
+    parser.add_argument("models", nargs="*", type=common.model_files,
+                        help="model files, directories of them, or MediaPipe model names")
+    parser.add_argument("--models-dir", type=common.model_files, action="append", default=[],
+                        help="a folder whose every .tflite file is measured (repeatable; with or instead of models)")
     parser.add_argument("--runs", type=common.positive_int, default=50,
                         help="timed runs per runtime, whose median is reported (default 50)")
     parser.add_argument("--warmup", type=common.non_negative_int, default=10,
@@ -132,7 +177,10 @@ def main(argv=None):
 def run(args, argv):
     command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
     rows, text = [], ""
-    for path in [path for group in args.models for path in group]:
+    groups = args.models + args.models_dir
+    if not groups:
+        raise common.ToolError("give models, or --models-dir DIR")
+    for path in [path for group in groups for path in group]:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, args))
         text = write_results(rows, command, Path(args.out))  # after every model: a cut-short run keeps its rows

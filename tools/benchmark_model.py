@@ -258,32 +258,38 @@ def bench_litert_xnnpack(path, inputs, args, ours):
             "max_relative_error_vs_gles_delegate": agreement(ours, last.get("outputs"))}
 
 
-def litert_gpu_runner(path, inputs):
-    """LiteRT's CompiledModel on its GPU accelerator (WebGPU over Vulkan, or OpenCL): returns
-    (run_once, init_ms, model), run_once timing write + run + read together (its run returns
-    before the GPU is done). Where the accelerator or the model cannot run here it raises a
-    RuntimeError saying why (common.native_call)."""
+def litert_gpu_runner(path, inputs, enforce_f32=False):
+    """LiteRT's CompiledModel on its GPU accelerator (WebGPU over Vulkan, or OpenCL), at its
+    default precision (half storage where it chooses) or with enforce_f32: returns (run_once,
+    init_ms, model, last), run_once timing write + run + read together (its run returns before
+    the GPU is done), last["outputs"] the arrays its latest run read. Where the accelerator or
+    the model cannot run here it raises a RuntimeError saying why (common.native_call)."""
     start = time.perf_counter()
-    model, input_buffers, output_buffers = common.native_call(_compiled_on_gpu, path)
+    model, input_buffers, output_buffers = common.native_call(_compiled_on_gpu, path, enforce_f32)
     init_ms = (time.perf_counter() - start) * 1000.0
-    sizes = [(int(np.prod(b.get_tensor_details()["shape"])), b.get_tensor_details()["dtype"]) for b in output_buffers]
+    details = [b.get_tensor_details() for b in output_buffers]
+    sizes = [(int(np.prod(d["shape"])), d["dtype"], tuple(d["shape"])) for d in details]
+    last = {}
 
     def run_once():
         t0 = time.perf_counter()
         for buffer, value in zip(input_buffers, inputs):
             buffer.write(value)
         model.run_by_index(0, input_buffers, output_buffers)
-        for buffer, (count, dtype) in zip(output_buffers, sizes):
-            buffer.read(count, dtype)
-        return time.perf_counter() - t0
-    return run_once, init_ms, model
+        outputs = [buffer.read(count, dtype) for buffer, (count, dtype, _) in zip(output_buffers, sizes)]
+        elapsed = time.perf_counter() - t0
+        last["outputs"] = [np.asarray(o).reshape(shape) for o, (_, _, shape) in zip(outputs, sizes)]
+        return elapsed
+    return run_once, init_ms, model, last
 
 
-def _compiled_on_gpu(path):
+def _compiled_on_gpu(path, enforce_f32=False):
     """(CompiledModel on LiteRT's GPU accelerator, its input buffers, its output buffers)."""
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    model = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.GPU)
+    from ai_edge_litert.options import GpuOptions, Options
+    options = Options(hardware_accelerators=HardwareAccelerator.GPU, gpu_options=GpuOptions(enforce_f32=enforce_f32))
+    model = CompiledModel.from_file(str(path), options=options)
     return model, model.create_input_buffers(0), model.create_output_buffers(0)
 
 
@@ -292,7 +298,7 @@ def bench_litert_gpu(path, inputs, args):
     if common.litert() is None:
         return {"status": f"unavailable: {common.LITERT_MISSING}"}
     try:
-        run_once, init_ms, model = litert_gpu_runner(path, inputs)
+        run_once, init_ms, model, _ = litert_gpu_runner(path, inputs)
     except RuntimeError as exc:
         return {"status": f"unavailable: {exc}"}
     try:

@@ -3,22 +3,43 @@ only that every runtime was measured or says why not)."""
 import json
 import re
 
+import numpy as np
+import pytest
+
 from gles_delegate.tools import bench_compare, profile_model
 
 
 def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
     out = tmp_path / "cmp"
-    assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--out", str(out)]) == 0
+    assert bench_compare.main(["--models-dir", str(small_model.parent), "--runs", "2", "--warmup", "1",
+                               "--out", str(out)]) == 0
     table = (out / "results.md").read_text()
     assert "bench_compare" in table.splitlines()[0]  # the command that produced it
-    row = next(line for line in table.splitlines() if line.startswith("| small |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert all(re.fullmatch(r"\d+\.\d\d", c) for c in cells[1:3])  # ours, both precisions
-    assert all(re.fullmatch(r"\d+\.\d\d", c) for c in cells[4:6])  # XNNPACK 1 and 16 threads
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    row = dict(zip(header, [c.strip() for c in next(line for line in table.splitlines()
+                                                       if line.startswith("| small |")).strip("|").split("|")]))
+    for column in ("ours fp32", "ours fp16_fp32acc", "XNNPACK 1t", "XNNPACK 16t"):
+        assert re.fullmatch(r"\d+\.\d\d", row[column]), (column, row[column])
+    assert re.fullmatch(r"\d\.\de[-+]\d\d", row["error ours fp32"])  # against XNNPACK, on the same inputs
+    assert {"LiteRT GPU", "LiteRT GPU f32", "error LiteRT GPU", "error LiteRT GPU f32"} <= set(row)
     rows = json.loads((out / "results.json").read_text())
     assert rows[0]["ours_fp32"]["cpu_nodes"] == 1  # PACK has no GPU kernel
-    litert_gpu = rows[0]["litert_gpu"]
-    assert "median_ms" in litert_gpu or litert_gpu["error"]  # measured, or why not (no Vulkan here)
+    assert rows[0]["ours_fp32"]["error_vs_xnnpack"] < 1e-5 and "outputs" not in rows[0]["ours_fp32"]
+    for key in ("litert_gpu", "litert_gpu_f32"):  # measured, or why not (no Vulkan here)
+        assert "median_ms" in rows[0][key] or rows[0][key]["error"]
+
+
+def test_relative_error_is_over_the_worst_output():
+    reference = [np.array([1.0, -4.0]), np.array([[2.0]])]
+    assert bench_compare.relative_error([np.array([1.0, -4.0]), np.array([[2.5]])], reference) == 0.25
+    assert bench_compare.relative_error([np.array([1.0, -3.0]), np.array([[2.0]])], reference) == 0.25
+    assert bench_compare.relative_error([np.zeros(3), np.array([[2.0]])], reference) == float("inf")
+
+
+def test_bench_compare_needs_models(capsys):
+    with pytest.raises(SystemExit) as stop:
+        bench_compare.main(["--runs", "2"])
+    assert stop.value.code == 2 and "give models" in capsys.readouterr().err
 
 
 def test_profile_lists_dispatches(small_model, capsys):
