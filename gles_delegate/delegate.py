@@ -1,5 +1,6 @@
 """GpuDelegate: typed options, the GL context, and the compiled partitions of a model."""
 import logging
+import os
 import re
 import threading
 import time
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, get_args
 
+from . import __version__
 from . import partition as partitioning
 from . import quant
 from .gpu import kernels
@@ -17,7 +19,7 @@ from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as pro
 from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
-from .gpu.serialization import PlanCache
+from .gpu.serialization import Package, PlanCache
 from .gpu.workgroup_tuner import WorkgroupTuner
 from .transforms import RULES, Record, rewrite_partition
 
@@ -29,6 +31,26 @@ PRECISIONS, PREFERENCES, PRIORITIES, OBJECT_TYPES = (get_args(t) for t in (Preci
 MAX_LOG_CHARS = 4000  # of a driver's compile log quoted in a warning
 _NODE_LABEL = re.compile(r"#(\d+) \(")  # how a dispatch label names its node (Node.label)
 log = logging.getLogger("gles_delegate")
+
+
+def _float_view(graph, spec):
+    """The float view of a partition (quant.py): a quantized partition as float nodes with
+    fake-quant steps; what a cold start compiles, and what maps captured values back to the
+    model's integers."""
+    return quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+
+
+def _loaded_view(graph, nodes):
+    """The float view a partition loaded from the serialization cache keeps (it is no part of
+    the entry), None for a float partition (its view maps nothing back: a warm start skips it)."""
+    if not any(quant.touches_quantized(n) for n in nodes):
+        return None
+    return _float_view(graph, partitioning.boundary(graph, nodes))
+
+
+# What the serialization cache needs from above gpu/ (it imports nothing there).
+CACHE_PACKAGE = Package(version=__version__, root=os.path.dirname(os.path.abspath(__file__)),
+                        record_type=Record, float_view=_loaded_view)
 
 
 # The options as GpuDelegateOptions and GpuDelegate document them: help() of either lists them.
@@ -246,7 +268,7 @@ class GpuDelegate:
         self._require_open()
         self.partitions = [p for p in self.partitions if p.steps]
         precision = self.options.resolved_precision
-        cache = PlanCache(self.options, self.context, graph, candidates)  # inert without serialization_dir
+        cache = PlanCache(self.options, self.context, graph, candidates, CACHE_PACKAGE)  # inert without serialization_dir
         loaded = cache.load()
         self.fallbacks = {}
         if loaded is not None:
@@ -315,7 +337,7 @@ class GpuDelegate:
         program that does not compile or link (the nodes whose dispatches use it), or a plan
         over a device limit."""
         # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
-        view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+        view = _float_view(graph, spec)
         rewritten, rewrite_log = rewrite_partition(view.nodes, view.inputs, view.outputs,
                                                    RULES if self.options.rewrite_rules else (), len(graph.tensors))
         tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None

@@ -18,11 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gles_delegate import GpuError, ModelError
+from gles_delegate import GpuError, ModelError, __version__
 from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu import kernels
-from gles_delegate.gpu.serialization import package_version  # noqa: F401 (the tools' version line)
 from gles_delegate.tflite.reader import FILE_IDENTIFIER
+
+
+def package_version():
+    """gles_delegate's version, for the tools' version line."""
+    return __version__
 
 
 # -- command lines --------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def create_buffer(context, ctx, plan, what, nbytes, data=None, zeroed=False):
 class GpuPartition:
     """A Plan made real on a GlContext. `nodes` are the graph nodes it replaces. `binaries`
     (optional, one per plan source): (format, bytes) of a program binary to load instead of
-    compiling that source, or None (serialization.py passes them on a warm start). `view`: the
+    compiling that source, or None (gpu/serialization/ passes them on a warm start). `view`: the
     quant.FloatView the plan was compiled from, when the partition runs a quantized model (it
     maps captured float values back to the model's integers). `fused_away`: the indices of the
     model tensors of `nodes` that no dispatch computes (a rewrite fused them away)."""
@@ -98,7 +98,7 @@ class GpuPartition:
                 self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
                 # Programs last: on a warm start the entry's checksum runs beside the uploads
-                # above, and iterating `binaries` waits for it (serialization._CheckedBinaries).
+                # above, and iterating `binaries` waits for it (serialization.cache._CheckedBinaries).
                 binaries = binaries or [None] * len(plan.sources)
                 programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
                 # Range arguments are GLintptr / GLsizeiptr: pre-built c_ssize_t for the untyped calls.

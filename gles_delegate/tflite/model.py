@@ -147,6 +147,11 @@ class ModelDef:
         """Whether `digest` has been computed already (reading it then costs nothing)."""
         return self._digest is not None
 
+    def start_digest(self):
+        """Compute `digest` in a BackgroundDigest, unless it is known or under way already."""
+        if not self.digest_ready and self.digest_job is None and self.source_bytes is not None:
+            self.digest_job = BackgroundDigest(self.source_bytes)
+
     def tensor_data(self, subgraph_index, tensor_index):
         """The constant contents of a tensor as a read-only, zero-copy numpy array of its
         dtype and shape; None when the tensor has no data (an activation or input)."""

@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.gpu import serialization
+from gles_delegate import delegate as delegate_module
+from gles_delegate.gpu import compiler
 from gles_delegate.gpu.compiler import IoSlot, Plan
 from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
-from gles_delegate.gpu.serialization import CacheWarning, PlanCache
+from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key
+from gles_delegate.delegate import CACHE_PACKAGE
 
 SMALL = "hand_recrop"               # 1x256x256x3 input, ~20 programs
 SAME_INPUT = "selfie_segmentation"  # same input shape as SMALL: same entry name under one token
@@ -45,14 +47,14 @@ def start(model_path, directory, **options):
 
 
 def entry_path(directory):
-    entries = sorted(Path(directory).glob("*" + serialization.SUFFIX))
+    entries = sorted(Path(directory).glob("*" + entry.SUFFIX))
     assert len(entries) == 1, entries
     return entries[0]
 
 
 def cache_for(interpreter, delegate, context=None):
     graph = interpreter._main.graph
-    return PlanCache(delegate.options, context or delegate.context, graph, graph.nodes)
+    return PlanCache(delegate.options, context or delegate.context, graph, graph.nodes, CACHE_PACKAGE)
 
 
 def run_partitions(made, interpreter):
@@ -66,14 +68,14 @@ def run_partitions(made, interpreter):
 def fix_checksum(data):
     """An entry's bytes with the prefix's CRC-32 recomputed (a corruption the checksum misses)."""
     data = bytearray(data)
-    prefix = serialization.PREFIX
+    prefix = entry.PREFIX
     magic, version, header, payload, _ = prefix.unpack_from(data)
     prefix.pack_into(data, 0, magic, version, header, payload, zlib.crc32(data[prefix.size:]))
     return bytes(data)
 
 
 def header_of(data):
-    header, blobs = serialization.unpack_entry(data)
+    header, blobs = entry.unpack_entry(data)
     return header, blobs
 
 
@@ -101,7 +103,7 @@ def load_bytes(data, cold, tmp_path, context=None):
     interpreter, delegate = cold[0], cold[1]
     options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
     graph = interpreter._main.graph
-    cache = PlanCache(options, context or delegate.context, graph, graph.nodes)
+    cache = PlanCache(options, context or delegate.context, graph, graph.nodes, CACHE_PACKAGE)
     Path(cache.path).write_bytes(data)
     os.chmod(cache.path, 0o600)
     with warnings.catch_warnings(record=True) as caught:
@@ -227,15 +229,15 @@ def test_two_processes_write_the_same_entry(mediapipe_models, tmp_path, cold):
     script = textwrap.dedent("""
         import os, sys, time
         from gles_delegate import GpuDelegate, Interpreter
-        from gles_delegate.gpu import serialization
-        write, barrier = serialization._write_atomic, sys.argv[3]
+        from gles_delegate.gpu.serialization import cache
+        write, barrier = cache.write_atomic, sys.argv[3]
         def synchronized(*args):
             open(os.path.join(barrier, str(os.getpid())), "w").close()
             deadline = time.monotonic() + 120
             while len(os.listdir(barrier)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.005)
             write(*args)
-        serialization._write_atomic = synchronized
+        cache.write_atomic = synchronized
         delegate = GpuDelegate(serialization_dir=sys.argv[2])
         interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
         interpreter.allocate_tensors()
@@ -265,9 +267,9 @@ def test_byte_flips_are_caught(cold, tmp_path, monkeypatch, check_in_thread):
     constants upload (entries over BACKGROUND_CHECK_BYTES; this one is smaller, so the test
     lowers the threshold). Each flip rewrites the file in place right after the last load: a
     checksum thread still reading the entry's map then would die of SIGBUS."""
-    monkeypatch.setattr(serialization, "BACKGROUND_CHECK_BYTES", 0 if check_in_thread else 1 << 40)
+    monkeypatch.setattr(entry, "BACKGROUND_CHECK_BYTES", 0 if check_in_thread else 1 << 40)
     data = cold[4]
-    offsets = sorted(set(list(range(0, serialization.PREFIX.size + 8)) +
+    offsets = sorted(set(list(range(0, entry.PREFIX.size + 8)) +
                          np.linspace(0, len(data) - 1, 60).astype(int).tolist()))
     for offset in offsets:
         flipped = bytearray(data)
@@ -279,12 +281,12 @@ def test_byte_flips_are_caught(cold, tmp_path, monkeypatch, check_in_thread):
 def test_no_binary_reaches_the_driver_before_the_checksum_passed(cold, tmp_path, monkeypatch, private_context):
     if private_context.binary_formats == 0:
         pytest.skip("this driver gives no program binaries")
-    monkeypatch.setattr(serialization, "BACKGROUND_CHECK_BYTES", 0)
+    monkeypatch.setattr(entry, "BACKGROUND_CHECK_BYTES", 0)
     header, _ = header_of(cold[4])
     index = next(item[1] for part in header["partitions"] for item in part["binaries"] if item)
-    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(cold[4])
-    blob_area = serialization.PREFIX.size + header_bytes
-    blob_area += -blob_area % serialization.BLOB_ALIGN
+    _, _, header_bytes, _, _ = entry.PREFIX.unpack_from(cold[4])
+    blob_area = entry.PREFIX.size + header_bytes
+    blob_area += -blob_area % entry.BLOB_ALIGN
     offset, length = header["blobs"][index]
     data = bytearray(cold[4])
     data[blob_area + offset + length // 2] ^= 0xFF
@@ -299,7 +301,7 @@ def test_no_binary_reaches_the_driver_before_the_checksum_passed(cold, tmp_path,
 
 def test_truncations_are_caught(cold, tmp_path):
     data = cold[4]
-    lengths = sorted(set([0, 1, 7, 8, 12, serialization.PREFIX.size - 1, serialization.PREFIX.size,
+    lengths = sorted(set([0, 1, 7, 8, 12, entry.PREFIX.size - 1, entry.PREFIX.size,
                           len(data) - 1] + np.linspace(0, len(data) - 1, 40).astype(int).tolist()))
     for length in lengths:
         loaded, caught = load_bytes(data[:length], cold, tmp_path)
@@ -312,8 +314,8 @@ def test_header_corruption_with_a_valid_checksum_never_raises(cold, tmp_path, pr
     """Flips the checksum does not catch (the file was rewritten as a whole): the validators
     reject them or the entry still loads; nothing raises."""
     data = cold[4]
-    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(data)
-    start_, end = serialization.PREFIX.size, serialization.PREFIX.size + header_bytes
+    _, _, header_bytes, _, _ = entry.PREFIX.unpack_from(data)
+    start_, end = entry.PREFIX.size, entry.PREFIX.size + header_bytes
     rng = np.random.default_rng(0)
     for offset in rng.integers(start_, end, 60).tolist():
         flipped = bytearray(data)
@@ -361,11 +363,11 @@ def test_inconsistent_headers_are_rejected(cold, tmp_path, edit):
 
 def repack(header, blobs):
     """Entry bytes from a (possibly edited) header and its blobs, with a valid checksum."""
-    table = serialization.Blobs()
+    table = codec.Blobs()
     for blob in blobs:
         table.add(bytes(blob))
     header = {k: v for k, v in header.items() if k != "blobs"}
-    pieces, _ = serialization.pack_entry(header, table)
+    pieces, _ = entry.pack_entry(header, table)
     return b"".join(bytes(p) for p in pieces)
 
 
@@ -375,9 +377,9 @@ def test_refused_program_binaries_fall_back_to_source(cold, private_context, tmp
     header, blobs = header_of(cold[4])
     binary_blobs = {item[1] for part in header["partitions"] for item in part["binaries"] if item}
     data = bytearray(cold[4])
-    _, _, header_bytes, _, _ = serialization.PREFIX.unpack_from(data)
-    blob_area = serialization.PREFIX.size + header_bytes
-    blob_area += -blob_area % serialization.BLOB_ALIGN
+    _, _, header_bytes, _, _ = entry.PREFIX.unpack_from(data)
+    blob_area = entry.PREFIX.size + header_bytes
+    blob_area += -blob_area % entry.BLOB_ALIGN
     for index in binary_blobs:
         offset, length = header["blobs"][index]
         middle = blob_area + offset + length // 2
@@ -387,7 +389,7 @@ def test_refused_program_binaries_fall_back_to_source(cold, private_context, tmp
     interpreter, delegate = cold[0], cold[1]
     options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
     graph = interpreter._main.graph
-    cache = PlanCache(options, private_context, graph, graph.nodes)
+    cache = PlanCache(options, private_context, graph, graph.nodes, CACHE_PACKAGE)
     Path(cache.path).write_bytes(corrupted)
     os.chmod(cache.path, 0o600)
     with pytest.warns(CacheWarning, match="refused"):
@@ -421,7 +423,7 @@ def test_other_renderer_rebuilds(cold, mediapipe_models, monkeypatch, tmp_path):
 
 def test_other_package_version_rebuilds(cold, mediapipe_models, monkeypatch, tmp_path):
     start(mediapipe_models[SMALL], tmp_path)
-    monkeypatch.setattr(serialization, "package_version", lambda: "999.0")
+    monkeypatch.setattr(delegate_module, "CACHE_PACKAGE", dataclasses.replace(CACHE_PACKAGE, version="999.0"))
     with pytest.warns(CacheWarning, match="another gles_delegate version"):
         _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
     assert not delegate.summary()["cache_hit"]
@@ -437,7 +439,7 @@ def test_other_model_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
     assert not delegate.summary()["cache_hit"]
     for a, b in zip(other_cold, other):
         np.testing.assert_array_equal(a, b)
-    assert len(list(tmp_path.glob("*" + serialization.SUFFIX))) == 1  # one token, one entry
+    assert len(list(tmp_path.glob("*" + entry.SUFFIX))) == 1  # one token, one entry
 
 
 def test_same_graph_other_weights_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
@@ -460,11 +462,11 @@ def test_same_graph_other_weights_under_the_same_token_rebuilds(mediapipe_models
 
 def test_options_that_change_compilation_are_in_the_key(cold):
     options = cold[1].options
-    fingerprint = serialization.options_fingerprint(options)
+    fingerprint = key.options_fingerprint(options)
     names = {f.name for f in dataclasses.fields(options)}
-    assert set(fingerprint) == (names - serialization.NOT_COMPILE_OPTIONS) | {"resolved_precision"}
+    assert set(fingerprint) == (names - key.NOT_COMPILE_OPTIONS) | {"resolved_precision"}
     other = dataclasses.replace(options, memory_strategy="naive")
-    assert serialization.options_fingerprint(other) != fingerprint
+    assert key.options_fingerprint(other) != fingerprint
 
 
 # -- the directory and its files -----------------------------------------------------------------
@@ -476,7 +478,7 @@ def test_directory_is_created_private(cold, mediapipe_models, tmp_path):
 
 
 def test_stale_temp_files_are_removed(cold, mediapipe_models, tmp_path):
-    stale, fresh = tmp_path / (".tmp-old" + serialization.SUFFIX), tmp_path / (".tmp-new" + serialization.SUFFIX)
+    stale, fresh = tmp_path / (".tmp-old" + entry.SUFFIX), tmp_path / (".tmp-new" + entry.SUFFIX)
     for path in (stale, fresh):
         path.write_bytes(b"partial")
     os.utime(stale, (1, 1))
@@ -491,7 +493,7 @@ def test_read_only_directory_warns_once(cold, mediapipe_models, monkeypatch, tmp
     if os.geteuid() == 0:  # root writes anyway: make the write fail as a read-only mount would
         def refuse(*args, **kwargs):
             raise OSError(errno.EROFS, "Read-only file system")
-        monkeypatch.setattr(serialization.tempfile, "mkstemp", refuse)
+        monkeypatch.setattr(entry.tempfile, "mkstemp", refuse)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -534,7 +536,7 @@ def test_fifo_entry_does_not_hang(cold, tmp_path):
     interpreter, delegate = cold[0], cold[1]
     options = dataclasses.replace(delegate.options, serialization_dir=str(tmp_path))
     graph = interpreter._main.graph
-    cache = PlanCache(options, delegate.context, graph, graph.nodes)
+    cache = PlanCache(options, delegate.context, graph, graph.nodes, CACHE_PACKAGE)
     os.mkfifo(cache.path, 0o600)
     with pytest.warns(CacheWarning, match="not a regular file"):
         assert cache.load() is None
@@ -546,18 +548,20 @@ def test_codec_round_trip():
              (1, 2): {frozenset({3}), 4}, "arrays": [np.arange(6, dtype=np.float16).reshape(2, 3),
                                                      np.zeros((0, 4), np.float32), np.int64(7), np.float32(0.5)],
              "slot": IoSlot(3, 16, 64, (1, 4, 4, 1))}
-    blobs = serialization.Blobs()
-    encoded = json.loads(json.dumps(serialization.encode(value, blobs)))
-    decoded = serialization.Decoder([memoryview(b) for b in blobs.items])(encoded)
+    blobs, modules = codec.Blobs(), {compiler.__name__: compiler}
+    encoded = json.loads(json.dumps(codec.Encoder(blobs, modules)(value)))
+    decoded = codec.Decoder([memoryview(b) for b in blobs.items], modules)(encoded)
     assert decoded["slot"] == value["slot"] and decoded[(1, 2)] == value[(1, 2)]
     assert decoded["a"] == value["a"] and type(decoded["a"][7]) is bytearray
     for x, y in zip(value["arrays"], decoded["arrays"]):
         assert type(x) is type(y) and np.asarray(x).dtype == np.asarray(y).dtype and np.array_equal(x, y)
-    assert math.isnan(serialization.Decoder([])({"float": "nan"}))
+    assert math.isnan(codec.Decoder([], modules)({"float": "nan"}))
     with pytest.raises(TypeError):
-        serialization.encode(object(), blobs)
+        codec.Encoder(blobs, modules)(object())
     with pytest.raises(TypeError):
-        serialization.encode(np.array(["text"]), blobs)
+        codec.Encoder(blobs, modules)(np.array(["text"]))
+    with pytest.raises(TypeError):  # a dataclass of a module not named
+        codec.Encoder(blobs, {})(value["slot"])
 
 
 def test_program_binary_round_trip(private_context):

@@ -1,0 +1,210 @@
+"""The entry file format, and reading and writing entry files safely.
+
+    prefix   magic b"GLESDLGC", u32 format version, u32 header length, u64 payload length,
+             CRC-32 of the payload                                         (little endian)
+    payload  the header (UTF-8 JSON), zero padding to 64 bytes, then the blobs, each 64-aligned:
+             raw bytes (Plan.params, program binaries) and numpy arrays (Plan.constants, ...)
+
+Files: the directory is created 0700; entries are written to a temp file in the same
+directory and renamed over the old one (os.replace: readers see the old or the new file, never
+a mix, and concurrent writers just race to the last rename). An entry that is not a regular
+file, is owned by another user or is writable by others is refused. The checksum catches
+corruption, not forgery: whoever can write the directory as this user can make the delegate
+run any shader, which is why entries of other users are refused.
+"""
+import json
+import mmap
+import os
+import stat
+import struct
+import tempfile
+import threading
+import time
+import zlib
+
+MAGIC = b"GLESDLGC"
+FORMAT_VERSION = 2
+PREFIX = struct.Struct("<8sIIQI")
+SUFFIX = ".gdcache"
+BLOB_ALIGN = 64                    # bytes; every blob starts at a multiple of it
+MAX_HEADER_BYTES = 256 << 20
+MAX_BLOB_COUNT = 1 << 20
+BACKGROUND_CHECK_BYTES = 1 << 20   # smaller entries are checked in the calling thread
+
+
+class EntryError(Exception):
+    """Why an entry cannot be used (the cache turns it into a CacheWarning)."""
+
+
+def pack_entry(header, blobs):
+    """(list of byte pieces to write in order, total size in bytes) of an entry; `header` is a
+    JSON-able dict, blobs a codec.Blobs. Blob offsets are added to the header as header['blobs']."""
+    spans, offset = [], 0
+    for item in blobs.items:
+        spans.append([offset, len(item)])
+        offset += -(-len(item) // BLOB_ALIGN) * BLOB_ALIGN
+    header = {**header, "blobs": spans}
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    pieces = [text, b"\0" * (-(PREFIX.size + len(text)) % BLOB_ALIGN)]
+    for item in blobs.items:
+        pieces += [item, b"\0" * (-len(item) % BLOB_ALIGN)]
+    checksum = 0
+    for piece in pieces:
+        checksum = zlib.crc32(piece, checksum)
+    payload = sum(len(p) for p in pieces)
+    prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, len(text), payload, checksum)
+    return [prefix] + pieces, PREFIX.size + payload
+
+
+def unpack_entry(data, checked=True):
+    """(header dict, list of blob memoryviews) of an entry's bytes; EntryError if anything is off.
+    The checksum is a CRC-32 of the payload: it is there to catch corruption (a byte flipped, a
+    torn copy), which it does as well as a cryptographic hash would, at under half of sha256's
+    cost (zlib's CRC-32 against hashlib's sha256, in a scratch timing on the H200 machine's
+    CPU); forgery is out of its scope (see above).
+    checked=False leaves the checksum to a PayloadCheck of the caller, which must not hand the
+    driver anything from the entry before it passes (the header's decoding is safe without it:
+    it checks every value it reads)."""
+    view = memoryview(data)
+    if len(view) < PREFIX.size:
+        raise EntryError(f"truncated: {len(view)} bytes")
+    magic, version, header_bytes, payload_bytes, _ = PREFIX.unpack_from(view)
+    if magic != MAGIC:
+        raise EntryError("not a gles_delegate cache entry (bad magic)")
+    if version != FORMAT_VERSION:
+        raise EntryError(f"entry format {version}, this version reads format {FORMAT_VERSION}")
+    if payload_bytes != len(view) - PREFIX.size:
+        raise EntryError(f"truncated or padded: payload of {len(view) - PREFIX.size} bytes, "
+                         f"the prefix says {payload_bytes}")
+    if header_bytes > min(payload_bytes, MAX_HEADER_BYTES):
+        raise EntryError(f"header length {header_bytes} does not fit the entry")
+    if checked:
+        PayloadCheck(data, background=False).wait()
+    try:
+        header = json.loads(bytes(view[PREFIX.size:PREFIX.size + header_bytes]))
+    except (ValueError, RecursionError) as exc:
+        raise EntryError(f"header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise EntryError("header is not a JSON object")
+    start = PREFIX.size + header_bytes + (-(PREFIX.size + header_bytes) % BLOB_ALIGN)
+    return header, _blob_views(view, start, header.get("blobs"))
+
+
+def _blob_views(view, start, spans):
+    """Memoryviews of the blobs that `spans` ([offset, length] from `start`) name in `view`."""
+    if not isinstance(spans, list) or len(spans) > MAX_BLOB_COUNT:
+        raise EntryError("malformed blob table")
+    blobs = []
+    for span in spans:
+        if not (isinstance(span, list) and len(span) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in span)):
+            raise EntryError(f"malformed blob span {span!r}")
+        offset, length = span
+        if start + offset + length > len(view):
+            raise EntryError(f"blob [{offset}, +{length}) is beyond the end of the entry")
+        blobs.append(view[start + offset:start + offset + length])
+    return blobs
+
+
+class PayloadCheck:
+    """An entry's checksum, computed in a thread when the entry is large (zlib releases the GIL:
+    the constants upload runs meanwhile); wait() raises EntryError on a mismatch. Call it with
+    the bytes unpack_entry(checked=False) accepted (their prefix is well-formed)."""
+
+    def __init__(self, data, background=True):
+        self._payload, self._expected = memoryview(data)[PREFIX.size:], PREFIX.unpack_from(data)[4]
+        self._crc, self._thread = None, None
+        if background and len(self._payload) >= BACKGROUND_CHECK_BYTES:
+            self._thread = threading.Thread(target=self._compute, name="gles_delegate entry check", daemon=True)
+            self._thread.start()
+
+    def _compute(self):
+        self._crc = zlib.crc32(self._payload)
+
+    def join(self):
+        """Wait for the thread, if any (it reads the entry's map)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def wait(self):
+        self.join()
+        if self._crc is None:
+            self._compute()
+        if self._crc != self._expected:
+            raise EntryError("checksum mismatch (corrupt entry)")
+
+
+def read_entry(path, max_bytes):
+    """The bytes of the entry at `path` (a read-only map of the file), or None when there is
+    none; EntryError when it must be ignored (not a regular file, another owner, writable by
+    others, over max_bytes)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise EntryError(f"cannot open it ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise EntryError("not a regular file")
+        uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+        if st.st_uid != uid:
+            raise EntryError(f"owned by uid {st.st_uid}, not by this user ({uid})")
+        if st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+            raise EntryError(f"writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+        if st.st_size > max_bytes:
+            raise EntryError(f"{st.st_size} bytes, more than an entry of this model can hold ({max_bytes})")
+        return map_file(fd)
+    finally:
+        os.close(fd)
+
+
+def map_file(fd):
+    """A read-only map of the whole file `fd` (its size when mapped), its pages mapped in one
+    call (MAP_POPULATE): no copy, and none of the page by page first-touch faults that reading
+    into fresh memory costs (see tflite/reader.py's _read_file).
+    The map stays valid when the file is replaced or unlinked (entries are only ever written by
+    rename). Truncating it in place (`cp` over it) would make reading the truncated part fault
+    (SIGBUS), so nothing reads the map after PlanCache.load() returns: load() waits for its
+    checksum thread, and the constants the plans keep (views of the map) are read only to
+    upload them, inside load()."""
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+    try:
+        return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
+    except ValueError:  # an empty file cannot be mapped
+        return b""
+    except OSError:  # a file system that cannot map files: read it
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+
+
+def write_atomic(directory, path, pieces):
+    """Write pieces to a temp file in `directory` and rename it to `path` (OSError on failure)."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                f.write(piece)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    remove_stale_temps(directory)
+
+
+def remove_stale_temps(directory, age_s=3600):
+    """Temp files a killed writer left behind (ours: same prefix and suffix, over age_s seconds old)."""
+    now = time.time()
+    try:
+        for item in os.scandir(directory):
+            if item.name.startswith(".tmp-") and item.name.endswith(SUFFIX) \
+                    and item.is_file(follow_symlinks=False) and now - item.stat().st_mtime > age_s:
+                os.unlink(item.path)
+    except OSError:
+        pass

@@ -1,0 +1,151 @@
+"""Checks of a decoded entry against itself and the graph it is loaded for: the decoder checks
+types, these check meaning (indices in range, offsets inside their buffers, dispatch sizes within
+the GPU's limits, nodes that are this graph's). Each raises EntryError."""
+import math
+
+import numpy as np
+
+from ..compiler import IoSlot
+from .entry import EntryError
+
+ARENA_SLACK_ELEMENTS = 1 << 22    # a plan's arena may exceed 64x the graph's activations by this much
+MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's element limit)
+
+
+def is_index(value, count):
+    """Whether `value` is an integer in [0, count)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < count
+
+
+def is_count(value, low=0):
+    """Whether `value` is an integer >= low."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low
+
+
+def claim_nodes(indices, ops, by_index, free):
+    """The graph nodes (`by_index`: {index: node}) a partition names by index and op; each must
+    be in `free` ({id(node)} of the nodes left to this delegate), which it is removed from."""
+    if not (isinstance(indices, list) and isinstance(ops, list) and len(indices) == len(ops) and indices):
+        raise EntryError("malformed node list")
+    nodes = []
+    for index, op in zip(indices, ops):
+        node = by_index.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
+        if node is None or node.op != op or id(node) not in free:
+            raise EntryError(f"node {index!r} ({op!r}) is not a free node of the graph")
+        free.discard(id(node))
+        nodes.append(node)
+    return nodes
+
+
+def check_fused_away(fused, tensor_count):
+    """A partition's fused_away must be a set of tensor indices."""
+    if not isinstance(fused, set) or not all(is_index(i, tensor_count) for i in fused):
+        raise EntryError("malformed fused_away")
+
+
+def program_binaries(value, count, blob):
+    """[(format, bytes) or None] of the `count` program binaries of a partition; `blob`: the
+    decoder's blob lookup."""
+    if not isinstance(value, list) or len(value) != count:
+        raise EntryError("program binary list does not match the sources")
+    out = []
+    for item in value:
+        if item is None:
+            out.append(None)
+            continue
+        if not (isinstance(item, list) and len(item) == 2 and is_index(item[0], 1 << 32)):
+            raise EntryError("malformed program binary")
+        out.append((item[0], blob(item[1])))
+    return out
+
+
+def check_log_lines(lines):
+    """The partitioner's log lines ([level, format, args]) must format as they will be logged."""
+    if not isinstance(lines, list):
+        raise EntryError("malformed log lines")
+    for line in lines:
+        if not (isinstance(line, list) and len(line) == 3 and isinstance(line[0], int)
+                and isinstance(line[1], str) and isinstance(line[2], list)
+                and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in line[2])):
+            raise EntryError("malformed log line")
+        try:
+            line[1] % tuple(line[2])
+        except (TypeError, ValueError, KeyError):
+            raise EntryError("log line does not format") from None
+
+
+def vec4_elements(shape):
+    """bhwc(shape).elements without building a Shape4 (rank <= 4, checked by the caller)."""
+    if not shape:
+        return 1
+    return math.prod(shape[:-1]) * -(-shape[-1] // 4)
+
+
+def check_plan(plan, graph, limits):
+    """EntryError unless a decoded Plan is consistent with itself and with the graph: every
+    index in range, every offset and size inside its buffer, dispatch sizes within the GPU's
+    limits, I/O shapes equal to the graph's. Fields this does not know are only type-checked
+    by the decoder (update this when the compiler changes what a field means)."""
+    def fail(what):
+        raise EntryError(f"plan: {what}")
+    if not isinstance(plan.sources, list) or not all(isinstance(s, str) for s in plan.sources):
+        fail("sources")
+    if not isinstance(plan.params, bytes):
+        fail("params")
+    constants = plan.constants
+    if not isinstance(plan.storage_half, bool):
+        fail("storage_half")
+    if not isinstance(constants, np.ndarray) or constants.ndim != 2 or constants.shape[1] != 4 \
+            or constants.dtype != (np.float16 if plan.storage_half else np.float32):
+        fail("constants")
+    for name in ("arena_elements", "arena_lower_bound", "arena_naive", "io_bytes"):
+        if not is_count(getattr(plan, name)):
+            fail(name)
+    activations = sum(math.prod(t.shape) for t in graph.tensors if not t.is_const) + len(graph.tensors)
+    if not 1 <= plan.arena_elements <= max(plan.arena_naive, 1) <= 64 * activations + ARENA_SLACK_ELEMENTS:
+        fail(f"arena of {plan.arena_elements} elements (naive {plan.arena_naive})")
+    max_groups = limits.get("max_workgroup_count", (1 << 31,) * 3)
+    if not isinstance(plan.steps, list):
+        fail("steps")
+    for step in plan.steps:
+        if not isinstance(step, tuple) or len(step) < 5:
+            fail("malformed step")
+        source, offset, size, groups, barrier = step[:5]
+        if not is_index(source, len(plan.sources)):
+            fail(f"step source {source!r}")
+        if not (is_count(offset) and is_count(size, 1) and offset + size <= len(plan.params)):
+            fail(f"step params range {offset!r} +{size!r}")
+        if not (isinstance(groups, tuple) and len(groups) == 3
+                and all(is_count(g) and g <= m for g, m in zip(groups, max_groups))
+                and math.prod(groups) <= MAX_GROUPS):
+            fail(f"step groups {groups!r}")
+        if not isinstance(barrier, bool):
+            fail("step barrier")
+    for name in ("labels", "writes"):
+        value = getattr(plan, name)
+        if not isinstance(value, list) or len(value) != len(plan.steps):
+            fail(f"{name} does not match the steps")
+    if not all(isinstance(label, str) for label in plan.labels):
+        fail("labels")
+    for written in plan.writes:
+        if not isinstance(written, list):
+            fail("writes")
+        for item in written:
+            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
+                    and isinstance(item[2], tuple) and len(item[2]) <= 4 and all(is_count(d) for d in item[2])):
+                fail(f"write {item!r}")
+            if item[1] + vec4_elements(item[2]) > plan.arena_elements:
+                fail(f"write {item!r} beyond the arena")
+    if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
+            + 64 * (len(plan.inputs) + len(plan.outputs) + 1):
+        fail(f"io_bytes {plan.io_bytes}")
+    for slots in (plan.inputs, plan.outputs):
+        if not isinstance(slots, list):
+            fail("I/O slots")
+        for slot in slots:
+            if not isinstance(slot, IoSlot) or not is_index(slot.tensor_index, len(graph.tensors)):
+                fail(f"I/O slot {slot!r}")
+            tensor = graph.tensors[slot.tensor_index]
+            if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
+                    or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
+                fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
