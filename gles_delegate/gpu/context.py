@@ -2,8 +2,11 @@
 
 The context is an OpenGL ES 3.1+ context (gl_api 'gles', what the boards users deploy to have)
 or a desktop OpenGL 4.3+ core context (gl_api 'gl'); 'auto' tries ES first. gpu/egl.py creates it
-through EGL (device platform, then Mesa's surfaceless platform, then the default display) and
-moderngl is attached to it with a loader of our own, so every moderngl call goes to that context.
+through EGL (device platform, then Mesa's surfaceless platform, then the default display).
+moderngl is attached with a loader of our own: its function table holds EGL's proc addresses,
+which do not depend on the context, so every moderngl call goes to the context current on the
+calling thread, which is ours inside current(). One moderngl context serves every EGL context of
+a display and API in the process (see _moderngl_context: making one per EGL context leaked).
 
 EGL makes a context current on one thread at a time. Every piece of GL work here runs inside
 `with context.current():`, which takes the context's lock, makes it current on the calling
@@ -97,12 +100,7 @@ class GlContext:
         self.vendor, self.glsl_version = strings["vendor"], strings["glsl"]
         token = self.egl.enter()
         try:
-            try:
-                self.ctx = moderngl.create_context(standalone=True, require=310 if self.gl_api == "gles" else 430,
-                                                   context=_Attached(self.egl))
-            except Exception as exc:  # moderngl raises plain Exception / moderngl.Error
-                raise GpuError(f"moderngl could not attach to the {self.version} context "
-                               f"({self.renderer}): {exc}") from None
+            self.ctx = _moderngl_context(self.egl, self.version, self.renderer)
             self.gl = GlFunctions(self.egl.proc_address)
             self.gl.clear_errors()  # whatever attaching left behind (desktop-only queries)
             self.extensions = _extensions(self.gl)
@@ -115,9 +113,7 @@ class GlContext:
                 raise GpuError(f"{self.version} ({self.renderer}) cannot compile GLSL ES 3.10 shaders "
                                f"(needs OpenGL 4.5 or {_GLSL_ES_ON_DESKTOP}); use gl_api='gles'")
         except BaseException:
-            ctx, self.ctx = self.ctx, None
-            if ctx is not None:
-                ctx.release()
+            self.ctx = None
             self.egl.exit(token)
             self.egl.destroy()
             raise
@@ -179,7 +175,6 @@ class GlContext:
                 programs, self._programs = self._programs, {}
                 for program in programs.values():
                     program.release()
-                self.ctx.release()
             finally:
                 self.ctx = None
                 self.egl.exit(token)
@@ -229,30 +224,50 @@ def _create_egl_context(device_index, gl_api, platforms=egl.PLATFORMS, use_pbuff
                    f"Found: {found or 'no usable EGL display'}") from None
 
 
-class _Attached:
-    """What moderngl calls a context 'loader': GL entry points plus enter/exit/release, all
-    answered by our EGL context (moderngl's own __enter__/__exit__ land here)."""
+_moderngl_contexts = {}  # (EGL display handle, api) -> moderngl.Context, for the life of the process
+_moderngl_lock = threading.Lock()
+
+
+def _moderngl_context(context, version, renderer):
+    """The moderngl.Context for EGL context `context` (current on this thread): one per display
+    and API per process, made on first use and never released. moderngl 5.x keeps a reference
+    to every string of its extension set (about 150 on Mesa) and our loader hands it the
+    process's proc addresses, so one moderngl context per EGL context leaked 11 KiB each time;
+    moderngl holds no GL object of its own for a standalone context, so sharing it is safe."""
+    key = (context.display.handle, context.api)
+    with _moderngl_lock:
+        ctx = _moderngl_contexts.get(key)
+        if ctx is None:
+            try:
+                ctx = moderngl.create_context(standalone=True, require=310 if context.api == "gles" else 430,
+                                              context=_Loader(context))
+            except Exception as exc:  # moderngl raises plain Exception / moderngl.Error
+                raise GpuError(f"moderngl could not attach to the {version} context ({renderer}): {exc}") from None
+            _moderngl_contexts[key] = ctx
+        return ctx
+
+
+class _Loader:
+    """What moderngl calls a context 'loader': GL entry points (the process's, see
+    egl.Context.proc_address) plus enter/exit/release. Nothing here uses moderngl's own
+    `with ctx:` or release(), so those do nothing: GlContext.current() makes our context current."""
 
     def __init__(self, context):
-        self.context = context
-        self._tokens = threading.local()
+        self.proc_address = context.proc_address
 
     def load_opengl_function(self, name):
-        return self.context.proc_address(name)
+        return self.proc_address(name)
 
     load = load_opengl_function
 
     def __enter__(self):
-        stack = self._tokens.__dict__.setdefault("stack", [])
-        stack.append(self.context.enter())
+        pass
 
     def __exit__(self, *exc):
-        stack = self._tokens.__dict__.get("stack")
-        if stack:
-            self.context.exit(stack.pop())
+        pass
 
     def release(self):
-        pass  # GlContext.release destroys the EGL context after moderngl let go of it
+        pass
 
 
 def _limits(gl):

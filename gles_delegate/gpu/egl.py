@@ -10,7 +10,8 @@ Displays are tried in this order, the first that gives the context wins:
 A context is made current without a surface (EGL_KHR_surfaceless_context), else on a 1x1 pbuffer.
 
 Displays are initialized once and never terminated: EGL keeps one display per device and process,
-and other users (moderngl, glcontext, the application) may share it.
+and other users (moderngl, glcontext, the application) may share it. GL entry points are looked up
+once per process too (see proc_address): they do not depend on the context.
 """
 import ctypes
 import ctypes.util
@@ -291,6 +292,31 @@ def candidate_displays(device_index=None):
     return [("device", i) for i in order] + [("surfaceless", None), ("default", None)]
 
 
+# -- GL entry points -----------------------------------------------------------------------------
+_addresses = {}         # ('egl' | api, GL function name) -> address (int), see Context.proc_address
+_client_libraries = {}  # api -> CDLL of its client library, or None where none loads
+_addresses_lock = threading.Lock()
+
+
+def _library_symbol(api, name):
+    """Address of `name` in the GL client library of `api` (libGLESv2 / libOpenGL), 0 if absent."""
+    if api not in _client_libraries:
+        names = ("libGLESv2.so.2", "libGLESv2.so") if api == "gles" else ("libOpenGL.so.0", "libGL.so.1", "libGL.so")
+        _client_libraries[api] = next((library for library in map(_load_optional, names) if library), None)
+    library = _client_libraries[api]
+    if library is None:
+        return 0
+    return ctypes.cast(getattr(library, name, None) or 0, _vp).value or 0
+
+
+def _load_optional(name):
+    """ctypes.CDLL(name), or None where it does not load."""
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
 # -- contexts ------------------------------------------------------------------------------------
 class Context:
     """An EGL context of `api` ('gles' or 'gl') on `display`, not current on any thread when made.
@@ -308,7 +334,6 @@ class Context:
         self.bind = spec["bind"]
         self.surface = None
         self.handle = None
-        self._gl_library = None
         if api == "gl" and not display.create_context_ok:
             raise GpuError(f"{display.label}: EGL {display.version[0]}.{display.version[1]} without "
                            "EGL_KHR_create_context cannot create an OpenGL core context")
@@ -395,32 +420,23 @@ class Context:
 
     # -- GL entry points ---------------------------------------------------------------------------
     def proc_address(self, name):
-        """Address of a GL function (0 if absent). eglGetProcAddress returns core functions where
-        EGL_KHR_(client_)get_all_proc_addresses says so (Mesa, NVIDIA, glvnd); elsewhere core
-        functions come from the client library (libGLESv2 / libOpenGL)."""
+        """Address of a GL function (0 if absent), the same int object for every context of the
+        process. eglGetProcAddress returns core functions where EGL_KHR_(client_)get_all_proc_addresses
+        says so (Mesa, NVIDIA, glvnd); elsewhere core functions come from the client library
+        (libGLESv2 / libOpenGL). Either way the address does not depend on the context (EGL 1.5
+        section 3.10). One int per name matters: moderngl 5.x's create_context keeps a reference
+        to every address its loader returns (about 670), so fresh ints leaked 21 KiB a call."""
         egl = self._egl
         all_procs = ("EGL_KHR_client_get_all_proc_addresses" in egl.client_extensions
                      or self.display.has("EGL_KHR_get_all_proc_addresses"))
-        if not all_procs:
-            address = self._library_symbol(name)
-            if address:
-                return address
-        return egl.eglGetProcAddress(name.encode()) or 0
-
-    def _library_symbol(self, name):
-        if self._gl_library is None:
-            names = ("libGLESv2.so.2", "libGLESv2.so") if self.api == "gles" else \
-                ("libOpenGL.so.0", "libGL.so.1", "libGL.so")
-            self._gl_library = False
-            for candidate in names:
-                try:
-                    self._gl_library = ctypes.CDLL(candidate)
-                    break
-                except OSError:
-                    continue
-        if not self._gl_library:
-            return 0
-        return ctypes.cast(getattr(self._gl_library, name, None) or 0, _vp).value or 0
+        key = ("egl" if all_procs else self.api, name)
+        with _addresses_lock:
+            address = _addresses.get(key)
+            if address is None:
+                address = (not all_procs and _library_symbol(self.api, name)) \
+                    or egl.eglGetProcAddress(name.encode()) or 0
+                _addresses[key] = address
+            return address
 
     def gl_strings(self):
         """{vendor, renderer, version, glsl} of the context (call while it is current)."""
