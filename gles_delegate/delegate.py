@@ -454,9 +454,18 @@ class GpuDelegate:
             out["first_nonfinite"] = self._nonfinite["first_nonfinite"]
         return out
 
+    def _get_native_delegate_pointer(self) -> int:
+        """A TfLiteDelegate* for LiteRT's Interpreter (ai_edge_litert, tflite_runtime, tf.lite),
+        which calls this for each of its experimental_delegates: one per interpreter, claiming
+        the nodes this package's Interpreter would put on the GPU (gles_delegate/litert/)."""
+        from .litert import native_delegate_pointer  # ctypes glue, loaded only when LiteRT asks
+        self._require_open()
+        return native_delegate_pointer(self)
+
     def close(self) -> None:
         """Release the partitions' GL objects and this delegate's hold on the shared context.
-        Interpreters using it can no longer invoke. Closing twice is harmless."""
+        Interpreters using it can no longer invoke (a LiteRT interpreter's invoke() raises
+        RuntimeError; its callbacks into this package stay valid). Closing twice is harmless."""
         if self.context is None:
             return
         for p in self.partitions:

@@ -1,0 +1,193 @@
+"""TFLite's C ABI as ctypes structs, and the runtimes whose layout they match.
+
+Every field names its line in tflite/core/c/common.h of LiteRT v2.2.0 (google-ai-edge/LiteRT;
+the header is unchanged from v1.4.0 to the commits after 2.3.0, so it is the header of
+ai-edge-litert 2.3). TFLite only appends fields to these structs ("semi-ABI stable", the
+header's own note). We read fields of TfLiteContext, TfLiteTensor and TfLiteNode that all
+supported runtimes have, and we pass one TfLiteRegistration by value: ours is the newest layout,
+and a by-value struct larger than the one a runtime expects is harmless (x86-64 and AArch64 pass
+it in memory; the callee reads its own prefix), a smaller one is not.
+"""
+import ctypes
+import re
+from ctypes import POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+
+# TfLiteStatus (tflite/core/c/c_api_types.h:74-82).
+OK, ERROR, DELEGATE_ERROR = 0, 1, 2
+KERNEL_INIT_FAILED = ctypes.c_void_p(-1).value  # TfLiteKernelInitFailed() (common.cc:867): (void*)-1
+MMAP_RO = 1  # TfLiteAllocationType kTfLiteMmapRo (common.h:458): a constant in the model's bytes
+
+# {runtime package: (lowest version, first unsupported version)} whose layouts we checked or
+# whose fields we read have existed since before the lowest version (module docstring).
+SUPPORTED = {"ai_edge_litert": ((1, 4), (3, 0)), "tflite_runtime": ((2, 14), (3, 0)),
+             "tensorflow": ((2, 14), (3, 0))}
+
+
+class TfLiteIntArray(Structure):
+    """common.h:112: `int size; int data[];` (a flexible array: read with int_array())."""
+    _fields_ = [("size", c_int)]  # common.h:113
+
+
+class TfLiteQuantizationParams(Structure):
+    """tflite/converter/core/c/tflite_types.h:79 (legacy per-tensor quantization)."""
+    _fields_ = [("scale", c_float), ("zero_point", c_int32)]
+
+
+class TfLiteQuantization(Structure):
+    """common.h:364."""
+    _fields_ = [("type", c_int),      # :366 TfLiteQuantizationType (an int enum)
+                ("params", c_void_p)]  # :370
+
+
+class TfLiteTensor(Structure):
+    """common.h:565 (not TF_LITE_STATIC_MEMORY)."""
+    _fields_ = [("type", c_int),                        # :568 TfLiteType
+                ("data", c_void_p),                     # :571 TfLitePtrUnion: only .data is used
+                ("dims", POINTER(TfLiteIntArray)),      # :575
+                ("params", TfLiteQuantizationParams),   # :577
+                ("allocation_type", c_int),             # :583 TfLiteAllocationType
+                ("bytes", c_size_t),                    # :588
+                ("allocation", c_void_p),               # :591
+                ("name", c_char_p),                     # :594
+                ("delegate", c_void_p),                 # :599
+                ("buffer_handle", c_int),               # :605 TfLiteBufferHandle (int, :501)
+                ("data_is_stale", c_bool),              # :613
+                ("is_variable", c_bool),                # :616
+                ("quantization", TfLiteQuantization),   # :619
+                ("sparsity", c_void_p),                 # :625
+                ("dims_signature", POINTER(TfLiteIntArray))]  # :635
+
+
+class TfLiteNode(Structure):
+    """common.h:641 (not TF_LITE_STATIC_MEMORY)."""
+    _fields_ = [("inputs", POINTER(TfLiteIntArray)),         # :643
+                ("outputs", POINTER(TfLiteIntArray)),        # :646
+                ("intermediates", POINTER(TfLiteIntArray)),  # :650
+                ("temporaries", POINTER(TfLiteIntArray)),    # :655
+                ("user_data", c_void_p),                     # :658 what our init returned
+                ("builtin_data", c_void_p),                  # :662 TfLiteDelegateParams* for a delegate node
+                ("custom_initial_data", c_void_p),           # :667
+                ("custom_initial_data_size", c_int),         # :668
+                ("delegate", c_void_p),                      # :674
+                ("might_have_side_effect", c_bool)]          # :677
+
+
+class TfLiteDelegateParams(Structure):
+    """common.h:869: what init() receives as `buffer` for a delegate kernel."""
+    _fields_ = [("delegate", c_void_p),                        # :870
+                ("nodes_to_replace", POINTER(TfLiteIntArray)),  # :871
+                ("input_tensors", POINTER(TfLiteIntArray)),     # :872
+                ("output_tensors", POINTER(TfLiteIntArray))]    # :873
+
+
+# Kernel callbacks of TfLiteRegistration (common.h:1244-1262).
+InitFn = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_size_t)
+FreeFn = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+NodeFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(TfLiteNode))  # prepare and invoke
+
+
+class TfLiteRegistration(Structure):
+    """common.h:1218, passed by value to ReplaceNodeSubsetsWithDelegateKernels."""
+    _fields_ = [("init", InitFn),                      # :1244
+                ("free", FreeFn),                      # :1248
+                ("prepare", NodeFn),                   # :1256
+                ("invoke", NodeFn),                    # :1262
+                ("profiling_string", c_void_p),        # :1269 (NULL)
+                ("builtin_code", c_int32),             # :1278 kTfLiteBuiltinDelegate for a delegate kernel
+                ("custom_name", c_char_p),             # :1286 the name profilers and errors show
+                ("version", c_int),                    # :1291
+                ("registration_external", c_void_p),   # :1298 (NULL)
+                ("async_kernel", c_void_p),            # :1309 (NULL: no async execution)
+                ("inplace_operator", c_uint64)]        # :1314 kTfLiteInplaceOpNone
+
+
+BUILTIN_DELEGATE = 51  # BuiltinOperator DELEGATE (schema.fbs), the code of delegate kernel nodes
+
+# TfLiteContext's function pointers we call (common.h:953-1077).
+GetExecutionPlanFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(POINTER(TfLiteIntArray)))
+# ReportError is variadic (`const char* msg, ...`); we always pass "%s" and one string, which
+# the x86-64 and AArch64 Linux conventions pass as they pass fixed arguments.
+ReportErrorFn = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_char_p)
+GetNodeAndRegistrationFn = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, POINTER(POINTER(TfLiteNode)),
+                                            POINTER(c_void_p))
+ReplaceNodeSubsetsFn = ctypes.CFUNCTYPE(c_int, c_void_p, TfLiteRegistration, POINTER(TfLiteIntArray), c_void_p)
+PreviewPartitioningFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(TfLiteIntArray),
+                                         POINTER(POINTER(TfLiteDelegateParams)), POINTER(c_int))
+
+
+class TfLiteContext(Structure):
+    """common.h:905, up to the last field we use (we never allocate one: LiteRT does)."""
+    _fields_ = [("tensors_size", c_size_t),                         # :907
+                ("GetExecutionPlan", GetExecutionPlanFn),           # :953
+                ("tensors", POINTER(TfLiteTensor)),                 # :957
+                ("impl_", c_void_p),                                # :960
+                ("ResizeTensor", c_void_p),                         # :964
+                ("ReportError", ReportErrorFn),                     # :967
+                ("AddTensors", c_void_p),                           # :972
+                ("GetNodeAndRegistration", GetNodeAndRegistrationFn),  # :978
+                ("ReplaceNodeSubsetsWithDelegateKernels", ReplaceNodeSubsetsFn),  # :984
+                ("recommended_num_threads", c_int),                 # :990
+                ("GetExternalContext", c_void_p),                   # :995
+                ("SetExternalContext", c_void_p),                   # :1001
+                ("allow_fp32_relax_to_fp16", c_bool),               # :1008
+                ("profiler", c_void_p),                             # :1011
+                ("AllocatePersistentBuffer", c_void_p),             # :1020
+                ("AllocateBufferForEval", c_void_p),                # :1030
+                ("RequestScratchBufferInArena", c_void_p),          # :1039
+                ("GetScratchBuffer", c_void_p),                     # :1046
+                ("ResizeTensorExplicit", c_void_p),                 # :1053
+                ("PreviewDelegatePartitioning", PreviewPartitioningFn)]  # :1077
+
+
+# TfLiteDelegate's callbacks (common.h:1454-1477).
+PrepareFn = ctypes.CFUNCTYPE(c_int, POINTER(TfLiteContext), c_void_p)
+
+
+class TfLiteDelegate(Structure):
+    """common.h:1441."""
+    _fields_ = [("data_", c_void_p),                  # :1446
+                ("Prepare", PrepareFn),               # :1454
+                ("CopyFromBufferHandle", c_void_p),   # :1461 NULL: no buffer handles of ours
+                ("CopyToBufferHandle", c_void_p),     # :1468 NULL
+                ("FreeBufferHandle", c_void_p),       # :1477 NULL
+                ("flags", c_int64),                   # :1482 kTfLiteDelegateFlagsNone: static shapes
+                ("opaque_delegate_builder", c_void_p)]  # :1492 NULL, so LiteRT calls Prepare
+
+
+def int_array(pointer):
+    """The ints of a TfLiteIntArray* (a list; [] for NULL)."""
+    if not pointer:
+        return []
+    size = pointer.contents.size
+    address = ctypes.addressof(pointer.contents) + ctypes.sizeof(c_int)
+    return list((c_int * size).from_address(address))
+
+
+def make_int_array(values):
+    """A TfLiteIntArray holding `values` (keep the returned object alive while it is used)."""
+    values = list(values)
+
+    class Array(Structure):
+        _fields_ = [("size", c_int), ("data", c_int * len(values))]
+    array = Array(len(values), (c_int * len(values))(*values))
+    return ctypes.cast(ctypes.pointer(array), POINTER(TfLiteIntArray)), array
+
+
+def version_tuple(text):
+    """(major, minor) of a version string such as '2.3.0' or '2.16.1rc0'; None if unreadable."""
+    match = re.match(r"(\d+)\.(\d+)", str(text))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def check_runtime(package, version):
+    """A RuntimeError unless `package` at `version` has the layout of these structs (SUPPORTED)."""
+    supported = ", ".join(f"{name} >= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
+                          for name, (low, high) in SUPPORTED.items())
+    if package not in SUPPORTED:
+        raise RuntimeError(f"GpuDelegate: the interpreter comes from {package!r}, whose TfLiteDelegate ABI this "
+                           f"package does not know; supported: {supported}")
+    low, high = SUPPORTED[package]
+    parsed = version_tuple(version)
+    if parsed is None or not low <= parsed < high:
+        raise RuntimeError(f"GpuDelegate: {package} {version} is not supported (its TfLiteContext / TfLiteTensor / "
+                           f"TfLiteRegistration layout is unchecked); supported: {supported}")

@@ -1,0 +1,83 @@
+"""One LiteRT delegate kernel: the GPU partitions of the nodes LiteRT replaced by one node.
+
+Its I/O never goes through a copy of our own: the partitions' upload and download (gpu/runtime.py)
+read each input from, and write each output into, numpy views over LiteRT's own tensor memory
+(TfLiteTensor.data), as they read and write the Interpreter's storage arrays.
+"""
+import ctypes
+
+import numpy as np
+
+from . import abi
+
+
+class Kernel:
+    """The partitions of `plan` (plan.SubgraphPlan) whose nodes LiteRT gave this kernel (`nodes`,
+    operator indices); a RuntimeError if LiteRT split one of them over several kernels."""
+
+    def __init__(self, plan, nodes, delegate):
+        self.delegate = delegate
+        self.partitions = [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)]
+        ours = {n.index for p in self.partitions for n in p.nodes}
+        split = [p for p in self.partitions if not {n.index for n in p.nodes} <= nodes]
+        if split:
+            raise RuntimeError(f"LiteRT split the GPU partition {_span(split[0].nodes)} over several delegate "
+                               "kernels; it cannot run in pieces")
+        stray = sorted(nodes - ours - plan.folded)
+        if stray:
+            raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it did not claim: {stray[:8]}")
+        graph_nodes = [n for p in self.partitions for n in p.nodes]
+        self.label = f"GpuDelegate kernel of {_span(graph_nodes)}" if graph_nodes else "GpuDelegate kernel"
+        # {tensor index: graph Tensor} of every partition input and output.
+        self.tensors = {slot.tensor_index: plan.graph.tensors[slot.tensor_index]
+                        for p in self.partitions for slot in list(p.plan.inputs) + list(p.plan.outputs)}
+        self._views = {}  # tensor index -> (data address, numpy view over it)
+
+    def check(self, context):
+        """A RuntimeError naming the tensor when LiteRT sizes a partition input or output
+        otherwise than the plan was compiled for (the kernel's prepare: memory comes later)."""
+        for index, tensor in self.tensors.items():
+            held = context.tensors[index]
+            nbytes = tensor.size * np.dtype(tensor.dtype).itemsize
+            if held.bytes != nbytes:
+                raise RuntimeError(f"tensor {index} ({tensor.name!r}): LiteRT holds {held.bytes} bytes, the GPU "
+                                   f"plan expects {nbytes} ({list(tensor.shape)} {np.dtype(tensor.dtype).name})")
+
+    def run(self, context):
+        """Run the partitions on LiteRT's tensors (context: the TfLiteContext)."""
+        if self.delegate.context is None:
+            raise RuntimeError("its GpuDelegate was closed: this interpreter can no longer run the GPU nodes "
+                               "(make a new Interpreter with an open GpuDelegate)")
+        storage = {index: self._view(context.tensors[index], index, tensor) for index, tensor in self.tensors.items()}
+        for partition in self.partitions:
+            partition.run(storage)
+
+    def _view(self, held, index, tensor):
+        """A numpy array over LiteRT's memory of tensor `index` (rebuilt when LiteRT moved it)."""
+        address = held.data
+        if not address:
+            raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
+        cached = self._views.get(index)
+        if cached is not None and cached[0] == address:
+            return cached[1]
+        dtype = np.dtype(tensor.dtype)
+        raw = (ctypes.c_uint8 * (tensor.size * dtype.itemsize)).from_address(address)
+        view = np.frombuffer(raw, dtype).reshape(tensor.shape)
+        self._views[index] = (address, view)
+        return view
+
+    def release(self):
+        for partition in self.partitions:
+            partition.release()
+        self._views = {}
+
+
+def _span(nodes):
+    """'#3 (CONV_2D) .. #40 (ADD)' (Node.label of the first and last node)."""
+    return nodes[0].label if len(nodes) == 1 else f"nodes {nodes[0].label} .. {nodes[-1].label}"
+
+
+def kernel_nodes(buffer):
+    """The operator indices of TfLiteDelegateParams* `buffer` (what init() receives)."""
+    params = ctypes.cast(buffer, ctypes.POINTER(abi.TfLiteDelegateParams)).contents
+    return set(abi.int_array(params.nodes_to_replace))

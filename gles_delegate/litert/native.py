@@ -1,0 +1,167 @@
+"""The TfLiteDelegate a LiteRT interpreter calls: Prepare claims nodes, the kernel callbacks run them.
+
+Lifetime: one NativeDelegate per interpreter (each _get_native_delegate_pointer() call), kept in
+_LIVE until that interpreter's native wrapper object is gone. LiteRT's Interpreter.__del__ drops
+the wrapper first, whose C++ destructor frees our kernels (the free callback) before Python clears
+the wrapper's weak references (pybind11's clear_instance order): only then is the NativeDelegate
+dropped, with its ctypes callbacks and structs. It holds its GpuDelegate, so deleting the user's
+GpuDelegate first changes nothing; GpuDelegate.close() releases the GPU partitions, after which
+the interpreter's invoke fails with a RuntimeError naming the kernel (the callbacks stay valid).
+"""
+import ctypes
+import logging
+import threading
+import weakref
+
+from ..tflite import read_model
+from . import abi
+from .kernel import Kernel, kernel_nodes
+from .plan import match_subgraph, plan_subgraph
+
+log = logging.getLogger("gles_delegate")
+_LIVE = {}  # TfLiteDelegate address -> NativeDelegate: what a live LiteRT interpreter may call into
+_LIVE_LOCK = threading.Lock()
+
+
+class NativeDelegate:
+    """A ctypes TfLiteDelegate for one LiteRT interpreter (source.Caller) of GpuDelegate `delegate`."""
+
+    def __init__(self, delegate, caller):
+        self.delegate = delegate
+        self.runtime = f"{caller.package} {caller.version}"
+        self.model = read_model(caller.model_bytes)
+        self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
+        self.kernels = {}  # handle (the node's user_data) -> Kernel
+        self._next_handle = 1
+        self._preparing = None  # the SubgraphPlan being applied: init() runs inside Replace...()
+        self._callbacks = (abi.PrepareFn(self._prepare), abi.InitFn(self._init), abi.FreeFn(self._free),
+                           abi.NodeFn(self._prepare_kernel), abi.NodeFn(self._invoke))
+        prepare, init, free, prepare_kernel, invoke = self._callbacks
+        self.struct = abi.TfLiteDelegate(None, prepare, None, None, None, 0, None)
+        self.registration = abi.TfLiteRegistration(init=init, free=free, prepare=prepare_kernel, invoke=invoke,
+                                                   builtin_code=abi.BUILTIN_DELEGATE, custom_name=b"GlesGpuDelegate",
+                                                   version=1)
+        self.address = ctypes.addressof(self.struct)
+
+    # -- TfLiteDelegate.Prepare -------------------------------------------------------------
+    def _prepare(self, context, _delegate):
+        try:
+            return self._claim(context)
+        except BaseException as exc:  # noqa: BLE001 (nothing may unwind into LiteRT's C++)
+            return _report(context, f"GpuDelegate (on {self.runtime}): preparing the graph failed: "
+                                    f"{type(exc).__name__}: {exc}")
+
+    def _claim(self, context):
+        """Find the subgraph LiteRT shows, plan it (again, after a resize) and hand LiteRT the
+        nodes our partitions run."""
+        ctx = context.contents
+        nodes = _original_nodes(ctx, context)
+        index = match_subgraph(self.model, nodes)
+        if index is None:
+            return abi.OK
+        sg = self.model.subgraphs[index]
+        shapes = {i: tuple(abi.int_array(ctx.tensors[i].dims)) for i in sg.inputs}
+        resized = {i: shape for i, shape in shapes.items() if shape != tuple(sg.tensors[i].shape)}
+        old = self.plans.pop(index, None)
+        if old is not None:
+            old.release()
+        plan = self.plans[index] = plan_subgraph(self.delegate, self.model, index, set(nodes), resized)
+        if not plan.claimed:
+            return abi.OK
+        array, keep = abi.make_int_array(plan.claimed)
+        self._preparing = plan
+        try:
+            return ctx.ReplaceNodeSubsetsWithDelegateKernels(context, self.registration, array, self.address)
+        finally:
+            self._preparing = None
+            del keep
+
+    # -- the kernel's TfLiteRegistration ----------------------------------------------------
+    def _init(self, context, buffer, _length):
+        try:
+            kernel = Kernel(self._preparing, kernel_nodes(buffer), self.delegate)
+        except BaseException as exc:  # noqa: BLE001
+            _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
+                    f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
+            return abi.KERNEL_INIT_FAILED
+        handle, self._next_handle = self._next_handle, self._next_handle + 1
+        self.kernels[handle] = kernel
+        return handle
+
+    def _free(self, _context, buffer):
+        try:
+            kernel = self.kernels.pop(buffer, None)
+            if kernel is not None:
+                kernel.release()
+        except BaseException:  # noqa: BLE001 (free has no status to return)
+            log.exception("GpuDelegate: freeing a delegate kernel failed")
+
+    def _prepare_kernel(self, context, node):
+        return self._call(context, node, lambda kernel, ctx: kernel.check(ctx))
+
+    def _invoke(self, context, node):
+        return self._call(context, node, lambda kernel, ctx: kernel.run(ctx))
+
+    def _call(self, context, node, action):
+        """action(kernel, TfLiteContext) for the kernel of `node`; an exception becomes
+        kTfLiteError with its message reported through the context (LiteRT raises it)."""
+        kernel = None
+        try:
+            kernel = self.kernels[node.contents.user_data]
+            action(kernel, ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)).contents)
+            return abi.OK
+        except BaseException as exc:  # noqa: BLE001
+            label = kernel.label if kernel is not None else "GpuDelegate kernel"
+            return _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
+                           f"{label}: {type(exc).__name__}: {exc}")
+
+    def release(self):
+        """Free the GPU partitions of every plan (the interpreter is gone)."""
+        for plan in self.plans.values():
+            plan.release()
+        self.plans = {}
+
+
+def _original_nodes(ctx, context):
+    """{node index: (inputs, outputs)} of the execution plan's nodes that are still the model's
+    operators (not a delegate kernel an earlier delegate made)."""
+    plan = ctypes.POINTER(abi.TfLiteIntArray)()
+    if ctx.GetExecutionPlan(context, ctypes.byref(plan)) != abi.OK:
+        raise RuntimeError("GetExecutionPlan failed")
+    nodes = {}
+    for index in abi.int_array(plan):
+        node, registration = ctypes.POINTER(abi.TfLiteNode)(), ctypes.c_void_p()
+        if ctx.GetNodeAndRegistration(context, index, ctypes.byref(node), ctypes.byref(registration)) != abi.OK:
+            raise RuntimeError(f"GetNodeAndRegistration failed for node {index}")
+        if not node.contents.delegate:
+            nodes[index] = (abi.int_array(node.contents.inputs), abi.int_array(node.contents.outputs))
+    return nodes
+
+
+def _report(context, message):
+    """ReportError(context, "%s", message); returns kTfLiteError."""
+    log.debug("%s", message)
+    context.contents.ReportError(ctypes.cast(context, ctypes.c_void_p), b"%s",
+                                 message.encode("utf-8", "replace"))
+    return abi.ERROR
+
+
+def native_delegate_pointer(delegate, caller):
+    """The address of a new TfLiteDelegate of `delegate` for the interpreter `caller`, kept alive
+    until that interpreter is gone (module docstring)."""
+    native = NativeDelegate(delegate, caller)
+    with _LIVE_LOCK:
+        _LIVE[native.address] = native
+    weakref.finalize(caller.wrapper, _retire, native.address)
+    return native.address
+
+
+def _retire(address):
+    """The interpreter's wrapper is gone: free the GPU partitions, and drop the callbacks unless
+    a kernel is (unexpectedly) still alive, in which case they stay for the process."""
+    with _LIVE_LOCK:
+        native = _LIVE.get(address)
+        if native is None or native.kernels:
+            return
+        del _LIVE[address]
+    native.release()
