@@ -7,9 +7,8 @@ convert_in / convert_out kernels. Per-dispatch values (sizes, offsets) live in o
 buffer, one aligned slot per dispatch, so a dispatch costs one bind, one run and, only where a
 dispatch reads or overwrites memory an earlier one wrote, one barrier.
 
-Tensors share storage in two ways: a free reshape (KernelEnv.alias) is the same storage under
-another shape for its whole life, and an elementwise kernel may write its output over an input
-that dies at that dispatch (Dispatch.inplace). Both become one usage for the memory planner.
+The memory planner (memory.plan_arena) decides where each arena tensor lives, tensors that share
+storage (free reshapes, in-place elementwise outputs) included.
 """
 from dataclasses import dataclass
 
@@ -130,108 +129,6 @@ def _convert(tensor, slot, kind, env):
                     label=f"{kind} tensor {tensor.index}", **arena)
 
 
-# -- memory ----------------------------------------------------------------------------------
-class _Storage:
-    """Tensors grouped by shared storage (union-find over id(tensor)), with each group's
-    size (elements) and lifetime (first and last dispatch index)."""
-
-    def __init__(self, dispatches):
-        self.tensors, self.parent, self.size, self.first, self.last = {}, {}, {}, {}, {}
-        for i, d in enumerate(dispatches):
-            for tensor in d.writes + d.reads:
-                key = id(tensor)
-                if key not in self.tensors:
-                    self.tensors[key] = tensor
-                    self.parent[key] = key
-                    self.size[key] = bhwc(tensor.shape).elements
-                    self.first[key] = i
-                self.last[key] = i
-
-    def root(self, key):
-        while self.parent[key] != key:
-            self.parent[key] = self.parent[self.parent[key]]
-            key = self.parent[key]
-        return key
-
-    def join(self, a, b):
-        a, b = self.root(a), self.root(b)
-        if a != b:
-            self.parent[b] = a
-            self.size[a] = max(self.size[a], self.size[b])
-            self.first[a] = min(self.first[a], self.first[b])
-            self.last[a] = max(self.last[a], self.last[b])
-
-    def add(self, tensor, like):
-        """Register a tensor no dispatch touches (an alias of an alias) under `like`'s size."""
-        self.tensors[id(tensor)] = tensor
-        self.parent[id(tensor)] = id(tensor)
-        self.size[id(tensor)], self.first[id(tensor)], self.last[id(tensor)] = like
-
-    def usages(self):
-        roots = {self.root(k) for k in self.parent}
-        return [memory.Usage(r, self.size[r], self.first[r], self.last[r]) for r in sorted(roots)]
-
-
-def _join_aliases(storage, aliases):
-    """Free reshapes share their source's storage for their whole (joint) life. A tensor no
-    dispatch touches (a reshape of a reshape) joins its partner's group."""
-    pending = list(aliases)
-    while pending:
-        left = []
-        for tensor, source in pending:
-            known = [t for t in (tensor, source) if id(t) in storage.parent]
-            if not known:
-                left.append((tensor, source))
-                continue
-            for t in (tensor, source):
-                if id(t) not in storage.parent:
-                    r = storage.root(id(known[0]))
-                    storage.add(t, (storage.size[r], storage.first[r], storage.last[r]))
-            storage.join(id(source), id(tensor))
-        if len(left) == len(pending):
-            break  # aliases of tensors no dispatch uses at all
-        pending = left
-
-
-def _join_inplace(storage, dispatches):
-    """An output takes the storage of an input it may overwrite (Dispatch.inplace) when that
-    input's storage is read for the last time by this dispatch and the output is born here."""
-    for i, d in enumerate(dispatches):
-        if len(d.writes) != 1:
-            continue
-        out = storage.root(id(d.writes[0]))
-        if storage.first[out] != i:
-            continue
-        for tensor in d.inplace:
-            source = storage.root(id(tensor))
-            if source != out and storage.last[source] == i and storage.size[out] <= storage.size[source]:
-                storage.join(source, out)
-                break
-
-
-def plan_memory(dispatches, strategy, aliases=()):
-    """Offsets (elements) of every arena tensor (by id), and the plan's size, lower bound and
-    naive size (one buffer per storage group of aliases, no reuse)."""
-    storage = _Storage(dispatches)
-    _join_aliases(storage, aliases)
-    naive = sum(u.size for u in storage.usages())
-    _join_inplace(storage, dispatches)
-    usages = storage.usages()
-    offsets, total = memory.plan(usages, strategy)
-    by_tensor = {key: offsets[storage.root(key)] for key in storage.parent}
-    return by_tensor, total, memory.lower_bound(usages), naive
-
-
-def _alias_groups(aliases):
-    """{id(tensor): [tensors sharing its storage under another shape]} for capture."""
-    groups = {}
-    for tensor, source in aliases:
-        members = groups.get(id(source), [source]) + groups.get(id(tensor), [tensor])
-        for t in members:
-            groups[id(t)] = members
-    return groups
-
-
 # -- barriers --------------------------------------------------------------------------------
 def _access(tensor, offsets, box=None):
     """(arena offset, Shape4, box) of a tensor access; box None: the whole tensor."""
@@ -316,13 +213,14 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     """
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
-    offsets, arena_elements, lower, naive = plan_memory(dispatches, memory_strategy, env.aliases)
+    arena = memory.plan_arena(dispatches, memory_strategy, env.aliases)
+    offsets = arena.offsets
     const_offsets = np.cumsum([0] + [len(c) for c in env.constants]).tolist()
     constants = np.concatenate(env.constants) if env.constants else np.zeros((1, 4), np.float32)
     if env.storage_half:  # converted here, once: a warm start uploads the entry's as they are
         constants = constants.astype(np.float16)
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
-    aliases = _alias_groups(env.aliases)
+    aliases = memory.alias_groups(env.aliases)
     variants, blocks, params, writes = [], [], bytearray(), []
     for d in dispatches:
         values = _resolve({**d.params, "grid": tuple(d.grid)}, offsets, const_offsets)
@@ -334,7 +232,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
         written = [m for t in d.writes for m in aliases.get(id(t), [t])]
         writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
     plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=constants,
-                arena_elements=max(arena_elements, 1), arena_lower_bound=lower, arena_naive=naive,
+                arena_elements=max(arena.elements, 1), arena_lower_bound=arena.lower_bound, arena_naive=arena.naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
                 labels=[d.label for d in dispatches], writes=writes, templates=[d.template for d in dispatches],
                 workgroups=[], tuned=False)

@@ -1,14 +1,20 @@
-"""Memory planning: give every arena tensor an offset so tensors alive at the same time never
-overlap, using as little memory as possible.
+"""Memory planning: give every arena tensor of a partition an offset (vec4 elements) so tensors
+alive at the same time never overlap, using as little memory as possible.
 
-Each strategy orders the tensors and places each at the lowest offset that does not overlap a
-tensor already placed whose lifetime intersects its own (first fit). Lifetimes are inclusive
-ranges of dispatch indices. "best" takes the smallest of the orders, then searches nearby
-orders while that lowers the plan (see _improve). The compiler merges tensors that share storage
-(free reshapes, in-place elementwise outputs) into one usage before planning.
+The plan reads what kernels state on their dispatches (kernels/base.py): the arena tensors each
+Dispatch reads and writes (a tensor's lifetime: the inclusive range of dispatch indices touching
+it), the free reshapes KernelEnv.alias records (the same storage under another shape for the
+joint lifetime) and Dispatch.inplace (an elementwise output may take the storage of an input
+that dies at that dispatch). plan_arena joins tensors that share storage into one usage, then
+places the usages. Each strategy orders them and places each at the lowest offset that does not
+overlap a usage already placed whose lifetime intersects its own (first fit). "best" takes the
+smallest of the orders, then searches nearby orders while that lowers the plan (see _improve).
+Plans follow dispatch order only: the same dispatch list always gets the same plan.
 """
 import random
 from dataclasses import dataclass
+
+from .layout import bhwc
 
 STRATEGIES = ("naive", "greedy_in_order", "greedy_by_size", "greedy_by_breadth", "greedy_by_lifetime", "best")
 SEARCH_BUDGET = 2000  # first-fit runs "best" may spend searching above the lower bound
@@ -17,7 +23,8 @@ RESTART_BUDGET = 50   # of which one restart's local search may spend
 
 @dataclass(frozen=True)
 class Usage:
-    """A tensor's size (elements) and lifetime (first and last dispatch index, inclusive)."""
+    """A storage group's size (vec4 elements) and lifetime (first and last dispatch index,
+    inclusive); key names it in a plan's offsets."""
     key: object
     size: int
     first: int
@@ -25,7 +32,7 @@ class Usage:
 
 
 def lower_bound(usages):
-    """The largest total size of tensors alive at any one dispatch: no plan can use less."""
+    """The largest total size (elements) of usages alive at any one dispatch: no plan can use less."""
     steps = {u.first for u in usages} | {u.last for u in usages}
     return max((sum(u.size for u in usages if u.first <= s <= u.last) for s in steps), default=0)
 
@@ -128,3 +135,124 @@ def _improve(order, result, bound, budget=SEARCH_BUDGET):
             break
         order, (offsets, total) = moved[0], moved[1]
     return offsets, total
+
+
+# -- a partition's arena: storage shared by tensors, then placement -------------------------------
+@dataclass(frozen=True)
+class ArenaPlan:
+    """Where a partition's arena tensors live; every size in vec4 elements.
+
+    offsets: {id(tensor): offset} of every tensor a dispatch touches or an alias names.
+    elements: the arena's size (0 for no tensor).
+    lower_bound: the largest total size of storage alive at one dispatch: no plan can use less.
+    naive: one buffer per storage group of aliases (before in-place joins), no reuse.
+    """
+    offsets: dict
+    elements: int
+    lower_bound: int
+    naive: int
+
+
+def plan_arena(dispatches, strategy="best", aliases=()):
+    """The ArenaPlan of a dispatch list (their reads, writes and inplace) and the (tensor, source)
+    pairs of KernelEnv.aliases, under a strategy (see STRATEGIES)."""
+    storage = _Storage(dispatches)
+    _join_aliases(storage, aliases)
+    naive = sum(u.size for u in storage.usages())
+    _join_inplace(storage, dispatches)
+    usages = storage.usages()
+    offsets, total = plan(usages, strategy)
+    return ArenaPlan({key: offsets[storage.root(key)] for key in storage.parent}, total, lower_bound(usages), naive)
+
+
+def alias_groups(aliases):
+    """{id(tensor): [tensors sharing its storage under another shape]} (KernelEnv.aliases pairs),
+    so a capture of what a dispatch wrote names every shape of it."""
+    groups = {}
+    for tensor, source in aliases:
+        members = groups.get(id(source), [source]) + groups.get(id(tensor), [tensor])
+        for t in members:
+            groups[id(t)] = members
+    return groups
+
+
+class _Storage:
+    """Tensors grouped by shared storage (union-find over id(tensor)), with each group's size
+    (vec4 elements) and lifetime (first and last dispatch index). The dicts keep the order in
+    which tensors were met (dispatch order), which usages() follows."""
+
+    def __init__(self, dispatches):
+        self.parent, self.size, self.first, self.last = {}, {}, {}, {}
+        for i, d in enumerate(dispatches):
+            for tensor in d.writes + d.reads:
+                key = id(tensor)
+                if key not in self.parent:
+                    self.parent[key] = key
+                    self.size[key] = bhwc(tensor.shape).elements
+                    self.first[key] = i
+                self.last[key] = i
+
+    def root(self, key):
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def join(self, a, b):
+        a, b = self.root(a), self.root(b)
+        if a != b:
+            self.parent[b] = a
+            self.size[a] = max(self.size[a], self.size[b])
+            self.first[a] = min(self.first[a], self.first[b])
+            self.last[a] = max(self.last[a], self.last[b])
+
+    def add(self, tensor, like):
+        """Register a tensor no dispatch touches (an alias of an alias) under `like`'s
+        (size, first, last)."""
+        key = id(tensor)
+        self.parent[key] = key
+        self.size[key], self.first[key], self.last[key] = like
+
+    def usages(self):
+        """One Usage per group, in the order of its first tensor met. Not by key: an id is a
+        memory address, and planning in address order made the plan differ run to run."""
+        roots = dict.fromkeys(self.root(k) for k in self.parent)
+        return [Usage(r, self.size[r], self.first[r], self.last[r]) for r in roots]
+
+
+def _join_aliases(storage, aliases):
+    """Free reshapes share their source's storage for their whole (joint) life. A tensor no
+    dispatch touches (a reshape of a reshape) joins its partner's group."""
+    pending = list(aliases)
+    while pending:
+        left = []
+        for tensor, source in pending:
+            known = [t for t in (tensor, source) if id(t) in storage.parent]
+            if not known:
+                left.append((tensor, source))
+                continue
+            for t in (tensor, source):
+                if id(t) not in storage.parent:
+                    r = storage.root(id(known[0]))
+                    storage.add(t, (storage.size[r], storage.first[r], storage.last[r]))
+            storage.join(id(source), id(tensor))
+        if len(left) == len(pending):
+            break  # aliases of tensors no dispatch uses at all
+        pending = left
+
+
+def _join_inplace(storage, dispatches):
+    """An output takes the storage of an input it may overwrite (Dispatch.inplace) when that
+    input's storage is read for the last time by this dispatch, the output is born here and it
+    is no larger."""
+    for i, d in enumerate(dispatches):
+        if len(d.writes) != 1:
+            continue
+        out = storage.root(id(d.writes[0]))
+        if storage.first[out] != i:
+            continue
+        for tensor in d.inplace:
+            source = storage.root(id(tensor))
+            if source != out and storage.last[source] == i and storage.size[out] <= storage.size[source]:
+                storage.join(source, out)
+                break

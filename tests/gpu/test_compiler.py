@@ -1,10 +1,8 @@
-"""The graph compiler: barriers only where dispatches depend on each other, shared storage (free
-reshapes, in-place elementwise outputs) in the memory plan, workgroups within the device limits,
-and workgroup tuning."""
+"""The graph compiler: barriers only where dispatches depend on each other, and workgroup tuning
+(the memory plan: test_memory.py; the workgroup heuristic: test_workgroups.py)."""
 import logging
 
 import numpy as np
-import pytest
 
 from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
@@ -72,42 +70,6 @@ def test_barrier_rules_on_synthetic_dispatches():
     left, right = ((0, 1), (0, 1), (0, 4), (0, 4)), ((0, 1), (1, 2), (0, 4), (0, 4))
     assert compiler._barriers([d((), (x,), left), d((), (x,), right)], offsets) == [False, False]
     assert compiler._barriers([d((), (x,), left), d((), (x,), left)], offsets) == [False, True]
-
-
-# -- memory ------------------------------------------------------------------------------------
-def test_elementwise_output_takes_the_storage_of_an_input_that_dies():
-    x, y, z = tensor(0, (1, 8, 8, 8)), tensor(1, (1, 8, 8, 8)), tensor(2, (1, 8, 8, 8))
-    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)),
-                  Dispatch("neg", (1, 1, 1), reads=(x,), writes=(y,), inplace=(x,)),
-                  Dispatch("abs", (1, 1, 1), reads=(y,), writes=(z,), inplace=(y,)),
-                  Dispatch("out", (1, 1, 1), reads=(z,))]
-    offsets, total, bound, naive = compiler.plan_memory(dispatches, "best")
-    assert offsets[id(x)] == offsets[id(y)] == offsets[id(z)] and total == bound == 128 and naive == 3 * 128
-
-
-def test_an_input_read_later_is_not_overwritten():
-    x, y = tensor(0, (1, 8, 8, 8)), tensor(1, (1, 8, 8, 8))
-    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)),
-                  Dispatch("neg", (1, 1, 1), reads=(x,), writes=(y,), inplace=(x,)),
-                  Dispatch("add", (1, 1, 1), reads=(x, y))]
-    offsets, total, _, _ = compiler.plan_memory(dispatches, "best")
-    assert offsets[id(x)] != offsets[id(y)] and total == 256
-
-
-def test_an_alias_shares_storage_for_its_joint_lifetime():
-    x, r, y = tensor(0, (1, 4, 4, 8)), tensor(1, (1, 16, 8)), tensor(2, (1, 4, 4, 8))
-    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)), Dispatch("other", (1, 1, 1), writes=(y,)),
-                  Dispatch("out", (1, 1, 1), reads=(r, y))]
-    offsets, total, bound, _ = compiler.plan_memory(dispatches, "best", [(r, x)])
-    assert offsets[id(x)] == offsets[id(r)] != offsets[id(y)] and total == bound == 64
-
-
-def test_in_place_chain_runs_correctly_unfused():
-    """Rules off: each elementwise node is its own dispatch and overwrites its input."""
-    c = Chain((2, 5, 6, 7))
-    model = c.build(c.op("EXP", c.op("NEG", c.op("ABS", c.op("ADD", c.x, c.const(random(7, 1)))))))
-    summary, _ = check_gpu(model, [random((2, 5, 6, 7))], rewrite_rules=False)
-    assert summary["intermediate_bytes"] == summary["intermediate_lower_bound_bytes"] == 2 * 2 * 5 * 6 * 16
 
 
 # -- workgroup tuning (the heuristic: test_workgroups.py) ---------------------------------------
