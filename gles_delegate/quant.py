@@ -45,6 +45,7 @@ rounding boundary can land one step off.
 import numpy as np
 
 from . import ops
+from .gpu import kernels
 from .graph import Graph, Node, Tensor
 from .ops.common import dequantize, fused_activation, is_quantized, quant_params, round_half_away
 
@@ -55,13 +56,6 @@ FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"
 # (bias input, data input, weights input).
 BIAS_INPUTS = {"CONV_2D": (2, 0, 1), "DEPTHWISE_CONV_2D": (2, 0, 1), "FULLY_CONNECTED": (2, 0, 1),
                "TRANSPOSE_CONV": (3, 2, 1)}
-# Ops whose TFLite kernels copy or select integers: their outputs stay on the grid of their
-# inputs, which must share the output's quantization (else TFLite reinterprets the integers on
-# another grid, or refuses the node), unless a fused activation clamps them.
-INTEGER_MOVES = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER", "SPLIT",
-                 "SPLIT_V", "TILE", "PAD", "PADV2", "MIRROR_PAD", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE",
-                 "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND", "BROADCAST_TO", "RESIZE_NEAREST_NEIGHBOR", "PACK",
-                 "UNPACK", "MAX_POOL_2D", "REDUCE_MAX", "REDUCE_MIN", "MAXIMUM", "MINIMUM"}
 # Ops whose result stays on the grid its inputs share, and that rescale inputs of other grids
 # (CONCATENATION: TFLite's uint8 kernel does; its int8 kernel refuses them).
 GRID_KEEPING = {"CONCATENATION"}
@@ -118,7 +112,10 @@ def view_reason(node):
         reason = None if tensor is None else _tensor_reason(tensor)
         if reason:
             return reason
-    if node.op in INTEGER_MOVES:
+    # An op whose TFLite kernel copies or selects integers keeps its inputs' grid: they must share
+    # the output's quantization (else TFLite reinterprets the integers on another grid, or refuses
+    # the node), unless a fused activation clamps them.
+    if kernels.facts(node.op).integer_move:
         for out in node.outputs:
             if out.dtype in QUANTIZED_DTYPES:
                 for t in node.inputs:
@@ -256,7 +253,7 @@ def _is_quantized_bias(node, index):
 def _keeps_grid(node, out):
     """True when the op's float result is already on `out`'s grid: it moves or selects values of
     quantized inputs that all share out's quantization, with no fused activation."""
-    if node.op not in INTEGER_MOVES | GRID_KEEPING or fused_activation(node) != 0:
+    if not (kernels.facts(node.op).integer_move or node.op in GRID_KEEPING) or fused_activation(node) != 0:
         return False
     quantized = [t for t in node.inputs if t is not None and t.dtype in QUANTIZED_DTYPES]
     return bool(quantized) and all(_same_grid(t, out) for t in quantized)

@@ -4,28 +4,20 @@
 // at a known position calls it, so fused activations, residual adds and whole chains of
 // elementwise nodes cost no dispatch and no round trip through memory of their own.
 //
-// Per step k (defines): EPk_OP the op code: a unary op (< EP_BINARY), else EP_BINARY + a binary
-//   op code; EPk_SRC where its operand comes from: none, the scalar param epk_value, the
-//   constants or the arena (both at epk_offset, a PHWC4 tensor of size epk_size (w, h, slices,
-//   batch) that broadcasts like a binary operand: a dimension of size 1 repeats, and with
-//   EPk_SCALAR_C its one channel covers all four); EPk_SWAP: the operand is the left-hand side;
+// Per step k (defines): EPk_OP the op code (EP_OP_<op>; a unary op's is < EP_BINARY); EPk_SRC
+//   where its operand comes from: none, the scalar param epk_value, the constants or the arena
+//   (both at epk_offset, a PHWC4 tensor of size epk_size (w, h, slices, batch) that broadcasts
+//   like a binary operand: a dimension of size 1 repeats, and with EPk_SCALAR_C its one channel
+//   covers all four); EPk_SWAP: the operand is the left-hand side;
 //   EPk_STORED: the step starts a node fused into this kernel, whose input the unfused graph
 //   stored and read back: with STORAGE_HALF the value is rounded to half first, as that round
 //   trip did, so fusion changes no result in any precision (it only saves the memory traffic).
 // Params per step: epk_offset, epk_size, epk_value (unused ones are zero).
 //
-// Unary codes: 0 relu, 1 relu6, 2 relu_n1_to_1, 3 relu_0_to_1, 4 leaky relu / prelu (slope =
-// operand), 5 logistic, 6 tanh, 7 exp, 8 log, 9 sqrt, 10 rsqrt, 11 abs, 12 neg, 13 hard swish,
-// 14 elu, 15 gelu (tanh approximation), 16 gelu (exact, through erfc).
-// Binary codes: 0 add, 1 sub, 2 mul, 3 div, 4 maximum, 5 minimum, 6 squared difference, 7 pow.
-// Op codes are compile-time constants, so each call below folds to the one op it names.
-
-#define EP_BINARY 32
-#define EP_MAX 8
-#define EP_SRC_NONE 0
-#define EP_SRC_SCALAR 1
-#define EP_SRC_CONST 2
-#define EP_SRC_ARENA 3
+// Op codes are named constants EP_OP_<op> (e.g. EP_OP_RELU, EP_OP_ADD), defined with EP_BINARY,
+// EP_MAX and EP_SRC_* ahead of this text from epilogue.py's tables (glsl_defines()); they are
+// compile-time constants, so each call below folds to the one op it names. Every op of those
+// tables has its line below (tests/gpu/test_epilogue.py checks it).
 
 #if EP_COUNT > EP_MAX
 #error "more epilogue steps than the template holds"
@@ -48,39 +40,42 @@ vec4 erfc4(vec4 z) {
 vec4 safe_tanh(vec4 x) { return tanh(clamp(x, vec4(-10.0), vec4(10.0))); }
 
 vec4 ep_unary(int op, vec4 x, vec4 a) {
-  if (op == 0) return max(x, vec4(0.0));
-  if (op == 1) return clamp(x, vec4(0.0), vec4(6.0));
-  if (op == 2) return clamp(x, vec4(-1.0), vec4(1.0));
-  if (op == 3) return clamp(x, vec4(0.0), vec4(1.0));
-  if (op == 4) return mix(a * x, x, greaterThanEqual(x, vec4(0.0)));
+  if (op == EP_OP_RELU) return max(x, vec4(0.0));
+  if (op == EP_OP_RELU6) return clamp(x, vec4(0.0), vec4(6.0));
+  if (op == EP_OP_RELU_N1_TO_1) return clamp(x, vec4(-1.0), vec4(1.0));
+  if (op == EP_OP_RELU_0_TO_1) return clamp(x, vec4(0.0), vec4(1.0));
+  // The slope is the operand (PRELU's code is LEAKY_RELU's).
+  if (op == EP_OP_LEAKY_RELU) return mix(a * x, x, greaterThanEqual(x, vec4(0.0)));
   // exp(-x) overflows to +inf for very negative x (early in half math) and 1 / inf = 0: still right.
-  if (op == 5) return 1.0 / (1.0 + exp(-x));
-  if (op == 6) return safe_tanh(x);
-  if (op == 7) return exp(x);
-  if (op == 8) return log(x);
-  if (op == 9) return sqrt(x);
-  if (op == 10) return inversesqrt(x);
-  if (op == 11) return abs(x);
-  if (op == 12) return -x;
-  if (op == 13) return x * clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
+  if (op == EP_OP_LOGISTIC) return 1.0 / (1.0 + exp(-x));
+  if (op == EP_OP_TANH) return safe_tanh(x);
+  if (op == EP_OP_EXP) return exp(x);
+  if (op == EP_OP_LOG) return log(x);
+  if (op == EP_OP_SQRT) return sqrt(x);
+  if (op == EP_OP_RSQRT) return inversesqrt(x);
+  if (op == EP_OP_ABS) return abs(x);
+  if (op == EP_OP_NEG) return -x;
+  if (op == EP_OP_HARD_SWISH) return x * clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
   // exp of the clamped value, so the unused branch of the select cannot overflow.
-  if (op == 14) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
+  if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).
-  if (op == 15) return 0.5 * x * (1.0 + safe_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+  if (op == EP_OP_GELU) return 0.5 * x * (1.0 + safe_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
   // TFLite's rounding (a fake-quant step's round(x / scale)): halves away from zero.
-  if (op == 17) return sign(x) * floor(abs(x) + 0.5);
-  return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
+  if (op == EP_OP_ROUND_HALF_AWAY) return sign(x) * floor(abs(x) + 0.5);
+  if (op == EP_OP_GELU_EXACT) return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
+  return x;
 }
 
 vec4 ep_binary(int op, vec4 a, vec4 b) {
-  if (op == 0) return a + b;
-  if (op == 1) return a - b;
-  if (op == 2) return a * b;
-  if (op == 3) return a / b;
-  if (op == 4) return max(a, b);
-  if (op == 5) return min(a, b);
-  if (op == 6) return (a - b) * (a - b);
-  return pow(a, b);
+  if (op == EP_OP_ADD) return a + b;
+  if (op == EP_OP_SUB) return a - b;
+  if (op == EP_OP_MUL) return a * b;
+  if (op == EP_OP_DIV) return a / b;
+  if (op == EP_OP_MAXIMUM) return max(a, b);
+  if (op == EP_OP_MINIMUM) return min(a, b);
+  if (op == EP_OP_SQUARED_DIFFERENCE) return (a - b) * (a - b);
+  if (op == EP_OP_POW) return pow(a, b);
+  return a;
 }
 
 // Element p (w, h, slice, batch) of a PHWC4 tensor of `size` at `offset` in the constants or
@@ -120,7 +115,7 @@ vec4 ep_stored(vec4 v) { return v; }
 
 vec4 ep_step(int op, bool swap, vec4 v, vec4 operand) {
   if (op < EP_BINARY) return ep_unary(op, v, operand);
-  return swap ? ep_binary(op - EP_BINARY, operand, v) : ep_binary(op - EP_BINARY, v, operand);
+  return swap ? ep_binary(op, operand, v) : ep_binary(op, v, operand);
 }
 
 #define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, value, p))

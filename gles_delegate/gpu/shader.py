@@ -1,6 +1,7 @@
 """Assemble a compute shader from a template in kernels_glsl/: #version, precision, the
-kernel's #defines, its Params uniform block (std140) and common.glsl (and epilogue.glsl for a
-kernel that applies epilogue steps), then the template body. GLSL ES has no #include: a template
+kernel's #defines, its Params uniform block (std140) and common.glsl (and epilogue.glsl, after
+the named constants epilogue.py defines for it, for a kernel that applies epilogue steps), then
+the template body. GLSL ES has no #include: a template
 line `#include "name.glsl"` is replaced here by that template's text (pieces two kernels share)."""
 import functools
 import importlib.resources
@@ -9,6 +10,8 @@ import struct
 from pathlib import Path
 
 import numpy as np
+
+from .kernels import epilogue
 
 SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
@@ -78,7 +81,7 @@ def assemble(template_name, defines, params, storage_half, math_half):
     defines = {"ACTIVATION": 0, **defines}  # common.glsl tests it; GLSL ES has no implicit 0
     lines += [f"#define {name} {_define_value(value)}" for name, value in sorted(defines.items())]
     # A kernel that applies an epilogue (gpu/kernels/epilogue.py) always defines EP_COUNT.
-    shared = template("common") + (template("epilogue") if "EP_COUNT" in defines else "")
+    shared = template("common") + (epilogue.glsl_defines() + template("epilogue") if "EP_COUNT" in defines else "")
     return "\n".join(lines) + "\n" + params_block(params) + shared + template(template_name)
 
 

@@ -11,28 +11,32 @@ Each module holds one op family and exposes two plain dicts:
                               and the input values where known (values[k] None: a runtime input);
                               None when runtime values decide. run_node checks them against the
                               model's declared shapes before the kernel allocates anything.
+An op two modules run (hybrid and float CONV_2D) has one kernel in each, tried in ORDER; any other
+op declared twice fails at import (gles_delegate/registry.py).
 Variable tensors (LSTM state) arrive as the interpreter's own arrays and are updated in place.
 common.py holds the semantics the kernels share (padding, windows, fused activations,
 quantization), checks.py what their SUPPORT checks share.
 """
 import numpy as np
 
+from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
 from . import (binary, conv, elementwise, hybrid, lstm, mediapipe, pool, quantize, reduce, resize, shape,
                softmax)
 
-# hybrid last: its CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED entries take over conv's (they
-# run hybrid nodes and hand every other node to conv's).
 MODULES = (binary, conv, elementwise, lstm, mediapipe, pool, quantize, reduce, resize, shape, softmax, hybrid)
+# Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
+# take the dynamic-range quantized nodes, conv's every other one.
+ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}
 
-KERNELS = {}
-SUPPORT = {}
-OUTPUT_SHAPES = {}
-for _module in MODULES:
-    KERNELS.update(_module.KERNELS)
-    SUPPORT.update(getattr(_module, "SUPPORT", {}))
-    OUTPUT_SHAPES.update(getattr(_module, "OUTPUT_SHAPES", {}))
+CANDIDATES = registry.candidates(MODULES, "KERNELS", ORDER)
+KERNELS, SUPPORT = {}, {}
+for _op, _owners in CANDIDATES.items():
+    _support, KERNELS[_op] = registry.resolve(_op, _owners, "KERNELS")
+    if _support is not None:
+        SUPPORT[_op] = _support
+OUTPUT_SHAPES = registry.merge(MODULES, "OUTPUT_SHAPES")
 
 
 def unsupported_reason(node):

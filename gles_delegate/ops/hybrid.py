@@ -18,8 +18,8 @@ as its asymmetric_quantize_inputs option says. A missing bias is a zero bias (Li
 hybrid CONV_2D / DEPTHWISE_CONV_2D without one, as it refuses a float one: ops/conv.py accepts
 those too).
 
-Each entry of KERNELS / SUPPORT here serves every node of its op: non-hybrid nodes go to
-ops/conv.py, so this module registers after it (ops/__init__.py). ops/conv.py's own SUPPORT
+Its kernels are candidates tried before ops/conv.py's (ops/__init__.py's ORDER): SUPPORT here
+refuses every non-hybrid node, which ops/conv.py then runs. ops/conv.py's own SUPPORT
 keeps refusing hybrid nodes, and the GPU convolution kernels, which check with it, too: they run
 float32 weights only; the delegate runs a hybrid node on the GPU through quant.float_view, which
 dequantizes its weights (as TFLite's GPU delegate does).
@@ -163,21 +163,17 @@ def hybrid_fully_connected(node, inputs):
     return [out]
 
 
-def _kernel(hybrid_kernel, other):
-    """A hybrid node runs hybrid_kernel, with numpy's overflow / invalid warnings off (huge or
-    non-finite inputs give non-finite outputs, as in TFLite, and no warning); any other node
-    runs ops/conv.py's kernel `other`."""
+def _kernel(hybrid_kernel):
+    """hybrid_kernel with numpy's overflow / invalid warnings off (huge or non-finite inputs give
+    non-finite outputs, as in TFLite, and no warning)."""
     def kernel(node, inputs):
-        if not is_hybrid(node):
-            return other(node, inputs)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return hybrid_kernel(node, inputs)
     return kernel
 
 
-KERNELS = {"CONV_2D": _kernel(hybrid_conv_2d, conv.conv_2d),
-           "DEPTHWISE_CONV_2D": _kernel(hybrid_depthwise_conv_2d, conv.depthwise_conv_2d),
-           "FULLY_CONNECTED": _kernel(hybrid_fully_connected, conv.fully_connected)}
+KERNELS = {"CONV_2D": _kernel(hybrid_conv_2d), "DEPTHWISE_CONV_2D": _kernel(hybrid_depthwise_conv_2d),
+           "FULLY_CONNECTED": _kernel(hybrid_fully_connected)}
 
 
 # -- support checks --------------------------------------------------------------------------
@@ -204,16 +200,16 @@ def _hybrid_operands(node, input_t, filter_t, bias_t, out_channels, channel_axis
     return conv.check_filter_quantization(filter_t, channel_axis)
 
 
-def _support(op, check):
-    """SUPPORT for `op`: ops/conv.py's shape and option checks with _hybrid_operands for a
-    hybrid node, ops/conv.py's own check for any other."""
+def _support(check):
+    """SUPPORT of a hybrid op: ops/conv.py's shape and option checks with _hybrid_operands; a
+    node that is not hybrid is ops/conv.py's."""
     hybrid = with_arity(2, 1, functools.partial(check, operands=_hybrid_operands))
 
     def support(node):
-        return hybrid(node) if is_hybrid(node) else conv.SUPPORT[op](node)
+        return hybrid(node) if is_hybrid(node) else "not hybrid (a float32 input and integer weights)"
     return support
 
 
-SUPPORT = {"CONV_2D": _support("CONV_2D", conv.support_conv_2d),
-           "DEPTHWISE_CONV_2D": _support("DEPTHWISE_CONV_2D", conv.support_depthwise_conv_2d),
-           "FULLY_CONNECTED": _support("FULLY_CONNECTED", conv.support_fully_connected)}
+SUPPORT = {"CONV_2D": _support(conv.support_conv_2d),
+           "DEPTHWISE_CONV_2D": _support(conv.support_depthwise_conv_2d),
+           "FULLY_CONNECTED": _support(conv.support_fully_connected)}

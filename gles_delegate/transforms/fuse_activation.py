@@ -2,15 +2,13 @@
 constant slope, HARD_SWISH, LOGISTIC, TANH) into the node that produces its input: as that node's
 fused_activation_function where TFLite has one for it and nothing else runs after it yet, else as
 a step of its epilogue."""
+from ..gpu import kernels
 from ..gpu.kernels import epilogue
 from ..ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, fused_activation
 from .common import fuse_into_epilogue, only_reader_blocker, producer_of
 
 ACTIVATION_CODES = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}
 ACTIVATIONS = tuple(ACTIVATION_CODES) + ("RELU_0_TO_1", "LEAKY_RELU", "PRELU", "HARD_SWISH", "LOGISTIC", "TANH")
-# Ops whose kernels apply options["fused_activation_function"] to their float output.
-TAKES_FUSED_ACTIVATION = {"ADD", "SUB", "MUL", "DIV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-                          "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION"}
 
 
 def apply(graph, log):
@@ -38,8 +36,8 @@ def apply(graph, log):
 
 def _as_fused_activation(producer, node):
     """Whether the activation can be the producer's fused_activation_function: TFLite has a code
-    for it, the producer's kernel applies one, and the producer applies nothing yet (its
+    for it, the producer's kernel applies one (its OpFacts say so), and the producer applies nothing yet (its
     activation runs before its epilogue)."""
-    return (producer is not None and node.op in ACTIVATION_CODES and producer.op in TAKES_FUSED_ACTIVATION
+    return (producer is not None and node.op in ACTIVATION_CODES and kernels.facts(producer.op).fused_activation
             and fused_activation(producer) == ACT_NONE and not epilogue.steps_of(producer)
             and not epilogue.steps_of(node) and len(producer.outputs) == 1)

@@ -1,17 +1,14 @@
-"""Remove nodes that pass their input through unchanged: identity RESHAPE / SQUEEZE / EXPAND_DIMS /
-TRANSPOSE / SLICE / STRIDED_SLICE / PAD / TILE / GATHER, single-input CONCATENATION or ADD_N,
-ADD / SUB of zero, MUL / DIV by one, a resize to the same size, a float -> float CAST."""
+"""Remove nodes that pass their input through unchanged: those of an op whose GPU kernel states a
+noop_input (OpFacts: RESHAPE, SQUEEZE, TRANSPOSE, SLICE, PAD, TILE, GATHER, single-input
+CONCATENATION, a resize to the same size, ...) when the reference maps an iota on that input onto
+itself; ADD / SUB of zero, MUL / DIV by one."""
 import numpy as np
 
 from .. import ops
+from ..gpu import kernels
 from ..ops.common import ACT_NONE, fused_activation
 from .common import bypass
 
-# Ops that only move values: identity when the reference maps an iota onto itself.
-MOVES = {"RESHAPE": 0, "SQUEEZE": 0, "EXPAND_DIMS": 0, "TRANSPOSE": 0, "SLICE": 0, "STRIDED_SLICE": 0,
-         "PAD": 0, "PADV2": 0, "MIRROR_PAD": 0, "TILE": 0, "GATHER": 0, "SPLIT": 1, "SPLIT_V": 0,
-         "CONCATENATION": 0, "ADD_N": 0, "DEPTH_TO_SPACE": 0, "SPACE_TO_DEPTH": 0, "CAST": 0,
-         "RESIZE_BILINEAR": 0, "RESIZE_NEAREST_NEIGHBOR": 0}
 NEUTRAL = {"ADD": (0.0, True), "SUB": (0.0, False), "MUL": (1.0, True), "DIV": (1.0, False)}  # (value, either side)
 MAX_PROBE = 1 << 24  # float32 counts exactly up to here
 
@@ -34,9 +31,10 @@ def _candidate(node):
     input's shape, or arithmetic with a constant operand."""
     if node.op in NEUTRAL:
         return any(t is not None and t.is_const for t in node.inputs[:2])
-    if node.op not in MOVES or len(node.outputs) != 1:
+    k = kernels.facts(node.op).noop_input
+    if k is None or len(node.outputs) != 1:
         return False
-    source = node.inputs[MOVES[node.op]] if len(node.inputs) > MOVES[node.op] else None
+    source = node.inputs[k] if len(node.inputs) > k else None
     return source is not None and tuple(source.shape) == tuple(node.outputs[0].shape)
 
 
@@ -46,14 +44,13 @@ def _passed_through(node):
         return None, "it has a fused activation"
     if node.op in NEUTRAL:
         return _neutral_operand(node)
-    source, out = node.inputs[MOVES[node.op]], node.outputs[0]
+    k = kernels.facts(node.op).noop_input
+    source, out = node.inputs[k], node.outputs[0]
     if source.is_const or source.dtype != out.dtype:
         return None, "its input is a constant, or of another type"
-    if node.op == "CAST" and source.dtype.kind != "f":
-        return None, "not a float -> float cast"
     if source.size > MAX_PROBE:
         return None, "too large to check"
-    return (source, None) if _maps_iota_to_itself(node, MOVES[node.op]) else (None, "it rearranges its input")
+    return (source, None) if _maps_iota_to_itself(node, k) else (None, "it rearranges its input")
 
 
 def _maps_iota_to_itself(node, k):
@@ -62,7 +59,7 @@ def _maps_iota_to_itself(node, k):
     source = node.inputs[k]
     probe = np.arange(1, source.size + 1, dtype=np.float32).reshape(source.shape)
     values = [probe if j == k else (None if t is None else t.data) for j, t in enumerate(node.inputs)]
-    if node.op in ("CONCATENATION", "ADD_N") and len(node.inputs) != 1:
+    if node.op == "CONCATENATION" and len(node.inputs) != 1:
         return False
     if any(v is None for j, v in enumerate(values) if j != k and node.inputs[j] is not None):
         return False  # another input is computed at run time

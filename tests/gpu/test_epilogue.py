@@ -5,7 +5,8 @@ nodes."""
 import numpy as np
 import pytest
 
-from gles_delegate.gpu import kernels
+from gles_delegate.gpu import kernels, shader
+from gles_delegate.gpu.kernels import epilogue
 from tests.gpu.gpulib import PRECISIONS
 from tests.transforms.rulelib import Chain, check_gpu, random
 
@@ -63,7 +64,19 @@ def test_a_chain_of_every_operand_kind_fuses_and_matches(kind, precision):
 
 
 def test_every_kernel_with_an_epilogue_is_covered():
-    assert set(kernels.EPILOGUE) - set(KINDS) <= {
-        "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "Convolution2DTransposeBias",
-        "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "LOGISTIC", "TANH", "EXP", "LOG",
-        "SQRT", "RSQRT", "ABS", "HARD_SWISH", "ELU", "GELU"}
+    """A case above per kernel with an epilogue; the elementwise kernel's ops share NEG's case."""
+    with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
+    elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
+    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias"}
+    assert elementwise_ops <= with_epilogue
+
+
+def test_every_step_op_has_its_line_in_the_template():
+    """epilogue.glsl computes each op of epilogue.py's tables under its named constant (a code
+    without one would fall through and return its input unchanged)."""
+    text = shader.template("epilogue")
+    for op in [*epilogue.UNARY_CODES, *epilogue.BINARY_CODES]:
+        if op != "PRELU":  # LEAKY_RELU's code
+            assert f"if (op == EP_OP_{op})" in text, op
+        assert f"#define EP_OP_{op} " in epilogue.glsl_defines(), op
+

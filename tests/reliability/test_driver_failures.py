@@ -432,9 +432,9 @@ def test_malformed_nodes_get_a_reason_from_the_gpu_registry(op, inputs, reason):
 
 
 def test_every_gpu_op_has_an_arity():
-    unlisted = set(kernels.SUPPORT) - set(kernels.ARITY)
+    unlisted = {op for op in kernels.SUPPORT if kernels.facts(op).arity is None}
     assert unlisted == {"CONCATENATION", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM"}, \
-        "state the input / output counts of a new GPU op in its kernel module's ARITY (see gpu/kernels/__init__.py)"
+        "state the input / output counts of a new GPU op in its kernel module's FACTS (OpFacts.arity)"
 
 
 def test_a_warm_start_repeats_the_fallback_warnings(monkeypatch, caplog, tmp_path):

@@ -90,15 +90,3 @@ def test_a_fused_activation_is_not_a_noop():
     assert "fused activation" in why(log, RULE, "#1 (ADD)")
 
 
-def test_float_cast_to_float_is_removed():
-    """CAST has no GPU kernel, so only the graph rule is checked."""
-    a = Tensor(0, "a", (2, 3), np.dtype(np.float32))
-    b = Tensor(1, "b", (2, 3), np.dtype(np.float32))
-    out = Tensor(2, "out", (2, 3), np.dtype(np.float32))
-    cast = Node(0, "CAST", [a], [b], options={"in_data_type": 0, "out_data_type": 0})
-    neg = Node(1, "NEG", [b], [out])
-    graph = Graph([cast, neg], [a], [out], [a, b, out])
-    log = RewriteLog(RULE)
-    apply(graph, log)
-    assert ops_of(graph) == ["NEG"] and graph.nodes[0].inputs[0] is a
-    assert [r.status for r in log] == ["APPLIED"]

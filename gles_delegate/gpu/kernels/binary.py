@@ -1,6 +1,7 @@
 """Broadcasting binary ops (ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW): the
 elementwise kernel (elementwise.py) with the op and the fused activation as its first steps."""
 from ...ops.common import fused_activation
+from ...registry import BINARY, OpFacts
 from . import elementwise, epilogue
 
 OP_CODES = epilogue.BINARY_CODES
@@ -21,3 +22,6 @@ def supports(node):
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: elementwise.build for op in OP_CODES}
 EPILOGUE = {op: None for op in OP_CODES}
+FACTS = {**{op: OpFacts(arity=BINARY) for op in OP_CODES},
+         **{op: OpFacts(arity=BINARY, fused_activation=True) for op in ("ADD", "SUB", "MUL", "DIV")},
+         **{op: OpFacts(arity=BINARY, integer_move=True) for op in ("MAXIMUM", "MINIMUM")}}

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...ops import conv as reference
 from ...ops.common import spatial_geometry
+from ...registry import OpFacts
 from . import epilogue
 from ..workgroups import TARGET_INVOCATIONS, choose_workgroup
 from .base import Dispatch
@@ -176,3 +177,4 @@ def output_shape(node):
 SUPPORT = {"CONV_2D": gpu_support("CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
 BUILD = {"CONV_2D": build}
 EPILOGUE = {"CONV_2D": None}
+FACTS = {"CONV_2D": OpFacts(arity=((2, 3), (2,), 1), fused_activation=True)}  # bias optional

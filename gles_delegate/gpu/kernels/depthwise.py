@@ -5,6 +5,7 @@ import numpy as np
 
 from ...ops import conv as reference
 from . import epilogue
+from ...registry import OpFacts
 from .base import Dispatch
 from .conv import (MIN_INVOCATIONS, block_size, geometry, gpu_support, optional_input, output_shape, pack_bias,
                    reads_padding)
@@ -64,3 +65,4 @@ def build(node, env):
 SUPPORT = {"DEPTHWISE_CONV_2D": gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
 BUILD = {"DEPTHWISE_CONV_2D": build}
 EPILOGUE = {"DEPTHWISE_CONV_2D": None}
+FACTS = {"DEPTHWISE_CONV_2D": OpFacts(arity=((2, 3), (2,), 1), fused_activation=True)}  # bias optional

@@ -5,6 +5,7 @@ The node's own op is the first epilogue step (epilogue.py) of a kernel that read
 operand at the output position, so a chain of elementwise nodes fused into one (rules
 fuse_activation, fuse_residual_add, fuse_elementwise) is just more steps."""
 from ...ops import elementwise as reference
+from ...registry import BINARY, UNARY, OpFacts
 from ..layout import bhwc
 from . import epilogue
 from .base import Dispatch
@@ -43,3 +44,4 @@ def build(node, env):
 SUPPORT = {op: supports for op in OPS}
 BUILD = {op: build for op in OPS}
 EPILOGUE = {op: None for op in OPS}
+FACTS = {op: OpFacts(arity=BINARY if op == "PRELU" else UNARY) for op in OPS}  # PRELU: x and its slope

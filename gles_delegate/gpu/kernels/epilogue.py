@@ -16,6 +16,8 @@ from ..layout import bhwc, to_phwc4
 
 KEY = "epilogue"  # node.options[KEY]: a tuple of Steps
 MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones
+# Step op codes: the numbers live only here; kernels_glsl/epilogue.glsl names them EP_OP_<op>
+# (glsl_defines()). A unary op's code is its own, a binary op's BINARY_BASE + its code.
 UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAKY_RELU": 4, "PRELU": 4,
                "LOGISTIC": 5, "TANH": 6, "EXP": 7, "LOG": 8, "SQRT": 9, "RSQRT": 10, "ABS": 11, "NEG": 12,
                "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16, "ROUND_HALF_AWAY": 17}
@@ -28,6 +30,16 @@ BINARY_BASE = 32
 SRC_NONE, SRC_SCALAR, SRC_CONST, SRC_ARENA = range(4)
 # TFLite fused activations as steps (SIGN_BIT has no float meaning and no step).
 ACTIVATION_STEPS = {ACT_RELU: "RELU", ACT_RELU_N1_TO_1: "RELU_N1_TO_1", ACT_RELU6: "RELU6", ACT_TANH: "TANH"}
+
+
+def glsl_defines():
+    """The #define lines of the named constants epilogue.glsl uses: EP_OP_<op> of every step op,
+    EP_BINARY, EP_MAX and the operand sources EP_SRC_*."""
+    codes = {**UNARY_CODES, **{op: BINARY_BASE + code for op, code in BINARY_CODES.items()}}
+    sources = {"NONE": SRC_NONE, "SCALAR": SRC_SCALAR, "CONST": SRC_CONST, "ARENA": SRC_ARENA}
+    lines = [f"#define EP_OP_{op} {code}" for op, code in codes.items()]
+    lines += [f"#define EP_BINARY {BINARY_BASE}", f"#define EP_MAX {MAX_STEPS}"]
+    return "\n".join(lines + [f"#define EP_SRC_{name} {code}" for name, code in sources.items()]) + "\n"
 
 
 @dataclass(frozen=True)

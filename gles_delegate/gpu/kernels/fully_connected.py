@@ -4,6 +4,7 @@ by the split of K over a workgroup and by how input rows map onto PHWC4 pixels."
 import numpy as np
 
 from . import epilogue
+from ...registry import OpFacts
 from .base import Dispatch
 from .conv import gpu_support, k_split, optional_input, pack_bias
 
@@ -55,3 +56,4 @@ def output_shape(node):
 SUPPORT = {"FULLY_CONNECTED": gpu_support("FULLY_CONNECTED", 0, {1: "weights", 2: "bias"}, output_shape)}
 BUILD = {"FULLY_CONNECTED": build}
 EPILOGUE = {"FULLY_CONNECTED": None}
+FACTS = {"FULLY_CONNECTED": OpFacts(arity=((2, 3), (2,), 1), fused_activation=True)}  # bias optional

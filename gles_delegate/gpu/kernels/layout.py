@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import ops
 from ...ops.common import ACT_TANH
+from ...registry import BINARY, UNARY, OpFacts
 from ..layout import BHWC_AXES, bhwc, to_phwc4
 from .base import Dispatch
 
@@ -346,3 +347,19 @@ BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SP
 SUPPORT = {**{op: _remap_support for op in REMAP_OPS}, **{op: _support for op in BUILD_OPS}}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
          "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth}
+
+
+def _moves(arity, noop_input=0):
+    """OpFacts of an op that only moves values: TFLite's quantized kernel copies integers, and
+    the op may pass input `noop_input` (the values moved) through unchanged."""
+    return OpFacts(arity=arity, integer_move=True, noop_input=noop_input)
+
+
+FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND_DIMS": _moves(BINARY),
+         "TRANSPOSE": _moves(BINARY), "SLICE": _moves(((3,), (), 1)), "STRIDED_SLICE": _moves(((4,), (), 1)),
+         "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),
+         "GATHER": _moves(BINARY), "PAD": _moves(((2, 3), (2,), 1)), "PADV2": _moves(((2, 3), (2,), 1)),
+         "MIRROR_PAD": _moves(BINARY), "TILE": _moves(BINARY), "DEPTH_TO_SPACE": _moves(UNARY),
+         "SPACE_TO_DEPTH": _moves(UNARY),
+         # Any count of inputs (arity_reason's own case); its quantized kernels rescale (quant.GRID_KEEPING).
+         "CONCATENATION": OpFacts(fused_activation=True, noop_input=0)}

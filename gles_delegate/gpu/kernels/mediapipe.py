@@ -13,6 +13,7 @@ and 1 of the matrix tensor (any matrix shape whose PHWC4 order is row-major work
 import math
 
 from ...ops import mediapipe as reference
+from ...registry import BINARY, UNARY, OpFacts
 from ..layout import bhwc
 from .base import Dispatch
 
@@ -109,3 +110,5 @@ SUPPORT = {
 BUILD = {"Landmarks2TransformMatrix": build_landmarks_to_matrix,
          "TransformTensorBilinear": build_transform_tensor_bilinear,
          "TransformLandmarks": build_transform_landmarks}
+FACTS = {"Landmarks2TransformMatrix": OpFacts(arity=UNARY), "TransformTensorBilinear": OpFacts(arity=BINARY),
+         "TransformLandmarks": OpFacts(arity=BINARY)}

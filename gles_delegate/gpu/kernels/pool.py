@@ -9,6 +9,7 @@ take part in the pool exactly as the PAD's did (they can win a max and count in 
 unlike the node's own SAME padding, which TFLite's pools ignore.
 """
 from ...ops import pool as reference
+from ...registry import UNARY, OpFacts
 from ..layout import bhwc
 from . import epilogue, reduce
 from .base import Dispatch
@@ -70,3 +71,5 @@ def build(node, env):
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: build for op in OP_CODES}
 EPILOGUE = {op: epilogue_reason for op in OP_CODES}
+FACTS = {"MAX_POOL_2D": OpFacts(arity=UNARY, fused_activation=True, integer_move=True),
+         "AVERAGE_POOL_2D": OpFacts(arity=UNARY, fused_activation=True)}

@@ -28,6 +28,7 @@ rounding boundary can land one step off; the arithmetic itself is highp in every
 import numpy as np
 
 from ...ops.checks import arity_reason
+from ...registry import UNARY, OpFacts
 from ..layout import bhwc
 from .base import Dispatch
 
@@ -121,3 +122,4 @@ def build(node, env):
 
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: build for op in OP_CODES}
+FACTS = {op: OpFacts(arity=UNARY) for op in OP_CODES}

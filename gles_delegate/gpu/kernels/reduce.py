@@ -9,6 +9,7 @@ with the reduced axes set to 1 (channels reduced, or dims dropped by keep_dims=f
 import numpy as np
 
 from ...ops import reduce as reference
+from ...registry import BINARY, OpFacts
 from ..layout import BHWC_AXES, Shape4, bhwc
 from .base import Dispatch
 
@@ -125,3 +126,4 @@ def build(node, env):
 
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: build for op in OP_CODES}
+FACTS = {op: OpFacts(arity=BINARY, integer_move=op in ("REDUCE_MAX", "REDUCE_MIN")) for op in OP_CODES}  # x, axes

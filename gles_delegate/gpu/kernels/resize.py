@@ -3,6 +3,7 @@ kernels_glsl/resize.glsl, one vec4 per invocation."""
 import numpy as np
 
 from ...ops import resize as reference
+from ...registry import BINARY, OpFacts
 from ..layout import bhwc
 from . import epilogue
 from .base import Dispatch
@@ -46,3 +47,5 @@ def build(node, env):
 SUPPORT = {"RESIZE_BILINEAR": supports, "RESIZE_NEAREST_NEIGHBOR": supports}
 BUILD = {"RESIZE_BILINEAR": build, "RESIZE_NEAREST_NEIGHBOR": build}
 EPILOGUE = {"RESIZE_BILINEAR": None, "RESIZE_NEAREST_NEIGHBOR": None}
+FACTS = {"RESIZE_BILINEAR": OpFacts(arity=BINARY, noop_input=0),  # x, size
+         "RESIZE_NEAREST_NEIGHBOR": OpFacts(arity=BINARY, integer_move=True, noop_input=0)}

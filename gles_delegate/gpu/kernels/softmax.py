@@ -2,6 +2,7 @@
 kernels_glsl/softmax.glsl. A pixel with many channel slices (e.g. [1, 1001] logits) is spread over
 a workgroup; otherwise one invocation handles one pixel."""
 from ...ops import softmax as reference
+from ...registry import UNARY, OpFacts
 from ..layout import bhwc
 from .base import Dispatch
 
@@ -43,3 +44,4 @@ def build(node, env):
 
 SUPPORT = {op: supports for op in LOG}
 BUILD = {op: build for op in LOG}
+FACTS = {op: OpFacts(arity=UNARY) for op in LOG}

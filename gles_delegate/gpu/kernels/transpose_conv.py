@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ops import conv as reference
 from ...ops.common import spatial_geometry
+from ...registry import OpFacts
 from . import epilogue
 from .base import Dispatch
 from .conv import blocking, gpu_support, optional_input, pack_bias, pack_weights
@@ -71,3 +72,5 @@ SUPPORT = {"TRANSPOSE_CONV": gpu_support("TRANSPOSE_CONV", 2, {0: "output_shape"
                                                      output_shape)}
 BUILD = {"TRANSPOSE_CONV": build, "Convolution2DTransposeBias": build}
 EPILOGUE = {"TRANSPOSE_CONV": None, "Convolution2DTransposeBias": None}
+FACTS = {"TRANSPOSE_CONV": OpFacts(arity=((3, 4), (3,), 1), fused_activation=True),  # bias optional
+         "Convolution2DTransposeBias": OpFacts(arity=((3,), (), 1))}
