@@ -81,6 +81,7 @@ FLOAT_FUNCTIONS = {
     "RSQRT": lambda x, options: np.float32(1) / np.sqrt(x),
     "ABS": lambda x, options: np.abs(x),
     "NEG": lambda x, options: np.negative(x),
+    "SQUARE": lambda x, options: x * x,
     "HARD_SWISH": lambda x, options: hard_swish(x),
     "ELU": lambda x, options: elu(x),
     "GELU": lambda x, options: gelu(x, options.get("approximate", False)),
