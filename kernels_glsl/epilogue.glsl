@@ -56,6 +56,7 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == EP_OP_ABS) return abs(x);
   if (op == EP_OP_NEG) return -x;
   if (op == EP_OP_SQUARE) return x * x;
+  if (op == EP_OP_SIGN) return sign(x);
   if (op == EP_OP_HARD_SWISH) return x * clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));

@@ -82,6 +82,7 @@ FLOAT_FUNCTIONS = {
     "ABS": lambda x, options: np.abs(x),
     "NEG": lambda x, options: np.negative(x),
     "SQUARE": lambda x, options: x * x,
+    "SIGN": lambda x, options: np.sign(x),  # NaN stays NaN and -0 gives +0, as in LiteRT
     "HARD_SWISH": lambda x, options: hard_swish(x),
     "ELU": lambda x, options: elu(x),
     "GELU": lambda x, options: gelu(x, options.get("approximate", False)),

@@ -10,7 +10,7 @@ from tests.gpu.gpulib import PRECISIONS, check_gpu
 from tests.oplib import In
 
 OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "RSQRT",
-       "ABS", "NEG", "SQUARE", "HARD_SWISH", "ELU"]
+       "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU"]
 SHAPES = [(1, 5, 6, 7), (2, 3, 4, 1), (1, 1, 1, 9), (3, 8), (13,), ()]
 
 

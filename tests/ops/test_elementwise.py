@@ -10,7 +10,7 @@ from tests.oplib import In, assert_rejected, check_op, compare_elementwise, run_
 from tests.tolerance import F32_U, F32_ULPS, ulp_bound
 
 FLOAT_OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG",
-             "SQRT", "RSQRT", "ABS", "NEG", "SQUARE", "HARD_SWISH", "ELU", "GELU"]
+             "SQRT", "RSQRT", "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU", "GELU"]
 OPTION_VARIANTS = {"LEAKY_RELU": [{"alpha": 0.2}, {"alpha": 0.0}, {"alpha": -2.0}, {"alpha": 3.0}],
                    "GELU": [{"approximate": False}, {"approximate": True}]}
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, -1.0, 2.9, -3.0, 3.1,
