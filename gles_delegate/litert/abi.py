@@ -101,6 +101,12 @@ class TfLiteRegistration(Structure):
                 ("inplace_operator", c_uint64)]        # :1314 kTfLiteInplaceOpNone
 
 
+# TfLiteDelegateFlags (common.h:1392): we allow dynamic tensors, so LiteRT neither prepares the
+# CPU kernels of the nodes we take (a custom op only XNNPACK resolves would fail there) nor
+# undoes the delegate on a resize: it calls our kernels' prepare again, which re-plans and sizes
+# the kernel's outputs. Not kTfLiteDelegateFlagsRequirePropagatedShapes (:1422): it prepares the
+# original plan's CPU kernels, that custom op's included.
+ALLOW_DYNAMIC_TENSORS = 1  # common.h:1403
 BUILTIN_DELEGATE = 51  # BuiltinOperator DELEGATE (schema.fbs), the code of delegate kernel nodes
 
 # TfLiteContext's function pointers we call (common.h:953-1077).
@@ -111,6 +117,9 @@ ReportErrorFn = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_char_p)
 GetNodeAndRegistrationFn = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, POINTER(POINTER(TfLiteNode)),
                                             POINTER(c_void_p))
 ReplaceNodeSubsetsFn = ctypes.CFUNCTYPE(c_int, c_void_p, TfLiteRegistration, POINTER(TfLiteIntArray), c_void_p)
+# ResizeTensor takes ownership of the new dims, which it frees with TfLiteIntArrayFree: free()
+# (common.cc:313, :170), so they must come from malloc (owned_int_array).
+ResizeTensorFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(TfLiteTensor), c_void_p)
 PreviewPartitioningFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(TfLiteIntArray),
                                          POINTER(POINTER(TfLiteDelegateParams)), POINTER(c_int))
 
@@ -121,7 +130,7 @@ class TfLiteContext(Structure):
                 ("GetExecutionPlan", GetExecutionPlanFn),           # :953
                 ("tensors", POINTER(TfLiteTensor)),                 # :957
                 ("impl_", c_void_p),                                # :960
-                ("ResizeTensor", c_void_p),                         # :964
+                ("ResizeTensor", ResizeTensorFn),                   # :964
                 ("ReportError", ReportErrorFn),                     # :967
                 ("AddTensors", c_void_p),                           # :972
                 ("GetNodeAndRegistration", GetNodeAndRegistrationFn),  # :978
@@ -135,7 +144,7 @@ class TfLiteContext(Structure):
                 ("AllocateBufferForEval", c_void_p),                # :1030
                 ("RequestScratchBufferInArena", c_void_p),          # :1039
                 ("GetScratchBuffer", c_void_p),                     # :1046
-                ("ResizeTensorExplicit", c_void_p),                 # :1053
+                ("ResizeTensorExplicit", c_void_p),                 # :1053 (NULL in LiteRT's Subgraph)
                 ("PreviewDelegatePartitioning", PreviewPartitioningFn)]  # :1077
 
 
@@ -150,7 +159,7 @@ class TfLiteDelegate(Structure):
                 ("CopyFromBufferHandle", c_void_p),   # :1461 NULL: no buffer handles of ours
                 ("CopyToBufferHandle", c_void_p),     # :1468 NULL
                 ("FreeBufferHandle", c_void_p),       # :1477 NULL
-                ("flags", c_int64),                   # :1482 kTfLiteDelegateFlagsNone: static shapes
+                ("flags", c_int64),                   # :1482 TfLiteDelegateFlags
                 ("opaque_delegate_builder", c_void_p)]  # :1492 NULL, so LiteRT calls Prepare
 
 
@@ -171,6 +180,20 @@ def make_int_array(values):
         _fields_ = [("size", c_int), ("data", c_int * len(values))]
     array = Array(len(values), (c_int * len(values))(*values))
     return ctypes.cast(ctypes.pointer(array), POINTER(TfLiteIntArray)), array
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype, _libc.malloc.argtypes = c_void_p, [c_size_t]
+
+
+def owned_int_array(values):
+    """A malloc'd TfLiteIntArray holding `values` (its address), for a callee that frees it."""
+    values = list(values)
+    address = _libc.malloc(ctypes.sizeof(c_int) * (1 + len(values)))
+    if not address:
+        raise MemoryError("malloc of a TfLiteIntArray failed")
+    (c_int * (1 + len(values))).from_address(address)[:] = [len(values)] + values
+    return address
 
 
 def version_tuple(text):

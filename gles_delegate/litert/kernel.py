@@ -17,6 +17,13 @@ class Kernel:
 
     def __init__(self, plan, nodes, delegate):
         self.delegate = delegate
+        self.nodes = sorted(nodes)  # what LiteRT replaced by this kernel's node
+        self.bind(plan)
+
+    def bind(self, plan):
+        """Take this kernel's partitions from `plan` (again after a re-plan)."""
+        nodes = set(self.nodes)
+        self.plan = plan
         self.partitions = [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)]
         ours = {n.index for p in self.partitions for n in p.nodes}
         split = [p for p in self.partitions if not {n.index for n in p.nodes} <= nodes]
@@ -25,17 +32,26 @@ class Kernel:
                                "kernels; it cannot run in pieces")
         stray = sorted(nodes - ours - plan.folded)
         if stray:
-            raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it did not claim: {stray[:8]}")
+            raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it does not run: {stray[:8]}")
         graph_nodes = [n for p in self.partitions for n in p.nodes]
         self.label = f"GpuDelegate kernel of {_span(graph_nodes)}" if graph_nodes else "GpuDelegate kernel"
         # {tensor index: graph Tensor} of every partition input and output.
         self.tensors = {slot.tensor_index: plan.graph.tensors[slot.tensor_index]
                         for p in self.partitions for slot in list(p.plan.inputs) + list(p.plan.outputs)}
+        self.input_indices = sorted({slot.tensor_index for p in self.partitions for slot in p.plan.inputs})
         self._views = {}  # tensor index -> (data address, numpy view over it)
 
-    def check(self, context):
-        """A RuntimeError naming the tensor when LiteRT sizes a partition input or output
-        otherwise than the plan was compiled for (the kernel's prepare: memory comes later)."""
+    def fit(self, context, address):
+        """The kernel's prepare (context: the TfLiteContext at `address`): resize the outputs
+        LiteRT holds at another shape than the plan's; then a RuntimeError naming the tensor
+        when any input or output still has another size (its memory comes later)."""
+        outputs = {slot.tensor_index for p in self.partitions for slot in p.plan.outputs}
+        for index in sorted(outputs):
+            shape = self.plan.graph.tensors[index].shape
+            if tuple(abi.int_array(context.tensors[index].dims)) != tuple(shape):
+                if context.ResizeTensor(address, ctypes.pointer(context.tensors[index]),
+                                        abi.owned_int_array(shape)) != abi.OK:
+                    raise RuntimeError(f"LiteRT refused to resize output tensor {index} to {list(shape)}")
         for index, tensor in self.tensors.items():
             held = context.tensors[index]
             nbytes = tensor.size * np.dtype(tensor.dtype).itemsize

@@ -16,7 +16,7 @@ import weakref
 from ..tflite import read_model
 from . import abi
 from .kernel import Kernel, kernel_nodes
-from .plan import match_subgraph, plan_subgraph
+from .plan import match_subgraph, plan_subgraph, replan_kernel
 
 log = logging.getLogger("gles_delegate")
 _LIVE = {}  # TfLiteDelegate address -> NativeDelegate: what a live LiteRT interpreter may call into
@@ -37,7 +37,8 @@ class NativeDelegate:
         self._callbacks = (abi.PrepareFn(self._prepare), abi.InitFn(self._init), abi.FreeFn(self._free),
                            abi.NodeFn(self._prepare_kernel), abi.NodeFn(self._invoke))
         prepare, init, free, prepare_kernel, invoke = self._callbacks
-        self.struct = abi.TfLiteDelegate(None, prepare, None, None, None, 0, None)
+        self.struct = abi.TfLiteDelegate(None, prepare, None, None, None,
+                                         abi.ALLOW_DYNAMIC_TENSORS, None)
         self.registration = abi.TfLiteRegistration(init=init, free=free, prepare=prepare_kernel, invoke=invoke,
                                                    builtin_code=abi.BUILTIN_DELEGATE, custom_name=b"GlesGpuDelegate",
                                                    version=1)
@@ -59,13 +60,11 @@ class NativeDelegate:
         index = match_subgraph(self.model, nodes)
         if index is None:
             return abi.OK
-        sg = self.model.subgraphs[index]
-        shapes = {i: tuple(abi.int_array(ctx.tensors[i].dims)) for i in sg.inputs}
-        resized = {i: shape for i, shape in shapes.items() if shape != tuple(sg.tensors[i].shape)}
         old = self.plans.pop(index, None)
         if old is not None:
             old.release()
-        plan = self.plans[index] = plan_subgraph(self.delegate, self.model, index, set(nodes), resized)
+        shapes = _input_shapes(ctx, self.model.subgraphs[index])
+        plan = self.plans[index] = plan_subgraph(self.delegate, self.model, index, set(nodes), shapes)
         if not plan.claimed:
             return abi.OK
         array, keep = abi.make_int_array(plan.claimed)
@@ -97,7 +96,29 @@ class NativeDelegate:
             log.exception("GpuDelegate: freeing a delegate kernel failed")
 
     def _prepare_kernel(self, context, node):
-        return self._call(context, node, lambda kernel, ctx: kernel.check(ctx))
+        return self._call(context, node, self._replan_and_check)
+
+    def _replan_and_check(self, kernel, ctx):
+        """The kernel's prepare: LiteRT calls it after allocate_tensors() and again after a
+        resize_tensor_input(), the tensors the kernel reads then at their new shapes: re-plan
+        its partitions then, and give its outputs their new shapes (LiteRT prepares the nodes
+        after it next)."""
+        if any(_dims(ctx, i) != tuple(kernel.plan.graph.tensors[i].shape) for i in kernel.input_indices):
+            self._replan(kernel, ctx)
+        kernel.fit(ctx, ctypes.addressof(ctx))
+
+    def _replan(self, kernel, ctx):
+        """Compile the kernel's nodes again at the shapes LiteRT holds. LiteRT cannot take nodes
+        back from a delegate: a shape at which the GPU would run other nodes is an error."""
+        before = {n.index for p in kernel.partitions for n in p.nodes}
+        new = replan_kernel(self.delegate, self.model, kernel.plan, set(kernel.nodes), lambda i: _dims(ctx, i))
+        if new.gpu_nodes != before:
+            new.release()
+            raise RuntimeError(f"at the new input shapes the GPU would not run operators "
+                               f"{sorted(before - new.gpu_nodes)[:8]} (see the warnings); make a new Interpreter "
+                               "with these shapes so that LiteRT keeps them on its CPU kernels")
+        kernel.release()
+        kernel.bind(new)
 
     def _invoke(self, context, node):
         return self._call(context, node, lambda kernel, ctx: kernel.run(ctx))
@@ -138,6 +159,16 @@ def _original_nodes(ctx, context):
     return nodes
 
 
+def _dims(ctx, index):
+    """The shape LiteRT now holds for tensor `index` (a tuple)."""
+    return tuple(abi.int_array(ctx.tensors[index].dims))
+
+
+def _input_shapes(ctx, sg):
+    """{input tensor index: shape} of model subgraph `sg`'s inputs as LiteRT now holds them."""
+    return {i: _dims(ctx, i) for i in sg.inputs}
+
+
 def _report(context, message):
     """ReportError(context, "%s", message); returns kTfLiteError."""
     log.debug("%s", message)
@@ -165,3 +196,10 @@ def _retire(address):
             return
         del _LIVE[address]
     native.release()
+
+
+def native_delegates(delegate):
+    """The live NativeDelegates of GpuDelegate `delegate`, oldest first (for tests and tools:
+    .plans[subgraph].claimed, .kernels)."""
+    with _LIVE_LOCK:
+        return [n for n in _LIVE.values() if n.delegate is delegate]

@@ -4,6 +4,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ..graph import Graph
+from ..partition import boundary
 from ..shapes import propagate_shapes
 from ..transforms.fold_constants import fold_constants
 
@@ -14,8 +15,12 @@ log = logging.getLogger("gles_delegate")
 class SubgraphPlan:
     """One subgraph's compiled partitions. gpu_nodes: the operator indices they run; folded:
     the operators folded into constants (fp16 DEQUANTIZE, DENSIFY of weights) that only feed
-    them, which are claimed too so LiteRT does not compute what our constants already hold."""
+    them, which are claimed too so LiteRT does not compute what our constants already hold.
+    index, candidates, input_shapes: what plan_subgraph was given (a re-plan gives them again)."""
     graph: Graph
+    index: int
+    candidates: set
+    input_shapes: dict
     partitions: list = field(default_factory=list)
     gpu_nodes: set = field(default_factory=set)
     folded: set = field(default_factory=set)
@@ -46,22 +51,39 @@ def match_subgraph(model, nodes):
     return found[0]
 
 
-def plan_subgraph(delegate, model, subgraph_index, plan_nodes, input_shapes):
-    """Partition and compile subgraph `subgraph_index` of `model` with GpuDelegate `delegate`.
+def plan_subgraph(delegate, model, index, candidates, input_shapes):
+    """Partition and compile subgraph `index` of `model` with GpuDelegate `delegate`.
 
-    plan_nodes: the operator indices LiteRT still runs itself (the candidates);
-    input_shapes: {input tensor index: shape} of the inputs LiteRT holds at another shape than
-    the model states (after resize_tensor_input), propagated as the Interpreter does."""
-    graph = Graph.from_model(model, subgraph_index)
-    if input_shapes:
-        propagate_shapes(graph, input_shapes)
+    candidates: the operator indices LiteRT still runs itself; input_shapes: {input tensor
+    index: shape} as LiteRT holds them; those that differ from the model's (after
+    resize_tensor_input) are propagated through the graph as the Interpreter does."""
+    sg = model.subgraphs[index]
+    graph = Graph.from_model(model, index)
+    resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
+    if resized:
+        propagate_shapes(graph, resized)
     fold_constants(graph)
-    candidates = [node for node in graph.nodes if node.index in plan_nodes]
-    partitions = delegate.partition(graph, candidates)
+    partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
-    folded = _claimed_folds(model.subgraphs[subgraph_index], gpu, set(plan_nodes) - kept) if gpu else set()
-    return SubgraphPlan(graph, partitions, gpu, folded)
+    folded = _claimed_folds(sg, gpu, set(candidates) - kept) if gpu else set()
+    return SubgraphPlan(graph, index, set(candidates), dict(input_shapes), partitions, gpu, folded)
+
+
+def replan_kernel(delegate, model, plan, nodes, shape_of):
+    """The operators `nodes` (one LiteRT kernel's) of plan's subgraph compiled again at the shapes
+    LiteRT now holds for the tensors they read (shape_of(tensor index) -> tuple): after a resize,
+    LiteRT prepares the nodes before a kernel first, so those shapes are final, while nodes
+    after it (whose shapes our reference might not infer) are not needed."""
+    graph = Graph.from_model(model, plan.index)
+    fold_constants(graph)
+    mine = [node for node in graph.nodes if node.index in nodes]
+    spec = boundary(graph, mine)
+    propagate_shapes(Graph(mine, spec.inputs, spec.outputs, graph.tensors),
+                     {t.index: shape_of(t.index) for t in spec.inputs})
+    partitions = delegate.partition(graph, mine)
+    gpu = {node.index for p in partitions for node in p.nodes}
+    return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded & set(nodes))
 
 
 def _claimed_folds(sg, gpu, folded):

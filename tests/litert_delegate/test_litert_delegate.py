@@ -1,0 +1,207 @@
+"""GpuDelegate inside LiteRT's own Interpreter (ai_edge_litert): claims, I/O, resize, sharing,
+threads, errors, lifetime."""
+import ctypes
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate
+from gles_delegate.gpu.runtime import GpuPartition
+from gles_delegate.litert import abi
+from gles_delegate.litert.native import _LIVE, native_delegates
+from tests.litert_delegate.models import add_model, mixed_model
+
+LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
+
+
+def run(interp, x):
+    interp.set_tensor(interp.get_input_details()[0]["index"], x)
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+
+def litert_alone(data, x):
+    interp = LiteRT(model_content=data)
+    interp.allocate_tensors()
+    return run(interp, x)
+
+
+def replaced(delegate):
+    """{kernel label: operator indices LiteRT replaced by that kernel} of the delegate's interpreters."""
+    return {k.label: k.nodes for n in native_delegates(delegate) for k in n.kernels.values()}
+
+
+@pytest.fixture
+def x8():
+    return np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("limit, gpu", [(1, [0, 1]), (0, [0, 1, 4])])
+def test_ops_the_gpu_cannot_run_stay_on_litert(x8, limit, gpu):
+    data = mixed_model()
+    with GpuDelegate(max_delegated_partitions=limit) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        out = run(interp, x8)
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == gpu
+        assert delegate.summary()["gpu_nodes"] == len(gpu) and delegate.summary()["cpu_nodes"] == 5 - len(gpu)
+        ref = litert_alone(data, x8)
+        assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_resize_replans(x8):
+    data = add_model()
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(1, 4, 4, 3)
+        np.testing.assert_allclose(run(interp, x), np.maximum(x + 0.5, 0))
+        interp.resize_tensor_input(0, [3, 4, 4, 3])
+        interp.allocate_tensors()
+        x3 = np.linspace(-2, 2, 144, dtype=np.float32).reshape(3, 4, 4, 3)
+        np.testing.assert_allclose(run(interp, x3), np.maximum(x3 + 0.5, 0))
+        (native,) = native_delegates(delegate)
+        (kernel,) = native.kernels.values()
+        assert kernel.partitions[0].plan.inputs[0].shape == (3, 4, 4, 3)
+
+
+def test_two_interpreters_share_one_delegate(x8):
+    data = mixed_model()
+    ref = litert_alone(data, x8)
+    with GpuDelegate() as delegate:
+        first = LiteRT(model_content=data, experimental_delegates=[delegate])
+        second = LiteRT(model_content=data, experimental_delegates=[delegate])
+        for interp in (first, second):
+            interp.allocate_tensors()
+        np.testing.assert_allclose(run(first, x8), ref, atol=1e-4 * np.abs(ref).max())
+        del first
+        np.testing.assert_allclose(run(second, x8), ref, atol=1e-4 * np.abs(ref).max())
+        assert len(native_delegates(delegate)) == 1
+
+
+def test_invoke_from_another_thread(x8):
+    data = mixed_model()
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        result = {}
+        worker = threading.Thread(target=lambda: result.setdefault("out", run(interp, x8)))
+        worker.start()
+        worker.join()
+        ref = litert_alone(data, x8)
+        assert np.abs(result["out"] - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_an_exception_in_invoke_is_a_runtime_error_naming_the_node(x8, monkeypatch):
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=mixed_model(), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+
+        def fail(self, storage, capture=None):
+            raise ValueError("boom in the kernel")
+        monkeypatch.setattr(GpuPartition, "run", fail)
+        with pytest.raises(RuntimeError, match=r"#0 \(CONV_2D\) .. #1 \(LOGISTIC\).*boom in the kernel"):
+            run(interp, x8)
+        monkeypatch.undo()
+        assert np.isfinite(run(interp, x8)).all()  # the interpreter still works
+
+
+def test_closed_delegate_makes_invoke_fail_cleanly(x8):
+    delegate = GpuDelegate()
+    interp = LiteRT(model_content=mixed_model(), experimental_delegates=[delegate])
+    interp.allocate_tensors()
+    delegate.close()
+    with pytest.raises(RuntimeError, match="GpuDelegate was closed"):
+        run(interp, x8)
+
+
+def test_callbacks_live_until_the_interpreter_is_gone(x8):
+    delegate = GpuDelegate()
+    interp = LiteRT(model_content=mixed_model(), experimental_delegates=[delegate])
+    (native,) = native_delegates(delegate)
+    del delegate  # the interpreter keeps the GpuDelegate (and LiteRT its list) alive
+    interp.allocate_tensors()
+    assert np.isfinite(run(interp, x8)).all()
+    del interp
+    assert native.address not in _LIVE and native.kernels == {} and native.plans == {}
+
+
+DELETE_ORDERS = """
+import gc, numpy as np
+from ai_edge_litert.interpreter import Interpreter
+from gles_delegate import GpuDelegate
+from tests.litert_delegate.models import mixed_model
+x = np.ones((1, 8, 8, 4), np.float32)
+def make(d):
+    it = Interpreter(model_content=mixed_model(), experimental_delegates=[d]); it.allocate_tensors()
+    it.set_tensor(0, x); it.invoke(); return it
+d = GpuDelegate(); it = make(d); del d; gc.collect(); it.invoke(); del it; gc.collect()   # delegate first
+d = GpuDelegate(); it = make(d); del it; gc.collect(); d.close(); del d; gc.collect()    # interpreter first
+d = GpuDelegate(); it = make(d); d.close(); del d; gc.collect(); del it; gc.collect()    # closed first
+d = GpuDelegate(); a, b = make(d), make(d); cycle = [a]; cycle.append(cycle); a.cycle = cycle
+del a, cycle; gc.collect(); b.invoke(); del b, d; gc.collect()                           # via the collector
+print("survived")
+"""
+
+
+def test_any_delete_order_survives():
+    """In a child process: a wrong order would crash it (a freed callback called by LiteRT)."""
+    done = subprocess.run([sys.executable, "-c", DELETE_ORDERS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "survived" in done.stdout, done.stderr[-2000:]
+
+
+def test_needs_a_litert_interpreter_calling():
+    with GpuDelegate() as delegate:
+        with pytest.raises(RuntimeError, match="no such interpreter"):
+            delegate._get_native_delegate_pointer()
+
+
+@pytest.mark.parametrize("package, version", [("ai_edge_litert", "3.0.0"), ("ai_edge_litert", "1.2.0"),
+                                              ("tflite_runtime", "2.13.0"), ("onnxruntime", "1.0"),
+                                              ("ai_edge_litert", "?")])
+def test_unsupported_runtimes_are_refused(package, version):
+    with pytest.raises(RuntimeError, match="not supported|does not know"):
+        abi.check_runtime(package, version)
+
+
+def test_struct_sizes_match_the_header():
+    """Sizes of the LP64 layouts common.h gives (field by field in abi.py)."""
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        pytest.skip("LP64 only")
+    assert [ctypes.sizeof(s) for s in (abi.TfLiteTensor, abi.TfLiteNode, abi.TfLiteRegistration,
+                                       abi.TfLiteDelegate, abi.TfLiteDelegateParams)] == [112, 80, 88, 56, 32]
+    assert abi.TfLiteContext.ReplaceNodeSubsetsWithDelegateKernels.offset == 64
+    assert abi.TfLiteContext.PreviewDelegatePartitioning.offset == 152
+
+
+@pytest.mark.parametrize("module", ["tflite_runtime.interpreter", "tensorflow.lite.python.interpreter"])
+def test_other_runtimes(module, x8):
+    runtime = pytest.importorskip(module)
+    data = mixed_model()
+    with GpuDelegate() as delegate:
+        interp = runtime.Interpreter(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        out = run(interp, x8)
+        assert sum(len(n) for n in replaced(delegate).values()) == 2
+    ref = litert_alone(data, x8)
+    assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_resize_sizes_outputs_that_cpu_nodes_read():
+    """After a resize, the first kernel's outputs feed LiteRT's CPU nodes (GREATER, SELECT_V2):
+    the kernel's prepare gives them their new shape before LiteRT prepares those nodes."""
+    data = mixed_model()
+    x = np.random.default_rng(2).standard_normal((2, 8, 8, 4)).astype(np.float32)
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.resize_tensor_input(0, [2, 8, 8, 4])
+        interp.allocate_tensors()
+        out = run(interp, x)
+    alone = LiteRT(model_content=data)
+    alone.resize_tensor_input(0, [2, 8, 8, 4])
+    alone.allocate_tensors()
+    ref = run(alone, x)
+    assert out.shape == (2, 8, 8, 4) and np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
