@@ -50,6 +50,12 @@ _LIMITS_INDEXED = {
     "max_workgroup_count": 0x91BE,           # GL_MAX_COMPUTE_WORK_GROUP_COUNT
 }
 _GLSL_ES_ON_DESKTOP = "GL_ARB_ES3_1_compatibility"  # `#version 310 es` on desktop GL < 4.5
+# A fork() child has a copy of the parent's context but not the driver threads that run its
+# work (Mesa's llvmpipe), so its first dispatch would wait forever: refuse it up front.
+FORKED_CONTEXT = ("this GL context belongs to process {pid}: it was made before os.fork(), and a GL "
+                  "context does not survive fork (its driver threads stay in the parent; a dispatch "
+                  "here would wait forever). Make a new GpuDelegate (and allocate the interpreter "
+                  "with it) in process {here}")
 
 
 def default_gl_api():
@@ -88,6 +94,7 @@ class GlContext:
         _check_request(device_index, gl_api)
         self.requested_gl_api = gl_api
         self.ctx = None
+        self.pid = os.getpid()  # the process that may use the context (see FORKED_CONTEXT)
         self._lock = threading.RLock()
         self._depth = 0
         self._token = None
@@ -134,6 +141,16 @@ class GlContext:
         moderngl.Context."""
         return _Current(self)
 
+    @property
+    def forked(self):
+        """True in a fork() child of the process that made the context: it cannot be used here."""
+        return os.getpid() != self.pid
+
+    def check_process(self):
+        """GpuError (FORKED_CONTEXT) in a fork() child of the process that made the context."""
+        if self.forked:
+            raise GpuError(FORKED_CONTEXT.format(pid=self.pid, here=os.getpid()))
+
     def check_error(self, where):
         """Raise GpuError if GL has a pending error (call inside current())."""
         error = self.ctx.error
@@ -166,7 +183,12 @@ class GlContext:
         return len(self._programs)
 
     def release(self):
-        """Free every GL object of this context and the context itself (idempotent)."""
+        """Free every GL object of this context and the context itself (idempotent). In a fork()
+        child only the references go: the GL objects are the parent's, and the lock may have been
+        held by a parent thread when the process forked."""
+        if self.forked:
+            self._programs, self.ctx = {}, None
+            return
         with self._lock:
             if self.ctx is None:
                 return
@@ -299,7 +321,7 @@ def acquire_shared(device_index=None, gl_api=None):
     key = (gl_api, device_index)
     with _shared_lock:
         entry = _shared.get(key)
-        if entry is None or entry[0].ctx is None:
+        if entry is None or entry[0].ctx is None or entry[0].forked:
             entry = [GlContext(device_index, gl_api), 0]
             _shared[key] = entry
         entry[1] += 1
@@ -332,6 +354,7 @@ class _Current:
 
     def __enter__(self):
         context = self.context
+        context.check_process()  # before the lock, which a parent thread may have held at fork()
         context._lock.acquire()
         if context.ctx is None:
             context._lock.release()

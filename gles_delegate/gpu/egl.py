@@ -11,10 +11,13 @@ A context is made current without a surface (EGL_KHR_surfaceless_context), else 
 
 Displays are initialized once and never terminated: EGL keeps one display per device and process,
 and other users (moderngl, glcontext, the application) may share it. GL entry points are looked up
-once per process too (see proc_address): they do not depend on the context.
+once per process too (see proc_address): they do not depend on the context. Neither a display nor
+a context survives os.fork(): a child refuses the displays its parent initialized (FORKED_DISPLAY)
+and opens the others itself.
 """
 import ctypes
 import ctypes.util
+import os
 import threading
 
 from ..errors import GpuError
@@ -71,6 +74,11 @@ APIS = {
 }
 PLATFORMS = ("device", "surfaceless", "default")
 SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader", "swrast")  # GL_RENDERER names of CPU rasterizers
+
+# Mesa's llvmpipe runs compute work on threads of its screen (one per display); fork() copies
+# the display into the child but not those threads, so a dispatch there would wait forever.
+FORKED_DISPLAY = ("{label} was initialized by process {pid}, before os.fork(): an EGL display does not "
+                  "survive fork (its driver threads stay in the parent), so process {here} cannot use it")
 
 MISSING_EGL = ("no EGL/OpenGL driver could be loaded ({error}). On Debian install "
                "libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 (Mesa, gives llvmpipe without a GPU); "
@@ -164,6 +172,7 @@ class Display:
         self.device_extensions = frozenset(device_extensions)
         self.device_file = device_file
         self.device_name = device_name
+        self.pid = os.getpid()
         major, minor = _int(), _int()
         if not egl.eglInitialize(handle, ctypes.byref(major), ctypes.byref(minor)):
             raise GpuError(egl.error(f"eglInitialize on {self.label}"))
@@ -237,7 +246,8 @@ def _device_string(handle, name):
 
 def open_display(platform, device_index=None):
     """The initialized Display of a platform (and device), cached per process; GpuError if it
-    cannot be opened (the failure is cached too, so a missing platform is probed once)."""
+    cannot be opened (the failure is cached too, so a missing platform is probed once), or if
+    this process is a fork() child of the one that initialized it."""
     key = (platform, device_index)
     with _displays_lock:
         cached = _displays.get(key)
@@ -246,6 +256,9 @@ def open_display(platform, device_index=None):
                 cached = _open_display(platform, device_index)
             except GpuError as exc:
                 cached = exc
+            _displays[key] = cached
+        elif isinstance(cached, Display) and cached.pid != os.getpid():
+            cached = GpuError(FORKED_DISPLAY.format(label=cached.label, pid=cached.pid, here=os.getpid()))
             _displays[key] = cached
         if isinstance(cached, GpuError):
             raise GpuError(str(cached))

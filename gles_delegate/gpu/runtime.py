@@ -237,8 +237,9 @@ class GpuPartition:
                 "nan": int(np.isnan(values).sum()), "inf": int(np.isinf(values).sum()), "element": element}
 
     def release(self):
-        """Free the partition's buffers (idempotent; its programs stay cached in the context)."""
-        if not self.steps or self.context.ctx is None:
+        """Free the partition's buffers (idempotent; its programs stay cached in the context). In a
+        fork() child the buffers are the parent's: only the references go."""
+        if not self.steps or self.context.ctx is None or self.context.forked:
             self.steps = []
             return
         with self.context.current():
