@@ -80,6 +80,9 @@ def build_parser():
                    help="GpuDelegateOptions.model_token (cache key of the model)")
     p.add_argument("--compare", choices=["litert"], default=None,
                    help="also time ai-edge-litert (XNNPACK, and its GPU accelerator where one works)")
+    p.add_argument("--runtime", choices=["gles", "litert"], default="gles",
+                   help="litert: also time LiteRT's own Interpreter with this GpuDelegate (its CPU kernels run "
+                        "what the GPU does not), beside gles_delegate's Interpreter in this process")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--json", type=common.output_file, default=None, metavar="FILE",
                    help="also write the results as JSON")
@@ -258,6 +261,31 @@ def bench_litert_xnnpack(path, inputs, args, ours):
             "max_relative_error_vs_gles_delegate": agreement(ours, last.get("outputs"))}
 
 
+def bench_litert_delegate(path, inputs, args, ours):
+    """LiteRT's Interpreter with our GpuDelegate (--runtime litert), on the same inputs: timings,
+    the delegate's summary and the agreement of its outputs with gles_delegate's."""
+    from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
+    start = time.perf_counter()
+    delegate = GpuDelegate(delegate_options(args))
+    interpreter = LiteRTInterpreter(model_path=str(path), experimental_delegates=[delegate],
+                                    num_threads=args.num_threads if args.num_threads > 0 else None)
+    interpreter.allocate_tensors()
+    init_ms = (time.perf_counter() - start) * 1000.0
+    summary = delegate.summary()
+    print(f"LiteRT {litert_version()} Interpreter + gles_delegate: {summary['gpu_nodes']} nodes on the GPU in "
+          f"{summary['partitions']} partition(s), {summary['cpu_nodes']} on LiteRT's CPU kernels; initialized in "
+          f"{init_ms:.1f} ms.")
+    run_once, last = end_to_end(interpreter, inputs)
+    first, warmup, inference = benchmark(run_once, args, "LiteRT + gles_delegate")
+    result = {"status": "ok", "init_ms": init_ms, "first_inference_ms": first, "warmup": warmup,
+              "inference": inference, "delegation": summary}
+    if ours is not None:
+        result["max_relative_error_vs_gles_delegate"] = agreement(ours, last.get("outputs"))
+    del interpreter, run_once, last  # the interpreter before its delegate
+    delegate.close()
+    return result
+
+
 def litert_gpu_runner(path, inputs, enforce_f32=False):
     """LiteRT's CompiledModel on its GPU accelerator (WebGPU over Vulkan, or OpenCL), at its
     default precision (half storage where it chooses) or with enforce_f32: returns (run_once,
@@ -339,7 +367,10 @@ def print_report(result):
     if compare:
         print("Compared on the same inputs (end-to-end ms):")
         print(_timing_line(result["runtime"], result))
-        for key, name in (("litert_xnnpack", "LiteRT XNNPACK"), ("litert_gpu", "LiteRT GPU accelerator")):
+        for key, name in (("litert_xnnpack", "LiteRT XNNPACK"), ("litert_gpu", "LiteRT GPU accelerator"),
+                          ("litert_gles_delegate", "LiteRT + gles_delegate")):
+            if key not in compare:
+                continue
             r = compare[key]
             if r.get("status") != "ok":
                 print(f"  {name:<24} {r['status']}")
@@ -375,6 +406,8 @@ def run(args):
     if args.compare == "litert":
         result["compare"] = {"litert_xnnpack": bench_litert_xnnpack(path, inputs, args, outputs),
                              "litert_gpu": bench_litert_gpu(path, inputs, args)}
+    if args.runtime == "litert":
+        result.setdefault("compare", {})["litert_gles_delegate"] = bench_litert_delegate(path, inputs, args, outputs)
     print_report(result)
     if args.json:
         with open(args.json, "w") as f:

@@ -59,6 +59,9 @@ def build_parser():
     parser.add_argument("--runs", type=common.positive_int, default=20,
                         help="timed runs on the GPU delegate and on LiteRT (a quarter of them on the numpy "
                              "reference); default 20")
+    parser.add_argument("--runtime", choices=["gles", "litert"], default="gles",
+                        help="the interpreter the GPU delegate runs in: gles_delegate's (default) or LiteRT's own "
+                             "(ai_edge_litert; its CPU kernels run what the GPU does not)")
     return parser
 
 
@@ -72,7 +75,10 @@ def demo(args):
 
     delegate = GpuDelegate(precision=args.precision)
     start = time.perf_counter()
-    gpu = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    if args.runtime == "litert" and common.litert() is None:
+        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
+    runtime = Interpreter if args.runtime == "gles" else common.litert().Interpreter
+    gpu = runtime(model_path=str(path), experimental_delegates=[delegate])
     gpu.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000
     summary = delegate.summary()
@@ -81,7 +87,7 @@ def demo(args):
           f"{summary['cpu_nodes']} on the CPU; {summary['dispatches']} dispatches, {summary['programs']} programs, "
           f"{summary['intermediate_bytes'] / 1e6:.2f} MB intermediates "
           f"(lower bound {summary['intermediate_lower_bound_bytes'] / 1e6:.2f} MB)")
-    for op, (on_gpu, on_cpu) in where_ops_ran(gpu, delegate).items():
+    for op, (on_gpu, on_cpu) in (where_ops_ran(gpu, delegate) if args.runtime == "gles" else {}).items():
         print(f"  {op:<28} GPU {on_gpu:>3}   CPU {on_cpu:>3}")
 
     inputs = common.seeded_inputs(gpu.get_input_details())

@@ -127,6 +127,38 @@ def _litert_invoked(module, path, inputs):
     return interpreter
 
 
+def litert_delegate_parity(path, args):
+    """--runtime litert: the outputs of LiteRT's Interpreter with a GpuDelegate against those of
+    our Interpreter with one (same options and inputs): {outputs: [{name, max_abs, relative}],
+    delegation: the LiteRT delegate's summary()}; printed as it goes."""
+    module = common.litert()
+    if module is None:
+        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
+    fields = {"precision": args.precision}
+    if args.max_delegated_partitions is not None:
+        fields["max_delegated_partitions"] = args.max_delegated_partitions
+    outputs = []
+    for runtime in (Interpreter, module.Interpreter):
+        delegate = GpuDelegate(GpuDelegateOptions(**fields))
+        interpreter = runtime(model_path=str(path), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), args.seed))
+        interpreter.invoke()
+        outputs.append([(d["name"], interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()])
+        summary = delegate.summary()
+        del interpreter  # before its delegate
+        delegate.close()
+    rows = []
+    print(f"LiteRT Interpreter + gles_delegate ({summary['gpu_nodes']} nodes on the GPU, {summary['cpu_nodes']} on "
+          "LiteRT's CPU kernels) against gles_delegate's Interpreter + delegate:")
+    for (name, ours), (_, theirs) in zip(*outputs):
+        max_abs = float(np.max(np.abs(theirs.astype(np.float64) - ours))) if ours.size else 0.0
+        scale = float(np.max(np.abs(ours))) if ours.size else 0.0
+        rows.append({"name": name, "max_abs": max_abs, "relative": max_abs / scale if scale else max_abs})
+        print(f"  {name}: max abs difference {max_abs:.3g} ({rows[-1]['relative']:.3g} of max |ours|)")
+    return {"outputs": rows, "delegation": summary}
+
+
 def litert_tensor(interpreter, index):
     try:
         return interpreter.get_tensor(index)
@@ -570,6 +602,9 @@ def build_parser():
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     common.add_max_delegated_partitions(p)
     p.add_argument("--no-litert", dest="litert", action="store_false", help="do not run LiteRT")
+    p.add_argument("--runtime", choices=["gles", "litert"], default="gles",
+                   help="litert: also run LiteRT's own Interpreter with this GpuDelegate and compare its outputs "
+                        "with gles_delegate's Interpreter and delegate (same inputs)")
     p.add_argument("--table", choices=["all", "over", "none"], default="all",
                    help="terminal table rows: all, only those over tolerance, or none")
     return p
@@ -583,6 +618,8 @@ def run(args):
     path = args.model
     out = Path(args.out or common.output_dir(f"parity_{path.stem}"))  # checked before the runs
     report = analyse(path, args.precision, args.seed, args.max_delegated_partitions, args.litert)
+    if args.runtime == "litert":
+        report["litert_delegate"] = litert_delegate_parity(path, args)
     out.mkdir(parents=True, exist_ok=True)
     print_report(report, args.table)
     (out / "parity.json").write_text(json.dumps(_finite(report), indent=1, default=common.json_default))
