@@ -266,7 +266,7 @@ class GpuDelegate:
         """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
         start = time.perf_counter()
         self._require_open()
-        self.partitions = [p for p in self.partitions if p.steps]
+        self.partitions = [p for p in self.partitions if not p.released]
         precision = self.options.resolved_precision
         cache = PlanCache(self.options, self.context, graph, candidates, CACHE_PACKAGE)  # inert without serialization_dir
         loaded = cache.load()

@@ -93,6 +93,17 @@ class Node:
         return f"#{self.index} ({self.op})"
 
 
+def _check_not_in_place(k, op, inputs, outputs):
+    """ModelError if operator #k writes one of its own inputs. TFLite kernels never run in place
+    (an output may be resized and reallocated before the inputs are read), and LiteRT refuses
+    such a model at AllocateTensors ('Tensor 0 is both input 0 and output 0')."""
+    for j, out in enumerate(outputs):
+        for i, t in enumerate(inputs):
+            if t is out:
+                raise ModelError(f"operator #{k} ({op.op}) writes tensor {out.index} ({out.name!r}) as its "
+                                 f"output {j}, which is also its input {i}: an operator cannot run in place")
+
+
 class Graph:
     """Nodes in execution order, the tensors they use, and the graph inputs/outputs.
 
@@ -128,6 +139,7 @@ class Graph:
             for out in outputs:
                 if out.is_const:
                     raise ModelError(f"operator #{k} ({op.op}) writes constant tensor {out.index}")
+            _check_not_in_place(k, op, inputs, outputs)
             nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
                               options=dict(op.options), custom=op.custom, custom_options=op.custom_options))
         graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)

@@ -173,6 +173,15 @@ class _CpuStep:
             np.copyto(target, value, casting="unsafe")
 
 
+def unwritten_outputs(graph):
+    """Indices of the graph outputs that no node writes and that are neither graph inputs nor
+    constants (folded ones included) nor variables. LiteRT gives such a tensor no memory: the
+    model allocates and invokes, and reading the output fails ('Tensor data is null')."""
+    written = {id(t) for node in graph.nodes for t in node.outputs} | {id(t) for t in graph.inputs}
+    return frozenset(t.index for t in graph.outputs
+                     if id(t) not in written and not t.is_const and not t.is_variable)
+
+
 class _Executor:
     """Runs one subgraph: owns its graph, tensor storage and execution plan."""
 
@@ -186,6 +195,7 @@ class _Executor:
         self.storage = None
         self.steps = None
         self.input_shapes = {}
+        self.unwritten = frozenset()  # see unwritten_outputs
 
     def allocate(self, delegates):
         self.check_unreferenced("allocate_tensors()")
@@ -203,6 +213,7 @@ class _Executor:
         storage = self.make_storage(graph)
         self.release()
         self.graph, self.storage = graph, None
+        self.unwritten = unwritten_outputs(graph)
         self.steps = self.plan(graph, delegates)
         self.storage = storage
         # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
@@ -408,10 +419,14 @@ class Interpreter:
         _set(self._main, self._tensor(tensor_index), value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
-        """A copy of a tensor's current contents."""
+        """A copy of a tensor's current contents. ValueError for a graph output nothing writes
+        (see unwritten_outputs)."""
         executor = self._executors.get(subgraph_index) or self._main
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
+        if tensor.index in executor.unwritten:
+            raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
+                             "operator writes, and neither a graph input nor a constant")
         return np.array(executor.storage[tensor.index], copy=True)
 
     def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:

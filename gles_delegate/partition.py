@@ -24,9 +24,12 @@ def find_partitions(graph, candidates, reason_of, max_partitions=1):
     max_partitions: keep that many of the largest partitions (0: all of them).
     """
     candidate_ids = {id(n) for n in candidates}
+    graph_inputs = {id(t) for t in graph.inputs}
     runs, current, rejected = [], [], 0
     for node in graph.nodes:
         reason = reason_of(node) if id(node) in candidate_ids else "taken by another delegate"
+        if reason is None:
+            reason = _writes_graph_input(node, graph_inputs)
         if reason is None:
             current.append(node)
             continue
@@ -44,6 +47,17 @@ def find_partitions(graph, candidates, reason_of, max_partitions=1):
     log.info("%d operations will run on the GPU, and the remaining %d operations will run on the CPU.",
              on_gpu, len(graph.nodes) - on_gpu)
     return [boundary(graph, run) for run in kept]
+
+
+def _writes_graph_input(node, graph_inputs):
+    """Why a node that overwrites a graph input stays on the CPU, or None. TFLite accepts such a
+    model (the node replaces what set_tensor gave); a GPU partition uploads its inputs before
+    its first dispatch, so an earlier node of the partition reading that tensor would read
+    whatever the later one leaves in the arena instead."""
+    for t in node.outputs:
+        if id(t) in graph_inputs:
+            return f"it overwrites graph input tensor {t.index} ({t.name!r}): such a node runs on the CPU"
+    return None
 
 
 def boundary(graph, nodes):

@@ -80,6 +80,7 @@ class GpuPartition:
         self.view = view
         self.fused_away = set(fused_away)
         self.steps = []
+        self.released = False  # release() ran: a plan with no dispatch is not a released partition
         self.arena = self.consts = self.params = self.io = None
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
@@ -120,7 +121,7 @@ class GpuPartition:
         writes is read back right after that dispatch (before its memory is reused) into
         capture[index] as a BHWC float32 array: slow, for the parity report. ValueError once the
         partition was released (release(), or its delegate's close())."""
-        if not self.steps:
+        if self.released:
             raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
         if self.nonfinite is not None:
@@ -239,7 +240,10 @@ class GpuPartition:
     def release(self):
         """Free the partition's buffers (idempotent; its programs stay cached in the context). In a
         fork() child the buffers are the parent's: only the references go."""
-        if not self.steps or self.context.ctx is None or self.context.forked:
+        if self.released:
+            return
+        self.released = True
+        if self.context.ctx is None or self.context.forked:
             self.steps = []
             return
         with self.context.current():

@@ -53,8 +53,11 @@ def fold_constants(graph):
     read-only constants and the nodes leave the graph (fp16 DEQUANTIZE and DENSIFY as Deferred
     values, computed when first read: see deferrable). Returns the folded nodes."""
     folded = []
+    graph_inputs = {id(t) for t in graph.inputs}
     for node in graph.nodes:  # in order: a fold's output is constant for the nodes after it
-        if not is_foldable(node):
+        # A node that overwrites a graph input runs at every invoke, as in TFLite: the input
+        # takes set_tensor's value until then (and stays settable).
+        if not is_foldable(node) or any(id(t) in graph_inputs for t in node.outputs):
             continue
         if deferrable(node):
             node.outputs[0].data = Deferred(functools.partial(_fold, node, node.outputs[0]))
