@@ -21,7 +21,7 @@ from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 from .gpu.serialization import Package, PlanCache
 from .gpu.workgroup_tuner import WorkgroupTuner
-from .transforms import RULES, Record, rewrite_partition
+from .gpu.transforms import RULES, Record, rewrite_partition
 
 Precision = Literal["fp32", "fp16", "fp16_fp32acc"]
 Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]

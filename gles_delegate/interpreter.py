@@ -15,10 +15,10 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .graph import Graph, Node
-from .shapes import propagate_shapes
+from .shape_propagation import propagate_shapes
 from .tflite import read_model
 from .tflite.model import SignatureDef
-from .transforms.fold_constants import fold_constants
+from .fold_constants import fold_constants
 
 
 def check_declared_shapes(graph):

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import GpuError
 from . import kernels, memory, shader
 from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv
-from .layout import bhwc
+from .phwc4 import bhwc
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
 
 

@@ -14,7 +14,7 @@ Plans follow dispatch order only: the same dispatch list always gets the same pl
 import random
 from dataclasses import dataclass
 
-from .layout import bhwc
+from .phwc4 import bhwc
 
 STRATEGIES = ("naive", "greedy_in_order", "greedy_by_size", "greedy_by_breadth", "greedy_by_lifetime", "best")
 SEARCH_BUDGET = 2000  # first-fit runs "best" may spend searching above the lower bound

@@ -15,7 +15,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError
 from . import gl as G
-from .layout import bhwc, from_phwc4
+from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2

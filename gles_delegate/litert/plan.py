@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from ..graph import Graph
 from ..partition import boundary
-from ..shapes import propagate_shapes
-from ..transforms.fold_constants import fold_constants
+from ..shape_propagation import propagate_shapes
+from ..fold_constants import fold_constants
 
 log = logging.getLogger("gles_delegate")
 

@@ -5,7 +5,7 @@ QUANTIZE_AND_DEQUANTIZE snaps real values to a quantization grid, in the float v
 models (gles_delegate/quant.py).
 
 DEQUANTIZE of float16 weights and DENSIFY of sparse weights are how MediaPipe models store their
-constants; transforms/fold_constants.py runs these kernels once at allocate time.
+constants; fold_constants.py runs these kernels once at allocate time.
 """
 import numpy as np
 

@@ -9,7 +9,7 @@ from gles_delegate.graph import Tensor
 from gles_delegate.gpu import compiler, workgroup_tuner
 from gles_delegate.gpu.kernels.base import Dispatch
 from tests.oplib import assert_close, run_ours
-from tests.transforms.rulelib import Chain, check_gpu, random
+from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 
 
 def tensor(index, shape):

@@ -8,7 +8,7 @@ import pytest
 from gles_delegate.gpu import kernels, shader
 from gles_delegate.gpu.kernels import epilogue
 from tests.gpu.gpulib import PRECISIONS
-from tests.transforms.rulelib import Chain, check_gpu, random
+from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 
 SHAPE = (1, 6, 7, 5)
 

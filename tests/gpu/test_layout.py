@@ -1,4 +1,4 @@
-"""GPU layout ops (gather.glsl) against the numpy reference, in every precision: each op, the
+"""GPU layout ops (layout_map.glsl) against the numpy reference, in every precision: each op, the
 vec4 and per-channel paths, every edge rule, split axes, concatenation boxes that start
 mid-slice, constant sources, and random shapes and options."""
 import numpy as np

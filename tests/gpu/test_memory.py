@@ -13,9 +13,9 @@ from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
 from gles_delegate.gpu import memory
 from gles_delegate.gpu.kernels.base import Dispatch
-from gles_delegate.gpu.layout import bhwc
+from gles_delegate.gpu.phwc4 import bhwc
 from tests.oplib import run_ours
-from tests.transforms.rulelib import Chain, check_gpu, random
+from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 
 
 def tensor(index, shape):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from gles_delegate.tools import compiler_report
-from tests.transforms.rulelib import Chain
+from tests.gpu.transforms.rulelib import Chain
 
 
 def small_model(tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...ops.common import fused_activation
-from ..layout import bhwc
+from ..phwc4 import bhwc
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ operand at the output position, so a chain of elementwise nodes fused into one (
 fuse_activation, fuse_residual_add, fuse_elementwise) is just more steps."""
 from ...ops import elementwise as reference
 from ...registry import BINARY, UNARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from . import epilogue
 from .base import Dispatch
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
-from ..layout import bhwc, to_phwc4
+from ..phwc4 import bhwc, to_phwc4
 
 KEY = "epilogue"  # node.options[KEY]: a tuple of Steps
 MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones

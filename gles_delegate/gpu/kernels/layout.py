@@ -1,11 +1,11 @@
-"""Layout ops: every op that only moves values runs kernels_glsl/gather.glsl, specialized by a
+"""Layout ops: every op that only moves values runs kernels_glsl/layout_map.glsl, specialized by a
 Gather (how one output box maps to its source).
 
 The map sends an output coordinate to the source's row-major index (base + sum of digit *
 stride), then unravels it by the source's shape. Ops whose map is affine per output axis
 (RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, GATHER) read it
 off the reference kernel run on an iota: output element i holds the source index it copies, so
-the masks and conventions of these ops live in one place (ops/shape.py). PAD / PADV2 /
+the masks and conventions of these ops live in one place (ops/layout.py). PAD / PADV2 /
 MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH split axes into digits,
 and CONCATENATION runs one dispatch per input on its box of the output.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from ... import ops
 from ...ops.common import ACT_TANH
 from ...registry import BINARY, UNARY, OpFacts
-from ..layout import BHWC_AXES, bhwc, to_phwc4
+from ..phwc4 import BHWC_AXES, bhwc, to_phwc4
 from .base import Dispatch
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
@@ -45,7 +45,7 @@ class Edge:
 
 @dataclass(frozen=True)
 class Gather:
-    """One dispatch of gather.glsl: output box [origin, origin + extent) (BHWC; extent None =
+    """One dispatch of layout_map.glsl: output box [origin, origin + extent) (BHWC; extent None =
     the whole output) reads source[base + sum(digits(o - lead) * strides)], a row-major index.
 
     axes: per BHWC axis, its digits ((radix, stride), ...) from outer to inner; the outer
@@ -127,7 +127,7 @@ def _digits(axes):
 
 
 def gather_dispatch(out, g, env, activation=0):
-    """The gather.glsl Dispatch that writes Gather `g`'s box of `out`."""
+    """The layout_map.glsl Dispatch that writes Gather `g`'s box of `out`."""
     src, src4, out4 = g.source, bhwc(g.source.shape), bhwc(out.shape)
     (b0, h0, w0, c_lo), (nb, nh, nw, nc) = g.origin, g.extent or _dims(out.shape)
     slices = -(-(c_lo + nc) // 4) - c_lo // 4
@@ -154,7 +154,7 @@ def gather_dispatch(out, g, env, activation=0):
         params["mirror_shift"] = edge.mirror_shift
     reads = (() if src.is_const else (src,)) + ((out,) if defines["MERGE"] else ())
     box = None if g.extent is None else ((b0, b0 + nb), (c_lo // 4, c_lo // 4 + slices), (h0, h0 + nh), (w0, w0 + nw))
-    return Dispatch("gather", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,), box=box)
+    return Dispatch("layout_map", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,), box=box)
 
 
 # -- what the reference kernel says ----------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...ops import lstm as reference
 from ...ops.common import fused_activation
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from .base import Dispatch
 from .conv import pack_bias
 from .fully_connected import pack_weights

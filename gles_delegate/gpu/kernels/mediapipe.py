@@ -14,7 +14,7 @@ import math
 
 from ...ops import mediapipe as reference
 from ...registry import BINARY, UNARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from .base import Dispatch
 
 MATRIX_WORKGROUP = 64   # invocations reducing the subset of Landmarks2TransformMatrix

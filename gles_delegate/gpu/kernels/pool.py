@@ -10,7 +10,7 @@ unlike the node's own SAME padding, which TFLite's pools ignore.
 """
 from ...ops import pool as reference
 from ...registry import UNARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from . import epilogue, reduce
 from .base import Dispatch
 from .conv import EXPLICIT_PADDING, geometry

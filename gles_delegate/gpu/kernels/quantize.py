@@ -29,7 +29,7 @@ import numpy as np
 
 from ...ops.checks import arity_reason
 from ...registry import UNARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from .base import Dispatch
 
 OP_CODES = {"QUANTIZE": 0, "DEQUANTIZE": 1, "QUANTIZE_AND_DEQUANTIZE": 2}

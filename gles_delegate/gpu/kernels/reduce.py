@@ -10,7 +10,7 @@ import numpy as np
 
 from ...ops import reduce as reference
 from ...registry import BINARY, OpFacts
-from ..layout import BHWC_AXES, Shape4, bhwc
+from ..phwc4 import BHWC_AXES, Shape4, bhwc
 from .base import Dispatch
 
 OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}

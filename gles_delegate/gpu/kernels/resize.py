@@ -4,7 +4,7 @@ import numpy as np
 
 from ...ops import resize as reference
 from ...registry import BINARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from . import epilogue
 from .base import Dispatch
 

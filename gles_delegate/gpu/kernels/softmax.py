@@ -3,7 +3,7 @@ kernels_glsl/softmax.glsl. A pixel with many channel slices (e.g. [1, 1001] logi
 a workgroup; otherwise one invocation handles one pixel."""
 from ...ops import softmax as reference
 from ...registry import UNARY, OpFacts
-from ..layout import bhwc
+from ..phwc4 import bhwc
 from .base import Dispatch
 
 LOG = {"SOFTMAX": 0, "LOG_SOFTMAX": 1}

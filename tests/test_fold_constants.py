@@ -5,7 +5,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
-from gles_delegate.transforms.fold_constants import fold_constants
+from gles_delegate.fold_constants import fold_constants
 
 
 def mean_of_constant_scalar():

@@ -6,8 +6,8 @@ import pytest
 from gles_delegate.graph import Graph
 from gles_delegate.gpu.kernels.layout import ROW_MAJOR_SOURCES
 from gles_delegate.tflite import read_model
-from gles_delegate.transforms import RULES, rewrite_partition
-from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from gles_delegate.gpu.transforms import RULES, rewrite_partition
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "read_through_reshape"
 

@@ -6,7 +6,7 @@ import pytest
 from gles_delegate.gpu.kernels.epilogue import steps_of
 from tests.oplib import run_ours
 from gles_delegate import GpuDelegate
-from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "fuse_residual_add"
 

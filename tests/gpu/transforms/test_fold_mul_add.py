@@ -3,7 +3,7 @@ bias of the convolution before it (or, where exact, after it)."""
 import numpy as np
 import pytest
 
-from tests.transforms.rulelib import SAME, VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import SAME, VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "fold_mul_add"
 

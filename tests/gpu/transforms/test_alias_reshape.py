@@ -5,7 +5,7 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu.kernels.layout import ALIAS
-from tests.transforms.rulelib import Chain, check_gpu, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import Chain, check_gpu, random, rewrite, statuses, why
 
 RULE = "alias_reshape"
 

@@ -1,11 +1,11 @@
-"""Layout reference kernels (ops/shape.py) against LiteRT's builtin kernels on one-op models."""
+"""Layout reference kernels (ops/layout.py) against LiteRT's builtin kernels on one-op models."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gles_delegate.ops import shape as shape_ops
+from gles_delegate.ops import layout as layout_ops
 from gles_delegate.tflite import ModelBuilder
 from tests.litert import run_litert
 from tests.oplib import (In, assert_close, assert_kernel_error, assert_rejected, check_nodes_on_real_models, check_op,
@@ -32,7 +32,7 @@ def rand_shape(rng, rank, low=1, high=5):
 
 
 def test_layout_nodes_of_real_models(mediapipe_models):
-    assert check_nodes_on_real_models(mediapipe_models, shape_ops.KERNELS) > 0
+    assert check_nodes_on_real_models(mediapipe_models, layout_ops.KERNELS) > 0
 
 
 def check_layout(op, inputs, options=None, n_outputs=1, **kwargs):

@@ -1,7 +1,7 @@
 """conv_to_fully_connected: a 1x1 CONV_2D of a 1x1 input runs as FULLY_CONNECTED."""
 import pytest
 
-from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "conv_to_fully_connected"
 

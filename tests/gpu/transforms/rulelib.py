@@ -5,7 +5,7 @@ import numpy as np
 from gles_delegate import GpuDelegate
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
-from gles_delegate.transforms import RULES, rewrite_partition
+from gles_delegate.gpu.transforms import RULES, rewrite_partition
 from tests.gpu.gpulib import assert_gpu_matches
 from tests.oplib import SAME, VALID, run_ours
 

@@ -4,10 +4,10 @@ heads) as a FULLY_CONNECTED, whose kernel splits the long sum over a workgroup. 
 [O, H, W, I] flattened is exactly the FC weights over the input's row-major H x W x I."""
 import numpy as np
 
-from ..gpu import kernels
-from ..gpu.kernels.conv import EXPLICIT_PADDING, optional_input
-from ..graph import Node
-from ..ops.common import PADDING_VALID, dilations_of
+from .. import kernels
+from ..kernels.conv import EXPLICIT_PADDING, optional_input
+from ...graph import Node
+from ...ops.common import PADDING_VALID, dilations_of
 from .common import new_constant
 
 

@@ -4,9 +4,9 @@ CONCATENATION, a resize to the same size, ...) when the reference maps an iota o
 itself; ADD / SUB of zero, MUL / DIV by one."""
 import numpy as np
 
-from .. import ops
-from ..gpu import kernels
-from ..ops.common import ACT_NONE, fused_activation
+from ... import ops
+from .. import kernels
+from ...ops.common import ACT_NONE, fused_activation
 from .common import bypass
 
 NEUTRAL = {"ADD": (0.0, True), "SUB": (0.0, False), "MUL": (1.0, True), "DIV": (1.0, False)}  # (value, either side)

@@ -1,7 +1,7 @@
 """Mark a RESHAPE / SQUEEZE / EXPAND_DIMS whose input and output have the same PHWC4 layout
 (e.g. [1, 1, 1, C] <-> [1, C], [1, H, W, C] -> [1, H * W, C]) as an alias: the compiler gives
 the output the input's storage and runs no dispatch for it."""
-from ..gpu.kernels.layout import ALIAS, same_storage
+from ..kernels.layout import ALIAS, same_storage
 
 OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 

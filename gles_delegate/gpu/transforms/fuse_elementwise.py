@@ -2,7 +2,7 @@
 GELU, a binary op with a constant operand, or a quantized model's per-tensor fake-quant step)
 into the epilogue of the node that produces its input, so a chain of elementwise nodes runs as
 one shader."""
-from ..gpu.kernels import epilogue
+from ..kernels import epilogue
 from .common import fuse_into_epilogue
 from .fuse_activation import ACTIVATIONS
 

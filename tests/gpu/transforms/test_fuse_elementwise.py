@@ -5,7 +5,7 @@ import pytest
 
 from gles_delegate.gpu.kernels.epilogue import steps_of
 from gles_delegate.gpu.kernels.epilogue import MAX_STEPS
-from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "fuse_elementwise"
 

@@ -2,7 +2,7 @@
 outputs are read stays."""
 import numpy as np
 
-from tests.transforms.rulelib import Chain, check_gpu, dispatches, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, ops_of, random, rewrite, statuses, why
 
 RULE = "remove_dead"
 

@@ -1,7 +1,7 @@
 """global_pool_to_mean: an AVERAGE_POOL_2D whose one window covers the input becomes a MEAN."""
 import pytest
 
-from tests.transforms.rulelib import VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "global_pool_to_mean"
 

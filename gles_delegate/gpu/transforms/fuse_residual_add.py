@@ -1,7 +1,7 @@
 """Fuse a binary op of two tensors computed at run time (a residual ADD, and its fused
 activation) into the epilogue of the node that computes one of them; that node's kernel reads
 the other operand at each position it writes."""
-from ..gpu.kernels import epilogue
+from ..kernels import epilogue
 from .common import fuse_into_epilogue
 
 OPS = tuple(epilogue.BINARY_CODES)

@@ -10,7 +10,7 @@ non-negative, because its pool kernel has only the ignoring kind of padding.
 """
 import numpy as np
 
-from ..gpu.kernels.conv import EXPLICIT_PADDING
+from ..kernels.conv import EXPLICIT_PADDING
 from .common import only_reader_blocker, readers_of
 
 CONSUMERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D")

@@ -7,7 +7,7 @@ a copy of the partition's nodes (see rewrite_partition), never on the interprete
 import copy
 from dataclasses import dataclass
 
-from ..graph import Graph
+from ...graph import Graph
 from . import (alias_reshape, conv_to_fully_connected, fold_mul_add, fuse_activation, fuse_elementwise,
                fuse_residual_add, global_pool_to_mean, merge_padding, read_through_reshape, remove_dead,
                remove_noops)

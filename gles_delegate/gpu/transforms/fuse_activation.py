@@ -2,9 +2,9 @@
 constant slope, HARD_SWISH, LOGISTIC, TANH) into the node that produces its input: as that node's
 fused_activation_function where TFLite has one for it and nothing else runs after it yet, else as
 a step of its epilogue."""
-from ..gpu import kernels
-from ..gpu.kernels import epilogue
-from ..ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, fused_activation
+from .. import kernels
+from ..kernels import epilogue
+from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, fused_activation
 from .common import fuse_into_epilogue, only_reader_blocker, producer_of
 
 ACTIVATION_CODES = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}

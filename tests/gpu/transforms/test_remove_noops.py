@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from gles_delegate.graph import Graph, Node, Tensor
-from gles_delegate.transforms import RewriteLog
-from gles_delegate.transforms.remove_noops import apply
-from tests.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from gles_delegate.gpu.transforms import RewriteLog
+from gles_delegate.gpu.transforms.remove_noops import apply
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "remove_noops"
 SHAPE = (1, 5, 6, 7)

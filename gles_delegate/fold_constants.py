@@ -3,9 +3,9 @@ import functools
 
 import numpy as np
 
-from .. import ops
-from ..graph import Deferred
-from ..ops.checks import node_error
+from . import ops
+from .graph import Deferred
+from .ops.checks import node_error
 
 
 def is_foldable(node):

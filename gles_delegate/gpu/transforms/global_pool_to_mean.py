@@ -2,10 +2,10 @@
 and W (keep_dims), the canonical form of a global average the reduction kernel runs."""
 import numpy as np
 
-from ..gpu import kernels
-from ..gpu.kernels.pool import is_global
-from ..graph import Node
-from ..ops.common import ACT_NONE, fused_activation
+from .. import kernels
+from ..kernels.pool import is_global
+from ...graph import Node
+from ...ops.common import ACT_NONE, fused_activation
 from .common import new_constant
 
 

@@ -2,8 +2,8 @@
 through, and moving elementwise nodes into the epilogue of the node that produces their input."""
 import numpy as np
 
-from ..gpu import kernels
-from ..gpu.kernels import epilogue
+from .. import kernels
+from ..kernels import epilogue
 
 
 def new_constant(graph, name, data, dtype=np.float32):

@@ -10,10 +10,10 @@ shift never reached (a pure scale keeps zeros zero, so it folds whatever the pad
 """
 import numpy as np
 
-from ..gpu.kernels import epilogue
-from ..gpu.kernels.conv import EXPLICIT_PADDING, geometry, optional_input, reads_padding
-from ..ops import conv as conv_reference
-from ..ops.common import ACT_NONE, fused_activation
+from ..kernels import epilogue
+from ..kernels.conv import EXPLICIT_PADDING, geometry, optional_input, reads_padding
+from ...ops import conv as conv_reference
+from ...ops.common import ACT_NONE, fused_activation
 from .common import is_boundary, new_constant, only_reader_blocker, producer_of, readers_of
 
 # op: (index of the weights, of the bias, axis of the weights' output channels)

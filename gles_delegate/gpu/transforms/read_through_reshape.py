@@ -1,9 +1,9 @@
 """Remove a RESHAPE / SQUEEZE / EXPAND_DIMS that moves values (no alias) when every node reading
-its output is itself a layout op (CONCATENATION, TRANSPOSE, PAD, ...): those run gather.glsl,
+its output is itself a layout op (CONCATENATION, TRANSPOSE, PAD, ...): those run layout_map.glsl,
 whose map ends in a row-major index of its source, and a reshape keeps the row-major order, so
 they can read the reshape's input with the very same map. The reshape's dispatch and its
 intermediate tensor go away (a detection head's RESHAPE -> CONCATENATION becomes one copy)."""
-from ..gpu.kernels import layout
+from ..kernels import layout
 from .common import is_boundary, readers_of
 from .alias_reshape import OPS
 

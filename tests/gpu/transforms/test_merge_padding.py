@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gles_delegate.gpu.kernels.conv import EXPLICIT_PADDING
-from tests.transforms.rulelib import SAME, VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.gpu.transforms.rulelib import SAME, VALID, Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
 RULE = "merge_padding"
 
