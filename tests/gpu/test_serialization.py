@@ -147,7 +147,7 @@ def test_half_storage_warm_start_uploads_the_entrys_halves(mediapipe_models, tmp
         np.testing.assert_array_equal(a, b)
     for p, q in zip(cold.partitions, warm.partitions):
         assert p.plan.constants.dtype == q.plan.constants.dtype == np.float16
-        assert not q.plan.constants.flags.owndata and not q.plan.constants.flags.writeable  # the entry's map
+        assert not q.plan.constants.flags.owndata  # a view of the entry's bytes, not a copy
         np.testing.assert_array_equal(p.plan.constants, q.plan.constants)
 
 
@@ -308,6 +308,66 @@ def test_truncations_are_caught(cold, tmp_path):
         assert loaded is None and len(caught) == 1, length
     loaded, caught = load_bytes(data + b"\0", cold, tmp_path)
     assert loaded is None and len(caught) == 1
+
+
+def test_entry_rewritten_in_place_after_it_was_read(cold, mediapipe_models, tmp_path):
+    """`cp` over an entry (truncate, then write) while another process loads it: the loader read
+    a private copy, so it neither dies (a map of the file faulted with SIGBUS on the truncated
+    pages) nor sees a mix. Runs in a process of its own, so that a SIGBUS fails the test only."""
+    Path(tmp_path / entry_path(cold[3]).name).write_bytes(cold[4])
+    os.chmod(entry_path(tmp_path), 0o600)
+    script = textwrap.dedent("""
+        import json, sys, warnings
+        import numpy as np
+        from gles_delegate import GpuDelegate, Interpreter
+        from gles_delegate.gpu.serialization import cache
+
+        read_entry = cache.read_entry
+        def read_then_rewrite(path, max_bytes):
+            data = read_entry(path, max_bytes)
+            first_page = bytes(data[:4096])
+            with open(path, "r+b") as f:  # cp over it, caught after its first write
+                f.truncate(0)
+                f.write(first_page)
+            return data
+        cache.read_entry = read_then_rewrite
+        warnings.simplefilter("error")
+        delegate = GpuDelegate(serialization_dir=sys.argv[2])
+        interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        rng = np.random.default_rng(7)
+        for d in interpreter.get_input_details():
+            interpreter.set_tensor(d["index"], rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]))
+        interpreter.invoke()
+        outputs = [interpreter.get_tensor(d["index"]).tolist() for d in interpreter.get_output_details()]
+        print(json.dumps({"hit": delegate.summary()["cache_hit"], "outputs": outputs}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["hit"] is True
+    for a, b in zip(cold[2], result["outputs"]):
+        np.testing.assert_array_equal(a, np.asarray(b, a.dtype))
+
+
+def test_entry_truncated_while_it_is_read(cold, mediapipe_models, monkeypatch, tmp_path):
+    """Truncated in place between the size check and the read: a CacheWarning and a cold build
+    with the right outputs."""
+    path = tmp_path / entry_path(cold[3]).name
+    path.write_bytes(cold[4])
+    path.chmod(0o600)
+    read_file = entry.read_file
+
+    def truncate_then_read(fd, size):
+        os.truncate(path, size // 2)
+        return read_file(fd, size)
+    monkeypatch.setattr(entry, "read_file", truncate_then_read)
+    with pytest.warns(CacheWarning, match="changed while it was read"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert not delegate.summary()["cache_hit"]
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_header_corruption_with_a_valid_checksum_never_raises(cold, tmp_path, private_context):

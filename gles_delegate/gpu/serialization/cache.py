@@ -68,7 +68,7 @@ class PlanCache:
         model = graph.source_model
         source = None if model is None else model.source_bytes
         self.enabled = bool(self.directory) and source is not None
-        self._recorder = self._check = None
+        self._recorder = None
         if not self.enabled:
             return
         if len(source) >= BACKGROUND_DIGEST_BYTES:
@@ -96,12 +96,7 @@ class PlanCache:
         """(list of GpuPartition, rewrite log) from the entry, or None (miss, or a warning)."""
         if not self.enabled:
             return None
-        self._check = None
-        try:
-            return self._load()
-        finally:
-            if self._check is not None:
-                self._check.join()  # the map is read only while load() runs (see entry.map_file)
+        return self._load()
 
     def _load(self):
         try:
@@ -109,7 +104,7 @@ class PlanCache:
             if read is None:
                 return None
             header, blobs = unpack_entry(read, checked=False)
-            check = self._check = PayloadCheck(read)
+            check = PayloadCheck(read)
             check_key(header.get("key"), self.key)
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs, self.modules))
         except EntryError as exc:

@@ -121,13 +121,9 @@ class PayloadCheck:
     def _compute(self):
         self._crc = zlib.crc32(self._payload)
 
-    def join(self):
-        """Wait for the thread, if any (it reads the entry's map)."""
+    def wait(self):
         if self._thread is not None:
             self._thread.join()
-
-    def wait(self):
-        self.join()
         if self._crc is None:
             self._compute()
         if self._crc != self._expected:
@@ -135,7 +131,7 @@ class PayloadCheck:
 
 
 def read_entry(path, max_bytes):
-    """The bytes of the entry at `path` (a read-only map of the file), or None when there is
+    """The bytes of the entry at `path` (a private copy: see read_file), or None when there is
     none; EntryError when it must be ignored (not a regular file, another owner, writable by
     others, over max_bytes)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -156,28 +152,32 @@ def read_entry(path, max_bytes):
             raise EntryError(f"writable by others (mode {stat.S_IMODE(st.st_mode):o})")
         if st.st_size > max_bytes:
             raise EntryError(f"{st.st_size} bytes, more than an entry of this model can hold ({max_bytes})")
-        return map_file(fd)
+        return read_file(fd, st.st_size)
     finally:
         os.close(fd)
 
 
-def map_file(fd):
-    """A read-only map of the whole file `fd` (its size when mapped), its pages mapped in one
-    call (MAP_POPULATE): no copy, and none of the page by page first-touch faults that reading
-    into fresh memory costs (see tflite/reader.py's _read_file).
-    The map stays valid when the file is replaced or unlinked (entries are only ever written by
-    rename). Truncating it in place (`cp` over it) would make reading the truncated part fault
-    (SIGBUS), so nothing reads the map after PlanCache.load() returns: load() waits for its
-    checksum thread, and the constants the plans keep (views of the map) are read only to
-    upload them, inside load()."""
-    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
-    try:
-        return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
-    except ValueError:  # an empty file cannot be mapped
+def read_file(fd, size):
+    """The first `size` bytes of the file `fd`, read into private anonymous memory whose pages
+    are mapped in one call (MAP_POPULATE: none of the page by page first-touch faults of fresh
+    memory). The file itself is not mapped: a map of it faults (SIGBUS, the process dies) on a
+    page that a truncation in place (`cp` over the entry) removed while it is read. EntryError
+    when the file is shorter than `size` now: it changed under us; a change that keeps the size
+    is caught by the checksum, which is computed on this private copy."""
+    if size == 0:
         return b""
-    except OSError:  # a file system that cannot map files: read it
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    data = mmap.mmap(-1, size, flags=flags)
+    view, done = memoryview(data), 0
+    while done < size:
+        try:
+            count = os.readv(fd, [view[done:]])
+        except OSError as exc:
+            raise EntryError(f"cannot read it ({exc.strerror})") from None
+        if count == 0:
+            raise EntryError(f"changed while it was read: {done} of {size} bytes")
+        done += count
+    return data
 
 
 def write_atomic(directory, path, pieces):
