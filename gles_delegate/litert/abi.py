@@ -83,7 +83,16 @@ class TfLiteDelegateParams(Structure):
 # Kernel callbacks of TfLiteRegistration (common.h:1244-1262).
 InitFn = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_size_t)
 FreeFn = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
-NodeFn = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(TfLiteNode))  # prepare and invoke
+# prepare and invoke; the node as a plain address: converting a POINTER argument and following it
+# costs more than the rest of a warm invoke callback (node_user_data reads the one field we need).
+NodeFn = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
+USER_DATA_OFFSET = TfLiteNode.user_data.offset
+TENSOR_SIZE, DATA_OFFSET = ctypes.sizeof(TfLiteTensor), TfLiteTensor.data.offset
+
+
+def node_user_data(node):
+    """TfLiteNode.user_data of the node at address `node`."""
+    return c_void_p.from_address(node + USER_DATA_OFFSET).value
 
 
 class TfLiteRegistration(Structure):
@@ -146,6 +155,9 @@ class TfLiteContext(Structure):
                 ("GetScratchBuffer", c_void_p),                     # :1046
                 ("ResizeTensorExplicit", c_void_p),                 # :1053 (NULL in LiteRT's Subgraph)
                 ("PreviewDelegatePartitioning", PreviewPartitioningFn)]  # :1077
+
+
+TENSORS_OFFSET = TfLiteContext.tensors.offset
 
 
 # TfLiteDelegate's callbacks (common.h:1454-1477).

@@ -39,7 +39,13 @@ class Kernel:
         self.tensors = {slot.tensor_index: plan.graph.tensors[slot.tensor_index]
                         for p in self.partitions for slot in list(p.plan.inputs) + list(p.plan.outputs)}
         self.input_indices = sorted({slot.tensor_index for p in self.partitions for slot in p.plan.inputs})
-        self._views = {}  # tensor index -> (data address, numpy view over it)
+        self._forget_views()
+
+    def _forget_views(self):
+        """Drop the views over LiteRT's memory (rebuilt at the next invoke)."""
+        self._views = {}      # tensor index -> numpy view over LiteRT's memory (the storage partitions run on)
+        self._addresses = {}  # tensor index -> the data address its view covers
+        self._base, self._cells = None, []  # context.tensors, and (index, its data field) cells
 
     def fit(self, context, address):
         """The kernel's prepare (context: the TfLiteContext at `address`): resize the outputs
@@ -64,28 +70,40 @@ class Kernel:
         if self.delegate.context is None:
             raise RuntimeError("its GpuDelegate was closed: this interpreter can no longer run the GPU nodes "
                                "(make a new Interpreter with an open GpuDelegate)")
-        storage = {index: self._view(context.tensors[index], index, tensor) for index, tensor in self.tensors.items()}
+        storage = self._storage(context)
         for partition in self.partitions:
             partition.run(storage)
 
-    def _view(self, held, index, tensor):
-        """A numpy array over LiteRT's memory of tensor `index` (rebuilt when LiteRT moved it)."""
-        address = held.data
+    def _storage(self, context):
+        """{tensor index: numpy view over LiteRT's memory of it}, the same dict every invoke while
+        LiteRT keeps the tensors where they are: per invoke only each tensor's data pointer is
+        read (through cells made once) and compared with the view's."""
+        base = ctypes.c_void_p.from_address(ctypes.addressof(context) + abi.TENSORS_OFFSET).value
+        if base != self._base:
+            self._base = base
+            self._cells = [(index, ctypes.c_void_p.from_address(base + index * abi.TENSOR_SIZE + abi.DATA_OFFSET))
+                           for index in self.tensors]
+        storage, addresses = self._views, self._addresses
+        for index, cell in self._cells:
+            address = cell.value
+            if address != addresses.get(index):
+                storage[index] = self._view(address, index, self.tensors[index])
+                addresses[index] = address
+        return storage
+
+    @staticmethod
+    def _view(address, index, tensor):
+        """A numpy array over LiteRT's memory of tensor `index` at `address`."""
         if not address:
             raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
-        cached = self._views.get(index)
-        if cached is not None and cached[0] == address:
-            return cached[1]
         dtype = np.dtype(tensor.dtype)
         raw = (ctypes.c_uint8 * (tensor.size * dtype.itemsize)).from_address(address)
-        view = np.frombuffer(raw, dtype).reshape(tensor.shape)
-        self._views[index] = (address, view)
-        return view
+        return np.frombuffer(raw, dtype).reshape(tensor.shape)
 
     def release(self):
         for partition in self.partitions:
             partition.release()
-        self._views = {}
+        self._forget_views()
 
 
 def _span(nodes):

@@ -34,6 +34,7 @@ class NativeDelegate:
         self.kernels = {}  # handle (the node's user_data) -> Kernel
         self._next_handle = 1
         self._preparing = None  # the SubgraphPlan being applied: init() runs inside Replace...()
+        self._contexts = {}  # TfLiteContext address -> its struct (_context)
         self._callbacks = (abi.PrepareFn(self._prepare), abi.InitFn(self._init), abi.FreeFn(self._free),
                            abi.NodeFn(self._prepare_kernel), abi.NodeFn(self._invoke))
         prepare, init, free, prepare_kernel, invoke = self._callbacks
@@ -128,13 +129,21 @@ class NativeDelegate:
         kTfLiteError with its message reported through the context (LiteRT raises it)."""
         kernel = None
         try:
-            kernel = self.kernels[node.contents.user_data]
-            action(kernel, ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)).contents)
+            kernel = self.kernels[abi.node_user_data(node)]
+            action(kernel, self._context(context))
             return abi.OK
         except BaseException as exc:  # noqa: BLE001
             label = kernel.label if kernel is not None else "GpuDelegate kernel"
             return _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                            f"{label}: {type(exc).__name__}: {exc}")
+
+    def _context(self, address):
+        """The TfLiteContext at `address`, one struct object per context (a subgraph's context
+        stays where it is for the interpreter's life; ctypes.cast per invoke cost ~1 us)."""
+        ctx = self._contexts.get(address)
+        if ctx is None:
+            ctx = self._contexts[address] = abi.TfLiteContext.from_address(address)
+        return ctx
 
     def release(self):
         """Free the GPU partitions of every plan (the interpreter is gone)."""
