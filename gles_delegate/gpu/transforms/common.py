@@ -21,12 +21,12 @@ def is_boundary(graph, tensor):
 
 def readers_of(graph, tensor):
     """The nodes of the graph that read `tensor`, in execution order."""
-    return [n for n in graph.nodes if any(tensor is t for t in n.inputs)]
+    return graph.readers_of(tensor)
 
 
 def producer_of(graph, tensor):
     """The node of the graph that writes `tensor`, or None (a partition input or a constant)."""
-    return next((n for n in graph.nodes if any(tensor is t for t in n.outputs)), None)
+    return graph.producer_of(tensor)
 
 
 def only_reader_blocker(graph, tensor, who):
@@ -48,8 +48,8 @@ def bypass(graph, node, source, out):
     producer = producer_of(graph, source)
     if producer is None or is_boundary(graph, source) or len(readers_of(graph, source)) > 1:
         return "its output leaves the partition and its input cannot be renamed"
-    producer.outputs = [out if t is source else t for t in producer.outputs]
     graph.remove_node(node)
+    graph.set_outputs(producer, [out if t is source else t for t in producer.outputs])
     return None
 
 
@@ -58,12 +58,8 @@ def runs_before(graph, tensor, node):
     of an earlier node."""
     if tensor.is_const or any(tensor is t for t in graph.inputs):
         return True
-    for other in graph.nodes:
-        if other is node:
-            return False
-        if any(tensor is t for t in other.outputs):
-            return True
-    return False
+    producer = graph.producer_of(tensor)
+    return producer is not None and graph.position(producer) < graph.position(node)
 
 
 def epilogue_blocker(graph, producer, value, node, steps):
@@ -111,8 +107,8 @@ def absorb(graph, producer, node, steps):
     to the producer's epilogue; the producer then writes the node's output and the node leaves
     the graph."""
     producer.options[epilogue.KEY] = epilogue.steps_of(producer) + tuple(steps) + epilogue.steps_of(node)
-    producer.outputs = [node.outputs[0]]
     graph.remove_node(node)
+    graph.set_outputs(producer, [node.outputs[0]])
 
 
 def _operand_blocker(graph, operand, producer, value):
@@ -140,7 +136,5 @@ def hoist(graph, tensor, node):
         return False
     if any(t is not None and not runs_before(graph, t, node) for t in producer.inputs):
         return False
-    graph.nodes = [n for n in graph.nodes if n is not producer]
-    position = next(k for k, n in enumerate(graph.nodes) if n is node)
-    graph.nodes.insert(position, producer)
+    graph.move_before(producer, node)
     return True

@@ -21,8 +21,7 @@ def apply(graph, log):
         if reason:
             log.skipped(node, reason)
             continue
-        at = graph.nodes.index(node)
-        graph.nodes[at:at + 1] = replacement
+        graph.replace_node(node, replacement)
         log.applied(node, "as FULLY_CONNECTED")
 
 

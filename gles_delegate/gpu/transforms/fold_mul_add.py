@@ -65,7 +65,7 @@ def _weights(graph, node, index, data):
     tensor = new_constant(graph, name, data)
     inputs = list(node.inputs) + [None] * (index + 1 - len(node.inputs))
     inputs[index] = tensor
-    node.inputs = inputs
+    graph.set_inputs(node, inputs)
 
 
 def _bias(node, index, channels):
@@ -85,8 +85,8 @@ def _into_producer(graph, node, value, scale, shift):
     shape[axis] = -1
     _weights(graph, producer, w_index, np.asarray(weights.data, np.float64) * scale.reshape(shape))
     _weights(graph, producer, b_index, _bias(producer, b_index, len(scale)) * scale + shift)
-    producer.outputs = [node.outputs[0]]
     graph.remove_node(node)
+    graph.set_outputs(producer, [node.outputs[0]])
     return producer, None
 
 
@@ -114,8 +114,8 @@ def _into_consumer(graph, node, value, scale, shift):
     bias = _bias(consumer, 2, _out_channels(consumer)) + _per_output_sum(consumer, weights * shift[channel])
     _weights(graph, consumer, 1, weights * scale[channel])
     _weights(graph, consumer, 2, bias)
-    consumer.inputs[0] = value
     graph.remove_node(node)
+    graph.set_inputs(consumer, [value] + consumer.inputs[1:])
     return consumer, None
 
 

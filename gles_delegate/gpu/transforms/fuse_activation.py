@@ -25,8 +25,8 @@ def apply(graph, log):
                 log.skipped(node, reason)
                 continue
             producer.options["fused_activation_function"] = ACTIVATION_CODES[node.op]
-            producer.outputs = [node.outputs[0]]
             graph.remove_node(node)
+            graph.set_outputs(producer, [node.outputs[0]])
             log.applied(node, f"into {producer.label}")
         else:
             reason = fuse_into_epilogue(graph, log, node, source)

@@ -27,5 +27,6 @@ def apply(graph, log):
 
 
 def _position(graph, tensor):
-    """Index of the node computing `tensor` (-1 for a partition input)."""
-    return next((k for k, n in enumerate(graph.nodes) if any(tensor is t for t in n.outputs)), -1)
+    """Where the node computing `tensor` runs (below every node for a partition input)."""
+    producer = graph.producer_of(tensor)
+    return -1 if producer is None else graph.position(producer)

@@ -10,7 +10,7 @@ from .common import new_constant
 
 
 def apply(graph, log):
-    for k, node in enumerate(graph.nodes):
+    for node in list(graph.nodes):
         if node.op != "AVERAGE_POOL_2D" or not is_global(node):
             continue
         if fused_activation(node) != ACT_NONE:
@@ -23,5 +23,5 @@ def apply(graph, log):
         if reason:
             log.skipped(node, reason)
             continue
-        graph.nodes[k] = mean
+        graph.replace_node(node, [mean])
         log.applied(node, "as MEAN over axes [1, 2]")

@@ -30,8 +30,8 @@ def apply(graph, log):
             continue
         top, left, bottom, right = consumer.options.get(EXPLICIT_PADDING, (0, 0, 0, 0))
         consumer.options[EXPLICIT_PADDING] = (top + pads[0], left + pads[1], bottom + pads[2], right + pads[3])
-        consumer.inputs = [node.inputs[0] if t is node.outputs[0] else t for t in consumer.inputs]
         graph.remove_node(node)
+        graph.set_inputs(consumer, [node.inputs[0] if t is node.outputs[0] else t for t in consumer.inputs])
         log.applied(node, f"into {consumer.label} as explicit padding {consumer.options[EXPLICIT_PADDING]}")
 
 

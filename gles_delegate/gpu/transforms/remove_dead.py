@@ -17,4 +17,4 @@ def apply(graph, log):
 
 
 def _read(graph, tensor):
-    return graph.is_graph_output(tensor) or any(tensor is t for n in graph.nodes for t in n.inputs)
+    return graph.is_graph_output(tensor) or bool(graph.readers_of(tensor))
