@@ -17,6 +17,7 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .ops.checks import inferring_shapes
+from .tflite.reader import MAX_TENSOR_ELEMENTS
 
 # Ops whose output values depend only on their input's shape, never on its values.
 _SHAPE_ONLY = {"SHAPE"}
@@ -43,6 +44,7 @@ def propagate_shapes(graph, input_shapes):
         if tensor.index not in input_shapes:
             continue
         shape = tuple(int(d) for d in input_shapes[tensor.index])
+        _check_size(tensor, shape)
         if shape != tuple(tensor.shape):
             growth = max(growth, -(-_elements(shape) // max(_elements(tensor.shape), 1)))
             tensor.shape = shape
@@ -76,6 +78,14 @@ def propagate_shapes(graph, input_shapes):
             values[id(tensor)] = value
             if exact:
                 known[id(tensor)] = value
+
+
+def _check_size(tensor, shape):
+    """ModelError before any array of `shape` is made when it holds more elements than a model's
+    tensor may (the reader's limit): numpy's MemoryError would name no tensor."""
+    if _elements(shape) > MAX_TENSOR_ELEMENTS:
+        raise ModelError(f"input tensor {tensor.index} ({tensor.name!r}) resized to {list(shape)}: "
+                         f"{_elements(shape):,} elements, more than a tensor may hold ({MAX_TENSOR_ELEMENTS:,})")
 
 
 def _failure(node, exc, known):

@@ -1,5 +1,7 @@
 """resize_tensor_input + allocate_tensors re-plans the GPU partitions; shape propagation takes
 runtime integer inputs and says which node cannot take a resize."""
+import time
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,14 @@ def test_resize_grows_a_padded_output():
     x = np.ones((2, 30, 20, 1), np.float32)
     _, (got,) = run(resize_then_pad_model(), x.shape, x)
     assert got.shape == (2, 32, 22, 1) and got.sum() == x.sum()
+
+
+@pytest.mark.parametrize("shape", [[1, 100000, 100000, 3], [2 ** 31, 1, 1, 3]])
+def test_a_huge_resize_is_a_model_error_in_milliseconds(shape):
+    # Was numpy's raw MemoryError from a stand-in array of the resized input (issue 17, item 7).
+    interpreter = Interpreter(model_content=conv_model())
+    interpreter.resize_tensor_input(0, shape)
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match=r"input tensor 0 \('x'\) resized to .* more than a tensor may hold"):
+        interpreter.allocate_tensors()
+    assert time.perf_counter() - start < 1
