@@ -178,6 +178,13 @@ class GlContext:
             self._programs[source] = program
         return program
 
+    def forget_program(self, source):
+        """Release the program of `source` (one that must not run: serialization rejected it).
+        Call inside current()."""
+        program = self._programs.pop(source, None)
+        if program is not None:
+            program.release()
+
     @property
     def program_count(self):
         return len(self._programs)

@@ -23,6 +23,8 @@ GL_NUM_PROGRAM_BINARY_FORMATS = 0x87FE
 GL_PROGRAM_BINARY_FORMATS = 0x87FF
 GL_UNIFORM_BUFFER = 0x8A11
 GL_SHADER_STORAGE_BUFFER = 0x90D2
+GL_UNIFORM_BLOCK, GL_SHADER_STORAGE_BLOCK = 0x92E2, 0x92E6
+GL_ACTIVE_RESOURCES, GL_BUFFER_BINDING = 0x92F5, 0x9302
 GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER = 0x8F36, 0x8F37
 GL_SHADER_STORAGE_BARRIER_BIT = 0x2000
 GL_BUFFER_UPDATE_BARRIER_BIT = 0x0200
@@ -73,6 +75,9 @@ _FUNCTIONS = {
     "glDeleteSync": (None, (_vp,)),
     "glCopyBufferSubData": (None, (_u, _u, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_ssize_t)),
     "glFlush": (None, ()),
+    "glGetProgramInterfaceiv": (None, (_u, _u, _u, _P(_i))),
+    "glGetProgramResourceName": (None, (_u, _u, _u, _i, _P(_i), ctypes.c_char_p)),
+    "glGetProgramResourceiv": (None, (_u, _u, _u, _i, _P(_u), _i, _P(_i), _P(_i))),
 }
 
 
@@ -275,6 +280,22 @@ class Program:
             gl.clear_errors()
             return None
         return binary_format.value, data.raw[:written.value]
+
+    def interface(self):
+        """{(kind, block name): binding} of the linked program's active blocks, kind 'uniform'
+        or 'buffer' (what the runtime binds by number: a program whose blocks or bindings
+        differ from its source's declarations is not the program of that source)."""
+        gl, out = self.gl, {}
+        for kind, interface in (("uniform", GL_UNIFORM_BLOCK), ("buffer", GL_SHADER_STORAGE_BLOCK)):
+            count, name, binding = _i(0), ctypes.create_string_buffer(64), _i(0)
+            gl.get_program_interfaceiv(self.handle, interface, GL_ACTIVE_RESOURCES, ctypes.byref(count))
+            for index in range(min(count.value, 64)):
+                gl.get_program_resource_name(self.handle, interface, index, 64, None, name)
+                prop = _u(GL_BUFFER_BINDING)
+                gl.get_program_resourceiv(self.handle, interface, index, 1, ctypes.byref(prop), 1, None,
+                                          ctypes.byref(binding))
+                out[kind, name.value.decode(errors="replace")] = binding.value
+        return out
 
     def release(self):
         if self.handle:

@@ -24,7 +24,7 @@ from gles_delegate.gpu import compiler
 from gles_delegate.gpu.compiler import IoSlot, Plan
 from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
-from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key
+from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, validate
 from gles_delegate.delegate import CACHE_PACKAGE
 
 SMALL = "hand_recrop"               # 1x256x256x3 input, ~20 programs
@@ -419,6 +419,105 @@ def test_inconsistent_headers_are_rejected(cold, tmp_path, edit):
         header["log"] = [[30, "%s %s %s", ["only one"]]]
     loaded, caught = load_bytes(repack(header, blobs), cold, tmp_path)
     assert loaded is None and len(caught) == 1, caught
+
+
+def forged_start(cold, mediapipe_models, tmp_path, header, blobs, match):
+    """Start SMALL from a forged entry (edited, checksum recomputed): a CacheWarning matching
+    `match`, a cold build, and the cold start's outputs."""
+    path = tmp_path / entry_path(cold[3]).name
+    path.write_bytes(repack(header, blobs))
+    path.chmod(0o600)
+    with pytest.warns(CacheWarning, match=match):
+        _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert delegate.summary()["cache_hit"] is False
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+def forge_source(header, pick, edit):
+    """Replace the first source of partition 0 that `pick` accepts by edit(source), and drop its
+    program binary (the forged source is what gets compiled)."""
+    part = header["partitions"][0]
+    sources = part["plan"]["fields"]["sources"]
+    k = next(i for i, s in enumerate(sources) if pick(s))
+    sources[k] = edit(sources[k])
+    part["binaries"][k] = None
+
+
+@pytest.mark.parametrize("forgery", ["empty main", "no workgroups", "params 0x7fffffff",
+                                     "offset past the buffers", "consts binding", "io as arena"])
+def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
+    header, blobs = header_of(cold[4])
+    blobs = [bytes(b) for b in blobs]
+    fields = header["partitions"][0]["plan"]["fields"]
+    match = "plan: params block"
+    if forgery == "empty main":
+        forge_source(header, lambda s: True, lambda s: "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
+    elif forgery == "no workgroups":
+        fields["steps"][0]["tuple"][3] = {"tuple": [0, 0, 0]}
+        match = "step groups"
+    elif forgery == "params 0x7fffffff":
+        index = fields["params"]["bytes"]
+        blobs[index] = b"\xff\xff\xff\x7f" * (len(blobs[index]) // 4)
+        match = "outside the arena"
+    elif forgery == "offset past the buffers":
+        plan = cold[1].partitions[0].plan
+        limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4)
+        step = next(s for s in plan.steps if validate.params_layout(plan.sources[s[0]])[1])
+        _, position, _ = validate.params_layout(plan.sources[step[0]])[1][0]
+        index = fields["params"]["bytes"]
+        params = bytearray(blobs[index])
+        params[step[1] + position:step[1] + position + 4] = limit.to_bytes(4, "little")
+        blobs[index] = bytes(params)
+        match = "outside the arena"
+    elif forgery == "consts binding":
+        forge_source(header, lambda s: "weights_offset" in s,
+                     lambda s: s.replace("binding = 1) readonly buffer Consts", "binding = 3) readonly buffer Consts"))
+        match = "buffer block Consts at binding 3"
+    elif forgery == "io as arena":
+        forge_source(header, lambda s: "buffer Io" in s, lambda s: s.replace("binding = 2)", "binding = 0)"))
+        match = "buffer block Io at binding 0"
+    forged_start(cold, mediapipe_models, tmp_path, header, blobs, match)
+
+
+def test_program_binary_of_another_program_is_rejected(cold, tmp_path, private_context):
+    """A genuine source paired with the binary of an empty main(): the loaded program lacks the
+    blocks the runtime binds; the entry is refused and the program is not kept for the rebuild."""
+    if not private_context.binary_formats:
+        pytest.skip("the driver gives no program binaries")
+    with private_context.current():
+        empty = Program.compile(private_context.gl, "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
+        binary = empty.binary()
+        empty.release()
+    header, blobs = header_of(cold[4])
+    table = [bytes(b) for b in blobs] + [binary[1]]
+    part = header["partitions"][0]
+    part["binaries"][0] = [binary[0], len(table) - 1]
+    loaded, caught = load_bytes(repack(header, table), cold, tmp_path, private_context)
+    assert loaded is None and len(caught) == 1 and "does not use the Params block" in str(caught[0].message)
+    assert part["plan"]["fields"]["sources"][0] not in private_context._programs
+
+
+def test_serialization_dir_writable_by_others_is_refused(cold, mediapipe_models, tmp_path):
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    directory.chmod(0o777)
+    with pytest.warns(CacheWarning, match="writable by other users"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], directory)
+    assert delegate.summary()["cache_hit"] is False
+    assert list(directory.iterdir()) == []
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_serialization_dir_of_another_user_is_refused(cold, mediapipe_models, tmp_path):
+    (tmp_path / entry_path(cold[3]).name).write_bytes(cold[4])
+    os.chmod(entry_path(tmp_path), 0o600)
+    os.chown(tmp_path, 4242, 4242)
+    with pytest.warns(CacheWarning, match="owned by uid 4242"):
+        _, delegate, _ = start(mediapipe_models[SMALL], tmp_path)
+    assert delegate.summary()["cache_hit"] is False
 
 
 def repack(header, blobs):

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import stat
 import sys
 import threading
 import warnings
@@ -67,7 +68,7 @@ class PlanCache:
         self.directory = options.serialization_dir
         model = graph.source_model
         source = None if model is None else model.source_bytes
-        self.enabled = bool(self.directory) and source is not None
+        self.enabled = bool(self.directory) and source is not None and _safe_directory(self.directory)
         self._recorder = None
         if not self.enabled:
             return
@@ -174,6 +175,7 @@ class PlanCache:
                 made.append(GpuPartition(self.context, plan, nodes, binaries=_CheckedBinaries(binaries, check),
                                          view=self.package.float_view(self.graph, nodes), fused_away=fused))
             check.wait()  # also when no partition has binaries
+            self._check_programs(made)
             return made
         except EntryError as exc:
             for partition in made:
@@ -189,6 +191,17 @@ class PlanCache:
             _warn(f"ignoring cache entry {self.path}: its partitions could not be created "
                   f"({type(exc).__name__}: {exc}); rebuilding it")
             return None
+
+    def _check_programs(self, made):
+        """Each loaded program's interface against the runtime's (validate.check_program); a
+        program that fails is dropped from the context's cache, or the rebuild would reuse it."""
+        with self.context.current():
+            for source in {s for p in made for s in p.plan.sources}:
+                try:
+                    validate.check_program(self.context.program(source))
+                except EntryError:
+                    self.context.forget_program(source)
+                    raise
 
     def _programs(self, made):
         with self.context.current():
@@ -278,6 +291,27 @@ class _Recording:
     def __exit__(self, *exc):
         log.removeHandler(self.recorder)
         return False
+
+
+def _safe_directory(directory):
+    """Whether `directory` is ours alone (as ssh asks of its key directories): an entry is code
+    the delegate runs, so one that another user could have written or replaced (the directory
+    owned by them, or writable by group or others) must not be run. A directory that does not
+    exist yet is safe: write_atomic creates it 0700. Warns once when not."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return True
+    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+    if st.st_uid not in (uid, 0):
+        why = f"owned by uid {st.st_uid}, not by this user ({uid})"
+    elif st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+        why = f"writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    else:
+        return True
+    _warn_once(directory, f"serialization_dir {directory!r} is {why}: its entries could be someone "
+                          "else's code; running without the cache (make it private: chmod 700)")
+    return False
 
 
 _warned_dirs = set()

@@ -1,13 +1,23 @@
 """Checks of a decoded entry against itself and the graph it is loaded for: the decoder checks
 types, these check meaning (indices in range, offsets inside their buffers, dispatch sizes within
 the GPU's limits, nodes that are this graph's). Each raises EntryError."""
+import functools
 import math
+import re
+import struct
 
 import numpy as np
 
 from ..compiler import IoSlot
+from ..runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
+from ..shader import PARAMS_BINDING
 from .entry import EntryError
 
+_PARAMS_BLOCK = re.compile(r"uniform Params \{\n(.*?)\};", re.DOTALL)
+_PARAMS_FIELD = re.compile(r"highp (int|float|i?vec[234]) (\w+);")
+# (kind, name) -> binding of every block a program may have: what the runtime binds
+RUNTIME_BLOCKS = {("uniform", "Params"): PARAMS_BINDING, ("buffer", "Arena"): ARENA_BINDING,
+                  ("buffer", "Consts"): CONSTS_BINDING, ("buffer", "Io"): IO_BINDING}
 ARENA_SLACK_ELEMENTS = 1 << 22    # a plan's arena may exceed 64x the graph's activations by this much
 MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's element limit)
 
@@ -116,11 +126,12 @@ def check_plan(plan, graph, limits):
         if not (is_count(offset) and is_count(size, 1) and offset + size <= len(plan.params)):
             fail(f"step params range {offset!r} +{size!r}")
         if not (isinstance(groups, tuple) and len(groups) == 3
-                and all(is_count(g) and g <= m for g, m in zip(groups, max_groups))
+                and all(is_count(g, 1) and g <= m for g, m in zip(groups, max_groups))
                 and math.prod(groups) <= MAX_GROUPS):
             fail(f"step groups {groups!r}")
         if not isinstance(barrier, bool):
             fail("step barrier")
+        check_params(plan, source, offset, size, fail)
     for name in ("labels", "writes"):
         value = getattr(plan, name)
         if not isinstance(value, list) or len(value) != len(plan.steps):
@@ -149,3 +160,50 @@ def check_plan(plan, graph, limits):
             if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
+
+
+@functools.lru_cache(maxsize=4096)
+def params_layout(source):
+    """(std140 bytes, [(name, byte offset, components)] of the `*_offset` int fields) of a
+    source's Params block, laid out as shader.pack_params packs it; (16, []) without one."""
+    block = _PARAMS_BLOCK.search(source)
+    fields, position = [], 0
+    for kind, name in _PARAMS_FIELD.findall(block.group(1) if block else ""):
+        count = int(kind[-1]) if "vec" in kind else 1
+        position += -position % (4 if count == 1 else 8 if count == 2 else 16)
+        if name.endswith("_offset") and kind.startswith(("int", "ivec")):
+            fields.append((name, position, count))
+        position += 4 * count
+    return max(16, position + -position % 16), fields
+
+
+def check_params(plan, source_index, offset, size, fail):
+    """A step's params block must have its source's size, and every buffer offset in it must
+    index an element of the arena, the constants or the I/O buffer's floats (which of them a
+    field indexes is the kernel's: the plan does not say, so the largest bounds it; an offset
+    past all three is forged, and on a GPU an out-of-range storage access is undefined
+    behaviour)."""
+    expected, fields = params_layout(plan.sources[source_index])
+    if size != expected:
+        fail(f"params block of {size} bytes for a source that declares {expected}")
+    limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4)
+    for name, position, count in fields:
+        values = struct.unpack_from(f"<{count}i", plan.params, offset + position)
+        if not all(0 <= v < limit for v in values):
+            fail(f"params {name} = {values} outside the arena ({plan.arena_elements}), constants "
+                 f"({len(plan.constants)}) and I/O ({plan.io_bytes // 4})")
+
+
+def check_program(program):
+    """EntryError unless a linked program's active blocks are the runtime's, at the bindings the
+    runtime binds them to, with the Params block its source declares and a storage block to
+    write: a program from a forged binary or a gutted source (an empty main()) is not."""
+    active = program.interface()
+    for block, binding in active.items():
+        if RUNTIME_BLOCKS.get(block) != binding:
+            raise EntryError(f"program has {block[0]} block {block[1]} at binding {binding}, the runtime binds "
+                             f"{RUNTIME_BLOCKS.get(block, 'no such block')}")
+    if "uniform Params {" in program.source and ("uniform", "Params") not in active:
+        raise EntryError("program does not use the Params block its source declares")
+    if not any(kind == "buffer" for kind, _ in active):
+        raise EntryError("program writes no storage buffer")
