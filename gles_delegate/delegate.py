@@ -16,6 +16,7 @@ from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .graph import Graph, Node
 from .gpu.context import GL_APIS, acquire_shared, default_gl_api, devices as probe_devices, release_shared
+from .gpu.driver_cache import point_driver_cache
 from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
@@ -233,6 +234,8 @@ class GpuDelegate:
         if options is not None and not isinstance(options, GpuDelegateOptions):
             raise TypeError(f"options must be a GpuDelegateOptions, got {type(options).__name__}")
         self.options = options or GpuDelegateOptions(**kwargs)
+        if self.options.serialization_dir:
+            point_driver_cache(self.options.serialization_dir)  # before the first display, or never
         self.context = acquire_shared(self.options.device_index, self.options.gl_api)
         self.partitions: list[GpuPartition] = []  # every live partition this delegate compiled, for close()
         self.rewrite_log: list[Record] = []  # transforms.Record of the last partition() call, for the inspector

@@ -244,6 +244,12 @@ def _device_string(handle, name):
     return value.decode(errors="replace")
 
 
+def any_display_opened():
+    """Whether this process has initialized an EGL display (the driver has read its environment)."""
+    with _displays_lock:
+        return any(isinstance(d, Display) for d in _displays.values())
+
+
 def open_display(platform, device_index=None):
     """The initialized Display of a platform (and device), cached per process; GpuError if it
     cannot be opened (the failure is cached too, so a missing platform is probed once), or if

@@ -16,7 +16,7 @@ plan against the graph.
 It imports nothing above gpu/: what it needs from there (the package's version and directory,
 the rewrite log's record type, a partition's float view) comes in a Package the delegate makes.
 """
-from .cache import CacheWarning, Package, PlanCache
+from .cache import CacheWarning, Package, PlanCache, safe_directory
 from .entry import EntryError
 
-__all__ = ["CacheWarning", "EntryError", "Package", "PlanCache"]
+__all__ = ["CacheWarning", "EntryError", "Package", "PlanCache", "safe_directory"]

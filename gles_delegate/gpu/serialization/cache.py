@@ -68,7 +68,7 @@ class PlanCache:
         self.directory = options.serialization_dir
         model = graph.source_model
         source = None if model is None else model.source_bytes
-        self.enabled = bool(self.directory) and source is not None and _safe_directory(self.directory)
+        self.enabled = bool(self.directory) and source is not None and safe_directory(self.directory)
         self._recorder = None
         if not self.enabled:
             return
@@ -293,7 +293,7 @@ class _Recording:
         return False
 
 
-def _safe_directory(directory):
+def safe_directory(directory):
     """Whether `directory` is ours alone (as ssh asks of its key directories): an entry is code
     the delegate runs, so one that another user could have written or replaced (the directory
     owned by them, or writable by group or others) must not be run. A directory that does not

@@ -1,0 +1,60 @@
+"""The driver's shader cache goes into serialization_dir (issue 20, item 3): a start with an empty
+home directory and only the serialization_dir of an earlier start is warm for the driver too.
+Each start is its own process: the driver reads the variables at the process's first display."""
+import json
+import os
+import subprocess
+import sys
+
+START = """
+import json, os, sys, time
+import numpy as np
+from gles_delegate import GpuDelegate, Interpreter
+model, directory = sys.argv[1], sys.argv[2]
+with GpuDelegate(serialization_dir=directory) as delegate:
+    it = Interpreter(model_path=model, experimental_delegates=[delegate])
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    start = time.perf_counter()
+    it.invoke()
+    first = time.perf_counter() - start
+print(json.dumps({"first_invoke_s": first, "mesa": os.environ.get("MESA_SHADER_CACHE_DIR"),
+                  "nvidia": os.environ.get("__GL_SHADER_DISK_CACHE_PATH")}))
+"""
+
+
+def _start(model, directory, home, **env):
+    """One start in a fresh process whose home (and so the drivers' default caches) is `home`."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("MESA_SHADER_CACHE_DIR", "__GL_SHADER_DISK_CACHE_PATH", "XDG_CACHE_HOME")}
+    home.mkdir(exist_ok=True)
+    result = subprocess.run([sys.executable, "-c", START, str(model), str(directory)], capture_output=True,
+                            text=True, timeout=300, env={**clean, "HOME": str(home), **env})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_a_start_with_an_empty_home_is_warm_from_the_serialization_dir(mediapipe_models, tmp_path):
+    model, directory = mediapipe_models["selfie_segmentation"], tmp_path / "cache"
+    cold = _start(model, directory, tmp_path / "home1")
+    assert cold["mesa"] == str(directory / "driver_shader_cache" / "mesa")
+    assert cold["nvidia"] == str(directory / "driver_shader_cache" / "nvidia")
+    assert any((directory / "driver_shader_cache" / "mesa").rglob("*")), "Mesa wrote nothing there"
+    warm = _start(model, directory, tmp_path / "home2")  # another user's machine: nothing in ~/.cache
+    # llvmpipe compiles every shader at the first dispatch (seconds) unless its cache has them.
+    assert warm["first_invoke_s"] < cold["first_invoke_s"] / 2, (cold, warm)
+
+
+def test_the_users_own_setting_wins(mediapipe_models, tmp_path):
+    mine = str(tmp_path / "mine")
+    got = _start(mediapipe_models["hand_recrop"], tmp_path / "cache", tmp_path / "home", MESA_SHADER_CACHE_DIR=mine)
+    assert got["mesa"] == mine and got["nvidia"] == str(tmp_path / "cache" / "driver_shader_cache" / "nvidia")
+
+
+def test_a_directory_others_can_write_is_not_used(mediapipe_models, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    got = _start(mediapipe_models["hand_recrop"], shared, tmp_path / "home")
+    assert got["mesa"] is None and not (shared / "driver_shader_cache").exists()
