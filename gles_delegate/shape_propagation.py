@@ -1,8 +1,13 @@
 """Shape propagation after an input is resized.
 
 Only the nodes downstream of a resized input can change shape: the others keep the shapes the
-model declares. Each downstream node's output shapes come from running its reference kernel
-once (the reference is the shape oracle) on stand-in values: constants as they are, values
+model declares. Each downstream node's output shapes come from its op's output-shape rule
+(ops.OUTPUT_SHAPES: input shapes, and input values where they are known exactly) without making
+any array, checked against the size limits (a ModelError naming the node, in milliseconds,
+before anything of that size exists). Where no rule exists, or the rule needs a value that is
+not known exactly (a RESHAPE whose shape is a model input), and for the nodes that compute
+integer values from shapes and constants (SHAPE, arithmetic on it), the node's reference kernel
+runs once (the reference is the shape oracle) on stand-in values: constants as they are, values
 computed upstream during this pass, and for anything else (a runtime input that was not resized,
 an activation nothing upstream recomputed) zeros of its shape, or ones for integer tensors, so
 that an integer DIV or a size computed from it does not fail on a stand-in zero. Integer values
@@ -16,11 +21,14 @@ import numpy as np
 
 from . import ops
 from .errors import ModelError
-from .ops.checks import inferring_shapes
+from .ops.checks import check_output_elements, inferring_shapes
 from .tflite.reader import MAX_TENSOR_ELEMENTS
 
 # Ops whose output values depend only on their input's shape, never on its values.
 _SHAPE_ONLY = {"SHAPE"}
+# Inputs an output-shape rule refuses run the reference kernel (for its error message) on
+# stand-ins of up to this many elements in all; larger ones take the rule's reason.
+_KERNEL_FALLBACK_ELEMENTS = 1 << 22
 
 
 def _elements(shape):
@@ -36,9 +44,11 @@ def _stand_in(tensor):
     return np.full(tensor.shape, fill, tensor.dtype)
 
 
-def propagate_shapes(graph, input_shapes):
+def propagate_shapes(graph, input_shapes, symbolic=True):
     """Set graph input shapes from {tensor index: shape} and recompute the shape of every tensor
-    downstream of a resized input. Raises ModelError naming the node that cannot take them."""
+    downstream of a resized input. Raises ModelError naming the node that cannot take them.
+    `symbolic` False runs every such node's reference kernel on full-size stand-ins (the oracle
+    the tests compare the output-shape rules against)."""
     changed, growth = set(), 1
     for tensor in graph.inputs:
         if tensor.index not in input_shapes:
@@ -61,7 +71,21 @@ def propagate_shapes(graph, input_shapes):
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
         if not affected and not (exact and integer_out and present):
             continue  # its shapes are the declared ones, and its values are not needed exactly
-        inputs = [None if t is None else values[id(t)] if id(t) in values else _stand_in(t) for t in node.inputs]
+        if symbolic and not (exact and integer_out):
+            shapes = _rule_shapes(node, known, growth)
+            if shapes is not None:
+                for tensor, shape in zip(node.outputs, shapes):
+                    if tensor is not None:
+                        changed.add(id(tensor))
+                        tensor.shape = shape
+                        values.pop(id(tensor), None)
+                continue
+        if node.op in _SHAPE_ONLY:
+            # Its value is its input's shape: a stand-in that holds no memory.
+            inputs = [None if t is None else _shape_probe(t) for t in node.inputs]
+        else:
+            inputs = [None if t is None else values[id(t)] if id(t) in values else _stand_in(t)
+                      for t in node.inputs]
         try:
             with inferring_shapes(growth), np.errstate(all="ignore"):
                 outputs = ops.run_node(node, inputs)
@@ -78,6 +102,43 @@ def propagate_shapes(graph, input_shapes):
             values[id(tensor)] = value
             if exact:
                 known[id(tensor)] = value
+
+
+def _rule_shapes(node, known, growth):
+    """The node's output shapes from its op's rule (ops.OUTPUT_SHAPES), checked against the size
+    limits; None when the op has no rule or runtime values (or inputs the kernel would refuse,
+    for it to say why) decide."""
+    if node.op not in ops.OUTPUT_SHAPES:
+        return None
+    shapes = [None if t is None else tuple(t.shape) for t in node.inputs]
+    given = [None if t is None else known.get(id(t)) for t in node.inputs]
+    try:
+        result = ops.OUTPUT_SHAPES[node.op](node, shapes, given)
+    except ModelError as exc:
+        raise ModelError(_failure(node, exc, known)) from None
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as exc:
+        # Inputs the rule cannot take (shapes that do not broadcast, a wrong rank): the kernel
+        # says why on small stand-ins; on large ones the rule's reason, before any array is made.
+        if sum(_elements(s) for s in shapes if s is not None) <= _KERNEL_FALLBACK_ELEMENTS:
+            return None
+        raise ModelError(_failure(node, exc, known)) from None
+    result = None if result is None else [tuple(int(d) for d in shape) for shape in result]
+    if result is None or len(result) != len(node.outputs) or any(min(shape, default=1) < 1 for shape in result):
+        return None  # an empty output: the kernel says why its window does not fit, or makes it
+    for k, (tensor, shape) in enumerate(zip(node.outputs, result)):
+        if tensor is not None and _elements(shape) > MAX_TENSOR_ELEMENTS:
+            raise ModelError(f"operator {node.label} cannot take the resized input shapes: output {k} (tensor "
+                             f"{tensor.index}) would have shape {list(shape)}, more than a tensor may hold "
+                             f"({MAX_TENSOR_ELEMENTS:,} elements)")
+    with inferring_shapes(growth):
+        check_output_elements(node, result, sum(_elements(s) for s in shapes if s is not None))
+    return result
+
+
+def _shape_probe(tensor):
+    """A read-only array of the tensor's shape whose elements all share one byte of memory."""
+    dtype = tensor.dtype if tensor.dtype is not None else np.dtype(np.uint8)
+    return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
 
 
 def _check_size(tensor, shape):

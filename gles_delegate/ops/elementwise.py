@@ -263,4 +263,5 @@ SUPPORT = {**{op: with_arity(1, 0, unary_support) for op in FLOAT_FUNCTIONS},
            "LOGICAL_NOT": with_arity(1, 0, logical_not_support)}
 
 
-OUTPUT_SHAPES = {"PRELU": lambda node, shapes, values: [np.broadcast_shapes(shapes[0], shapes[1])]}
+OUTPUT_SHAPES = {"PRELU": lambda node, shapes, values: [np.broadcast_shapes(shapes[0], shapes[1])],
+                 **{op: lambda node, shapes, values: [shapes[0]] for op in (*FLOAT_FUNCTIONS, "CAST", "LOGICAL_NOT")}}

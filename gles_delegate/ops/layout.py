@@ -492,5 +492,157 @@ def _gathered_shape(node, shapes, values):
     return [params[:axis] + indices + params[axis + 1:]]
 
 
+# -- output shapes of the ops that only move values (shape propagation after a resize): the
+# kernels' shape logic and errors, without their arrays. None where a runtime value decides.
+def _reshaped_shape(node, shapes, values):
+    if len(shapes) == 2 and shapes[1] is not None:
+        if values[1] is None:
+            return None
+        requested = _requested_shape(node, [None, np.asarray(values[1])])
+    else:
+        requested = _requested_shape(node, [None])
+    return [tuple(_resolve_stretch(node, shapes[0], requested))]
+
+
+def _concatenated_shape(node, shapes, values):
+    first = shapes[0]
+    axis = normalized_axis(node, node.options.get("axis", 0), len(first))
+    for k, shape in enumerate(shapes):
+        if len(shape) != len(first) or shape[:axis] + shape[axis + 1:] != first[:axis] + first[axis + 1:]:
+            raise node_error(node, f"input {k} of shape {list(shape)} does not fit input 0 of shape "
+                                   f"{list(first)} off axis {axis}")
+    return [first[:axis] + (sum(shape[axis] for shape in shapes),) + first[axis + 1:]]
+
+
+def _strided_slice_shape(node, shapes, values):
+    if any(v is None for v in values[1:4]):
+        return None
+    begin = _index_values(node, values[1], "begin")
+    end = _index_values(node, values[2], "end", count=begin.size)
+    strides = _index_values(node, values[3], "strides", count=begin.size)
+    if (strides == 0).any():
+        raise node_error(node, "strides must be non-zero")
+    offset = bool(node.options.get("offset", False))
+    out_shape = []
+    for size, b, e, stride, begin_masked, end_masked, shrink in _slice_axes(node, shapes[0], begin, end, strides):
+        start = _slice_start(size, b, stride, begin_masked)
+        picked = len(range(start, _slice_stop(size, start, e, stride, end_masked, shrink, offset), stride))
+        if shrink and picked != 1:
+            raise node_error(node, f"shrink_axis slice at {b} with stride {stride} does not pick one element "
+                                   f"of a dimension of size {size}")
+        if offset and not shrink and picked != max(0, -(-e // stride)):
+            raise node_error(node, f"offset slice of size {e} from {b} leaves a dimension of size {size}")
+        if not shrink:
+            out_shape.append(picked)
+    return [tuple(out_shape)]
+
+
+def _sliced_shape(node, shapes, values):
+    if values[1] is None or values[2] is None:
+        return None
+    rank = len(shapes[0])
+    begin = _index_values(node, values[1], "begin", count=rank)
+    size = _index_values(node, values[2], "size", count=rank)
+    dims = np.array(shapes[0], np.int64)
+    size = np.where(size == -1, dims - begin, size)
+    if (begin < 0).any() or (size < 0).any() or (begin + size > dims).any():
+        raise node_error(node, f"slice begin {begin.tolist()} size {size.tolist()} is outside shape {list(shapes[0])}")
+    return [tuple(int(s) for s in size)]
+
+
+def _block_shape(to_space):
+    def rule(node, shapes, values):
+        block = int(node.options.get("block_size", 0))
+        if len(shapes[0]) != 4 or block < 1:
+            raise node_error(node, f"needs a 4-D NHWC input and block_size >= 1, got shape {list(shapes[0])}, "
+                                   f"block_size {block}")
+        n, h, w, c = shapes[0]
+        if to_space:
+            if c % (block * block):
+                raise node_error(node, f"depth {c} is not divisible by block_size^2 = {block * block}")
+            return [(n, h * block, w * block, c // (block * block))]
+        if h % block or w % block:
+            raise node_error(node, f"height {h} and width {w} must be divisible by block_size {block}")
+        return [(n, h // block, w // block, block * block * c)]
+    return rule
+
+
+def _transposed_shape(node, shapes, values):
+    if values[1] is None:
+        return None
+    rank = len(shapes[0])
+    perm = _index_values(node, values[1], "perm", count=rank)
+    if sorted(perm.tolist()) != list(range(rank)):
+        raise node_error(node, f"perm {perm.tolist()} is not a permutation of the {rank} input dims")
+    return [tuple(shapes[0][p] for p in perm)]
+
+
+def _squeezed_shape(node, shapes, values):
+    shape = shapes[0]
+    dims = node.options.get("squeeze_dims") or []
+    if not dims:
+        return [tuple(d for d in shape if d != 1)]
+    axes = {normalized_axis(node, d, len(shape), "squeeze dim") for d in dims}
+    if any(shape[a] != 1 for a in axes):
+        raise node_error(node, f"squeeze_dims {list(dims)} name dims that are not 1 in {list(shape)}")
+    return [tuple(d for a, d in enumerate(shape) if a not in axes)]
+
+
+def _expanded_shape(node, shapes, values):
+    if values[1] is None:
+        return None
+    axis = normalized_axis(node, _index_values(node, values[1], "axis", count=1)[0], len(shapes[0]) + 1)
+    return [shapes[0][:axis] + (1,) + shapes[0][axis:]]
+
+
+def _split_shape(node, shapes, values):
+    if values[0] is None:
+        return None
+    shape = shapes[1]
+    axis = _scalar_axis(node, values[0], len(shape))
+    parts = len(node.outputs)
+    if shape[axis] % parts:
+        raise node_error(node, f"dimension {axis} of size {shape[axis]} does not split into {parts} parts")
+    return [shape[:axis] + (shape[axis] // parts,) + shape[axis + 1:]] * parts
+
+
+def _split_v_shape(node, shapes, values):
+    if values[1] is None or values[2] is None:
+        return None
+    shape = shapes[0]
+    axis = _scalar_axis(node, values[2], len(shape))
+    sizes = _index_values(node, values[1], "size_splits", count=len(node.outputs))
+    unknown = sizes == -1
+    if unknown.sum() > 1 or (sizes[~unknown] < 0).any():
+        raise node_error(node, f"size_splits {sizes.tolist()} may hold one -1 and no other negative size")
+    sizes = np.where(unknown, shape[axis] - sizes[~unknown].sum(), sizes)
+    if sizes.sum() != shape[axis] or (sizes < 0).any():
+        raise node_error(node, f"size_splits {sizes.tolist()} do not add up to dimension {axis} "
+                               f"of size {shape[axis]}")
+    return [shape[:axis] + (int(s),) + shape[axis + 1:] for s in sizes]
+
+
+def _packed_shape(node, shapes, values):
+    first = shapes[0]
+    if any(shape != first for shape in shapes):
+        raise node_error(node, f"inputs of shapes {[list(shape) for shape in shapes]} differ")
+    axis = normalized_axis(node, node.options.get("axis", 0), len(first) + 1)
+    return [first[:axis] + (len(shapes),) + first[axis:]]
+
+
+def _unpacked_shape(node, shapes, values):
+    shape = shapes[0]
+    axis = normalized_axis(node, node.options.get("axis", 0), len(shape))
+    if shape[axis] != len(node.outputs):
+        raise node_error(node, f"dimension {axis} of size {shape[axis]} does not unpack into "
+                               f"{len(node.outputs)} outputs")
+    return [shape[:axis] + shape[axis + 1:]] * shape[axis]
+
+
 OUTPUT_SHAPES = {"PAD": _padded_shape, "PADV2": _padded_shape, "MIRROR_PAD": _padded_shape, "TILE": _tiled_shape,
-                 "GATHER": _gathered_shape}
+                 "GATHER": _gathered_shape, "RESHAPE": _reshaped_shape, "CONCATENATION": _concatenated_shape,
+                 "STRIDED_SLICE": _strided_slice_shape, "SLICE": _sliced_shape,
+                 "DEPTH_TO_SPACE": _block_shape(True), "SPACE_TO_DEPTH": _block_shape(False),
+                 "TRANSPOSE": _transposed_shape, "SQUEEZE": _squeezed_shape, "EXPAND_DIMS": _expanded_shape,
+                 "SPLIT": _split_shape, "SPLIT_V": _split_v_shape, "PACK": _packed_shape, "UNPACK": _unpacked_shape,
+                 "SHAPE": lambda node, shapes, values: [(len(shapes[0]),)]}

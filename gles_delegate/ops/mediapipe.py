@@ -229,3 +229,13 @@ KERNELS = {"Landmarks2TransformMatrix": landmarks_to_transform_matrix,
 SUPPORT = {"Landmarks2TransformMatrix": _landmarks_to_matrix_support,
            "TransformTensorBilinear": _transform_tensor_support,
            "TransformLandmarks": _transform_landmarks_support}
+
+
+def _transformed_tensor_shape(node, shapes, values):
+    options = parse_custom_options(node, BILINEAR_OPTION_KINDS)
+    return [(1, options["output_height"], options["output_width"], shapes[0][3])]
+
+
+OUTPUT_SHAPES = {"Landmarks2TransformMatrix": lambda node, shapes, values: [(1, 4, 4)],
+                 "TransformTensorBilinear": _transformed_tensor_shape,
+                 "TransformLandmarks": lambda node, shapes, values: [shapes[0]]}

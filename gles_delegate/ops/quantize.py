@@ -259,3 +259,7 @@ KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": dens
 SUPPORT = {"QUANTIZE": with_arity(1, 0, quantize_support), "DEQUANTIZE": with_arity(1, 0, dequantize_support),
            "DENSIFY": with_arity(1, 0, densify_support),
            "QUANTIZE_AND_DEQUANTIZE": with_arity(1, 0, quantize_and_dequantize_support)}
+# Output shapes (shape propagation after a resize): each keeps its input's shape (DENSIFY, whose
+# input is a constant, is never resized).
+OUTPUT_SHAPES = {op: lambda node, shapes, values: [shapes[0]] for op in ("QUANTIZE", "DEQUANTIZE",
+                                                                         "QUANTIZE_AND_DEQUANTIZE")}

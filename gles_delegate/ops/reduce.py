@@ -133,3 +133,17 @@ SUPPORT = {
     "REDUCE_MAX": _support(_MINMAX_DTYPES),
     "REDUCE_MIN": _support(_MINMAX_DTYPES),
 }
+
+
+def _reduced_shape(node, shapes, values):
+    """A reduction's output shape (the kernel's _reduction), from the axis input's values."""
+    shape = shapes[0]
+    if values[1] is None:
+        return None
+    axes = [normalized_axis(node, a, len(shape)) for a in np.asarray(values[1]).reshape(-1).tolist()] if shape else []
+    if node.options.get("keep_dims", False):
+        return [tuple(1 if k in axes else d for k, d in enumerate(shape))]
+    return [tuple(d for k, d in enumerate(shape) if k not in axes)]
+
+
+OUTPUT_SHAPES = {op: _reduced_shape for op in KERNELS}

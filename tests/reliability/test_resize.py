@@ -1,11 +1,14 @@
 """resize_tensor_input + allocate_tensors re-plans the GPU partitions; shape propagation takes
 runtime integer inputs and says which node cannot take a resize."""
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate.graph import Graph
+from gles_delegate.shape_propagation import propagate_shapes
 from gles_delegate.tflite import ModelBuilder
 from tests.oplib import assert_close
 from tests.reliability.conftest import conv_model
@@ -192,3 +195,86 @@ def test_a_huge_resize_is_a_model_error_in_milliseconds(shape):
     with pytest.raises(ModelError, match=r"input tensor 0 \('x'\) resized to .* more than a tensor may hold"):
         interpreter.allocate_tensors()
     assert time.perf_counter() - start < 1
+
+
+def _propagated(interpreter, shape, symbolic=True, start_from=None):
+    """allocate_tensors()'s shape step for input 0 resized to `shape`: (seconds, tracemalloc peak
+    in bytes, the graph). `start_from`: the input's shape before the resize (default: the model's),
+    so that a resize to the model's own shape still propagates."""
+    graph = Graph.from_model(interpreter._executor(0).model, 0)
+    if start_from is not None:
+        graph.inputs[0].shape = tuple(start_from)
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        propagate_shapes(graph, {graph.inputs[0].index: shape}, symbolic=symbolic)
+        seconds = time.perf_counter() - start
+        return seconds, tracemalloc.get_traced_memory()[1], graph
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_resize_propagates_shapes_without_arrays():
+    # Was 10-14 s and a 2.1 GiB tracemalloc peak: the reference kernels ran on full-size stand-ins
+    # (issue 17, item 7). Each activation of the resized conv_model is 256 MiB.
+    interpreter = Interpreter(model_content=conv_model())
+    interpreter.resize_tensor_input(0, [1, 4096, 4096, 3])
+    seconds, peak, graph = _propagated(interpreter, (1, 4096, 4096, 3))
+    assert seconds < 2 and peak < 4 << 20
+    assert [t.shape for t in graph.outputs] == [(1, 4096, 4096, 4), (1, 1, 1, 4)]
+
+
+def test_a_large_mediapipe_resize_propagates_shapes_without_arrays(mediapipe_models):
+    interpreter = Interpreter(model_path=str(mediapipe_models["face_detection_short_range"]))
+    seconds, peak, graph = _propagated(interpreter, (1, 2048, 2048, 3))
+    assert seconds < 2 and peak < 4 << 20
+    assert [t.shape for t in graph.outputs] == [(1, 229376, 16), (1, 229376, 1)]
+    # selfie_segmentation's global pools are fixed windows: at 2048 x 2048 they leave 8 x 8 maps
+    # that a MUL cannot broadcast against 512 x 512 ones. Said in milliseconds, no array made.
+    interpreter = Interpreter(model_path=str(mediapipe_models["selfie_segmentation"]))
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        with pytest.raises(ModelError, match=r"operator #21 \(MUL\) cannot take the resized input shapes: .*"
+                                             r"\(1, 512, 512, 16\).*\(1, 8, 8, 16\)"):
+            _propagated(interpreter, (1, 2048, 2048, 3))
+        assert time.perf_counter() - start < 2 and tracemalloc.get_traced_memory()[1] < 4 << 20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_resize_past_the_output_limit_is_a_model_error_naming_the_node():
+    # The input fits the limit (2,070,000,000 elements), CONV_2D's 4-channel output does not.
+    interpreter = Interpreter(model_content=conv_model())
+    interpreter.resize_tensor_input(0, [1, 30000, 23000, 3])
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match=r"operator #0 \(CONV_2D\) cannot take the resized input shapes: output 0 "
+                                         r"\(tensor \d+\) would have shape \[1, 30000, 23000, 4\], more than a "
+                                         r"tensor may hold"):
+        interpreter.allocate_tensors()
+    assert time.perf_counter() - start < 1
+
+
+def _outcome(interpreter, shape, symbolic, start_from=None):
+    try:
+        _, _, graph = _propagated(interpreter, shape, symbolic, start_from)
+    except ModelError as exc:
+        return str(exc).split(" cannot take")[0]  # the node that refuses the shapes
+    return [tuple(t.shape) for t in graph.tensors]
+
+
+def test_symbolic_shapes_are_the_kernels_shapes_on_every_mediapipe_model(mediapipe_models):
+    # The output-shape rules against the reference kernels run on full-size stand-ins (what shape
+    # propagation did before), tensor by tensor: at each model's own size (propagated from
+    # another shape), batch 2, and twice the height and width (several models refuse that: the
+    # same node must refuse it).
+    for name, path in sorted(mediapipe_models.items()):
+        interpreter = Interpreter(model_path=str(path))
+        own = tuple(interpreter.get_input_details()[0]["shape"])
+        declared = [tuple(t.shape) for t in Graph.from_model(interpreter._executor(0).model, 0).tensors]
+        for shape, start_from in [(own, (1, 1, 1, own[3])), ((2,) + own[1:], None),
+                                  ((1, 2 * own[1], 2 * own[2], own[3]), None)]:
+            symbolic = _outcome(interpreter, shape, True, start_from)
+            assert symbolic == _outcome(interpreter, shape, False, start_from), (name, shape)
+            if shape == own:
+                assert symbolic == declared, name
