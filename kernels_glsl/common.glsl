@@ -24,15 +24,29 @@ void store(int i, vec4 v) { arena[i] = v; }
 // Element (x = w, y = h, z = b * slices + s) of a PHWC4 tensor whose size is (w, h, slices, b).
 int phwc4_index(ivec4 size, int x, int y, int z) { return (z * size.y + y) * size.x + x; }
 
+// TFLite's std::max / std::min on floats, as the C++ evaluates them: std::max(a, b) is
+// a < b ? b : a, std::min(a, b) is b < a ? b : a; a comparison with NaN is false, so when either
+// operand is NaN the result is `a`. GLSL's max / min / clamp leave NaN undefined (llvmpipe and
+// NVIDIA return the other operand, turning NaN into a bound), and compilers rewrite the
+// comparison form into them (Mesa's NIR does), so NaN is tested on the bits (an integer test no
+// fast-math rule removes) and selected. Every clamp that must let NaN through as LiteRT does (the
+// RELU family, fused activations, max pooling) goes through these: tfl_clamp is std::min(
+// std::max(x, lo), hi), ActivationFunctionWithMinMax's expression (lo, hi never NaN).
+bvec4 tfl_isnan(vec4 x) { return greaterThan(floatBitsToUint(x) & uvec4(0x7fffffffu), uvec4(0x7f800000u)); }
+bvec4 tfl_either_nan(vec4 a, vec4 b) { return bvec4(uvec4(tfl_isnan(a)) | uvec4(tfl_isnan(b))); }
+vec4 tfl_max(vec4 a, vec4 b) { return mix(max(a, b), a, tfl_either_nan(a, b)); }
+vec4 tfl_min(vec4 a, vec4 b) { return mix(min(a, b), a, tfl_either_nan(a, b)); }
+vec4 tfl_clamp(vec4 x, vec4 lo, vec4 hi) { return mix(clamp(x, lo, hi), x, tfl_isnan(x)); }
+
 // TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
-// 4 tanh.
+// 4 tanh. NaN stays NaN (tfl_clamp).
 vec4 activate(vec4 x) {
 #if ACTIVATION == 1
-  return max(x, vec4(0.0));
+  return tfl_max(x, vec4(0.0));
 #elif ACTIVATION == 2
-  return clamp(x, vec4(-1.0), vec4(1.0));
+  return tfl_clamp(x, vec4(-1.0), vec4(1.0));
 #elif ACTIVATION == 3
-  return clamp(x, vec4(0.0), vec4(6.0));
+  return tfl_clamp(x, vec4(0.0), vec4(6.0));
 #elif ACTIVATION == 4
   return tanh(x);
 #else

@@ -37,13 +37,16 @@ vec4 erfc4(vec4 z) {
 
 // Some drivers build tanh from exp and return NaN once exp overflows (early in half math);
 // tanh(+-10) is +-1 to float precision.
-vec4 safe_tanh(vec4 x) { return tanh(clamp(x, vec4(-10.0), vec4(10.0))); }
+// tfl_clamp keeps NaN NaN.
+vec4 safe_tanh(vec4 x) { return tanh(tfl_clamp(x, vec4(-10.0), vec4(10.0))); }
 
+// The RELU family and HARD_SWISH clamp as TFLite's C++ does (common.glsl's tfl_clamp): NaN in,
+// NaN out; GLSL's max / clamp would turn NaN into a bound.
 vec4 ep_unary(int op, vec4 x, vec4 a) {
-  if (op == EP_OP_RELU) return max(x, vec4(0.0));
-  if (op == EP_OP_RELU6) return clamp(x, vec4(0.0), vec4(6.0));
-  if (op == EP_OP_RELU_N1_TO_1) return clamp(x, vec4(-1.0), vec4(1.0));
-  if (op == EP_OP_RELU_0_TO_1) return clamp(x, vec4(0.0), vec4(1.0));
+  if (op == EP_OP_RELU) return tfl_max(x, vec4(0.0));
+  if (op == EP_OP_RELU6) return tfl_clamp(x, vec4(0.0), vec4(6.0));
+  if (op == EP_OP_RELU_N1_TO_1) return tfl_clamp(x, vec4(-1.0), vec4(1.0));
+  if (op == EP_OP_RELU_0_TO_1) return tfl_clamp(x, vec4(0.0), vec4(1.0));
   // The slope is the operand (PRELU's code is LEAKY_RELU's).
   if (op == EP_OP_LEAKY_RELU) return mix(a * x, x, greaterThanEqual(x, vec4(0.0)));
   // exp(-x) overflows to +inf for very negative x (early in half math) and 1 / inf = 0: still right.
@@ -57,7 +60,7 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == EP_OP_NEG) return -x;
   if (op == EP_OP_SQUARE) return x * x;
   if (op == EP_OP_SIGN) return sign(x);
-  if (op == EP_OP_HARD_SWISH) return x * clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
+  if (op == EP_OP_HARD_SWISH) return x * tfl_clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).
@@ -73,8 +76,10 @@ vec4 ep_binary(int op, vec4 a, vec4 b) {
   if (op == EP_OP_SUB) return a - b;
   if (op == EP_OP_MUL) return a * b;
   if (op == EP_OP_DIV) return a / b;
-  if (op == EP_OP_MAXIMUM) return max(a, b);
-  if (op == EP_OP_MINIMUM) return min(a, b);
+  // TFLite's MaximumOp / MinimumOp: a > b ? a : b and a < b ? a : b, so a NaN b wins, a NaN a
+  // loses: std::max(b, a) / std::min(b, a) (common.glsl).
+  if (op == EP_OP_MAXIMUM) return tfl_max(b, a);
+  if (op == EP_OP_MINIMUM) return tfl_min(b, a);
   if (op == EP_OP_SQUARED_DIFFERENCE) return (a - b) * (a - b);
   if (op == EP_OP_POW) return pow(a, b);
   return a;

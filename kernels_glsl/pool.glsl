@@ -28,14 +28,14 @@ void main() {
     for (int x = lo.x; x < hi.x; x++) {
       vec4 v = load(base + y * in_size.x + x);
 #if OP == 0
-      acc = max(acc, v);
+      acc = tfl_max(acc, v);  // std::max(acc, v): a NaN tap never wins, as in TFLite's MaxPool
 #else
       acc += v;
 #endif
     }
   }
 #if OP == 0
-  if (any(lessThan(zeros_lo, lo)) || any(greaterThan(zeros_hi, hi))) acc = max(acc, vec4(0.0));
+  if (any(lessThan(zeros_lo, lo)) || any(greaterThan(zeros_hi, hi))) acc = tfl_max(acc, vec4(0.0));
 #else
   acc /= float((zeros_hi.x - zeros_lo.x) * (zeros_hi.y - zeros_lo.y));
 #endif

@@ -50,7 +50,11 @@ def max_pool_2d(node, inputs):
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     result = None
     for _, _, view in _windows(node, x, lowest):
-        result = view.copy() if result is None else np.maximum(result, view, out=result)
+        result = view.copy() if result is None else np.fmax(result, view, out=result)
+    if x.dtype.kind == "f":
+        # TFLite's MaxPool starts at the lowest float and takes std::max(acc, tap): a NaN tap
+        # never wins (fmax skips it) and a window of NaNs only gives the lowest float.
+        result[np.isnan(result)] = np.finfo(x.dtype).min
     return [_finish(node, result)]
 
 
