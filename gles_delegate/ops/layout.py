@@ -256,16 +256,22 @@ def _slice_stop(size, start, end, stride, masked, shrink, offset):
     return end
 
 
+def _strided_slice_operands(node, begin, end, strides):
+    """STRIDED_SLICE's (begin, end, strides) as int arrays of one length, and its `offset` option
+    (end holds sizes); ModelError naming the node for a zero stride."""
+    begin = _index_values(node, begin, "begin")
+    end = _index_values(node, end, "end", count=begin.size)
+    strides = _index_values(node, strides, "strides", count=begin.size)
+    if (strides == 0).any():
+        raise node_error(node, "strides must be non-zero")
+    return begin, end, strides, bool(node.options.get("offset", False))
+
+
 def strided_slice(node, inputs):
     """STRIDED_SLICE with begin/end/strides from inputs 1-3 and TFLite's mask semantics
     (begin, end, ellipsis, new_axis, shrink_axis masks; `offset`: end holds sizes)."""
     x = inputs[0]
-    begin = _index_values(node, inputs[1], "begin")
-    end = _index_values(node, inputs[2], "end", count=begin.size)
-    strides = _index_values(node, inputs[3], "strides", count=begin.size)
-    if (strides == 0).any():
-        raise node_error(node, "strides must be non-zero")
-    offset = bool(node.options.get("offset", False))
+    begin, end, strides, offset = _strided_slice_operands(node, *inputs[1:4])
     axes = _slice_axes(node, x.shape, begin, end, strides)
     indices, out_shape = [], []
     for size, b, e, stride, begin_masked, end_masked, shrink in axes:
@@ -517,12 +523,7 @@ def _concatenated_shape(node, shapes, values):
 def _strided_slice_shape(node, shapes, values):
     if any(v is None for v in values[1:4]):
         return None
-    begin = _index_values(node, values[1], "begin")
-    end = _index_values(node, values[2], "end", count=begin.size)
-    strides = _index_values(node, values[3], "strides", count=begin.size)
-    if (strides == 0).any():
-        raise node_error(node, "strides must be non-zero")
-    offset = bool(node.options.get("offset", False))
+    begin, end, strides, offset = _strided_slice_operands(node, *values[1:4])
     out_shape = []
     for size, b, e, stride, begin_masked, end_masked, shrink in _slice_axes(node, shapes[0], begin, end, strides):
         start = _slice_start(size, b, stride, begin_masked)
