@@ -1,4 +1,6 @@
 """Run one-op models on the GPU delegate and compare with the numpy reference kernels."""
+import textwrap
+
 import numpy as np
 
 from gles_delegate import GpuDelegate
@@ -8,6 +10,23 @@ from tests.oplib import In, feeds, run_ours, single_op_model, single_op_node
 from tests.tolerance import F16_U, F16_ULPS, F32_U, sum_bound, ulp_bound
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+# Python source of a start in a fresh process (argv: model path, serialization_dir, seed): a
+# delegate with that serialization_dir, the model allocated, seeded U(-1, 1) inputs set, one
+# invoke timed (first_invoke_s); `delegate` and `interpreter` are left for the code after it.
+START_IN_A_PROCESS = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from gles_delegate import GpuDelegate, Interpreter
+    delegate = GpuDelegate(serialization_dir=sys.argv[2])
+    interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    rng = np.random.default_rng(int(sys.argv[3]))
+    for d in interpreter.get_input_details():
+        interpreter.set_tensor(d["index"], rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]))
+    start = time.perf_counter()
+    interpreter.invoke()
+    first_invoke_s = time.perf_counter() - start
+""")
 # MIN_INVOCATIONS of the conv-family kernels that force 1 x 1 blocks / the largest blocks.
 NO_BLOCKING, MOST_BLOCKING = 10 ** 9, 0
 

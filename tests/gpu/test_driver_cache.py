@@ -6,20 +6,11 @@ import os
 import subprocess
 import sys
 
-START = """
-import json, os, sys, time
-import numpy as np
-from gles_delegate import GpuDelegate, Interpreter
-model, directory = sys.argv[1], sys.argv[2]
-with GpuDelegate(serialization_dir=directory) as delegate:
-    it = Interpreter(model_path=model, experimental_delegates=[delegate])
-    it.allocate_tensors()
-    for d in it.get_input_details():
-        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
-    start = time.perf_counter()
-    it.invoke()
-    first = time.perf_counter() - start
-print(json.dumps({"first_invoke_s": first, "mesa": os.environ.get("MESA_SHADER_CACHE_DIR"),
+from tests.gpu.gpulib import START_IN_A_PROCESS
+
+START = START_IN_A_PROCESS + """
+import json, os
+print(json.dumps({"first_invoke_s": first_invoke_s, "mesa": os.environ.get("MESA_SHADER_CACHE_DIR"),
                   "nvidia": os.environ.get("__GL_SHADER_DISK_CACHE_PATH")}))
 """
 
@@ -29,7 +20,7 @@ def _start(model, directory, home, **env):
     clean = {k: v for k, v in os.environ.items()
              if k not in ("MESA_SHADER_CACHE_DIR", "__GL_SHADER_DISK_CACHE_PATH", "XDG_CACHE_HOME")}
     home.mkdir(exist_ok=True)
-    result = subprocess.run([sys.executable, "-c", START, str(model), str(directory)], capture_output=True,
+    result = subprocess.run([sys.executable, "-c", START, str(model), str(directory), "0"], capture_output=True,
                             text=True, timeout=300, env={**clean, "HOME": str(home), **env})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])

@@ -26,6 +26,7 @@ from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
 from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, validate
 from gles_delegate.delegate import CACHE_PACKAGE
+from tests.gpu.gpulib import START_IN_A_PROCESS
 
 SMALL = "hand_recrop"               # 1x256x256x3 input, ~20 programs
 SAME_INPUT = "selfie_segmentation"  # same input shape as SMALL: same entry name under one token
@@ -188,18 +189,8 @@ def test_binaries_load_in_a_fresh_context(cold, private_context, tmp_path):
 def test_warm_start_in_fresh_processes(mediapipe_models, tmp_path):
     """Cold and warm starts in their own processes (no process-wide program cache): the warm one
     loads every program from its binary and gives the same output bytes."""
-    script = textwrap.dedent("""
-        import hashlib, json, sys, warnings
-        import numpy as np
-        warnings.simplefilter("error")
-        from gles_delegate import GpuDelegate, Interpreter
-        delegate = GpuDelegate(serialization_dir=sys.argv[2])
-        interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
-        rng = np.random.default_rng(3)
-        for d in interpreter.get_input_details():
-            interpreter.set_tensor(d["index"], rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]))
-        interpreter.invoke()
+    script = "import warnings\nwarnings.simplefilter('error')\n" + START_IN_A_PROCESS + textwrap.dedent("""
+        import hashlib, json
         digest = hashlib.sha256()
         for d in interpreter.get_output_details():
             digest.update(interpreter.get_tensor(d["index"]).tobytes())
@@ -212,7 +203,7 @@ def test_warm_start_in_fresh_processes(mediapipe_models, tmp_path):
     """)
     results = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path)],
+        done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path), "3"],
                               capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-3000:]
         results.append(json.loads(done.stdout.splitlines()[-1]))
@@ -317,9 +308,7 @@ def test_entry_rewritten_in_place_after_it_was_read(cold, mediapipe_models, tmp_
     Path(tmp_path / entry_path(cold[3]).name).write_bytes(cold[4])
     os.chmod(entry_path(tmp_path), 0o600)
     script = textwrap.dedent("""
-        import json, sys, warnings
-        import numpy as np
-        from gles_delegate import GpuDelegate, Interpreter
+        import json, warnings
         from gles_delegate.gpu.serialization import cache
 
         read_entry = cache.read_entry
@@ -332,17 +321,11 @@ def test_entry_rewritten_in_place_after_it_was_read(cold, mediapipe_models, tmp_
             return data
         cache.read_entry = read_then_rewrite
         warnings.simplefilter("error")
-        delegate = GpuDelegate(serialization_dir=sys.argv[2])
-        interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
-        rng = np.random.default_rng(7)
-        for d in interpreter.get_input_details():
-            interpreter.set_tensor(d["index"], rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]))
-        interpreter.invoke()
+    """) + START_IN_A_PROCESS + textwrap.dedent("""
         outputs = [interpreter.get_tensor(d["index"]).tolist() for d in interpreter.get_output_details()]
         print(json.dumps({"hit": delegate.summary()["cache_hit"], "outputs": outputs}))
     """)
-    done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path)],
+    done = subprocess.run([sys.executable, "-c", script, mediapipe_models[SMALL], str(tmp_path), "7"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
     result = json.loads(done.stdout.splitlines()[-1])
