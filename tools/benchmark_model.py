@@ -82,7 +82,8 @@ def build_parser():
                    help="also time ai-edge-litert (XNNPACK, and its GPU accelerator where one works)")
     p.add_argument("--runtime", choices=["gles", "litert"], default="gles",
                    help="litert: also time LiteRT's own Interpreter with this GpuDelegate (its CPU kernels run "
-                        "what the GPU does not), beside gles_delegate's Interpreter in this process")
+                        "what the GPU does not), beside gles_delegate's Interpreter in this process: each alone, "
+                        "then the two in alternation on one delegate (JSON: compare.litert_gles_delegate.interleaved)")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--json", type=common.output_file, default=None, metavar="FILE",
                    help="also write the results as JSON")
@@ -278,12 +279,35 @@ def bench_litert_delegate(path, inputs, args, ours):
     run_once, last = end_to_end(interpreter, inputs)
     first, warmup, inference = benchmark(run_once, args, "LiteRT + gles_delegate")
     result = {"status": "ok", "init_ms": init_ms, "first_inference_ms": first, "warmup": warmup,
-              "inference": inference, "delegation": summary}
+              "inference": inference, "delegation": summary,
+              "interleaved": interleaved(path, inputs, args, delegate, run_once)}
     if ours is not None:
         result["max_relative_error_vs_gles_delegate"] = agreement(ours, last.get("outputs"))
     del interpreter, run_once, last  # the interpreter before its delegate
     delegate.close()
     return result
+
+
+def interleaved(path, inputs, args, delegate, litert_run_once):
+    """The two paths timed in alternation (A B B A ...), so that the machine's drift over the
+    measurement falls on both alike: gles_delegate's Interpreter on the same `delegate` (one GL
+    context, no context switch between the two) against LiteRT's run `litert_run_once`.
+    Returns {gles_median_ms, litert_median_ms, ratio (LiteRT + ours / ours), count}."""
+    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    ours_run_once, _ = end_to_end(interpreter, inputs)
+    times = {"gles": [], "litert": []}
+    pair = (("gles", ours_run_once), ("litert", litert_run_once))
+    for k in range(max(args.num_runs, 2) + max(args.warmup_runs, 1)):
+        for name, run_once in (pair if k % 2 == 0 else pair[::-1]):
+            times[name].append(run_once() * 1000.0)
+    warm = max(args.warmup_runs, 1)
+    gles, litert = (statistics.median(times[name][warm:]) for name in ("gles", "litert"))
+    print(f"Interleaved (A B B A, {len(times['gles']) - warm} runs each): gles_delegate median {gles:.3f} ms, "
+          f"LiteRT + gles_delegate median {litert:.3f} ms, ratio {litert / gles:.2f}")
+    del interpreter, ours_run_once
+    return {"gles_median_ms": gles, "litert_median_ms": litert, "ratio": litert / gles,
+            "count": len(times["gles"]) - warm}
 
 
 def litert_gpu_runner(path, inputs, enforce_f32=False):

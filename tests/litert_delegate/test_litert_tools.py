@@ -18,6 +18,8 @@ def test_benchmark_side_by_side(tmp_path, capsys):
     run = json.loads(out.read_text())["compare"]["litert_gles_delegate"]
     assert run["status"] == "ok" and run["inference"]["count"] >= 2 and run["delegation"]["gpu_nodes"] == 1
     assert run["max_relative_error_vs_gles_delegate"] <= 1e-6
+    pair = run["interleaved"]  # both paths timed in alternation on the one delegate
+    assert pair["count"] == 2 and pair["ratio"] == pytest.approx(pair["litert_median_ms"] / pair["gles_median_ms"])
     assert "LiteRT + gles_delegate" in capsys.readouterr().out
 
 
