@@ -38,20 +38,34 @@ vec4 tfl_max(vec4 a, vec4 b) { return mix(max(a, b), a, tfl_either_nan(a, b)); }
 vec4 tfl_min(vec4 a, vec4 b) { return mix(min(a, b), a, tfl_either_nan(a, b)); }
 vec4 tfl_clamp(vec4 x, vec4 lo, vec4 hi) { return mix(clamp(x, lo, hi), x, tfl_isnan(x)); }
 
+// The largest finite float: TFLite's ActivationFunctionWithMinMax clamps to [lowest, max] even
+// without an activation, so an overflow to +-inf is stored as +-FLT_MAX; NaN stays NaN.
+#define TFL_FLT_MAX 3.40282347e38
+vec4 tfl_finite(vec4 x) { return tfl_clamp(x, vec4(-TFL_FLT_MAX), vec4(TFL_FLT_MAX)); }
+
+// tanh as TFLite's std::tanh: NaN in, NaN out (llvmpipe's tanh returns -1 for NaN). The argument
+// is clamped first: some drivers build tanh from exp and return NaN once exp overflows (early in
+// half math); tanh(+-10) is +-1 to float precision.
+vec4 tfl_tanh(vec4 x) { return mix(tanh(clamp(x, vec4(-10.0), vec4(10.0))), x, tfl_isnan(x)); }
+
 // TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
-// 4 tanh. NaN stays NaN (tfl_clamp).
+// 4 tanh. NaN stays NaN (tfl_clamp). CLAMP_FINITE: the kernel's TFLite op ends in
+// ActivationFunctionWithMinMax (conv, depthwise, transpose conv, FC, pooling), whose range is
+// also the finite floats (tfl_finite); without it (CONCATENATION) infinities stay.
 vec4 activate(vec4 x) {
 #if ACTIVATION == 1
-  return tfl_max(x, vec4(0.0));
+  x = tfl_max(x, vec4(0.0));
 #elif ACTIVATION == 2
-  return tfl_clamp(x, vec4(-1.0), vec4(1.0));
+  x = tfl_clamp(x, vec4(-1.0), vec4(1.0));
 #elif ACTIVATION == 3
-  return tfl_clamp(x, vec4(0.0), vec4(6.0));
+  x = tfl_clamp(x, vec4(0.0), vec4(6.0));
 #elif ACTIVATION == 4
-  return tanh(x);
-#else
-  return x;
+  x = tfl_tanh(x);
 #endif
+#if CLAMP_FINITE
+  x = tfl_finite(x);
+#endif
+  return x;
 }
 
 // v with the channels past `channels` in slice s set to zero (a select, so NaN or Inf computed

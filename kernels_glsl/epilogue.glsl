@@ -35,11 +35,6 @@ vec4 erfc4(vec4 z) {
   return mix(2.0 - tail, tail, greaterThanEqual(z, vec4(0.0)));
 }
 
-// Some drivers build tanh from exp and return NaN once exp overflows (early in half math);
-// tanh(+-10) is +-1 to float precision.
-// tfl_clamp keeps NaN NaN.
-vec4 safe_tanh(vec4 x) { return tanh(tfl_clamp(x, vec4(-10.0), vec4(10.0))); }
-
 // The RELU family and HARD_SWISH clamp as TFLite's C++ does (common.glsl's tfl_clamp): NaN in,
 // NaN out; GLSL's max / clamp would turn NaN into a bound.
 vec4 ep_unary(int op, vec4 x, vec4 a) {
@@ -51,7 +46,7 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == EP_OP_LEAKY_RELU) return mix(a * x, x, greaterThanEqual(x, vec4(0.0)));
   // exp(-x) overflows to +inf for very negative x (early in half math) and 1 / inf = 0: still right.
   if (op == EP_OP_LOGISTIC) return 1.0 / (1.0 + exp(-x));
-  if (op == EP_OP_TANH) return safe_tanh(x);
+  if (op == EP_OP_TANH) return tfl_tanh(x);
   if (op == EP_OP_EXP) return exp(x);
   if (op == EP_OP_LOG) return log(x);
   if (op == EP_OP_SQRT) return sqrt(x);
@@ -64,7 +59,7 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).
-  if (op == EP_OP_GELU) return 0.5 * x * (1.0 + safe_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+  if (op == EP_OP_GELU) return 0.5 * x * (1.0 + tfl_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
   // TFLite's rounding (a fake-quant step's round(x / scale)): halves away from zero.
   if (op == EP_OP_ROUND_HALF_AWAY) return sign(x) * floor(abs(x) + 0.5);
   if (op == EP_OP_GELU_EXACT) return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
@@ -72,10 +67,12 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
 }
 
 vec4 ep_binary(int op, vec4 a, vec4 b) {
-  if (op == EP_OP_ADD) return a + b;
-  if (op == EP_OP_SUB) return a - b;
-  if (op == EP_OP_MUL) return a * b;
-  if (op == EP_OP_DIV) return a / b;
+  // TFLite's float ADD / SUB / MUL / DIV end in ActivationFunctionWithMinMax: an overflow to
+  // +-inf is +-FLT_MAX there (tfl_finite), whatever the fused activation.
+  if (op == EP_OP_ADD) return tfl_finite(a + b);
+  if (op == EP_OP_SUB) return tfl_finite(a - b);
+  if (op == EP_OP_MUL) return tfl_finite(a * b);
+  if (op == EP_OP_DIV) return tfl_finite(a / b);
   // TFLite's MaximumOp / MinimumOp: a > b ? a : b and a < b ? a : b, so a NaN b wins, a NaN a
   // loses: std::max(b, a) / std::min(b, a) (common.glsl).
   if (op == EP_OP_MAXIMUM) return tfl_max(b, a);

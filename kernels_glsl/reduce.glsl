@@ -59,7 +59,7 @@ highp vec4 reduce_at(int base, int first, int step) {
 }
 
 // The reduced value(s) of a keep-dims position: a vec4 of 4 channels, or with REDUCE_C one value
-// in x. MEAN divides by the number of values combined; ACTIVATION is set when a pooling node
+// in x. MEAN divides by the number of values combined; ACTIVATION and CLAMP_FINITE are set when a pooling node
 // runs as a reduction.
 vec4 finish(highp vec4 acc) {
 #if REDUCE_C

@@ -20,11 +20,14 @@ void main() {
   ivec2 lo = max(ivec2(floor(source)), ivec2(0));
   ivec2 hi = min(ivec2(ceil(source)), last);
   vec2 t = vec2(source - vec2(lo));
-  vec4 top = mix(load(in_offset + phwc4_index(in_size, lo.x, lo.y, gid.z)),
-                 load(in_offset + phwc4_index(in_size, hi.x, lo.y, gid.z)), t.x);
-  vec4 bottom = mix(load(in_offset + phwc4_index(in_size, lo.x, hi.y, gid.z)),
-                    load(in_offset + phwc4_index(in_size, hi.x, hi.y, gid.z)), t.x);
-  vec4 result = mix(top, bottom, t.y);
+  // TFLite's sum of the four corners by their weights, not two lerps: a lerp a + (b - a) t turns
+  // a corner of -inf beside +inf (or beside any value, as inf - inf) into NaN where the sum gives
+  // +-inf as LiteRT does.
+  vec2 u = 1.0 - t;
+  vec4 result = load(in_offset + phwc4_index(in_size, lo.x, lo.y, gid.z)) * (u.y * u.x)
+              + load(in_offset + phwc4_index(in_size, hi.x, lo.y, gid.z)) * (u.y * t.x)
+              + load(in_offset + phwc4_index(in_size, lo.x, hi.y, gid.z)) * (t.y * u.x)
+              + load(in_offset + phwc4_index(in_size, hi.x, hi.y, gid.z)) * (t.y * t.x);
 #else
   highp vec2 source = (position + half_pixel) * scale;
   // align_corners rounds half away from zero (TfLiteRound; source >= 0), otherwise floors.

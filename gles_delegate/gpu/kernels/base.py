@@ -87,3 +87,10 @@ class KernelEnv:
     @staticmethod
     def activation(node):
         return fused_activation(node)
+
+    @staticmethod
+    def output_stage(node):
+        """The defines of TFLite's float output stage (common.glsl's activate()) for a node whose
+        op ends in ActivationFunctionWithMinMax: its fused activation, then the clamp of the
+        result to the finite floats."""
+        return {"ACTIVATION": fused_activation(node), "CLAMP_FINITE": 1}

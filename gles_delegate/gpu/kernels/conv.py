@@ -153,7 +153,7 @@ def build(node, env):
     weights = np.asarray(filt.data, np.float32)
     defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
                "POINTWISE": int(pointwise),
-               "PADDED": int(padded), "ACTIVATION": env.activation(node)}
+               "PADDED": int(padded), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
               "weights_offset": env.constant(pack_weights(weights, out_slices)),

@@ -50,7 +50,7 @@ def build(node, env):
         reads_padding(in4.w, kw, sw, dw, tiles_w * tile_w, pad_left)
     multiplier = out4.c // in4.c
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
-               "PADDED": int(padded), "ACTIVATION": env.activation(node)}
+               "PADDED": int(padded), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
               "in_offset": env.arena(x), "out_offset": env.arena(out),

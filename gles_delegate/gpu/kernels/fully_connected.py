@@ -34,7 +34,7 @@ def build(node, env):
     units, depth = weights.shape
     rows, chunks = x.size // depth, -(-depth // 4)
     split = k_split(chunks, rows * out4.slices)
-    defines = {"K_SPLIT": split, "FLATTEN": flatten_mode(in4.c, depth), "ACTIVATION": env.activation(node)}
+    defines = {"K_SPLIT": split, "FLATTEN": flatten_mode(in4.c, depth), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c, "depth": depth,
               "chunks": chunks, "out_channels": units, "in_offset": env.arena(x), "out_offset": env.arena(out),
               "weights_offset": env.constant(pack_weights(np.asarray(weights.data, np.float32))),

@@ -52,9 +52,9 @@ def build(node, env):
     """One pool.glsl Dispatch over the output [N, OH, OW, C], one vec4 per invocation; a global
     pool is a reduction (reduce.reduction) instead."""
     x, out = node.inputs[0], node.outputs[0]
-    activation = env.activation(node)
+    stage = env.output_stage(node)
     if is_global(node):
-        return reduce.reduction(x, out, {1, 2}, AS_REDUCTION[node.op], env, activation)
+        return reduce.reduction(x, out, {1, 2}, AS_REDUCTION[node.op], env, stage)
     window, strides, _, pads = _geometry(node)
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     top, left, bottom, right = node.options.get(EXPLICIT_PADDING, NO_PADDING)
@@ -62,7 +62,7 @@ def build(node, env):
               "window": window[::-1], "stride": strides[::-1], "pad": pads[::-1],  # (x, y) order
               "zeros_begin": (-left, -top), "zeros_end": (in4.w + right, in4.h + bottom),
               "in_offset": env.arena(x), "out_offset": env.arena(out)}
-    defines = {"OP": OP_CODES[node.op], "ACTIVATION": activation}
+    defines = {"OP": OP_CODES[node.op], **stage}
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
     return [Dispatch("pool", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=reads, writes=(out,),
                      inplace=inplace)]

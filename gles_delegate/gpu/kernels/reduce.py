@@ -83,10 +83,11 @@ def _runs(in4, axes4):
     return runs or [(1, 1)]
 
 
-def reduction(x, out, axes4, op, env, activation=0):
+def reduction(x, out, axes4, op, env, stage=None):
     """Dispatches reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into out.
 
-    op: a key of OP_CODES; activation: a fused activation applied to the result (pooling)."""
+    op: a key of OP_CODES; stage: the output stage of a pooling node run as a reduction
+    (KernelEnv.output_stage), None for a reduction op (it has no fused activation)."""
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     dims = (in4.b, in4.h, in4.w, in4.c)
     keep = Shape4(*(1 if a in axes4 else d for a, d in enumerate(dims)))
@@ -102,7 +103,7 @@ def reduction(x, out, axes4, op, env, activation=0):
     outputs = keep.elements
     parallel = not gather and elements >= PARALLEL_MIN_ELEMENTS and outputs <= PARALLEL_MAX_OUTPUTS
     reduce_c = 3 in axes4
-    defines = {"OP": OP_CODES[op], "ACTIVATION": activation, "RUNS": len(runs), "REDUCE_C": int(reduce_c),
+    defines = {"OP": OP_CODES[op], **(stage or {}), "RUNS": len(runs), "REDUCE_C": int(reduce_c),
                "MASK_C": int(reduce_c and in4.c % 4 != 0 and op in MASKED_OPS),
                "PARALLEL": int(parallel), "GATHER": int(gather)}
     if gather:

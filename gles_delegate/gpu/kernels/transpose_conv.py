@@ -55,7 +55,7 @@ def build(node, env):
     # (TFLite's ComputePaddingHeightWidth; it equals MediaPipe's total // 2).
     _, _, pad_top, pad_left = spatial_geometry(op.out_hw, (kh, kw), op.strides, (1, 1), op.padding)
     out_slices, _ = blocking(out4.slices, out4.w, out4.h * out4.b, pixel_choices=(1,))
-    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "ACTIVATION": env.activation(node)}
+    defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
               "in_offset": env.arena(op.x), "out_offset": env.arena(out),
               "weights_offset": env.constant(pack_weights(np.asarray(op.filt.data, np.float32), out_slices)),
