@@ -62,7 +62,8 @@ def test_variant_choice():
     def defines(shape, depth, units):
         return dispatches("FULLY_CONNECTED", fc_inputs(np.random.default_rng(0), shape, depth, units),
                           fc_options())[0].defines
-    assert defines((1, 1280), 1280, 1001) == {"K_SPLIT": 16, "FLATTEN": 0, "ACTIVATION": 0, "EP_COUNT": 0}
+    assert defines((1, 1280), 1280, 1001) == {"K_SPLIT": 16, "FLATTEN": 0, "ACTIVATION": 0, "CLAMP_FINITE": 1,
+                                              "EP_COUNT": 0}
     assert defines((1, 4, 4, 8), 128, 10)["FLATTEN"] == 1
     assert defines((1, 4, 4, 6), 96, 10)["FLATTEN"] == 2
     assert defines((1, 8), 8, 3)["K_SPLIT"] == 1  # too few chunks to split
