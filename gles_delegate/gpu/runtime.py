@@ -24,6 +24,12 @@ SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
 # until the fence at the end, and the GPU would then start only once the CPU issued them all.
 # On an H200 it made the small models faster (docs/performance.md: `gles-profile --set`).
 FLUSH_FIRST = 4
+# A partition whose inputs and outputs together are at most this many bytes lets its kernels
+# read and write the persistently mapped host buffer itself (MappedIo): no copy into and out of
+# device memory, two GPU operations fewer per invoke, which is most of a small model's latency.
+# Larger I/O goes through device memory, where a kernel writing host memory over PCIe is slow
+# (class MappedIo). `gles-profile --set gpu.runtime.DIRECT_IO_MAX_BYTES=0` measures without.
+DIRECT_IO_MAX_BYTES = 64 * 1024
 log = logging.getLogger("gles_delegate")
 GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
              0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
@@ -268,14 +274,15 @@ class MappedIo:
     copied (and converted to float32) straight into it, outputs straight out of it after a fence.
     The kernels read and write a device-local buffer; glCopyBufferSubData moves the inputs in and
     the outputs out in one DMA copy each (measured on an H200: a convert_out kernel writing a
-    257x257x21 output straight into host-mapped memory took 1.7 ms, scattered over PCIe)."""
+    257x257x21 output straight into host-mapped memory took 1.7 ms, scattered over PCIe). I/O of
+    at most DIRECT_IO_MAX_BYTES is `direct`: the kernels use the mapped buffer itself."""
 
     FLAGS = G.GL_MAP_READ_BIT | G.GL_MAP_WRITE_BIT | G.GL_MAP_PERSISTENT_BIT | G.GL_MAP_COHERENT_BIT
 
     def __init__(self, context, plan):
         gl = self.gl = context.gl
-        self.device = create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
-        self.handle = self.device.glo
+        self.direct = plan.io_bytes <= DIRECT_IO_MAX_BYTES
+        self.device = None if self.direct else create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
         staging = ctypes.c_uint(0)
         gl.gen_buffers(1, ctypes.byref(staging))
         self.staging = staging.value
@@ -287,10 +294,12 @@ class MappedIo:
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
         if not address:  # free what was made, leave no error pending, say what failed
             gl.delete_buffers(1, ctypes.byref(staging))
-            self.device.release()
+            if self.device is not None:
+                self.device.release()
             gl.clear_errors()
             raise out_of_memory(context, plan, "I/O staging", plan.io_bytes,
                                 f"glBufferStorage / glMapBufferRange: {GL_ERRORS.get(error, hex(error))}")
+        self.handle = self.staging if self.direct else self.device.glo
         floats = np.frombuffer((ctypes.c_float * (plan.io_bytes // 4)).from_address(address), np.float32)
 
         def views(slots):
@@ -311,14 +320,17 @@ class MappedIo:
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
 
     def write_inputs(self, storage):
+        # A coherent mapping: these writes are visible to every GL command issued after them.
         for index, view in self.inputs:
             np.copyto(view, storage[index], casting="unsafe")
-        if self.in_bytes:
+        if self.in_bytes and not self.direct:
             self._copy(self.staging, self.handle, 0, self.in_bytes)
 
     def read_outputs(self, storage):
         gl = self.gl
-        if self.out_bytes:
+        if self.direct:  # shader writes to a mapped buffer reach the client after this and the fence
+            gl.memory_barrier_fast(G.GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT)
+        elif self.out_bytes:
             gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)  # shader writes before the copy reads
             self._copy(self.handle, self.staging, self.out_start, self.out_bytes)
         sync = gl.fence_sync(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
@@ -335,7 +347,8 @@ class MappedIo:
         gl.unmap_buffer(G.GL_COPY_WRITE_BUFFER)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
         gl.delete_buffers(1, ctypes.byref(staging))
-        self.device.release()
+        if self.device is not None:
+            self.device.release()
         self.inputs = self.outputs = []
 
 

@@ -12,7 +12,7 @@ import pytest
 from gles_delegate import GpuDelegate, GpuDelegateOptions, GpuError, Interpreter
 from gles_delegate import delegate as delegate_module
 from gles_delegate.gpu import context as gl
-from gles_delegate.gpu import kernels, shader
+from gles_delegate.gpu import kernels, runtime, shader
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.delegate import parse_plugin_options
 from gles_delegate.graph import Node, Tensor
@@ -239,6 +239,7 @@ def test_buffer_the_driver_refuses_is_a_clear_error(monkeypatch, failing, mapped
         it = Interpreter(model_content=model, experimental_delegates=[delegate])
         if not mapped:
             monkeypatch.setattr(delegate.context, "persistent_mapping", False)
+        monkeypatch.setattr(runtime, "DIRECT_IO_MAX_BYTES", 0)  # the I/O in device memory, a buffer of its own
         before = live_gl_objects(delegate.context, names=4096)["buffers"]
         monkeypatch.setattr(moderngl.Context, "buffer", buffer)
         with pytest.raises(GpuError) as caught:
