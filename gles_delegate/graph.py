@@ -25,7 +25,9 @@ class Deferred:
 @dataclass(eq=False)
 class Tensor:
     """A tensor: shape (tuple of ints), numpy dtype, constant data (or None) and quantization.
-    `data` may be set to a Deferred: it counts as constant at once and is computed when read."""
+    `data` may be set to a Deferred: it counts as constant at once and is computed when read.
+    `fixed_shape`: an operator writes it, but the model gives it a buffer (see Graph.from_model),
+    so its shape cannot change on a resize."""
     index: int
     name: str
     shape: tuple
@@ -36,6 +38,7 @@ class Tensor:
     shape_signature: tuple | None = None
     is_variable: bool = False
     type_name: str = ""
+    fixed_shape: bool = False
 
     @property
     def is_const(self):
@@ -93,6 +96,16 @@ class Node:
         return f"#{self.index} ({self.op})"
 
 
+def _drop_written_buffer(tensor):
+    """Make a tensor an operator writes a runtime tensor even when the model gives it a buffer
+    (converters leave one there at times). LiteRT maps such a buffer read-only and the operator
+    overwrites it at every invoke, so the values are the operator's; a buffer with data fixes the
+    tensor's shape (LiteRT's ResizeTensor: 'Attempting to resize a fixed-size tensor')."""
+    if tensor.is_const:
+        tensor.fixed_shape = tensor.fixed_shape or tensor.data.size > 0
+        tensor.data = None
+
+
 def _check_not_in_place(k, op, inputs, outputs):
     """ModelError if operator #k writes one of its own inputs. TFLite kernels never run in place
     (an output may be resized and reallocated before the inputs are read), and LiteRT refuses
@@ -143,8 +156,7 @@ class Graph:
             inputs = [tensors[i] if i >= 0 else None for i in op.inputs]
             outputs = [tensors[i] for i in op.outputs]
             for out in outputs:
-                if out.is_const:
-                    raise ModelError(f"operator #{k} ({op.op}) writes constant tensor {out.index}")
+                _drop_written_buffer(out)
             _check_not_in_place(k, op, inputs, outputs)
             nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
                               options=dict(op.options), custom=op.custom, custom_options=op.custom_options))

@@ -77,7 +77,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True):
                 for tensor, shape in zip(node.outputs, shapes):
                     if tensor is not None:
                         changed.add(id(tensor))
-                        tensor.shape = shape
+                        _set_shape(node, tensor, shape)
                         values.pop(id(tensor), None)
                 continue
         if node.op in _SHAPE_ONLY:
@@ -98,10 +98,20 @@ def propagate_shapes(graph, input_shapes, symbolic=True):
             value = np.asarray(value)
             if affected or tuple(value.shape) != tuple(tensor.shape):
                 changed.add(id(tensor))
-            tensor.shape = tuple(value.shape)
+            _set_shape(node, tensor, tuple(value.shape))
             values[id(tensor)] = value
             if exact:
                 known[id(tensor)] = value
+
+
+def _set_shape(node, tensor, shape):
+    """Give a node's output tensor its new shape; ModelError naming the node when the model fixes
+    that tensor's shape (an output with a buffer: graph.Tensor.fixed_shape), as LiteRT refuses it."""
+    if tensor.fixed_shape and tuple(shape) != tuple(tensor.shape):
+        raise ModelError(f"operator {node.label} cannot resize tensor {tensor.index} ({tensor.name!r}) from "
+                         f"{list(tensor.shape)} to {list(shape)}: the model gives it a buffer, which fixes its "
+                         "shape (LiteRT: 'Attempting to resize a fixed-size tensor')")
+    tensor.shape = shape
 
 
 def _rule_shapes(node, known, growth):

@@ -1,8 +1,8 @@
 // Gather: every op that only moves values (reshape, transpose, slice, strided slice, split,
-// pad, mirror pad, tile, concatenation, depth/space, gather) as one map from an output
-// coordinate to the source element it copies. Each invocation writes one vec4 (4 channels) of
-// a box of the output; a node whose output comes from several sources (concatenation) runs one
-// dispatch per source, each on its own box.
+// pad, mirror pad, tile, concatenation, depth/space, space/batch, gather, reverse) as one map
+// from an output coordinate to the source element it copies. Each invocation writes one vec4
+// (4 channels) of a box of the output; a node whose output comes from several sources
+// (concatenation) or maps (space-to-batch) runs one dispatch per source or map, each on its own box.
 //
 // The map, for an output coordinate o = (b, h, w, c), every ivec4 below in that BHWC order:
 //   1. p = o - lead, then the edge rule (EDGE): none; constant (p outside [0, edge_extent)

@@ -203,6 +203,17 @@ def assert_kernel_error(op, inputs, options=None, match="", **kwargs):
         single_op_model(op, inputs, options, **kwargs)
 
 
+def assert_refused_like_litert(op, inputs, outputs, options=None, match=""):
+    """LiteRT's builtin kernels refuse this one-op model (at allocate_tensors or invoke: an index
+    out of range, a parameter its kernel checks): ours must refuse it too, with a ModelError
+    naming node #0 that matches the regex `match`. outputs: (shape, dtype, quant) triples."""
+    model = build_model(op, inputs, outputs, options)
+    with pytest.raises(RuntimeError):
+        run_litert(model, feeds(inputs), resolver="builtin")
+    with pytest.raises(ModelError, match=_naming(op, match)):
+        run_ours(model, feeds(inputs))
+
+
 # -- every node of the real models --------------------------------------------------------
 def check_model_nodes(path, op_names, quantum=None, litert_may_fail=False):
     """Run a model on LiteRT's builtin kernels keeping every intermediate, then feed each node

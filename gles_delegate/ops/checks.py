@@ -78,6 +78,18 @@ def index_input_reason(node, k, what, int32_only=False):
     return None
 
 
+def index_values(node, values, what, count=None):
+    """A shape-defining or index input as a flat int64 array, checked to be int32 or int64 and to
+    hold `count` values (any count when None); a ModelError naming the node otherwise."""
+    values = np.asarray(values)
+    if values.dtype not in INDEX_DTYPES:
+        raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
+    flat = values.reshape(-1).astype(np.int64)
+    if count is not None and flat.size != count:
+        raise node_error(node, f"{what} holds {flat.size} values, expected {count}")
+    return flat
+
+
 def quantization_reason(node, tensors, per_channel=False):
     """None when every tensor has quantization parameters with positive scales (a single scale
     unless `per_channel`), else why not."""

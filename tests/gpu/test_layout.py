@@ -79,6 +79,17 @@ CASES = {
     "gather_even": ("GATHER", [x(3, 4, 10), ints([1, 4, 7])], {"axis": -1}, {}),
     "gather_runs_channels": ("GATHER", [x(3, 4, 10), ints([0, 1, 2, 7, 5, 3, 3, 9])], {"axis": 2}, {}),
     "gather_runs_rows": ("GATHER", [x(6, 5), ints([5, 0, 1, 2, 2])], {"axis": 0}, {}),
+    "reverse_channels": ("REVERSE_V2", [x(2, 3, 4, 6), ints([-1])], {}, {}),
+    "reverse_spatial": ("REVERSE_V2", [x(2, 3, 4, 8), ints([2, 1])], {}, {}),
+    "reverse_all": ("REVERSE_V2", [x(3, 5, 2), ints([0, 1, 2])], {}, {}),
+    "space_to_batch_vec4": ("SPACE_TO_BATCH_ND", [x(2, 4, 6, 8), ints([2, 3]), ints([[0, 0], [0, 0]])], {}, {}),
+    "space_to_batch_padded": ("SPACE_TO_BATCH_ND", [x(1, 5, 3, 6), ints([2, 2]), ints([[2, 1], [0, 1]])], {}, {}),
+    "space_to_batch_rank3": ("SPACE_TO_BATCH_ND", [x(2, 5, 3), ints([3]), ints([[1, 0]])], {}, {}),
+    "space_to_batch_padding_only": ("SPACE_TO_BATCH_ND", [x(1, 1, 1, 4), ints([3, 3]), ints([[1, 1], [2, 0]])],
+                                    {}, {}),
+    "batch_to_space_vec4": ("BATCH_TO_SPACE_ND", [x(8, 3, 2, 4), ints([2, 2]), ints([[0, 0], [0, 0]])], {}, {}),
+    "batch_to_space_cropped": ("BATCH_TO_SPACE_ND", [x(12, 2, 3, 5), ints([3, 2]), ints([[2, 1], [1, 0]])], {}, {}),
+    "batch_to_space_rank3": ("BATCH_TO_SPACE_ND", [x(6, 3, 7), ints([3]), ints([[1, 2]])], {}, {}),
 }
 
 
@@ -96,7 +107,9 @@ PATHS = {  # case: VEC4 flag of each dispatch
     "padv2_aligned": [1], "mirror_reflect": [1], "mirror_symmetric": [0], "tile_channels_vec4": [1], "tile": [0],
     "concat_channels_vec4": [1, 1], "concat_channels_merge": [1, 0, 0], "concat_rows": [1, 1],
     "depth_to_space_vec4": [1], "depth_to_space": [0], "space_to_depth_vec4": [1], "space_to_depth": [0],
-    "gather_runs_channels": [1, 0, 0],
+    "gather_runs_channels": [1, 0, 0], "reverse_channels": [0], "reverse_spatial": [1],
+    "space_to_batch_vec4": [1] * 6, "space_to_batch_padded": [1] * 4, "batch_to_space_vec4": [1],
+    "batch_to_space_cropped": [1],
 }
 
 
@@ -123,6 +136,9 @@ def test_reshape_moves_vec4s(shapes):
     ("MIRROR_PAD", [x(2, 3), ints([[0, 0], [3, 0]])], {"mode": 0}, (2, 6), "invalid node"),
     ("DEPTH_TO_SPACE", [x(1, 2, 2, 6)], {"block_size": 2}, (1, 4, 4, 1), "invalid node"),
     ("RESHAPE", [x(2, 3), ints([3, 2])], {}, (2, 3), "declared"),
+    ("REVERSE_V2", [x(2, 3), x(1)], {}, (2, 3), "input 1"),
+    ("SPACE_TO_BATCH_ND", [x(1, 8, 8, 1), ints([5, 4]), ints([[1, 1], [0, 0]])], {}, (20, 2, 2, 1), "20 positions"),
+    ("BATCH_TO_SPACE_ND", [x(4, 2, 2, 1), ints([2, 2]), x(2, 2)], {}, (1, 4, 4, 1), "constant"),
     ("CONCATENATION", [x(2, 3), x(2, 3, seed=1)], {"axis": 0}, (2, 6), "declared"),
 ])
 def test_rejects(op, inputs, options, out_shape, reason):
@@ -260,3 +276,27 @@ def test_random_gather(shape, seed, precision):
     axis = int(rng.integers(len(shape)))
     indices = rng.integers(0, shape[axis], int(rng.integers(1, 9)))
     check_gpu("GATHER", [x(*shape, seed=seed), ints(indices)], {"axis": axis - len(shape)}, precision)
+
+
+@RANDOM
+@given(st.integers(3, 4), st.integers(0, 2 ** 31), st.sampled_from(PRECISIONS))
+def test_random_space_and_batch(rank, seed, precision):
+    """SPACE_TO_BATCH_ND then BATCH_TO_SPACE_ND of its shape, random blocks, paddings and crops."""
+    rng = np.random.default_rng(seed)
+    block = [int(b) for b in rng.integers(1, 4, rank - 2)]
+    pads = [[int(p) for p in rng.integers(0, 3, 2)] for _ in block]
+    sizes = [int(rng.integers(1, 3)) * b + b - (before + after) % b for b, (before, after) in zip(block, pads)]
+    shape = [int(rng.integers(1, 3))] + sizes + [int(rng.integers(1, 7))] * (rank - 1 - len(block))
+    check_gpu("SPACE_TO_BATCH_ND", [x(*shape, seed=seed), ints(block), ints(pads)], {}, precision)
+    batches = [shape[0] * int(np.prod(block))] + [int(rng.integers(1, 4)) for _ in block] + shape[len(block) + 1:]
+    crops = [[int(rng.integers(0, (d * b - 1) // 2 + 1)) for _ in "ab"] for d, b in zip(batches[1:], block)]
+    check_gpu("BATCH_TO_SPACE_ND", [x(*batches, seed=seed), ints(block), ints(crops)], {}, precision)
+
+
+@RANDOM
+@given(shapes, st.integers(0, 2 ** 31), st.sampled_from(PRECISIONS))
+def test_random_reverse(shape, seed, precision):
+    rng = np.random.default_rng(seed)
+    first = int(rng.integers(len(shape)))
+    axes = rng.permutation(np.arange(first, int(rng.integers(first + 1, len(shape) + 1))))
+    check_gpu("REVERSE_V2", [x(*shape, seed=seed), ints(axes - len(shape) * (rng.random() < 0.5))], {}, precision)

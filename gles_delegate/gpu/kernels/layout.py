@@ -3,11 +3,12 @@ Gather (how one output box maps to its source).
 
 The map sends an output coordinate to the source's row-major index (base + sum of digit *
 stride), then unravels it by the source's shape. Ops whose map is affine per output axis
-(RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, GATHER) read it
-off the reference kernel run on an iota: output element i holds the source index it copies, so
-the masks and conventions of these ops live in one place (ops/layout.py). PAD / PADV2 /
-MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH split axes into digits,
-and CONCATENATION runs one dispatch per input on its box of the output.
+(RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, GATHER,
+REVERSE_V2) read it off the reference kernel run on an iota: output element i holds the source
+index it copies, so the masks and conventions of these ops live in one place (ops/layout.py).
+PAD / PADV2 / MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH /
+BATCH_TO_SPACE_ND split axes into digits, CONCATENATION runs one dispatch per input on its box
+of the output, and SPACE_TO_BATCH_ND one per position within a block on its box of batches.
 """
 from dataclasses import dataclass
 
@@ -273,9 +274,9 @@ def same_storage(x, out):
 
 # -- PAD / PADV2 / MIRROR_PAD / TILE ---------------------------------------------------------
 def _support(node):
-    """PAD, PADV2, MIRROR_PAD, TILE, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH: every input
-    but the values moved is constant, and the reference accepts the node as declared (paddings
-    in range, divisible depths, matching shapes)."""
+    """PAD, PADV2, MIRROR_PAD, TILE, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH,
+    SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND: every input but the values moved is constant, and the
+    reference accepts the node as declared (paddings in range, divisible depths, matching shapes)."""
     data = range(len(node.inputs)) if node.op == "CONCATENATION" else (0,)
     activation = node.options.get("fused_activation_function", 0)
     if not 0 <= activation <= ACT_TANH:
@@ -340,13 +341,91 @@ def _space_to_depth(node, env):
     return [gather_dispatch(out, Gather(stored_source(node, x), 0, axes), env)]
 
 
+# -- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND ---------------------------------------------------
+def _row_major_strides(shape):
+    return [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+
+
+def _place_axes(axes, rank):
+    """Per-dim digits of a rank-`rank` tensor as BHWC digits (a dim it lacks: always 0)."""
+    out = [((None, 0),)] * 4
+    for slot, digits in zip(BHWC_AXES[rank], axes):
+        out[slot] = digits
+    return tuple(out)
+
+
+def _block_inputs(node):
+    """(block sizes, the paddings' or crops' leading edges) of a constant-parameter node."""
+    block = [int(b) for b in np.asarray(node.inputs[1].data).reshape(-1)]
+    return block, [int(e) for e in np.asarray(node.inputs[2].data).reshape(-1, 2)[:, 0]]
+
+
+def _batch_to_space(node, env):
+    """out[n, y, x] = in[(i * block_w + j) * N + n, h, w] where y + crop_top = h * block_h + i
+    (and x likewise): each spatial axis of the output, shifted by its crop, splits into the
+    digits (h, i), i stepping through the input's batches."""
+    x, out = node.inputs[0], node.outputs[0]
+    block, crops = _block_inputs(node)
+    strides, rank, spatial = _row_major_strides(x.shape), len(x.shape), len(block)
+    axes = [((None, strides[0]),)]
+    for k, size in enumerate(block):
+        axes.append(((None, strides[k + 1]), (size, strides[0] * out.shape[0] * int(np.prod(block[k + 1:])))))
+    axes += [((None, stride),) for stride in strides[spatial + 1:]]
+    lead = _place([0] + [-crop for crop in crops] + [0] * (rank - 1 - spatial), rank)
+    return [gather_dispatch(out, Gather(stored_source(node, x), 0, _place_axes(axes, rank), lead=lead), env)]
+
+
+def _block_offset_rows(offset, size, pad, source_size, out_size):
+    """The output rows [first, first + count) of one position `offset` within blocks of `size`
+    that read the source (row first * size + offset - pad onward); the others read padding."""
+    first = max(0, -(-(pad - offset) // size))
+    stop = min(out_size, -(-(source_size + pad - offset) // size))
+    return first, max(stop - first, 0)
+
+
+def _space_to_batch(node, env):
+    """out[(i * block_w + j) * N + n, h, w] = padded[n, h * block_h + i, w * block_w + j]: one
+    dispatch per position (i, j) within a block, on its N batches of the output, reading the
+    source rows in range (a box) and padding (0) elsewhere."""
+    x, out = node.inputs[0], node.outputs[0]
+    block, pads = _block_inputs(node)
+    strides, rank, spatial, batch = _row_major_strides(x.shape), len(x.shape), len(block), x.shape[0]
+    axes = _place_axes([((None, strides[0]),)] + [((None, b * s),) for b, s in zip(block, strides[1:])] +
+                       [((None, s),) for s in strides[spatial + 1:]], rank)
+    inner = list(x.shape[spatial + 1:])
+    dispatches = []
+    for position in np.ndindex(*block):
+        first_batch = int(np.ravel_multi_index(position, block)) * batch
+        rows = [_block_offset_rows(*args) for args in zip(position, block, pads, x.shape[1:], out.shape[1:])]
+        base = sum((first * size + offset - pad) * stride
+                   for (first, _), offset, size, pad, stride in zip(rows, position, block, pads, strides[1:]))
+        edge = Edge(EDGE_CONSTANT, _place([batch] + [count for _, count in rows] + inner, rank, fill=1))
+        g = Gather(stored_source(node, x), base, axes, edge=edge,
+                   lead=_place([first_batch] + [first for first, _ in rows] + [0] * len(inner), rank),
+                   origin=_place([first_batch] + [0] * (rank - 1), rank),
+                   extent=_place([batch] + list(out.shape[1:]), rank, fill=1))
+        dispatches.append(gather_dispatch(out, g, env))
+    return dispatches
+
+
+def _space_to_batch_support(node):
+    reason = _support(node)
+    blocks = int(np.prod(_block_inputs(node)[0])) if reason is None else 0
+    if blocks > MAX_GATHER_RUNS:
+        return f"a block of {blocks} positions (one dispatch each, at most {MAX_GATHER_RUNS})"
+    return reason
+
+
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
-             "GATHER")
-BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH")
-SUPPORT = {**{op: _remap_support for op in REMAP_OPS}, **{op: _support for op in BUILD_OPS}}
+             "GATHER", "REVERSE_V2")
+BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+             "BATCH_TO_SPACE_ND")
+SUPPORT = {**{op: _remap_support for op in REMAP_OPS}, **{op: _support for op in BUILD_OPS},
+           "SPACE_TO_BATCH_ND": _space_to_batch_support}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
-         "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth}
+         "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth,
+         "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space}
 
 
 def _moves(arity, noop_input=0):
@@ -360,6 +439,7 @@ FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND
          "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),
          "GATHER": _moves(BINARY), "PAD": _moves(((2, 3), (2,), 1)), "PADV2": _moves(((2, 3), (2,), 1)),
          "MIRROR_PAD": _moves(BINARY), "TILE": _moves(BINARY), "DEPTH_TO_SPACE": _moves(UNARY),
-         "SPACE_TO_DEPTH": _moves(UNARY),
+         "SPACE_TO_DEPTH": _moves(UNARY), "REVERSE_V2": _moves(BINARY), "SPACE_TO_BATCH_ND": _moves(((3,), (), 1)),
+         "BATCH_TO_SPACE_ND": _moves(((3,), (), 1)),
          # Any count of inputs (arity_reason's own case); its quantized kernels rescale (quant.GRID_KEEPING).
          "CONCATENATION": OpFacts(fused_activation=True, noop_input=0)}
