@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from gles_delegate.gpu import kernels
-from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In, single_op_node
+from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
+from tests.oplib import In, run_ours, single_op_model, single_op_node
 
 ADJOINTS = [(False, False), (False, True), (True, False), (True, True)]
 CASES = [  # lhs batch dims, rhs batch dims, M, K, N
@@ -60,6 +60,20 @@ def test_special_values(adj_x, adj_y):
     assert np.array_equal(gpu[infinite], reference[infinite])
 
 
+@pytest.mark.parametrize("adj_x,adj_y", ADJOINTS)
+def test_int8_through_the_float_view(adj_x, adj_y):
+    """int8 x int8 -> int8 runs as the float product snapped to the output's grid (quant.py), as
+    TFLite's GPU delegate runs it: within one step of the integer reference."""
+    rng = np.random.default_rng(4)
+    lhs, rhs = (np.clip(np.round(x * 40), -128, 127).astype(np.int8) for x in operands(rng, CASES[1], adj_x, adj_y))
+    inputs = [In(lhs, quant=(0.05, 3)), In(rhs, quant=(0.02, -2))]
+    model = single_op_model("BATCH_MATMUL", inputs, dict(adj_x=adj_x, adj_y=adj_y), output_quant=[(0.15, -4)])
+    (gpu,), summary = run_gpu(model, [lhs, rhs])
+    (reference,) = run_ours(model, [lhs, rhs])
+    assert summary["gpu_nodes"] == 1
+    assert np.abs(gpu.astype(np.int64) - reference).max() <= 1
+
+
 def test_refuses():
     rng = np.random.default_rng(0)
     lhs, rhs = operands(rng, CASES[0], False, False)
@@ -67,3 +81,7 @@ def test_refuses():
     assert "fold" in kernels.unsupported_reason(both_const)
     rank5 = single_op_node("BATCH_MATMUL", [In(lhs.reshape(1, 1, 1, 5, 7)), In(rhs)])
     assert "rank 5" in kernels.unsupported_reason(rank5)
+    int32_out = single_op_node("BATCH_MATMUL", [In(lhs.astype(np.int8), quant=(0.1, 0)),
+                                                In(rhs.astype(np.int8), quant=(0.1, 0))],
+                               output_dtypes=[np.dtype(np.int32)])
+    assert "int32" in kernels.unsupported_reason(int32_out)
