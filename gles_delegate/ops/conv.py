@@ -306,7 +306,7 @@ def _check_in_channels(x_t, w_t):
     return None
 
 
-def check_groups(x_t, w_t):
+def _check_groups(x_t, w_t):
     """CONV_2D's [O, KH, KW, I] filter reads I of the input's C channels: G = C / I groups of
     O / G output channels each (TFLite requires C % I == 0; O % G == 0 keeps every group whole)."""
     c, i, o = x_t.shape[3], w_t.shape[3], w_t.shape[0]
@@ -323,7 +323,7 @@ def support_conv_2d(node, operands=_check_operands):
     x_t, w_t, b_t = node.inputs[0], node.inputs[1], optional_input(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
-        lambda: check_groups(x_t, w_t),
+        lambda: _check_groups(x_t, w_t),
         lambda: check_window_options(node, with_dilation=True),
         lambda: check_output_size(node, x_t.shape[1:3], w_t.shape[1:3], strides_of(node), dilations_of(node)),
         lambda: operands(node, x_t, w_t, b_t, w_t.shape[0], 0))

@@ -147,10 +147,9 @@ def test_conv_2d_grouped_float(x_shape, w_shape, strides, dilations, padding):
     for activation in CLAMPS:
         check_op("CONV_2D", [In(x), In(w, const=activation != 1), In(b, const=True)],
                  conv_options(strides, dilations, padding, activation))
-    no_bias = run_ours(single_op_model("CONV_2D", [In(x), In(w, const=True)], conv_options(strides, dilations, padding)),
-                       [x])[0]
-    _, theirs = check_op("CONV_2D", [In(x), In(w, const=True), In(np.zeros_like(b), const=True)],
-                         conv_options(strides, dilations, padding))
+    options = conv_options(strides, dilations, padding)
+    no_bias = run_ours(single_op_model("CONV_2D", [In(x), In(w, const=True)], options), [x])[0]
+    _, theirs = check_op("CONV_2D", [In(x), In(w, const=True), In(np.zeros_like(b), const=True)], options)
     assert_close(no_bias, theirs[0], what="grouped CONV_2D without bias")
 
 

@@ -2,8 +2,9 @@
 pixels per invocation), a split of the input channels over a workgroup (deep layers on small
 planes), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap reads the zero
 padding; grouped convolutions (G = C / the filter's input channels) through per-dispatch
-params, each block of output slices reading the window of input slices its groups span. Also what the other convolution kernels (depthwise.py,
-fully_connected.py, transpose_conv.py) share: support checks, blocking, weight and bias packing."""
+params, each block of output slices reading the window of input slices its groups span. Also
+what the other convolution kernels (depthwise.py, fully_connected.py, transpose_conv.py) share:
+support checks, blocking, weight and bias packing."""
 import numpy as np
 
 from ...ops import conv as reference
