@@ -21,10 +21,16 @@
 //   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
 //   EP_*         the epilogue (epilogue.glsl) applied to each value before it is stored
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
-//   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels.
-// Weights: [group][ky][kx][in slice][OUT_SLICES][4 rows]; row r of block o holds the 4 output
-// channels of slice group * OUT_SLICES + o for input channel 4 * slice + r, so the inner loop
-// reads the weights strictly in order. Bias: one row per output slice.
+//   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels;
+//   group_channels (output, input channels of one convolution group: (O, C) when ungrouped);
+//   window (the most input slices one group of OUT_SLICES output slices reads).
+// Grouped convolution: output channel o reads input channels (o / group_channels.x) *
+// group_channels.y onwards, so a group of output slices reads only the `window` input slices from
+// the first one its channels need (in_slice0). Channels of another convolution group inside those
+// slices have zero weights (an Inf there gives NaN where TFLite skips it: its groups never read it).
+// Weights: [group][ky][kx][window slice][OUT_SLICES][4 rows]; row r of block o holds the 4
+// output channels of slice group * OUT_SLICES + o for input channel 4 * (in_slice0 + slice) + r,
+// so the inner loop reads the weights strictly in order. Bias: one row per output slice.
 
 #include "conv_common.glsl"
 
@@ -73,7 +79,9 @@ void main() {
   vec4 acc[OUT_SLICES * PIXELS];  // acc[o * PIXELS + p]
   for (int i = 0; i < OUT_SLICES * PIXELS; ++i) acc[i] = vec4(0.0);
 
-  int w_group = weights_offset + group * (KH * KW * in_size.z * ROWS_PER_STEP);
+  int w_group = weights_offset + group * (KH * KW * window * ROWS_PER_STEP);
+  int in_slice0 = (4 * OUT_SLICES * group / group_channels.x) * group_channels.y / 4;
+  int slices = min(window, in_size.z - in_slice0);
   for (int ky = 0; ky < KH; ++ky) {
     for (int kx = 0; kx < KW; ++kx) {
       int src[PIXELS];  // input element of slice 0 for this tap
@@ -92,11 +100,11 @@ void main() {
         src[p] = in_batch + c.y * in_size.x + c.x;
 #endif
       }
-      for (int s = lane; s < in_size.z; s += K_SPLIT) {
-        int w = w_group + ((ky * KW + kx) * in_size.z + s) * ROWS_PER_STEP;
+      for (int s = lane; s < slices; s += K_SPLIT) {
+        int w = w_group + ((ky * KW + kx) * window + s) * ROWS_PER_STEP;
         vec4 x[PIXELS];
         for (int p = 0; p < PIXELS; ++p) {
-          x[p] = load(src[p] + s * in_plane);
+          x[p] = load(src[p] + (in_slice0 + s) * in_plane);
 #if PADDED
           // A select, not a multiply: a zero-padded tap contributes exactly 0 even next to Inf.
           x[p] = inside[p] ? x[p] : vec4(0.0);

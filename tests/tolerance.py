@@ -42,6 +42,11 @@ def _reduced_terms(node, inputs):
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
+def _contracted_terms(node, inputs):
+    lhs_shape = np.shape(inputs[0])
+    return lhs_shape[-2] if node.options.get("adj_x", False) else lhs_shape[-1]
+
+
 def _filter_terms(axes):
     return lambda node, inputs: int(np.prod([np.shape(inputs[1])[a] for a in axes]))
 
@@ -55,6 +60,7 @@ SUM_TERMS = {
     "FULLY_CONNECTED": (_filter_terms((1,)), (0, 1)),
     "TRANSPOSE_CONV": (_filter_terms((1, 2, 3)), (1, 2)),
     "Convolution2DTransposeBias": (_filter_terms((1, 2, 3)), (0, 1)),
+    "BATCH_MATMUL": (_contracted_terms, (0, 1)),
     "AVERAGE_POOL_2D": (_window_terms, (0,)),
     "MEAN": (_reduced_terms, (0,)),
     "SUM": (_reduced_terms, (0,)),

@@ -239,6 +239,15 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     return (high >> right) + (remainder > threshold)
 
 
+def multiply_by_quantized_multiplier_64(x, multiplier, shift):
+    """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...) (the int16 kernels' accumulators):
+    the Q31 multiplier rounded to Q15 (0x7FFF at most), then one rounding shift, halves up."""
+    multiplier = np.asarray(multiplier, np.int64)
+    reduced = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
+    total_shift = 15 - np.asarray(shift, np.int64)
+    return (np.asarray(x, np.int64) * reduced + (np.int64(1) << (total_shift - 1))) >> total_shift
+
+
 def multiply_rounding_once(x, multiplier, shift):
     """round(x * multiplier * 2^(shift - 31)), halves up, in one step: TFLite's FULLY_CONNECTED
     kernels rescale this way, where its convolutions round twice (multiply_by_quantized_multiplier)

@@ -86,15 +86,22 @@ def _forward_windows(node, xc, kernel_hw):
 
 def conv_2d_accumulators(node, xc, wc):
     """CONV_2D's accumulators [N, OH, OW, O] from centred operands (step 2 above; ops/hybrid.py
-    shares it): xc [N, H, W, C], wc [O, KH, KW, C]. The padding reads as 0 (the zero point)."""
+    shares it): xc [N, H, W, C], wc [O, KH, KW, C / G]. The padding reads as 0 (the zero point).
+    G = C / (the filter's input channels) groups: output channel o reads input channels
+    (o // (O / G)) * C / G onwards, as TFLite's grouped convolution."""
     (oh, ow), taps = _forward_windows(node, xc, wc.shape[1:3])
-    # im2col: tap-major, channel-minor columns, the order of the filter's [KH, KW, C] axes.
-    columns = np.stack([view for _, _, view in taps], axis=3).reshape(-1, wc[0].size)
-    return (columns @ wc.reshape(wc.shape[0], -1).T).reshape(xc.shape[0], oh, ow, -1)
+    groups = xc.shape[3] // wc.shape[3]
+    # im2col per group: tap-major, channel-minor columns, the order of the filter's [KH, KW, C / G].
+    columns = np.stack([view for _, _, view in taps], axis=3)  # [N, OH, OW, taps, C]
+    columns = columns.reshape(-1, wc.shape[1] * wc.shape[2], groups, wc.shape[3])
+    filters = wc.reshape(groups, wc.shape[0] // groups, -1)
+    acc = [columns[:, :, g, :].reshape(columns.shape[0], -1) @ filters[g].T for g in range(groups)]
+    return np.concatenate(acc, axis=1).reshape(xc.shape[0], oh, ow, -1)
 
 
 def conv_2d(node, inputs):
-    """CONV_2D: input [N, H, W, C], filter [O, KH, KW, C], bias [O] -> [N, OH, OW, O]."""
+    """CONV_2D: input [N, H, W, C], filter [O, KH, KW, C / G], bias [O] -> [N, OH, OW, O] (G groups:
+    conv_2d_accumulators)."""
     x, w, bias = inputs[0], inputs[1], optional_input(inputs, 2)
     acc = conv_2d_accumulators(node, _centered(node.inputs[0], x), _centered(node.inputs[1], w))
     return [_output_stage(node, acc, bias, node.inputs[0], node.inputs[1])]
@@ -299,13 +306,24 @@ def _check_in_channels(x_t, w_t):
     return None
 
 
+def _check_groups(x_t, w_t):
+    """CONV_2D's [O, KH, KW, I] filter reads I of the input's C channels: G = C / I groups of
+    O / G output channels each (TFLite requires C % I == 0; O % G == 0 keeps every group whole)."""
+    c, i, o = x_t.shape[3], w_t.shape[3], w_t.shape[0]
+    if i < 1 or c % i:
+        return f"filter has {i} input channels, input has {c} (not a whole number of groups)"
+    if o % (c // i):
+        return f"{o} output channels do not split into {c // i} groups"
+    return None
+
+
 def support_conv_2d(node, operands=_check_operands):
     """Why CONV_2D cannot run this node, or None. `operands` checks the types and quantization
     (ops/hybrid.py passes its own: the shape and option checks are the same)."""
     x_t, w_t, b_t = node.inputs[0], node.inputs[1], optional_input(node.inputs, 2)
     return _first(
         lambda: _check_ranks(("input", x_t, 4), ("filter", w_t, 4)),
-        lambda: _check_in_channels(x_t, w_t),
+        lambda: _check_groups(x_t, w_t),
         lambda: check_window_options(node, with_dilation=True),
         lambda: check_output_size(node, x_t.shape[1:3], w_t.shape[1:3], strides_of(node), dilations_of(node)),
         lambda: operands(node, x_t, w_t, b_t, w_t.shape[0], 0))

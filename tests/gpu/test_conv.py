@@ -102,6 +102,44 @@ def test_conv_random(kh, kw, sh, sw, dh, dw, padding, c_in, c_out, h, w, batch, 
         conv.MIN_INVOCATIONS = saved
 
 
+# -- grouped convolution ------------------------------------------------------------------
+GROUPED = [  # kernel, strides, dilations, padding, in channels, out channels, groups, input (h, w), batch
+    ((3, 3), (1, 1), (1, 1), SAME, 16, 16, 2, (6, 5), 1),    # groups of whole slices
+    ((3, 3), (2, 1), (1, 2), SAME, 8, 12, 4, (7, 6), 2),     # 2 inputs, 3 outputs a group: groups share slices
+    ((1, 1), (1, 1), (1, 1), VALID, 6, 6, 6, (4, 4), 1),     # pointwise, one channel a group
+    ((2, 3), (1, 2), (2, 1), VALID, 24, 8, 8, (7, 9), 1),    # 3 inputs, 1 output a group
+    ((3, 3), (1, 1), (1, 1), SAME, 128, 32, 2, (3, 3), 1),   # deep groups on a small plane: K split
+    ((3, 3), (2, 2), (1, 1), SAME, 32, 64, 4, (5, 5), 1),    # blocks of 2 output slices inside a group
+]
+
+
+def grouped_inputs(rng, kernel, c_in, c_out, groups, hw, batch):
+    inputs = conv_inputs(rng, kernel, c_in // groups, c_out, hw, batch)
+    inputs[0] = In(rng.standard_normal((batch,) + tuple(hw) + (c_in,)).astype(np.float32))
+    return inputs
+
+
+@pytest.mark.parametrize("min_invocations", [NO_BLOCKING, MOST_BLOCKING])
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", GROUPED)
+def test_grouped(case, precision, min_invocations, monkeypatch):
+    monkeypatch.setattr(conv, "MIN_INVOCATIONS", min_invocations)
+    kernel, strides, dilations, padding, c_in, c_out, groups, hw, batch = case
+    rng = np.random.default_rng(GROUPED.index(case))
+    check_gpu("CONV_2D", grouped_inputs(rng, kernel, c_in, c_out, groups, hw, batch),
+              conv_options(strides, dilations, padding, activation=GROUPED.index(case) % 4), precision)
+
+
+def test_grouped_window():
+    """A block of output slices reads only the input slices of its groups: 4 groups of 8 -> 16
+    channels read 2 slices a block (blocks of 2 output slices inside one group)."""
+    [dispatch] = dispatches("CONV_2D", grouped_inputs(np.random.default_rng(0), (3, 3), 32, 64, 4, (64, 64), 1),
+                            conv_options((1, 1), (1, 1), SAME))
+    assert dispatch.params["window"] == 2 and dispatch.params["group_channels"] == (16, 8)
+    first, window = conv.group_window(1, 12, (3, 2))  # 3 outputs, 2 inputs a group: slices shared
+    assert list(first) == [0, 0, 1] and window == 2
+
+
 # -- variant selection --------------------------------------------------------------------
 def built_defines(kernel, strides, dilations, padding, c_in, c_out, hw):
     inputs = conv_inputs(np.random.default_rng(0), kernel, c_in, c_out, hw, 1)

@@ -33,6 +33,8 @@ def producer(c, kind):
         return c.op(kind, small, c.const([h, w], np.int32), shape=SHAPE)
     if kind == "ADD":
         return c.op(kind, c.x, c.const(random((1, 1, w, ch), 6)))
+    if kind == "BATCH_MATMUL":  # [1, 6, 7, 5] x [1, 6, 5, 5]: rows on the W axis, batches on H
+        return c.op(kind, c.x, c.const(random((n, h, ch, ch), 9)), adj_x=False, adj_y=False)
     return c.op(kind, c.x)
 
 
@@ -47,7 +49,7 @@ def chain(c, value, residual):
 
 
 KINDS = ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG"]
+         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG", "BATCH_MATMUL"]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

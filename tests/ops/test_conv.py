@@ -123,6 +123,44 @@ def test_conv_2d_quantized(dtype, per_channel, activation, padding):
         _check_quantized("CONV_2D", inputs, conv_options(strides, dilations, padding, activation), out_quant, dtype)
 
 
+# -- grouped CONV_2D: the filter reads C / G of the input's C channels ---------------------
+GROUPED_CASES = [  # (x shape, (O, KH, KW, I)), G = C / I
+    ((1, 6, 7, 8), (6, 3, 3, 4)),      # 2 groups of 3 outputs
+    ((2, 5, 5, 12), (12, 3, 2, 3)),    # 4 groups, batch 2
+    ((1, 4, 6, 6), (6, 1, 1, 1)),      # as many groups as channels: a depthwise 1x1
+    ((1, 7, 7, 16), (8, 3, 3, 2)),     # 8 groups of 1 output
+    ((1, 1, 1, 4), (4, 3, 3, 2)),      # 1x1 input, padded taps
+]
+
+
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("strides,dilations", [((1, 1), (1, 1)), ((2, 1), (1, 2)), ((1, 3), (2, 1))])
+@pytest.mark.parametrize("x_shape,w_shape", GROUPED_CASES)
+def test_conv_2d_grouped_float(x_shape, w_shape, strides, dilations, padding):
+    """Every fused clamp, with and without bias, runtime and constant weights."""
+    out_hw = [window_out_size(s, k, st_, padding, d) for s, k, st_, d in zip(x_shape[1:3], w_shape[1:3], strides,
+                                                                            dilations)]
+    if min(out_hw) < 1:
+        pytest.skip("the VALID window does not fit")
+    rng = np.random.default_rng(sum(x_shape) + sum(strides) + padding)
+    x, w, b = _uniform(rng, x_shape, 2), _uniform(rng, w_shape), _uniform(rng, w_shape[:1])
+    for activation in CLAMPS:
+        check_op("CONV_2D", [In(x), In(w, const=activation != 1), In(b, const=True)],
+                 conv_options(strides, dilations, padding, activation))
+    options = conv_options(strides, dilations, padding)
+    no_bias = run_ours(single_op_model("CONV_2D", [In(x), In(w, const=True)], options), [x])[0]
+    _, theirs = check_op("CONV_2D", [In(x), In(w, const=True), In(np.zeros_like(b), const=True)], options)
+    assert_close(no_bias, theirs[0], what="grouped CONV_2D without bias")
+
+
+@pytest.mark.parametrize("dtype,per_channel", QUANT_KINDS)
+def test_conv_2d_grouped_quantized(dtype, per_channel):
+    rng = np.random.default_rng(11)
+    for (x_shape, w_shape), activation in zip(GROUPED_CASES, [0, 1, 3, 0, 1]):
+        inputs, out_quant = _quantized(rng, dtype, x_shape, w_shape, 0, per_channel, np.prod(w_shape[1:]))
+        _check_quantized("CONV_2D", inputs, conv_options((1, 2), (1, 1), SAME, activation), out_quant, dtype)
+
+
 # -- DEPTHWISE_CONV_2D --------------------------------------------------------------------
 @FEW
 @given(st.integers(1, 2), st.integers(1, 10), st.integers(1, 10), st.integers(1, 5), st.integers(1, 3),
@@ -328,7 +366,10 @@ REJECTED = [  # (what, model, words the reason must contain)
     ("stride 0", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, stride_w=0)), "strides"),
     ("dilation 0", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, dilation_h_factor=0)), "dilations"),
     ("tanh", build_model("CONV_2D", [X, W, B], OUT, dict(CONV, fused_activation_function=4)), "activation 4"),
-    ("grouped", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 1), F32), const=True), B], OUT, CONV), "grouped"),
+    ("groups", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 1), F32), const=True), B], OUT, CONV),
+     "4 output channels do not split into 3 groups"),
+    ("part of a group", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 2), F32), const=True), B], OUT, CONV),
+     "not a whole number of groups"),
     ("no window", build_model("CONV_2D", [In(np.zeros((1, 2, 2, 3), F32)), W, B], [((1, 1, 1, 4), F32, None)],
                               dict(CONV, padding=VALID)), "does not fit"),
     ("rank", build_model("CONV_2D", [In(np.zeros((5, 5, 3), F32)), W, B], OUT, CONV), "rank 3"),

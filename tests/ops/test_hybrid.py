@@ -176,8 +176,9 @@ REJECTED = [  # (what, model, words the reason must contain)
     ("fc weights", build_model("FULLY_CONNECTED", [In(np.zeros((2, 3), F32)),
                                                    In(np.zeros((4, 3), np.int8), const=True, quant=([0.1] * 3, 0, 1))],
                                [((2, 4), F32, None)]), "dimension 1"),
-    ("grouped", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 1), np.int8), const=True, quant=(0.1, 0)), B], OUT,
-                            CONV), "grouped"),
+    ("grouped", build_model("CONV_2D", [X, In(np.zeros((3, 3, 3, 1), np.int8), const=True, quant=(0.1, 0)),
+                                        In(np.zeros(3, F32), const=True)], [((1, 5, 5, 3), F32, None)], CONV),
+     "grouped hybrid"),
 ]
 
 

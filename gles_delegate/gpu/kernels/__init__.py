@@ -12,10 +12,10 @@ Two modules may run one op only as candidates in a stated ORDER (gles_delegate/r
 import numpy as np
 
 from ... import registry
-from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
-               reduce, resize, softmax, transpose_conv)
+from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool,
+               quantize, reduce, resize, softmax, transpose_conv)
 
-MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
+MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool, quantize,
            reduce, resize, softmax, transpose_conv)
 ORDER = {}  # op -> its kernel modules in the order tried, for an op of several (registry.candidates)
 

@@ -1,8 +1,10 @@
 """CONV_2D: kernels_glsl/conv2d.glsl, specialized by kernel size, blocking (output slices and
 pixels per invocation), a split of the input channels over a workgroup (deep layers on small
 planes), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap reads the zero
-padding. Also what the other convolution kernels (depthwise.py,
-fully_connected.py, transpose_conv.py) share: support checks, blocking, weight and bias packing."""
+padding; grouped convolutions (G = C / the filter's input channels) through per-dispatch
+params, each block of output slices reading the window of input slices its groups span. Also
+what the other convolution kernels (depthwise.py, fully_connected.py, transpose_conv.py) share:
+support checks, blocking, weight and bias packing."""
 import numpy as np
 
 from ...ops import conv as reference
@@ -115,6 +117,36 @@ def pack_bias(bias, channels):
     return rows.reshape(-1, 4)
 
 
+def group_window(out_slices, out_channels, group_channels):
+    """(first input slice of each block of `out_slices` output slices, the most input slices one
+    block reads) of a convolution of groups (output channels, input channels) `group_channels`:
+    the input slices the block's channels' groups span (conv2d.glsl computes the same first
+    slice)."""
+    group_out, group_in = group_channels
+    starts = np.arange(0, out_channels, 4 * out_slices)
+    ends = np.minimum(starts + 4 * out_slices, out_channels)
+    first = starts // group_out * group_in // 4
+    last = -(-((ends - 1) // group_out + 1) * group_in // 4)
+    return first, int(np.max(last - first))
+
+
+def pack_grouped_weights(filter_ohwi, out_slices, in_channels):
+    """pack_weights of a grouped filter [O, KH, KW, C / G], each block of output slices keeping
+    only the input slices its groups read (group_window): vec4 rows
+    [block][KH][KW][window][out_slices][4], zero past the input's slices."""
+    o, kh, kw, depth = filter_ohwi.shape
+    groups = in_channels // depth
+    full = np.zeros((o, kh, kw, in_channels), np.float32)
+    for g in range(groups):  # the block-diagonal filter over every input channel
+        rows = slice(g * (o // groups), (g + 1) * (o // groups))
+        full[rows, :, :, g * depth:(g + 1) * depth] = filter_ohwi[rows]
+    slices = -(-in_channels // 4)
+    first, window = group_window(out_slices, o, (o // groups, depth))
+    packed = pack_weights(full, out_slices).reshape(len(first), kh, kw, slices, -1, 4)
+    packed = np.concatenate([packed, np.zeros_like(packed[:, :, :, :window])], axis=3)
+    return np.stack([packed[b, :, :, f:f + window] for b, f in enumerate(first)]).reshape(-1, 4)
+
+
 def geometry(node, in_hw, filter_hw, strides, dilations):
     """(out_h, out_w, pad_top, pad_left) of a windowed node: its explicit zero padding, if any,
     then its own SAME / VALID padding computed on the padded size (what PAD + the node did)."""
@@ -149,14 +181,20 @@ def build(node, env):
         rows, extent = out4.h, out4.w
     groups = -(-out4.slices // out_slices)
     blocks, layers = -(-extent // pixels), out4.b * groups
-    split = k_split(in4.slices, blocks * rows * layers, kh * kw) if out_slices == pixels == 1 else 1
     weights = np.asarray(filt.data, np.float32)
+    # A grouped convolution's block reads the input slices of its groups only; an ungrouped one
+    # reads them all (one group of O outputs over C inputs: window = every slice).
+    group_channels = (out4.c // (in4.c // filt.shape[3]), filt.shape[3])
+    _, window = group_window(out_slices, out4.c, group_channels)
+    packed = pack_weights(weights, out_slices) if group_channels[1] == in4.c else \
+        pack_grouped_weights(weights, out_slices, in4.c)
+    split = k_split(window, blocks * rows * layers, kh * kw) if out_slices == pixels == 1 else 1
     defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
                "POINTWISE": int(pointwise),
                "PADDED": int(padded), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
-              "in_offset": env.arena(x), "out_offset": env.arena(out),
-              "weights_offset": env.constant(pack_weights(weights, out_slices)),
+              "in_offset": env.arena(x), "out_offset": env.arena(out), "group_channels": group_channels,
+              "window": window, "weights_offset": env.constant(packed),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     workgroup = split_workgroup(split, blocks, layers) if split > 1 else None

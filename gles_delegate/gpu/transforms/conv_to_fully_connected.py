@@ -31,6 +31,8 @@ def _blocker(node):
         return "it has explicit padding"
     if not filt.is_const:
         return "its filter is computed at run time"
+    if filt.shape[3] != x.shape[3]:
+        return "it is a grouped convolution"
     if tuple(filt.shape[1:3]) != tuple(x.shape[1:3]):
         return f"its filter is {filt.shape[1]}x{filt.shape[2]}, not the input's {x.shape[1]}x{x.shape[2]}"
     if tuple(x.shape[1:3]) != (1, 1) and node.options.get("padding") != PADDING_VALID:

@@ -142,7 +142,10 @@ def _out_channels(node):
 def _in_channel_of(node, weights, channels):
     """Per element of the weights, the input channel it multiplies, or None."""
     if node.op == "CONV_2D":
-        return np.broadcast_to(np.arange(weights.shape[3]), weights.shape)
+        # Output channel o of G groups reads channels (o // (O / G)) * I onwards (I = C / G).
+        outputs, depth = weights.shape[0], weights.shape[3]
+        first = np.arange(outputs) // (outputs // (channels // depth)) * depth
+        return np.broadcast_to(first[:, None, None, None] + np.arange(depth), weights.shape)
     if node.op == "DEPTHWISE_CONV_2D":
         multiplier = weights.shape[3] // channels
         return np.broadcast_to(np.arange(weights.shape[3]) // multiplier, weights.shape)

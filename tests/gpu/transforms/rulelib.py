@@ -80,9 +80,9 @@ class Chain:
         self.b.op(op, list(inputs), [out], **options)
         return out
 
-    def conv(self, x, out_channels, kernel=3, padding=SAME, stride=1, activation=0, seed=1):
+    def conv(self, x, out_channels, kernel=3, padding=SAME, stride=1, activation=0, seed=1, groups=1):
         n, h, w, c = self.shapes[x]
-        weights = self.const(random((out_channels, kernel, kernel, c), seed, 0.5))
+        weights = self.const(random((out_channels, kernel, kernel, c // groups), seed, 0.5))
         bias = self.const(random(out_channels, seed + 1))
         oh, ow = ((h + stride - 1) // stride, (w + stride - 1) // stride) if padding == SAME else \
             ((h - kernel) // stride + 1, (w - kernel) // stride + 1)

@@ -56,3 +56,12 @@ def test_a_same_padded_filter_covering_the_input_stays_a_convolution():
     graph, log = rewrite(c.build(c.conv(c.x, 4, kernel=3, stride=3)), RULE)
     assert ops_of(graph) == ["CONV_2D"]
     assert "SAME padding" in why(log, RULE, "#0 (CONV_2D)")
+
+
+def test_a_grouped_conv_of_one_pixel_stays_a_convolution():
+    c = Chain((1, 1, 1, 8))
+    model = c.build(c.conv(c.x, 6, kernel=1, groups=2))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["CONV_2D"]
+    assert why(log, RULE, "#0 (CONV_2D)") == "it is a grouped convolution"
+    check_gpu(model, [random((1, 1, 1, 8))])

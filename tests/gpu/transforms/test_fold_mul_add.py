@@ -58,6 +58,19 @@ def test_folds_into_the_consumer_where_exact(kind, op, padding):
     check_gpu(model, [random((1, 6, 6, 5), 1)])
 
 
+@pytest.mark.parametrize("op,padding", [("MUL", SAME), ("ADD", VALID)])
+def test_folds_into_a_grouped_consumer(op, padding):
+    """Each output channel of a grouped CONV_2D takes the scale / shift of its own group's input
+    channels (8 channels in 4 groups of 2 inputs and 2 outputs)."""
+    c = Chain((1, 6, 6, 8))
+    x = affine(c, c.op("RELU", c.x), op)
+    model = c.build(c.conv(x, 8, padding=padding, groups=4))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["RELU", "CONV_2D"]
+    assert why(log, RULE, f"#1 ({op})") == "into the weights and bias of #2 (CONV_2D)"
+    check_gpu(model, [random((1, 6, 6, 8), 1)])
+
+
 @pytest.mark.parametrize("case,reason", [("activation", "activation before it"),
                                          ("padding", "reads zero padding"),
                                          ("spatial", "not a scalar or one value per channel"),
