@@ -5,7 +5,7 @@ Each module holds one op family and exposes two plain dicts:
                               one numpy array per node input (None for an omitted optional one)
   SUPPORT = {"OP_NAME": fn}   optional; fn(node) -> None if the kernel can run this exact node,
                               else a string saying why not (checked at allocate_tensors)
-  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but the LSTMs and DENSIFY has
+  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but DENSIFY has
                               one): shape_propagation.py computes shapes with it after a resize
                               without running kernels on full-size arrays;
                               fn(node, shapes, values) -> the output shapes, from the input shapes
