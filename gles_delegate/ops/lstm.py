@@ -21,7 +21,7 @@ weights, replaces the input of the backward cell.
 import numpy as np
 
 from .checks import float32_reason, node_error
-from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, apply_activation, fused_activation
+from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, activation_to_vector, fused_activation
 
 GATES = ("input", "forget", "cell", "output")
 INPUT_NAMES = (
@@ -118,13 +118,13 @@ class _FullCell:
             input_gate = 1.0 - forget
         else:
             input_gate = _sigmoid(self.gate("input", input_part, h, c))
-        cell_input = apply_activation(self.gate("cell", input_part, h, c), self.activation)
+        cell_input = activation_to_vector(self.gate("cell", input_part, h, c), self.activation)
         c = forget * c + input_gate * cell_input
         if self.cell_clip > 0:
             c = np.clip(c, -self.cell_clip, self.cell_clip)
         # The output gate's peephole looks at the updated cell state.
         output_gate = _sigmoid(self.gate("output", input_part, h, c))
-        return self.project(output_gate * apply_activation(c, self.activation)), c
+        return self.project(output_gate * activation_to_vector(c, self.activation)), c
 
     def gate(self, gate, input_part, h, c):
         """A gate's pre-activation [batch, n_cell]."""
