@@ -62,7 +62,7 @@ GRID_KEEPING = {"CONCATENATION"}
 # Ops whose quantized kernels compute on the integers themselves (not on the real values), or
 # with intermediate quantizations the view does not have: no float view.
 NO_VIEW = {"CAST", "BITCAST", "BITWISE_XOR", "RIGHT_SHIFT", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
-           "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "UNIDIRECTIONAL_SEQUENCE_RNN", "RNN"}
+           "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN"}
 
 
 def integer_range(tensor):

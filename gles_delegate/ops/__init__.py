@@ -5,7 +5,7 @@ Each module holds one op family and exposes two plain dicts:
                               one numpy array per node input (None for an omitted optional one)
   SUPPORT = {"OP_NAME": fn}   optional; fn(node) -> None if the kernel can run this exact node,
                               else a string saying why not (checked at allocate_tensors)
-  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but the LSTMs and DENSIFY has
+  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but DENSIFY has
                               one): shape_propagation.py computes shapes with it after a resize
                               without running kernels on full-size arrays;
                               fn(node, shapes, values) -> the output shapes, from the input shapes
@@ -24,10 +24,10 @@ from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
 from . import (binary, conv, elementwise, gather, hybrid, layout, lstm, matmul, mediapipe, pool, quantize, reduce,
-               reorder, resize, softmax, spectral)
+               reorder, resize, rnn, softmax, spectral)
 
 MODULES = (binary, conv, elementwise, gather, layout, lstm, matmul, mediapipe, pool, quantize, reduce, reorder, resize,
-           softmax, spectral, hybrid)
+           rnn, softmax, spectral, hybrid)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}

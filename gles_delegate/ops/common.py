@@ -111,10 +111,11 @@ def clamp_to_activation(x, activation):
 
 def apply_activation(x, activation):
     """A fused activation applied as a function to float x: TANH is tanh, SIGN_BIT signbit, the
-    RELU family clamps and leaves infinities. That is what LSTM's ApplyActivationToVector does
-    (and what TFLite's GPU delegate does after a CONCATENATION); kernels that follow TFLite's
-    output stage use clamp_to_activation instead. An unknown activation is a ModelError
-    (ops.run_node adds the node)."""
+    RELU family clamps and leaves infinities (and NaN). That is what TFLite's
+    ApplyActivationToVector does but for NaN (activation_to_vector), and what TFLite's GPU
+    delegate does after a CONCATENATION; kernels that follow TFLite's output stage use
+    clamp_to_activation instead. An unknown activation is a ModelError (ops.run_node adds the
+    node)."""
     if activation == ACT_TANH:
         return np.tanh(x)
     if activation == ACT_SIGN_BIT:
@@ -126,6 +127,15 @@ def apply_activation(x, activation):
     if low == -np.inf and high == np.inf:
         return x
     return np.clip(x, low, high).astype(x.dtype, copy=False)
+
+
+def activation_to_vector(x, activation):
+    """TFLite's tensor_utils::ApplyActivationToVector (the LSTM and RNN cells) on float x:
+    apply_activation, except that the RELU family maps NaN to its lower bound, as its
+    std::max(low, std::min(x, high)) does (measured against LiteRT 2.3)."""
+    out = apply_activation(x, activation)
+    low = (activation_range(activation) or (-np.inf,))[0]
+    return out if low == -np.inf else np.where(np.isnan(x), x.dtype.type(low), out)
 
 
 # -- quantization -------------------------------------------------------------------------

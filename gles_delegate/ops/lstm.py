@@ -1,4 +1,5 @@
-"""LSTM family, float32: UNIDIRECTIONAL_SEQUENCE_LSTM and LSTM (full and basic kernel types).
+"""LSTM family, float32: UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM and LSTM (full
+and basic kernel types).
 
 The full layout (tensorflow/lite/kernels/lstm_eval.cc) has 24 inputs, or 20 in models older
 than layer normalization; INPUT_NAMES lists them. With n_batch, n_input, n_cell (units) and
@@ -10,11 +11,17 @@ n_output (n_cell, or the projection size):
   place, so the state carries over from one invoke to the next.
 Omitting the input gate's weights selects CIFG: the input gate becomes 1 - forget gate.
 The basic kernel (optimized_ops::LstmCell) is a different 5-input, 4-output op; see basic_lstm.
+
+BIDIRECTIONAL_SEQUENCE_LSTM (tensorflow/lite/kernels/bidirectional_sequence_lstm.cc) runs one
+full-layout cell forward and another backward over the sequence (both without layer norm, with
+the same n_cell and n_output); BIDIRECTIONAL_INPUTS lists its 48 inputs. Its auxiliary input
+either feeds both cells through their aux weights (stacking with cross links), or, without aux
+weights, replaces the input of the backward cell.
 """
 import numpy as np
 
 from .checks import float32_reason, node_error
-from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, apply_activation, fused_activation
+from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, activation_to_vector, fused_activation
 
 GATES = ("input", "forget", "cell", "output")
 INPUT_NAMES = (
@@ -28,6 +35,16 @@ INPUT_NAMES = (
     *(f"{gate}_layer_norm_coefficients" for gate in GATES),
 )
 FULL_INPUT_COUNTS = (20, 24)
+AUX_WEIGHT_NAMES = tuple(f"aux_input_to_{gate}_weights" for gate in GATES)
+# One direction of BIDIRECTIONAL_SEQUENCE_LSTM: the full layout's inputs 1-17 (weights, peepholes,
+# biases, projection), then its two states and its aux weights elsewhere in the 48 inputs.
+DIRECTION_NAMES = INPUT_NAMES[1:18]
+BIDIRECTIONAL_INPUTS = (
+    "input",
+    *(f"fw_{name}" for name in DIRECTION_NAMES), *(f"bw_{name}" for name in DIRECTION_NAMES),
+    "fw_output_state", "fw_cell_state", "bw_output_state", "bw_cell_state",
+    "aux_input", *(f"fw_{name}" for name in AUX_WEIGHT_NAMES), *(f"bw_{name}" for name in AUX_WEIGHT_NAMES),
+)
 KERNEL_TYPE_FULL, KERNEL_TYPE_BASIC = 0, 1
 # TFLite's ApplyActivationToVector writes nothing for NONE (the cell gate then keeps whatever
 # its scratch buffer held), so only these activations have a defined result.
@@ -55,14 +72,14 @@ def named_inputs(inputs):
 class _FullCell:
     """The weights and options of one full-layout LSTM node, split per gate."""
 
-    def __init__(self, node, inputs):
-        named = named_inputs(inputs)
+    def __init__(self, node, named):
         self.cifg = named["input_to_input_weights"] is None
         self.gates = GATES[1:] if self.cifg else GATES
         self.input_weights = {g: named[f"input_to_{g}_weights"] for g in self.gates}
         self.recurrent_weights = {g: named[f"recurrent_to_{g}_weights"] for g in self.gates}
         self.peepholes = {g: named.get(f"cell_to_{g}_weights") for g in self.gates}
         self.biases = {g: named[f"{g}_gate_bias"] for g in self.gates}
+        self.aux_weights = {g: named.get(f"aux_input_to_{g}_weights") for g in self.gates}
         self.layer_norms = None
         if named["forget_layer_norm_coefficients"] is not None:
             self.layer_norms = {g: named[f"{g}_layer_norm_coefficients"] for g in self.gates}
@@ -73,17 +90,21 @@ class _FullCell:
         self.proj_clip = node.options.get("proj_clip", 0.0)
         self.diagonal = node.options.get("diagonal_recurrent_tensors", False)
 
-    def run(self, x, output_state, cell_state):
-        """Run over x [time, batch, n_input]; returns the outputs [time, batch, n_output] and
-        leaves the last step's states in output_state / cell_state (updated in place)."""
+    def run(self, x, output_state, cell_state, aux=None, reverse=False):
+        """Run over x [time, batch, n_input] (and aux [time, batch, n_aux] through the aux
+        weights), from the last time step to the first when `reverse`; returns the outputs
+        [time, batch, n_output] and leaves the last step's states in output_state / cell_state
+        (updated in place)."""
         # The input contributions of all time steps at once: one matmul per gate. Without layer
         # norm the bias joins them here; with it, the bias comes after the normalization.
         input_parts = {g: x @ w.T for g, w in self.input_weights.items()}
+        if aux is not None:
+            input_parts = {g: part + aux @ self.aux_weights[g].T for g, part in input_parts.items()}
         if self.layer_norms is None:
             input_parts = {g: part + self.biases[g] for g, part in input_parts.items()}
         h, c = output_state.copy(), cell_state.copy()
         outputs = np.empty(x.shape[:2] + output_state.shape[1:], np.float32)
-        for t in range(x.shape[0]):
+        for t in range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0]):
             h, c = self.step({g: part[t] for g, part in input_parts.items()}, h, c)
             outputs[t] = h
         output_state[...] = h
@@ -97,13 +118,13 @@ class _FullCell:
             input_gate = 1.0 - forget
         else:
             input_gate = _sigmoid(self.gate("input", input_part, h, c))
-        cell_input = apply_activation(self.gate("cell", input_part, h, c), self.activation)
+        cell_input = activation_to_vector(self.gate("cell", input_part, h, c), self.activation)
         c = forget * c + input_gate * cell_input
         if self.cell_clip > 0:
             c = np.clip(c, -self.cell_clip, self.cell_clip)
         # The output gate's peephole looks at the updated cell state.
         output_gate = _sigmoid(self.gate("output", input_part, h, c))
-        return self.project(output_gate * apply_activation(c, self.activation)), c
+        return self.project(output_gate * activation_to_vector(c, self.activation)), c
 
     def gate(self, gate, input_part, h, c):
         """A gate's pre-activation [batch, n_cell]."""
@@ -171,6 +192,7 @@ def _full_expected_shapes(named, n_batch, n_input, diagonal):
         expected[f"cell_to_{gate}_weights"] = (n_cell,)
         expected[f"{gate}_gate_bias"] = (n_cell,)
         expected[f"{gate}_layer_norm_coefficients"] = (n_cell,)
+        expected[f"aux_input_to_{gate}_weights"] = (n_cell, n_input)
     return expected
 
 
@@ -180,8 +202,12 @@ def _full_problem(node, shapes, rank):
     rank: the input's rank, 3 ([time, batch, n_input] or [batch, time, n_input]) or 2."""
     if len(shapes) not in FULL_INPUT_COUNTS:
         return f"takes 20 or 24 inputs, got {len(shapes)}"
-    named = named_inputs([None if s is None else tuple(s) for s in shapes])
-    problem = _full_presence_problem(named)
+    return _cell_problem(node, named_inputs([None if s is None else tuple(s) for s in shapes]), rank)
+
+
+def _cell_problem(node, named, rank):
+    """Why one cell's {input name: shape or None} can't run, or None (_full_problem)."""
+    problem = _full_presence_problem(named) or _aux_presence_problem(named)
     if problem is not None:
         return problem
     x = named["input"]
@@ -200,6 +226,65 @@ def _full_problem(node, shapes, rank):
     return None
 
 
+def _aux_presence_problem(named):
+    """Why a cell fed an aux input lacks aux weights, or None (no aux input: no aux weights used)."""
+    if named.get("aux_input") is None:
+        return None
+    # TFLite reads the input gate's aux weights whenever the cell has an input gate.
+    needed = AUX_WEIGHT_NAMES[1:] if named["input_to_input_weights"] is None else AUX_WEIGHT_NAMES
+    missing = [name for name in needed if named[name] is None]
+    return f"aux weights are omitted: {', '.join(missing)}" if missing else None
+
+
+def direction_inputs(inputs):
+    """The forward and backward cells of BIDIRECTIONAL_SEQUENCE_LSTM's 48 inputs (arrays, shapes
+    or tensors, None when omitted): two {full-layout input name: value} dicts, without layer
+    norm, with aux_input and aux_input_to_<gate>_weights. As in TFLite: with aux weights, both
+    cells add the aux input through them; without, a given aux input is the backward cell's
+    input (stacking without cross links)."""
+    given = dict(zip(BIDIRECTIONAL_INPUTS, inputs))
+    cross_links = given["fw_aux_input_to_forget_weights"] is not None
+    cells = []
+    for prefix in ("fw_", "bw_"):
+        cell = {name: given.get(prefix + name) for name in INPUT_NAMES[1:] + AUX_WEIGHT_NAMES}
+        cell.update(input=given["input"], aux_input=given["aux_input"] if cross_links else None)
+        cells.append(cell)
+    if not cross_links and given["aux_input"] is not None:
+        cells[1]["input"] = given["aux_input"]
+    return cells
+
+
+def _bidirectional_problem(node, shapes):
+    """Why a BIDIRECTIONAL_SEQUENCE_LSTM node with these input shapes can't run, or None."""
+    if len(shapes) != len(BIDIRECTIONAL_INPUTS):
+        return f"takes {len(BIDIRECTIONAL_INPUTS)} inputs, got {len(shapes)}"
+    shapes = [None if s is None else tuple(s) for s in shapes]
+    given = dict(zip(BIDIRECTIONAL_INPUTS, shapes))
+    aux_weights = [f"{d}_{name}" for d in ("fw", "bw") for name in AUX_WEIGHT_NAMES[1:]]
+    if len({given[name] is None for name in aux_weights}) > 1:
+        return f"the aux weights {', '.join(aux_weights)} must all be given or all omitted"
+    if given[aux_weights[0]] is not None and given["aux_input"] is None:
+        return "aux weights are given without aux_input"
+    # TFLite steps through the aux input with the input's strides (lstm_eval.cc's input_step).
+    if given["aux_input"] is not None and given["aux_input"] != given["input"]:
+        return f"aux_input has shape {list(given['aux_input'])}, TFLite's kernel needs the input's " \
+               f"{None if given['input'] is None else list(given['input'])}"
+    cells = direction_inputs(shapes)
+    for direction, cell in zip(("forward", "backward"), cells):
+        problem = _cell_problem(node, cell, rank=3)
+        if problem is not None:
+            return f"{direction} cell: {problem}"
+    sizes = [(cell["input_to_output_weights"][0], cell["recurrent_to_output_weights"][1]) for cell in cells]
+    if sizes[0] != sizes[1]:
+        return f"the forward and backward cells must have the same (n_cell, n_output), got {sizes[0]} and {sizes[1]}"
+    time_major = node.options.get("time_major", False)
+    if node.options.get("merge_outputs", False) and not time_major and given["input"][0] > 1:
+        # lstm_eval.cc finds batch item b's output state at b * (the merged output's width), past
+        # the end of the state tensor (LiteRT 2.3 reads and writes outside it: measured).
+        return "batch-major merge_outputs with a batch of more than 1 is undefined in TFLite's kernel"
+    return None
+
+
 def _shapes(items):
     """The shapes of tensors or arrays, None for an omitted input."""
     return [None if item is None else item.shape for item in items]
@@ -212,19 +297,49 @@ def _raise_if(node, problem):
 
 
 def _full_support(node, rank):
-    problem = float32_reason(node) or _full_problem(node, _shapes(node.inputs), rank)
+    problem = float32_reason(node) or _full_problem(node, _shapes(node.inputs), rank) or \
+        _outputs_problem(node, 1) or _cell_options_problem(node)
     if problem is not None:
         return problem
-    if len(node.outputs) != 1:
-        return f"takes 1 output, got {len(node.outputs)}"
+    named = named_inputs(node.inputs)
+    return _state_problem([(name, named[name]) for name in ("output_state", "cell_state")])
+
+
+def _bidirectional_support(node):
+    outputs = 1 if node.options.get("merge_outputs", False) else 2
+    problem = float32_reason(node) or _bidirectional_problem(node, _shapes(node.inputs)) or \
+        _outputs_problem(node, outputs, "merge_outputs" if outputs == 1 else "without merge_outputs") or \
+        _cell_options_problem(node)
+    if problem is not None:
+        return problem
+    given = dict(zip(BIDIRECTIONAL_INPUTS, node.inputs))
+    return _state_problem([(name, given[name]) for name in BIDIRECTIONAL_INPUTS[35:39]])
+
+
+def _outputs_problem(node, count, why=""):
+    if len(node.outputs) != count:
+        return f"takes {count} output{'s' if count > 1 else ''}{' ' + why if why else ''}, got {len(node.outputs)}"
+    return None
+
+
+def _cell_options_problem(node):
+    """Why the full-layout cell's options are unsupported, or None."""
     activation = fused_activation(node)
     if activation not in CELL_ACTIVATIONS:
         return f"fused activation {activation} is not supported (RELU, RELU_N1_TO_1, RELU6 or TANH)"
-    named = named_inputs(node.inputs)
-    for name in ("output_state", "cell_state"):
+    for name in ("cell_clip", "proj_clip"):
+        # TFLite refuses a negative clip (0 means no clipping).
+        if node.options.get(name, 0.0) < 0:
+            return f"{name} {node.options[name]} is negative"
+    return None
+
+
+def _state_problem(states):
+    """Why one of the (name, tensor) states is not a variable tensor, or None."""
+    for name, tensor in states:
         # TFLite fetches the states with GetVariableInput, which refuses anything else.
-        if not named[name].is_variable or named[name].is_const:
-            return f"{name} (tensor {named[name].index}) must be a variable tensor without initial data"
+        if not tensor.is_variable or tensor.is_const:
+            return f"{name} (tensor {tensor.index}) must be a variable tensor without initial data"
     return None
 
 
@@ -233,11 +348,30 @@ def unidirectional_sequence_lstm(node, inputs):
     """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> output of the
     same layout with n_output features; the states are updated in place."""
     _raise_if(node, _full_problem(node, _shapes(inputs), rank=3))
+    return [_run_sequence(node, named_inputs(inputs))]
+
+
+def bidirectional_sequence_lstm(node, inputs):
+    """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> the forward and
+    backward outputs [..., n_output] of the same layout, or with merge_outputs one output
+    [..., 2 * n_output] (forward features first); the four states are updated in place."""
+    _raise_if(node, _bidirectional_problem(node, _shapes(inputs)))
+    forward, backward = (_run_sequence(node, cell, reverse) for cell, reverse in zip(direction_inputs(inputs),
+                                                                                    (False, True)))
+    if node.options.get("merge_outputs", False):
+        return [np.concatenate([forward, backward], axis=-1)]
+    return [forward, backward]
+
+
+def _run_sequence(node, cell, reverse=False):
+    """One cell ({full-layout input name: array}) over its input sequence in the node's layout
+    (time_major or batch-major); returns its outputs in that layout."""
+    def time_first(x):
+        return x if x is None or time_major else x.transpose(1, 0, 2)
     time_major = node.options.get("time_major", False)
-    x = inputs[0] if time_major else inputs[0].transpose(1, 0, 2)
-    named = named_inputs(inputs)
-    outputs = _FullCell(node, inputs).run(x, named["output_state"], named["cell_state"])
-    return [outputs if time_major else np.ascontiguousarray(outputs.transpose(1, 0, 2))]
+    outputs = _FullCell(node, cell).run(time_first(cell["input"]), cell["output_state"], cell["cell_state"],
+                                        time_first(cell.get("aux_input")), reverse)
+    return np.ascontiguousarray(time_first(outputs))
 
 
 def lstm(node, inputs):
@@ -247,7 +381,7 @@ def lstm(node, inputs):
         return basic_lstm(node, inputs)
     _raise_if(node, _full_problem(node, _shapes(inputs), rank=2))
     named = named_inputs(inputs)
-    outputs = _FullCell(node, inputs).run(inputs[0][np.newaxis], named["output_state"], named["cell_state"])
+    outputs = _FullCell(node, named).run(inputs[0][np.newaxis], named["output_state"], named["cell_state"])
     return [outputs[0]]
 
 
@@ -311,5 +445,32 @@ def _lstm_support(node):
     return _full_support(node, rank=2)
 
 
-KERNELS = {"UNIDIRECTIONAL_SEQUENCE_LSTM": unidirectional_sequence_lstm, "LSTM": lstm}
-SUPPORT = {"UNIDIRECTIONAL_SEQUENCE_LSTM": lambda node: _full_support(node, rank=3), "LSTM": _lstm_support}
+KERNELS = {"UNIDIRECTIONAL_SEQUENCE_LSTM": unidirectional_sequence_lstm, "LSTM": lstm,
+           "BIDIRECTIONAL_SEQUENCE_LSTM": bidirectional_sequence_lstm}
+SUPPORT = {"UNIDIRECTIONAL_SEQUENCE_LSTM": lambda node: _full_support(node, rank=3), "LSTM": _lstm_support,
+           "BIDIRECTIONAL_SEQUENCE_LSTM": _bidirectional_support}
+
+
+# -- output shapes ------------------------------------------------------------------------
+def _sequence_shape(node, shapes, values):
+    """UNIDIRECTIONAL_SEQUENCE_LSTM and the full-layout LSTM: the input's shape with n_output
+    features (the output state's)."""
+    return [shapes[0][:-1] + named_inputs(shapes)["output_state"][-1:]]
+
+
+def _bidirectional_shapes(node, shapes, values):
+    n_output = dict(zip(BIDIRECTIONAL_INPUTS, shapes))["fw_output_state"][-1]
+    if node.options.get("merge_outputs", False):
+        return [shapes[0][:-1] + (2 * n_output,)]
+    return [shapes[0][:-1] + (n_output,)] * 2
+
+
+def _lstm_shapes(node, shapes, values):
+    if node.options.get("kernel_type", KERNEL_TYPE_FULL) != KERNEL_TYPE_BASIC:
+        return _sequence_shape(node, shapes, values)
+    (n_batch, n_input), (_, depth) = shapes[0], shapes[1]
+    return [(n_batch, depth), (n_batch, depth), (n_batch, n_input + depth), (n_batch, 4 * depth)]
+
+
+OUTPUT_SHAPES = {"UNIDIRECTIONAL_SEQUENCE_LSTM": _sequence_shape, "LSTM": _lstm_shapes,
+                 "BIDIRECTIONAL_SEQUENCE_LSTM": _bidirectional_shapes}

@@ -35,6 +35,9 @@ _OPTIONS_OVERRIDES = {
     "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
     "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "RNN": "RNNOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
 }
 
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from gles_delegate import Interpreter
+from gles_delegate import Interpreter, ops
 from gles_delegate.errors import ModelError
 from gles_delegate.ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH
 from gles_delegate.ops.lstm import GATES, INPUT_NAMES
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
 from tests.litert import RESOLVERS, LiteRTInterpreter
-from tests.oplib import assert_close, reason_of
+from tests.oplib import assert_close, first_node, reason_of
 
 
 @dataclass
@@ -121,12 +121,17 @@ def run_twice_and_reset(interp, feeds, watched):
 
 
 def compare_with_litert(model, feeds, watched, what):
+    """Every output and `watched` (state) tensor after each invoke of run_twice_and_reset, ours
+    against LiteRT's; the op's output-shape rule must give the shapes LiteRT computes."""
     ours = run_twice_and_reset(Interpreter(model_content=model), feeds, watched)
     theirs = run_twice_and_reset(LiteRTInterpreter(model_content=model,
                                                    experimental_op_resolver_type=RESOLVERS["builtin"]),
                                  feeds, watched)
     for k, (a, b) in enumerate(zip(ours, theirs)):
         assert_close(a, b, what=f"{what}, result {k}")
+    node = first_node(model)
+    rule = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs])
+    assert rule == [r.shape for r in theirs[:len(node.outputs)]], what
     return ours
 
 
