@@ -93,11 +93,14 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     w(common.table([[op, n, g, c] for op, (n, g, c) in counts.items()], ["op", "count", "GPU", "CPU"], "<>>>"))
     w("")
     cpu_nodes = [n for n in graph.nodes if id(n) not in on_gpu]
+    cpu = interpreter.cpu_summary()
+    on_litert = set(cpu["litert_nodes"])
     w(f"== Where nodes run: {len(graph.nodes) - len(cpu_nodes)} on the GPU in {len(live)} partition(s), "
-      f"{len(cpu_nodes)} on the CPU ==")
+      f"{len(cpu_nodes)} on the CPU ({len(on_litert)} of them through LiteRT's kernels in "
+      f"{len(cpu['litert_partitions'])} sub-model(s), cpu_backend={cpu['cpu_backend']}) ==")
     if cpu_nodes:
-        w(common.table([[n.label, common.cpu_reason(n, delegate)] for n in cpu_nodes],
-                       ["CPU node", "why not on the GPU"]))
+        w(common.table([[n.label, _cpu_kernels(n, on_litert), common.cpu_reason(n, delegate)] for n in cpu_nodes],
+                       ["CPU node", "kernels", "why not on the GPU"]))
     else:
         w("every node runs on the GPU")
     warnings = [line for line in log_lines if "cannot be handled" in line]
@@ -142,13 +145,19 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     if show_nodes:
         w("")
         w("== Nodes ==")
-        w(common.table(node_rows(graph, live, on_gpu, delegate),
+        w(common.table(node_rows(graph, live, on_gpu, delegate, on_litert),
                        ["node", "on", "dispatches", "templates", "output", "note"]))
     return "\n".join(out)
 
 
-def node_rows(graph, live, on_gpu, delegate):
-    """One row per node: where it runs, its dispatches (by label) and their templates."""
+def _cpu_kernels(node, on_litert):
+    """Which kernels run a CPU node: 'LiteRT' (a sub-model, gles_delegate/cpu_litert.py) or 'reference'."""
+    return "LiteRT" if node.label in on_litert else "reference"
+
+
+def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset()):
+    """One row per node: where it runs ('CPU' on the reference, 'LiteRT' through LiteRT's
+    kernels), its dispatches (by label) and their templates."""
     per_label = collections.defaultdict(list)
     for k, partition in enumerate(live):
         for label, template in zip(partition.plan.labels, partition.plan.templates):
@@ -159,7 +168,8 @@ def node_rows(graph, live, on_gpu, delegate):
         k = on_gpu.get(id(node))
         outputs = ", ".join(common.shape_text(t.shape) for t in node.outputs)
         if k is None:
-            rows.append([node.label, "CPU", "", "", outputs, common.cpu_reason(node, delegate)])
+            where = "LiteRT" if node.label in on_litert else "CPU"
+            rows.append([node.label, where, "", "", outputs, common.cpu_reason(node, delegate)])
             continue
         templates = per_label.get((k, node.label), [])
         note = f"rewritten: {rewritten[node.label]}" if node.label in rewritten else ""
