@@ -96,8 +96,8 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     cpu = interpreter.cpu_summary()
     on_litert = set(cpu["litert_nodes"])
     w(f"== Where nodes run: {len(graph.nodes) - len(cpu_nodes)} on the GPU in {len(live)} partition(s), "
-      f"{len(cpu_nodes)} on the CPU ({len(on_litert)} of them through LiteRT's kernels in "
-      f"{len(cpu['litert_partitions'])} sub-model(s), cpu_backend={cpu['cpu_backend']}) ==")
+      f"{len(cpu_nodes)} on the CPU" + (f" ({len(on_litert)} of them through LiteRT's kernels in "
+                                        f"{len(cpu['litert_partitions'])} sub-model(s))" if on_litert else "") + " ==")
     if cpu_nodes:
         w(common.table([[n.label, _cpu_kernels(n, on_litert), common.cpu_reason(n, delegate)] for n in cpu_nodes],
                        ["CPU node", "kernels", "why not on the GPU"]))
