@@ -6,7 +6,9 @@ rules applied, partitions, kernels, programs, dispatches and the memory plan.
 
 MODEL is a .tflite file or a MediaPipe model name. Nothing is invoked: the model is loaded,
 its constants folded and its GPU partitions compiled, as allocate_tensors() does.
---nodes lists every node (where it runs, its dispatches and their templates, output shape).
+--nodes lists every node (where it runs: a GPU partition, the CPU's reference kernels or, for
+the CPU nodes the Interpreter's cpu_backend gives LiteRT, LiteRT's; its dispatches and their
+templates, output shape).
 --dot FILE writes a Graphviz graph coloured by where each node runs; --svg also renders
 FILE.svg when Graphviz's `dot` is on PATH.
 """
