@@ -114,15 +114,15 @@ class CpuBackend:
         if self.on_litert(node, graph):
             return
         message = f"operator {node.label} cannot run on the CPU: {reason}"
-        refusal = litert_refusal(node, graph)
-        if node.op in ops.KERNELS:
-            pass  # the reference refuses this variant: see the module docstring
-        elif refusal is not None:
-            message += f"; nor through LiteRT: {refusal}"
-        elif self.backend == "reference":
-            message += "; cpu_backend='reference' keeps it off LiteRT's kernels, which 'auto' would run it on"
-        elif litert_interpreter_class() is None:
-            message += f"; {INSTALL_HINT}"
+        # A variant of an op the reference has stays its error (see the module docstring).
+        if node.op not in ops.KERNELS or self.backend == "litert":
+            refusal = litert_refusal(node, graph)
+            if refusal is not None:
+                message += f"; nor through LiteRT: {refusal}"
+            elif self.backend == "reference":
+                message += "; cpu_backend='reference' keeps it off LiteRT's kernels, which 'auto' would run it on"
+            elif litert_interpreter_class() is None:
+                message += f"; {INSTALL_HINT}"
         raise ModelError(message)
 
     def place(self, graph, steps, reference_step):
@@ -130,7 +130,7 @@ class CpuBackend:
         made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node)."""
         placed, run = [], []
         for step in steps + [None]:
-            if step is not None and isinstance(step, Node):
+            if isinstance(step, Node):
                 run.append(step)
                 continue
             placed += self._place_run(graph, run, reference_step)
