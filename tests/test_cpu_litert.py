@@ -178,3 +178,43 @@ def test_invoke_from_many_threads():
     for t in threads:
         t.join()
     assert not failures, failures
+
+
+def _runtime_ids_model():
+    """x [6, 2], ids [6] (a runtime input) -> SEGMENT_SUM -> y declared [3, 2]: LiteRT makes the
+    output dynamic, its shape decided by the ids' values at invoke."""
+    b = ModelBuilder()
+    x = b.input("x", (6, 2))
+    ids = b.input("ids", (6,), np.int32)
+    y = b.tensor("y", (3, 2))
+    b.op("SEGMENT_SUM", [x, ids], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_a_dynamic_output_in_the_declared_shape_runs_and_another_is_a_model_error():
+    x = random_input((6, 2))
+    ids = np.int32([0, 0, 1, 1, 2, 2])
+    (ours,), _ = run(_runtime_ids_model(), [x, ids])
+    assert_close(ours, litert_outputs(_runtime_ids_model(), [x, ids])[0])
+    interpreter = Interpreter(model_content=_runtime_ids_model())
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, x)
+    interpreter.set_tensor(1, np.int32([0, 0, 0, 1, 1, 1]))  # two segments: shape [2, 2]
+    with pytest.raises(ModelError, match=r"operator #0 \(SEGMENT_SUM\) produced shape \[2, 2\] for tensor 2 through "
+                                         r"LiteRT, the model declares \[3, 2\]"):
+        interpreter.invoke()
+
+
+def test_signature_runner_resizes_through_litert():
+    b = ModelBuilder()
+    x = b.input("x", (2, 3), shape_signature=(-1, -1))
+    y = b.tensor("y", (2, 3, 3))
+    b.op("MATRIX_DIAG", [x], [y])
+    b.output(y)
+    b.signature("serving_default", {"x": x}, {"y": y})
+    runner = Interpreter(model_content=b.build()).get_signature_runner()
+    for shape in ((2, 3), (4, 5), (1, 1)):
+        value = random_input(shape, seed=shape[1])
+        out = runner(x=value)["y"]
+        np.testing.assert_array_equal(out, np.eye(shape[1], dtype=np.float32) * value[..., None, :])
