@@ -13,6 +13,7 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import ops
+from .cpu_litert import CpuBackend, litert_interpreter_class
 from .errors import ModelError
 from .graph import Graph, Node
 from .shape_propagation import propagate_shapes
@@ -157,6 +158,7 @@ def _delegate_can_run(delegate, node, cpu_reason):
 
 class _CpuStep:
     """One node run on the reference kernels."""
+    backend = "reference"
 
     def __init__(self, node):
         self.nodes = [node]
@@ -185,8 +187,9 @@ def unwritten_outputs(graph):
 class _Executor:
     """Runs one subgraph: owns its graph, tensor storage and execution plan."""
 
-    def __init__(self, model, subgraph_index, preserve_all_tensors=False):
+    def __init__(self, model, subgraph_index, preserve_all_tensors=False, cpu=None):
         self.model = model
+        self.cpu = cpu or CpuBackend("reference")  # which CPU nodes run through LiteRT (cpu_litert.py)
         self.preserve_all_tensors = preserve_all_tensors
         self.subgraph_index = subgraph_index
         # The first allocate() folds and plans this graph itself unless an input was resized
@@ -203,12 +206,12 @@ class _Executor:
         if graph is None or self.input_shapes:
             graph = Graph.from_model(self.model, self.subgraph_index)
         if self.input_shapes:
-            propagate_shapes(graph, self.input_shapes)
+            propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         fold_constants(graph)
         for node in graph.nodes:
             reason = ops.unsupported_reason(node)
             if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
-                raise ModelError(f"operator {node.label} cannot run on the CPU: {reason}")
+                self.cpu.check(node, reason, graph)
         check_declared_shapes(graph)
         storage = self.make_storage(graph)
         self.release()
@@ -273,11 +276,17 @@ class _Executor:
         for node in graph.nodes:
             partition = claimed.get(id(node))
             if partition is None:
-                steps.append(_CpuStep(node))
+                steps.append(node)  # the CPU's: the reference's or LiteRT's (self.cpu.place)
             elif id(partition) not in placed:
                 placed.add(id(partition))
                 steps.append(partition)
-        return steps
+        try:
+            return self.cpu.place(graph, steps, _CpuStep)
+        except BaseException:  # LiteRT refused a run: free what the delegates compiled
+            for step in steps:
+                if hasattr(step, "release"):
+                    step.release()
+            raise
 
     def invoke(self):
         # Preserving all tensors: delegates read back every intermediate they compute (into
@@ -303,12 +312,17 @@ class Interpreter:
     order; each claims the nodes it can run, the rest run on the numpy reference kernels.
     experimental_preserve_all_tensors: every intermediate stays readable with get_tensor(),
     including those a GPU partition computes (read back after each dispatch: slow).
+    cpu_backend: which kernels run the nodes no delegate takes: 'auto' (default: the numpy
+    reference, and LiteRT's kernels, when ai-edge-litert is installed, for a run of CPU nodes
+    holding an op the reference lacks), 'fallback' (LiteRT only for those ops), 'litert' (every
+    CPU node LiteRT can take) or 'reference' (see gles_delegate/cpu_litert.py, docs/usage.md).
     """
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None,
                  model_content: bytes | bytearray | memoryview | None = None,
                  experimental_delegates: Sequence[Delegate] | None = None, num_threads: int | None = None,
-                 options: InterpreterOptions | None = None, experimental_preserve_all_tensors: bool = False) -> None:
+                 options: InterpreterOptions | None = None, experimental_preserve_all_tensors: bool = False,
+                 cpu_backend: str = "auto") -> None:
         if (model_path is None) == (model_content is None):
             raise ValueError("pass exactly one of model_path or model_content")
         if options is not None and not isinstance(options, InterpreterOptions):
@@ -323,6 +337,7 @@ class Interpreter:
         self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
             (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
+        self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
         self._executors: dict[int, _Executor] = {}
         self._resize_pending = False
         self._lock = threading.RLock()
@@ -331,7 +346,8 @@ class Interpreter:
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
         if subgraph_index not in self._executors:
-            self._executors[subgraph_index] = _Executor(self._model, subgraph_index, self._preserve_all_tensors)
+            self._executors[subgraph_index] = _Executor(self._model, subgraph_index, self._preserve_all_tensors,
+                                                        self._cpu)
         return self._executors[subgraph_index]
 
     def _tensor(self, index, executor=None):
@@ -467,6 +483,18 @@ class Interpreter:
             raise ValueError(f"no signature {signature_key!r}; the model has {sorted(signatures)}")
         return SignatureRunner(self, signatures[signature_key])
 
+    def cpu_summary(self) -> dict[str, Any]:
+        """Where the nodes no delegate takes run, after allocate_tensors(): {'cpu_backend': the
+        option, 'litert': the ai-edge-litert version or None when it is not importable,
+        'reference_nodes': [node labels], 'litert_nodes': [node labels], 'litert_partitions':
+        [[node labels of one LiteRT sub-model], ...]} over the main subgraph."""
+        self._require_allocated()
+        steps = [s for s in self._main.steps if getattr(s, "backend", None) in ("reference", "litert")]
+        runs = [[n.label for n in s.nodes] for s in steps if s.backend == "litert"]
+        return {"cpu_backend": self._cpu.backend, "litert": _litert_version(),
+                "reference_nodes": [s.nodes[0].label for s in steps if s.backend == "reference"],
+                "litert_nodes": [label for run in runs for label in run], "litert_partitions": runs}
+
     def num_subgraphs(self) -> int:
         """The number of subgraphs of the model."""
         return len(self._model.subgraphs)
@@ -520,6 +548,14 @@ class SignatureRunner:
                 executor.resize_input(tensor, _checked_shape(tensor, value.shape, strict=False))
         if executor.storage is None:
             executor.allocate(self._interpreter._delegates)
+
+
+def _litert_version():
+    """The installed ai-edge-litert's version, or None when it cannot be imported."""
+    if litert_interpreter_class() is None:
+        return None
+    from .litert.source import runtime_version
+    return runtime_version("ai_edge_litert")
 
 
 def _checked_shape(tensor, tensor_size, strict):

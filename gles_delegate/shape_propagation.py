@@ -44,11 +44,12 @@ def _stand_in(tensor):
     return np.full(tensor.shape, fill, tensor.dtype)
 
 
-def propagate_shapes(graph, input_shapes, symbolic=True):
+def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     """Set graph input shapes from {tensor index: shape} and recompute the shape of every tensor
     downstream of a resized input. Raises ModelError naming the node that cannot take them.
     `symbolic` False runs every such node's reference kernel on full-size stand-ins (the oracle
-    the tests compare the output-shape rules against)."""
+    the tests compare the output-shape rules against). run_node(node, inputs) -> outputs runs a
+    node on stand-ins (the Interpreter's runs LiteRT's kernels for a node the reference lacks)."""
     changed, growth = set(), 1
     for tensor in graph.inputs:
         if tensor.index not in input_shapes:
@@ -88,7 +89,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True):
                       for t in node.inputs]
         try:
             with inferring_shapes(growth), np.errstate(all="ignore"):
-                outputs = ops.run_node(node, inputs)
+                outputs = run_node(node, inputs)
         except (ModelError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError) as exc:
             raise ModelError(_failure(node, exc, known)) from None
         if len(outputs) != len(node.outputs):

@@ -6,7 +6,9 @@ rules applied, partitions, kernels, programs, dispatches and the memory plan.
 
 MODEL is a .tflite file or a MediaPipe model name. Nothing is invoked: the model is loaded,
 its constants folded and its GPU partitions compiled, as allocate_tensors() does.
---nodes lists every node (where it runs, its dispatches and their templates, output shape).
+--nodes lists every node (where it runs: a GPU partition, the CPU's reference kernels or, for
+the CPU nodes the Interpreter's cpu_backend gives LiteRT, LiteRT's; its dispatches and their
+templates, output shape).
 --dot FILE writes a Graphviz graph coloured by where each node runs; --svg also renders
 FILE.svg when Graphviz's `dot` is on PATH.
 """
@@ -93,11 +95,14 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     w(common.table([[op, n, g, c] for op, (n, g, c) in counts.items()], ["op", "count", "GPU", "CPU"], "<>>>"))
     w("")
     cpu_nodes = [n for n in graph.nodes if id(n) not in on_gpu]
+    cpu = interpreter.cpu_summary()
+    on_litert = set(cpu["litert_nodes"])
     w(f"== Where nodes run: {len(graph.nodes) - len(cpu_nodes)} on the GPU in {len(live)} partition(s), "
-      f"{len(cpu_nodes)} on the CPU ==")
+      f"{len(cpu_nodes)} on the CPU" + (f" ({len(on_litert)} of them through LiteRT's kernels in "
+                                        f"{len(cpu['litert_partitions'])} sub-model(s))" if on_litert else "") + " ==")
     if cpu_nodes:
-        w(common.table([[n.label, common.cpu_reason(n, delegate)] for n in cpu_nodes],
-                       ["CPU node", "why not on the GPU"]))
+        w(common.table([[n.label, _cpu_kernels(n, on_litert), common.cpu_reason(n, delegate)] for n in cpu_nodes],
+                       ["CPU node", "kernels", "why not on the GPU"]))
     else:
         w("every node runs on the GPU")
     warnings = [line for line in log_lines if "cannot be handled" in line]
@@ -142,13 +147,19 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     if show_nodes:
         w("")
         w("== Nodes ==")
-        w(common.table(node_rows(graph, live, on_gpu, delegate),
+        w(common.table(node_rows(graph, live, on_gpu, delegate, on_litert),
                        ["node", "on", "dispatches", "templates", "output", "note"]))
     return "\n".join(out)
 
 
-def node_rows(graph, live, on_gpu, delegate):
-    """One row per node: where it runs, its dispatches (by label) and their templates."""
+def _cpu_kernels(node, on_litert):
+    """Which kernels run a CPU node: 'LiteRT' (a sub-model, gles_delegate/cpu_litert.py) or 'reference'."""
+    return "LiteRT" if node.label in on_litert else "reference"
+
+
+def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset()):
+    """One row per node: where it runs ('CPU' on the reference, 'LiteRT' through LiteRT's
+    kernels), its dispatches (by label) and their templates."""
     per_label = collections.defaultdict(list)
     for k, partition in enumerate(live):
         for label, template in zip(partition.plan.labels, partition.plan.templates):
@@ -159,7 +170,8 @@ def node_rows(graph, live, on_gpu, delegate):
         k = on_gpu.get(id(node))
         outputs = ", ".join(common.shape_text(t.shape) for t in node.outputs)
         if k is None:
-            rows.append([node.label, "CPU", "", "", outputs, common.cpu_reason(node, delegate)])
+            where = "LiteRT" if node.label in on_litert else "CPU"
+            rows.append([node.label, where, "", "", outputs, common.cpu_reason(node, delegate)])
             continue
         templates = per_label.get((k, node.label), [])
         note = f"rewritten: {rewritten[node.label]}" if node.label in rewritten else ""

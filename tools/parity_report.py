@@ -13,6 +13,9 @@ element and whether that is within the precision's tolerance (TOLERANCES below),
 reference and reference vs LiteRT. "local" is the GPU node's error given the GPU's own inputs
 (the reference kernel re-run on what the GPU fed the node): it separates an op that is wrong
 from one that inherits error. Tensors a rewrite fused away are listed as such.
+Both our runs use cpu_backend='fallback': the reference kernels stay the oracle wherever they
+exist, and only a node they lack runs through LiteRT's kernels (where "LiteRT" in the table;
+the report's summary lists them as litert_nodes: LiteRT is their only oracle).
 
 Writes to --out (default ./parity_<model>): report.html (self-contained, with a plot of the
 relative error along the graph), parity.json (every number), and
@@ -52,6 +55,7 @@ MIN_SCALE = 1e-6
 QUANTIZED_STEPS = 1
 # Model Explorer colours: within tolerance, within 10x tolerance, beyond.
 COLOURS = ("#a5d6a7", "#ffe082", "#ef9a9a")
+ORACLE_BACKEND = "fallback"  # the reference where it has a kernel, LiteRT's kernels only where it has none
 NODE_DATA_CAP = 1e30  # JSON has no inf / NaN: worse values are written as this
 
 # Status of a tensor: compared, or why not ("folded": constant folding made it a constant, which
@@ -97,8 +101,10 @@ def compare(value, reference, rel_tol, quantized=False):
 
 # -- runs -----------------------------------------------------------------------------------
 def run_ours(path, inputs, delegate=None):
+    """Our Interpreter keeping every tensor after one invoke; CPU nodes on the reference, except
+    those it lacks (cpu_backend='fallback')."""
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate] if delegate else None,
-                              experimental_preserve_all_tensors=True)
+                              experimental_preserve_all_tensors=True, cpu_backend=ORACLE_BACKEND)
     interpreter.allocate_tensors()
     common.set_inputs(interpreter, inputs)
     interpreter.invoke()
@@ -202,7 +208,8 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
     delegate = GpuDelegate(GpuDelegateOptions(**fields))
     timings = {}
     start = time.perf_counter()
-    reference = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    reference = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                            cpu_backend=ORACLE_BACKEND)
     reference.allocate_tensors()
     inputs = common.seeded_inputs(reference.get_input_details(), seed)
     common.set_inputs(reference, inputs)
@@ -230,6 +237,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
         if id(node) not in on_gpu or index in captured:
             available[index] = gpu.get_tensor(index)
     value = local_value_fn(gpu_graph, available, fused)
+    on_litert = set(gpu.cpu_summary()["litert_nodes"])
 
     rows, local_cache = [], {}
     for position, node in enumerate(original.nodes):
@@ -237,6 +245,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
             index = tensor.index
             gpu_node = gpu_producer.get(index)
             where = ("GPU" if gpu_node is not None and id(gpu_node) in on_gpu else
+                     "LiteRT" if gpu_node is not None and gpu_node.label in on_litert else
                      "CPU" if gpu_node is not None else "-")
             row = {"position": position, "node_index": node.index, "node": node.label, "op": node.op,
                    "tensor_index": index, "tensor": tensor.name, "shape": list(tensor.shape),
@@ -267,6 +276,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
             rows.append(row)
 
     summary = summarize(rows)
+    summary["litert_nodes"] = reference.cpu_summary()["litert_nodes"]
     report = {
         "tool": "gles-parity", "gles_delegate_version": common.package_version(), "model": str(path),
         "seed": seed, "precision": delegate.options.resolved_precision, "tolerance": tol,
@@ -408,6 +418,9 @@ def print_report(report, table_mode="all"):
     if s["error_growth"]:
         print(f"relative error along the graph (largest per 1/{len(s['error_growth'])} of the execution order): "
               + " ".join(_e(v) for v in s["error_growth"]))
+    if s.get("litert_nodes"):
+        print(f"{len(s['litert_nodes'])} node(s) have no reference kernel and ran through LiteRT's kernels in both "
+              "runs (LiteRT is their only oracle): " + ", ".join(s["litert_nodes"]))
     if s["litert_compared"]:
         fl = s["first_litert_over_tolerance"]
         print(f"reference vs LiteRT: {s['litert_compared']} tensors compared, {s['litert_over_tolerance']} over "
@@ -576,7 +589,8 @@ LiteRT: {esc(report['litert'])}; gles_delegate {esc(report['gles_delegate_versio
 {_verdict(s)}
 <p>{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; {len(s['fused_away'])} fused away;
 {s['folded']} folded into constants. Ops whose own GPU kernel is over tolerance (given the GPU's inputs): {kernels}.
-Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance']} over tolerance.</p>
+Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance']} over tolerance.
+Nodes without a reference kernel, run through LiteRT's kernels in both runs: {esc(", ".join(s.get("litert_nodes", [])) or "none")}.</p>
 <h2>Relative error along the graph</h2>
 {plot}
 <h2>Per tensor (execution order)</h2>

@@ -1,0 +1,284 @@
+"""CPU nodes through LiteRT's kernels (ai-edge-litert, an optional extra) where the reference lacks them.
+
+Interpreter(..., cpu_backend=...) decides, for the nodes its delegates leave to the CPU, whether the
+numpy reference kernels or LiteRT's run them:
+  'auto' (default)  a node whose op has no reference kernel runs through LiteRT when ai-edge-litert
+                    is importable, together with the CPU nodes next to it (its run of consecutive CPU
+                    nodes is one sub-model: few LiteRT interpreters, few copies between them);
+  'fallback'        only the nodes without a reference kernel run through LiteRT (consecutive ones
+                    as one sub-model): the reference stays the oracle wherever it has a kernel
+                    (what gles-parity runs);
+  'litert'          every CPU node LiteRT can take runs through LiteRT (ai-edge-litert required);
+  'reference'       the reference only: a node it lacks is a ModelError at allocate_tensors.
+A node whose op the reference has but whose variant its checks refuse stays a ModelError under
+'auto' and 'fallback': those checks also catch malformed nodes, which LiteRT's kernels are not
+guaranteed to survive. Nodes LiteRT cannot take from us stay on the reference: custom ops (LiteRT's
+builtin resolver lacks MediaPipe's), ops with subgraphs (WHILE, IF, CALL_ONCE), variable tensors
+(state the reference updates in place, which reset_all_variables() zeroes), tensors numpy cannot
+hold (strings, resources) and operators with intermediate tensors (integer LSTMs).
+
+A run is written with our .tflite writer as a sub-model (its nodes, its constants copied, the
+boundary tensors as its inputs and outputs) and run by one LiteRT Interpreter, made again at every
+allocate_tensors() (so with the shapes a resize gave). Per invoke each boundary tensor is copied
+once: into LiteRT's input through a numpy view of its buffer, out of its output the same way
+(LiteRT's Python API cannot adopt our arrays, and holding its views across invoke() is refused by
+LiteRT). That is never slower than set_tensor / get_tensor, and get_tensor copies twice (docs/
+architecture.md has the figures). LiteRT's interpreters are not thread-safe: each runs under a lock.
+"""
+import threading
+import warnings
+
+import numpy as np
+
+from . import ops
+from .errors import ModelError
+from .graph import Node
+from .partition import boundary
+from .tflite import schema
+from .tflite.model import ModelDef, OperatorDef, SubgraphDef, TensorDef
+from .tflite.writer import write_model
+
+BACKENDS = ("auto", "fallback", "litert", "reference")
+INSTALL_HINT = "installing ai-edge-litert (`pip install ai-edge-litert`) would run it through LiteRT's kernels"
+
+
+def check_backend(value):
+    """`value` if it is one of BACKENDS, else a ValueError (a TypeError for a non-string)."""
+    if not isinstance(value, str):
+        raise TypeError(f"cpu_backend must be one of {', '.join(BACKENDS)}, got {type(value).__name__} {value!r:.80}")
+    if value not in BACKENDS:
+        raise ValueError(f"cpu_backend must be one of {', '.join(BACKENDS)}, got {value!r}")
+    return value
+
+
+def litert_interpreter_class():
+    """ai_edge_litert.interpreter.Interpreter, or None when ai-edge-litert is not installed
+    (imported on first use only: the package works without it)."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        return None
+    return Interpreter
+
+
+def litert_refusal(node, graph):
+    """None if LiteRT can run `node` of `graph` as part of a sub-model we write, else why not."""
+    if node.custom:
+        return f"custom op {node.op} is not in LiteRT's builtin resolver"
+    if node.op not in schema.BUILTIN_OP_CODES:
+        return f"{node.op} is not a builtin op"
+    if any("subgraph" in key for key in node.options):
+        return f"{node.op} runs subgraphs"
+    tensors = [t for t in node.inputs + node.outputs if t is not None]
+    if any(t.is_variable for t in tensors):
+        return "it updates a variable tensor in place"
+    if any(t.dtype is None for t in tensors):
+        return "a tensor's type has no numpy dtype"
+    if _intermediates(node, graph):
+        return "it has intermediate tensors, which the graph does not keep"
+    return None
+
+
+def _intermediates(node, graph):
+    """The operator's intermediate tensors in the model `graph` was read from (() if none)."""
+    model = graph.source_model
+    if model is None:
+        return ()
+    operators = model.subgraphs[graph.subgraph_index].operators
+    return operators[node.index].intermediates if node.index < len(operators) else ()
+
+
+class CpuBackend:
+    """Which CPU nodes of an Interpreter run through LiteRT, and the steps that run them."""
+
+    def __init__(self, backend, num_threads=None, preserve_all_tensors=False):
+        self.backend = check_backend(backend)
+        self.num_threads = num_threads
+        self.preserve_all_tensors = preserve_all_tensors
+        if backend == "litert" and litert_interpreter_class() is None:
+            raise ValueError("cpu_backend='litert' needs ai-edge-litert, which is not installed: "
+                             "`pip install ai-edge-litert`, or pass cpu_backend='auto'")
+
+    def on_litert(self, node, graph):
+        """Whether LiteRT runs `node` of `graph` when the CPU does (its run may take neighbours
+        along)."""
+        if self.backend == "reference" or litert_refusal(node, graph) is not None:
+            return False
+        if self.backend == "litert":
+            return True
+        return node.op not in ops.KERNELS and litert_interpreter_class() is not None
+
+    def check(self, node, reason, graph):
+        """A ModelError naming `node`, which the reference refuses for `reason`, unless LiteRT
+        runs it."""
+        if self.on_litert(node, graph):
+            return
+        message = f"operator {node.label} cannot run on the CPU: {reason}"
+        # A variant of an op the reference has stays its error (see the module docstring).
+        if node.op not in ops.KERNELS or self.backend == "litert":
+            refusal = litert_refusal(node, graph)
+            if refusal is not None:
+                message += f"; nor through LiteRT: {refusal}"
+            elif self.backend == "reference":
+                message += "; cpu_backend='reference' keeps it off LiteRT's kernels, which 'auto' would run it on"
+            elif litert_interpreter_class() is None:
+                message += f"; {INSTALL_HINT}"
+        raise ModelError(message)
+
+    def place(self, graph, steps, reference_step):
+        """`steps` (delegate steps, and Node objects where the CPU runs a node) with the CPU nodes
+        made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node)."""
+        placed, run = [], []
+        for step in steps + [None]:
+            if isinstance(step, Node):
+                run.append(step)
+                continue
+            placed += self._place_run(graph, run, reference_step)
+            run = []
+            if step is not None:
+                placed.append(step)
+        return placed
+
+    def _place_run(self, graph, run, reference_step):
+        """The steps of one run of consecutive CPU nodes."""
+        for node in run:
+            reason = ops.unsupported_reason(node)
+            if reason is not None:
+                self.check(node, reason, graph)  # a node a delegate could take but did not
+        whole = self.backend == "litert" or (self.backend == "auto" and any(self.on_litert(n, graph) for n in run))
+        steps, group = [], []
+        for node in run + [None]:
+            if node is not None and litert_refusal(node, graph) is None and (whole or self.on_litert(node, graph)):
+                group.append(node)
+                continue
+            if group:
+                steps.append(LiteRTStep(graph, group, self.num_threads, self.preserve_all_tensors))
+                group = []
+            if node is not None:
+                steps.append(reference_step(node))
+        return steps
+
+    def node_runner(self, graph):
+        """run(node, inputs) -> outputs for the nodes of `graph`: the reference's, or LiteRT's for
+        a node the reference lacks (what shape propagation runs on stand-ins after a resize)."""
+        def run(node, inputs):
+            if node.op in ops.KERNELS or not self.on_litert(node, graph):
+                return ops.run_node(node, inputs)
+            return run_once(node, inputs, self.num_threads)
+        return run
+
+
+# -- the sub-model ----------------------------------------------------------------------------
+def sub_model(nodes, inputs, outputs, shapes=None):
+    """(.tflite bytes, {id(tensor): sub-model tensor index}) of `nodes` with `inputs` / `outputs`
+    (graph Tensors) as its inputs and outputs; constants copied into its buffers. shapes:
+    {id(tensor): shape} overriding tensors' shapes."""
+    shapes = shapes or {}
+    tensors, index = [], {}
+    for t in list(inputs) + [t for n in nodes for t in n.inputs + n.outputs if t is not None]:
+        if id(t) not in index:
+            index[id(t)] = len(tensors)
+            tensors.append(t)
+    buffers = [np.zeros(0, np.uint8)]
+    defs = []
+    for t in tensors:
+        buffer = 0
+        if t.is_const:
+            buffer = len(buffers)
+            buffers.append(np.frombuffer(np.ascontiguousarray(t.data).tobytes(), np.uint8))
+        type_name = t.type_name or schema.TENSOR_TYPE_NAMES[schema.DTYPE_TO_TENSOR_TYPE[np.dtype(t.dtype)]]
+        defs.append(TensorDef(name=t.name, shape=tuple(shapes.get(id(t), t.shape)), type_name=type_name,
+                              buffer=buffer, quantization=t.quantization, sparsity=t.sparsity))
+    operators = [OperatorDef(op=n.op, inputs=tuple(-1 if t is None else index[id(t)] for t in n.inputs),
+                             outputs=tuple(index[id(t)] for t in n.outputs), version=n.version,
+                             options=dict(n.options)) for n in nodes]
+    subgraph = SubgraphDef(name="cpu_litert", tensors=defs, inputs=tuple(index[id(t)] for t in inputs),
+                           outputs=tuple(index[id(t)] for t in outputs), operators=operators)
+    return write_model(ModelDef(subgraphs=[subgraph], buffers=buffers)), index
+
+
+def _labels(nodes):
+    return nodes[0].label if len(nodes) == 1 else f"{nodes[0].label} .. {nodes[-1].label} ({len(nodes)} nodes)"
+
+
+def _interpreter(content, nodes, num_threads, preserve_all_tensors=False):
+    """A LiteRT Interpreter of the sub-model `content`, tensors allocated; a ModelError naming
+    `nodes` when LiteRT refuses it (an op or version its resolver lacks, a failed Prepare)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is
+            interpreter = litert_interpreter_class()(model_content=content, num_threads=num_threads,
+                                                     experimental_preserve_all_tensors=preserve_all_tensors)
+        interpreter.allocate_tensors()
+    except (ValueError, RuntimeError) as exc:
+        reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+        raise ModelError(f"operator {_labels(nodes)} cannot run through LiteRT: {reason}") from None
+    return interpreter
+
+
+def run_once(node, inputs, num_threads=None):
+    """`node`'s outputs on `inputs` (arrays, None where omitted) through a one-node LiteRT
+    interpreter: what shape propagation runs for a node the reference lacks."""
+    runtime = [t for t, x in zip(node.inputs, inputs) if t is not None and not t.is_const]
+    values = {id(t): np.asarray(x) for t, x in zip(node.inputs, inputs) if t is not None}
+    content, index = sub_model([node], runtime, node.outputs, {id(t): values[id(t)].shape for t in runtime})
+    interpreter = _interpreter(content, [node], num_threads)
+    for t in runtime:
+        interpreter.set_tensor(index[id(t)], values[id(t)].astype(t.dtype, copy=False))
+    try:
+        interpreter.invoke()
+    except (ValueError, RuntimeError) as exc:
+        raise ModelError(f"operator {node.label} failed in LiteRT: {str(exc).strip()[:400]}") from None
+    return [interpreter.get_tensor(index[id(t)]) for t in node.outputs]
+
+
+class LiteRTStep:
+    """A run of consecutive CPU nodes as one LiteRT interpreter over a sub-model (see the module
+    docstring); run(storage, capture) as every step of the Interpreter's plan."""
+    backend = "litert"
+
+    def __init__(self, graph, nodes, num_threads=None, preserve_all_tensors=False):
+        self.nodes = list(nodes)
+        spec = boundary(graph, self.nodes)
+        content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
+        self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
+        producer = {id(t): n for n in self.nodes for t in n.outputs}
+        # tensor() returns a function over LiteRT's Python object, safe to hold (unlike the view).
+        self.inputs = [(t.index, self.interpreter.tensor(index[id(t)])) for t in spec.inputs]
+        self.outputs = [(t, producer[id(t)], self.interpreter.tensor(index[id(t)])) for t in spec.outputs]
+        boundary_ids = {id(t) for t in spec.outputs}
+        self.intermediates = [(t.index, index[id(t)]) for n in self.nodes for t in n.outputs
+                              if id(t) not in boundary_ids] if preserve_all_tensors else []
+        self._lock = threading.Lock()
+        # The shapes LiteRT's Prepare gave (a dynamic output keeps the declared one until invoke).
+        reported = {d["index"]: tuple(int(k) for k in d["shape"]) for d in self.interpreter.get_output_details()}
+        for tensor, node, _ in self.outputs:
+            shape = reported[index[id(tensor)]]
+            if shape != tuple(tensor.shape):
+                raise ModelError(f"operator {node.label}: LiteRT computes shape {list(shape)} for its output tensor "
+                                 f"{tensor.index} ({tensor.name!r}), the model declares {list(tensor.shape)}")
+
+    def run(self, storage, capture=None):
+        """Copy the inputs in, invoke LiteRT, copy the outputs out (and, with `capture`, every
+        intermediate: preserve_all_tensors)."""
+        with self._lock:
+            for index, view in self.inputs:
+                np.copyto(view(), storage[index])
+            try:
+                self.interpreter.invoke()
+            except (ValueError, RuntimeError) as exc:
+                raise ModelError(f"operator {_labels(self.nodes)} failed in LiteRT: {str(exc).strip()[:400]}") from None
+            for tensor, node, view in self.outputs:
+                _copy_out(node, tensor, view(), storage[tensor.index])
+            if capture is not None:
+                for index, theirs in self.intermediates:
+                    np.copyto(capture[index], self.interpreter.get_tensor(theirs))
+
+
+def _copy_out(node, tensor, value, target):
+    """value (LiteRT's output, in the shape LiteRT reports) into target; a ModelError when a
+    dynamic output came out in another shape than the model declares."""
+    if value.shape != target.shape:
+        raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor {tensor.index} "
+                         f"through LiteRT, the model declares {list(target.shape)}")
+    np.copyto(target, value)

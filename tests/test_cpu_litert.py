@@ -1,0 +1,220 @@
+"""CPU nodes through LiteRT's kernels (gles_delegate/cpu_litert.py): nodes the reference lacks, the
+cpu_backend option, LiteRT absent, resize, preserve_all_tensors, threads. With the GPU delegate:
+tests/gpu/test_cpu_litert.py."""
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from gles_delegate import Interpreter, ModelError, ops
+from gles_delegate.tflite import ModelBuilder
+from tests.cpu_litert_models import LITERT_ONLY, diag_model, litert_outputs, random_input, segment_model
+from tests.litert import LiteRTInterpreter
+from tests.oplib import In, assert_close, first_node, single_op_model
+from tests.tolerance import sum_bound
+
+ALL = ["#0 (MUL)", "#1 (TANH)", "#2 (SEGMENT_SUM)", "#3 (MATRIX_DIAG)", "#4 (LOGISTIC)", "#5 (ADD)"]
+
+
+def run(model, inputs, shape=None, **kwargs):
+    """(our outputs, cpu_summary()) after one invoke (the first input resized to `shape`)."""
+    interpreter = Interpreter(model_content=model, **kwargs)
+    if shape is not None:
+        interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], shape)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], interpreter.cpu_summary()
+
+
+@pytest.fixture
+def no_litert(monkeypatch):
+    """ai-edge-litert as if it were not installed: importing it fails."""
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+
+
+def test_the_test_ops_have_no_reference_kernel():
+    assert not set(LITERT_ONLY) & set(ops.KERNELS)
+
+
+@pytest.mark.parametrize("backend, litert_runs, reference", [
+    ("auto", [ALL], []),  # the run holding SEGMENT_SUM: the whole model
+    ("fallback", [ALL[2:4]], ALL[:2] + ALL[4:]),
+    ("litert", [ALL], []),
+])
+def test_nodes_the_reference_lacks_run_on_litert(backend, litert_runs, reference):
+    model, x = segment_model(), random_input((8, 4))
+    (ours,), summary = run(model, [x], cpu_backend=backend)
+    (theirs,) = litert_outputs(model, [x])
+    assert_close(ours, theirs, what=backend)
+    assert summary["litert_partitions"] == litert_runs
+    assert summary["reference_nodes"] == reference
+    assert summary["cpu_backend"] == backend and summary["litert"]
+
+
+def test_litert_backend_matches_the_reference_on_a_model_the_reference_runs():
+    rng = np.random.default_rng(1)
+    inputs = [In(rng.standard_normal((1, 9, 9, 3)).astype(np.float32)),
+              In(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), const=True),
+              In(rng.standard_normal(4).astype(np.float32), const=True)]
+    model = single_op_model("CONV_2D", inputs, {"padding": 0, "stride_w": 2, "stride_h": 1,
+                                                "fused_activation_function": 1})
+    x = inputs[0].value
+    (reference,), summary = run(model, [x], cpu_backend="reference")
+    (ours,), litert_summary = run(model, [x], cpu_backend="litert")
+    assert_close(ours, reference, sum_bound(first_node(model), [i.value for i in inputs])[0])
+    assert summary["reference_nodes"] == ["#0 (CONV_2D)"] and summary["litert_nodes"] == []
+    assert litert_summary["litert_nodes"] == ["#0 (CONV_2D)"] and litert_summary["reference_nodes"] == []
+
+
+def test_reference_backend_refuses_the_node_clearly():
+    with pytest.raises(ModelError, match=r"operator #2 \(SEGMENT_SUM\) cannot run on the CPU: no reference kernel "
+                                         r"for op SEGMENT_SUM; cpu_backend='reference'"):
+        Interpreter(model_content=segment_model(), cpu_backend="reference").allocate_tensors()
+
+
+def test_without_litert_auto_names_the_node_and_the_package(no_litert):
+    with pytest.raises(ModelError, match=r"operator #2 \(SEGMENT_SUM\) cannot run on the CPU: no reference kernel "
+                                         r"for op SEGMENT_SUM; installing ai-edge-litert"):
+        Interpreter(model_content=segment_model()).allocate_tensors()
+    with pytest.raises(ValueError, match="cpu_backend='litert' needs ai-edge-litert"):
+        Interpreter(model_content=segment_model(), cpu_backend="litert")
+    # Everything the reference runs still runs, and says so.
+    (out,), summary = run(_abs_model(), [np.float32([-1, 2])])
+    np.testing.assert_array_equal(out, [1, 2])
+    assert summary["litert"] is None and summary["reference_nodes"] == ["#0 (ABS)"]
+
+
+def _abs_model():
+    b = ModelBuilder()
+    x = b.input("x", (2,))
+    y = b.tensor("y", (2,))
+    b.op("ABS", [x], [y])
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("value, error", [("gpu", ValueError), (None, TypeError)])
+def test_bad_cpu_backend(value, error):
+    with pytest.raises(error, match="cpu_backend must be one of auto, fallback, litert, reference"):
+        Interpreter(model_content=_abs_model(), cpu_backend=value)
+
+
+def test_a_version_litert_lacks_is_a_model_error_naming_the_node():
+    with pytest.raises(ModelError, match=r"operator #2 \(SEGMENT_SUM\) .*cannot run through LiteRT: Didn't find op "
+                                         r"for builtin opcode 'SEGMENT_SUM' version '99'"):
+        Interpreter(model_content=segment_model(version=99), cpu_backend="fallback").allocate_tensors()
+
+
+def test_custom_ops_stay_on_the_reference_and_say_why():
+    b = ModelBuilder()
+    x = b.input("x", (2, 2))
+    y = b.tensor("y", (2, 2))
+    b.op("MysteryOp", [x], [y], custom_options=b"")
+    b.output(y)
+    with pytest.raises(ModelError, match=r"#0 \(MysteryOp\).*no reference kernel.*nor through LiteRT: custom op "
+                                         r"MysteryOp is not in LiteRT's builtin resolver"):
+        Interpreter(model_content=b.build(), cpu_backend="litert").allocate_tensors()
+
+
+@pytest.mark.parametrize("backend", ["auto", "fallback"])
+@pytest.mark.parametrize("shape", [(4, 5), (1, 2, 7), (3, 1)])
+def test_resize_remakes_the_litert_interpreter(backend, shape):
+    model = diag_model((2, 3) if len(shape) == 2 else (1, 1, 1))
+    x = random_input(shape, seed=len(shape))
+    (ours,), summary = run(model, [x], shape=shape, cpu_backend=backend)
+    (theirs,) = litert_outputs(model, [x], shape=shape)
+    assert ours.shape == tuple(shape) + (shape[-1],)
+    assert_close(ours, theirs, what=str(shape))
+    assert "#1 (MATRIX_DIAG)" in summary["litert_nodes"]
+
+
+@pytest.mark.filterwarnings("ignore:Warning. Enabling `experimental_preserve_all_tensors`")
+def test_preserve_all_tensors_reads_the_sub_models_intermediates():
+    model, x = segment_model(), random_input((8, 4), seed=3)
+    interpreter = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, x)
+    interpreter.invoke()
+    theirs = LiteRTInterpreter(model_content=model, experimental_preserve_all_tensors=True)
+    theirs.allocate_tensors()
+    theirs.set_tensor(0, x)
+    theirs.invoke()
+    names = {"scaled", "squashed", "summed", "diag", "gated"}  # inside the sub-model (auto: the whole model)
+    details = [d for d in theirs.get_tensor_details() if d["name"] in names]
+    assert len(details) == len(names)
+    for detail in details:
+        assert_close(interpreter.get_tensor(detail["index"]), theirs.get_tensor(detail["index"]),
+                     what=detail["name"])
+
+
+def test_invoke_from_many_threads():
+    """One interpreter invoked from several threads at once (all on the same input: its lock
+    serializes the invokes, LiteRT's interpreters are not thread-safe), and several interpreters
+    at once, each on its own input."""
+    model = segment_model()
+    inputs = [random_input((8, 4), seed=k) for k in range(4)]
+    expected = [litert_outputs(model, [x])[0] for x in inputs]
+    shared = Interpreter(model_content=model, cpu_backend="fallback")
+    shared.allocate_tensors()
+    shared.set_tensor(0, inputs[0])
+    failures = []
+
+    def work(k):
+        try:
+            for _ in range(10):
+                shared.invoke()
+                out = shared.get_tensor(shared.get_output_details()[0]["index"])
+                assert_close(out, expected[0], what=f"shared, thread {k}")
+                own, _ = run(model, [inputs[k]])
+                assert_close(own[0], expected[k], what=f"own, thread {k}")
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            failures.append(exc)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+
+
+def _runtime_ids_model():
+    """x [6, 2], ids [6] (a runtime input) -> SEGMENT_SUM -> y declared [3, 2]: LiteRT makes the
+    output dynamic, its shape decided by the ids' values at invoke."""
+    b = ModelBuilder()
+    x = b.input("x", (6, 2))
+    ids = b.input("ids", (6,), np.int32)
+    y = b.tensor("y", (3, 2))
+    b.op("SEGMENT_SUM", [x, ids], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_a_dynamic_output_in_the_declared_shape_runs_and_another_is_a_model_error():
+    x = random_input((6, 2))
+    ids = np.int32([0, 0, 1, 1, 2, 2])
+    (ours,), _ = run(_runtime_ids_model(), [x, ids])
+    assert_close(ours, litert_outputs(_runtime_ids_model(), [x, ids])[0])
+    interpreter = Interpreter(model_content=_runtime_ids_model())
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, x)
+    interpreter.set_tensor(1, np.int32([0, 0, 0, 1, 1, 1]))  # two segments: shape [2, 2]
+    with pytest.raises(ModelError, match=r"operator #0 \(SEGMENT_SUM\) produced shape \[2, 2\] for tensor 2 through "
+                                         r"LiteRT, the model declares \[3, 2\]"):
+        interpreter.invoke()
+
+
+def test_signature_runner_resizes_through_litert():
+    b = ModelBuilder()
+    x = b.input("x", (2, 3), shape_signature=(-1, -1))
+    y = b.tensor("y", (2, 3, 3))
+    b.op("MATRIX_DIAG", [x], [y])
+    b.output(y)
+    b.signature("serving_default", {"x": x}, {"y": y})
+    runner = Interpreter(model_content=b.build()).get_signature_runner()
+    for shape in ((2, 3), (4, 5), (1, 1)):
+        value = random_input(shape, seed=shape[1])
+        out = runner(x=value)["y"]
+        np.testing.assert_array_equal(out, np.eye(shape[1], dtype=np.float32) * value[..., None, :])
