@@ -23,10 +23,11 @@ import numpy as np
 from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
-from . import (binary, conv, elementwise, hybrid, layout, lstm, mediapipe, pool, quantize, reduce, resize,
-               softmax)
+from . import (binary, conv, elementwise, generate, hybrid, layout, lstm, mediapipe, normalization, pool, quantize,
+               reduce, resize, scan, softmax)
 
-MODULES = (binary, conv, elementwise, layout, lstm, mediapipe, pool, quantize, reduce, resize, softmax, hybrid)
+MODULES = (binary, conv, elementwise, layout, lstm, mediapipe, pool, quantize, reduce, resize, softmax, hybrid,
+           generate, scan, normalization)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}

@@ -9,22 +9,12 @@ are read from their values, so a kernel computes its output shape from its input
 import numpy as np
 
 from .checks import INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
+from .checks import index_values as _index_values
 from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
                      is_quantized, quantized_activation_range, round_half_away, same_quantization, saturate,
                      scale_of, zero_point_of)
 
 MIRROR_PAD_REFLECT, MIRROR_PAD_SYMMETRIC = 0, 1
-
-
-def _index_values(node, values, what, count=None):
-    """A shape-defining input as a flat int64 array, checked to hold `count` values."""
-    values = np.asarray(values)
-    if values.dtype not in INDEX_DTYPES:
-        raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
-    flat = values.reshape(-1).astype(np.int64)
-    if count is not None and flat.size != count:
-        raise node_error(node, f"{what} holds {flat.size} values, expected {count}")
-    return flat
 
 
 def _scalar_axis(node, values, rank):

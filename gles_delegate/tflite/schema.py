@@ -35,6 +35,7 @@ _OPTIONS_OVERRIDES = {
     "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
     "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
+    "TOPK_V2": "TopKV2Options", "L2_NORMALIZATION": "L2NormOptions",
 }
 
 
