@@ -80,6 +80,13 @@ def float32_reason(node):
     return None
 
 
+def dtype_reason(node, tensor, dtypes, what):
+    """Why `tensor` (the op's `what`) has a dtype outside `dtypes`, or None."""
+    if tensor.dtype not in dtypes:
+        return f"{node.op} {what} {tensor.dtype} is not supported (supported: {sorted(d.name for d in dtypes)})"
+    return None
+
+
 def index_input_reason(node, k, what, int32_only=False):
     """Why input k (an index/shape tensor) is unusable, or None. `int32_only` for the inputs
     TFLite reads as int32 whatever their type (an int64 vector would be misread)."""

@@ -10,7 +10,7 @@ before it allocates) and return None for runtime values. TFLite has no ONES_LIKE
 """
 import numpy as np
 
-from .checks import INDEX_DTYPES, index_input_reason, index_values, node_error, with_arity
+from .checks import INDEX_DTYPES, dtype_reason, index_input_reason, index_values, node_error, with_arity
 
 F32, I32, I64, I8, U8, I16, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16,
                                                            np.bool_))
@@ -28,12 +28,6 @@ def _scalar(node, value, what):
     if value.size != 1:
         raise node_error(node, f"{what} must hold one value, got shape {list(value.shape)}")
     return value.reshape(-1)[0]
-
-
-def _dtype_reason(node, tensor, dtypes, what):
-    if tensor.dtype not in dtypes:
-        return f"{node.op} {what} {tensor.dtype} is not supported (supported: {sorted(d.name for d in dtypes)})"
-    return None
 
 
 # -- FILL / ZEROS_LIKE ------------------------------------------------------------------------
@@ -60,7 +54,7 @@ def _fill_support(node):
         return f"value must be a scalar, got shape {list(value.shape)}"
     if node.outputs[0].dtype != value.dtype:
         return f"output {node.outputs[0].dtype} differs from value {value.dtype}"
-    return _dtype_reason(node, value, FILL_DTYPES, "value")
+    return dtype_reason(node, value, FILL_DTYPES, "value")
 
 
 def zeros_like(node, inputs):
@@ -71,7 +65,7 @@ def zeros_like(node, inputs):
 def _zeros_like_support(node):
     if node.outputs[0].dtype != node.inputs[0].dtype:
         return f"output {node.outputs[0].dtype} differs from input {node.inputs[0].dtype}"
-    return _dtype_reason(node, node.inputs[0], ZEROS_LIKE_DTYPES, "input")
+    return dtype_reason(node, node.inputs[0], ZEROS_LIKE_DTYPES, "input")
 
 
 # -- RANGE ------------------------------------------------------------------------------------
@@ -112,7 +106,7 @@ def _range_support(node):
     dtypes = {t.dtype for t in node.inputs + node.outputs}
     if len(dtypes) != 1:
         return f"start, limit, delta and output must share one dtype, got {sorted(d.name for d in dtypes)}"
-    return _dtype_reason(node, node.inputs[0], RANGE_DTYPES, "on")
+    return dtype_reason(node, node.inputs[0], RANGE_DTYPES, "on")
 
 
 # -- BROADCAST_TO / BROADCAST_ARGS ------------------------------------------------------------
@@ -138,7 +132,7 @@ def _broadcast_to_support(node):
     if node.outputs[0].dtype != node.inputs[0].dtype:
         return f"output {node.outputs[0].dtype} differs from input {node.inputs[0].dtype}"
     return index_input_reason(node, 1, "shape") or \
-        _dtype_reason(node, node.inputs[0], BROADCAST_TO_DTYPES, "input")
+        dtype_reason(node, node.inputs[0], BROADCAST_TO_DTYPES, "input")
 
 
 def _broadcast_shape_of(node, a, b):
@@ -217,7 +211,7 @@ def _one_hot_support(node):
     axis = int(node.options.get("axis", -1))
     if not -1 <= axis <= len(indices.shape):
         return f"axis {axis} is out of range for an output of rank {len(indices.shape) + 1}"
-    return _dtype_reason(node, on_value, ONE_HOT_DTYPES, "output")
+    return dtype_reason(node, on_value, ONE_HOT_DTYPES, "output")
 
 
 KERNELS = {"FILL": fill, "ZEROS_LIKE": zeros_like, "RANGE": range_, "BROADCAST_TO": broadcast_to,

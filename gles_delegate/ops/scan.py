@@ -7,18 +7,13 @@ value, largest first, ties by the lower index first (TopContainer's comparator) 
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, index_values, node_error, normalized_axis, with_arity
+from .checks import (arity_reason, dtype_reason, index_input_reason, index_values, node_error, normalized_axis,
+                     with_arity)
 
 F32, I32, I64, I8, U8, I16 = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
 CUMSUM_DTYPES = {F32, I32, I64}
 TOPK_DTYPES = {F32, I32, I64, I8, U8, I16}
 TOPK_INDEX_DTYPES = {I32, I16}  # of k and of the indices output
-
-
-def _dtype_reason(node, tensor, dtypes, what):
-    if tensor.dtype not in dtypes:
-        return f"{node.op} {what} {tensor.dtype} is not supported (supported: {sorted(d.name for d in dtypes)})"
-    return None
 
 
 # -- CUMSUM -----------------------------------------------------------------------------------
@@ -50,7 +45,7 @@ def _cumsum_support(node):
         return f"output {out.dtype} differs from input {x.dtype}"
     if len(x.shape) == 0:
         return "input must have at least one dimension"
-    return index_input_reason(node, 1, "axis", int32_only=True) or _dtype_reason(node, x, CUMSUM_DTYPES, "on")
+    return index_input_reason(node, 1, "axis", int32_only=True) or dtype_reason(node, x, CUMSUM_DTYPES, "on")
 
 
 # -- TOPK_V2 ----------------------------------------------------------------------------------
@@ -91,8 +86,8 @@ def _topk_support(node):
         return f"values output {values.dtype} differs from input {x.dtype}"
     if len(x.shape) == 0:
         return "input must have at least one dimension"
-    return _dtype_reason(node, k, TOPK_INDEX_DTYPES, "k") or \
-        _dtype_reason(node, indices, TOPK_INDEX_DTYPES, "indices output") or _dtype_reason(node, x, TOPK_DTYPES, "on")
+    return dtype_reason(node, k, TOPK_INDEX_DTYPES, "k") or \
+        dtype_reason(node, indices, TOPK_INDEX_DTYPES, "indices output") or dtype_reason(node, x, TOPK_DTYPES, "on")
 
 
 KERNELS = {"CUMSUM": cumsum, "TOPK_V2": topk_v2}

@@ -165,8 +165,9 @@ def test_one_hot_every_axis_and_dtype(dtype):
         indices = rng.integers(-1, depth + 2, shape)
         for axis in [-1, *range(len(shape) + 1)]:
             for index_dtype in (np.int32, np.int64):
-                check_op("ONE_HOT", [In(indices.astype(index_dtype)), In(np.array(depth, np.int32), const=axis % 2 == 0),
-                                     In(on_value, const=True), In(off_value)], {"axis": axis}, output_dtypes=[dtype])
+                inputs = [In(indices.astype(index_dtype)), In(np.array(depth, np.int32), const=axis % 2 == 0),
+                          In(on_value, const=True), In(off_value)]
+                check_op("ONE_HOT", inputs, {"axis": axis}, output_dtypes=[dtype])
 
 
 def test_one_hot_refusals():
