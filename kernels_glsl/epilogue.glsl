@@ -55,6 +55,14 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == EP_OP_NEG) return -x;
   if (op == EP_OP_SQUARE) return x * x;
   if (op == EP_OP_SIGN) return sign(x);
+  // The GPU reduces sin / cos arguments in its own float precision: the absolute error grows
+  // with |x| (gpu/kernels/elementwise.py says how far).
+  if (op == EP_OP_SIN) return sin(x);
+  if (op == EP_OP_COS) return cos(x);
+  if (op == EP_OP_FLOOR) return floor(x);
+  if (op == EP_OP_CEIL) return ceil(x);
+  // TFLite's ROUND: halves to even (only the sign of a zero result may differ: -0.4 gives -0).
+  if (op == EP_OP_ROUND) return roundEven(x);
   if (op == EP_OP_HARD_SWISH) return x * tfl_clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));

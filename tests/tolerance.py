@@ -2,13 +2,15 @@
 machine.
 
 Two kinds of bound:
-- Sums (convolutions, fully connected, average pooling, mean / sum): any order of evaluating a
-  sum of K products in a precision of unit roundoff u, FMA or not, lands within gamma(K + 1) x
-  sum|terms| of the exact value (Higham, Accuracy and Stability of Numerical Algorithms, 3.1),
-  so two such evaluations (ours and LiteRT's, or the GPU's and the reference's) differ by at most
-  twice that, element by element. sum|terms| is the op itself run on |inputs| without its
-  clamp (which is 1-Lipschitz and can only shrink a difference). A one-float32-step difference at
-  an accumulator of 1024 that cancels down to an output of 6 is inside it; a wrong tap is not.
+- Sums (convolutions, fully connected, average pooling, mean / sum, cumulative sums): any order
+  of evaluating a sum of K products in a precision of unit roundoff u, FMA or not, lands within
+  gamma(K + 1) x sum|terms| of the exact value (Higham, Accuracy and Stability of Numerical
+  Algorithms, 3.1), so two such evaluations (ours and LiteRT's, or the GPU's and the reference's)
+  differ by at most twice that, element by element. sum|terms| is the op itself run on |inputs|
+  without its clamp (which is 1-Lipschitz and can only shrink a difference). A one-float32-step
+  difference at an accumulator of 1024 that cancels down to an output of 6 is inside it; a wrong
+  tap is not. The normalizations (L2, local response) divide by a function of a sum of squares:
+  their K is the count of steps whose relative error reaches the output, and sum|terms| is |output|.
 - Everything else: a number of ulps (float32 or half spacing) of the output's largest magnitude:
   different libm / polynomial approximations and orders of a handful of operations.
 A floor of a few smallest normals covers hardware that flushes subnormal results to zero.
@@ -27,8 +29,11 @@ F32_ULPS, F16_ULPS = 128, 10
 
 
 def gamma(terms, u):
-    """Higham's gamma_n = n u / (1 - n u): the relative error bound of an n-step float sum."""
-    return terms * u / (1 - terms * u) if terms * u < 1 else np.inf
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of an n-step float sum (of an
+    array of step counts: element by element)."""
+    nu = np.asarray(terms, np.float64) * u
+    result = np.where(nu < 1, nu / (1 - np.minimum(nu, 0.5)), np.inf)
+    return float(result) if result.ndim == 0 else result
 
 
 def _window_terms(node, inputs):
@@ -43,8 +48,42 @@ def _reduced_terms(node, inputs):
 
 
 def _contracted_terms(node, inputs):
+    """BATCH_MATMUL: the contracted dimension of the left operand (its rows with adj_x)."""
     lhs_shape = np.shape(inputs[0])
     return lhs_shape[-2] if node.options.get("adj_x", False) else lhs_shape[-1]
+
+
+def _scan_terms(node, inputs):
+    """CUMSUM: an element sums up to its whole axis."""
+    shape = np.shape(inputs[0])
+    return shape[int(np.asarray(inputs[1]).reshape(-1)[0]) % len(shape)]
+
+
+def _channel_terms(node, inputs):
+    """L2_NORMALIZATION: C squares summed, then a square root (which halves the sum's relative
+    error) and a division: C + 1 steps cover it."""
+    return np.shape(inputs[0])[-1] + 1
+
+
+def _lrn_terms(node, inputs):
+    """LOCAL_RESPONSE_NORMALIZATION, per element: out = x s^-beta with s = bias + alpha W (W the
+    window's sum of squares). LiteRT keeps one running window sum per pixel, adding the square
+    entering and subtracting the one leaving, so its error in s grows with every square of the
+    channel axis it passed (Sigma, up to (4r + 3) alpha Sigma u), not with W; ours sums each
+    window (2r + 1) alpha W u. A relative error e in s is beta e in the output, plus a few
+    roundings (squares, pow, the product): the step count whose 2 gamma bounds both."""
+    x = np.asarray(inputs[0], np.float64)
+    depth = x.shape[-1]
+    radius = min(int(node.options.get("radius", 0)), depth)
+    bias, alpha, beta = (abs(float(node.options.get(k, 0.0))) for k in ("bias", "alpha", "beta"))
+    squares = x * x
+    padded = np.pad(squares, [(0, 0)] * (x.ndim - 1) + [(radius, radius)])
+    window = np.lib.stride_tricks.sliding_window_view(padded, 2 * radius + 1, axis=-1).sum(-1)
+    column = squares.sum(-1, keepdims=True)
+    s = np.abs(float(node.options.get("bias", 0.0)) + float(node.options.get("alpha", 0.0)) * window)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = ((4 * radius + 3) * alpha * column + (2 * radius + 1) * alpha * window + 2 * (bias + s)) / s
+    return np.ceil(beta * np.nan_to_num(relative, nan=np.inf) / 2) + 3
 
 
 def _filter_terms(axes):
@@ -64,6 +103,9 @@ SUM_TERMS = {
     "AVERAGE_POOL_2D": (_window_terms, (0,)),
     "MEAN": (_reduced_terms, (0,)),
     "SUM": (_reduced_terms, (0,)),
+    "CUMSUM": (_scan_terms, (0,)),
+    "L2_NORMALIZATION": (_channel_terms, (0,)),
+    "LOCAL_RESPONSE_NORMALIZATION": (_lrn_terms, (0,)),
 }
 
 

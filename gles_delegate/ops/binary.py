@@ -12,7 +12,8 @@ from .checks import arity_reason, node_error, quantization_reason
 from .common import (clamp_to_activation, fused_activation, multiply_by_quantized_multiplier,
                      quantized_activation_range, quantized_multiplier, scale_of, zero_point_of)
 
-F32, I32, I64, I8, U8, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.bool_))
+F32, I32, I64, I8, U8, I16, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16,
+                                                           np.bool_))
 QUANTIZED = {I8, U8}
 ADD_LEFT_SHIFT = 20         # add.cc / sub.cc: headroom for 8-bit inputs before rescaling
 COMPARISON_LEFT_SHIFT = 8   # comparisons.cc
@@ -41,6 +42,24 @@ def _power(node, a, b):
     return np.trunc(np.clip(np.power(a.astype(np.float64), b), info.min, info.max)).astype(a.dtype)
 
 
+def _floor_divide(node, a, b):
+    """floor_div.cc: floor(double(a) / double(b)) converted back to the type. TFLite fails on
+    any zero divisor, float ones included (floor(x / 0) is not taken to be +-inf)."""
+    if np.any(b == 0):
+        raise node_error(node, "division by zero")
+    return np.floor(np.true_divide(a.astype(np.float64), b.astype(np.float64)))
+
+
+def _floor_mod(node, a, b):
+    """floor_mod.cc: the truncated remainder (C++ % for integers, fmodf for floats), plus b when
+    it is non-zero and its sign differs from b's, so the result takes the divisor's sign. An
+    integer zero divisor fails in TFLite; a float one gives fmod's NaN."""
+    if a.dtype.kind in "iu" and np.any(b == 0):
+        raise node_error(node, "integer division by zero")
+    remainder = np.fmod(a, b)
+    return np.where((remainder != 0) & ((b < 0) != (remainder < 0)), remainder + b, remainder)
+
+
 def _maximum(node, a, b):
     # TFLite's `a > b ? a : b`: a NaN in `a` yields `b`, a NaN in `b` yields NaN.
     return np.where(a > b, a, b)
@@ -65,6 +84,9 @@ ARITHMETIC = {
     "MINIMUM": (_minimum, {F32, I32, I64, I8, U8}, False),
     "SQUARED_DIFFERENCE": (_squared_difference, {F32, I32}, False),
     "POW": (_power, {F32, I32}, False),
+    # int8 / int16 divide their raw values: TFLite's kernels ignore any quantization.
+    "FLOOR_DIV": (_floor_divide, {F32, I32, I8, I16}, False),
+    "FLOOR_MOD": (_floor_mod, {F32, I32, I64, I8, I16}, False),
 }
 QUANTIZED_ARITHMETIC = {"ADD", "SUB", "MUL"}
 

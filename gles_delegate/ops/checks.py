@@ -33,6 +33,18 @@ def normalized_axis(node, axis, rank, what="axis"):
     return axis % rank
 
 
+def index_values(node, values, what, count=None):
+    """A shape-defining input (int32 or int64) as a flat int64 array, checked to hold `count`
+    values; a ModelError naming the node otherwise."""
+    values = np.asarray(values)
+    if values.dtype not in INDEX_DTYPES:
+        raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
+    flat = values.reshape(-1).astype(np.int64)
+    if count is not None and flat.size != count:
+        raise node_error(node, f"{what} holds {flat.size} values, expected {count}")
+    return flat
+
+
 # -- arity and types ----------------------------------------------------------------------
 def arity_reason(node, n_inputs, n_outputs=1, optional=()):
     """Why the node's input/output counts or tensors do not fit, or None. `n_inputs` is an int or
@@ -65,6 +77,13 @@ def float32_reason(node):
     for tensor in [*node.inputs, *node.outputs]:
         if tensor is not None and tensor.dtype != np.float32:
             return f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype}"
+    return None
+
+
+def dtype_reason(node, tensor, dtypes, what):
+    """Why `tensor` (the op's `what`) has a dtype outside `dtypes`, or None."""
+    if tensor.dtype not in dtypes:
+        return f"{node.op} {what} {tensor.dtype} is not supported (supported: {sorted(d.name for d in dtypes)})"
     return None
 
 

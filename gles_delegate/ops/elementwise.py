@@ -55,6 +55,22 @@ def hard_swish(x):
     return x * np.clip(x + np.float32(3), 0, 6) / np.float32(6)
 
 
+def round_half_even(x):
+    """TFLite's RoundToNearest: floor, plus one when the rest is above one half or is one half
+    on an odd floor. Unlike np.rint, -0.4 gives +0 (floor -1, plus one), as in TFLite; NaN and
+    +-inf stay themselves."""
+    floor = np.floor(x)
+    rest = x - floor
+    down = (rest < 0.5) | ((rest == 0.5) & (np.fmod(floor, 2) == 0))
+    return np.where(down, floor, floor + np.float32(1))
+
+
+def in_double(function):
+    """The float function of a libm call TFLite makes in float (sinf, cosf): evaluated in
+    float64 and rounded once, i.e. the correctly rounded float32 result that glibc's sinf gives."""
+    return lambda x, options: function(x.astype(np.float64))
+
+
 def elu(x):
     return np.where(x < 0, np.expm1(x), x)
 
@@ -83,6 +99,11 @@ FLOAT_FUNCTIONS = {
     "NEG": lambda x, options: np.negative(x),
     "SQUARE": lambda x, options: x * x,
     "SIGN": lambda x, options: np.sign(x),  # NaN stays NaN and -0 gives +0, as in LiteRT
+    "SIN": in_double(np.sin),
+    "COS": in_double(np.cos),
+    "FLOOR": lambda x, options: np.floor(x),
+    "CEIL": lambda x, options: np.ceil(x),
+    "ROUND": lambda x, options: round_half_even(x),
     "HARD_SWISH": lambda x, options: hard_swish(x),
     "ELU": lambda x, options: elu(x),
     "GELU": lambda x, options: gelu(x, options.get("approximate", False)),

@@ -38,6 +38,7 @@ _OPTIONS_OVERRIDES = {
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "RNN": "RNNOptions",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
+    "TOPK_V2": "TopKV2Options", "L2_NORMALIZATION": "L2NormOptions",
 }
 
 

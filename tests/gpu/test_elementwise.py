@@ -8,21 +8,37 @@ from hypothesis import strategies as st
 
 from tests.gpu.gpulib import PRECISIONS, check_gpu
 from tests.oplib import In
+from tests.tolerance import F16_U, F16_ULPS, F32_U, F32_ULPS
 
 OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "RSQRT",
-       "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU"]
+       "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU", "SIN", "COS", "FLOOR", "CEIL", "ROUND"]
+# Periodic ops: the GPU reduces the argument in its float precision, so the error grows with |x|.
+PERIODIC = ("SIN", "COS")
 SHAPES = [(1, 5, 6, 7), (2, 3, 4, 1), (1, 1, 1, 9), (3, 8), (13,), ()]
 
 
 def sample(op, rng, shape):
     """Inputs in the op's domain: positive for LOG / SQRT / RSQRT, |x| < 5 for EXP (its result
-    fits half floats), else spread over the clamps and the curved parts (|x| up to ~12)."""
+    fits half floats), else spread over the clamps and the curved parts (|x| up to ~12, about
+    four periods of SIN / COS)."""
     x = rng.normal(0, 4, shape).astype(np.float32)
     if op in ("LOG", "SQRT", "RSQRT"):
         return np.abs(x) + np.float32(0.01)
     if op == "EXP":
         return np.clip(x, np.float32(-5), np.float32(5))  # float32 bounds: numpy 1.x promotes to float64
+    if op in ("FLOOR", "CEIL", "ROUND"):
+        # Every third value a half or an integer: where the rounding rules differ.
+        return np.where(np.arange(x.size).reshape(x.shape) % 3 == 0, np.round(x * 2) / 2, x).astype(np.float32)
     return x
+
+
+def argument_allowance(op, x, precision):
+    """What sin / cos of x may lose on a GPU on top of tolerance(): the error of reducing x
+    into one period in the shader's precision, as many of its ulps at |x| as tolerance() allows
+    at the output (128 float32, 10 half ulps), so about 8e-6 |x| in FP32 and 5e-3 |x| in FP16."""
+    if op not in PERIODIC:
+        return 0.0
+    return np.abs(x) * (F32_ULPS * F32_U if precision == "fp32" else F16_ULPS * F16_U)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -30,7 +46,8 @@ def sample(op, rng, shape):
 def test_unary(op, precision):
     rng = np.random.default_rng(sum(map(ord, op)))
     for shape in SHAPES:
-        check_gpu(op, [In(sample(op, rng, shape))], {}, precision)
+        x = sample(op, rng, shape)
+        check_gpu(op, [In(x)], {}, precision, extra=argument_allowance(op, x, precision))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -76,5 +93,6 @@ def test_prelu(x_shape, alpha_shape, const, precision):
 def test_unary_random_shapes(op, shape, precision, seed):
     rng = np.random.default_rng(seed)
     options = {"GELU": {"approximate": bool(seed % 2)}, "LEAKY_RELU": {"alpha": 0.1}}.get(op, {})
-    check_gpu(op, [In(sample(op, rng, tuple(shape)))], options, precision)
+    x = sample(op, rng, tuple(shape))
+    check_gpu(op, [In(x)], options, precision, extra=argument_allowance(op, x, precision))
 

@@ -240,3 +240,81 @@ def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant
 
 def test_unbroadcastable_shapes_are_rejected():
     assert_rejected("ADD", [In(np.zeros((2, 3), np.float32)), In(np.zeros(4, np.float32))], match="do not broadcast")
+
+
+# -- FLOOR_DIV / FLOOR_MOD --------------------------------------------------------------------
+FLOOR_CASES = [("FLOOR_DIV", dt) for dt in (np.float32, np.int32, np.int8, np.int16)] + \
+    [("FLOOR_MOD", dt) for dt in (np.float32, np.int32, np.int64, np.int8, np.int16)]
+
+
+def assert_same_zero_signs(op, a, b):
+    """Where LiteRT gives a zero, ours has its sign (floor(-0.0 / 3) is -0, -0 mod 3 is -0)."""
+    model = single_op_model(op, [In(a), In(b)])
+    ours, theirs = run_ours(model, [a, b])[0], run_litert(model, [a, b], resolver="builtin")[0]
+    zeros = theirs == 0
+    assert np.array_equal(np.signbit(ours[zeros]), np.signbit(theirs[zeros])), op
+
+
+@pytest.mark.parametrize("op,dtype", FLOOR_CASES)
+def test_floor_ops_broadcast_like_litert(op, dtype):
+    """Both signs of dividend and divisor (the result takes the divisor's sign for FLOOR_MOD and
+    rounds toward -inf for FLOOR_DIV), exact multiples included; divisors are never zero."""
+    rng = np.random.default_rng(sum(map(ord, op)) + np.dtype(dtype).itemsize)
+    high = 40 if np.dtype(dtype).kind == "i" else 10.0
+    for rank in range(0, 6):
+        shapes = broadcast_pair(rng, rank)
+        if np.dtype(dtype).kind == "i":
+            a, b = (rng.integers(-high, high + 1, s).astype(dtype) for s in shapes)
+        else:
+            a, b = (rng.uniform(-high, high, s).astype(dtype) for s in shapes)
+            a = np.where(rng.random(a.shape) < 0.3, np.round(a), a).astype(dtype)  # exact multiples
+            b = np.where(rng.random(b.shape) < 0.3, np.round(b), b).astype(dtype)
+        b[b == 0] = 3
+        check_op(op, [In(a), In(b, const=bool(rank % 2))])
+
+
+@pytest.mark.parametrize("op", ["FLOOR_DIV", "FLOOR_MOD"])
+def test_floor_ops_float_special_values(op):
+    """NaN, +-inf, +-0, huge and tiny operands against each other; a zero divisor gives NaN for
+    FLOOR_MOD (fmod) and fails for FLOOR_DIV (test_floor_ops_zero_divisor)."""
+    a, b = np.repeat(SPECIALS, SPECIALS.size), np.tile(SPECIALS, SPECIALS.size)
+    if op == "FLOOR_DIV":
+        a, b = a[b != 0], b[b != 0]
+    compare_elementwise(op, [In(a), In(b)], rtol=0)
+    assert_same_zero_signs(op, a, b)
+    # Quotients just below an integer: TFLite divides in double before the floor.
+    x = np.float32([0.3, 0.7, 1.1, -0.3, 1e7 + 1, 3.0, -3.0, 1e-8, -1e-8])
+    y = np.float32([0.1, 0.1, 0.1, 0.1, 3.0, 0.1, 0.1, 1.0, 1.0])
+    compare_elementwise(op, [In(x), In(y)], rtol=0)
+
+
+@pytest.mark.parametrize("op,dtype", [(op, dt) for op, dt in FLOOR_CASES if np.dtype(dt).kind == "i"])
+def test_floor_ops_integer_extremes(op, dtype):
+    """The type's extremes against small and extreme divisors (not min / -1, whose quotient or
+    remainder C++ leaves undefined)."""
+    info = np.iinfo(dtype)
+    edges = np.array([info.max, info.min, info.min + 1, info.max - 1, 7, -7, 2, -2, 1, -1, 0], dtype)
+    a, b = np.repeat(edges, edges.size), np.tile(edges, edges.size)
+    keep = (b != 0) & ~((a == info.min) & (b == -1))
+    check_op(op, [In(a[keep]), In(b[keep])])
+
+
+@pytest.mark.parametrize("op,dtype", [("FLOOR_DIV", np.float32), ("FLOOR_DIV", np.int32), ("FLOOR_MOD", np.int32),
+                                      ("FLOOR_MOD", np.int16)])
+def test_floor_ops_zero_divisor_fails_at_invoke(op, dtype):
+    """LiteRT fails the invoke on a zero divisor (FLOOR_DIV of floats too); so do we, naming the
+    operator."""
+    inputs = [In(np.array([4, 5], dtype)), In(np.array([2, 1], dtype))]
+    model = single_op_model(op, inputs)
+    bad = [np.array([4, 5], dtype), np.array([2, 0], dtype)]
+    with pytest.raises(ModelError, match=r"#0 \(" + op + r"\).*division by zero"):
+        run_ours(model, bad)
+    with pytest.raises(RuntimeError, match="Division by 0"):
+        run_litert(model, bad, resolver="builtin")
+
+
+@pytest.mark.parametrize("op,dtype", [("FLOOR_DIV", np.int64), ("FLOOR_DIV", np.uint8), ("FLOOR_MOD", np.uint8),
+                                      ("FLOOR_MOD", np.bool_)])
+def test_floor_ops_unsupported_dtypes_are_rejected(op, dtype):
+    """The dtypes LiteRT's floor_div.cc / floor_mod.cc refuse."""
+    assert_rejected(op, [In(np.ones((2, 3), dtype)), In(np.ones((2, 3), dtype))], match="is not supported")

@@ -6,11 +6,13 @@ import math
 import numpy as np
 import pytest
 
+from tests.litert import run_litert
 from tests.oplib import In, assert_rejected, check_op, compare_elementwise, run_ours, single_op_model
 from tests.tolerance import F32_U, F32_ULPS, ulp_bound
 
 FLOAT_OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG",
-             "SQRT", "RSQRT", "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU", "GELU"]
+             "SQRT", "RSQRT", "ABS", "NEG", "SQUARE", "SIGN", "HARD_SWISH", "ELU", "GELU", "SIN", "COS", "FLOOR",
+             "CEIL", "ROUND"]
 OPTION_VARIANTS = {"LEAKY_RELU": [{"alpha": 0.2}, {"alpha": 0.0}, {"alpha": -2.0}, {"alpha": 3.0}],
                    "GELU": [{"approximate": False}, {"approximate": True}]}
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, -1.0, 2.9, -3.0, 3.1,
@@ -57,6 +59,26 @@ def test_float_ops_on_special_values(op):
         # A few float32 ulps for the transcendental functions, 1e-37 absolute for denormal tails.
         rtol, atol = gelu_tolerance(options) if op == "GELU" else (2e-6, 1e-37)
         compare_elementwise(op, [In(SPECIALS)], options, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", ["FLOOR", "CEIL", "ROUND"])
+def test_rounding_halves_and_zero_signs(op):
+    """Every half from -10.5 to 10.5 (ROUND: to even), values either side of them, and the sign
+    of zero results: TFLite's ROUND gives +0 for -0.4 (floor -1, plus one), CEIL -0 for -0.4."""
+    halves = np.arange(-10.5, 11, 1.0)
+    x = np.concatenate([halves, np.nextafter(halves, 0), np.nextafter(halves, 100), [-0.4, 0.4, -0.0, 0.0, -0.5],
+                        [2.0 ** 23 + 1, -(2.0 ** 23) - 1, 2.0 ** 22 + 0.5, 8388607.5]]).astype(np.float32)
+    model = single_op_model(op, [In(x)])
+    ours, theirs = run_ours(model, [x])[0], run_litert(model, [x], resolver="builtin")[0]
+    assert np.array_equal(ours, theirs) and np.array_equal(np.signbit(ours), np.signbit(theirs)), op
+
+
+@pytest.mark.parametrize("op", ["SIN", "COS"])
+def test_sin_cos_large_arguments(op):
+    """Arguments up to 1e6 and beyond: the float32 result of the exact argument (glibc's sinf
+    reduces it exactly), within one float32 ulp of 1 (the rounding of either side)."""
+    x = np.concatenate([np.geomspace(1, 3e38, 200), -np.geomspace(1e-3, 1e6, 100)]).astype(np.float32)
+    compare_elementwise(op, [In(x)], rtol=0, atol=1.2e-7)
 
 
 def test_gelu_dense_sweep():
@@ -193,6 +215,9 @@ def test_constant_scalar_input_folds(op, dtype, out_dtype, quant):
     ("CAST", [np.float64], np.float32, None, None, "CAST of"),
     ("CAST", [np.float32], np.uint16, None, None, "CAST of"),
     ("LOGICAL_NOT", [np.int32], np.int32, None, None, "bool"),
+    ("SIN", [np.int32], np.int32, None, None, "SIN on int32"),
+    ("ROUND", [np.float16], np.float16, None, None, "ROUND on float16"),
+    ("FLOOR", [np.int8], np.int8, (0.1, 0), None, "FLOOR on int8"),
 ])
 def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant, shapes, expected):
     shapes = shapes or [(2, 3)] * len(dtypes)

@@ -3,7 +3,15 @@ kernel the broadcasting binary ops (binary.py) run too.
 
 The node's own op is the first epilogue step (epilogue.py) of a kernel that reads its first
 operand at the output position, so a chain of elementwise nodes fused into one (rules
-fuse_activation, fuse_residual_add, fuse_elementwise) is just more steps."""
+fuse_activation, fuse_residual_add, fuse_elementwise) is just more steps.
+
+Accuracy: SIN and COS run GLSL's sin / cos, whose precision the GLSL ES spec leaves to the driver;
+hardware that reduces the argument to one period in its own float precision loses a few ulps of
+|x| (absolute), which no support check can foresee since it depends on the values.
+tests/gpu/test_elementwise.py holds them to tolerance() plus 128 float32 ulps of |x| (FP32; 10
+half ulps in FP16 modes) for |x| up to ~16; Mesa's llvmpipe stays within a float32 ulp of the
+reference even at |x| = 1e6. FLOOR, CEIL and ROUND (roundEven: halves to even) are exact on the
+stored value."""
 from ...ops import elementwise as reference
 from ...registry import BINARY, UNARY, OpFacts
 from ..phwc4 import bhwc

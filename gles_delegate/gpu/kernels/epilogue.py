@@ -21,7 +21,7 @@ MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused
 UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAKY_RELU": 4, "PRELU": 4,
                "LOGISTIC": 5, "TANH": 6, "EXP": 7, "LOG": 8, "SQRT": 9, "RSQRT": 10, "ABS": 11, "NEG": 12,
                "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16, "ROUND_HALF_AWAY": 17,
-               "SQUARE": 18, "SIGN": 19}
+               "SQUARE": 18, "SIGN": 19, "SIN": 20, "COS": 21, "FLOOR": 22, "CEIL": 23, "ROUND": 24}
 FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"  # quant.py's fake-quant node, fused as five steps
 STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY")  # codes of steps that are no graph op of their own
 UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY)

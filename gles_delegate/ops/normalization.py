@@ -1,0 +1,73 @@
+"""Normalizations over the channel (last) axis: L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION,
+with TFLite's float semantics (l2norm.cc, local_response_norm.cc).
+
+Both square the inputs and sum them in float32 as TFLite does, so that a square that overflows
+(|x| > 1.8e19) or underflows (|x| < 1e-23) does so here too; the summation order differs
+(numpy's pairwise and window sums against TFLite's running ones), which tests/tolerance.py's
+sum_bound covers.
+"""
+import numpy as np
+
+from .checks import float32_reason, with_arity
+from .common import ACT_NONE, fused_activation
+
+F32 = np.dtype(np.float32)
+L2_EPSILON = np.float32(1e-6)  # l2norm.cc: the norm is at least this, so zeros stay zeros
+
+
+def l2_normalization(node, inputs):
+    """L2_NORMALIZATION: x [..., C] -> x / max(sqrt(sum over C of x^2), 1e-6)."""
+    x = inputs[0]
+    with np.errstate(all="ignore"):  # overflowing squares, inf / inf: IEEE results, as in C++
+        squares = np.sum(x * x, axis=-1, keepdims=True, dtype=np.float32)
+        return [np.asarray(x / np.maximum(np.sqrt(squares), L2_EPSILON), dtype=F32)]
+
+
+def _l2_support(node):
+    if len(node.inputs[0].shape) == 0:
+        return "input must have at least one dimension"
+    if fused_activation(node) != ACT_NONE:
+        # l2norm.cc applies none (it requires NONE).
+        return f"fused activation {fused_activation(node)} is not supported (only NONE)"
+    return float32_reason(node)
+
+
+def lrn_options(node):
+    """(radius, bias, alpha, beta) of a LOCAL_RESPONSE_NORMALIZATION node."""
+    options = node.options
+    return (int(options.get("radius", 0)), np.float32(options.get("bias", 0.0)), np.float32(options.get("alpha", 0.0)),
+            np.float32(options.get("beta", 0.0)))
+
+
+def window_sums(values, radius):
+    """Sum of values[..., c - radius .. c + radius] (clipped to the axis) for every c, float32."""
+    depth = values.shape[-1]
+    radius = min(radius, depth)  # a wider window sums the whole axis anyway
+    padded = np.pad(values, [(0, 0)] * (values.ndim - 1) + [(radius, radius)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * radius + 1, axis=-1)
+    return np.sum(windows, axis=-1, dtype=np.float32)
+
+
+def local_response_normalization(node, inputs):
+    """LOCAL_RESPONSE_NORMALIZATION: x [N, H, W, C] -> x * (bias + alpha * sum of x^2 over
+    channels c - radius .. c + radius)^-beta."""
+    x = inputs[0]
+    radius, bias, alpha, beta = lrn_options(node)
+    with np.errstate(all="ignore"):
+        scale = bias + alpha * window_sums(x * x, radius)
+        return [np.asarray(x * np.power(scale, -beta), dtype=F32)]
+
+
+def _lrn_support(node):
+    if len(node.inputs[0].shape) != 4:
+        return f"input must be 4-D, got rank {len(node.inputs[0].shape)}"
+    if int(node.options.get("radius", 0)) < 0:
+        # LiteRT's kernel corrupts memory with a negative radius.
+        return f"radius {node.options.get('radius')} must be >= 0"
+    return float32_reason(node)
+
+
+KERNELS = {"L2_NORMALIZATION": l2_normalization, "LOCAL_RESPONSE_NORMALIZATION": local_response_normalization}
+SUPPORT = {"L2_NORMALIZATION": with_arity(1, 0, _l2_support),
+           "LOCAL_RESPONSE_NORMALIZATION": with_arity(1, 0, _lrn_support)}
+OUTPUT_SHAPES = {op: lambda node, shapes, values: [shapes[0]] for op in KERNELS}
