@@ -24,9 +24,10 @@ from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
 from . import (binary, conv, elementwise, hybrid, layout, lstm, mediapipe, pool, quantize, reduce, resize,
-               softmax)
+               select, softmax)
 
-MODULES = (binary, conv, elementwise, layout, lstm, mediapipe, pool, quantize, reduce, resize, softmax, hybrid)
+MODULES = (binary, conv, elementwise, layout, lstm, mediapipe, pool, quantize, reduce, resize, select, softmax,
+           hybrid)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}
