@@ -33,6 +33,8 @@ def producer(c, kind):
         return c.op(kind, small, c.const([h, w], np.int32), shape=SHAPE)
     if kind == "ADD":
         return c.op(kind, c.x, c.const(random((1, 1, w, ch), 6)))
+    if kind == "SELECT_V2":
+        return c.op(kind, c.const(random((w, ch), 9) > 0, np.bool_), c.x, c.const(random(SHAPE, 10)))
     return c.op(kind, c.x)
 
 
@@ -47,7 +49,7 @@ def chain(c, value, residual):
 
 
 KINDS = ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG"]
+         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG", "SELECT_V2"]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -67,7 +69,7 @@ def test_every_kernel_with_an_epilogue_is_covered():
     """A case above per kernel with an epilogue; the elementwise kernel's ops share NEG's case."""
     with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
-    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias"}
+    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias", "SELECT"}  # SELECT_V2's kernel
     assert elementwise_ops <= with_epilogue
 
 
