@@ -9,19 +9,21 @@ A module whose kernels apply epilogue steps (epilogue.py) to their output also e
 EPILOGUE = {"OP": None, or fn(node) -> None | reason for a kernel that does so only for some nodes}.
 A module whose kernels take bool / int32 tensors through the float view (base.py) exposes
 FLOAT_VIEW = {"OP": None}: those ops' runtime tensors may be bool / int32 too, and their SUPPORT
-checks which.
+(each candidate's) checks which.
 Two modules may run one op only as candidates in a stated ORDER (gles_delegate/registry.py).
 """
 import numpy as np
 
 from ... import registry
 from .base import VIEW_DTYPES
-from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
-               reduce, resize, select, softmax, transpose_conv)
+from . import (binary, conv, depthwise, elementwise, fully_connected, gather, layout, lstm, mediapipe, pool,
+               quantize, reduce, resize, select, softmax, transpose_conv)
 
-MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, mediapipe, pool, quantize,
+MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, layout, lstm, mediapipe, pool, quantize,
            reduce, resize, select, softmax, transpose_conv)
-ORDER = {}  # op -> its kernel modules in the order tried, for an op of several (registry.candidates)
+# op -> its kernel modules in the order tried, for an op of several (registry.candidates):
+# GATHER with constant indices (layout.py), else with runtime ones (gather.py).
+ORDER = {"GATHER": (layout, gather)}
 
 CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
 SUPPORT, BUILD = {}, {}
