@@ -60,9 +60,11 @@ BIAS_INPUTS = {"CONV_2D": (2, 0, 1), "DEPTHWISE_CONV_2D": (2, 0, 1), "FULLY_CONN
 # (CONCATENATION: TFLite's uint8 kernel does; its int8 kernel refuses them).
 GRID_KEEPING = {"CONCATENATION"}
 # Ops whose quantized kernels compute on the integers themselves (not on the real values), or
-# with intermediate quantizations the view does not have: no float view.
+# with intermediate quantizations the view does not have: no float view. (8-bit comparisons
+# compare rounded fixed-point rescalings, which can tie where the real values differ.)
 NO_VIEW = {"CAST", "BITCAST", "BITWISE_XOR", "RIGHT_SHIFT", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
-           "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN"}
+           "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN",
+           "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"}
 
 
 def integer_range(tensor):

@@ -35,9 +35,26 @@ vec4 erfc4(vec4 z) {
   return mix(2.0 - tail, tail, greaterThanEqual(z, vec4(0.0)));
 }
 
+// The float view (gpu/kernels/base.py) holds a bool as 0.0 / 1.0 and an int32 as its float
+// value; any nonzero value is true. A comparison with a NaN operand is false (NOT_EQUAL: true),
+// as in C++: tested on the bits, since a compiler may assume there is no NaN.
+vec4 ep_truth(vec4 x) { return vec4(bvec4(uvec4(notEqual(x, vec4(0.0))) | uvec4(tfl_isnan(x)))); }
+vec4 ep_compare(bvec4 holds, vec4 a, vec4 b, float if_nan) {
+  return mix(vec4(holds), vec4(if_nan), tfl_either_nan(a, b));
+}
+
 // The RELU family and HARD_SWISH clamp as TFLite's C++ does (common.glsl's tfl_clamp): NaN in,
 // NaN out; GLSL's max / clamp would turn NaN into a bound.
 vec4 ep_unary(int op, vec4 x, vec4 a) {
+  // -- the float view's steps --
+  if (op == EP_OP_LOGICAL_NOT) return 1.0 - ep_truth(x);
+  if (op == EP_OP_CAST_TO_FLOAT) return x;  // a bool's or an int32's view is its float value
+  if (op == EP_OP_CAST_TO_BOOL) return ep_truth(x);  // static_cast<bool>: NaN is true
+  // Truncate toward zero and saturate; NaN gives INT_MAX. 2^31 is INT_MAX's view (the nearest
+  // float), which the download saturates back to INT_MAX.
+  if (op == EP_OP_CAST_TO_INT32)
+    return mix(clamp(trunc(x), vec4(-2147483648.0), vec4(2147483648.0)), vec4(2147483648.0), tfl_isnan(x));
+  // -- float math --
   if (op == EP_OP_RELU) return tfl_max(x, vec4(0.0));
   if (op == EP_OP_RELU6) return tfl_clamp(x, vec4(0.0), vec4(6.0));
   if (op == EP_OP_RELU_N1_TO_1) return tfl_clamp(x, vec4(-1.0), vec4(1.0));
@@ -75,6 +92,16 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
 }
 
 vec4 ep_binary(int op, vec4 a, vec4 b) {
+  // -- the float view's steps: 1.0 where the relation holds --
+  if (op == EP_OP_GREATER) return ep_compare(greaterThan(a, b), a, b, 0.0);
+  if (op == EP_OP_GREATER_EQUAL) return ep_compare(greaterThanEqual(a, b), a, b, 0.0);
+  if (op == EP_OP_LESS) return ep_compare(lessThan(a, b), a, b, 0.0);
+  if (op == EP_OP_LESS_EQUAL) return ep_compare(lessThanEqual(a, b), a, b, 0.0);
+  if (op == EP_OP_EQUAL) return ep_compare(equal(a, b), a, b, 0.0);
+  if (op == EP_OP_NOT_EQUAL) return ep_compare(notEqual(a, b), a, b, 1.0);
+  if (op == EP_OP_LOGICAL_AND) return ep_truth(a) * ep_truth(b);
+  if (op == EP_OP_LOGICAL_OR) return max(ep_truth(a), ep_truth(b));
+  // -- float math --
   // TFLite's float ADD / SUB / MUL / DIV end in ActivationFunctionWithMinMax: an overflow to
   // +-inf is +-FLT_MAX there (tfl_finite), whatever the fused activation.
   if (op == EP_OP_ADD) return tfl_finite(a + b);

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GpuError
 from . import kernels, memory, shader
-from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv
+from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
 
@@ -112,7 +112,11 @@ def build_dispatches(nodes, inputs, outputs, env):
             io_bytes += -(-nbytes // 16) * 16
     dispatches += [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
     for node in nodes:
-        for d in kernels.BUILD[node.op](node, env):
+        try:
+            built = kernels.BUILD[node.op](node, env)
+        except KernelLimitError as exc:  # e.g. indices half storage cannot hold: the node goes to the CPU
+            raise PlanLimitError(str(exc), labels=(node.label,)) from None
+        for d in built:
             d.label = d.label or node.label
             dispatches.append(d)
     dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)]

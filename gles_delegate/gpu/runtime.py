@@ -184,7 +184,7 @@ class GpuPartition:
             values = quant.model_value(self.view, index, values)
         target = capture[index]
         if target.shape == values.shape and target.flags.writeable:
-            np.copyto(target, values, casting="unsafe")
+            store_output(target, values)
         else:
             capture[index] = values
 
@@ -264,6 +264,16 @@ class GpuPartition:
         self.arena = self.consts = self.params = self.io = None
 
 
+def store_output(target, values):
+    """Write an output's float view (gpu/kernels/base.py) into the tensor's storage `target`:
+    float32 as it is, bool as nonzero, int32 saturating (the view of INT_MAX is 2^31, which a
+    plain float -> int cast would wrap)."""
+    if target.dtype.kind in "iu":
+        info = np.iinfo(target.dtype)
+        values = np.clip(values, info.min, info.max, dtype=np.float64)
+    np.copyto(target, values, casting="unsafe")
+
+
 def _all_finite(value):
     value = np.asarray(value)
     return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
@@ -339,7 +349,7 @@ class MappedIo:
         finally:
             gl.delete_sync(sync)
         for index, view in self.outputs:
-            np.copyto(storage[index], view, casting="unsafe")
+            store_output(storage[index], view)
 
     def release(self):
         gl, staging = self.gl, ctypes.c_uint(self.staging)
@@ -387,7 +397,7 @@ class CopiedIo:
                 self.buffer.read_into(target, slot.nbytes, slot.offset)
             else:
                 data = np.frombuffer(self.buffer.read(slot.nbytes, slot.offset), np.float32)
-                np.copyto(target, data.reshape(target.shape), casting="unsafe")
+                store_output(target, data.reshape(target.shape))
 
     def release(self):
         self.buffer.release()

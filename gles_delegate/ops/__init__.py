@@ -24,10 +24,10 @@ from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
 from . import (binary, conv, elementwise, gather, generate, hybrid, layout, lstm, matmul, mediapipe, normalization,
-               pool, quantize, reduce, reorder, resize, rnn, scan, softmax, spectral)
+               pool, quantize, reduce, reorder, resize, rnn, scan, select, softmax, spectral)
 
 MODULES = (binary, conv, elementwise, gather, generate, layout, lstm, matmul, mediapipe, normalization, pool, quantize,
-           reduce, reorder, resize, rnn, scan, softmax, spectral, hybrid)
+           reduce, reorder, resize, rnn, scan, select, softmax, spectral, hybrid)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}

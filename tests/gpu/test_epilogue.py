@@ -35,6 +35,8 @@ def producer(c, kind):
         return c.op(kind, c.x, c.const(random((1, 1, w, ch), 6)))
     if kind == "BATCH_MATMUL":  # [1, 6, 7, 5] x [1, 6, 5, 5]: rows on the W axis, batches on H
         return c.op(kind, c.x, c.const(random((n, h, ch, ch), 9)), adj_x=False, adj_y=False)
+    if kind == "SELECT_V2":
+        return c.op(kind, c.const(random((w, ch), 9) > 0, np.bool_), c.x, c.const(random(SHAPE, 10)))
     return c.op(kind, c.x)
 
 
@@ -49,7 +51,7 @@ def chain(c, value, residual):
 
 
 KINDS = ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG", "BATCH_MATMUL"]
+         "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "ADD", "NEG", "BATCH_MATMUL", "SELECT_V2"]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -69,7 +71,7 @@ def test_every_kernel_with_an_epilogue_is_covered():
     """A case above per kernel with an epilogue; the elementwise kernel's ops share NEG's case."""
     with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
-    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias"}
+    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias", "SELECT"}  # SELECT_V2's kernel
     assert elementwise_ops <= with_epilogue
 
 
@@ -82,3 +84,15 @@ def test_every_step_op_has_its_line_in_the_template():
             assert f"if (op == EP_OP_{op})" in text, op
         assert f"#define EP_OP_{op} " in epilogue.glsl_defines(), op
 
+
+
+def test_no_two_step_ops_share_a_code():
+    """Op codes are assigned by hand in blocks (float math, the float view): a code reused by two
+    ops would run one op's line for the other. PRELU is LEAKY_RELU with a tensor slope."""
+    for codes in (epilogue.UNARY_CODES, epilogue.BINARY_CODES):
+        owners = {}
+        for op, code in codes.items():
+            owners.setdefault(code, []).append(op)
+        shared = {code: ops for code, ops in owners.items() if len(ops) > 1 and set(ops) != {"LEAKY_RELU", "PRELU"}}
+        assert not shared, shared
+    assert max(epilogue.UNARY_CODES.values()) < epilogue.BINARY_BASE

@@ -191,7 +191,7 @@ def test_other_runtimes(module, x8):
 
 
 def test_resize_sizes_outputs_that_cpu_nodes_read():
-    """After a resize, the first kernel's outputs feed LiteRT's CPU nodes (GREATER, SELECT_V2):
+    """After a resize, the first kernel's outputs feed LiteRT's CPU nodes (the CASTs through int64):
     the kernel's prepare gives them their new shape before LiteRT prepares those nodes."""
     data = mixed_model()
     x = np.random.default_rng(2).standard_normal((2, 8, 8, 4)).astype(np.float32)

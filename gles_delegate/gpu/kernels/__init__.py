@@ -7,17 +7,23 @@ quant.py need to know of it. A node goes to the GPU only when its kernel says it
 exact node; the checks every kernel shares (float32 tensors of rank <= 4) are made here.
 A module whose kernels apply epilogue steps (epilogue.py) to their output also exposes
 EPILOGUE = {"OP": None, or fn(node) -> None | reason for a kernel that does so only for some nodes}.
+A module whose kernels take bool / int32 tensors through the float view (base.py) exposes
+FLOAT_VIEW = {"OP": None}: those ops' runtime tensors may be bool / int32 too, and their SUPPORT
+(each candidate's) checks which.
 Two modules may run one op only as candidates in a stated ORDER (gles_delegate/registry.py).
 """
 import numpy as np
 
 from ... import registry
-from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool,
-               quantize, reduce, resize, softmax, transpose_conv)
+from .base import VIEW_DTYPES
+from . import (binary, conv, depthwise, elementwise, fully_connected, gather, layout, lstm, matmul, mediapipe, pool,
+               quantize, reduce, resize, select, softmax, transpose_conv)
 
-MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool, quantize,
-           reduce, resize, softmax, transpose_conv)
-ORDER = {}  # op -> its kernel modules in the order tried, for an op of several (registry.candidates)
+MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, layout, lstm, matmul, mediapipe, pool,
+           quantize, reduce, resize, select, softmax, transpose_conv)
+# op -> its kernel modules in the order tried, for an op of several (registry.candidates):
+# GATHER with constant indices (layout.py), else with runtime ones (gather.py).
+ORDER = {"GATHER": (layout, gather)}
 
 CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
 SUPPORT, BUILD = {}, {}
@@ -25,6 +31,7 @@ for _op, _owners in CANDIDATES.items():
     SUPPORT[_op], BUILD[_op] = registry.resolve(_op, _owners, "BUILD")
 FACTS = registry.merge(MODULES, "FACTS")
 NO_FACTS = registry.OpFacts()
+FLOAT_VIEW = registry.merge(MODULES, "FLOAT_VIEW")
 
 MAX_RANK = 4
 
@@ -57,9 +64,10 @@ def arity_reason(node):
     return None
 
 
-def _tensor_reason(tensor, role):
-    if tensor.dtype != np.float32:
-        return f"{role} tensor {tensor.index} is {tensor.dtype}, the GPU runs float32 tensors"
+def _tensor_reason(tensor, role, float_view):
+    if tensor.dtype != np.float32 and not (float_view and tensor.dtype in VIEW_DTYPES):
+        kinds = "float32, bool and int32" if float_view else "float32"
+        return f"{role} tensor {tensor.index} is {tensor.dtype}, the GPU runs {kinds} tensors here"
     if len(tensor.shape) > MAX_RANK:
         return f"{role} tensor {tensor.index} has rank {len(tensor.shape)} > {MAX_RANK}"
     if 0 in tensor.shape:
@@ -74,13 +82,14 @@ def unsupported_reason(node):
     reason = arity_reason(node)
     if reason:
         return reason
+    float_view = node.op in FLOAT_VIEW
     for tensor in node.outputs:
-        reason = _tensor_reason(tensor, "output")
+        reason = _tensor_reason(tensor, "output", float_view)
         if reason:
             return reason
     for tensor in node.inputs:
         if tensor is not None and not tensor.is_const:
-            reason = _tensor_reason(tensor, "input")
+            reason = _tensor_reason(tensor, "input", float_view)
             if reason:
                 return reason
     return SUPPORT[node.op](node)

@@ -5,13 +5,40 @@ A kernel module exposes plain dicts, like the reference ops:
   BUILD   = {"OP": fn(node, env) -> [Dispatch]}  the dispatches that compute it
 Params may hold ArenaRef / ConstRef placeholders; the compiler replaces them with element
 offsets once memory is planned and constants are packed.
+
+The float view: the GPU holds every tensor as floats. A bool tensor holds 0.0 / 1.0, an int32
+tensor x holds float32(x), the nearest float (what CAST int32 -> float32 gives), which is x
+itself for |x| <= 2^24 (2^11 in half storage); the partition's upload converts a bool / int32
+input so, its download converts back (bool: nonzero; int32: saturating). A kernel takes bool /
+int32 tensors only when its op is in its module's FLOAT_VIEW, and then only where the float view
+gives TFLite's answer for every value (see exact_int_reason).
 """
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import GpuError
 from ...ops.common import fused_activation
 from ..phwc4 import bhwc
+
+VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held as floats (the float view)
+EXACT_INT = {False: 1 << 24, True: 1 << 11}  # |integers| a float / a half holds exactly, by storage_half
+
+
+class KernelLimitError(GpuError):
+    """A kernel cannot run its node in this plan's precision (an index past what half storage
+    holds exactly): the compiler reports it as a PlanLimitError naming the node, and the delegate
+    moves the node to the CPU."""
+
+
+def exact_int_reason(count, what, storage_half=False):
+    """Why indices in [0, count) (an ARG_MAX result, GATHER's indices into an axis of `count`)
+    are not exact in the float view of this storage, or None."""
+    limit = EXACT_INT[storage_half]
+    if count <= limit:
+        return None
+    return (f"{what} reach {count - 1}, past {limit}, the largest integer "
+            f"{'half' if storage_half else 'float32'} storage holds exactly")
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,13 @@ class KernelEnv:
     @property
     def storage_half(self):
         return self.precision in ("fp16", "fp16_fp32acc")
+
+    def require_exact_indices(self, node, count, what):
+        """KernelLimitError naming `node` unless indices in [0, count) are exact in this
+        precision's storage (a node whose SUPPORT checked float32 storage already)."""
+        reason = exact_int_reason(count, what, self.storage_half)
+        if reason:
+            raise KernelLimitError(f"{node.label}: {reason}")
 
     def shape4(self, tensor):
         return bhwc(tensor.shape)

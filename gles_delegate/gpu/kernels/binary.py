@@ -1,10 +1,13 @@
-"""Broadcasting binary ops (ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW): the
-elementwise kernel (elementwise.py) with the op and the fused activation as its first steps."""
+"""Broadcasting binary ops (ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW; and on
+the float view, the comparisons and LOGICAL_AND / LOGICAL_OR): the elementwise kernel
+(elementwise.py) with the op and the fused activation as its first steps."""
+from ...ops import binary as reference
 from ...ops.common import fused_activation
 from ...registry import BINARY, OpFacts
 from . import elementwise, epilogue
 
 OP_CODES = epilogue.BINARY_CODES
+VIEW_OPS = tuple(epilogue.VIEW_BINARY_CODES)
 
 
 def supports(node):
@@ -19,9 +22,17 @@ def supports(node):
     return None
 
 
-SUPPORT = {op: supports for op in OP_CODES}
+def view_supports(node):
+    """A comparison or logical op: the reference's dtype rules (bool operands for the logical
+    ops and equality; comparisons of float32 here, since a runtime int32 operand is exact only
+    to 2^24 in the float view, which operand_reason refuses), then the broadcasting checks."""
+    return reference.SUPPORT[node.op](node) or supports(node)
+
+
+SUPPORT = {op: view_supports if op in VIEW_OPS else supports for op in OP_CODES}
 BUILD = {op: elementwise.build for op in OP_CODES}
 EPILOGUE = {op: None for op in OP_CODES}
+FLOAT_VIEW = {op: None for op in VIEW_OPS}
 FACTS = {**{op: OpFacts(arity=BINARY) for op in OP_CODES},
          **{op: OpFacts(arity=BINARY, fused_activation=True) for op in ("ADD", "SUB", "MUL", "DIV")},
          **{op: OpFacts(arity=BINARY, integer_move=True) for op in ("MAXIMUM", "MINIMUM")}}

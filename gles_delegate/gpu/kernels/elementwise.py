@@ -1,5 +1,6 @@
-"""Elementwise unary ops (activations and math functions) on kernels_glsl/elementwise.glsl, the
-kernel the broadcasting binary ops (binary.py) run too.
+"""Elementwise unary ops (activations and math functions; on the float view, CAST between float32,
+bool and int32 and LOGICAL_NOT) on kernels_glsl/elementwise.glsl, the kernel the broadcasting
+binary ops (binary.py) run too.
 
 The node's own op is the first epilogue step (epilogue.py) of a kernel that reads its first
 operand at the output position, so a chain of elementwise nodes fused into one (rules
@@ -12,6 +13,8 @@ tests/gpu/test_elementwise.py holds them to tolerance() plus 128 float32 ulps of
 half ulps in FP16 modes) for |x| up to ~16; Mesa's llvmpipe stays within a float32 ulp of the
 reference even at |x| = 1e6. FLOOR, CEIL and ROUND (roundEven: halves to even) are exact on the
 stored value."""
+import numpy as np
+
 from ...ops import elementwise as reference
 from ...registry import BINARY, UNARY, OpFacts
 from ..phwc4 import bhwc
@@ -30,7 +33,20 @@ def supports(node):
     x, out = node.inputs[0], node.outputs[0]
     if x.shape != out.shape:
         return f"output shape {list(out.shape)} differs from input {list(x.shape)}"
+    if node.op == "CAST":
+        return cast_reason(x, out)
     return epilogue.operand_reason(node.inputs[1], out) if node.op == "PRELU" else None
+
+
+def cast_reason(x, out):
+    """CAST between float32, bool and int32 gives TFLite's result on the float view for every
+    value, except int32 -> int32, whose output would be float32(x) (exact only to 2^24)."""
+    for tensor in (x, out):
+        if tensor.dtype not in epilogue.CAST_STEPS:
+            return f"CAST of {tensor.dtype} (tensor {tensor.index}) does not run on the GPU"
+    if x.dtype == out.dtype == np.int32:
+        return "CAST int32 -> int32 would copy int32 values through the float view, exact only to 2^24"
+    return None
 
 
 def build(node, env):
@@ -52,4 +68,5 @@ def build(node, env):
 SUPPORT = {op: supports for op in OPS}
 BUILD = {op: build for op in OPS}
 EPILOGUE = {op: None for op in OPS}
+FLOAT_VIEW = {"CAST": None, "LOGICAL_NOT": None}
 FACTS = {op: OpFacts(arity=BINARY if op == "PRELU" else UNARY) for op in OPS}  # PRELU: x and its slope

@@ -23,11 +23,25 @@ UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAK
                "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16, "ROUND_HALF_AWAY": 17,
                "SQUARE": 18, "SIGN": 19, "SIN": 20, "COS": 21, "FLOOR": 22, "CEIL": 23, "ROUND": 24}
 FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"  # quant.py's fake-quant node, fused as five steps
-STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY")  # codes of steps that are no graph op of their own
-UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY)
 BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM": 5, "SQUARED_DIFFERENCE": 6,
                 "POW": 7}
 BINARY_BASE = 32
+
+# -- steps of the float view (base.py: bool and int32 tensors held as floats) -------------------
+# Codes in ranges of their own (unary 25-31, binary from 16), so the float codes above grow
+# without meeting them (tests/gpu/test_epilogue.py checks that no two ops share a code). Comparisons and logical ops yield 0.0 / 1.0; CAST's step is that of its
+# output dtype.
+VIEW_UNARY_CODES = {"LOGICAL_NOT": 25, "CAST_TO_FLOAT": 26, "CAST_TO_BOOL": 27, "CAST_TO_INT32": 28}
+VIEW_BINARY_CODES = {"GREATER": 16, "GREATER_EQUAL": 17, "LESS": 18, "LESS_EQUAL": 19, "EQUAL": 20,
+                     "NOT_EQUAL": 21, "LOGICAL_AND": 22, "LOGICAL_OR": 23}
+CAST_STEPS = {np.dtype(np.float32): "CAST_TO_FLOAT", np.dtype(np.bool_): "CAST_TO_BOOL",
+              np.dtype(np.int32): "CAST_TO_INT32"}
+UNARY_CODES.update(VIEW_UNARY_CODES)
+BINARY_CODES.update(VIEW_BINARY_CODES)
+
+# Codes of steps that are no graph op of their own.
+STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY", *CAST_STEPS.values())
+UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY) + ("CAST",)
 SRC_NONE, SRC_SCALAR, SRC_CONST, SRC_ARENA = range(4)
 # TFLite fused activations as steps (SIGN_BIT has no float meaning and no step).
 ACTIVATION_STEPS = {ACT_RELU: "RELU", ACT_RELU_N1_TO_1: "RELU_N1_TO_1", ACT_RELU6: "RELU6", ACT_TANH: "TANH"}
@@ -87,6 +101,8 @@ def node_steps(node, value):
         return [Step("GELU_EXACT", stored=True)]
     if node.op == FAKE_QUANT:
         return fake_quant_steps(node)
+    if node.op == "CAST":
+        return [Step(CAST_STEPS[node.outputs[0].dtype], stored=True)]
     return [Step(node.op, stored=True)]
 
 
@@ -111,7 +127,7 @@ def own_steps(node):
     step: an elementwise node's op (and a binary op's activation), else none."""
     if node.op in BINARY_CODES:
         return 1 + len(activation_steps(node))
-    return 1 if node.op in UNARY_CODES else 0
+    return 1 if node.op in UNARY_OPS else 0
 
 
 def aligned_shape4(tensor, rank):
@@ -133,7 +149,8 @@ def operand_reason(operand, out):
     # (e.g. [N, C] is stored as Nx1x1xC but broadcasts against rank 3 as 1x1xNxC).
     if not operand.is_const and s4 != bhwc(operand.shape):
         return f"runtime operand {list(operand.shape)} broadcast against rank {len(out.shape)} changes its layout"
-    if not operand.is_const and operand.dtype != np.float32:
+    # The float view holds bools exactly; an int32 operand is exact only to 2^24 (base.py).
+    if not operand.is_const and operand.dtype not in (np.float32, np.bool_):
         return f"runtime operand {operand.index} is {operand.dtype}"
     return None
 

@@ -421,8 +421,24 @@ REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED
              "GATHER", "REVERSE_V2")
 BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
              "BATCH_TO_SPACE_ND")
-SUPPORT = {**{op: _remap_support for op in REMAP_OPS}, **{op: _support for op in BUILD_OPS},
-           "SPACE_TO_BATCH_ND": _space_to_batch_support}
+
+
+def _moved_dtype_reason(node):
+    """Why the values moved are of a dtype the float view (base.py) does not move exactly, or
+    None: float32 and bool are exact, int32 values would come out as float32(x)."""
+    for tensor in node.outputs:
+        if tensor.dtype not in (np.float32, np.bool_):
+            return f"moving {tensor.dtype} values (tensor {tensor.index}): the GPU moves float32 and bool"
+    return None
+
+
+def _checked(support):
+    """A SUPPORT function: the moved values' dtype (_moved_dtype_reason), then `support`."""
+    return lambda node: _moved_dtype_reason(node) or support(node)
+
+
+SUPPORT = {**{op: _checked(_remap_support) for op in REMAP_OPS}, **{op: _checked(_support) for op in BUILD_OPS},
+           "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support)}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
          "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth,
          "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space}
@@ -434,6 +450,7 @@ def _moves(arity, noop_input=0):
     return OpFacts(arity=arity, integer_move=True, noop_input=noop_input)
 
 
+FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks move exactly (_moved_dtype_reason)
 FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND_DIMS": _moves(BINARY),
          "TRANSPOSE": _moves(BINARY), "SLICE": _moves(((3,), (), 1)), "STRIDED_SLICE": _moves(((4,), (), 1)),
          "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),

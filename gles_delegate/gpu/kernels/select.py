@@ -1,0 +1,93 @@
+"""Selection ops on the float view (base.py): SELECT / SELECT_V2 (kernels_glsl/select.glsl,
+with an epilogue) and ARG_MAX / ARG_MIN over the last axis (kernels_glsl/arg_extreme.glsl)."""
+import numpy as np
+
+from ...ops import select as reference
+from ...ops.checks import normalized_axis
+from ...registry import BINARY, OpFacts
+from ..phwc4 import bhwc
+from . import epilogue
+from .base import Dispatch, exact_int_reason
+
+VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_))
+IS_MAX = {"ARG_MAX": 1, "ARG_MIN": 0}
+
+
+# -- SELECT / SELECT_V2 ---------------------------------------------------------------------------
+def select_supports(node):
+    """The reference's checks; float32 or bool values (int32 ones would pass through the float
+    view, exact only to 2^24); a condition that broadcasts right-aligned (SELECT's per-row
+    condition does not); each operand readable at every output position (epilogue.operand_reason)."""
+    reason = reference.SUPPORT[node.op](node)
+    if reason:
+        return reason
+    condition, x, y = node.inputs
+    out = node.outputs[0]
+    if x.dtype not in VALUE_DTYPES:
+        return f"{node.op} of {x.dtype} values: int32 values are exact in the float view only to 2^24"
+    if node.op == "SELECT" and condition.size > 1 and tuple(condition.shape) != tuple(x.shape):
+        return "SELECT's per-row condition does not broadcast like the GPU's operands"
+    for operand in (condition, x, y):
+        reason = epilogue.operand_reason(operand, out)
+        if reason:
+            return reason
+    return None
+
+
+def select_build(node, env):
+    """One select.glsl dispatch over the output, then the node's epilogue."""
+    out = node.outputs[0]
+    out4 = bhwc(out.shape)
+    defines, params = {}, {"out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
+    for name, tensor in zip("cxy", node.inputs):
+        source, offset, size, scalar_c = epilogue.tensor_source(tensor, out, env)
+        defines.update({f"{name.upper()}_SRC": source, f"{name.upper()}_SCALAR_C": int(scalar_c)})
+        params.update({f"{name}_offset": offset, f"{name}_size": size})
+    runtime = tuple(dict.fromkeys(t for t in node.inputs if not t.is_const))
+    reads, inplace = epilogue.apply(node, env, out, defines, params, runtime)
+    inplace += tuple(t for t in runtime if epilogue.same_layout(t, out))
+    return [Dispatch("select", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=reads,
+                     writes=(out,), inplace=inplace)]
+
+
+# -- ARG_MAX / ARG_MIN ----------------------------------------------------------------------------
+def arg_supports(node):
+    """The reference's checks; a runtime float32 or bool input; a constant axis that is the last
+    one; an int32 output whose indices float32 storage holds exactly (half storage: checked
+    when the plan is built, arg_build)."""
+    reason = reference.SUPPORT[node.op](node)
+    if reason:
+        return reason
+    x, axis, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    if x.is_const or x.dtype not in VALUE_DTYPES:
+        return f"{node.op} input must be a runtime float32 or bool tensor"
+    if not axis.is_const:
+        return "the axis must be constant"
+    if out.dtype != np.int32:
+        return f"{node.op} output of {out.dtype}: the GPU's float view holds int32 indices only"
+    rank = len(x.shape)
+    if normalized_axis(node, np.asarray(axis.data).reshape(-1)[0], rank) != rank - 1:
+        return f"{node.op} over an axis other than the last"
+    return exact_int_reason(x.shape[-1], "the indices")
+
+
+def arg_build(node, env):
+    """One arg_extreme.glsl dispatch: one invocation per vec4 of the output."""
+    x, out = node.inputs[0], node.outputs[0]
+    env.require_exact_indices(node, x.shape[-1], "the indices")
+    in4, out4 = bhwc(x.shape), bhwc(out.shape)
+    params = {"in_size": in4.as_ivec4(), "in_channels": in4.c, "in_offset": env.arena(x),
+              "out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
+    return [Dispatch("arg_extreme", (out4.w, out4.h, out4.slices * out4.b), {"IS_MAX": IS_MAX[node.op]}, params,
+                     reads=(x,), writes=(out,))]
+
+
+SUPPORT = {"SELECT": select_supports, "SELECT_V2": select_supports, "ARG_MAX": arg_supports,
+           "ARG_MIN": arg_supports}
+BUILD = {"SELECT": select_build, "SELECT_V2": select_build, "ARG_MAX": arg_build, "ARG_MIN": arg_build}
+EPILOGUE = {"SELECT": None, "SELECT_V2": None}
+FLOAT_VIEW = {op: None for op in SUPPORT}
+# SELECT copies the integers of quantized values (quant.py keeps their grid).
+FACTS = {"SELECT": OpFacts(arity=((3,), (), 1), integer_move=True),
+         "SELECT_V2": OpFacts(arity=((3,), (), 1), integer_move=True),
+         "ARG_MAX": OpFacts(arity=BINARY), "ARG_MIN": OpFacts(arity=BINARY)}

@@ -1,0 +1,238 @@
+"""The float view (gpu/kernels/base.py): bool and int32 tensors on the GPU, and the kernels that
+take them (comparisons, LOGICAL_*, CAST, SELECT / SELECT_V2, ARG_MAX / ARG_MIN, GATHER with
+runtime indices, layout ops on masks), against the reference in every precision. Bool and
+int32 outputs must match exactly."""
+import logging
+
+import numpy as np
+import pytest
+
+from gles_delegate.gpu.kernels.base import EXACT_INT, exact_int_reason
+from gles_delegate.tflite import ModelBuilder
+from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
+from tests.oplib import In, run_ours, single_op_model
+
+COMPARISONS = ["GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"]
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -7.0, 1e-30], np.float32)
+INT32 = 2  # ArgMaxOptions.output_type
+
+
+def check_exact(op, inputs, options=None, precision="fp32", out_dtype=np.bool_, gpu_nodes=1):
+    """check_gpu, and the output equal to the reference's exactly (NaN where it has NaN): these
+    ops compare, select or convert values the storage holds exactly (the reference runs on the
+    inputs as stored)."""
+    reference, gpu = check_gpu(op, inputs, options, precision, gpu_nodes=gpu_nodes, output_dtypes=[out_dtype])
+    assert gpu[0].dtype == reference[0].dtype, (op, gpu[0].dtype)
+    assert np.array_equal(gpu[0], reference[0], equal_nan=gpu[0].dtype.kind == "f"), (op, reference, gpu)
+    return reference, gpu
+
+
+def small(rng, shape):
+    """Values from a small range (many ties), with halves."""
+    return (rng.integers(-3, 4, shape) + rng.choice([0.0, 0.5], shape)).astype(np.float32)
+
+
+# -- comparisons and logical ops ----------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", COMPARISONS)
+def test_comparisons(op, precision):
+    rng = np.random.default_rng(len(op))
+    for a_shape, b_shape, b_const in [((1, 4, 5, 6), (1, 4, 5, 6), False), ((2, 3, 7), (7,), True),
+                                      ((3, 6), (1,), True), ((2, 1, 5), (2, 3, 1), False)]:
+        check_exact(op, [In(small(rng, a_shape)), In(small(rng, b_shape), const=b_const)], precision=precision)
+    # NaN against everything: false, NOT_EQUAL true; infinities and -0 as IEEE numbers.
+    a, b = np.repeat(SPECIALS, SPECIALS.size), np.tile(SPECIALS, SPECIALS.size)
+    check_exact(op, [In(a), In(b)], precision=precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", ["LOGICAL_AND", "LOGICAL_OR", "EQUAL", "NOT_EQUAL"])
+def test_bool_binary_ops(op, precision):
+    rng = np.random.default_rng(3)
+    for a_shape, b_shape, b_const in [((2, 3, 4, 5), (2, 3, 4, 5), False), ((3, 9), (9,), True),
+                                      ((2, 1, 6), (2, 4, 1), False)]:
+        a, b = rng.random(a_shape) < 0.5, rng.random(b_shape) < 0.5
+        check_exact(op, [In(a), In(b, const=b_const)], precision=precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_logical_not(precision):
+    check_exact("LOGICAL_NOT", [In(np.random.default_rng(4).random((2, 5, 6)) < 0.5)], precision=precision)
+
+
+# -- CAST ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_cast_from_float(precision):
+    """float32 -> int32 truncates toward zero and saturates (NaN: INT_MAX); -> bool is nonzero
+    (NaN: true)."""
+    x = np.concatenate([SPECIALS, np.float32([7.9, -7.9, 1000.5, -2047.5, 0.4, -0.4, 6e4, -6e4])])
+    if precision == "fp32":  # past half's range (there: overflow to inf, which saturates too)
+        x = np.concatenate([x, np.float32([3e9, -3e9, 2.5e9, 2147483520.0])])
+    for out_dtype in (np.int32, np.bool_):
+        check_exact("CAST", [In(x)], precision=precision, out_dtype=out_dtype)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_cast_from_bool_and_int32(precision):
+    """int32 inputs as their nearest float (exact within the storage's range: values past 2^24
+    are checked in FP32 only, where CAST int32 -> float32 rounds them the same way)."""
+    rng = np.random.default_rng(5)
+    mask = rng.random((2, 3, 5)) < 0.5
+    for out_dtype in (np.float32, np.int32):
+        check_exact("CAST", [In(mask)], precision=precision, out_dtype=out_dtype)
+    ints = rng.integers(-EXACT_INT[True], EXACT_INT[True], (3, 7)).astype(np.int32)
+    ints[0, :3] = 0
+    if precision == "fp32":
+        ints[1, :4] = [2 ** 31 - 1, -2 ** 31, 2 ** 24 + 1, -(2 ** 24) - 3]
+    for out_dtype in (np.float32, np.bool_):
+        check_exact("CAST", [In(ints)], precision=precision, out_dtype=out_dtype)
+
+
+# -- SELECT / SELECT_V2 -------------------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_select_v2_broadcasts(precision):
+    rng = np.random.default_rng(6)
+    cases = [((1, 4, 5, 6), (1, 4, 5, 6), (1, 4, 5, 6), ()), ((2, 1, 7), (3, 7), (7,), (1, 2)),
+             ((6,), (2, 3, 6), (1,), (0, 2)), ((4, 1), (4, 5), (4, 5), (1, 2))]
+    for c_shape, x_shape, y_shape, consts in cases:
+        values = [rng.random(c_shape) < 0.5, rng.standard_normal(x_shape).astype(np.float32),
+                  rng.standard_normal(y_shape).astype(np.float32)]
+        check_exact("SELECT_V2", [In(v, const=k in consts) for k, v in enumerate(values)], precision=precision,
+                    out_dtype=np.float32)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_select_takes_bool_values_and_never_leaks_the_other_side(precision):
+    """NaN and inf on the side not chosen stay out; SELECT (v1) with a full or scalar condition."""
+    rng = np.random.default_rng(7)
+    condition = np.arange(SPECIALS.size) % 2 == 0
+    check_exact("SELECT_V2", [In(condition), In(SPECIALS), In(SPECIALS[::-1].copy())], precision=precision,
+                out_dtype=np.float32)
+    a, b = rng.random((3, 4)) < 0.5, rng.random((3, 4)) < 0.5
+    check_exact("SELECT", [In(rng.random((3, 4)) < 0.5), In(a), In(b)], precision=precision)
+    check_exact("SELECT", [In(np.array(True)), In(a), In(b)], precision=precision)
+
+
+# -- ARG_MAX / ARG_MIN --------------------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", ["ARG_MAX", "ARG_MIN"])
+def test_arg_extreme_over_the_last_axis(op, precision):
+    """Ranks 1-4, ties (the first index), NaN first (it stays) and later (it never wins)."""
+    rng = np.random.default_rng(8)
+    for shape in [(9,), (5, 6), (2, 3, 13), (2, 3, 4, 5), (1, 2, 2, 64)]:
+        x = small(rng, shape)
+        x.reshape(-1, shape[-1])[0, 0] = np.nan
+        x.reshape(-1, shape[-1])[-1, shape[-1] // 2] = np.nan
+        check_exact(op, [In(x), In(np.array([-1], np.int32), const=True)], {"output_type": INT32}, precision,
+                    out_dtype=np.int32)
+    mask = rng.random((3, 7)) < 0.3
+    check_exact(op, [In(mask), In(np.array([1], np.int64), const=True)], {"output_type": INT32}, precision,
+                out_dtype=np.int32)
+
+
+def test_arg_extreme_past_the_exact_range_of_half_storage_runs_on_the_cpu(caplog):
+    """2049 channels: indices up to 2048 are exact in half storage only up to 2^11 = 2048, so in
+    fp16 the node moves to the CPU, naming the limit; in fp32 it runs on the GPU."""
+    x = np.random.default_rng(9).standard_normal((2, 2 * EXACT_INT[True] + 1)).astype(np.float32)
+    inputs = [In(x), In(np.array([-1], np.int32), const=True)]
+    check_exact("ARG_MAX", inputs, {"output_type": INT32}, "fp32", out_dtype=np.int32)
+    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+        check_exact("ARG_MAX", inputs, {"output_type": INT32}, "fp16", out_dtype=np.int32, gpu_nodes=0)
+    assert "largest integer half storage holds exactly" in caplog.text
+
+
+def test_exact_int_limits():
+    assert exact_int_reason(1 << 24, "indices") is None
+    assert "float32" in exact_int_reason((1 << 24) + 1, "indices")
+    assert exact_int_reason(2048, "indices", storage_half=True) is None
+    assert "half" in exact_int_reason(2049, "indices", storage_half=True)
+
+
+# -- GATHER with runtime indices ----------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gather_with_runtime_indices(precision):
+    """An embedding lookup (constant table), runtime params along every axis, index tensors of
+    rank 0-2, bool params."""
+    rng = np.random.default_rng(10)
+    table = rng.standard_normal((11, 6)).astype(np.float32)
+    check_exact("GATHER", [In(table, const=True), In(rng.integers(0, 11, (2, 3)).astype(np.int32))], {"axis": 0},
+                precision, out_dtype=np.float32)
+    x = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    for axis, indices in [(0, np.int32(1)), (1, rng.integers(0, 5, (4,))), (-1, rng.integers(0, 7, (3, 1)))]:
+        check_exact("GATHER", [In(x), In(np.asarray(indices, np.int32))], {"axis": axis}, precision,
+                    out_dtype=np.float32)
+    mask = rng.random((6, 3)) < 0.5
+    check_exact("GATHER", [In(mask), In(np.array([5, 0, 0, 2], np.int32))], {"axis": 0}, precision)
+
+
+def test_gather_out_of_range_index_reads_zero():
+    """TFLite fails the invoke; a shader cannot, so the GPU reads 0 there (the in-range rows as
+    the reference gives them)."""
+    table = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    model = single_op_model("GATHER", [In(table, const=True), In(np.array([1, 3], np.int32))], {"axis": 0})
+    (gpu,), summary = run_gpu(model, [np.array([3, 4], np.int32)])
+    assert summary["gpu_nodes"] == 1
+    (reference,) = run_ours(model, [np.array([3, 2], np.int32)])
+    assert np.array_equal(gpu[0], reference[0]) and not gpu[1].any()
+
+
+# -- what stays on the CPU ----------------------------------------------------------------------
+@pytest.mark.parametrize("op,inputs,options,out_dtype", [
+    ("LESS", [In(np.arange(6, dtype=np.int32)), In(np.arange(6, dtype=np.int32)[::-1].copy())], {}, np.bool_),
+    ("SELECT_V2", [In(np.ones(4, bool)), In(np.arange(4, dtype=np.int32)), In(np.zeros(4, np.int32))], {}, np.int32),
+    ("CAST", [In(np.arange(4, dtype=np.int32))], {}, np.int32),
+    ("CAST", [In(np.arange(4, dtype=np.float32))], {}, np.int64),
+    ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([0], np.int32), const=True)], {"output_type": INT32},
+     np.int32),
+    ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([1], np.int32), const=True)], {"output_type": 4},
+     np.int64),
+    ("GATHER", [In(np.ones((3, 4), np.float32)), In(np.array([0, 2], np.int64))], {"axis": 0}, np.float32),
+    ("RESHAPE", [In(np.arange(4, dtype=np.int32)), In(np.array([2, 2], np.int32), const=True)], {}, np.int32),
+])
+def test_inexact_or_unsupported_variants_run_on_the_cpu(op, inputs, options, out_dtype):
+    """int32 values that the float view would round (runtime comparisons, selects, copies), int64
+    tensors, and ARG_MAX over another axis than the last stay on the CPU, and still compute
+    the reference's result."""
+    check_exact(op, inputs, options, out_dtype=out_dtype, gpu_nodes=0)
+
+
+# -- a mask inside a float model ----------------------------------------------------------------
+def masked_model(shape):
+    """x -> MUL -> (LESS 0.5, AND with GREATER_EQUAL -1) -> SELECT_V2(mask, MUL, -1e9) ->
+    SOFTMAX, plus the mask itself (bool) and the ARG_MAX of the result (int32) as outputs."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    scale = b.const("scale", np.float32([1.5]))
+    half, low = b.const("half", np.float32(0.5)), b.const("low", np.float32([-1.0]))
+    floor = b.const("floor", np.float32([-1e9]))
+    axis = b.const("axis", np.array([-1], np.int32))
+    scaled, less, greater, mask = (b.tensor(n, shape, d) for n, d in
+                                   [("scaled", np.float32), ("less", np.bool_), ("ge", np.bool_), ("mask", np.bool_)])
+    selected, probs = b.tensor("selected", shape), b.tensor("probs", shape)
+    best = b.tensor("best", shape[:-1], np.int32)
+    b.op("MUL", [x, scale], [scaled], fused_activation_function=0)
+    b.op("LESS", [scaled, half], [less])
+    b.op("GREATER_EQUAL", [x, low], [greater])
+    b.op("LOGICAL_AND", [less, greater], [mask])
+    b.op("SELECT_V2", [mask, scaled, floor], [selected])
+    b.op("SOFTMAX", [selected], [probs], beta=1.0)
+    b.op("ARG_MAX", [probs, axis], [best], output_type=INT32)
+    for t in (probs, mask, best):
+        b.output(t)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_mask_between_float_ops_keeps_one_gpu_partition(precision):
+    shape = (1, 3, 4, 10)
+    model = masked_model(shape)
+    x = np.random.default_rng(11).uniform(-2, 2, shape).astype(np.float32)
+    if precision != "fp32":
+        x = x.astype(np.float16).astype(np.float32)
+    reference = run_ours(model, [x])
+    gpu, summary = run_gpu(model, [x], precision)
+    assert summary["gpu_nodes"] == 7 and summary["cpu_nodes"] == 0 and summary["partitions"] == 1, summary
+    tolerance = 1e-5 if precision == "fp32" else 1e-2
+    np.testing.assert_allclose(gpu[0], reference[0], atol=tolerance)
+    assert gpu[1].dtype == np.bool_ and np.array_equal(gpu[1], reference[1])
+    assert gpu[2].dtype == np.int32 and np.array_equal(gpu[2], reference[2])
