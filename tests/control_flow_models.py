@@ -3,6 +3,7 @@ lays them out: one subgraph per WHILE condition / body, IF branch and CALL_ONCE 
 import numpy as np
 
 from gles_delegate.tflite import ModelBuilder
+from tests.tolerance import F32_U, F32_ULPS, gamma, ulp_bound
 
 NONE = 0  # fused_activation_function
 
@@ -77,6 +78,34 @@ def rnn_loop(wx, wh, bias, head, steps, batch):
     for out in (t2, h2, bxs):
         body.output(out)
     return b.build()
+
+
+def rnn_case(steps, batch, n_in, n_hidden, seed=0):
+    """Weights (wx, wh scaled by 1/sqrt(fan-in), bias, head [3, n_hidden]) and inputs [xs, h0]
+    of rnn_loop, random."""
+    rng = np.random.default_rng(seed + steps)
+    wx, wh = ((rng.standard_normal((n_hidden, n)) / np.sqrt(n)).astype(np.float32) for n in (n_in, n_hidden))
+    bias, head = rng.standard_normal(n_hidden).astype(np.float32), rng.standard_normal((3, n_hidden)).astype(np.float32)
+    inputs = [rng.standard_normal((steps, batch, n_in)).astype(np.float32),
+              rng.uniform(-1, 1, (batch, n_hidden)).astype(np.float32)]
+    return wx, wh, bias, head, inputs
+
+
+def rnn_bounds(wx, wh, bias, head, xs, h0, u=F32_U, ulps=F32_ULPS):
+    """Max abs differences (final h, head output) of two evaluations of rnn_loop in unit roundoff
+    `u`, each summing in any order: each step's pre-activation differs by the two FCs' and the
+    ADD's rounding (gamma of their terms times the magnitudes summed) plus |wh| (max row sum)
+    times the error h carried in; tanh adds `ulps` ulps of 1 on each side and does not enlarge
+    an error (its slope is at most 1). The head multiplies h's error by its own max row sum."""
+    row_sums = np.abs(wh).sum(axis=1).max()
+    error, h = 0.0, h0.astype(np.float64)
+    for x in xs.astype(np.float64):
+        magnitude = (np.abs(x) @ np.abs(wx).T + np.abs(h) @ np.abs(wh).T + np.abs(bias)).max()
+        error = row_sums * error + 2 * gamma(wx.shape[1] + wh.shape[1] + 2, u) * magnitude + \
+            ulp_bound(np.ones(1), 2 * ulps)
+        h = np.tanh(x @ wx.T.astype(np.float64) + h @ wh.T.astype(np.float64) + bias)
+    head_rows = np.abs(head).sum(axis=1).max()
+    return error, head_rows * error + 2 * gamma(head.shape[1] + 1, u) * head_rows * np.abs(h).max()
 
 
 def growing_loop(width):

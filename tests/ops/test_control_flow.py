@@ -8,10 +8,10 @@ import pytest
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import read_model, write_model
-from tests.control_flow_models import counter_loop, growing_loop, if_model, rnn_loop, stateful_counter
+from tests.control_flow_models import (counter_loop, growing_loop, if_model, rnn_bounds, rnn_case, rnn_loop,
+                                      stateful_counter)
 from tests.litert import LiteRTInterpreter, run_litert
 from tests.oplib import assert_close
-from tests.tolerance import F32_U, F32_ULPS, gamma, ulp_bound
 
 
 def run(model, inputs):
@@ -38,36 +38,16 @@ def test_counter_loop_matches_litert(n):
     assert interpreter._main.dynamic == frozenset()  # the body keeps the shapes: static outputs
 
 
-def _rnn_bound(wx, wh, bias, xs, h0, reference_h):
-    """Max abs difference of two evaluations of rnn_loop's final h in float32: each step's
-    pre-activation differs by the two FCs' and the ADD's rounding (gamma of their terms times
-    the magnitudes summed) plus |wh| times the error carried in h; tanh adds a few ulps and
-    does not enlarge an error (its slope is at most 1)."""
-    row_sums = np.abs(wh).sum(axis=1).max()
-    error, h = 0.0, h0.astype(np.float64)
-    for x in xs.astype(np.float64):
-        magnitude = (np.abs(x) @ np.abs(wx).T + np.abs(h) @ np.abs(wh).T + np.abs(bias)).max()
-        error = row_sums * error + 2 * gamma(wx.shape[1] + wh.shape[1] + 2, F32_U) * magnitude + ulp_bound(
-            np.ones(1), 2 * F32_ULPS)
-        h = np.tanh(x @ wx.T.astype(np.float64) + h @ wh.T.astype(np.float64) + bias)
-    return error
-
-
 @pytest.mark.parametrize("steps, batch, n_in, n_hidden", [(1, 1, 3, 4), (6, 2, 5, 8), (12, 3, 4, 16)])
 def test_rnn_loop_matches_litert(steps, batch, n_in, n_hidden):
-    rng = np.random.default_rng(steps)
-    wx, wh = ((rng.standard_normal((n_hidden, n)) / np.sqrt(n)).astype(np.float32) for n in (n_in, n_hidden))
-    bias, head = rng.standard_normal(n_hidden).astype(np.float32), rng.standard_normal((3, n_hidden)).astype(np.float32)
+    wx, wh, bias, head, inputs = rnn_case(steps, batch, n_in, n_hidden)
     model = rnn_loop(wx, wh, bias, head, steps, batch)
-    inputs = [rng.standard_normal((steps, batch, n_in)).astype(np.float32),
-              rng.uniform(-1, 1, (batch, n_hidden)).astype(np.float32)]
     ours, _ = run(model, inputs)
     theirs = run_litert(model, inputs, resolver="builtin")
     assert int(ours[0]) == int(theirs[0]) == steps
-    bound = _rnn_bound(wx, wh, bias, *inputs, theirs[1])
-    assert_close(ours[1], theirs[1], bound=np.full(theirs[1].shape, bound), what="h")
-    head_bound = np.abs(head).sum(axis=1).max() * bound + 2 * gamma(n_hidden + 1, F32_U) * np.abs(head).sum(axis=1).max()
-    assert_close(ours[2], theirs[2], bound=np.full(theirs[2].shape, head_bound), what="head")
+    h_bound, y_bound = rnn_bounds(wx, wh, bias, head, *inputs)
+    assert_close(ours[1], theirs[1], bound=np.full(theirs[1].shape, h_bound), what="h")
+    assert_close(ours[2], theirs[2], bound=np.full(theirs[2].shape, y_bound), what="head")
 
 
 @pytest.mark.parametrize("n", [0, 3])
