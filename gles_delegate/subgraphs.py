@@ -17,6 +17,11 @@ from .graph import tensor_dtype
 from .ops.control_flow import SUBGRAPH_OPTIONS
 
 
+# Control flow nested deeper than this (a WHILE in a body in a branch ...) is refused: each level
+# costs Python stack frames when planned and run; converters emit a few levels.
+MAX_NESTING = 32
+
+
 def _callees(subgraph):
     """The subgraph indices the operators of a SubgraphDef name in their options."""
     return {op.options[option] for op in subgraph.operators if not op.custom
@@ -47,6 +52,7 @@ class Subgraphs:
         self.variables = {}  # resource id -> array
         self.initialized = set()  # the init subgraphs CALL_ONCE has run
         self.planned = set()  # the subgraphs planned (with the delegates) since allocate_tensors()
+        self._nesting = {}  # subgraph index -> nesting(index)
 
     def runtime(self, caller):
         """The Runtime the nodes of subgraph `caller` use."""
@@ -67,6 +73,47 @@ class Subgraphs:
                 seen.add(index)
                 stack.extend(self.calls[index])
         return False
+
+    def callees(self, index):
+        """The subgraphs the nodes of subgraph `index` run (indices in range only)."""
+        return [c for c in self.calls[index] if 0 <= c < len(self.calls)]
+
+    def cycle_from(self, index):
+        """A subgraph reachable from subgraph `index` that runs itself through control flow
+        (a cycle of calls: recursion without end), or None."""
+        on_path, done, stack = {index}, set(), [(index, iter(self.callees(index)))]
+        while stack:
+            node, pending = stack[-1]
+            for callee in pending:
+                if callee in on_path:
+                    return callee
+                if callee not in done:
+                    on_path.add(callee)
+                    stack.append((callee, iter(self.callees(callee))))
+                    break
+            else:
+                on_path.discard(node)
+                done.add(node)
+                stack.pop()
+        return None
+
+    def nesting(self, index):
+        """How many subgraphs deep running subgraph `index` goes (1: it calls none), at most
+        MAX_NESTING + 1 (also for a cycle: Runtime.call_reason names the one into the caller)."""
+        if index not in self._nesting:
+            memo, active = {}, set()
+
+            def depth(node):
+                if node in active or len(active) > MAX_NESTING:
+                    return MAX_NESTING + 1
+                if node not in memo:
+                    active.add(node)
+                    deepest = max((depth(c) for c in self.callees(node)), default=0)
+                    active.discard(node)
+                    memo[node] = min(1 + deepest, MAX_NESTING + 1)
+                return memo[node]
+            self._nesting[index] = depth(index)
+        return self._nesting[index]
 
     def prepare(self, index, shapes):
         """The executor of subgraph `index`, planned for input `shapes` (a list of tuples)."""
@@ -107,6 +154,11 @@ class Runtime:
             return f"{option} {index!r} is out of range [0, {count})"
         if self.subgraphs.reaches(index, self.caller):
             return f"{option} {index} calls back into subgraph {self.caller}, the one this node is in"
+        cycle = self.subgraphs.cycle_from(index)
+        if cycle is not None:
+            return f"{option} {index} runs subgraph {cycle}, which runs itself (a recursion without end)"
+        if self.subgraphs.nesting(index) > MAX_NESTING:
+            return f"{option} {index} nests control flow more than {MAX_NESTING} subgraphs deep"
         return None
 
     def signature(self, index):

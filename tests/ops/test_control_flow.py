@@ -7,7 +7,9 @@ import pytest
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
+from gles_delegate.subgraphs import MAX_NESTING
 from gles_delegate.tflite import read_model, write_model
+from gles_delegate.tflite.model import SubgraphDef
 from tests.control_flow_models import (counter_loop, growing_loop, if_model, rnn_bounds, rnn_case, rnn_loop,
                                       stateful_counter)
 from tests.litert import LiteRTInterpreter, run_litert
@@ -189,7 +191,7 @@ def test_recursion_through_a_body_is_a_model_error():
         again = range(len(body.tensors), len(body.tensors) + len(body.inputs))
         body.tensors += [dataclasses.replace(body.tensors[i], name=f"again{i}") for i in body.inputs]
         body.operators.append(dataclasses.replace(loop, inputs=body.inputs, outputs=tuple(again)))
-    with pytest.raises(ModelError, match=r"subgraph 2: operator #2 \(WHILE\).*calls back into subgraph 2"):
+    with pytest.raises(ModelError, match=r"#0 \(WHILE\).*body_subgraph_index 2 runs subgraph 2, which runs itself"):
         Interpreter(model_content=_edited(COUNTER, edit)).allocate_tensors()
 
 
@@ -225,3 +227,18 @@ def test_control_flow_needs_the_interpreter():
     for node in graph.nodes:
         if node.op in ops.RUNTIME_OPS:
             assert "Interpreter" in ops.unsupported_reason(node), node
+
+
+def test_control_flow_nested_too_deep_is_a_model_error():
+    """A chain of CALL_ONCEs, each init subgraph calling the next, deeper than MAX_NESTING."""
+    def edit(definition):
+        call = definition.subgraphs[0].operators[0]
+        start = len(definition.subgraphs)
+        definition.subgraphs[0].operators[0] = dataclasses.replace(call, options={"init_subgraph_index": start})
+        for k in range(MAX_NESTING + 1):
+            op = dataclasses.replace(call, options={"init_subgraph_index": start + k + 1})
+            definition.subgraphs.append(SubgraphDef(f"chain{k}", tensors=[], inputs=(), outputs=(), operators=[op]))
+        definition.subgraphs.append(SubgraphDef("last", tensors=[], inputs=(), outputs=(), operators=[]))
+    model = _edited(stateful_counter(np.zeros(2, np.float32)), edit)
+    with pytest.raises(ModelError, match=rf"#0 \(CALL_ONCE\).*more than {MAX_NESTING} subgraphs deep"):
+        Interpreter(model_content=model).allocate_tensors()
