@@ -215,8 +215,9 @@ class _Executor:
         graph, self._unused_graph = self._unused_graph, None
         if graph is None or self.input_shapes:
             graph = Graph.from_model(self.model, self.subgraph_index)
-        for node in graph.nodes:
-            node.runtime = self.runtime
+        for node in graph.nodes:  # only these: a node a delegate keeps must not hold the executors
+            if node.op in ops.RUNTIME_OPS:
+                node.runtime = self.runtime
         if self.input_shapes:
             propagate_shapes(graph, self.input_shapes)
         fold_constants(graph)
@@ -342,18 +343,18 @@ class Interpreter:
         self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
             (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
-        self._executors: dict[int, _Executor] = {}
-        self._subgraphs = Subgraphs(self._model, self._executor, self._delegates)
+        # Made without a reference to self (see subgraphs.Subgraphs).
+        model, preserve = self._model, experimental_preserve_all_tensors
+        self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, runtime),
+                                    self._delegates)
+        self._executors: dict[int, _Executor] = self._subgraphs.executors
         self._resize_pending = False
         self._lock = threading.RLock()
         self._main = self._executor(0)
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
-        if subgraph_index not in self._executors:
-            self._executors[subgraph_index] = _Executor(self._model, subgraph_index, self._preserve_all_tensors,
-                                                        self._subgraphs.runtime(subgraph_index))
-        return self._executors[subgraph_index]
+        return self._subgraphs.executor(subgraph_index)
 
     def _tensor(self, index, executor=None):
         executor = executor or self._main

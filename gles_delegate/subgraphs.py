@@ -38,14 +38,16 @@ def _naming(index):
 
 
 class Subgraphs:
-    """The subgraphs of one interpreter's model, its resource variables and CALL_ONCE record.
+    """The subgraphs of one interpreter's model: their executors, made on first use by
+    make_executor(index, runtime) (allocate(delegates), resize_input(tensor, shape), invoke(),
+    graph, storage, dynamic), the resource variables and the CALL_ONCE record. It holds no
+    reference to the interpreter: nodes a delegate keeps reach it through node.runtime, and the
+    interpreter must still go (and release its partitions) when its last user lets it go."""
 
-    executor_of(index) -> the interpreter's executor of subgraph `index` (allocate(delegates),
-    resize_input(tensor, shape), invoke(), graph, storage, dynamic)."""
-
-    def __init__(self, model, executor_of, delegates):
+    def __init__(self, model, make_executor, delegates):
         self.model = model
-        self.executor_of = executor_of
+        self.make_executor = make_executor
+        self.executors = {}  # subgraph index -> executor
         self.delegates = delegates
         self.calls = [_callees(sg) for sg in model.subgraphs]
         self.resource_ids = {}  # (container, shared_name) -> resource id
@@ -54,9 +56,11 @@ class Subgraphs:
         self.planned = set()  # the subgraphs planned (with the delegates) since allocate_tensors()
         self._nesting = {}  # subgraph index -> nesting(index)
 
-    def runtime(self, caller):
-        """The Runtime the nodes of subgraph `caller` use."""
-        return Runtime(self, caller)
+    def executor(self, index):
+        """The executor of subgraph `index` (made on first use)."""
+        if index not in self.executors:
+            self.executors[index] = self.make_executor(index, Runtime(self, index))
+        return self.executors[index]
 
     def replan(self):
         """Let the next call of each subgraph plan it with the delegates again (allocate_tensors)."""
@@ -117,7 +121,7 @@ class Subgraphs:
 
     def prepare(self, index, shapes):
         """The executor of subgraph `index`, planned for input `shapes` (a list of tuples)."""
-        executor = self.executor_of(index)
+        executor = self.executor(index)
         if executor.storage is not None and [tuple(t.shape) for t in executor.graph.inputs] == shapes:
             return executor
         with _naming(index):
