@@ -76,7 +76,7 @@ class Node:
     """An operator application. `index` is the operator's index in the original subgraph
     (what error messages and logs name); `options` the builtin options dict. `runtime`: what the
     kernels of control flow and resource variables call back into (subgraphs.Runtime), set by
-    the interpreter; None elsewhere."""
+    the interpreter on the nodes of those ops (ops.RUNTIME_OPS); None elsewhere."""
     index: int
     op: str
     inputs: list
