@@ -41,8 +41,8 @@ class Subgraphs:
     """The subgraphs of one interpreter's model: their executors, made on first use by
     make_executor(index, runtime) (allocate(delegates), resize_input(tensor, shape), invoke(),
     graph, storage, dynamic), the resource variables and the CALL_ONCE record. It holds no
-    reference to the interpreter: nodes a delegate keeps reach it through node.runtime, and the
-    interpreter must still go (and release its partitions) when its last user lets it go."""
+    reference to the interpreter, which goes (releasing its GPU partitions) when its last user
+    lets it go."""
 
     def __init__(self, model, make_executor, delegates):
         self.model = model

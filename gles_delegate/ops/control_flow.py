@@ -23,13 +23,13 @@ SUBGRAPH_OPTIONS = {"WHILE": ("cond_subgraph_index", "body_subgraph_index"),
                     "CALL_ONCE": ("init_subgraph_index",)}
 # Ops whose kernels use node.runtime: never folded, never run on stand-in values.
 RUNTIME_OPS = frozenset(SUBGRAPH_OPTIONS)
-NO_RUNTIME = "runs subgraphs of the model, which only the Interpreter can call"
+_NO_RUNTIME = "runs subgraphs of the model, which only the Interpreter can call"
 
 
 def _calls_reason(node):
     """Why the node's subgraph options are unusable (out of range, recursive), or None."""
     if node.runtime is None:
-        return NO_RUNTIME
+        return _NO_RUNTIME
     for option in SUBGRAPH_OPTIONS[node.op]:
         reason = node.runtime.call_reason(node.options.get(option), option)
         if reason is not None:
