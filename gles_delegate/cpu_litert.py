@@ -125,30 +125,33 @@ class CpuBackend:
                 message += f"; {INSTALL_HINT}"
         raise ModelError(message)
 
-    def place(self, graph, steps, reference_step):
+    def place(self, graph, steps, reference_step, pinned=frozenset()):
         """`steps` (delegate steps, and Node objects where the CPU runs a node) with the CPU nodes
-        made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node)."""
+        made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node). `pinned`:
+        {id(node)} of nodes that stay on the reference (those of dynamic tensors)."""
         placed, run = [], []
         for step in steps + [None]:
             if isinstance(step, Node):
                 run.append(step)
                 continue
-            placed += self._place_run(graph, run, reference_step)
+            placed += self._place_run(graph, run, reference_step, pinned)
             run = []
             if step is not None:
                 placed.append(step)
         return placed
 
-    def _place_run(self, graph, run, reference_step):
+    def _place_run(self, graph, run, reference_step, pinned):
         """The steps of one run of consecutive CPU nodes."""
         for node in run:
             reason = ops.unsupported_reason(node)
             if reason is not None:
                 self.check(node, reason, graph)  # a node a delegate could take but did not
-        whole = self.backend == "litert" or (self.backend == "auto" and any(self.on_litert(n, graph) for n in run))
+        free = [n for n in run if id(n) not in pinned]
+        whole = self.backend == "litert" or (self.backend == "auto" and any(self.on_litert(n, graph) for n in free))
         steps, group = [], []
         for node in run + [None]:
-            if node is not None and litert_refusal(node, graph) is None and (whole or self.on_litert(node, graph)):
+            if node is not None and id(node) not in pinned and litert_refusal(node, graph) is None \
+                    and (whole or self.on_litert(node, graph)):
                 group.append(node)
                 continue
             if group:

@@ -9,8 +9,9 @@ from .ops.checks import node_error
 
 
 def is_foldable(node):
-    """True when every input is constant (or omitted) and the reference kernels can run it."""
-    return (all(t is None or (t.is_const and not t.is_variable) for t in node.inputs)
+    """True when every input is constant (or omitted) and the reference kernels can run it; never
+    for the ops that call back into the interpreter (control flow, resource variables)."""
+    return (node.op not in ops.RUNTIME_OPS and all(t is None or (t.is_const and not t.is_variable) for t in node.inputs)
             and any(t is not None for t in node.inputs)
             and ops.unsupported_reason(node) is None)
 

@@ -77,7 +77,9 @@ Tensor.data = property(_data, _set_data, doc="The constant's array (None for a r
 @dataclass(eq=False)
 class Node:
     """An operator application. `index` is the operator's index in the original subgraph
-    (what error messages and logs name); `options` the builtin options dict."""
+    (what error messages and logs name); `options` the builtin options dict. `runtime`: what the
+    kernels of control flow and resource variables call back into (subgraphs.Runtime), set by
+    the interpreter on the nodes of those ops (ops.RUNTIME_OPS); None elsewhere."""
     index: int
     op: str
     inputs: list
@@ -86,6 +88,7 @@ class Node:
     options: dict = field(default_factory=dict)
     custom: bool = False
     custom_options: bytes | None = None
+    runtime: object = field(default=None, repr=False)
 
     def __repr__(self):
         return f"<Node #{self.index} {self.op}>"
@@ -104,6 +107,15 @@ def _drop_written_buffer(tensor):
     if tensor.is_const:
         tensor.fixed_shape = tensor.fixed_shape or tensor.data.size > 0
         tensor.data = None
+
+
+def tensor_dtype(tensor_def):
+    """The numpy dtype a tensor of the file (tflite.model.TensorDef) holds: its own, or int32 for
+    a RESOURCE tensor, which holds the id of a resource variable (4 bytes in TFLite, VAR_HANDLE);
+    None for types numpy cannot hold (STRING, INT4, ...)."""
+    if tensor_def.type_name == "RESOURCE":
+        return np.dtype(np.int32)
+    return tensor_def.dtype
 
 
 def _check_not_in_place(k, op, inputs, outputs):
@@ -147,7 +159,7 @@ class Graph:
         sg = model.subgraphs[subgraph_index]
         tensors = []
         for i, t in enumerate(sg.tensors):
-            tensors.append(Tensor(index=i, name=t.name, shape=tuple(t.shape), dtype=t.dtype,
+            tensors.append(Tensor(index=i, name=t.name, shape=tuple(t.shape), dtype=tensor_dtype(t),
                                   data=model.tensor_data(subgraph_index, i), quantization=t.quantization,
                                   sparsity=t.sparsity, shape_signature=t.shape_signature,
                                   is_variable=t.is_variable, type_name=t.type_name))

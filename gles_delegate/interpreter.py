@@ -16,19 +16,23 @@ from . import ops
 from .cpu_litert import CpuBackend, litert_interpreter_class
 from .errors import ModelError
 from .graph import Graph, Node
-from .shape_propagation import propagate_shapes
+from .shape_propagation import dynamic_tensors, propagate_shapes
+from .subgraphs import Subgraphs
 from .tflite import read_model
 from .tflite.model import SignatureDef
 from .fold_constants import fold_constants
 
 
-def check_declared_shapes(graph):
+def check_declared_shapes(graph, dynamic=frozenset()):
     """A ModelError naming the node when a declared output shape is not what the node's inputs
     give, for the ops whose output can be far larger than their inputs (ops.OUTPUT_SHAPES): a GPU
     kernel sizes its dispatches by the declared shapes, and a CPU kernel would compute the
     larger output before its shape is compared. Outputs declared without a shape are left to
-    the kernels (ops.checks.check_output_elements)."""
+    the kernels (ops.checks.check_output_elements), and so are `dynamic` ones ({id(tensor)}:
+    their shapes are decided at invoke)."""
     for node in graph.nodes:
+        if any(id(t) in dynamic for t in node.outputs):
+            continue
         # A deferred constant is a folded weight, never a shape or size operand: left unknown.
         shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs],
                                    [None if t is None or t.is_deferred else t.data for t in node.inputs])
@@ -157,17 +161,24 @@ def _delegate_can_run(delegate, node, cpu_reason):
 
 
 class _CpuStep:
-    """One node run on the reference kernels."""
+    """One node run on the reference kernels. `dynamic`: its outputs are dynamic tensors
+    (shape_propagation.dynamic_tensors), which take whatever shape the kernel gives."""
     backend = "reference"
 
-    def __init__(self, node):
+    def __init__(self, node, dynamic=False):
         self.nodes = [node]
+        self.dynamic = dynamic
 
     def run(self, storage, capture=None):
         node = self.nodes[0]
         inputs = [None if t is None else storage[t.index] for t in node.inputs]
-        outputs = ops.run_node(node, inputs)
+        outputs = ops.run_node(node, inputs, self.dynamic)
         for tensor, value in zip(node.outputs, outputs):
+            if self.dynamic:
+                # As TFLite resizes a dynamic tensor: the details show the shape it now has.
+                storage[tensor.index] = np.array(value, tensor.dtype)
+                tensor.shape = storage[tensor.index].shape
+                continue
             target = storage[tensor.index]
             if value.shape != target.shape:
                 raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor "
@@ -187,11 +198,13 @@ def unwritten_outputs(graph):
 class _Executor:
     """Runs one subgraph: owns its graph, tensor storage and execution plan."""
 
-    def __init__(self, model, subgraph_index, preserve_all_tensors=False, cpu=None):
+    def __init__(self, model, subgraph_index, preserve_all_tensors=False, cpu=None, runtime=None):
         self.model = model
         self.cpu = cpu or CpuBackend("reference")  # which CPU nodes run through LiteRT (cpu_litert.py)
         self.preserve_all_tensors = preserve_all_tensors
         self.subgraph_index = subgraph_index
+        self.runtime = runtime  # subgraphs.Runtime: what control flow and variable kernels call
+        self.dynamic = frozenset()  # see shape_propagation.dynamic_tensors
         # The first allocate() folds and plans this graph itself unless an input was resized
         # (a graph costs 0.5-3 ms to build; resize_tensor_input edits this one's input shapes).
         self.graph = self._unused_graph = Graph.from_model(model, subgraph_index)
@@ -205,6 +218,9 @@ class _Executor:
         graph, self._unused_graph = self._unused_graph, None
         if graph is None or self.input_shapes:
             graph = Graph.from_model(self.model, self.subgraph_index)
+        for node in graph.nodes:  # only these: a node a delegate keeps must not hold the executors
+            if node.op in ops.RUNTIME_OPS:
+                node.runtime = self.runtime
         if self.input_shapes:
             propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         fold_constants(graph)
@@ -212,10 +228,11 @@ class _Executor:
             reason = ops.unsupported_reason(node)
             if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
                 self.cpu.check(node, reason, graph)
-        check_declared_shapes(graph)
+        dynamic = dynamic_tensors(graph)
+        check_declared_shapes(graph, dynamic)
         storage = self.make_storage(graph)
         self.release()
-        self.graph, self.storage = graph, None
+        self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
         self.steps = self.plan(graph, delegates)
         self.storage = storage
@@ -267,8 +284,11 @@ class _Executor:
 
     def plan(self, graph, delegates):
         claimed = {}
+        # A delegate plans for fixed shapes: nodes that read or write dynamic tensors stay here.
+        fixed = [n for n in graph.nodes if not any(t is not None and id(t) in self.dynamic
+                                                   for t in [*n.inputs, *n.outputs])]
         for delegate in delegates:
-            free = [n for n in graph.nodes if id(n) not in claimed]
+            free = [n for n in fixed if id(n) not in claimed]
             for partition in delegate.partition(graph, free):
                 for node in partition.nodes:
                     claimed[id(node)] = partition
@@ -281,7 +301,11 @@ class _Executor:
                 placed.add(id(partition))
                 steps.append(partition)
         try:
-            return self.cpu.place(graph, steps, _CpuStep)
+            # Nodes of dynamic tensors stay on the reference: a LiteRT sub-model is planned for fixed shapes.
+            pinned = {id(n) for n in graph.nodes if any(t is not None and id(t) in self.dynamic
+                                                        for t in [*n.inputs, *n.outputs])}
+            return self.cpu.place(graph, steps, lambda node: _CpuStep(node, any(id(t) in self.dynamic
+                                                                                 for t in node.outputs)), pinned)
         except BaseException:  # LiteRT refused a run: free what the delegates compiled
             for step in steps:
                 if hasattr(step, "release"):
@@ -338,17 +362,18 @@ class Interpreter:
             (options.num_threads if options else None)
         self._preserve_all_tensors = experimental_preserve_all_tensors
         self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
-        self._executors: dict[int, _Executor] = {}
+        # Made without a reference to self (see subgraphs.Subgraphs).
+        model, preserve, cpu = self._model, experimental_preserve_all_tensors, self._cpu
+        self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, cpu, runtime),
+                                    self._delegates)
+        self._executors: dict[int, _Executor] = self._subgraphs.executors
         self._resize_pending = False
         self._lock = threading.RLock()
         self._main = self._executor(0)
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
-        if subgraph_index not in self._executors:
-            self._executors[subgraph_index] = _Executor(self._model, subgraph_index, self._preserve_all_tensors,
-                                                        self._cpu)
-        return self._executors[subgraph_index]
+        return self._subgraphs.executor(subgraph_index)
 
     def _tensor(self, index, executor=None):
         executor = executor or self._main
@@ -368,6 +393,7 @@ class Interpreter:
     def allocate_tensors(self) -> None:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors."""
         with self._lock:
+            self._subgraphs.replan()
             self._main.allocate(self._delegates)
             self._resize_pending = False
 

@@ -16,6 +16,11 @@ computed exactly, so a RESHAPE to a shape computed from a resized input follows 
 When a node's shape depends on a runtime value that is unknown before invoke (a RESHAPE whose
 shape is a model input) and the stand-in does not fit, the ModelError names the node and that
 tensor.
+
+The ops that call back into the interpreter (ops.RUNTIME_OPS: control flow, resource variables)
+never run here: their rule gives their shapes (planning the subgraphs they call), or None, and
+then their outputs keep the declared shapes as placeholders: they are dynamic tensors
+(dynamic_tensors), whose shapes the invoke decides, as TFLite's dynamic tensors.
 """
 import numpy as np
 
@@ -72,6 +77,9 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
         if not affected and not (exact and integer_out and present):
             continue  # its shapes are the declared ones, and its values are not needed exactly
+        if node.op in ops.RUNTIME_OPS:
+            _runtime_shapes(node, changed)
+            continue
         if symbolic and not (exact and integer_out):
             shapes = _rule_shapes(node, known, growth)
             if shapes is not None:
@@ -113,6 +121,39 @@ def _set_shape(node, tensor, shape):
                          f"{list(tensor.shape)} to {list(shape)}: the model gives it a buffer, which fixes its "
                          "shape (LiteRT: 'Attempting to resize a fixed-size tensor')")
     tensor.shape = shape
+
+
+def _runtime_shapes(node, changed):
+    """Set the output shapes of a node of ops.RUNTIME_OPS from its rule; where runtime values
+    decide them (None), the declared shapes stay, as placeholders of dynamic tensors."""
+    shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs])
+    for tensor, shape in zip(node.outputs, shapes or ()):
+        if tensor is not None and tuple(tensor.shape) != shape:
+            _set_shape(node, tensor, shape)
+            changed.add(id(tensor))
+
+
+def dynamic_tensors(graph):
+    """{id(tensor)} of the tensors whose shapes only the invoke decides (TFLite's dynamic
+    tensors): the outputs of a node of ops.RUNTIME_OPS whose rule gives None or shapes other
+    than the declared ones (a loop whose carried tensors change shape, READ_VARIABLE), and
+    every output of a node that reads one. A ModelError of the rule (a called subgraph that
+    cannot be planned) names the node."""
+    dynamic = set()
+    for node in graph.nodes:
+        if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node):
+            dynamic.update(id(t) for t in node.outputs if t is not None)
+    return dynamic
+
+
+def _decided_at_invoke(node):
+    if node.op not in ops.RUNTIME_OPS:
+        return False
+    try:
+        shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs])
+    except ModelError as exc:
+        raise exc if node.label in str(exc) else ModelError(f"operator {node.label}: {exc}") from None
+    return shapes is None or any(t is not None and tuple(t.shape) != shape for t, shape in zip(node.outputs, shapes))
 
 
 def _rule_shapes(node, known, growth):

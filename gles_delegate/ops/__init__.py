@@ -15,6 +15,8 @@ Each module holds one op family and exposes two plain dicts:
 An op two modules run (hybrid and float CONV_2D) has one kernel in each, tried in ORDER; any other
 op declared twice fails at import (gles_delegate/registry.py).
 Variable tensors (LSTM state) arrive as the interpreter's own arrays and are updated in place.
+A module may declare RUNTIME_OPS, the ops whose kernels call back into the interpreter through
+node.runtime (control_flow.py: WHILE, IF, CALL_ONCE; variables.py: resource variables).
 common.py holds the semantics the kernels share (padding, windows, fused activations,
 quantization), checks.py what their SUPPORT checks share.
 """
@@ -23,11 +25,11 @@ import numpy as np
 from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
-from . import (binary, conv, elementwise, gather, generate, hybrid, layout, lstm, matmul, mediapipe, normalization,
-               pool, quantize, reduce, reorder, resize, rnn, scan, select, softmax, spectral)
+from . import (binary, control_flow, conv, elementwise, gather, generate, hybrid, layout, lstm, matmul, mediapipe,
+               normalization, pool, quantize, reduce, reorder, resize, rnn, scan, select, softmax, spectral, variables)
 
 MODULES = (binary, conv, elementwise, gather, generate, layout, lstm, matmul, mediapipe, normalization, pool, quantize,
-           reduce, reorder, resize, rnn, scan, select, softmax, spectral, hybrid)
+           reduce, reorder, resize, rnn, scan, select, softmax, spectral, hybrid, control_flow, variables)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}
@@ -39,6 +41,10 @@ for _op, _owners in CANDIDATES.items():
     if _support is not None:
         SUPPORT[_op] = _support
 OUTPUT_SHAPES = registry.merge(MODULES, "OUTPUT_SHAPES")
+# Ops whose kernels call back into the interpreter (node.runtime: subgraphs, resource
+# variables): never folded, never run on stand-in values; their outputs are dynamic where
+# their shape rule gives None or other shapes than the model declares (shape_propagation).
+RUNTIME_OPS = frozenset().union(*(getattr(m, "RUNTIME_OPS", ()) for m in MODULES))
 
 
 def unsupported_reason(node):
@@ -66,14 +72,15 @@ def output_shapes(node, shapes, values=None):
     return None if result is None else [tuple(int(d) for d in s) for s in result]
 
 
-def run_node(node, inputs):
+def run_node(node, inputs, dynamic=False):
     """Run one node on the reference kernels; returns its output arrays. An output larger than
-    the model declares fails before the kernel runs (checks.check_output_elements); running out
-    of memory, or a ModelError of a shared helper (common.py) that cannot know the node, is a
+    the model declares fails before the kernel runs (checks.check_output_elements; `dynamic`:
+    the outputs are dynamic tensors, bounded by the inputs' size instead); running out of
+    memory, or a ModelError of a shared helper (common.py) that cannot know the node, is a
     ModelError naming the node."""
     shapes = output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
     if shapes is not None:
-        check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None))
+        check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None), dynamic)
     try:
         return KERNELS[node.op](node, inputs)
     except MemoryError as exc:

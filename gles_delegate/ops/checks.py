@@ -171,20 +171,21 @@ def inferring_shapes(growth):
         _inference.growth = previous
 
 
-def check_output_elements(node, shapes, input_elements=0):
+def check_output_elements(node, shapes, input_elements=0, dynamic=False):
     """Before a kernel allocates its outputs: a ModelError naming the node when an output of
     `shapes` (what the kernel is about to compute) holds more elements than the model declares
     for it, so that a hostile size, padding, multiple or stride fails here instead of allocating
     gigabytes. (A different shape with as many elements is the caller's to report.) An output
     declared as a scalar is taken as not declared (writers use [] for "unknown"): it may hold up
-    to 16 x `input_elements` (the node's inputs together) + 16 Mi elements."""
+    to 16 x `input_elements` (the node's inputs together) + 16 Mi elements; so may every output
+    when `dynamic` (dynamic tensors, whose shapes the invoke decides)."""
     growth = getattr(_inference, "growth", None)
     for k, (tensor, shape) in enumerate(zip(node.outputs, shapes)):
         if tensor is None or shape is None:
             continue
         computed = int(np.prod(shape, dtype=object))
         declared = int(np.prod(tensor.shape, dtype=object))
-        if growth is None and len(tensor.shape) == 0:
+        if growth is None and (dynamic or len(tensor.shape) == 0):
             if computed > 16 * input_elements + (1 << 24):
                 raise node_error(node, f"output {k} (tensor {tensor.index}, declared without a shape) would "
                                        f"have shape {list(shape)}, far larger than the node's inputs")

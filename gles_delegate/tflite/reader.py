@@ -30,7 +30,6 @@ MAX_RANK = 16
 WORK_PER_BYTE, WORK_BASE = 32, 4 << 20
 POPULATED_READ_BYTES = 1 << 20  # smaller files are read into bytes
 TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
-_ACCESSOR_NOISE = ("Init", "GetRootAs")
 _SPARSE_VECTOR_TYPES = {1: (tflite.Int32Vector, np.dtype("<i4")), 2: (tflite.Uint16Vector, np.dtype("<u2")),
                         3: (tflite.Uint8Vector, np.dtype("u1"))}
 _DIM_FORMATS = schema.enum_names(tflite.DimensionType)
@@ -76,7 +75,8 @@ def read_model(source, background_digest=False):
 @functools.lru_cache(maxsize=None)
 def _accessors(table_class):
     """The field accessor names of a generated table class."""
-    return [m for m in vars(table_class) if m[:1].isupper() and not m.startswith(_ACCESSOR_NOISE)]
+    # "Init" exactly: CallOnceOptions' field accessor is InitSubgraphIndex.
+    return [m for m in vars(table_class) if m[:1].isupper() and m != "Init" and not m.startswith("GetRootAs")]
 
 
 def _read_file(path):

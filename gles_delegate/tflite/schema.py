@@ -91,7 +91,7 @@ def field_offsets(table_class):
     that walk the flatbuffer without the accessor objects."""
     offsets = {}
     for name in vars(table_class):
-        if not name[:1].isupper() or name.startswith(("GetRootAs", "Init")) or name.endswith("BufferHasIdentifier"):
+        if not name[:1].isupper() or name == "Init" or name.startswith("GetRootAs") or name.endswith("BufferHasIdentifier"):
             continue
         table = table_class.__new__(table_class)
         table._tab = _Probe()

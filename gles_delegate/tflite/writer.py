@@ -186,6 +186,8 @@ class _Writer:
                 raise ValueError(f"{table_name} has no field {field!r}")
             if hasattr(reader_class, camel + "Length"):
                 vectors[camel] = self.int_vector(value)
+            elif isinstance(value, str):  # VAR_HANDLE's container and shared_name
+                vectors[camel] = b.CreateString(value)
         mod.Start(b)
         for field, value in op.options.items():
             camel = schema.camel_case(field)
@@ -208,7 +210,7 @@ class _Writer:
 
 
 class ModelBuilder:
-    """Build a one-subgraph model by hand, for tests and tools.
+    """Build a model by hand, for tests and tools.
 
         b = ModelBuilder()
         x = b.input("x", (1, 8, 8, 3))
@@ -218,16 +220,27 @@ class ModelBuilder:
         b.output(y)
         data = b.build()
 
-    Tensor handles are indices; -1 marks an omitted optional input.
+    Tensor handles are indices; -1 marks an omitted optional input. `b.subgraph(name)` adds a
+    subgraph (a builder of the same API whose `index` WHILE, IF and CALL_ONCE options name); the
+    first builder's build() writes them all, sharing one buffer list.
     """
 
-    def __init__(self, name="main"):
+    def __init__(self, name="main", _root=None):
         self.name = name
+        self.root = _root or self
+        self.index = 0 if _root is None else len(_root.subgraphs)
+        self.subgraphs = [self] if _root is None else None  # the root's list of every subgraph builder
         self.tensors = []
-        self.buffers = [np.zeros(0, np.uint8)]
+        self.buffers = self.root.buffers if _root is not None else [np.zeros(0, np.uint8)]
         self.operators = []
         self.inputs, self.outputs = [], []
-        self.signatures = []
+        self.signatures = self.root.signatures if _root is not None else []
+
+    def subgraph(self, name):
+        """A builder for a new subgraph of this model (index: its position, after the ones before)."""
+        child = ModelBuilder(name, _root=self.root)
+        self.root.subgraphs.append(child)
+        return child
 
     def tensor(self, name, shape, dtype=np.float32, quantization=None, shape_signature=None,
                data=None, sparsity=None, type_name=None, is_variable=False):
@@ -267,13 +280,19 @@ class ModelBuilder:
                                           custom_options=custom_options))
 
     def signature(self, key, inputs, outputs):
-        """Add a signature def: inputs / outputs map names to tensor indices."""
-        self.signatures.append(SignatureDef(key=key, subgraph_index=0, inputs=inputs, outputs=outputs))
+        """Add a signature def of this subgraph: inputs / outputs map names to tensor indices."""
+        self.signatures.append(SignatureDef(key=key, subgraph_index=self.index, inputs=inputs,
+                                                 outputs=outputs))
+
+    def subgraph_def(self):
+        """This builder's subgraph as a SubgraphDef."""
+        return SubgraphDef(name=self.name, tensors=self.tensors, inputs=tuple(self.inputs),
+                           outputs=tuple(self.outputs), operators=self.operators)
 
     def model(self):
-        subgraph = SubgraphDef(name=self.name, tensors=self.tensors, inputs=tuple(self.inputs),
-                               outputs=tuple(self.outputs), operators=self.operators)
-        return ModelDef(subgraphs=[subgraph], buffers=self.buffers, signature_defs=self.signatures)
+        """The ModelDef of every subgraph of this model (from any of its builders)."""
+        return ModelDef(subgraphs=[b.subgraph_def() for b in self.root.subgraphs], buffers=self.buffers,
+                        signature_defs=self.signatures)
 
     def build(self, **kwargs):
         return write_model(self.model(), **kwargs)

@@ -1,0 +1,179 @@
+"""Models with control flow and resource variables, built with our writer, as TFLite's converter
+lays them out: one subgraph per WHILE condition / body, IF branch and CALL_ONCE initializer."""
+import numpy as np
+
+from gles_delegate.tflite import ModelBuilder
+from tests.tolerance import F32_U, F32_ULPS, gamma, ulp_bound
+
+NONE = 0  # fused_activation_function
+
+
+def _inputs(builder, specs):
+    """Graph inputs of `builder` from (name, shape, dtype) specs; returns their indices."""
+    return [builder.input(name, shape, dtype) for name, shape, dtype in specs]
+
+
+def _while(b, inputs, specs, cond, body):
+    """A WHILE node in `b` over `inputs` (carried tensors of (name, shape, dtype) `specs`);
+    returns its output indices."""
+    outputs = [b.tensor(f"{name}_out", shape, dtype) for name, shape, dtype in specs]
+    b.op("WHILE", inputs, outputs, cond_subgraph_index=cond.index, body_subgraph_index=body.index)
+    return outputs
+
+
+def counter_loop(x_shape, step):
+    """inputs n (int32 scalar), x (float32 x_shape); carried (i, n, acc): while i < n:
+    i += 1, acc += step (a constant of x_shape). Outputs i and acc."""
+    specs = [("i", (), np.int32), ("n", (), np.int32), ("acc", x_shape, np.float32)]
+    b = ModelBuilder()
+    n, x = b.input("n", (), np.int32), b.input("x", x_shape, np.float32)
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    i, _, acc = _while(b, [b.const("zero", np.array(0, np.int32)), n, x], specs, cond, body)
+    b.output(i)
+    b.output(acc)
+    ci, cn, _ = _inputs(cond, specs)
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [ci, cn], [less])
+    cond.output(less)
+    bi, bn, bacc = _inputs(body, specs)
+    i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", x_shape, np.float32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
+    body.op("ADD", [bacc, body.const("step", step)], [acc2], fused_activation_function=NONE)
+    for t in (i2, bn, acc2):
+        body.output(t)
+    return b.build()
+
+
+def rnn_loop(wx, wh, bias, head, steps, batch):
+    """An RNN over `steps` time steps: inputs xs [steps, batch, n_in] and h0 [batch, n_hidden];
+    carried (t, h, xs): while t < steps: h = tanh(FC(xs[t], wx) + FC(h, wh) + bias), t += 1.
+    The final h goes through FULLY_CONNECTED(head) in the main subgraph (a node after the loop
+    that a GPU can take). Outputs t, h and the head's output."""
+    n_hidden, n_in = wx.shape
+    specs = [("t", (), np.int32), ("h", (batch, n_hidden), np.float32), ("xs", (steps, batch, n_in), np.float32)]
+    b = ModelBuilder()
+    xs, h0 = b.input("xs", specs[2][1], np.float32), b.input("h0", specs[1][1], np.float32)
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    t, h, _ = _while(b, [b.const("zero", np.array(0, np.int32)), h0, xs], specs, cond, body)
+    y = b.tensor("y", (batch, head.shape[0]), np.float32)
+    b.op("FULLY_CONNECTED", [h, b.const("head", head), -1], [y], fused_activation_function=NONE)
+    for out in (t, h, y):
+        b.output(out)
+    ct, _, _ = _inputs(cond, specs)
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [ct, cond.const("steps", np.array(steps, np.int32))], [less])
+    cond.output(less)
+    bt, bh, bxs = _inputs(body, specs)
+    x_t, from_x, from_h, pre, h2, t2 = (body.tensor(name, shape, dtype) for name, shape, dtype in (
+        ("x_t", (batch, n_in), np.float32), ("from_x", (batch, n_hidden), np.float32),
+        ("from_h", (batch, n_hidden), np.float32), ("pre", (batch, n_hidden), np.float32),
+        ("h2", (batch, n_hidden), np.float32), ("t2", (), np.int32)))
+    body.op("GATHER", [bxs, bt], [x_t], axis=0, batch_dims=0)
+    body.op("FULLY_CONNECTED", [x_t, body.const("wx", wx), body.const("bias", bias)], [from_x],
+            fused_activation_function=NONE)
+    body.op("FULLY_CONNECTED", [bh, body.const("wh", wh), -1], [from_h], fused_activation_function=NONE)
+    body.op("ADD", [from_x, from_h], [pre], fused_activation_function=NONE)
+    body.op("TANH", [pre], [h2])
+    body.op("ADD", [bt, body.const("one", np.array(1, np.int32))], [t2], fused_activation_function=NONE)
+    for out in (t2, h2, bxs):
+        body.output(out)
+    return b.build()
+
+
+def rnn_case(steps, batch, n_in, n_hidden, seed=0):
+    """Weights (wx, wh scaled by 1/sqrt(fan-in), bias, head [3, n_hidden]) and inputs [xs, h0]
+    of rnn_loop, random."""
+    rng = np.random.default_rng(seed + steps)
+    wx, wh = ((rng.standard_normal((n_hidden, n)) / np.sqrt(n)).astype(np.float32) for n in (n_in, n_hidden))
+    bias, head = rng.standard_normal(n_hidden).astype(np.float32), rng.standard_normal((3, n_hidden)).astype(np.float32)
+    inputs = [rng.standard_normal((steps, batch, n_in)).astype(np.float32),
+              rng.uniform(-1, 1, (batch, n_hidden)).astype(np.float32)]
+    return wx, wh, bias, head, inputs
+
+
+def rnn_bounds(wx, wh, bias, head, xs, h0, u=F32_U, ulps=F32_ULPS):
+    """Max abs differences (final h, head output) of two evaluations of rnn_loop in unit roundoff
+    `u`, each summing in any order: each step's pre-activation differs by the two FCs' and the
+    ADD's rounding (gamma of their terms times the magnitudes summed) plus |wh| (max row sum)
+    times the error h carried in; tanh adds `ulps` ulps of 1 on each side and does not enlarge
+    an error (its slope is at most 1). The head multiplies h's error by its own max row sum."""
+    row_sums = np.abs(wh).sum(axis=1).max()
+    error, h = 0.0, h0.astype(np.float64)
+    for x in xs.astype(np.float64):
+        magnitude = (np.abs(x) @ np.abs(wx).T + np.abs(h) @ np.abs(wh).T + np.abs(bias)).max()
+        error = row_sums * error + 2 * gamma(wx.shape[1] + wh.shape[1] + 2, u) * magnitude + \
+            ulp_bound(np.ones(1), 2 * ulps)
+        h = np.tanh(x @ wx.T.astype(np.float64) + h @ wh.T.astype(np.float64) + bias)
+    head_rows = np.abs(head).sum(axis=1).max()
+    return error, head_rows * error + 2 * gamma(head.shape[1] + 1, u) * head_rows * np.abs(h).max()
+
+
+def growing_loop(width):
+    """Carried (i, n, x): while i < n: x = concat(x, x), i += 1: x doubles at every iteration, so
+    the loop's outputs are dynamic. Inputs n (int32) and x [width]; outputs i, x and x + x (a
+    node after the loop that reads a dynamic tensor)."""
+    specs = [("i", (), np.int32), ("n", (), np.int32), ("x", (width,), np.float32)]
+    b = ModelBuilder()
+    n, x = b.input("n", (), np.int32), b.input("x", (width,), np.float32)
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    i, _, grown = _while(b, [b.const("zero", np.array(0, np.int32)), n, x], specs, cond, body)
+    doubled = b.tensor("doubled", (width,), np.float32)
+    b.op("ADD", [grown, grown], [doubled], fused_activation_function=NONE)
+    for out in (i, grown, doubled):
+        b.output(out)
+    ci, cn, _ = _inputs(cond, specs)
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [ci, cn], [less])
+    cond.output(less)
+    bi, bn, bx = _inputs(body, specs)
+    i2, x2 = body.tensor("i2", (), np.int32), body.tensor("x2", (2 * width,), np.float32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
+    body.op("CONCATENATION", [bx, bx], [x2], axis=0, fused_activation_function=NONE)
+    for out in (i2, bn, x2):
+        body.output(out)
+    return b.build()
+
+
+def if_model(shape, same_shapes=True):
+    """IF(c, x, y): then = x * y; else = x - y, or with same_shapes False concat(x, y) (the
+    branches' outputs differ in shape: the IF's output is dynamic)."""
+    b = ModelBuilder()
+    c, x, y = b.input("c", (1,), np.bool_), b.input("x", shape, np.float32), b.input("y", shape, np.float32)
+    then, other = b.subgraph("then"), b.subgraph("else")
+    out = b.tensor("out", shape, np.float32)
+    b.op("IF", [c, x, y], [out], then_subgraph_index=then.index, else_subgraph_index=other.index)
+    b.output(out)
+    tx, ty = then.input("x", shape, np.float32), then.input("y", shape, np.float32)
+    product = then.tensor("product", shape, np.float32)
+    then.op("MUL", [tx, ty], [product], fused_activation_function=NONE)
+    then.output(product)
+    ex, ey = other.input("x", shape, np.float32), other.input("y", shape, np.float32)
+    if same_shapes:
+        result = other.tensor("difference", shape, np.float32)
+        other.op("SUB", [ex, ey], [result], fused_activation_function=NONE)
+    else:
+        result = other.tensor("joined", (2 * shape[0], *shape[1:]), np.float32)
+        other.op("CONCATENATION", [ex, ey], [result], axis=0, fused_activation_function=NONE)
+    other.output(result)
+    return b.build()
+
+
+def stateful_counter(initial, shared_name="acc"):
+    """A variable initialized once (CALL_ONCE of an init subgraph assigning `initial`), read,
+    increased by input x and assigned back at every invoke; output: the new value. The main
+    and init subgraphs each take their own VAR_HANDLE of (container "", shared_name)."""
+    b = ModelBuilder()
+    x = b.input("x", initial.shape, initial.dtype)
+    init = b.subgraph("init")
+    b.op("CALL_ONCE", [], [], init_subgraph_index=init.index)
+    handle = b.tensor("handle", (), type_name="RESOURCE")
+    b.op("VAR_HANDLE", [], [handle], container="", shared_name=shared_name)
+    value, total = b.tensor("value", initial.shape, initial.dtype), b.tensor("total", initial.shape, initial.dtype)
+    b.op("READ_VARIABLE", [handle], [value])
+    b.op("ADD", [value, x], [total], fused_activation_function=NONE)
+    b.op("ASSIGN_VARIABLE", [handle, total], [])
+    b.output(total)
+    init_handle = init.tensor("handle", (), type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [init_handle], container="", shared_name=shared_name)
+    init.op("ASSIGN_VARIABLE", [init_handle, init.const("initial", initial)], [])
+    return b.build()

@@ -1,0 +1,60 @@
+"""Models with control flow under the GPU delegate: a WHILE's body gets GPU partitions of its
+own, the nodes after a loop with static outputs stay on the GPU, dynamic tensors stay on the
+CPU, and the results match LiteRT."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from tests.control_flow_models import growing_loop, rnn_bounds, rnn_case, rnn_loop, stateful_counter
+from tests.litert import run_litert
+from tests.oplib import assert_close
+
+
+def _run(model, inputs, delegate):
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], interpreter
+
+
+def _delegated_ops(interpreter, subgraph):
+    """The ops of subgraph `subgraph` that run in GPU partitions."""
+    steps = interpreter._executors[subgraph].steps
+    return sorted(node.op for step in steps if hasattr(step, "release") for node in step.nodes)
+
+
+@pytest.mark.parametrize("steps, batch", [(1, 1), (5, 2)])
+def test_rnn_loop_body_runs_on_the_gpu(steps, batch):
+    wx, wh, bias, head, inputs = rnn_case(steps, batch, n_in=4, n_hidden=8)
+    model = rnn_loop(wx, wh, bias, head, steps, batch)
+    with GpuDelegate(precision="fp32", max_delegated_partitions=0) as delegate:
+        ours, interpreter = _run(model, inputs, delegate)
+        body_ops, main_ops = _delegated_ops(interpreter, 2), _delegated_ops(interpreter, 0)
+        # Invoking again reuses the partitions (the loop's shapes are static).
+        interpreter.invoke()
+        again = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    assert {"FULLY_CONNECTED", "TANH"} <= set(body_ops), body_ops
+    assert main_ops == ["FULLY_CONNECTED"], main_ops
+    theirs = run_litert(model, inputs, resolver="builtin")
+    assert int(ours[0]) == int(theirs[0]) == steps
+    h_bound, y_bound = rnn_bounds(wx, wh, bias, head, *inputs)
+    assert_close(ours[1], theirs[1], bound=np.full(theirs[1].shape, h_bound), what="h")
+    assert_close(ours[2], theirs[2], bound=np.full(theirs[2].shape, y_bound), what="head")
+    for first, second in zip(ours, again):
+        np.testing.assert_array_equal(first, second)
+
+
+def test_dynamic_loop_and_variables_stay_on_the_cpu():
+    """A node that reads a dynamic tensor (the grown x, a variable read) is not delegated, and the
+    model still gives LiteRT's results with the delegate present."""
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    with GpuDelegate(precision="fp32", max_delegated_partitions=0) as delegate:
+        grown, interpreter = _run(growing_loop(3), [np.array(2, np.int32), x], delegate)
+        assert _delegated_ops(interpreter, 0) == []
+        counted, interpreter = _run(stateful_counter(x), [x], delegate)
+        assert _delegated_ops(interpreter, 0) == []
+    for ours, theirs in zip(grown, run_litert(growing_loop(3), [np.array(2, np.int32), x])):
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(counted[0], run_litert(stateful_counter(x), [x])[0])
