@@ -12,7 +12,9 @@ from gles_delegate import GpuDelegate
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.litert import abi
 from gles_delegate.litert.native import _LIVE, native_delegates
+from tests.gpu.test_float_view import masked_model
 from tests.litert_delegate.models import add_model, mixed_model
+from tests.oplib import run_ours
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
 
@@ -205,3 +207,24 @@ def test_resize_sizes_outputs_that_cpu_nodes_read():
     alone.allocate_tensors()
     ref = run(alone, x)
     assert out.shape == (2, 8, 8, 4) and np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_bool_and_int32_tensors_through_litert():
+    """A mask (comparisons, LOGICAL_AND, SELECT_V2) and an ARG_MAX between float ops: the float
+    view's nodes are claimed in LiteRT too, and its bool / int32 buffers are read and written in
+    their own types (our interpreter's run is the oracle; the masks and indices exactly)."""
+    shape = (1, 3, 4, 10)
+    model = masked_model(shape)
+    x = np.random.default_rng(11).uniform(-2, 2, shape).astype(np.float32)
+    expected = run_ours(model, [x])
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        ours = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+        assert delegate.summary()["gpu_nodes"] == 7 and delegate.summary()["cpu_nodes"] == 0
+        del interp
+    np.testing.assert_allclose(ours[0], expected[0], atol=1e-5 * np.abs(expected[0]).max())
+    for got, want in zip(ours[1:], expected[1:]):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
