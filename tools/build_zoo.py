@@ -27,7 +27,8 @@ Random inputs are uniform in [-1, 1), as gles_delegate.tools.common.seeded_input
 A model whose build or conversion fails is skipped with its reason (printed, and kept under
 "skipped" in the manifest). The manifest holds, per model: file, source, framework, converter,
 input and output shapes, op counts over every subgraph, the standard deviation of its outputs on
-a random input, and the converted model's error against the framework (max abs / max |framework|).
+a random input, its input sensitivity (std of the change of the outputs between two random
+inputs / std of the outputs: near 0 would mean near-constant outputs), and the converted model's error against the framework (max abs / max |framework|).
 """
 import argparse
 import collections
@@ -66,6 +67,13 @@ def op_counts(data):
 def random_inputs(shapes, rng):
     """Seeded float32 arrays uniform in [-1, 1) of the given shapes."""
     return [rng.uniform(-1, 1, shape).astype(np.float32) for shape in shapes]
+
+
+def input_sensitivity(first, second):
+    """How much outputs change with the input: std(first - second) / std(first) over the outputs of
+    two random inputs (near 0: the model maps every input to nearly the same output)."""
+    return min(float(np.std(np.asarray(a, np.float64) - b)) / (float(np.std(a)) or 1.0)
+               for a, b in zip(first, second))
 
 
 def relative_error(ours, theirs):
@@ -205,6 +213,9 @@ def build_torch(name, builder, shapes, out_dir, rng):
     with torch.no_grad():
         expected = model(*sample)
     expected = [t.numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
+    with torch.no_grad():
+        other = model(*[torch.from_numpy(x) for x in random_inputs(shapes, rng)])
+    other = [t.numpy() for t in (other if isinstance(other, (tuple, list)) else [other])]
     edge = litert_torch.convert(model, tuple(sample))
     path = out_dir / f"{name}.tflite"
     edge.export(str(path))
@@ -212,7 +223,7 @@ def build_torch(name, builder, shapes, out_dir, rng):
     got = [np.asarray(t) for t in (got if isinstance(got, (tuple, list)) else [got])]
     return {"framework": f"torch {torch.__version__}", "converter": f"litert-torch {litert_torch.__version__}",
             "outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
-            "error_vs_framework": relative_error(got, expected)}
+            "input_sensitivity": input_sensitivity(expected, other), "error_vs_framework": relative_error(got, expected)}
 
 
 # -- Keras ----------------------------------------------------------------------------------------
@@ -261,6 +272,8 @@ def build_keras(name, builder, shapes, out_dir, rng):
     sample = random_inputs(shapes, rng)
     expected = model(*sample, training=False)
     expected = [np.asarray(e) for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
+    other = model(*random_inputs(shapes, rng), training=False)
+    other = [np.asarray(e) for e in (other if isinstance(other, (tuple, list)) else [other])]
     interpreter = tf.lite.Interpreter(model_content=data)
     interpreter.allocate_tensors()
     for detail, x in zip(interpreter.get_input_details(), sample):
@@ -269,7 +282,7 @@ def build_keras(name, builder, shapes, out_dir, rng):
     got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
     return {"framework": f"tensorflow {tf.__version__}", "converter": f"TFLiteConverter.{how}",
             "outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
-            "error_vs_framework": relative_error(got, expected)}
+            "input_sensitivity": input_sensitivity(expected, other), "error_vs_framework": relative_error(got, expected)}
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -290,8 +303,43 @@ def frameworks():
     return found
 
 
-def load_manifest(path):
-    return json.loads(path.read_text()) if path.exists() else {"models": {}, "skipped": {}}
+def update_manifest(path, name, record=None, skipped=None):
+    """Record one model in the manifest at `path`: its record, or why it was skipped. Read, changed
+    and replaced (through a rename) per model, so the two venvs' builds may share a directory."""
+    manifest = json.loads(path.read_text()) if path.exists() else {}
+    models, skips = manifest.setdefault("models", {}), manifest.setdefault("skipped", {})
+    models.pop(name, None)
+    skips.pop(name, None)
+    if record is not None:
+        models[name] = record
+    else:
+        skips[name] = skipped
+    temp = path.with_name(f".{path.name}.{os.getpid()}")
+    temp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    os.replace(temp, path)
+
+
+def build_one(name, source, builder, shapes, build, out_dir):
+    """Build and convert one model; its manifest record, or None (skipped: the reason printed and
+    recorded)."""
+    path = out_dir / f"{name}.tflite"
+    start = time.perf_counter()
+    try:
+        record = build(name, builder, shapes, out_dir, np.random.default_rng(SEED))
+    except Exception as exc:  # a conversion failure is a finding: skip the model, say why
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+        print(f"  SKIPPED: {why}\n" + "".join(traceback.format_exc().splitlines(True)[-6:]), flush=True)
+        path.unlink(missing_ok=True)
+        update_manifest(out_dir / "manifest.json", name, skipped=f"{source}: {why}")
+        return None
+    data = path.read_bytes()
+    record = {"file": path.name, "source": source, "inputs": [list(s) for s in shapes], **record,
+              "bytes": len(data), "ops": op_counts(data), "build_s": round(time.perf_counter() - start, 1)}
+    print(f"  ok: {len(data) / 1e6:.2f} MB, {sum(record['ops'].values())} ops, output std {record['output_std']}, "
+          f"input sensitivity {record['input_sensitivity']:.2g}, "
+          f"error vs framework {record['error_vs_framework']:.2g}", flush=True)
+    update_manifest(out_dir / "manifest.json", name, record=record)
+    return record
 
 
 def main(argv=None):
@@ -306,33 +354,12 @@ def main(argv=None):
                      "venvs named at the top of tools/build_zoo.py")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    manifest_path = out_dir / "manifest.json"
-    manifest = load_manifest(manifest_path)
     for models, build in found:
         for name, (source, builder, shapes) in models().items():
-            if args.only and name not in args.only:
-                continue
-            print(f"{name}: {source}", flush=True)
-            start = time.perf_counter()
-            try:
-                record = build(name, builder, shapes, out_dir, np.random.default_rng(SEED))
-            except Exception as exc:  # a conversion failure is a finding: skip the model, say why
-                why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
-                print(f"  SKIPPED: {why}\n" + "".join(traceback.format_exc().splitlines(True)[-6:]), flush=True)
-                manifest["skipped"][name] = f"{source}: {why}"
-                manifest["models"].pop(name, None)
-                (out_dir / f"{name}.tflite").unlink(missing_ok=True)
-                continue
-            data = (out_dir / f"{name}.tflite").read_bytes()
-            record = {"file": f"{name}.tflite", "source": source, "inputs": [list(s) for s in shapes], **record,
-                      "bytes": len(data), "ops": op_counts(data), "build_s": round(time.perf_counter() - start, 1)}
-            manifest["models"][name] = record
-            manifest["skipped"].pop(name, None)
-            print(f"  ok: {len(data) / 1e6:.2f} MB, {sum(record['ops'].values())} ops, output std "
-                  f"{record['output_std']}, error vs framework {record['error_vs_framework']:.2g}", flush=True)
-            manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    print(f"wrote {manifest_path}")
+            if not args.only or name in args.only:
+                print(f"{name}: {source}", flush=True)
+                build_one(name, source, builder, shapes, build, out_dir)
+    print(f"manifest: {out_dir / 'manifest.json'}")
     return 0
 
 
