@@ -24,6 +24,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ops
 from gles_delegate.gpu import kernels
+from gles_delegate.graph import Graph
 from gles_delegate.tflite import read_model
 from gles_delegate.tools import common
 from gles_delegate.tools.parity_report import TOLERANCES
@@ -65,6 +66,21 @@ def lacking(histogram):
     return no_reference, no_gpu
 
 
+def refusals(model):
+    """(reference, GPU): {op: {"count", "reason"}} of the nodes of every subgraph that the
+    registry's kernel refuses, judged on the model as written (before constant folding and
+    rewrites; ops with no kernel at all are lacking()'s). The reason is the first such node's."""
+    found = ({}, {})
+    for k in range(len(model.subgraphs)):
+        for node in Graph.from_model(model, k).nodes:
+            for table, registry, reason in ((found[0], ops.KERNELS, ops.unsupported_reason),
+                                            (found[1], kernels.SUPPORT, kernels.unsupported_reason)):
+                why = reason(node) if node.op in registry else None
+                if why is not None:
+                    table.setdefault(node.op, {"count": 0, "reason": why})["count"] += 1
+    return found
+
+
 def first_error(exc):
     """An exception as one line: its type and the first line of its message."""
     lines = str(exc).strip().splitlines()
@@ -74,7 +90,7 @@ def first_error(exc):
 def examine(path, precision="fp32", max_partitions=0, seed=0, use_litert=True):
     """The report of one model (a dict, see render); never raises for what the model holds."""
     result = {"model": Path(path).stem, "file": Path(path).name, "histogram": {}, "no_reference": [],
-              "no_gpu": [], "nodes": None, "gpu_nodes": None, "partitions": None, "cpu_ops": {},
+              "no_gpu": [], "reference_refuses": {}, "gpu_refuses": {}, "nodes": None, "gpu_nodes": None, "partitions": None, "cpu_ops": {},
               "error": None, "stage": None, "max_rel": None, "litert": None}
     try:
         model = read_model(str(path))
@@ -82,6 +98,10 @@ def examine(path, precision="fp32", max_partitions=0, seed=0, use_litert=True):
         return {**result, "stage": "read", "error": first_error(exc)}
     result["histogram"] = op_histogram(model)
     result["no_reference"], result["no_gpu"] = lacking(result["histogram"])
+    try:
+        result["reference_refuses"], result["gpu_refuses"] = refusals(model)
+    except Exception as exc:  # a graph the IR refuses: the load below names it too
+        return {**result, "stage": "graph", "error": first_error(exc)}
     delegate = GpuDelegate(GpuDelegateOptions(precision=precision, max_delegated_partitions=max_partitions))
     try:
         _run_ours(path, delegate, seed, result)
@@ -209,13 +229,15 @@ def render(results, manifest, precision="fp32", max_partitions=0):
                    f"{_none(r['nodes'])} | {_none(r['gpu_nodes'])} | {_none(r['partitions'])} | {_cell(text)} | "
                    f"{_rel_text(r, tolerance)} |")
     out += ["", "## Ops each model needs that we lack", "",
-            "No reference kernel: the model cannot load. No GPU kernel: its nodes run on the CPU. GPU kernel "
-            "refuses: a GPU kernel exists but not for these nodes (the first node's reason).", "",
-            "| Model | No reference kernel | No GPU kernel | GPU kernel refuses |", "|---|---|---|---|"]
+            "Over every subgraph, as the model is written (before constant folding and rewrites). No reference",
+            "kernel, or the reference refuses the node: the model cannot load. No GPU kernel, or the GPU kernel",
+            "refuses the node: the node runs on the CPU. A refusal names the op, its node count and the first",
+            "node's reason.", "",
+            "| Model | No reference kernel | Reference refuses | No GPU kernel | GPU kernel refuses |",
+            "|---|---|---|---|---|"]
     for r in results:
-        refused = [f"`{op}`: {e['reason']}" for op, e in sorted(r["cpu_ops"].items()) if op in kernels.SUPPORT]
-        out.append(f"| {r['model']} | {_codes(r['no_reference'])} | {_codes(r['no_gpu'])} | "
-                   f"{_cell('; '.join(refused) or '-')} |")
+        out.append(f"| {r['model']} | {_codes(r['no_reference'])} | {_refused(r['reference_refuses'])} | "
+                   f"{_codes(r['no_gpu'])} | {_refused(r['gpu_refuses'])} |")
     out += ["", "## Op histograms (every subgraph)", ""]
     out += [f"- {r['model']}: " + (", ".join(f"{op} {n}" for op, n in r["histogram"].items()) or "-")
             for r in results]
@@ -224,6 +246,10 @@ def render(results, manifest, precision="fp32", max_partitions=0):
         out += ["", "## Not in the zoo: conversion failed", ""]
         out += [f"- {name}: {_cell(why)}" for name, why in sorted(skipped.items())]
     return "\n".join(out) + "\n"
+
+
+def _refused(table):
+    return _cell("; ".join(f"`{op}` x{e['count']}: {e['reason']}" for op, e in sorted(table.items())) or "-")
 
 
 def _none(value):

@@ -54,6 +54,16 @@ def test_lacking_names_ops_missing_from_each_registry():
     assert zoo_report.lacking(histogram) == (["CUSTOM:NoSuchOp"], [op_without_gpu, "CUSTOM:NoSuchOp"])
 
 
+def test_refusals_count_nodes_per_op_with_the_first_reason(monkeypatch):
+    model = read_model(small_model_bytes())
+    model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))
+    monkeypatch.setitem(ops.SUPPORT, "RELU", lambda node: f"reference refuses {node.label}")
+    monkeypatch.setitem(kernels.SUPPORT, "LOGISTIC", lambda node: f"GPU refuses {node.label}")
+    reference, gpu = zoo_report.refusals(model)
+    assert reference == {"RELU": {"count": 2, "reason": "reference refuses #3 (RELU)"}}
+    assert gpu == {"LOGISTIC": {"count": 2, "reason": "GPU refuses #1 (LOGISTIC)"}}
+
+
 def test_small_model_runs_with_its_cpu_node_and_matches_litert(zoo):
     result = zoo_report.examine(zoo / "small.tflite")
     assert (result["nodes"], result["gpu_nodes"], result["partitions"]) == (5, 4, 1), result
@@ -108,7 +118,7 @@ def test_main_writes_the_markdown_and_json(zoo, tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| small |"))
     assert row.split(" | ")[1:7] == ["tests/tools/conftest.py", "1x8x8x4 1x8x8x4", "5", "4", "1",
                                      "runs with CPU nodes: PACK x1"], row
-    assert "| custom | `CUSTOM:NoSuchOp` | `CUSTOM:NoSuchOp` | - |" in text
+    assert "| custom | `CUSTOM:NoSuchOp` | - | `CUSTOM:NoSuchOp` | - |" in text
     assert "- small: ADD 1, LOGISTIC 1, MUL 1, PACK 1, RELU 1" in text
     assert "- broken_net: torch thing: ValueError: cannot export" in text
     results = json.loads(numbers.read_text())
