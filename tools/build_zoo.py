@@ -6,9 +6,9 @@ and TensorFlow live in two venvs of their own (litert-torch alone pulls a multi-
 transformers). Setup, once:
 
     python3 -m venv /work/venvs/zoo-torch
-    /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1 litert-torch==0.10.0 timm tflite
+    /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1 litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0
     python3 -m venv /work/venvs/zoo-tf
-    /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite
+    /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0
 
 Build (each venv builds the models of its framework into the same directory; manifest.json there
 merges both runs; default directory /work/zoo):
