@@ -6,7 +6,8 @@ and TensorFlow live in two venvs of their own (litert-torch alone pulls a multi-
 transformers). Setup, once:
 
     python3 -m venv /work/venvs/zoo-torch
-    /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1 litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0
+    /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1
+    /work/venvs/zoo-torch/bin/pip install litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0
     python3 -m venv /work/venvs/zoo-tf
     /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0
 
@@ -27,8 +28,9 @@ Random inputs are uniform in [-1, 1), as gles_delegate.tools.common.seeded_input
 A model whose build or conversion fails is skipped with its reason (printed, and kept under
 "skipped" in the manifest). The manifest holds, per model: file, source, framework, converter,
 input and output shapes, op counts over every subgraph, the standard deviation of its outputs on
-a random input, its input sensitivity (std of the change of the outputs between two random
-inputs / std of the outputs: near 0 would mean near-constant outputs), and the converted model's error against the framework (max abs / max |framework|).
+a random input, its input sensitivity (std of the change of the outputs between two random inputs
+/ std of the outputs: near 0 would mean near-constant outputs), and the converted model's error
+against the framework (max abs / max |framework|).
 """
 import argparse
 import collections
@@ -74,6 +76,21 @@ def input_sensitivity(first, second):
     two random inputs (near 0: the model maps every input to nearly the same output)."""
     return min(float(np.std(np.asarray(a, np.float64) - b)) / (float(np.std(a)) or 1.0)
                for a, b in zip(first, second))
+
+
+def as_arrays(outputs):
+    """A model's output or outputs as a list of numpy arrays."""
+    return [np.asarray(o) for o in (outputs if isinstance(outputs, (tuple, list)) else [outputs])]
+
+
+def check(framework, converted, sample, other):
+    """The record's checks: framework(inputs) and converted(inputs) run the model before and after
+    conversion (lists of arrays in and out); output shapes and standard deviations on `sample`,
+    input sensitivity between `sample` and `other`, and the converted model's error on `sample`."""
+    expected = framework(sample)
+    return {"outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
+            "input_sensitivity": input_sensitivity(expected, framework(other)),
+            "error_vs_framework": relative_error(converted(sample), expected)}
 
 
 def relative_error(ours, theirs):
@@ -209,21 +226,16 @@ def build_torch(name, builder, shapes, out_dir, rng):
     import torch
     torch.manual_seed(SEED)
     model = reestimate_batch_norm(builder(), shapes, rng)
-    sample = [torch.from_numpy(x) for x in random_inputs(shapes, rng)]
-    with torch.no_grad():
-        expected = model(*sample)
-    expected = [t.numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    with torch.no_grad():
-        other = model(*[torch.from_numpy(x) for x in random_inputs(shapes, rng)])
-    other = [t.numpy() for t in (other if isinstance(other, (tuple, list)) else [other])]
-    edge = litert_torch.convert(model, tuple(sample))
-    path = out_dir / f"{name}.tflite"
-    edge.export(str(path))
-    got = edge(*sample)
-    got = [np.asarray(t) for t in (got if isinstance(got, (tuple, list)) else [got])]
+    sample, other = random_inputs(shapes, rng), random_inputs(shapes, rng)
+    edge = litert_torch.convert(model, tuple(torch.from_numpy(x) for x in sample))
+    edge.export(str(out_dir / f"{name}.tflite"))
+
+    def framework(inputs):
+        with torch.no_grad():
+            return as_arrays(model(*[torch.from_numpy(x) for x in inputs]))
     return {"framework": f"torch {torch.__version__}", "converter": f"litert-torch {litert_torch.__version__}",
-            "outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
-            "input_sensitivity": input_sensitivity(expected, other), "error_vs_framework": relative_error(got, expected)}
+            **check(framework, lambda inputs: as_arrays(edge(*[torch.from_numpy(x) for x in inputs])),
+                    sample, other)}
 
 
 # -- Keras ----------------------------------------------------------------------------------------
@@ -269,20 +281,17 @@ def build_keras(name, builder, shapes, out_dir, rng):
     model = builder()
     data, how = convert_keras(model)
     (out_dir / f"{name}.tflite").write_bytes(data)
-    sample = random_inputs(shapes, rng)
-    expected = model(*sample, training=False)
-    expected = [np.asarray(e) for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    other = model(*random_inputs(shapes, rng), training=False)
-    other = [np.asarray(e) for e in (other if isinstance(other, (tuple, list)) else [other])]
     interpreter = tf.lite.Interpreter(model_content=data)
     interpreter.allocate_tensors()
-    for detail, x in zip(interpreter.get_input_details(), sample):
-        interpreter.set_tensor(detail["index"], x)
-    interpreter.invoke()
-    got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+    def converted(inputs):
+        for detail, x in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
     return {"framework": f"tensorflow {tf.__version__}", "converter": f"TFLiteConverter.{how}",
-            "outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
-            "input_sensitivity": input_sensitivity(expected, other), "error_vs_framework": relative_error(got, expected)}
+            **check(lambda inputs: as_arrays(model(*inputs, training=False)), converted,
+                    random_inputs(shapes, rng), random_inputs(shapes, rng))}
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ PREAMBLE = [
     "",
     "```sh",
     "python3 -m venv /work/venvs/zoo-torch",
-    "/work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1 litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0",
+    "/work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1",
+    "/work/venvs/zoo-torch/bin/pip install litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0",
     "python3 -m venv /work/venvs/zoo-tf",
     "/work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0",
     "/work/venvs/zoo-torch/bin/python tools/build_zoo.py /work/zoo   # torch models (about 20 min on 2 cores)",
@@ -100,8 +101,8 @@ def first_error(exc):
 def examine(path, precision="fp32", max_partitions=0, seed=0, use_litert=True):
     """The report of one model (a dict, see render); never raises for what the model holds."""
     result = {"model": Path(path).stem, "file": Path(path).name, "histogram": {}, "no_reference": [],
-              "no_gpu": [], "reference_refuses": {}, "gpu_refuses": {}, "nodes": None, "gpu_nodes": None, "partitions": None, "cpu_ops": {},
-              "error": None, "stage": None, "max_rel": None, "litert": None}
+              "no_gpu": [], "reference_refuses": {}, "gpu_refuses": {}, "nodes": None, "gpu_nodes": None,
+              "partitions": None, "cpu_ops": {}, "error": None, "stage": None, "max_rel": None, "litert": None}
     try:
         model = read_model(str(path))
     except Exception as exc:  # a file the reader refuses is a finding, not a crash of the report
@@ -224,8 +225,9 @@ def render(results, manifest, precision="fp32", max_partitions=0):
     tolerance = TOLERANCES[precision]
     entries = manifest.get("models", {})
     tally = collections.Counter(status(r)[0] for r in results)
-    out = [*PREAMBLE, f"{len(results)} models: {tally[FULL_GPU]} run fully on the GPU, {tally[WITH_CPU]} run with CPU "
-           f"nodes, {tally[FAILS]} fail. Precision {precision}, max_delegated_partitions {max_partitions}"
+    out = [*PREAMBLE,
+           f"{len(results)} models: {tally[FULL_GPU]} run fully on the GPU, {tally[WITH_CPU]} run with CPU nodes,"
+           f" {tally[FAILS]} fail. Precision {precision}, max_delegated_partitions {max_partitions}"
            f"{' (no limit)' if not max_partitions else ''}; max rel is max |ours - LiteRT| / max |LiteRT| over the "
            f"outputs, \"(over)\" when above {tolerance:g}.", "",
            "| Model | Source | Input | Nodes | GPU nodes | Partitions | Status | Max rel vs LiteRT |",
