@@ -10,6 +10,12 @@ settings.load_profile("deterministic")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# setup.cfg maps gles_delegate.tools to tools/ (package_dir); an editable install made from another
+# checkout maps it to that checkout's tools/: the tests of this checkout import its own.
+import gles_delegate.tools  # noqa: E402
+
+gles_delegate.tools.__path__[:] = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")]
+
 
 @pytest.fixture(scope="session")
 def mediapipe_models():

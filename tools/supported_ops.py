@@ -60,6 +60,10 @@ def render():
         "MODEL` prints, per node, where it runs and why not on the GPU. The note is the summary line of",
         "the GPU kernel's module (else the reference module's).",
         "",
+        "Which real models run fully on the GPU: [model_zoo.md](model_zoo.md), a zoo of torchvision, timm",
+        "and Keras models with random weights that `tools/build_zoo.py` builds outside CI, reported by",
+        "`python -m gles_delegate.tools.zoo_report` (per model: GPU nodes, the ops it lacks, error vs LiteRT).",
+        "",
         "| Op | CPU reference | GPU kernel | Note |",
         "|---|---|---|---|",
     ]

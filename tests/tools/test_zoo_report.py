@@ -1,0 +1,126 @@
+"""tools/zoo_report.py on models built with our writer (the zoo itself is built outside CI):
+op histograms over every subgraph, the ops a model lacks, its status, its error against LiteRT
+and the Markdown and JSON it writes."""
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gles_delegate import ops
+from gles_delegate.gpu import kernels
+from gles_delegate.tflite import ModelBuilder, read_model, write_model
+from gles_delegate.tools import zoo_report
+
+from .conftest import small_model_bytes
+
+
+def custom_op_model_bytes():
+    """x [1,4] -> RELU -> a custom op no runtime knows: it cannot load anywhere."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4))
+    y, z = b.tensor("y", (1, 4)), b.tensor("z", (1, 4))
+    b.op("RELU", [x], [y])
+    b.op("NoSuchOp", [y], [z], custom=True)
+    b.output(z)
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """A zoo directory: the tools' small model (a PACK on the CPU), a model with a custom op, a
+    file that is not a model, and a manifest naming the small model's source and a skipped one."""
+    directory = tmp_path_factory.mktemp("zoo")
+    (directory / "small.tflite").write_bytes(small_model_bytes())
+    (directory / "custom.tflite").write_bytes(custom_op_model_bytes())
+    (directory / "garbage.tflite").write_bytes(b"\0\0\0\0TFL3" + b"\xff" * 16)
+    manifest = {"models": {"small": {"source": "tests/tools/conftest.py", "inputs": [[1, 8, 8, 4], [1, 8, 8, 4]]}},
+                "skipped": {"broken_net": "torch thing: ValueError: cannot export"}}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def test_histogram_counts_every_subgraph():
+    model = read_model(small_model_bytes())
+    model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))  # a second subgraph (as a WHILE body would be)
+    histogram = zoo_report.op_histogram(read_model(write_model(model)))
+    assert histogram == {"ADD": 2, "LOGISTIC": 2, "MUL": 2, "PACK": 2, "RELU": 2}
+
+
+def test_lacking_names_ops_missing_from_each_registry():
+    op_without_gpu = next(op for op in sorted(ops.KERNELS) if op not in kernels.SUPPORT)
+    histogram = {"ADD": 3, op_without_gpu: 1, "CUSTOM:NoSuchOp": 1}
+    assert zoo_report.lacking(histogram) == (["CUSTOM:NoSuchOp"], [op_without_gpu, "CUSTOM:NoSuchOp"])
+
+
+def test_refusals_count_nodes_per_op_with_the_first_reason(monkeypatch):
+    model = read_model(small_model_bytes())
+    model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))
+    monkeypatch.setitem(ops.SUPPORT, "RELU", lambda node: f"reference refuses {node.label}")
+    monkeypatch.setitem(kernels.SUPPORT, "LOGISTIC", lambda node: f"GPU refuses {node.label}")
+    reference, gpu = zoo_report.refusals(model)
+    assert reference == {"RELU": {"count": 2, "reason": "reference refuses #3 (RELU)"}}
+    assert gpu == {"LOGISTIC": {"count": 2, "reason": "GPU refuses #1 (LOGISTIC)"}}
+
+
+def test_small_model_runs_with_its_cpu_node_and_matches_litert(zoo):
+    result = zoo_report.examine(zoo / "small.tflite")
+    assert (result["nodes"], result["gpu_nodes"], result["partitions"]) == (5, 4, 1), result
+    assert zoo_report.status(result) == (zoo_report.WITH_CPU, "PACK x1")
+    assert "PACK" in result["cpu_ops"]["PACK"]["reason"]
+    assert result["litert"] == "ok" and result["max_rel"] <= zoo_report.TOLERANCES["fp32"], result
+    assert result["no_gpu"] == ["PACK"] and result["no_reference"] == []
+
+
+def test_fully_delegated_model_says_so(tmp_path):
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 4))
+    y = b.tensor("y", (1, 4, 4, 4))
+    b.op("LOGISTIC", [x], [y])
+    b.output(y)
+    path = tmp_path / "logistic.tflite"
+    path.write_bytes(b.build())
+    result = zoo_report.examine(path, use_litert=False)
+    assert zoo_report.status(result) == (zoo_report.FULL_GPU, "") and result["max_rel"] is None
+
+
+def test_a_model_that_cannot_load_fails_with_its_first_error(zoo):
+    result = zoo_report.examine(zoo / "custom.tflite")
+    word, detail = zoo_report.status(result)
+    assert word == zoo_report.FAILS and detail.startswith("at load: ModelError") and "NoSuchOp" in detail
+    assert result["no_reference"] == ["CUSTOM:NoSuchOp"] and result["histogram"] == {"CUSTOM:NoSuchOp": 1, "RELU": 1}
+
+
+def test_a_file_the_reader_refuses_fails_at_read(zoo):
+    result = zoo_report.examine(zoo / "garbage.tflite")
+    assert result["stage"] == "read" and result["error"].startswith("ModelError"), result
+
+
+@pytest.mark.parametrize("ours, theirs, expected", [
+    ([np.array([1.0, 2.0])], [np.array([1.0, 4.0])], 0.5),  # |2 - 4| / max|theirs| 4
+    ([np.array([1.0]), np.array([0.5, 0.0])], [np.array([1.0]), np.array([0.0, 0.0])], 0.5),  # all-zero: scale 1
+    ([np.array([np.nan, 1.0])], [np.array([np.nan, 1.0])], 0.0),  # NaN on both sides agrees
+    ([np.array([np.nan, 1.0])], [np.array([0.0, 1.0])], math.inf),  # NaN on one side does not
+    ([np.zeros((2, 3))], [np.zeros((3, 2))], math.inf),  # shapes differ
+    ([np.zeros(2)], [np.zeros(2), np.zeros(2)], math.inf),  # output counts differ
+])
+def test_max_relative_error(ours, theirs, expected):
+    assert zoo_report.max_relative_error(ours, theirs) == expected
+
+
+def test_main_writes_the_markdown_and_json(zoo, tmp_path):
+    markdown, numbers = tmp_path / "zoo.md", tmp_path / "zoo.json"
+    assert zoo_report.main([str(zoo), "--write", str(markdown), "--json", str(numbers)]) == 0
+    text = markdown.read_text()
+    assert text.startswith("# Model zoo\n")
+    assert "\n3 models: 0 run fully on the GPU, 1 run with CPU nodes, 2 fail." in text
+    row = next(line for line in text.splitlines() if line.startswith("| small |"))
+    assert row.split(" | ")[1:7] == ["tests/tools/conftest.py", "1x8x8x4 1x8x8x4", "5", "4", "1",
+                                     "runs with CPU nodes: PACK x1"], row
+    assert "| custom | `CUSTOM:NoSuchOp` | - | `CUSTOM:NoSuchOp` | - |" in text
+    assert "- small: ADD 1, LOGISTIC 1, MUL 1, PACK 1, RELU 1" in text
+    assert "- broken_net: torch thing: ValueError: cannot export" in text
+    results = json.loads(numbers.read_text())
+    assert [r["model"] for r in results] == ["custom", "garbage", "small"]
+    assert "outputs" not in results[2]

@@ -1,0 +1,377 @@
+"""Build a zoo of small random-weight models as .tflite files, outside CI, for
+`python -m gles_delegate.tools.zoo_report ZOO_DIR` (docs/model_zoo.md is its report).
+
+Not part of the package's dependencies, nor imported by it or by the tests: PyTorch, litert-torch
+and TensorFlow live in two venvs of their own (litert-torch alone pulls a multi-GB torch, jax and
+transformers). Setup, once:
+
+    python3 -m venv /work/venvs/zoo-torch
+    /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1
+    /work/venvs/zoo-torch/bin/pip install litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0
+    python3 -m venv /work/venvs/zoo-tf
+    /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0
+
+Build (each venv builds the models of its framework into the same directory; manifest.json there
+merges both runs; default directory /work/zoo):
+
+    /work/venvs/zoo-torch/bin/python tools/build_zoo.py [OUT_DIR] [--only NAME ...]
+    /work/venvs/zoo-tf/bin/python tools/build_zoo.py [OUT_DIR] [--only NAME ...]
+    python -m gles_delegate.tools.zoo_report OUT_DIR --write docs/model_zoo.md
+
+Torch models (torchvision, timm and hand-written modules; batch 1, NCHW as litert-torch keeps it)
+are converted with litert_torch.convert(model, sample_args).export(path); Keras 3 and tf_keras
+models with tf.lite.TFLiteConverter. Weights are random and seeded (seed 0): each framework's
+default initialisation, then, for models with batch norm, the running statistics re-estimated from
+a few random batches (train-mode forward passes without gradients, cumulative average), so that
+activations keep their scale through deep networks and outputs are not near-constant.
+Random inputs are uniform in [-1, 1), as gles_delegate.tools.common.seeded_inputs draws them.
+A model whose build or conversion fails is skipped with its reason (printed, and kept under
+"skipped" in the manifest). The manifest holds, per model: file, source, framework, converter,
+input and output shapes, op counts over every subgraph, the standard deviation of its outputs on
+a random input, its input sensitivity (std of the change of the outputs between two random inputs
+/ std of the outputs: near 0 would mean near-constant outputs), and the converted model's error
+against the framework (max abs / max |framework|).
+"""
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+SEED = 0
+BN_BATCHES, BN_BATCH_SIZE = 4, 4  # random batches that re-estimate the batch-norm statistics
+
+
+def op_counts(data):
+    """{op: count} over every subgraph of .tflite bytes (custom ops as 'CUSTOM:<code>')."""
+    import tflite
+    model = tflite.Model.GetRootAsModel(data, 0)
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    codes = []
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        # Builtin codes above 127 live in builtin_code; older files only set the deprecated byte.
+        number = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        name = names.get(number, str(number))
+        codes.append(f"CUSTOM:{code.CustomCode().decode()}" if name == "CUSTOM" else name)
+    counts = collections.Counter()
+    for s in range(model.SubgraphsLength()):
+        subgraph = model.Subgraphs(s)
+        counts.update(codes[subgraph.Operators(k).OpcodeIndex()] for k in range(subgraph.OperatorsLength()))
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def random_inputs(shapes, rng):
+    """Seeded float32 arrays uniform in [-1, 1) of the given shapes."""
+    return [rng.uniform(-1, 1, shape).astype(np.float32) for shape in shapes]
+
+
+def input_sensitivity(first, second):
+    """How much outputs change with the input: std(first - second) / std(first) over the outputs of
+    two random inputs (near 0: the model maps every input to nearly the same output)."""
+    return min(float(np.std(np.asarray(a, np.float64) - b)) / (float(np.std(a)) or 1.0)
+               for a, b in zip(first, second))
+
+
+def as_arrays(outputs):
+    """A model's output or outputs as a list of numpy arrays."""
+    return [np.asarray(o) for o in (outputs if isinstance(outputs, (tuple, list)) else [outputs])]
+
+
+def check(framework, converted, sample, other):
+    """The record's checks: framework(inputs) and converted(inputs) run the model before and after
+    conversion (lists of arrays in and out); output shapes and standard deviations on `sample`,
+    input sensitivity between `sample` and `other`, and the converted model's error on `sample`."""
+    expected = framework(sample)
+    return {"outputs": [list(e.shape) for e in expected], "output_std": [float(np.std(e)) for e in expected],
+            "input_sensitivity": input_sensitivity(expected, framework(other)),
+            "error_vs_framework": relative_error(converted(sample), expected)}
+
+
+def relative_error(ours, theirs):
+    """max over outputs of max |ours - theirs| / max |theirs|."""
+    worst = 0.0
+    for a, b in zip(ours, theirs):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        worst = max(worst, float(np.max(np.abs(a - b))) / (float(np.max(np.abs(b))) or 1.0))
+    return worst
+
+
+# -- torch ----------------------------------------------------------------------------------------
+def torch_models():
+    """{name: (source, builder, input shapes)}: builder() returns an nn.Module."""
+    import timm
+    import torch
+    from torch import nn
+    import torchvision.models as tv
+    from torchvision.models import segmentation
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    class FirstOutput(nn.Module):
+        """The 'out' entry of a model that returns a dict (torchvision's segmentation models)."""
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model(x)["out"]
+
+    class UNet(nn.Module):
+        """A small U-Net: 3 levels (16, 32, 64 channels), max-pool down, transposed conv up,
+        skip connections by concatenation, 1x1 conv to 4 classes."""
+        def __init__(self, widths=(16, 32, 64), classes=4):
+            super().__init__()
+            def block(cin, cout):
+                return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+                                     nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+            chans = (3,) + tuple(widths)
+            self.down = nn.ModuleList(block(chans[k], chans[k + 1]) for k in range(len(widths)))
+            self.up = nn.ModuleList(nn.ConvTranspose2d(widths[k + 1], widths[k], 2, stride=2)
+                                    for k in range(len(widths) - 1))
+            self.merge = nn.ModuleList(block(2 * widths[k], widths[k]) for k in range(len(widths) - 1))
+            self.head = nn.Conv2d(widths[0], classes, 1)
+
+        def forward(self, x):
+            skips = []
+            for k, block in enumerate(self.down):
+                x = block(x if k == 0 else nn.functional.max_pool2d(x, 2))
+                skips.append(x)
+            for k in reversed(range(len(self.up))):
+                x = self.merge[k](torch.cat([self.up[k](x), skips[k]], dim=1))
+            return self.head(x)
+
+    class Encoder(nn.Module):
+        """Two nn.TransformerEncoderLayer blocks (dim 128, 4 heads, feed-forward 256, GELU)."""
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, activation="gelu", batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+        def forward(self, x):
+            return self.encoder(x)
+
+    def audio_conv1d():
+        """A keyword-spotting style Conv1d net on a 1 s, 4 kHz waveform."""
+        layers, cin = [], 1
+        for cout, kernel, stride in ((16, 9, 4), (32, 9, 4), (64, 5, 2), (64, 3, 2)):
+            layers += [nn.Conv1d(cin, cout, kernel, stride, padding=kernel // 2, bias=False), nn.BatchNorm1d(cout),
+                       nn.ReLU(), nn.MaxPool1d(2)]
+            cin = cout
+        return nn.Sequential(*layers, nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(cin, 12))
+
+    class Recurrent(nn.Module):
+        """nn.LSTM or nn.GRU (2 layers, hidden 32, batch_first) then a Linear head on the last step."""
+        def __init__(self, kind):
+            super().__init__()
+            self.rnn = getattr(nn, kind)(16, 32, num_layers=2, batch_first=True)
+            self.head = nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    image = [(1, 3, 224, 224)]
+    return {
+        "resnet18": ("torchvision resnet18", lambda: tv.resnet18(), image),
+        "mobilenet_v3_small": ("torchvision mobilenet_v3_small", lambda: tv.mobilenet_v3_small(), image),
+        "efficientnet_b0": ("torchvision efficientnet_b0", lambda: tv.efficientnet_b0(), image),
+        "regnet_x_400mf": ("torchvision regnet_x_400mf (grouped conv)", lambda: tv.regnet_x_400mf(), image),
+        "shufflenet_v2_x0_5": ("torchvision shufflenet_v2_x0_5", lambda: tv.shufflenet_v2_x0_5(), image),
+        "squeezenet1_1": ("torchvision squeezenet1_1", lambda: tv.squeezenet1_1(), image),
+        "vit_tiny_96": ("torchvision VisionTransformer: 4 layers, dim 192, 3 heads, patch 16, 96x96",
+                        lambda: VisionTransformer(96, 16, 4, 3, 192, 768, num_classes=100), [(1, 3, 96, 96)]),
+        "deeplabv3_mobilenet_v3_large": (
+            "torchvision deeplabv3_mobilenet_v3_large, 21 classes, 224x224",
+            lambda: FirstOutput(segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                          num_classes=21, aux_loss=False)), image),
+        "unet_small": ("hand-written U-Net: 3 levels, 16-64 channels, transposed-conv upsampling", UNet,
+                       [(1, 3, 128, 128)]),
+        "transformer_encoder": ("nn.TransformerEncoder: 2 layers, dim 128, 4 heads, seq 32", Encoder,
+                                [(1, 32, 128)]),
+        "audio_conv1d": ("hand-written Conv1d keyword spotter on 4000 samples", audio_conv1d, [(1, 1, 4000)]),
+        "convnext_atto": ("timm convnext_atto (LayerNorm2d, 7x7 depthwise, GELU)",
+                          lambda: timm.create_model("convnext_atto", pretrained=False), image),
+        "mobilevit_xxs": ("timm mobilevit_xxs (unfold attention), 256x256",
+                          lambda: timm.create_model("mobilevit_xxs", pretrained=False), [(1, 3, 256, 256)]),
+        "torch_lstm": ("nn.LSTM: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("LSTM"),
+                       [(1, 20, 16)]),
+        "torch_gru": ("nn.GRU: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("GRU"), [(1, 20, 16)]),
+    }
+
+
+def reestimate_batch_norm(model, shapes, rng):
+    """Replace the batch-norm running statistics (all default 0 / 1 after init) by their
+    cumulative average over BN_BATCHES random batches: train-mode forward passes without
+    gradients, then eval mode. A model without batch norm is only put in eval mode."""
+    import torch
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # None: a cumulative moving average over the batches seen
+    if norms:
+        model.train()
+        with torch.no_grad():
+            for _ in range(BN_BATCHES):
+                model(*[torch.from_numpy(x) for x in random_inputs([(BN_BATCH_SIZE,) + s[1:] for s in shapes], rng)])
+    return model.eval()
+
+
+def build_torch(name, builder, shapes, out_dir, rng):
+    """Build, re-estimate batch norm, convert with litert-torch, check against torch: the record."""
+    import litert_torch
+    import torch
+    torch.manual_seed(SEED)
+    model = reestimate_batch_norm(builder(), shapes, rng)
+    sample, other = random_inputs(shapes, rng), random_inputs(shapes, rng)
+    edge = litert_torch.convert(model, tuple(torch.from_numpy(x) for x in sample))
+    edge.export(str(out_dir / f"{name}.tflite"))
+
+    def framework(inputs):
+        with torch.no_grad():
+            return as_arrays(model(*[torch.from_numpy(x) for x in inputs]))
+    return {"framework": f"torch {torch.__version__}", "converter": f"litert-torch {litert_torch.__version__}",
+            **check(framework, lambda inputs: as_arrays(edge(*[torch.from_numpy(x) for x in inputs])),
+                    sample, other)}
+
+
+# -- Keras ----------------------------------------------------------------------------------------
+def keras_models():
+    """{name: (source, builder, input shapes)}: builder() returns a Keras 3 or tf_keras model."""
+    import keras
+    import tf_keras
+
+    def recurrent(api, kind):
+        def build():
+            layer = getattr(api.layers, kind)
+            return api.Sequential([api.Input((20, 16), batch_size=1), layer(32, return_sequences=True),
+                                   layer(32), api.layers.Dense(10)])
+        return build
+
+    return {
+        f"{prefix}_{kind.lower()}": (f"{label} {kind}: 2 layers, hidden 32, seq 20, features 16",
+                                     recurrent(api, kind), [(1, 20, 16)])
+        for prefix, label, api in (("keras3", f"Keras {keras.__version__}", keras),
+                                   ("tf_keras", f"tf_keras {tf_keras.__version__}", tf_keras))
+        for kind in ("LSTM", "GRU")
+    }
+
+
+def convert_keras(model):
+    """(.tflite bytes, how): TFLiteConverter.from_keras_model, else from a concrete function."""
+    import tensorflow as tf
+    try:
+        return tf.lite.TFLiteConverter.from_keras_model(model).convert(), "from_keras_model"
+    except Exception as exc:  # Keras 3 models need the concrete-function path on some releases
+        print(f"  from_keras_model failed ({type(exc).__name__}: {str(exc)[:200]}); trying a concrete function")
+    specs = [tf.TensorSpec(i.shape, i.dtype) for i in model.inputs]
+    function = tf.function(lambda *a: model(*a, training=False)).get_concrete_function(*specs)
+    return tf.lite.TFLiteConverter.from_concrete_functions([function], model).convert(), "from_concrete_functions"
+
+
+def build_keras(name, builder, shapes, out_dir, rng):
+    """Build (default seeded initialisation), convert with the TF converter, check against Keras."""
+    import keras
+    import tensorflow as tf
+    keras.utils.set_random_seed(SEED)
+    tf.random.set_seed(SEED)
+    model = builder()
+    data, how = convert_keras(model)
+    (out_dir / f"{name}.tflite").write_bytes(data)
+    interpreter = tf.lite.Interpreter(model_content=data)
+    interpreter.allocate_tensors()
+
+    def converted(inputs):
+        for detail, x in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return {"framework": f"tensorflow {tf.__version__}", "converter": f"TFLiteConverter.{how}",
+            **check(lambda inputs: as_arrays(model(*inputs, training=False)), converted,
+                    random_inputs(shapes, rng), random_inputs(shapes, rng))}
+
+
+# -- main -----------------------------------------------------------------------------------------
+def frameworks():
+    """[(models, build function)] of the frameworks this interpreter can import."""
+    found = []
+    try:
+        import litert_torch  # noqa: F401  (the torch venv)
+        found.append((torch_models, build_torch))
+    except ImportError:
+        pass
+    try:
+        import tensorflow  # noqa: F401  (the TensorFlow venv)
+        import tf_keras  # noqa: F401
+        found.append((keras_models, build_keras))
+    except ImportError:
+        pass
+    return found
+
+
+def update_manifest(path, name, record=None, skipped=None):
+    """Record one model in the manifest at `path`: its record, or why it was skipped. Read, changed
+    and replaced (through a rename) per model, so the two venvs' builds may share a directory."""
+    manifest = json.loads(path.read_text()) if path.exists() else {}
+    models, skips = manifest.setdefault("models", {}), manifest.setdefault("skipped", {})
+    models.pop(name, None)
+    skips.pop(name, None)
+    if record is not None:
+        models[name] = record
+    else:
+        skips[name] = skipped
+    temp = path.with_name(f".{path.name}.{os.getpid()}")
+    temp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    os.replace(temp, path)
+
+
+def build_one(name, source, builder, shapes, build, out_dir):
+    """Build and convert one model; its manifest record, or None (skipped: the reason printed and
+    recorded)."""
+    path = out_dir / f"{name}.tflite"
+    start = time.perf_counter()
+    try:
+        record = build(name, builder, shapes, out_dir, np.random.default_rng(SEED))
+    except Exception as exc:  # a conversion failure is a finding: skip the model, say why
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+        print(f"  SKIPPED: {why}\n" + "".join(traceback.format_exc().splitlines(True)[-6:]), flush=True)
+        path.unlink(missing_ok=True)
+        update_manifest(out_dir / "manifest.json", name, skipped=f"{source}: {why}")
+        return None
+    data = path.read_bytes()
+    record = {"file": path.name, "source": source, "inputs": [list(s) for s in shapes], **record,
+              "bytes": len(data), "ops": op_counts(data), "build_s": round(time.perf_counter() - start, 1)}
+    print(f"  ok: {len(data) / 1e6:.2f} MB, {sum(record['ops'].values())} ops, output std {record['output_std']}, "
+          f"input sensitivity {record['input_sensitivity']:.2g}, "
+          f"error vs framework {record['error_vs_framework']:.2g}", flush=True)
+    update_manifest(out_dir / "manifest.json", name, record=record)
+    return record
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", default="/work/zoo", help="zoo directory (default /work/zoo)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these models")
+    args = parser.parse_args(argv)
+    found = frameworks()
+    if not found:
+        parser.error("neither litert_torch nor tensorflow + tf_keras can be imported: run this under one of the "
+                     "venvs named at the top of tools/build_zoo.py")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for models, build in found:
+        for name, (source, builder, shapes) in models().items():
+            if not args.only or name in args.only:
+                print(f"{name}: {source}", flush=True)
+                build_one(name, source, builder, shapes, build, out_dir)
+    print(f"manifest: {out_dir / 'manifest.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(main())
