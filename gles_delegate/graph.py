@@ -129,6 +129,15 @@ def _check_not_in_place(k, op, inputs, outputs):
                                  f"output {j}, which is also its input {i}: an operator cannot run in place")
 
 
+def read_tensors(node):
+    """Every tensor `node` reads: its inputs, and the tensor operands of the epilogue steps rewrite
+    rules fused into it (options["epilogue"], gpu/kernels/epilogue.py). The Graph's reader index
+    counts both, so no later rule takes a fused operand for unread (a RESHAPE feeding a fused ADD
+    was once removed as if nothing read it)."""
+    operands = [getattr(step, "operand", None) for step in node.options.get("epilogue", ())]
+    return [t for t in [*node.inputs, *operands] if isinstance(t, Tensor)]
+
+
 class Graph:
     """Nodes in execution order, the tensors they use, and the graph inputs/outputs.
 
@@ -212,9 +221,8 @@ class Graph:
             self._index(node)
 
     def _index(self, node):
-        for t in node.inputs:
-            if t is not None:
-                self._readers.setdefault(id(t), {})[node] = None
+        for t in read_tensors(node):
+            self._readers.setdefault(id(t), {})[node] = None
         for t in node.outputs:
             if t is not None:
                 self._producer[id(t)] = node
@@ -225,9 +233,8 @@ class Graph:
             self._index(node)
 
     def _unindex(self, node):
-        for t in node.inputs:
-            if t is not None:
-                self._readers.get(id(t), {}).pop(node, None)
+        for t in read_tensors(node):
+            self._readers.get(id(t), {}).pop(node, None)
         for t in node.outputs:
             if t is not None and self._producer.get(id(t)) is node:
                 del self._producer[id(t)]

@@ -5,7 +5,7 @@ import pytest
 
 from gles_delegate.graph import Graph
 from gles_delegate.gpu.kernels.layout import ROW_MAJOR_SOURCES
-from gles_delegate.tflite import read_model
+from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.gpu.transforms import RULES, rewrite_partition
 from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
 
@@ -82,3 +82,22 @@ def test_a_free_reshape_is_left_to_alias_reshape():
     graph, log = rewrite_with_aliases(model)
     assert "RESHAPE" in ops_of(graph) and "alias" in why(log, RULE, "#1 (RESHAPE)")
     check_gpu(model, [random((1, 4, 5, 8), 5)])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_reshape_feeding_a_fused_operand_stays(precision):
+    """ConvNeXt's LayerNorm2d as litert-torch writes it: MUL(x, a) then ADD(that, RESHAPE(b)).
+    fuse_residual_add makes the ADD a step of the MUL's epilogue that reads the reshape's output;
+    that read must keep the reshape (once it was removed as unread, and the epilogue read
+    storage nothing wrote: errors as large as the outputs)."""
+    b = ModelBuilder()
+    x, a, bias = b.input("x", (1, 12, 5)), b.input("a", (1, 12, 1)), b.input("b", (12,))
+    scaled, shaped, out = b.tensor("scaled", (1, 12, 5)), b.tensor("shaped", (1, 12, 1)), b.tensor("out", (1, 12, 5))
+    b.op("MUL", [x, a], [scaled], fused_activation_function=0)
+    b.op("RESHAPE", [bias, b.const("shape", np.array([1, 12, 1], np.int32))], [shaped], new_shape=[1, 12, 1])
+    b.op("ADD", [scaled, shaped], [out], fused_activation_function=0)
+    b.output(out)
+    values = [random((1, 12, 5), 1), random((1, 12, 1), 2), random((12,), 3)]
+    _, log = check_gpu(b.build(), values, precision)
+    assert [r.status for r in log if r.rule == "fuse_residual_add" and "ADD" in r.node] == ["APPLIED"]
+    assert [r.status for r in log if r.rule == RULE] == ["SKIPPED"]
