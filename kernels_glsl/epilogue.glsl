@@ -118,18 +118,27 @@ vec4 ep_binary(int op, vec4 a, vec4 b) {
 }
 
 // Element p (w, h, slice, batch) of a PHWC4 tensor of `size` at `offset` in the constants or
-// the arena, broadcast: min(p, size - 1) picks element 0 along a dimension of size 1.
-vec4 ep_fetch(bool from_consts, int offset, ivec4 size, bool scalar_c, ivec4 p) {
+// the arena, broadcast: min(p, size - 1) picks element 0 along a dimension of size 1. `plane` 0:
+// stored in that layout; else stored in a layout of its own whose H x W is `plane` (a runtime
+// [N, C] stored Nx1x1xC read as 1x1xNxC against a rank-3 output): both hold the same row-major
+// pixels, so the pixel's row-major index in `size` finds it (gpu/kernels/epilogue.py Source).
+vec4 ep_fetch(bool from_consts, int offset, ivec4 size, bool scalar_c, ivec4 p, int plane) {
   p = min(p, size - 1);
-  int i = offset + ((p.w * size.z + p.z) * size.y + p.y) * size.x + p.x;
+  int i;
+  if (plane > 0) {
+    int pixel = (p.w * size.y + p.y) * size.x + p.x;
+    i = offset + ((pixel / plane) * size.z + p.z) * plane + pixel % plane;
+  } else {
+    i = offset + ((p.w * size.z + p.z) * size.y + p.y) * size.x + p.x;
+  }
   vec4 v = from_consts ? weight(i) : load(i);
   return scalar_c ? vec4(v.x) : v;
 }
 
-vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, float value, ivec4 p) {
+vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, int plane, float value, ivec4 p) {
   if (src == EP_SRC_SCALAR) return vec4(value);
   if (src == EP_SRC_NONE) return vec4(0.0);
-  return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p);
+  return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p, plane);
 }
 
 #if STORAGE_HALF
@@ -157,32 +166,32 @@ vec4 ep_step(int op, bool swap, vec4 v, vec4 operand) {
   return swap ? ep_binary(op, operand, v) : ep_binary(op, v, operand);
 }
 
-#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, value, p))
+#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, plane, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, plane, value, p))
 
 vec4 epilogue(vec4 v, ivec4 p) {
 #if EP_COUNT > 0
-  EP_APPLY(EP0_OP, EP0_SRC, EP0_SWAP, EP0_SCALAR_C, EP0_STORED, ep0_offset, ep0_size, ep0_value);
+  EP_APPLY(EP0_OP, EP0_SRC, EP0_SWAP, EP0_SCALAR_C, EP0_STORED, ep0_offset, ep0_size, EP0_PLANE, ep0_value);
 #endif
 #if EP_COUNT > 1
-  EP_APPLY(EP1_OP, EP1_SRC, EP1_SWAP, EP1_SCALAR_C, EP1_STORED, ep1_offset, ep1_size, ep1_value);
+  EP_APPLY(EP1_OP, EP1_SRC, EP1_SWAP, EP1_SCALAR_C, EP1_STORED, ep1_offset, ep1_size, EP1_PLANE, ep1_value);
 #endif
 #if EP_COUNT > 2
-  EP_APPLY(EP2_OP, EP2_SRC, EP2_SWAP, EP2_SCALAR_C, EP2_STORED, ep2_offset, ep2_size, ep2_value);
+  EP_APPLY(EP2_OP, EP2_SRC, EP2_SWAP, EP2_SCALAR_C, EP2_STORED, ep2_offset, ep2_size, EP2_PLANE, ep2_value);
 #endif
 #if EP_COUNT > 3
-  EP_APPLY(EP3_OP, EP3_SRC, EP3_SWAP, EP3_SCALAR_C, EP3_STORED, ep3_offset, ep3_size, ep3_value);
+  EP_APPLY(EP3_OP, EP3_SRC, EP3_SWAP, EP3_SCALAR_C, EP3_STORED, ep3_offset, ep3_size, EP3_PLANE, ep3_value);
 #endif
 #if EP_COUNT > 4
-  EP_APPLY(EP4_OP, EP4_SRC, EP4_SWAP, EP4_SCALAR_C, EP4_STORED, ep4_offset, ep4_size, ep4_value);
+  EP_APPLY(EP4_OP, EP4_SRC, EP4_SWAP, EP4_SCALAR_C, EP4_STORED, ep4_offset, ep4_size, EP4_PLANE, ep4_value);
 #endif
 #if EP_COUNT > 5
-  EP_APPLY(EP5_OP, EP5_SRC, EP5_SWAP, EP5_SCALAR_C, EP5_STORED, ep5_offset, ep5_size, ep5_value);
+  EP_APPLY(EP5_OP, EP5_SRC, EP5_SWAP, EP5_SCALAR_C, EP5_STORED, ep5_offset, ep5_size, EP5_PLANE, ep5_value);
 #endif
 #if EP_COUNT > 6
-  EP_APPLY(EP6_OP, EP6_SRC, EP6_SWAP, EP6_SCALAR_C, EP6_STORED, ep6_offset, ep6_size, ep6_value);
+  EP_APPLY(EP6_OP, EP6_SRC, EP6_SWAP, EP6_SCALAR_C, EP6_STORED, ep6_offset, ep6_size, EP6_PLANE, ep6_value);
 #endif
 #if EP_COUNT > 7
-  EP_APPLY(EP7_OP, EP7_SRC, EP7_SWAP, EP7_SCALAR_C, EP7_STORED, ep7_offset, ep7_size, ep7_value);
+  EP_APPLY(EP7_OP, EP7_SRC, EP7_SWAP, EP7_SCALAR_C, EP7_STORED, ep7_offset, ep7_size, EP7_PLANE, ep7_value);
 #endif
   return v;
 }

@@ -12,9 +12,9 @@ void main() {
   if (any(greaterThanEqual(gid, grid))) return;
   int s = gid.z % out_size.z;
   ivec4 p = ivec4(gid.x, gid.y, s, gid.z / out_size.z);
-  vec4 c = ep_fetch(C_SRC == EP_SRC_CONST, c_offset, c_size, C_SCALAR_C == 1, p);
-  vec4 x = ep_fetch(X_SRC == EP_SRC_CONST, x_offset, x_size, X_SCALAR_C == 1, p);
-  vec4 y = ep_fetch(Y_SRC == EP_SRC_CONST, y_offset, y_size, Y_SCALAR_C == 1, p);
+  vec4 c = ep_fetch(C_SRC == EP_SRC_CONST, c_offset, c_size, C_SCALAR_C == 1, p, C_PLANE);
+  vec4 x = ep_fetch(X_SRC == EP_SRC_CONST, x_offset, x_size, X_SCALAR_C == 1, p, X_PLANE);
+  vec4 y = ep_fetch(Y_SRC == EP_SRC_CONST, y_offset, y_size, Y_SCALAR_C == 1, p, Y_PLANE);
   vec4 r = epilogue(mix(y, x, notEqual(c, vec4(0.0))), p);
   store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), keep_channels(r, out_channels, s));
 }

@@ -220,12 +220,24 @@ def reestimate_batch_norm(model, shapes, rng):
     return model.eval()
 
 
+def randomize_zero_weights(model):
+    """Give every weight matrix initialized to all zeros (torchvision's VisionTransformer zeroes
+    its classifier head) seeded normal values: a zero head makes every output 0 whatever the
+    input, and a comparison of zeros tests nothing."""
+    import torch
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2 and not parameter.any():
+                parameter.normal_(0.0, 0.02)
+    return model
+
+
 def build_torch(name, builder, shapes, out_dir, rng):
     """Build, re-estimate batch norm, convert with litert-torch, check against torch: the record."""
     import litert_torch
     import torch
     torch.manual_seed(SEED)
-    model = reestimate_batch_norm(builder(), shapes, rng)
+    model = reestimate_batch_norm(randomize_zero_weights(builder()), shapes, rng)
     sample, other = random_inputs(shapes, rng), random_inputs(shapes, rng)
     edge = litert_torch.convert(model, tuple(torch.from_numpy(x) for x in sample))
     edge.export(str(out_dir / f"{name}.tflite"))

@@ -137,18 +137,13 @@ def aligned_shape4(tensor, rank):
 
 def operand_reason(operand, out):
     """None when a kernel writing `out` can read `operand` (a Tensor) at each output position:
-    it broadcasts to out's shape without growing it, and a runtime operand is stored in the
-    layout it broadcasts in. Else why not."""
+    it broadcasts to out's shape without growing it, and a runtime operand is one the float view
+    holds exactly. Else why not."""
     if len(operand.shape) > len(out.shape):
         return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
     s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
     if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
         return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
-    # A runtime operand is stored in its own PHWC4 layout; broadcasting reads it through the
-    # right-aligned view, which is a different element order when the two views differ
-    # (e.g. [N, C] is stored as Nx1x1xC but broadcasts against rank 3 as 1x1xNxC).
-    if not operand.is_const and s4 != bhwc(operand.shape):
-        return f"runtime operand {list(operand.shape)} broadcast against rank {len(out.shape)} changes its layout"
     # The float view holds bools exactly; an int32 operand is exact only to 2^24 (base.py).
     if not operand.is_const and operand.dtype not in (np.float32, np.bool_):
         return f"runtime operand {operand.index} is {operand.dtype}"
@@ -160,28 +155,54 @@ def same_layout(tensor, out):
     return aligned_shape4(tensor, len(out.shape)) == bhwc(out.shape) and bhwc(tensor.shape) == bhwc(out.shape)
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a kernel reads a tensor broadcast over its output (epilogue.glsl's ep_fetch): kind
+    SRC_CONST or SRC_ARENA at `offset`; size: the broadcast view (w, h, slices, batch); plane:
+    0, or for a runtime tensor stored in a layout of its own (bhwc of its shape, not the view:
+    [N, C] is stored Nx1x1xC but broadcasts against rank 3 as 1x1xNxC) its stored H x W. Both
+    layouts hold the same row-major pixels, so the pixel's row-major index in the view finds it."""
+    kind: int
+    offset: object
+    size: tuple
+    scalar_c: bool
+    plane: int = 0
+
+    def fields(self, name):
+        """(defines, params) that pass this source to a template as NAME_SRC, NAME_SCALAR_C,
+        NAME_PLANE (a define: the param name_plane, or 0 so the compiler folds the branch) and
+        the params name_offset, name_size[, name_plane]."""
+        defines = {f"{name.upper()}_SRC": self.kind, f"{name.upper()}_SCALAR_C": int(self.scalar_c),
+                   f"{name.upper()}_PLANE": f"{name}_plane" if self.plane else 0}
+        params = {f"{name}_offset": self.offset, f"{name}_size": tuple(self.size)}
+        if self.plane:
+            params[f"{name}_plane"] = self.plane
+        return defines, params
+
+
 def tensor_source(x, out, env):
-    """(source, offset, size, scalar channel) that read tensor `x` broadcast over `out`:
-    SRC_CONST (packed as a constant in its broadcast layout) or SRC_ARENA."""
+    """The Source that reads tensor `x` broadcast over `out`: a constant is packed in its
+    broadcast layout, a runtime tensor read where it is stored."""
     s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
     scalar_c = s4.c == 1 and o4.c > 1
     if x.is_const:
         data = np.asarray(x.data, np.float32).reshape(s4.b, s4.h, s4.w, s4.c)
-        return SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c
-    return SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c
+        return Source(SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c)
+    stored = bhwc(x.shape)
+    plane = stored.h * stored.w if stored != s4 else 0
+    return Source(SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c, plane)
 
 
 def _operand(step, out, env):
-    """(source, offset, size, value, scalar channel) of a step's operand."""
+    """(Source, value) of a step's operand; value: the scalar of SRC_SCALAR."""
     x = step.operand
     if x is None:
-        return SRC_NONE, 0, (1, 1, 1, 1), 0.0, False
+        return Source(SRC_NONE, 0, (1, 1, 1, 1), False), 0.0
     if isinstance(x, float):
-        return SRC_SCALAR, 0, (1, 1, 1, 1), x, False
+        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), x
     if x.is_const and x.size == 1:  # a scalar constant needs no memory read
-        return SRC_SCALAR, 0, (1, 1, 1, 1), float(np.asarray(x.data, np.float32).reshape(-1)[0]), False
-    source, offset, size, scalar_c = tensor_source(x, out, env)
-    return source, offset, size, 0.0, scalar_c
+        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), float(np.asarray(x.data, np.float32).reshape(-1)[0])
+    return tensor_source(x, out, env), 0.0
 
 
 def specialize(steps, out, env):
@@ -190,12 +211,13 @@ def specialize(steps, out, env):
         raise ValueError(f"{len(steps)} epilogue steps, the template holds {MAX_STEPS}")
     defines, params, reads = {"EP_COUNT": len(steps)}, {}, []
     for k, step in enumerate(steps):
-        source, offset, size, value, scalar_c = _operand(step, out, env)
+        source, value = _operand(step, out, env)
         code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
-        defines.update({f"EP{k}_OP": code, f"EP{k}_SRC": source, f"EP{k}_SWAP": int(step.swap),
-                        f"EP{k}_SCALAR_C": int(scalar_c), f"EP{k}_STORED": int(step.stored)})
-        params.update({f"ep{k}_offset": offset, f"ep{k}_size": tuple(size), f"ep{k}_value": float(value)})
-        if source == SRC_ARENA and all(step.operand is not r for r in reads):
+        source_defines, source_params = source.fields(f"ep{k}")
+        defines.update({f"EP{k}_OP": code, f"EP{k}_SWAP": int(step.swap), f"EP{k}_STORED": int(step.stored),
+                        **source_defines})
+        params.update({**source_params, f"ep{k}_value": float(value)})
+        if source.kind == SRC_ARENA and all(step.operand is not r for r in reads):
             reads.append(step.operand)
     return defines, params, tuple(reads)
 

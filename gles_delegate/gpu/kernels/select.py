@@ -40,9 +40,9 @@ def select_build(node, env):
     out4 = bhwc(out.shape)
     defines, params = {}, {"out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
     for name, tensor in zip("cxy", node.inputs):
-        source, offset, size, scalar_c = epilogue.tensor_source(tensor, out, env)
-        defines.update({f"{name.upper()}_SRC": source, f"{name.upper()}_SCALAR_C": int(scalar_c)})
-        params.update({f"{name}_offset": offset, f"{name}_size": size})
+        source_defines, source_params = epilogue.tensor_source(tensor, out, env).fields(name)
+        defines.update(source_defines)
+        params.update(source_params)
     runtime = tuple(dict.fromkeys(t for t in node.inputs if not t.is_const))
     reads, inplace = epilogue.apply(node, env, out, defines, params, runtime)
     inplace += tuple(t for t in runtime if epilogue.same_layout(t, out))
