@@ -13,10 +13,10 @@ import numpy as np
 
 from ... import registry
 from . import (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool,
-               quantize, reduce, resize, softmax, transpose_conv)
+               quantize, reduce, resize, softmax, squeeze_excite, transpose_conv)
 
 MODULES = (binary, conv, depthwise, elementwise, fully_connected, layout, lstm, matmul, mediapipe, pool, quantize,
-           reduce, resize, softmax, transpose_conv)
+           reduce, resize, softmax, squeeze_excite, transpose_conv)
 ORDER = {}  # op -> its kernel modules in the order tried, for an op of several (registry.candidates)
 
 CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
