@@ -86,10 +86,12 @@ def _fuse(graph, log, mean, operands):
     graph.remove_node(first)
     if absorb:
         graph.remove_node(mean)
-    merged = " + ".join(n.label for n in (mean if absorb else None, first, second) if n is not None)
-    note = "" if absorb else f" (the mean over {x4.h}x{x4.w}x{x4.c} keeps its own dispatch)" if large else \
-        " (the mean is read elsewhere)"
-    log.applied(mean, f"{merged} as one SE_GATE dispatch{note}")
+    layers = " + ".join(n.label for n in (first, second) if n is not None)
+    if absorb:
+        log.applied(mean, f"with {layers} as one SE_GATE dispatch")
+    else:
+        kept = f"the mean over {x4.h}x{x4.w}x{x4.c} keeps its own dispatch" if large else "the mean is read elsewhere"
+        log.applied(mean, f"{layers} as one SE_GATE dispatch reading its output ({kept})")
     return None
 
 
