@@ -93,6 +93,6 @@ def test_a_reshape_a_fused_residual_reads_stays():
     model = c.build(c.op("ADD", c.conv(c.x, 4), reshape(c, b, (1, 8, 8, 4))))
     graph = Graph.from_model(read_model(model))
     rewritten, log = rewrite_partition(graph.nodes, graph.inputs, graph.outputs, RULES)
-    assert ops_of(rewritten) == ["RESHAPE", "CONV_2D"]
-    assert "fused step" in why(log, RULE, "#0 (RESHAPE)")
+    assert sorted(ops_of(rewritten)) == ["CONV_2D", "RESHAPE"]
+    assert "fused step" in why(log, RULE, "#1 (RESHAPE)")
     check_gpu(model, [random((1, 8, 8, 4)), random((1, 4, 4, 16), 2)])
