@@ -179,3 +179,20 @@ def test_the_switch_turns_the_rule_off(monkeypatch):
     monkeypatch.setattr(se_gate, "ENABLED", False)
     graph, log = rewrite_through(se_block(), RULE)
     assert "SE_GATE" not in ops_of(graph) and not statuses(log, RULE)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_last_layer_applies_an_epilogue_of_every_operand_kind(precision):
+    """The gate's epilogue as any kernel's (tests/gpu/test_epilogue.py): a runtime residual
+    [B, 1, 1, C], a per-channel constant, a scalar on the left, a PRELU slope, unary steps."""
+    shape, c = (2, 6, 6, 8), Chain((2, 6, 6, 8))
+    residual = c.b.input("residual", (2, 1, 1, 8))
+    c.shapes[residual] = (2, 1, 1, 8)
+    value = layer(c, layer(c, pooled_of(c, c.x, "converter"), 4, activation=1), 8, seed=7)
+    value = c.op("ADD", c.op("HARD_SWISH", value), residual, fused_activation_function=3)
+    value = c.op("SUB", c.const(np.float32(0.25)), c.op("MUL", c.const(random(8, 7)), value))
+    model = c.build(c.op("TANH", c.op("PRELU", value, c.const(random((1, 1, 8), 8, 0.3)))))
+    graph, _ = rewrite_through(model, RULE)
+    assert ops_of(graph) == ["SE_GATE"] and len(gate_node(graph).options["epilogue"]) == 7
+    summary, _ = check_gpu(model, [random(shape, 1, 2.0), random((2, 1, 1, 8), 2)], precision)
+    assert summary["dispatches"] == 4  # two inputs in, the gate, the output out
