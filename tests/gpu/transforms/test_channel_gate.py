@@ -77,3 +77,17 @@ def test_a_gate_that_broadcasts_along_w_is_no_channel_gate():
     graph, log = rewrite_through(gated(shape=(2, 3, 2, 8), gate_shape=(2, 8)), RULE)
     assert "MUL" in ops_of(graph)
     assert "is not a [2, 1, 1, 8] gate" in why(log, RULE, "#4 (MUL)")
+
+
+def test_a_gate_a_value_moving_reshape_makes_keeps_its_reshape():
+    """The convolution reads its gate through an option, not an input: read_through_reshape must
+    not take the reshape producing it for unread."""
+    c = Chain((1, 6, 6, 8))
+    pooled = c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(1, 8), keep_dims=False)
+    # [1, 2, 4] is a 1x1x2x4 tensor: both reshapes move values between PHWC4 planes and slices.
+    pooled = c.op("RESHAPE", pooled, c.const([1, 2, 4], np.int32), shape=(1, 2, 4))
+    gate = c.op("RESHAPE", c.op("LOGISTIC", pooled), c.const([1, 1, 1, 8], np.int32), shape=(1, 1, 1, 8))
+    model = c.build(c.conv(c.op("MUL", c.depthwise(c.x), gate, shape=(1, 6, 6, 8)), 8, kernel=1, seed=9))
+    graph, log = rewrite_through(model, "read_through_reshape")
+    assert "MUL" not in ops_of(graph) and "RESHAPE" in ops_of(graph)
+    check_gpu(model, [random((1, 6, 6, 8), 5)])

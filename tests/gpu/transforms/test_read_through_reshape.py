@@ -82,17 +82,3 @@ def test_a_free_reshape_is_left_to_alias_reshape():
     graph, log = rewrite_with_aliases(model)
     assert "RESHAPE" in ops_of(graph) and "alias" in why(log, RULE, "#1 (RESHAPE)")
     check_gpu(model, [random((1, 4, 5, 8), 5)])
-
-
-def test_a_reshape_a_fused_residual_reads_stays():
-    """A residual ADD fused into a convolution's epilogue reads the reshape's output through the
-    epilogue, not as a graph input: the reshape has no reader left, yet must still run."""
-    c = Chain((1, 8, 8, 4))
-    b = c.b.input("b", (1, 4, 4, 16))
-    c.shapes[b] = (1, 4, 4, 16)
-    model = c.build(c.op("ADD", c.conv(c.x, 4), reshape(c, b, (1, 8, 8, 4))))
-    graph = Graph.from_model(read_model(model))
-    rewritten, log = rewrite_partition(graph.nodes, graph.inputs, graph.outputs, RULES)
-    assert sorted(ops_of(rewritten)) == ["CONV_2D", "RESHAPE"]
-    assert "fused step" in why(log, RULE, "#1 (RESHAPE)")
-    check_gpu(model, [random((1, 8, 8, 4)), random((1, 4, 4, 16), 2)])
