@@ -19,11 +19,16 @@
 //   POINTWISE    1x1 kernel, stride 1, no padding: output pixel q reads input pixel q, so pixels
 //                are counted flat over the H x W plane (blocks cross rows, no coordinates)
 //   PADDED       some tap reads outside the input: those reads are clamped and replaced by zero
+//   GATED        a squeeze-excite MUL (rule channel_gate) fused in: each input vec4 is multiplied
+//                by the gate's vec4 of its batch and slice (a [B, 1, 1, C] tensor at gate_offset)
+//                as it is loaded, as the MUL computed and stored it (ep_stored); a padded tap
+//                still reads zero
 //   EP_*         the epilogue (epilogue.glsl) applied to each value before it is stored
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
 //   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels;
 //   group_channels (output, input channels of one convolution group: (O, C) when ungrouped);
-//   window (the most input slices one group of OUT_SLICES output slices reads).
+//   window (the most input slices one group of OUT_SLICES output slices reads); gate_offset (arena,
+//   with GATED).
 // Grouped convolution: output channel o reads input channels (o / group_channels.x) *
 // group_channels.y onwards, so a group of output slices reads only the `window` input slices from
 // the first one its channels need (in_slice0). Channels of another convolution group inside those
@@ -103,8 +108,15 @@ void main() {
       for (int s = lane; s < slices; s += K_SPLIT) {
         int w = w_group + ((ky * KW + kx) * window + s) * ROWS_PER_STEP;
         vec4 x[PIXELS];
+#if GATED
+        vec4 gate = load(gate_offset + batch * in_size.z + in_slice0 + s);
+#endif
         for (int p = 0; p < PIXELS; ++p) {
           x[p] = load(src[p] + (in_slice0 + s) * in_plane);
+#if GATED
+          // TFLite's float MUL clamps to the finite floats (epilogue.glsl's ep_binary).
+          x[p] = ep_stored(tfl_finite(x[p] * gate));
+#endif
 #if PADDED
           // A select, not a multiply: a zero-padded tap contributes exactly 0 even next to Inf.
           x[p] = inside[p] ? x[p] : vec4(0.0);

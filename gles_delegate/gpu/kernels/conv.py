@@ -2,7 +2,8 @@
 pixels per invocation), a split of the input channels over a workgroup (deep layers on small
 planes), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap reads the zero
 padding; grouped convolutions (G = C / the filter's input channels) through per-dispatch
-params, each block of output slices reading the window of input slices its groups span. Also
+params, each block of output slices reading the window of input slices its groups span; a
+channel gate multiplying the input as it is loaded (INPUT_GATE, rule channel_gate). Also
 what the other convolution kernels (depthwise.py, fully_connected.py, transpose_conv.py) share:
 support checks, blocking, weight and bias packing."""
 import numpy as np
@@ -25,6 +26,10 @@ CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this ma
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
 EXPLICIT_PADDING = "explicit_padding"
+# node.options[INPUT_GATE] = a runtime tensor [B, 1, 1, C] (or [B, C]) that multiplies the input
+# per batch and channel as it is loaded: a squeeze-excite MUL the rewrite rule channel_gate
+# fused into this convolution (the input tensor is the MUL's other operand).
+INPUT_GATE = "input_gate"
 
 
 def optional_input(node, index):
@@ -198,7 +203,11 @@ def build(node, env):
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     workgroup = split_workgroup(split, blocks, layers) if split > 1 else None
-    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    gate = node.options.get(INPUT_GATE)
+    defines["GATED"] = int(gate is not None)
+    if gate is not None:
+        params["gate_offset"] = env.arena(gate)
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,) + ((gate,) if gate is not None else ()))
     return [Dispatch("conv2d", (blocks, rows * split, layers), defines, params, reads=reads, writes=(out,),
                      workgroup=workgroup, inplace=inplace)]
 

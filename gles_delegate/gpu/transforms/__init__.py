@@ -8,15 +8,17 @@ import copy
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, conv_to_fully_connected, fold_mul_add, fuse_activation, fuse_elementwise,
-               fuse_residual_add, global_pool_to_mean, merge_padding, read_through_reshape, remove_dead,
-               remove_noops)
+from . import (alias_reshape, channel_gate, conv_to_fully_connected, fold_mul_add, fuse_activation,
+               fuse_elementwise, fuse_residual_add, global_pool_to_mean, merge_padding, read_through_reshape,
+               remove_dead, remove_noops, se_gate)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
 # are true), then rewrites that change what a node is (padding, FC, MEAN), then folding into
 # weights (needs the producer free of activations), then epilogue fusion, in the order an
-# epilogue applies its steps (activation, residual, the rest), and last the aliases, which only
-# mark what is left, and the reshapes that layout ops can read through.
+# epilogue applies its steps (activation, residual, the rest), then the squeeze-excite fusions,
+# which take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no
+# epilogue took, and last the aliases, which only mark what is left, and the reshapes that
+# layout ops can read through.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -27,6 +29,8 @@ RULES = (
     ("fuse_activation", fuse_activation.apply),
     ("fuse_residual_add", fuse_residual_add.apply),
     ("fuse_elementwise", fuse_elementwise.apply),
+    ("se_gate", se_gate.apply),
+    ("channel_gate", channel_gate.apply),
     ("alias_reshape", alias_reshape.apply),
     ("read_through_reshape", read_through_reshape.apply),
 )

@@ -4,6 +4,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import epilogue
+from ..kernels.conv import INPUT_GATE
 
 
 def new_constant(graph, name, data, dtype=np.float32):
@@ -138,3 +139,15 @@ def hoist(graph, tensor, node):
         return False
     graph.move_before(producer, node)
     return True
+
+
+def fused_operands(graph):
+    """ids of the tensors nodes read through their options rather than their inputs (operands of
+    epilogue steps, a convolution's input gate): readers_of does not list those readers."""
+    found = set()
+    for node in graph.nodes:
+        found.update(id(s.operand) for s in epilogue.steps_of(node) if hasattr(s.operand, "shape"))
+        gate = node.options.get(INPUT_GATE)
+        if gate is not None:
+            found.add(id(gate))
+    return found

@@ -4,7 +4,7 @@ whose map ends in a row-major index of its source, and a reshape keeps the row-m
 they can read the reshape's input with the very same map. The reshape's dispatch and its
 intermediate tensor go away (a detection head's RESHAPE -> CONCATENATION becomes one copy)."""
 from ..kernels import layout
-from .common import is_boundary, readers_of
+from .common import fused_operands, is_boundary, readers_of
 from .alias_reshape import OPS
 
 
@@ -15,8 +15,9 @@ def data_inputs(node):
     return (layout.DATA_INPUT.get(node.op, 0),)
 
 
-def blocker(graph, node):
-    """Why the reshape `node` must stay, or None."""
+def blocker(graph, node, operands):
+    """Why the reshape `node` must stay, or None. operands: ids of the tensors fused steps read
+    (common.fused_operands), which no layout map reads through."""
     x, out = node.inputs[0], node.outputs[0]
     if node.options.get(layout.ALIAS):
         return "it is free already (an alias)"
@@ -24,6 +25,8 @@ def blocker(graph, node):
         return "it reads a constant or a variable tensor"
     if is_boundary(graph, out):
         return "its output leaves the partition"
+    if id(out) in operands:
+        return "a fused step (an epilogue operand, an input gate) reads its output"
     for reader in readers_of(graph, out):
         if reader.op not in layout.BUILD:
             return f"{reader.label} is not a layout op"
@@ -35,10 +38,11 @@ def blocker(graph, node):
 
 
 def apply(graph, log):
+    operands = fused_operands(graph)
     for node in list(graph.nodes):
         if node.op not in OPS:
             continue
-        reason = blocker(graph, node)
+        reason = blocker(graph, node, operands)
         if reason:
             log.skipped(node, reason)
             continue

@@ -21,6 +21,14 @@ def rewrite(model, rule):
     return rewrite_partition(graph.nodes, graph.inputs, graph.outputs, only(rule))
 
 
+def rewrite_through(model, rule):
+    """(rewritten Graph, its Records) of the whole model as one partition, under the rules up to
+    and including `rule` (those that make its patterns: pools as MEAN, 1x1 convs as FC, ...)."""
+    graph = Graph.from_model(read_model(model))
+    names = [name for name, _ in RULES]
+    return rewrite_partition(graph.nodes, graph.inputs, graph.outputs, RULES[:names.index(rule) + 1])
+
+
 def ops_of(graph):
     return [n.op for n in graph.nodes]
 

@@ -1,0 +1,66 @@
+"""Fuse a channel gate, MUL(x, gate) with gate [B, 1, 1, C] broadcast over H and W (the end of a
+squeeze-excite block), into the CONV_2D that alone reads its output: the convolution multiplies
+each input vec4 it loads by the gate's (conv.INPUT_GATE), and the MUL's dispatch and its output
+tensor go away."""
+from ...ops.common import ACT_NONE, fused_activation
+from ..kernels import epilogue
+from ..kernels.conv import INPUT_GATE
+from ..phwc4 import Shape4, bhwc
+from .common import fused_operands, is_boundary, readers_of
+
+ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
+
+
+def apply(graph, log):
+    if not ENABLED:
+        return
+    operands = fused_operands(graph)
+    for node in list(graph.nodes):
+        if node.op != "MUL" or any(t.is_const for t in node.inputs[:2]):
+            continue
+        x, gate = _operands(node)
+        reason = _blocker(graph, node, x, gate, operands)
+        if reason:
+            log.skipped(node, reason)
+            continue
+        conv = readers_of(graph, node.outputs[0])[0]
+        conv.options[INPUT_GATE] = gate
+        graph.set_inputs(conv, [x] + conv.inputs[1:])
+        graph.remove_node(node)
+        operands.add(id(gate))
+        log.applied(node, f"into {conv.label}, which gates its input as it loads it")
+
+
+def _operands(node):
+    """(x, gate) of a MUL: the gate is the operand with one pixel per batch item (the first one
+    when both have)."""
+    a, b = node.inputs[:2]
+    return (b, a) if _one_pixel(a) and not _one_pixel(b) else (a, b)
+
+
+def _one_pixel(tensor):
+    s4 = bhwc(tensor.shape)
+    return s4.h == s4.w == 1
+
+
+def _blocker(graph, node, x, gate, operands):
+    """Why MUL `node` of x and gate cannot become its reader's input gate, or None."""
+    out = node.outputs[0]
+    x4, g4 = bhwc(x.shape), bhwc(gate.shape)
+    if len(x.shape) != 4 or tuple(out.shape) != tuple(x.shape):
+        return f"its output {list(out.shape)} is not its input x {list(x.shape)}"
+    # Read at (batch, slice): its broadcast view must be its stored layout (a [B, C] gate with
+    # B > 1 broadcasts along W, not over the batch).
+    if not epilogue.aligned_shape4(gate, len(x.shape)) == g4 == Shape4(x4.b, 1, 1, x4.c):
+        return f"operand {list(gate.shape)} is not a [{x4.b}, 1, 1, {x4.c}] gate of x {list(x.shape)}"
+    if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
+        return "it has a fused activation or epilogue steps"
+    readers = readers_of(graph, out)
+    if is_boundary(graph, out) or id(out) in operands or len(readers) != 1:
+        return "its output is read by more than one node or leaves the partition"
+    conv = readers[0]
+    if conv.op != "CONV_2D" or any(t is out for t in conv.inputs[1:]):
+        return f"{conv.label} does not read it as a convolution's input"
+    if conv.options.get(INPUT_GATE) is not None:
+        return f"{conv.label} gates its input already"
+    return None
