@@ -14,7 +14,13 @@ from .common import fused_operands, is_boundary, readers_of
 ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
 # One workgroup sums the mean alone: past this many vec4s of x per batch item the MEAN keeps its
 # own dispatch, spread over the GPU, and SE_GATE reads the pooled vector (the layers still merge).
-MAX_FUSED_MEAN_ELEMENTS = 32768
+# On an H200 (docs/performance.md, gles-profile --set) a fused mean of 6K vec4s (selfie's 16x16x96)
+# beat MEAN + FC + FC, one of 8K-28K (EfficientNet-B0's 28x28x144 ... 7x7x1152) lost to them.
+MAX_FUSED_MEAN_ELEMENTS = 8192
+# One workgroup also runs the layers: past this many weights (multiply-adds per batch item) a
+# layer is a FULLY_CONNECTED of its own, split over workgroups (an EfficientNet's 1280 x 1000
+# classifier head after its mean took 124 us as one SE_GATE, about 10 us as MEAN + FC).
+MAX_FUSED_WEIGHTS = 131072
 
 
 def apply(graph, log):
@@ -56,6 +62,8 @@ def _layer_reason(fc, value):
         return f"{fc.label} has no constant float weights [U, {bhwc(value.shape).c}]"
     if bias is not None and not bias.is_const:
         return f"{fc.label} has a bias computed at run time"
+    if weights.size > MAX_FUSED_WEIGHTS:
+        return f"{fc.label} has {weights.size} weights, more than one workgroup runs well ({MAX_FUSED_WEIGHTS})"
     if len(fc.outputs) != 1:
         return f"{fc.label} has several outputs"
     return None
@@ -73,6 +81,7 @@ def _fuse(graph, log, mean, operands):
     absorb = _only_reader(graph, pooled, operands) is first and not large
     second = _only_reader(graph, first.outputs[0], operands)
     if second is not None and (_layer_reason(second, first.outputs[0]) or
+                               first.inputs[1].size + second.inputs[1].size > MAX_FUSED_WEIGHTS or
                                squeeze_excite.hidden_reason(fused_activation(first), epilogue.steps_of(first))):
         second = None
     if not absorb and second is None:

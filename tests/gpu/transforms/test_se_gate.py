@@ -196,3 +196,17 @@ def test_the_last_layer_applies_an_epilogue_of_every_operand_kind(precision):
     assert ops_of(graph) == ["SE_GATE"] and len(gate_node(graph).options["epilogue"]) == 7
     summary, _ = check_gpu(model, [random(shape, 1, 2.0), random((2, 1, 1, 8), 2)], precision)
     assert summary["dispatches"] == 4  # two inputs in, the gate, the output out
+
+
+def test_a_large_layer_stays_a_fully_connected_of_its_own(monkeypatch):
+    """A classifier head (MEAN -> FC 1280 x 1000) in one workgroup was 12x slower than MEAN + FC
+    on an H200: past MAX_FUSED_WEIGHTS weights the rule leaves the layer alone."""
+    monkeypatch.setattr(se_gate, "MAX_FUSED_WEIGHTS", 8 * 4 - 1)
+    c = Chain((1, 6, 6, 8))
+    pooled = c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(1, 8), keep_dims=False)
+    out = c.op("FULLY_CONNECTED", pooled, c.const(random((4, 8), 3)), c.const(random(4, 4)), shape=(1, 4),
+               fused_activation_function=0)
+    graph, log = rewrite_through(c.build(out), "se_gate")
+    assert "SE_GATE" not in ops_of(graph) and "FULLY_CONNECTED" in ops_of(graph)
+    monkeypatch.setattr(se_gate, "MAX_FUSED_WEIGHTS", 8 * 4)
+    assert "SE_GATE" in ops_of(rewrite_through(c.build(out), "se_gate")[0])
