@@ -34,6 +34,8 @@ _SHAPE_ONLY = {"SHAPE"}
 # Inputs an output-shape rule refuses run the reference kernel (for its error message) on
 # stand-ins of up to this many elements in all; larger ones take the rule's reason.
 _KERNEL_FALLBACK_ELEMENTS = 1 << 22
+# Integer values computed before invoke from shapes (dynamic_tensors): at most this many elements a node.
+_SHAPE_VALUE_ELEMENTS = 1 << 12
 
 
 def _elements(shape):
@@ -136,13 +138,17 @@ def _runtime_shapes(node, changed):
 def dynamic_tensors(graph):
     """{id(tensor)} of the tensors whose shapes only the invoke decides (TFLite's dynamic
     tensors): the outputs of a node of ops.RUNTIME_OPS whose rule gives None or shapes other
-    than the declared ones (a loop whose carried tensors change shape, READ_VARIABLE), and
-    every output of a node that reads one. A ModelError of the rule (a called subgraph that
-    cannot be planned) names the node."""
-    dynamic = set()
+    than the declared ones (a loop whose carried tensors change shape, READ_VARIABLE), of a
+    value-dependent node (value_dependent: a SLICE whose size the loop counter computes, as in
+    the Keras RNN loop bodies the TF converter writes), and every output of a node that reads
+    one. A ModelError of the rule (a called subgraph that cannot be planned) names the node."""
+    dynamic, exact = set(), {}  # exact: id(tensor) -> value known before invoke (shape_values)
     for node in graph.nodes:
-        if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node):
+        if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node) \
+                or value_dependent(node, [None if t is None else _exact(t, exact) for t in node.inputs]):
             dynamic.update(id(t) for t in node.outputs if t is not None)
+        else:
+            _shape_values(node, exact)
     return dynamic
 
 
@@ -154,6 +160,59 @@ def _decided_at_invoke(node):
     except ModelError as exc:
         raise exc if node.label in str(exc) else ModelError(f"operator {node.label}: {exc}") from None
     return shapes is None or any(t is not None and tuple(t.shape) != shape for t, shape in zip(node.outputs, shapes))
+
+
+def placeholder(tensor):
+    """Whether the model declares the tensor's shape as a placeholder: its shape_signature has an
+    unknown (-1) dimension, which the converter writes where the shape depends on runtime values
+    or on a dynamic batch (the shape holds 1 there)."""
+    return tensor.shape_signature is not None and any(d < 0 for d in tensor.shape_signature)
+
+
+def value_dependent(node, values):
+    """Whether the node's output shapes depend on runtime values (its rule gives None for the
+    input shapes and the input `values` known before invoke, None where not) and the model
+    declares one of them as a placeholder: TFLite makes such outputs dynamic (a SLICE or RESHAPE
+    whose begin, size or shape operand is not constant) and prepares the nodes after them at
+    invoke. An output declared with a known shape keeps it (checked at invoke); a node the
+    reference cannot run (or that has no rule) keeps its declared shapes."""
+    if node.op in ops.RUNTIME_OPS or node.op not in ops.OUTPUT_SHAPES \
+            or not any(t is not None and placeholder(t) for t in node.outputs) or ops.unsupported_reason(node):
+        return False
+    return ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs], values) is None
+
+
+def _exact(tensor, exact):
+    """The value of `tensor` known before invoke (a constant, or computed by _shape_values), or None."""
+    if tensor.is_const:
+        return None if tensor.is_deferred else tensor.data  # a deferred one is a folded weight
+    return exact.get(id(tensor))
+
+
+def _shape_values(node, exact):
+    """Compute the node's integer outputs into `exact` where they follow from shapes and known
+    values only (SHAPE, arithmetic on it, a STRIDED_SLICE or PACK of it: what a dynamic-batch
+    RESHAPE's shape operand is made of), so that value_dependent sees those values."""
+    present = [t for t in node.inputs if t is not None]
+    if not present or node.op in ops.RUNTIME_OPS or ops.unsupported_reason(node) is not None \
+            or not all(t is not None and t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs):
+        return
+    if node.op in _SHAPE_ONLY:
+        inputs = [None if t is None else _shape_probe(t) for t in node.inputs]
+    else:
+        inputs = [None if t is None else _exact(t, exact) for t in node.inputs]
+        if any(x is None for t, x in zip(node.inputs, inputs) if t is not None):
+            return
+    shapes = ops.output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
+    if shapes is None or sum(_elements(s) for s in shapes) > _SHAPE_VALUE_ELEMENTS:
+        return
+    try:
+        with np.errstate(all="ignore"):
+            outputs = ops.run_node(node, inputs)
+    except (ModelError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError):
+        return  # the invoke says why
+    for tensor, value in zip(node.outputs, outputs):
+        exact[id(tensor)] = np.asarray(value)
 
 
 def _rule_shapes(node, known, growth):
