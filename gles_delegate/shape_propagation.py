@@ -72,15 +72,22 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     # known: id(tensor) -> exact value (constants, and values computed from known values only).
     known = {id(t): t.data for t in graph.tensors if t.is_const}
     values = dict(known)  # id(tensor) -> value used for the next nodes (exact or stand-in based)
+    unknown = set()  # id(tensor) of the tensors whose shapes the invoke decides (dynamic_tensors)
     for node in graph.nodes:
         present = [t for t in node.inputs if t is not None]
         affected = any(id(t) in changed for t in present)
         exact = all(id(t) in known for t in present) or (node.op in _SHAPE_ONLY and present)
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
+        if any(id(t) in unknown for t in present) or not (exact and integer_out) and \
+                value_dependent(node, [None if t is None else known.get(id(t)) for t in node.inputs]):
+            # Declared shapes stay, as placeholders: stand-ins would give shapes of their own.
+            unknown.update(id(t) for t in node.outputs if t is not None)
+            continue
         if not affected and not (exact and integer_out and present):
             continue  # its shapes are the declared ones, and its values are not needed exactly
         if node.op in ops.RUNTIME_OPS:
-            _runtime_shapes(node, changed)
+            if _runtime_shapes(node, changed) is None:
+                unknown.update(id(t) for t in node.outputs if t is not None)
             continue
         if symbolic and not (exact and integer_out):
             shapes = _rule_shapes(node, known, growth)
@@ -126,13 +133,14 @@ def _set_shape(node, tensor, shape):
 
 
 def _runtime_shapes(node, changed):
-    """Set the output shapes of a node of ops.RUNTIME_OPS from its rule; where runtime values
-    decide them (None), the declared shapes stay, as placeholders of dynamic tensors."""
+    """Set the output shapes of a node of ops.RUNTIME_OPS from its rule and return them; where
+    runtime values decide them (None), the declared shapes stay, as placeholders of dynamic tensors."""
     shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs])
     for tensor, shape in zip(node.outputs, shapes or ()):
         if tensor is not None and tuple(tensor.shape) != shape:
             _set_shape(node, tensor, shape)
             changed.add(id(tensor))
+    return shapes
 
 
 def dynamic_tensors(graph):
