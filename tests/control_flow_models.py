@@ -3,6 +3,8 @@ lays them out: one subgraph per WHILE condition / body, IF branch and CALL_ONCE 
 import numpy as np
 
 from gles_delegate.tflite import ModelBuilder
+from tests.litert import RESOLVERS, LiteRTInterpreter
+from tests.oplib import assert_close
 from tests.tolerance import F32_U, F32_ULPS, gamma, ulp_bound
 
 NONE = 0  # fused_activation_function
@@ -289,3 +291,27 @@ def _keras_rnn_body(body, declare, wx, wh, bias, specs):
     body.op("CONCATENATION", [before, row, after], [outs2], axis=0, fused_activation_function=NONE)
     for out in (t2, outs2, h2, bxs):
         body.output(out)
+
+
+def invoke_resized(interpreter, inputs):
+    """Resize the interpreter's inputs to the shapes of `inputs`, allocate, set them and invoke;
+    returns the outputs."""
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.resize_tensor_input(detail["index"], value.shape)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def check_keras_rnn(ours, case, model):
+    """Compare the outputs `ours` of keras_rnn_loop(*case weights) with LiteRT's: the rows of outs
+    are the h of each step, within the final h's bound (rnn_bounds: it grows with the steps)."""
+    wx, wh, bias, head, inputs = case
+    theirs = invoke_resized(LiteRTInterpreter(model_content=model,
+                                              experimental_op_resolver_type=RESOLVERS["builtin"]), inputs)
+    h_bound, y_bound = rnn_bounds(wx, wh, bias, head, *inputs)
+    for what, mine, reference, bound in zip(("outs", "h", "head"), ours, theirs, (h_bound, h_bound, y_bound)):
+        assert mine.shape == reference.shape, what
+        assert_close(mine, reference, bound=np.full(reference.shape, bound), what=what)
