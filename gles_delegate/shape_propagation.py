@@ -20,7 +20,10 @@ tensor.
 The ops that call back into the interpreter (ops.RUNTIME_OPS: control flow, resource variables)
 never run here: their rule gives their shapes (planning the subgraphs they call), or None, and
 then their outputs keep the declared shapes as placeholders: they are dynamic tensors
-(dynamic_tensors), whose shapes the invoke decides, as TFLite's dynamic tensors.
+(dynamic_tensors), whose shapes the invoke decides, as TFLite's dynamic tensors. So do the
+outputs of a value-dependent node (value_dependent: runtime values decide its shape and the
+model declares a placeholder shape_signature), and of every node that reads one: stand-ins
+would give them shapes of their own.
 """
 import numpy as np
 
@@ -201,8 +204,7 @@ def _shape_values(node, exact):
     """Compute the node's integer outputs into `exact` where they follow from shapes and known
     values only (SHAPE, arithmetic on it, a STRIDED_SLICE or PACK of it: what a dynamic-batch
     RESHAPE's shape operand is made of), so that value_dependent sees those values."""
-    present = [t for t in node.inputs if t is not None]
-    if not present or node.op in ops.RUNTIME_OPS or ops.unsupported_reason(node) is not None \
+    if node.op in ops.RUNTIME_OPS or not any(t is not None for t in node.inputs) \
             or not all(t is not None and t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs):
         return
     if node.op in _SHAPE_ONLY:
@@ -211,6 +213,8 @@ def _shape_values(node, exact):
         inputs = [None if t is None else _exact(t, exact) for t in node.inputs]
         if any(x is None for t, x in zip(node.inputs, inputs) if t is not None):
             return
+    if ops.unsupported_reason(node) is not None:
+        return
     shapes = ops.output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
     if shapes is None or sum(_elements(s) for s in shapes) > _SHAPE_VALUE_ELEMENTS:
         return
