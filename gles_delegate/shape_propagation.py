@@ -20,7 +20,10 @@ tensor.
 The ops that call back into the interpreter (ops.RUNTIME_OPS: control flow, resource variables)
 never run here: their rule gives their shapes (planning the subgraphs they call), or None, and
 then their outputs keep the declared shapes as placeholders: they are dynamic tensors
-(dynamic_tensors), whose shapes the invoke decides, as TFLite's dynamic tensors.
+(dynamic_tensors), whose shapes the invoke decides, as TFLite's dynamic tensors. So do the
+outputs of a value-dependent node (value_dependent: runtime values decide its shape and the
+model declares a placeholder shape_signature), and of every node that reads one: stand-ins
+would give them shapes of their own.
 """
 import numpy as np
 
@@ -34,6 +37,8 @@ _SHAPE_ONLY = {"SHAPE"}
 # Inputs an output-shape rule refuses run the reference kernel (for its error message) on
 # stand-ins of up to this many elements in all; larger ones take the rule's reason.
 _KERNEL_FALLBACK_ELEMENTS = 1 << 22
+# Integer values computed before invoke from shapes (dynamic_tensors): at most this many elements a node.
+_SHAPE_VALUE_ELEMENTS = 1 << 12
 
 
 def _elements(shape):
@@ -70,15 +75,22 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     # known: id(tensor) -> exact value (constants, and values computed from known values only).
     known = {id(t): t.data for t in graph.tensors if t.is_const}
     values = dict(known)  # id(tensor) -> value used for the next nodes (exact or stand-in based)
+    unknown = set()  # id(tensor) of the tensors whose shapes the invoke decides (dynamic_tensors)
     for node in graph.nodes:
         present = [t for t in node.inputs if t is not None]
         affected = any(id(t) in changed for t in present)
         exact = all(id(t) in known for t in present) or (node.op in _SHAPE_ONLY and present)
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
+        if any(id(t) in unknown for t in present) or not (exact and integer_out) and \
+                value_dependent(node, [None if t is None else known.get(id(t)) for t in node.inputs]):
+            # Declared shapes stay, as placeholders: stand-ins would give shapes of their own.
+            unknown.update(id(t) for t in node.outputs if t is not None)
+            continue
         if not affected and not (exact and integer_out and present):
             continue  # its shapes are the declared ones, and its values are not needed exactly
         if node.op in ops.RUNTIME_OPS:
-            _runtime_shapes(node, changed)
+            if _runtime_shapes(node, changed) is None:
+                unknown.update(id(t) for t in node.outputs if t is not None)
             continue
         if symbolic and not (exact and integer_out):
             shapes = _rule_shapes(node, known, growth)
@@ -124,25 +136,30 @@ def _set_shape(node, tensor, shape):
 
 
 def _runtime_shapes(node, changed):
-    """Set the output shapes of a node of ops.RUNTIME_OPS from its rule; where runtime values
-    decide them (None), the declared shapes stay, as placeholders of dynamic tensors."""
+    """Set the output shapes of a node of ops.RUNTIME_OPS from its rule and return them; where
+    runtime values decide them (None), the declared shapes stay, as placeholders of dynamic tensors."""
     shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs])
     for tensor, shape in zip(node.outputs, shapes or ()):
         if tensor is not None and tuple(tensor.shape) != shape:
             _set_shape(node, tensor, shape)
             changed.add(id(tensor))
+    return shapes
 
 
 def dynamic_tensors(graph):
     """{id(tensor)} of the tensors whose shapes only the invoke decides (TFLite's dynamic
     tensors): the outputs of a node of ops.RUNTIME_OPS whose rule gives None or shapes other
-    than the declared ones (a loop whose carried tensors change shape, READ_VARIABLE), and
-    every output of a node that reads one. A ModelError of the rule (a called subgraph that
-    cannot be planned) names the node."""
-    dynamic = set()
+    than the declared ones (a loop whose carried tensors change shape, READ_VARIABLE), of a
+    value-dependent node (value_dependent: a SLICE whose size the loop counter computes, as in
+    the Keras RNN loop bodies the TF converter writes), and every output of a node that reads
+    one. A ModelError of the rule (a called subgraph that cannot be planned) names the node."""
+    dynamic, exact = set(), {}  # exact: id(tensor) -> value known before invoke (shape_values)
     for node in graph.nodes:
-        if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node):
+        if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node) \
+                or value_dependent(node, [None if t is None else _exact(t, exact) for t in node.inputs]):
             dynamic.update(id(t) for t in node.outputs if t is not None)
+        else:
+            _shape_values(node, exact)
     return dynamic
 
 
@@ -154,6 +171,60 @@ def _decided_at_invoke(node):
     except ModelError as exc:
         raise exc if node.label in str(exc) else ModelError(f"operator {node.label}: {exc}") from None
     return shapes is None or any(t is not None and tuple(t.shape) != shape for t, shape in zip(node.outputs, shapes))
+
+
+def placeholder(tensor):
+    """Whether the model declares the tensor's shape as a placeholder: its shape_signature has an
+    unknown (-1) dimension, which the converter writes where the shape depends on runtime values
+    or on a dynamic batch (the shape holds 1 there)."""
+    return tensor.shape_signature is not None and any(d < 0 for d in tensor.shape_signature)
+
+
+def value_dependent(node, values):
+    """Whether the node's output shapes depend on runtime values (its rule gives None for the
+    input shapes and the input `values` known before invoke, None where not) and the model
+    declares one of them as a placeholder: TFLite makes such outputs dynamic (a SLICE or RESHAPE
+    whose begin, size or shape operand is not constant) and prepares the nodes after them at
+    invoke. An output declared with a known shape keeps it (checked at invoke); a node the
+    reference cannot run (or that has no rule) keeps its declared shapes."""
+    if node.op in ops.RUNTIME_OPS or node.op not in ops.OUTPUT_SHAPES \
+            or not any(t is not None and placeholder(t) for t in node.outputs) or ops.unsupported_reason(node):
+        return False
+    return ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs], values) is None
+
+
+def _exact(tensor, exact):
+    """The value of `tensor` known before invoke (a constant, or computed by _shape_values), or None."""
+    if tensor.is_const:
+        return None if tensor.is_deferred else tensor.data  # a deferred one is a folded weight
+    return exact.get(id(tensor))
+
+
+def _shape_values(node, exact):
+    """Compute the node's integer outputs into `exact` where they follow from shapes and known
+    values only (SHAPE, arithmetic on it, a STRIDED_SLICE or PACK of it: what a dynamic-batch
+    RESHAPE's shape operand is made of), so that value_dependent sees those values."""
+    if node.op in ops.RUNTIME_OPS or not any(t is not None for t in node.inputs) \
+            or not all(t is not None and t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs):
+        return
+    if node.op in _SHAPE_ONLY:
+        inputs = [None if t is None else _shape_probe(t) for t in node.inputs]
+    else:
+        inputs = [None if t is None else _exact(t, exact) for t in node.inputs]
+        if any(x is None for t, x in zip(node.inputs, inputs) if t is not None):
+            return
+    if ops.unsupported_reason(node) is not None:
+        return
+    shapes = ops.output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
+    if shapes is None or sum(_elements(s) for s in shapes) > _SHAPE_VALUE_ELEMENTS:
+        return
+    try:
+        with np.errstate(all="ignore"):
+            outputs = ops.run_node(node, inputs)
+    except (ModelError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError):
+        return  # the invoke says why
+    for tensor, value in zip(node.outputs, outputs):
+        exact[id(tensor)] = np.asarray(value)
 
 
 def _rule_shapes(node, known, growth):

@@ -3,6 +3,8 @@ lays them out: one subgraph per WHILE condition / body, IF branch and CALL_ONCE 
 import numpy as np
 
 from gles_delegate.tflite import ModelBuilder
+from tests.litert import RESOLVERS, LiteRTInterpreter
+from tests.oplib import assert_close
 from tests.tolerance import F32_U, F32_ULPS, gamma, ulp_bound
 
 NONE = 0  # fused_activation_function
@@ -177,3 +179,139 @@ def stateful_counter(initial, shared_name="acc"):
     init.op("VAR_HANDLE", [], [init_handle], container="", shared_name=shared_name)
     init.op("ASSIGN_VARIABLE", [init_handle, init.const("initial", initial)], [])
     return b.build()
+
+
+
+B = None  # the batch dim in the shapes of keras_rnn_loop's tensors
+
+
+class _Declare:
+    """Tensors of keras_rnn_loop: `B` in a shape is the batch, declared as `batch`, or with
+    dynamic_batch as the TF converter declares an unknown dim: 1 in the shape and -1 in the
+    shape_signature."""
+
+    def __init__(self, batch, dynamic_batch):
+        self.batch, self.dynamic = batch, dynamic_batch
+
+    def __call__(self, builder, name, shape, dtype=np.float32, signature=None, is_input=False):
+        """A tensor of `shape` (B: the batch); `signature` (-1: unknown, B: the batch) overrides."""
+        signature = signature or (shape if self.dynamic and B in shape else None)
+        declared = tuple(self.dim(d) for d in shape)
+        if signature is not None:
+            signature = tuple(-1 if d is B and self.dynamic else self.dim(d) for d in signature)
+            declared = tuple(1 if s < 0 else d for d, s in zip(declared, signature))
+        make = builder.input if is_input else builder.tensor
+        return make(name, declared, dtype, shape_signature=signature)
+
+    def dim(self, d):
+        return (1 if self.dynamic else self.batch) if d is B else d
+
+
+def keras_rnn_loop(wx, wh, bias, head, steps, batch, dynamic_batch=False):
+    """An RNN laid out as the TF converter writes a Keras SimpleRNN / GRU / LSTM layer: carried
+    (t, outs [steps, batch, n_hidden], h [batch, n_hidden], xs [steps, batch, n_in]); while
+    t < steps: h = tanh(FC(xs[t], wx) + FC(h, wh) + bias); outs[t] = h, written as
+    concat(SLICE(outs, 0, t), h, SLICE(outs, t + 1, end)), whose begin and size the loop
+    counter computes (RESHAPE, CONCATENATION): the slices' shapes are only known at invoke, and
+    the model declares them as placeholders (shape_signature [-1, -1, -1] and [-1, batch,
+    n_hidden], shape [1, 1, 1] and [1, batch, n_hidden]). `dynamic_batch`: every tensor of the
+    batch is declared with batch 1 and -1 in its signature (a Keras model of batch None), and
+    resizing inputs xs and h0 gives the loop its batch (the caller's shapes replace the body's
+    declared ones). Inputs xs and h0; outputs outs, h and FULLY_CONNECTED(h, head)."""
+    n_hidden, n_in = wx.shape
+    declare = _Declare(batch, dynamic_batch)
+    specs = [("t", (), np.int32), ("outs", (steps, B, n_hidden), np.float32),
+             ("h", (B, n_hidden), np.float32), ("xs", (steps, B, n_in), np.float32)]
+    b = ModelBuilder()
+    xs, h0 = (declare(b, name, shape, is_input=True) for name, shape, _ in (specs[3], specs[2]))
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    outputs = [declare(b, f"{name}_out", shape, dtype) for name, shape, dtype in specs]
+    b.op("WHILE", [b.const("zero", np.array(0, np.int32)), _zeros_like(b, declare, xs, specs[1][1]), h0, xs],
+         outputs, cond_subgraph_index=cond.index, body_subgraph_index=body.index)
+    _, outs, h, _ = outputs
+    y = declare(b, "y", (B, head.shape[0]))
+    b.op("FULLY_CONNECTED", [h, b.const("head", head), -1], [y], fused_activation_function=NONE)
+    for out in (outs, h, y):
+        b.output(out)
+    ct = cond.input("t", (), np.int32)
+    for name, shape, _ in specs[1:]:
+        declare(cond, name, shape, is_input=True)
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [ct, cond.const("steps", np.array(steps, np.int32))], [less])
+    cond.output(less)
+    _keras_rnn_body(body, declare, wx, wh, bias, specs)
+    return b.build()
+
+
+def _zeros_like(b, declare, xs, shape):
+    """Zeros of `shape` [steps, B, n_hidden] with the batch xs has: SLICE(xs, 0, [-1, -1, 1]) * 0
+    + a zero row of n_hidden (MUL and ADD broadcast)."""
+    first, scaled, zeros = (declare(b, name, s) for name, s in (
+        ("xs_first", (*shape[:2], 1)), ("xs_zero", (*shape[:2], 1)), ("outs0", shape)))
+    b.op("SLICE", [xs, b.const("begin0", np.zeros(3, np.int32)), b.const("size0", np.array([-1, -1, 1], np.int32))],
+         [first])
+    b.op("MUL", [first, b.const("zero_f", np.zeros((), np.float32))], [scaled], fused_activation_function=NONE)
+    b.op("ADD", [scaled, b.const("zero_row", np.zeros(shape[2], np.float32))], [zeros], fused_activation_function=NONE)
+    return zeros
+
+
+def _keras_rnn_body(body, declare, wx, wh, bias, specs):
+    """The body of keras_rnn_loop (see there)."""
+    n_hidden = wx.shape[0]
+    bt = body.input("t", (), np.int32)
+    bouts, bh, bxs = (declare(body, name, shape, is_input=True) for name, shape, _ in specs[1:])
+    t2 = body.tensor("t2", (), np.int32)
+    body.op("ADD", [bt, body.const("one", np.array(1, np.int32))], [t2], fused_activation_function=NONE)
+    x_t, from_x, from_h, pre, h2 = (declare(body, name, (B, n)) for name, n in (
+        ("x_t", wx.shape[1]), ("from_x", n_hidden), ("from_h", n_hidden), ("pre", n_hidden), ("h2", n_hidden)))
+    body.op("GATHER", [bxs, bt], [x_t], axis=0, batch_dims=0)
+    body.op("FULLY_CONNECTED", [x_t, body.const("wx", wx), body.const("bias", bias)], [from_x],
+            fused_activation_function=NONE)
+    body.op("FULLY_CONNECTED", [bh, body.const("wh", wh), -1], [from_h], fused_activation_function=NONE)
+    body.op("ADD", [from_x, from_h], [pre], fused_activation_function=NONE)
+    body.op("TANH", [pre], [h2])
+    one = body.const("shape1", np.array([1], np.int32))
+
+    def counter_vector(name, counter, rest):
+        """[counter, *rest] (int32 [3]): RESHAPE of the scalar counter, CONCATENATION with `rest`."""
+        column, vector = body.tensor(f"{name}_1", (1,), np.int32), body.tensor(name, (3,), np.int32)
+        body.op("RESHAPE", [counter, one], [column])
+        body.op("CONCATENATION", [column, body.const(f"{name}_rest", np.array(rest, np.int32))], [vector],
+                axis=0, fused_activation_function=NONE)
+        return vector
+
+    before = declare(body, "before", (1, 1, 1), signature=(-1, -1, -1))
+    body.op("SLICE", [bouts, body.const("origin", np.zeros(3, np.int32)), counter_vector("size", bt, [-1, -1])],
+            [before])
+    after = declare(body, "after", (1, B, n_hidden), signature=(-1, B, n_hidden))
+    body.op("SLICE", [bouts, counter_vector("begin", t2, [0, 0]), body.const("rest", np.array([-1, -1, -1], np.int32))],
+            [after])
+    row, outs2 = declare(body, "row", (1, B, n_hidden)), declare(body, "outs2", specs[1][1])
+    body.op("RESHAPE", [h2, body.const("row_shape", np.array([1, -1, n_hidden], np.int32))], [row])
+    body.op("CONCATENATION", [before, row, after], [outs2], axis=0, fused_activation_function=NONE)
+    for out in (t2, outs2, h2, bxs):
+        body.output(out)
+
+
+def invoke_resized(interpreter, inputs):
+    """Resize the interpreter's inputs to the shapes of `inputs`, allocate, set them and invoke;
+    returns the outputs."""
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.resize_tensor_input(detail["index"], value.shape)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def check_keras_rnn(ours, case, model):
+    """Compare the outputs `ours` of keras_rnn_loop(*case weights) with LiteRT's: the rows of outs
+    are the h of each step, within the final h's bound (rnn_bounds: it grows with the steps)."""
+    wx, wh, bias, head, inputs = case
+    theirs = invoke_resized(LiteRTInterpreter(model_content=model,
+                                              experimental_op_resolver_type=RESOLVERS["builtin"]), inputs)
+    h_bound, y_bound = rnn_bounds(wx, wh, bias, head, *inputs)
+    for what, mine, reference, bound in zip(("outs", "h", "head"), ours, theirs, (h_bound, h_bound, y_bound)):
+        assert mine.shape == reference.shape, what
+        assert_close(mine, reference, bound=np.full(reference.shape, bound), what=what)

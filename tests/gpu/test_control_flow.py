@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from tests.control_flow_models import growing_loop, rnn_bounds, rnn_case, rnn_loop, stateful_counter
+from tests.control_flow_models import (check_keras_rnn, growing_loop, invoke_resized, keras_rnn_loop, rnn_bounds,
+                                      rnn_case, rnn_loop, stateful_counter)
 from tests.litert import run_litert
 from tests.oplib import assert_close
 
@@ -58,3 +59,18 @@ def test_dynamic_loop_and_variables_stay_on_the_cpu():
     for ours, theirs in zip(grown, run_litert(growing_loop(3), [np.array(2, np.int32), x])):
         np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(counted[0], run_litert(stateful_counter(x), [x])[0])
+
+
+@pytest.mark.parametrize("dynamic_batch", [False, True])
+def test_keras_rnn_loop_body_runs_on_the_gpu(dynamic_batch):
+    """The TF converter's Keras RNN loop (its body's SLICEs are dynamic tensors): the body's
+    static float nodes run on the GPU, the slices and what reads them on the CPU, and the
+    results match LiteRT."""
+    case = rnn_case(4, 2, n_in=3, n_hidden=8)
+    model = keras_rnn_loop(*case[:4], 4, 2, dynamic_batch)
+    with GpuDelegate(precision="fp32", max_delegated_partitions=0) as delegate:
+        interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
+        ours = invoke_resized(interpreter, case[4])
+        body_ops = _delegated_ops(interpreter, 2)
+    assert {"FULLY_CONNECTED", "GATHER", "TANH"} <= set(body_ops) and not {"SLICE", "CONCATENATION"} & set(body_ops)
+    check_keras_rnn(ours, case, model)

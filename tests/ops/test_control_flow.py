@@ -10,8 +10,8 @@ from gles_delegate.graph import Graph
 from gles_delegate.subgraphs import MAX_NESTING
 from gles_delegate.tflite import read_model, write_model
 from gles_delegate.tflite.model import SubgraphDef
-from tests.control_flow_models import (counter_loop, growing_loop, if_model, rnn_bounds, rnn_case, rnn_loop,
-                                      stateful_counter)
+from tests.control_flow_models import (check_keras_rnn, counter_loop, growing_loop, if_model, invoke_resized,
+                                      keras_rnn_loop, rnn_bounds, rnn_case, rnn_loop, stateful_counter)
 from tests.litert import LiteRTInterpreter, run_litert
 from tests.oplib import assert_close
 
@@ -50,6 +50,24 @@ def test_rnn_loop_matches_litert(steps, batch, n_in, n_hidden):
     h_bound, y_bound = rnn_bounds(wx, wh, bias, head, *inputs)
     assert_close(ours[1], theirs[1], bound=np.full(theirs[1].shape, h_bound), what="h")
     assert_close(ours[2], theirs[2], bound=np.full(theirs[2].shape, y_bound), what="head")
+
+
+@pytest.mark.parametrize("steps, batch, dynamic_batch", [(1, 1, False), (6, 2, False), (4, 3, True)])
+def test_keras_rnn_loop_matches_litert(steps, batch, dynamic_batch):
+    """The TF converter's Keras RNN loop: the body's SLICEs sized by the loop counter are declared
+    as placeholders ([1, 1, 1] for [-1, -1, -1]); planning the body with those shapes failed in
+    the CONCATENATION after them. They are dynamic tensors: the body's other nodes keep static
+    shapes, the slices take the shapes the invoke gives (the details show them, as in LiteRT).
+    With dynamic_batch the caller's resized shapes replace the body's declared ones."""
+    case = rnn_case(steps, batch, n_in=3, n_hidden=5)
+    model = keras_rnn_loop(*case[:4], steps, batch, dynamic_batch)
+    interpreter = Interpreter(model_content=model)
+    for _ in range(2):  # the second invoke starts from the declared placeholder shapes again
+        check_keras_rnn(invoke_resized(interpreter, case[4]), case, model)
+    body = interpreter._executors[2]
+    assert sorted(t.name for t in body.graph.tensors if id(t) in body.dynamic) == ["after", "before", "outs2"]
+    before = next(t.index for t in body.graph.tensors if t.name == "before")
+    assert interpreter.get_tensor(before, subgraph_index=2).shape == (steps - 1, batch, 5)  # the last step's
 
 
 @pytest.mark.parametrize("n", [0, 3])

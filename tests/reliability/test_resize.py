@@ -1,5 +1,6 @@
 """resize_tensor_input + allocate_tensors re-plans the GPU partitions; shape propagation takes
-runtime integer inputs and says which node cannot take a resize."""
+runtime integer inputs and says which node cannot take a resize; shapes that runtime values
+decide, where the model declares placeholders, are dynamic as in LiteRT."""
 import time
 import tracemalloc
 
@@ -10,6 +11,7 @@ from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.graph import Graph
 from gles_delegate.shape_propagation import propagate_shapes
 from gles_delegate.tflite import ModelBuilder
+from tests.litert import LiteRTInterpreter
 from tests.oplib import assert_close
 from tests.reliability.conftest import conv_model
 
@@ -125,28 +127,64 @@ def test_resize_into_a_runtime_reshape_names_the_node_and_the_tensor():
         interpreter.allocate_tensors()
 
 
-def reshape_to_computed_shape_model():
+def reshape_to_computed_shape_model(signatures=False):
     """x [1, 2, 3] -> SHAPE -> RESHAPE(LOGISTIC(RESHAPE(x, [-1])), shape): the target shape is
-    computed from the resized input, so it follows the resize exactly."""
+    computed from the resized input, so it follows the resize exactly. `signatures`: the
+    tensors after x carry the shape_signatures a converter writes for a dynamic batch ([-1],
+    [-1, -1, 3]): their shapes follow from x's, so they stay static."""
     b = ModelBuilder()
     x = b.input("x", (1, 2, 3), shape_signature=(-1, -1, 3))
     flat_shape = b.const("flat_shape", np.array([-1], np.int32))
-    flat = b.tensor("flat", (6,))
+    flat = b.tensor("flat", (6,), shape_signature=(-1,) if signatures else None)
     b.op("RESHAPE", [x, flat_shape], [flat])
-    act = b.tensor("act", (6,))
+    act = b.tensor("act", (6,), shape_signature=(-1,) if signatures else None)
     b.op("LOGISTIC", [flat], [act])
     shape = b.tensor("shape", (3,), np.int32)
     b.op("SHAPE", [x], [shape], out_type=2)
-    y = b.tensor("y", (1, 2, 3))
+    y = b.tensor("y", (1, 2, 3), shape_signature=(-1, -1, 3) if signatures else None)
     b.op("RESHAPE", [act, shape], [y])
     b.output(y)
     return b.build()
 
 
-def test_resize_through_a_computed_shape():
+@pytest.mark.parametrize("signatures", [False, True])
+def test_resize_through_a_computed_shape(signatures):
     x = np.random.default_rng(2).uniform(-3, 3, (4, 5, 3)).astype(np.float32)
-    _, (got,) = run(reshape_to_computed_shape_model(), (4, 5, 3), x)
+    interpreter, (got,) = run(reshape_to_computed_shape_model(signatures), (4, 5, 3), x)
     assert_close(got, (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32))
+    assert interpreter._main.dynamic == frozenset()  # the shape operand is known before invoke
+
+
+def slice_to_runtime_size_model():
+    """x [6] -> SLICE(x, [0], size) -> MUL by itself, where `size` (int32 [1]) is a runtime
+    input: the slice's shape is only known at invoke, and the model declares it as the TF
+    converter does, [1] with shape_signature [-1]."""
+    b = ModelBuilder()
+    x, size = b.input("x", (6,)), b.input("size", (1,), np.int32)
+    part, square = b.tensor("part", (1,), shape_signature=(-1,)), b.tensor("square", (1,), shape_signature=(-1,))
+    b.op("SLICE", [x, b.const("begin", np.array([0], np.int32)), size], [part])
+    b.op("MUL", [part, part], [square], fused_activation_function=0)
+    b.output(square)
+    return b.build()
+
+
+def test_runtime_sized_slice_is_dynamic_as_in_litert():
+    """TFLite makes a SLICE with a runtime size dynamic; the MUL after it takes its shape."""
+    model = slice_to_runtime_size_model()
+    ours, theirs = Interpreter(model_content=model), LiteRTInterpreter(model_content=model)
+    x = np.linspace(-3, 2, 6, dtype=np.float32)
+    for interpreter in (ours, theirs):
+        interpreter.allocate_tensors()
+    for size in (4, 1, -1, 6):
+        results = []
+        for interpreter in (ours, theirs):
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+            interpreter.set_tensor(interpreter.get_input_details()[1]["index"], np.array([size], np.int32))
+            interpreter.invoke()
+            detail = interpreter.get_output_details()[0]
+            results.append((interpreter.get_tensor(detail["index"]), list(detail["shape"])))
+        assert results[0][1] == results[1][1] == [6 if size < 0 else size]
+        np.testing.assert_array_equal(results[0][0], results[1][0])  # one rounding, the same on both
 
 
 def two_input_model():
