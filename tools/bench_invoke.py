@@ -2,7 +2,7 @@
 (Python, ctypes, GL calls, the fence) is most of it.
 
     gles-bench-invoke [--models add conv10] [--runs 2000] [--warmup 200] [--precision fp32]
-        [--gl-calls] [--litert] [--cprofile N]
+        [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
 
 Builds its models itself with our writer: `add`, one ADD of two [1,8,8,4] float32 inputs; `conv10`,
 ten chained 3x3 CONV_2D (SAME, RELU, 16 -> 16 channels) on [1,32,32,16]. End-to-end is what a user
@@ -10,10 +10,15 @@ pays per inference: set_tensor of each input + invoke() + get_tensor of each out
 model it reports the median and 10th percentile of the wall time and of the calling thread's CPU
 time (time.thread_time_ns: on llvmpipe, whose shaders run on the driver's own threads, this is the
 Python / ctypes / driver-call cost of the invoke without the shader work), the dispatches, and
-with --gl-calls the GL and EGL calls one invoke makes. --litert adds LiteRT's interpreter
-(XNNPACK, one thread) on the same model and inputs. --cprofile N prints the functions of N
-end-to-end runs under cProfile (the slowest by own time).
+with --gl-calls the GL and EGL calls one invoke makes; --breakdown times the pieces of the
+fixed cost one by one (set_tensor, get_tensor, invoke, making the context current and back, a
+fence round trip on an idle GPU). --empty-dispatches gives every dispatch 0x0x0 workgroups: every
+GL call is still made but no shader runs (outputs are then meaningless), which on llvmpipe leaves
+the CPU cost of an invoke without the shader work. --litert adds LiteRT's interpreter (XNNPACK,
+one thread) on the same model and inputs. --cprofile N prints the functions of N end-to-end runs
+under cProfile (the slowest by own time).
 """
+import contextlib
 import cProfile
 import io
 import pstats
@@ -24,6 +29,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
 from gles_delegate.gpu import egl as gpu_egl
+from gles_delegate.gpu import gl as G
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
 
@@ -127,6 +133,21 @@ class CallCounter:
         self.saved = []
 
 
+class EmptyDispatches:
+    """While active, every glDispatchCompute through the context's untyped entry point runs
+    0x0x0 workgroups (the call is made, no shader runs)."""
+
+    def __init__(self, context):
+        self.gl = context.gl
+
+    def __enter__(self):
+        dispatch = self.real = self.gl.dispatch_compute_fast
+        self.gl.dispatch_compute_fast = lambda x, y, z: dispatch(0, 0, 0)
+
+    def __exit__(self, *exc):
+        self.gl.dispatch_compute_fast = self.real
+
+
 def bench_model(name, args):
     """One row of the report for model `name`."""
     data = MODELS[name]()
@@ -136,20 +157,63 @@ def bench_model(name, args):
         interpreter.allocate_tensors()
         inputs = common.seeded_inputs(interpreter.get_input_details())
         run = end_to_end_runner(interpreter, inputs)
-        row = {"model": name, "dispatches": sum(len(p.steps) for p in delegate.partitions),
-               **measure(run, args.runs, args.warmup)}
+        row = {"model": name, "dispatches": sum(len(p.steps) for p in delegate.partitions)}
         ours = run()[2]
-        if args.gl_calls:
-            with CallCounter(delegate.context) as counts:
-                run()
-            row["gl_calls"] = dict(sorted(counts.items()))
         if args.litert:
             row["litert"] = bench_litert(data, inputs, ours, args)
-        if args.cprofile:
-            row["cprofile"] = profile(run, args.cprofile)
+        with EmptyDispatches(delegate.context) if args.empty_dispatches else contextlib.nullcontext():
+            row.update(measure(run, args.runs, args.warmup))
+            if args.gl_calls:
+                with CallCounter(delegate.context) as counts:
+                    run()
+                row["gl_calls"] = dict(sorted(counts.items()))
+            if args.breakdown:
+                row["breakdown"] = breakdown(interpreter, delegate.context, inputs, args)
+            if args.cprofile:
+                row["cprofile"] = profile(run, args.cprofile)
         return row
     finally:
         delegate.close()
+
+
+def breakdown(interpreter, context, inputs, args):
+    """{piece: (median us, p10 us) of wall time} for the pieces of an end-to-end run."""
+    input_indices = [d["index"] for d in interpreter.get_input_details()]
+    output_indices = [d["index"] for d in interpreter.get_output_details()]
+    gl, egl = context.gl, context.egl
+
+    def set_inputs():
+        for index, value in zip(input_indices, inputs):
+            interpreter.set_tensor(index, value)
+
+    def get_outputs():
+        for index in output_indices:
+            interpreter.get_tensor(index)
+
+    def current():
+        with context.current():
+            pass
+
+    def make_current():
+        egl.exit(egl.enter())
+
+    def fence():
+        with context.current():
+            sync = gl.fence_sync(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
+            gl.client_wait_sync(sync, G.GL_SYNC_FLUSH_COMMANDS_BIT, 10**9)
+            gl.delete_sync(sync)
+    pieces = {f"set_tensor x{len(input_indices)}": set_inputs, f"get_tensor x{len(output_indices)}": get_outputs,
+              "invoke": interpreter.invoke, "context.current() enter + exit": current,
+              "eglMakeCurrent there and back": make_current,
+              "current() + fence + glClientWaitSync + delete": fence}
+    out = {}
+    for piece, function in pieces.items():
+        def timed(function=function):
+            start = time.perf_counter_ns()
+            function()
+            return time.perf_counter_ns() - start, 0, None
+        out[piece] = measure(timed, args.runs, args.warmup)["wall_us"]
+    return out
 
 
 def bench_litert(data, inputs, ours, args):
@@ -178,7 +242,8 @@ def profile(run, runs):
 
 def report(rows, context_line, args):
     lines = [f"{context_line}; precision {args.precision}; microseconds, median / 10th percentile of "
-             f"{args.runs} end-to-end runs (set inputs + invoke + read outputs) after {args.warmup}",
+             f"{args.runs} end-to-end runs (set inputs + invoke + read outputs) after {args.warmup}"
+             + ("; every dispatch 0x0x0 workgroups (--empty-dispatches)" if args.empty_dispatches else ""),
              ""]
     headers = ["model", "dispatches", "wall", "calling thread CPU"]
     if args.litert:
@@ -195,6 +260,9 @@ def report(rows, context_line, args):
             calls = row["gl_calls"]
             lines.append(f"\n{row['model']}: {sum(calls.values())} GL/EGL calls per end-to-end run: "
                          + ", ".join(f"{k} {v}" for k, v in calls.items()))
+        if "breakdown" in row:
+            lines.append(f"\n{row['model']}: pieces of an end-to-end run, wall us (median / 10th percentile)")
+            lines += [f"  {piece:48} {median:8.1f} / {p10:.1f}" for piece, (median, p10) in row["breakdown"].items()]
         if "cprofile" in row:
             lines.append(f"\n{row['model']} under cProfile:\n{row['cprofile']}")
     return "\n".join(lines)
@@ -207,6 +275,9 @@ def main(argv=None):
     parser.add_argument("--warmup", type=common.non_negative_int, default=200)
     common.add_precision(parser)
     parser.add_argument("--gl-calls", action="store_true", help="count the GL and EGL calls of one end-to-end run")
+    parser.add_argument("--breakdown", action="store_true", help="time the pieces of an end-to-end run one by one")
+    parser.add_argument("--empty-dispatches", action="store_true",
+                        help="time with every dispatch of 0x0x0 workgroups (no shader work; outputs meaningless)")
     parser.add_argument("--litert", action="store_true", help="also time LiteRT's interpreter (XNNPACK, 1 thread)")
     parser.add_argument("--cprofile", type=common.non_negative_int, default=0, metavar="N",
                         help="profile N end-to-end runs per model with cProfile")
