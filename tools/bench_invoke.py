@@ -113,8 +113,7 @@ class CallCounter:
     def __enter__(self):
         for target in self.targets:
             for name, value in list(vars(target).items()):
-                if callable(value) and not isinstance(value, type) and hasattr(value, "__call__") \
-                        and type(value).__module__ in ("ctypes", "gles_delegate.gpu.gl"):
+                if callable(value) and not name.startswith("_"):
                     self.saved.append((target, name, value))
                     setattr(target, name, self._counting(name, value))
         return self.counts
