@@ -213,6 +213,7 @@ class GlContext:
             if self.ctx is None:
                 return
             token = self.egl.enter()
+            self.state_owner = None  # no reference to a partition outlives the context
             try:
                 programs, self._programs = self._programs, {}
                 for program in programs.values():

@@ -240,21 +240,23 @@ class GpuPartition:
                 found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
         gl = self.context.gl
         with self.context.current():
-            self.context.state_owner = None  # binds and barriers first, as every step does
-            self._begin(storage)
-            for k, (program, offset, size, groups, _) in enumerate(self.steps):
-                gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-                gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
-                gl.use_program_fast(program)
-                gl.dispatch_compute_fast(*groups)
-                gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
-                for index, arena_offset, shape in self.plan.writes[k]:
-                    values = self._read_tensor(arena_offset, shape)
-                    if found is None and not np.isfinite(values).all():
-                        found = self._nonfinite_report(k, index, values)
-                    if capture is not None and index in capture:
-                        self._store_capture(capture, index, values)
-            self.io.read_outputs(storage)
+            try:
+                self._begin(storage)
+                for k, (program, offset, size, groups, _) in enumerate(self.steps):
+                    gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+                    gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+                    gl.use_program_fast(program)
+                    gl.dispatch_compute_fast(*groups)
+                    gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
+                    for index, arena_offset, shape in self.plan.writes[k]:
+                        values = self._read_tensor(arena_offset, shape)
+                        if found is None and not np.isfinite(values).all():
+                            found = self._nonfinite_report(k, index, values)
+                        if capture is not None and index in capture:
+                            self._store_capture(capture, index, values)
+                self.io.read_outputs(storage)
+            finally:
+                self.context.state_owner = None  # the checked path leaves no state to the fast one
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \
