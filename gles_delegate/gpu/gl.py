@@ -89,6 +89,22 @@ class _Untyped(ctypes._CFuncPtr):
     _restype_ = None
 
 
+class Sync(ctypes.c_void_p):
+    """A GLsync as the untyped glFenceSync returns it: ctypes hands back an instance of a
+    c_void_p subclass as it is (a plain c_void_p restype would become a Python int, which an
+    untyped call would pass on as a 32-bit int), so it goes straight to the untyped wait and delete."""
+
+
+class _UntypedSync(ctypes._CFuncPtr):
+    _flags_ = ctypes._FUNCFLAG_CDECL
+    _restype_ = Sync
+
+
+class _UntypedEnum(ctypes._CFuncPtr):
+    _flags_ = ctypes._FUNCFLAG_CDECL
+    _restype_ = ctypes.c_uint
+
+
 class GlFunctions:
     """Typed GL entry points of one context, loaded through `proc_address(name) -> address`.
     Attributes are named as in GL without the prefix: create_shader, dispatch_compute, ...;
@@ -107,6 +123,11 @@ class GlFunctions:
         self.bind_buffer_base_fast = _Untyped(proc_address("glBindBufferBase"))
         self.bind_buffer_range_fast = _Untyped(proc_address("glBindBufferRange"))
         self.memory_barrier_fast = _Untyped(proc_address("glMemoryBarrier"))
+        # The fence of every invoke (0.7 us for the three against 1.1 typed, on llvmpipe): the
+        # wait's timeout is a c_uint64 object (a GLuint64).
+        self.fence_sync_fast = _UntypedSync(proc_address("glFenceSync"))
+        self.client_wait_sync_fast = _UntypedEnum(proc_address("glClientWaitSync"))
+        self.delete_sync_fast = _Untyped(proc_address("glDeleteSync"))
         self._proc_address = proc_address
         self.buffer_storage = None
 

@@ -1,10 +1,13 @@
 """Run a compiled Plan: GL buffers and programs, then per invoke: write inputs, dispatch, read outputs.
 
-The invoke loop calls GL directly (gpu/gl.py's untyped entry points, about 0.4 us a call)
-rather than through moderngl's objects: per dispatch one uniform-range bind, one dispatch, a
-glUseProgram only when the program changes, and a barrier only where the plan asks for one.
-Inputs and outputs move by memcpy through a persistently mapped buffer where the context has
-glBufferStorage, else through glBufferSubData and glMapBufferRange.
+The invoke loop calls GL directly (gpu/gl.py's untyped entry points, about 0.1-0.2 us a call
+on llvmpipe) rather than through moderngl's objects: per dispatch one uniform-range bind, one
+dispatch, a glUseProgram only when the program changes, and a barrier only where the plan asks
+for one. Per invoke: the storage-buffer bindings only when another partition, or anything run in
+a plain GlContext.current(), ran on the context since this partition's last invoke
+(GlContext.state_owner), one barrier and one fence at the end. Inputs and outputs move by memcpy
+through a persistently mapped buffer where the context has glBufferStorage, else through
+glBufferSubData and glMapBufferRange.
 """
 import ctypes
 import logging
@@ -20,6 +23,10 @@ from .shader import PARAMS_BINDING
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
 SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
+_WAIT_SLICE_NS = ctypes.c_uint64(100_000_000)  # glClientWaitSync's timeout: 0.1 s slices
+# The barrier every run ends with (with its I/O's own bits), before the fence: the shader writes
+# of this invoke are visible to the next one's dispatches, which therefore need no barrier first.
+END_BARRIER = G.GL_SHADER_STORAGE_BARRIER_BIT
 # One glFlush after the first FLUSH_FIRST dispatches (0: none): a driver may hold the commands
 # until the fence at the end, and the GPU would then start only once the CPU issued them all.
 # On an H200 it made the small models faster (docs/performance.md: `gles-profile --set`).
@@ -114,6 +121,7 @@ class GpuPartition:
                               for i, offset, size, groups, barrier in plan.steps]
                 # The step after which run() flushes; -1: none (no flush after the last one: the fence does).
                 self.flush_after = FLUSH_FIRST - 1 if 0 < FLUSH_FIRST < len(self.steps) else -1
+                self.segments = _segments(self.steps, self.flush_after)
                 context.check_error("creating the partition's buffers and programs")
             except BaseException:
                 self.steps = []
@@ -132,36 +140,67 @@ class GpuPartition:
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
-        gl = self.context.gl
-        bind_range, use, dispatch = gl.bind_buffer_range_fast, gl.use_program_fast, gl.dispatch_compute_fast
-        barrier_bits, params, flush, flush_after = gl.memory_barrier_fast, self.params.glo, gl.flush, self.flush_after
-        with self.context.current():
-            self._begin(storage)
-            current = 0
-            for k, (program, offset, size, groups, barrier) in enumerate(self.steps):
-                if barrier:
-                    barrier_bits(G.GL_SHADER_STORAGE_BARRIER_BIT)
-                bind_range(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, params, offset, size)
-                if program != current:
-                    use(program)
-                    current = program
-                dispatch(*groups)
-                if k == flush_after:
-                    flush()
-                if capture is not None:
-                    self._capture(self.plan.writes[k], capture)
-            use(0)  # leave no program of ours bound for moderngl or other users of the context
-            self.io.read_outputs(storage)
+        context = self.context
+        with context.current(keep_state=True):
+            try:
+                self._begin(storage)
+                if capture is None:
+                    self._dispatch()
+                else:
+                    self._dispatch_capturing(capture)
+                self.io.read_outputs(storage)  # ends with END_BARRIER
+            except BaseException:
+                context.state_owner = None  # the next run binds, and barriers, again
+                raise
 
     def _begin(self, storage):
-        """Bind the partition's storage buffers and upload its inputs (inside current())."""
-        gl = self.context.gl
-        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
-        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
-        gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
+        """Bind the partition's storage buffers unless they still are, and upload its inputs
+        (inside current())."""
+        context = self.context
+        if context.state_owner is not self:
+            gl = context.gl
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
+            gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
+            # Shader writes of whatever ran before must land before this invoke reads the arena
+            # (after a run of this partition that ended normally, its END_BARRIER did that).
+            gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+            context.state_owner = self
+        context.left_bound = True  # the dispatches leave a program bound, the I/O copies their buffers
         self.io.write_inputs(storage)
-        # Shader writes of the previous invoke must land before this one reads the arena.
-        gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+
+    def _dispatch(self):
+        """Issue every dispatch (self.segments, a glFlush between them)."""
+        gl = self.context.gl
+        bind_range, use, dispatch = gl.bind_buffer_range_fast, gl.use_program_fast, gl.dispatch_compute_fast
+        barrier_bits, params, flush = gl.memory_barrier_fast, self.params.glo, gl.flush
+        ssbo_bit, ubo, binding = G.GL_SHADER_STORAGE_BARRIER_BIT, G.GL_UNIFORM_BUFFER, PARAMS_BINDING
+        for steps, then_flush in self.segments:
+            for barrier, offset, size, program, x, y, z in steps:
+                if barrier:
+                    barrier_bits(ssbo_bit)
+                bind_range(ubo, binding, params, offset, size)
+                if program:
+                    use(program)
+                dispatch(x, y, z)
+            if then_flush:
+                flush()
+
+    def _dispatch_capturing(self, capture):
+        """Issue every dispatch, reading back what each one writes into `capture` (see run)."""
+        gl = self.context.gl
+        current = 0
+        for k, (program, offset, size, groups, barrier) in enumerate(self.steps):
+            if barrier:
+                gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+            gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+            if program != current:
+                gl.use_program_fast(program)
+                current = program
+            gl.dispatch_compute_fast(*groups)
+            if k == self.flush_after:
+                gl.flush()
+            self._capture(self.plan.writes[k], capture)
 
     def _capture(self, written, capture):
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
@@ -201,21 +240,23 @@ class GpuPartition:
                 found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
         gl = self.context.gl
         with self.context.current():
-            self._begin(storage)
-            for k, (program, offset, size, groups, _) in enumerate(self.steps):
-                gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-                gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
-                gl.use_program_fast(program)
-                gl.dispatch_compute_fast(*groups)
-                gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
-                for index, arena_offset, shape in self.plan.writes[k]:
-                    values = self._read_tensor(arena_offset, shape)
-                    if found is None and not np.isfinite(values).all():
-                        found = self._nonfinite_report(k, index, values)
-                    if capture is not None and index in capture:
-                        self._store_capture(capture, index, values)
-            gl.use_program_fast(0)
-            self.io.read_outputs(storage)
+            try:
+                self._begin(storage)
+                for k, (program, offset, size, groups, _) in enumerate(self.steps):
+                    gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
+                    gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+                    gl.use_program_fast(program)
+                    gl.dispatch_compute_fast(*groups)
+                    gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
+                    for index, arena_offset, shape in self.plan.writes[k]:
+                        values = self._read_tensor(arena_offset, shape)
+                        if found is None and not np.isfinite(values).all():
+                            found = self._nonfinite_report(k, index, values)
+                        if capture is not None and index in capture:
+                            self._store_capture(capture, index, values)
+                self.io.read_outputs(storage)
+            finally:
+                self.context.state_owner = None  # the checked path leaves no state to the fast one
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \
@@ -274,6 +315,19 @@ def store_output(target, values):
     np.copyto(target, values, casting="unsafe")
 
 
+def _segments(steps, flush_after):
+    """The steps as run() issues them: [(steps, then_flush)], the first segment ending with the
+    step `flush_after` (-1: one segment), each step (barrier, params offset, params size,
+    program to use or 0 when the previous step's is still bound, group counts x, y, z)."""
+    issued, previous = [], 0
+    for program, offset, size, (x, y, z), barrier in steps:
+        issued.append((barrier, offset, size, program if program != previous else 0, x, y, z))
+        previous = program
+    if flush_after < 0:
+        return [(issued, False)]
+    return [(issued[:flush_after + 1], True), (issued[flush_after + 1:], False)]
+
+
 def _all_finite(value):
     value = np.asarray(value)
     return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
@@ -322,12 +376,12 @@ class MappedIo:
         self.out_bytes = plan.io_bytes - self.out_start
 
     def _copy(self, source, target, offset, size):
+        """Copy on the GPU; the two buffers stay bound to the copy targets (GlContext.left_bound:
+        the next plain current() unbinds them)."""
         gl = self.gl
         gl.bind_buffer(G.GL_COPY_READ_BUFFER, source)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, target)
         gl.copy_buffer_sub_data(G.GL_COPY_READ_BUFFER, G.GL_COPY_WRITE_BUFFER, offset, offset, size)
-        gl.bind_buffer(G.GL_COPY_READ_BUFFER, 0)
-        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
 
     def write_inputs(self, storage):
         # A coherent mapping: these writes are visible to every GL command issued after them.
@@ -339,15 +393,16 @@ class MappedIo:
     def read_outputs(self, storage):
         gl = self.gl
         if self.direct:  # shader writes to a mapped buffer reach the client after this and the fence
-            gl.memory_barrier_fast(G.GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT)
-        elif self.out_bytes:
-            gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)  # shader writes before the copy reads
-            self._copy(self.handle, self.staging, self.out_start, self.out_bytes)
-        sync = gl.fence_sync(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
+            gl.memory_barrier_fast(END_BARRIER | G.GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT)
+        else:  # shader writes before the copy reads
+            gl.memory_barrier_fast(END_BARRIER | G.GL_BUFFER_UPDATE_BARRIER_BIT)
+            if self.out_bytes:
+                self._copy(self.handle, self.staging, self.out_start, self.out_bytes)
+        sync = gl.fence_sync_fast(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
         try:
             _wait(gl, sync)
         finally:
-            gl.delete_sync(sync)
+            gl.delete_sync_fast(sync)
         for index, view in self.outputs:
             store_output(storage[index], view)
 
@@ -363,16 +418,16 @@ class MappedIo:
 
 
 def _wait(gl, sync):
-    """Block until the fence signals; GpuError if the GPU does not finish in SYNC_TIMEOUT_S."""
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    flags = G.GL_SYNC_FLUSH_COMMANDS_BIT
-    while True:
-        status = gl.client_wait_sync(sync, flags, 100_000_000)  # 0.1 s slices
-        if status in (G.GL_ALREADY_SIGNALED, G.GL_CONDITION_SATISFIED):
-            return
+    """Block until the fence (a gl.Sync) signals; GpuError if the GPU does not finish in
+    SYNC_TIMEOUT_S."""
+    wait, done = gl.client_wait_sync_fast, (G.GL_ALREADY_SIGNALED, G.GL_CONDITION_SATISFIED)
+    status = wait(sync, G.GL_SYNC_FLUSH_COMMANDS_BIT, _WAIT_SLICE_NS)
+    deadline = None
+    while status not in done:
+        deadline = deadline or time.monotonic() + SYNC_TIMEOUT_S
         if status == G.GL_WAIT_FAILED or time.monotonic() > deadline:
             raise GpuError(f"the GPU did not finish the invoke (glClientWaitSync status {status:#x})")
-        flags = 0
+        status = wait(sync, 0, _WAIT_SLICE_NS)
 
 
 class CopiedIo:
@@ -390,7 +445,7 @@ class CopiedIo:
             self.buffer.write(np.ascontiguousarray(storage[slot.tensor_index], np.float32), slot.offset)
 
     def read_outputs(self, storage):
-        self.barrier(G.GL_BUFFER_UPDATE_BARRIER_BIT)
+        self.barrier(END_BARRIER | G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for slot in self.plan.outputs:
             target = storage[slot.tensor_index]
             if target.flags.c_contiguous and target.dtype == np.float32:
