@@ -14,7 +14,7 @@ from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu, run_gpu
 from tests.gpu.transforms import rulelib
 from tests.gpu.transforms.rulelib import Chain, random
-from tests.oplib import In, first_node, run_ours, single_op_node
+from tests.oplib import In, first_node, run_ours, single_op_model, single_op_node
 
 
 def x(*shape, seed=0, const=False):
@@ -92,6 +92,20 @@ def test_op(case, precision):
 def test_split_of_a_rank5_tensor(precision):
     check_gpu("SPLIT", [ints(0), x(3, 2, 2, 6, 8)], {"num_splits": 3}, precision, n_outputs=3,
               output_dtypes=[np.float32] * 3)
+
+
+def test_int8_rank5_through_the_float_view():
+    """int8 ADD and TRANSPOSE of rank 5 run on their float view (quant.py), whose fake-quant
+    nodes take the view too: within one step of the integer reference."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(-128, 128, (2, 3, 2, 4, 5)).astype(np.int8) for _ in range(2))
+    add = single_op_model("ADD", [In(a, quant=(0.05, 3)), In(b, quant=(0.03, -2))], output_quant=[(0.08, 1)])
+    transpose = single_op_model("TRANSPOSE", [In(a, quant=(0.05, 3)), ints([0, 1, 2, 4, 3])],
+                                output_quant=[(0.05, 3)])
+    for model, values in ((add, [a, b]), (transpose, [a])):
+        (gpu,), summary = run_gpu(model, values)
+        assert summary["gpu_nodes"] == 1, summary
+        assert np.abs(gpu.astype(np.int64) - run_ours(model, values)[0]).max() <= 1
 
 
 # -- models that run as one GPU partition -------------------------------------------------------
