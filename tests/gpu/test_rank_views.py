@@ -94,6 +94,21 @@ def test_split_of_a_rank5_tensor(precision):
               output_dtypes=[np.float32] * 3)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_selections_on_the_float_view(precision):
+    """SELECT_V2 with a broadcast condition and ARG_MAX / ARG_MIN over the last axis, rank 5 and 6:
+    exactly the reference's values (they select stored values)."""
+    rng = np.random.default_rng(5)
+    condition = In(rng.random((3, 1, 5)) < 0.5)
+    cases = [("SELECT_V2", [condition, x(2, 2, 3, 4, 5), x(1, 1, 1, 4, 1, seed=1, const=True)], {}, np.float32)]
+    for op, shape in [("ARG_MAX", (2, 3, 2, 4, 7)), ("ARG_MIN", (2, 1, 3, 2, 3, 6))]:
+        values = np.round(random(shape, 6) * 2) / 2  # ties: the first index wins
+        cases.append((op, [In(values), ints([-1])], {"output_type": 2}, np.int32))  # TensorType INT32
+    for op, inputs, options, dtype in cases:
+        reference, gpu = check_gpu(op, inputs, options, precision, output_dtypes=[np.dtype(dtype)])
+        assert np.array_equal(gpu[0], reference[0]), op
+
+
 def test_int8_rank5_through_the_float_view():
     """int8 ADD and TRANSPOSE of rank 5 run on their float view (quant.py), whose fake-quant
     nodes take the view too: within one step of the integer reference."""
