@@ -168,6 +168,16 @@ def test_model_runs_as_one_gpu_partition(model, precision):
     assert summary["partitions"] == 1 and summary["cpu_nodes"] == 0, summary
 
 
+def test_a_reshape_between_ranks_of_one_layout_is_free():
+    """[2, 3, 4, 5, 6] and [6, 4, 5, 6] have one view: the reshape aliases, no dispatch."""
+    m = Chain((2, 3, 4, 5, 6))
+    value = m.op("RESHAPE", m.op("TANH", m.x), m.const([6, 4, 5, 6], np.int32), shape=(6, 4, 5, 6))
+    model, values = m.build(m.op("ABS", value)), [random((2, 3, 4, 5, 6), 1)]
+    summary, log = rulelib.check_gpu(model, values)
+    assert rulelib.statuses(log, "alias_reshape") == [("APPLIED", "#1 (RESHAPE)")]
+    assert summary["dispatches"] == rulelib.dispatches(model, values, rewrite_rules=False) - 1
+
+
 # -- refusals ---------------------------------------------------------------------------------
 def node_of(op, inputs, out_shape, **options):
     """The node of a one-op model whose output is declared `out_shape` (float32)."""
