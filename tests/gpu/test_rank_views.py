@@ -6,6 +6,8 @@ test_matmul.py); two small models (a ShuffleNet channel shuffle, multi-head atte
 rank-5 reshape) as one GPU partition; and the refusals, which say why."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import layout
@@ -86,6 +88,21 @@ CASES = {
 def test_op(case, precision):
     op, inputs, options = CASES[case]
     check_gpu(op, inputs, options, precision)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=5, max_size=6), st.integers(0, 2 ** 31), st.sampled_from(PRECISIONS))
+def test_random_transpose_then_reshape(shape, seed, precision):
+    """A random permutation of a random rank-5 / 6 shape, and a reshape of that shape to a random
+    rank-5 / 6 split of its size."""
+    rng = np.random.default_rng(seed)
+    check_gpu("TRANSPOSE", [x(*shape, seed=seed), ints(rng.permutation(len(shape)))], {}, precision)
+    size, target = int(np.prod(shape)), []
+    for _ in range(int(rng.integers(4, 6))):
+        d = int(rng.choice([f for f in range(1, size + 1) if size % f == 0]))
+        target.append(d)
+        size //= d
+    check_gpu("RESHAPE", [x(*shape, seed=seed), ints(target + [size])], {}, precision)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
