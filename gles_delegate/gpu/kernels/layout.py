@@ -15,7 +15,6 @@ the map splits back into one digit per merged dim (up to the template's 3), so e
 is affine per dim runs at any rank; a box along a merged dim (CONCATENATION, a GATHER's runs)
 exists only where the dims merged outside it are 1 (phwc4.merged_dim_reason).
 """
-from math import prod
 from dataclasses import dataclass
 
 import numpy as np
