@@ -1,11 +1,18 @@
 """PHWC4: how a tensor lives on the GPU.
 
-A tensor of rank <= 4 is viewed as BHWC and stored as B x S x H x W vec4 elements, where
-S = ceil(C / 4) channel slices; element (b, h, w, s) is at ((b * S + s) * H + h) * W + w and
+A tensor of rank <= MAX_RANK is viewed as BHWC (bhwc()) and stored as B x S x H x W vec4 elements,
+where S = ceil(C / 4) channel slices; element (b, h, w, s) is at ((b * S + s) * H + h) * W + w and
 holds channels 4s..4s+3. Channels past C in the last slice are zero, and every kernel keeps
 them zero (a later reduction, concatenation or matmul reads them).
+
+The view is a pure function of the shape, so the kernel writing a tensor and every kernel
+reading it agree on its layout. A rank-5 or rank-6 tensor merges its leading dims into B (a
+row-major reshape, like every view): its last three dims stay H, W and C, so an op over the last
+axes (softmax, a matmul's rows) or elementwise keeps its meaning, and a kernel that needs one of
+the merged dims on its own says so in its SUPPORT (merged_dim_reason).
 """
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
@@ -33,24 +40,54 @@ class Shape4:
         return (self.w, self.h, self.slices, self.b)
 
 
-# The BHWC axes (0 b, 1 h, 2 w, 3 c) that the dims of a tensor of each rank occupy (see bhwc).
-BHWC_AXES = {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3)}
+MAX_RANK = 6  # the highest rank with a BHWC view (layout_map.glsl splits an axis into 3 digits)
+# The BHWC axes (0 b, 1 h, 2 w, 3 c) that the dims of a tensor of each rank occupy (see bhwc);
+# ranks 5 and 6 put their leading 2 or 3 dims on B, the outer one first.
+BHWC_AXES = {0: (), 1: (3,), 2: (0, 3), 3: (1, 2, 3), 4: (0, 1, 2, 3), 5: (0, 0, 1, 2, 3), 6: (0, 0, 0, 1, 2, 3)}
 
 
 def bhwc(shape):
-    """The BHWC view of a shape of rank 0..4: [C] -> 1x1x1xC, [N, C] -> Nx1x1xC,
-    [H, W, C] -> 1xHxWxC. Raises ValueError for rank > 4."""
+    """The BHWC view of a shape of rank 0..MAX_RANK: [C] -> 1x1x1xC, [N, C] -> Nx1x1xC,
+    [H, W, C] -> 1xHxWxC, [N1, N2, H, W, C] -> (N1 * N2)xHxWxC (ranks 5, 6: the leading dims
+    merged into B). Raises ValueError for a higher rank."""
     shape = tuple(int(d) for d in shape)
-    if len(shape) > 4:
-        raise ValueError(f"rank {len(shape)} tensors have no PHWC4 layout")
+    if len(shape) > MAX_RANK:
+        raise ValueError(f"rank {len(shape)} tensors have no PHWC4 layout (at most rank {MAX_RANK})")
     if len(shape) == 2:
         return Shape4(shape[0], 1, 1, shape[1])
+    if len(shape) > 4:
+        return Shape4(prod(shape[:-3]), *shape[-3:])
     padded = (1,) * (4 - len(shape)) + shape
     return Shape4(*padded)
 
 
+def merged_dim_reason(shape, axis):
+    """None when ranges along dim `axis` of `shape` are ranges of one BHWC axis of its view
+    (a concatenation's or a gather's box): the dim has an axis of its own, or every dim merged
+    outside it into B is 1. Else why not."""
+    rank = len(shape)
+    axes = BHWC_AXES[rank]
+    outer = [d for k, d in enumerate(shape[:axis]) if axes[k] == axes[axis]]
+    if prod(outer) == 1:
+        return None
+    return (f"dim {axis} of {list(shape)} is merged into the batch of its rank-{rank} view inside outer dims "
+            f"{outer}: a range along it is no box of the view")
+
+
+def dims_in_box(shape, axis, start, stop):
+    """(origin, extent): the BHWC box of the view of `shape` that holds [start, stop) along dim
+    `axis` and every index of the other dims, for a dim merged_dim_reason accepts."""
+    axes = BHWC_AXES[len(shape)]
+    dims = bhwc(shape)
+    origin, extent = [0] * 4, [dims.b, dims.h, dims.w, dims.c]
+    slot = axes[axis]
+    inner = prod(d for k, d in enumerate(shape) if k > axis and axes[k] == slot)
+    origin[slot], extent[slot] = start * inner, (stop - start) * inner
+    return tuple(origin), tuple(extent)
+
+
 def to_phwc4(array):
-    """BHWC (any rank <= 4) numpy array -> float32 PHWC4 array of shape [B, S, H, W, 4]."""
+    """BHWC (any rank <= MAX_RANK) numpy array -> float32 PHWC4 array of shape [B, S, H, W, 4]."""
     s4 = bhwc(array.shape)
     x = np.asarray(array, np.float32).reshape(s4.b, s4.h, s4.w, s4.c)
     padded = np.zeros((s4.b, s4.h, s4.w, s4.slices * 4), np.float32)

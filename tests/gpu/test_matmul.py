@@ -1,5 +1,5 @@
 """BATCH_MATMUL on the GPU against the numpy reference: every adj_x / adj_y combination, ranks
-2 to 4 with broadcast batch dimensions, runtime and constant operands, sizes off multiples of 4,
+2 to 5 with broadcast batch dimensions (rank 5: two outer ones merged in the view), runtime and constant operands, sizes off multiples of 4,
 special values, in every precision; and which nodes it refuses."""
 import numpy as np
 import pytest
@@ -17,6 +17,8 @@ CASES = [  # lhs batch dims, rhs batch dims, M, K, N
     ((2, 1), (1, 3), 3, 4, 2),       # both sides broadcast
     ((), (2, 2), 2, 3, 5),           # rank 2 x rank 4
     ((4,), (), 9, 16, 1),            # one column
+    ((2, 3, 2), (1, 1, 2), 5, 6, 7),  # rank 5: rhs broadcast over both merged outer dims
+    ((2, 3, 1), (4,), 3, 5, 4),      # rank 5 x rank 3: lhs broadcast over the inner batch
 ]
 
 
@@ -79,8 +81,9 @@ def test_refuses():
     lhs, rhs = operands(rng, CASES[0], False, False)
     both_const = single_op_node("BATCH_MATMUL", [In(lhs, const=True), In(rhs, const=True)])
     assert "fold" in kernels.unsupported_reason(both_const)
-    rank5 = single_op_node("BATCH_MATMUL", [In(lhs.reshape(1, 1, 1, 5, 7)), In(rhs)])
-    assert "rank 5" in kernels.unsupported_reason(rank5)
+    partial = single_op_node("BATCH_MATMUL", [In(np.zeros((2, 1, 3, 5, 7), np.float32)),
+                                              In(np.zeros((2, 4, 3, 7, 6), np.float32))])
+    assert "some but not all of the batch dimensions [2, 4]" in kernels.unsupported_reason(partial)
     int32_out = single_op_node("BATCH_MATMUL", [In(lhs.astype(np.int8), quant=(0.1, 0)),
                                                 In(rhs.astype(np.int8), quant=(0.1, 0))],
                                output_dtypes=[np.dtype(np.int32)])

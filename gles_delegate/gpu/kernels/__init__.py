@@ -4,17 +4,22 @@ Each module exposes SUPPORT = {"OP": fn(node) -> None | reason} and BUILD = {"OP
 -> [Dispatch]} (see base.py), and FACTS = {"OP": registry.OpFacts(...)}: the op's arity, checked
 here before the kernel's own check (which may index node.inputs), and what rewrite rules and
 quant.py need to know of it. A node goes to the GPU only when its kernel says it can run that
-exact node; the checks every kernel shares (float32 tensors of rank <= 4) are made here.
+exact node; the checks every kernel shares (float32 tensors of rank <= 4, or up to
+phwc4.MAX_RANK where the kernel allows) are made here.
 A module whose kernels apply epilogue steps (epilogue.py) to their output also exposes
 EPILOGUE = {"OP": None, or fn(node) -> None | reason for a kernel that does so only for some nodes}.
 A module whose kernels take bool / int32 tensors through the float view (base.py) exposes
 FLOAT_VIEW = {"OP": None}: those ops' runtime tensors may be bool / int32 too, and their SUPPORT
 (each candidate's) checks which.
+A module whose kernels take tensors of rank 5 to phwc4.MAX_RANK through their BHWC view (phwc4.py:
+the leading dims merged into B) exposes HIGH_RANK = {"OP": None}: its SUPPORT checks what the view
+allows (an axis or a broadcast across merged dims it cannot index is refused there, with why).
 Two modules may run one op only as candidates in a stated ORDER (gles_delegate/registry.py).
 """
 import numpy as np
 
 from ... import registry
+from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
 from . import (binary, conv, depthwise, elementwise, fully_connected, gather, layout, lstm, matmul, mediapipe, pool,
                quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
@@ -32,8 +37,9 @@ for _op, _owners in CANDIDATES.items():
 FACTS = registry.merge(MODULES, "FACTS")
 NO_FACTS = registry.OpFacts()
 FLOAT_VIEW = registry.merge(MODULES, "FLOAT_VIEW")
+HIGH_RANK = registry.merge(MODULES, "HIGH_RANK")
 
-MAX_RANK = 4
+VIEW_RANK = 4  # the rank every kernel takes; its module's HIGH_RANK lets an op take up to MAX_RANK
 
 
 def facts(op):
@@ -64,12 +70,20 @@ def arity_reason(node):
     return None
 
 
+def _rank_reason(tensor, role, op):
+    """Why `tensor` has a rank the kernel of `op` cannot take, or None."""
+    rank = len(tensor.shape)
+    if rank > MAX_RANK:
+        return f"{role} tensor {tensor.index} has rank {rank} > {MAX_RANK}, the highest the GPU views as BHWC"
+    if rank > VIEW_RANK and op not in HIGH_RANK:
+        return f"{role} tensor {tensor.index} has rank {rank}: the GPU's {op} kernel takes ranks <= {VIEW_RANK}"
+    return None
+
+
 def _tensor_reason(tensor, role, float_view):
     if tensor.dtype != np.float32 and not (float_view and tensor.dtype in VIEW_DTYPES):
         kinds = "float32, bool and int32" if float_view else "float32"
         return f"{role} tensor {tensor.index} is {tensor.dtype}, the GPU runs {kinds} tensors here"
-    if len(tensor.shape) > MAX_RANK:
-        return f"{role} tensor {tensor.index} has rank {len(tensor.shape)} > {MAX_RANK}"
     if 0 in tensor.shape:
         return f"{role} tensor {tensor.index} is empty"
     return None
@@ -84,14 +98,16 @@ def unsupported_reason(node):
         return reason
     float_view = node.op in FLOAT_VIEW
     for tensor in node.outputs:
-        reason = _tensor_reason(tensor, "output", float_view)
+        reason = _rank_reason(tensor, "output", node.op) or _tensor_reason(tensor, "output", float_view)
         if reason:
             return reason
     for tensor in node.inputs:
-        if tensor is not None and not tensor.is_const:
+        # A constant is packed through its view too (a constant operand, a layout op's source).
+        reason = None if tensor is None else _rank_reason(tensor, "input", node.op)
+        if reason is None and tensor is not None and not tensor.is_const:
             reason = _tensor_reason(tensor, "input", float_view)
-            if reason:
-                return reason
+        if reason:
+            return reason
     return SUPPORT[node.op](node)
 
 

@@ -33,6 +33,7 @@ SUPPORT = {op: view_supports if op in VIEW_OPS else supports for op in OP_CODES}
 BUILD = {op: elementwise.build for op in OP_CODES}
 EPILOGUE = {op: None for op in OP_CODES}
 FLOAT_VIEW = {op: None for op in VIEW_OPS}
+HIGH_RANK = {op: None for op in OP_CODES}  # a broadcast across merged dims: epilogue.operand_reason
 FACTS = {**{op: OpFacts(arity=BINARY) for op in OP_CODES},
          **{op: OpFacts(arity=BINARY, fused_activation=True) for op in ("ADD", "SUB", "MUL", "DIV")},
          **{op: OpFacts(arity=BINARY, integer_move=True) for op in ("MAXIMUM", "MINIMUM")}}

@@ -67,4 +67,5 @@ SUPPORT = {op: supports for op in OPS}
 BUILD = {op: build for op in OPS}
 EPILOGUE = {op: None for op in OPS}
 FLOAT_VIEW = {"CAST": None, "LOGICAL_NOT": None}
+HIGH_RANK = {op: None for op in OPS}  # any view of the shape; PRELU's slope: epilogue.operand_reason
 FACTS = {op: OpFacts(arity=BINARY if op == "PRELU" else UNARY) for op in OPS}  # PRELU: x and its slope

@@ -143,6 +143,10 @@ def operand_reason(operand, out):
         return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
     s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
     if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
+        aligned = (1,) * (len(out.shape) - len(operand.shape)) + tuple(operand.shape)
+        if all(d in (1, o) for d, o in zip(aligned, out.shape)):  # numpy broadcasts it, the view does not
+            return (f"operand {list(operand.shape)} broadcasts along some but not all of the dims that the "
+                    f"rank-{len(out.shape)} view of {list(out.shape)} merges into its batch")
         return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
     # The float view holds bools exactly; an int32 operand is exact only to 2^24 (base.py).
     if not operand.is_const and operand.dtype not in (np.float32, np.bool_):

@@ -29,6 +29,8 @@ def supports(node):
         return f"GATHER of {params.dtype} values: int32 values are exact in the float view only to 2^24"
     if len(params.shape) == 0:
         return "GATHER from a scalar"
+    if max(len(t.shape) for t in (params, indices, node.outputs[0])) > 4:  # layout.py's HIGH_RANK
+        return "runtime indices gather tensors of rank <= 4"
     return exact_int_reason(params.shape[_axis(node)], "the indices")
 
 

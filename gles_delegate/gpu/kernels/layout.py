@@ -9,6 +9,11 @@ index it copies, so the masks and conventions of these ops live in one place (op
 PAD / PADV2 / MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH /
 BATCH_TO_SPACE_ND split axes into digits, CONCATENATION runs one dispatch per input on its box
 of the output, and SPACE_TO_BATCH_ND one per position within a block on its box of batches.
+
+Ranks 5 and 6 (HIGH_RANK): the view merges the leading dims into B (phwc4.py), whose coordinate
+the map splits back into one digit per merged dim (up to the template's 3), so every op whose map
+is affine per dim runs at any rank; a box along a merged dim (CONCATENATION, a GATHER's runs)
+exists only where the dims merged outside it are 1 (phwc4.merged_dim_reason).
 """
 from dataclasses import dataclass
 
@@ -17,7 +22,7 @@ import numpy as np
 from ... import ops
 from ...ops.common import ACT_TANH
 from ...registry import BINARY, UNARY, OpFacts
-from ..phwc4 import BHWC_AXES, bhwc, to_phwc4
+from ..phwc4 import BHWC_AXES, bhwc, dims_in_box, merged_dim_reason, to_phwc4
 from .base import Dispatch
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
@@ -68,6 +73,23 @@ def _place(values, rank, fill=0):
     for slot, value in zip(BHWC_AXES[rank], values):
         out[slot] = int(value)
     return tuple(out)
+
+
+def _strided_axes(shape, strides):
+    """Per BHWC axis of the view of `shape`, the digits of a map whose dim k steps strides[k]:
+    one digit per dim of more than one element, outer first (an axis of ranks 5, 6 merges several
+    dims), adjacent digits that step as one merged, the outer radix None, ((None, 0),) for an
+    axis of no such dim."""
+    axes = [[] for _ in range(4)]
+    for slot, n, stride in zip(BHWC_AXES[len(shape)], shape, strides):
+        digits = axes[slot]
+        if n == 1:
+            continue
+        if digits and digits[-1][1] == stride * n:  # the outer digit continues this one
+            digits[-1] = (None if digits[-1][0] is None else digits[-1][0] * n, stride)
+        else:
+            digits.append((n, stride))
+    return tuple(((None, digits[0][1]),) + tuple(digits[1:]) if digits else ((None, 0),) for digits in axes)
 
 
 def _dims(shape):
@@ -220,23 +242,34 @@ def _runs(values):
 def _pieces(node, index_map):
     """The Gathers that write one output, with its index map: one affine box, or for a GATHER
     along an axis, one box per run of evenly spaced indices. None if neither fits."""
-    shown = node.inputs[DATA_INPUT.get(node.op, 0)]
-    source, rank = stored_source(node, shown), index_map.ndim
+    source = stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)])
     fit = _affine(index_map)
     if fit is not None:
-        return [Gather(source, fit[0], tuple(((None, s),) for s in _place(fit[1], rank)))]
+        return [Gather(source, fit[0], _strided_axes(index_map.shape, fit[1]))]
     indices = node.inputs[1].data if node.op == "GATHER" else None
-    if indices is None or indices.ndim != 1:
+    if indices is None or indices.ndim != 1 or merged_dim_reason(index_map.shape, _gather_axis(node)):
         return None
-    axis = node.options.get("axis", 0) % len(shown.shape)
+    axis = _gather_axis(node)
     pieces = []
     for start, stop in _runs(indices.astype(np.int64)):
-        base, strides = _affine(np.take(index_map, range(start, stop), axis=axis))
-        origin = _place([start if k == axis else 0 for k in range(rank)], rank)
-        extent = _place([stop - start if k == axis else n for k, n in enumerate(index_map.shape)], rank, fill=1)
-        pieces.append(Gather(source, base, tuple(((None, s),) for s in _place(strides, rank)),
-                             lead=origin, origin=origin, extent=extent))
+        piece = np.take(index_map, range(start, stop), axis=axis)
+        base, strides = _affine(piece)
+        origin, extent = dims_in_box(index_map.shape, axis, start, stop)
+        pieces.append(Gather(source, base, _strided_axes(piece.shape, strides), lead=origin, origin=origin,
+                             extent=extent))
     return pieces
+
+
+def _gather_axis(node):
+    """GATHER's axis as a dim of its output (batch_dims 0: the indices are 1-D here)."""
+    return node.options.get("axis", 0) % len(node.inputs[0].shape)
+
+
+def _runs_box_reason(node, index_map):
+    """Why the runs of a GATHER's 1-D indices have no box each in the output's view, or None."""
+    if node.op != "GATHER" or np.ndim(node.inputs[1].data) != 1:
+        return None
+    return merged_dim_reason(index_map.shape, _gather_axis(node))
 
 
 def _remap_support(node):
@@ -249,7 +282,7 @@ def _remap_support(node):
     for index_map in maps:
         pieces = _pieces(node, index_map)
         if pieces is None:
-            return "the index map is not a strided view of the input"
+            return _runs_box_reason(node, index_map) or "the index map is not a strided view of the input"
         if len(pieces) > MAX_GATHER_RUNS:
             return f"the indices form {len(pieces)} runs (at most {MAX_GATHER_RUNS} dispatches)"
     return None
@@ -311,15 +344,23 @@ def _tile(node, env):
 def _concatenation(node, env):
     """One dispatch per input, each writing its box of the output (in input order)."""
     out = node.outputs[0]
-    rank = len(out.shape)
-    axis = node.options.get("axis", 0) % rank
+    axis = _concatenation_axis(node)
     dispatches, offset = [], 0
     for x in node.inputs:
-        origin = _place([offset if k == axis else 0 for k in range(rank)], rank)
-        g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=_dims(x.shape))
+        origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
+        g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=extent)
         dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
         offset += x.shape[axis]
     return dispatches
+
+
+def _concatenation_axis(node):
+    return node.options.get("axis", 0) % len(node.outputs[0].shape)
+
+
+def _concatenation_support(node):
+    """_support, and a box of the output's view per input (merged_dim_reason)."""
+    return _support(node) or merged_dim_reason(node.outputs[0].shape, _concatenation_axis(node))
 
 
 # -- DEPTH_TO_SPACE / SPACE_TO_DEPTH ----------------------------------------------------------
@@ -419,8 +460,7 @@ def _space_to_batch_support(node):
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
              "GATHER", "REVERSE_V2")
-BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "CONCATENATION", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-             "BATCH_TO_SPACE_ND")
+BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
 
 
 def _moved_dtype_reason(node):
@@ -438,7 +478,7 @@ def _checked(support):
 
 
 SUPPORT = {**{op: _checked(_remap_support) for op in REMAP_OPS}, **{op: _checked(_support) for op in BUILD_OPS},
-           "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support)}
+           "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support), "CONCATENATION": _checked(_concatenation_support)}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
          "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth,
          "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space}
@@ -451,6 +491,9 @@ def _moves(arity, noop_input=0):
 
 
 FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks move exactly (_moved_dtype_reason)
+# Ranks 5, 6 through the view (module docstring): the ops whose map is read off the reference, and
+# CONCATENATION; the edge rules and block ops index their dims one BHWC axis each.
+HIGH_RANK = {op: None for op in REMAP_OPS + ("CONCATENATION",)}
 FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND_DIMS": _moves(BINARY),
          "TRANSPOSE": _moves(BINARY), "SLICE": _moves(((3,), (), 1)), "STRIDED_SLICE": _moves(((4,), (), 1)),
          "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),

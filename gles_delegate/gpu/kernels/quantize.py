@@ -123,3 +123,4 @@ def build(node, env):
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: build for op in OP_CODES}
 FACTS = {op: OpFacts(arity=UNARY) for op in OP_CODES}
+HIGH_RANK = {op: None for op in OP_CODES}  # elementwise; per-channel parameters run along the channels

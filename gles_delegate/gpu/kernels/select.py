@@ -87,6 +87,9 @@ SUPPORT = {"SELECT": select_supports, "SELECT_V2": select_supports, "ARG_MAX": a
 BUILD = {"SELECT": select_build, "SELECT_V2": select_build, "ARG_MAX": arg_build, "ARG_MIN": arg_build}
 EPILOGUE = {"SELECT": None, "SELECT_V2": None}
 FLOAT_VIEW = {op: None for op in SUPPORT}
+# Any rank's view: SELECT's operands through epilogue.operand_reason; ARG_MAX / ARG_MIN reduce the
+# channels (the last axis of every view) and find a row by the output's row-major index.
+HIGH_RANK = {op: None for op in SUPPORT}
 # SELECT copies the integers of quantized values (quant.py keeps their grid).
 FACTS = {"SELECT": OpFacts(arity=((3,), (), 1), integer_move=True),
          "SELECT_V2": OpFacts(arity=((3,), (), 1), integer_move=True),

@@ -1,4 +1,4 @@
-"""SOFTMAX and LOG_SOFTMAX over the last axis (the channels of the BHWC view):
+"""SOFTMAX and LOG_SOFTMAX over the last axis (the channels of the BHWC view, at any rank):
 kernels_glsl/softmax.glsl. A pixel with many channel slices (e.g. [1, 1001] logits) is spread over
 a workgroup; otherwise one invocation handles one pixel."""
 from ...ops import softmax as reference
@@ -45,3 +45,4 @@ def build(node, env):
 SUPPORT = {op: supports for op in LOG}
 BUILD = {op: build for op in LOG}
 FACTS = {op: OpFacts(arity=UNARY) for op in LOG}
+HIGH_RANK = {op: None for op in LOG}  # the last axis stays the channels of every view

@@ -9,6 +9,7 @@ import struct
 import numpy as np
 
 from ..compiler import IoSlot
+from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
 from ..shader import PARAMS_BINDING
 from .entry import EntryError
@@ -85,7 +86,7 @@ def check_log_lines(lines):
 
 
 def vec4_elements(shape):
-    """bhwc(shape).elements without building a Shape4 (rank <= 4, checked by the caller)."""
+    """bhwc(shape).elements without building a Shape4 (rank <= MAX_RANK, checked by the caller)."""
     if not shape:
         return 1
     return math.prod(shape[:-1]) * -(-shape[-1] // 4)
@@ -143,7 +144,7 @@ def check_plan(plan, graph, limits):
             fail("writes")
         for item in written:
             if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
-                    and isinstance(item[2], tuple) and len(item[2]) <= 4 and all(is_count(d) for d in item[2])):
+                    and isinstance(item[2], tuple) and len(item[2]) <= MAX_RANK and all(is_count(d) for d in item[2])):
                 fail(f"write {item!r}")
             if item[1] + vec4_elements(item[2]) > plan.arena_elements:
                 fail(f"write {item!r} beyond the arena")
