@@ -155,7 +155,8 @@ def arg_support(node):
 
 
 # -- UNIQUE ---------------------------------------------------------------------------------
-UNIQUE_DTYPES = {np.dtype(t) for t in (np.float32, np.int8, np.int16, np.int32, np.int64, np.uint8)}  # LiteRT 2.3: no uint16
+# unique.cc lists uint16 too, but LiteRT 2.3's UNIQUE fails on it at invoke.
+UNIQUE_DTYPES = {np.dtype(t) for t in (np.float32, np.int8, np.int16, np.int32, np.int64, np.uint8)}
 
 
 def unique(node, inputs):

@@ -158,7 +158,8 @@ REJECTED = [  # (what, model, words the reason must contain)
     ("int16", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int16), quant=(0.1, 0))],
                           [((1, 5, 5, 3), np.int16, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)), "int16"),
     ("l2 int8", build_model("L2_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int8), quant=(0.1, 0))],
-                            [((1, 5, 5, 3), np.int8, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)), "float32, unchanged"),
+                            [((1, 5, 5, 3), np.int8, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)),
+     "float32, unchanged"),
     ("unquantized", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int8))], [((1, 5, 5, 3), np.int8, None)],
                                 _options((2, 2), (1, 1), SAME, 0)), "quantized per tensor"),
 ]

@@ -114,7 +114,8 @@ def test_empty_inputs_give_tflite_fill_values():
         interp.allocate_tensors()
         interp.invoke()
         out = interp.get_tensor(interp.get_output_details()[0]["index"])
-        assert out.shape == (2, 3) and np.array_equal(out, np.full((2, 3), value, dtype), equal_nan=dtype != np.bool_), op
+        expected = np.full((2, 3), value, dtype)
+        assert out.shape == (2, 3) and np.array_equal(out, expected, equal_nan=dtype != np.bool_), op
 
 
 def test_reduce_rejects_bad_axes():
