@@ -135,8 +135,8 @@ def test_reverse_sequence_matches_litert(dtype):
 
 def test_reverse_sequence_refusals():
     x = np.zeros((2, 3), np.float32)
-    assert_refused_like_litert("REVERSE_SEQUENCE", [In(x), In(np.array([4, 1], np.int32))], [((2, 3), np.float32, None)],
-                               {"seq_dim": 1, "batch_dim": 0}, match="exceed dimension 1")
+    assert_refused_like_litert("REVERSE_SEQUENCE", [In(x), In(np.array([4, 1], np.int32))],
+                               [((2, 3), np.float32, None)], {"seq_dim": 1, "batch_dim": 0}, match="exceed dimension 1")
     assert_rejected("REVERSE_SEQUENCE", [In(x), In(np.array([1, 1], np.int32))], {"seq_dim": 0, "batch_dim": 0},
                     match="two different dimensions")
     assert_rejected("REVERSE_SEQUENCE", [In(x.astype(np.int8)), In(np.array([1, 1], np.int32))],
