@@ -28,7 +28,10 @@ def test_every_builtin_op_is_listed():
         if not op.startswith(supported_ops.STABLEHLO_PREFIX):
             assert f"`{op}`" in text, op
     status = supported_ops.builtin_status()
-    assert not set(status) & set(ops.KERNELS) and "SEGMENT_SUM" not in ops.KERNELS and status["SEGMENT_SUM"] == "litert"
+    assert not set(status) & set(ops.KERNELS)
+    assert {op for op, where in status.items() if where == "none"} == supported_ops.LITERT_UNREGISTERED - \
+        {op for op in supported_ops.LITERT_UNREGISTERED if op.startswith("STABLEHLO_")} - set(supported_ops.NOT_OPS)
+    assert all(where in ("litert", "none") for where in status.values())
 
 
 def litert_registers(op):
