@@ -101,6 +101,7 @@ SUM_TERMS = {
     "Convolution2DTransposeBias": (_filter_terms((1, 2, 3)), (0, 1)),
     "BATCH_MATMUL": (_contracted_terms, (0, 1)),
     "AVERAGE_POOL_2D": (_window_terms, (0,)),
+    "L2_POOL_2D": (_window_terms, (0,)),  # a mean square, then a square root (halves its error)
     "MEAN": (_reduced_terms, (0,)),
     "SUM": (_reduced_terms, (0,)),
     "CUMSUM": (_scan_terms, (0,)),

@@ -1,5 +1,6 @@
 """Generate docs/supported_ops.md from the registries: the numpy reference kernels (gles_delegate.ops,
-the CPU path) and the GPU kernels (gles_delegate.gpu.kernels).
+the CPU path) and the GPU kernels (gles_delegate.gpu.kernels), and every other builtin op of the schema
+with what runs it (LiteRT's kernels, or nothing).
 
     python -m gles_delegate.tools.supported_ops            # print the Markdown
     python -m gles_delegate.tools.supported_ops --write    # rewrite docs/supported_ops.md
@@ -13,9 +14,37 @@ from pathlib import Path
 
 from gles_delegate import ops
 from gles_delegate.gpu import kernels
+from gles_delegate.tflite import schema
 from gles_delegate.tools import common
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "supported_ops.md"
+# The builtin ops LiteRT 2.3's builtin resolver registers at no version (derived once by building a
+# one-op model of each builtin; tests/tools/test_supported_ops.py checks it against LiteRT). A node
+# of one of them runs nowhere unless the reference has a kernel for it.
+LITERT_UNREGISTERED = frozenset({
+    "CALL", "CONCAT_EMBEDDINGS", "DELEGATE", "PLACEHOLDER_FOR_GREATER_OP_CODES",
+    "STABLEHLO_ABS", "STABLEHLO_BROADCAST_IN_DIM", "STABLEHLO_CBRT", "STABLEHLO_CLAMP", "STABLEHLO_COMPARE",
+    "STABLEHLO_CONCATENATE", "STABLEHLO_CONVERT", "STABLEHLO_CONVOLUTION", "STABLEHLO_COSINE",
+    "STABLEHLO_CUSTOM_CALL", "STABLEHLO_DIVIDE", "STABLEHLO_DOT_GENERAL", "STABLEHLO_DYNAMIC_SLICE",
+    "STABLEHLO_DYNAMIC_UPDATE_SLICE", "STABLEHLO_EXPONENTIAL", "STABLEHLO_FLOOR", "STABLEHLO_IOTA", "STABLEHLO_LOG",
+    "STABLEHLO_LOGISTIC", "STABLEHLO_NEGATE", "STABLEHLO_OR", "STABLEHLO_POWER", "STABLEHLO_REDUCE",
+    "STABLEHLO_REMAINDER", "STABLEHLO_RESHAPE", "STABLEHLO_RSQRT", "STABLEHLO_SELECT", "STABLEHLO_SLICE",
+    "STABLEHLO_SORT", "STABLEHLO_SUBTRACT", "STABLEHLO_TANH", "STABLEHLO_TRANSPOSE", "STABLEHLO_WHILE",
+})
+# Builtin op codes that name no op of their own: CUSTOM marks a custom op (named by its custom
+# code: those with a reference kernel are rows of the table), the others are schema placeholders.
+NOT_OPS = ("CUSTOM", "DELEGATE", "PLACEHOLDER_FOR_GREATER_OP_CODES")
+STABLEHLO_PREFIX = "STABLEHLO_"
+# Why the builtins LiteRT runs have no reference kernel, by group (the rest: not written yet).
+NO_REFERENCE_GROUPS = (
+    ("Random generators (their outputs depend on LiteRT's generator, so no reference could be checked "
+     "against it)", ("MULTINOMIAL", "RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM")),
+    ("Resource hash tables (string or resource tensors)",
+     ("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE")),
+    ("Strings and fingerprints (SKIP_GRAM reads strings, LSH_PROJECTION farmhash fingerprints of bytes)",
+     ("LSH_PROJECTION", "SKIP_GRAM")),
+    ("Complex numbers (complex64 tensors)", ("COMPLEX_ABS", "IMAG", "REAL")),
+)
 
 
 def registry(modules, attribute):
@@ -40,12 +69,67 @@ def _file(module, root):
     return f"`{root}/{module.__name__.rsplit('.', 1)[-1]}.py`"
 
 
+def builtin_status():
+    """{builtin op name: status} of the schema's builtins that have no reference kernel, except
+    NOT_OPS and the STABLEHLO_ family: 'litert' (LiteRT's builtin resolver registers it: it runs
+    through LiteRT's kernels when ai-edge-litert is installed) or 'none'."""
+    return {op: "none" if op in LITERT_UNREGISTERED else "litert"
+            for op in schema.BUILTIN_OP_CODES
+            if op not in ops.KERNELS and op not in NOT_OPS and not op.startswith(STABLEHLO_PREFIX)}
+
+
+def _ops_line(names):
+    return ", ".join(f"`{op}`" for op in sorted(names)) or "none"
+
+
+def _ours_table(cpu, gpu, names):
+    """The rows of the table of ops with a reference or a GPU kernel."""
+    rows = ["| Op | CPU reference | GPU kernel | Note |", "|---|---|---|---|"]
+    for op in names:
+        note = summary(gpu.get(op) or cpu.get(op)).replace("|", "\\|")
+        rows.append(f"| `{op}` | {_file(cpu[op], 'ops') if op in cpu else '-'} | "
+                    f"{_file(gpu[op], 'gpu/kernels') if op in gpu else '-'} | {note} |")
+    return rows
+
+
+def _without_reference(status):
+    """The section on the builtins without a reference kernel: LiteRT's, grouped by why, then the
+    ones nothing runs, then the STABLEHLO_ family in one line."""
+    litert = {op for op, where in status.items() if where == "litert"}
+    out = ["", "## Builtin ops without a reference kernel", "",
+           "A node of one of these ops has no GPU kernel either. With ai-edge-litert installed, LiteRT 2.3's",
+           "builtin resolver registers them and the Interpreter runs the node through LiteRT's kernels",
+           "(`cpu_backend='auto'` or `'fallback'`, gles_delegate/cpu_litert.py, docs/usage.md); without it, or with",
+           "`cpu_backend='reference'`, the node is a ModelError at `allocate_tensors()` naming it.", ""]
+    grouped = set()
+    for title, group in NO_REFERENCE_GROUPS:
+        members = litert & set(group)
+        grouped |= members
+        out += [f"- {title}: {_ops_line(members)}."]
+    out += [f"- Not written yet: {_ops_line(litert - grouped)}.", ""]
+    nothing = {op for op, where in status.items() if where == "none"}
+    stablehlo = sorted(op for op in schema.BUILTIN_OP_CODES if op.startswith(STABLEHLO_PREFIX))
+    stablehlo_litert = [op for op in stablehlo if op not in LITERT_UNREGISTERED]
+    out += [f"LiteRT 2.3's builtin resolver does not register these, so nothing runs them: {_ops_line(nothing)}.",
+            "`CUSTOM` is the code of every custom op (those the reference has are rows of the table, by their",
+            "custom code); " + " and ".join(f"`{op}`" for op in NOT_OPS if op != "CUSTOM") + " name no op.", "",
+            f"The {len(stablehlo)} `{STABLEHLO_PREFIX}*` builtins (StableHLO ops in .tflite files) are not listed "
+            "one by one: none has a",
+            f"reference or GPU kernel; LiteRT 2.3 registers {len(stablehlo_litert)} of them, which run through "
+            "LiteRT like the ops above",
+            "(but `STABLEHLO_COMPOSITE`: cpu_litert.py keeps ops that call subgraphs off LiteRT): "
+            f"{_ops_line(stablehlo_litert)}.", ""]
+    return out
+
+
 def render():
     """The Markdown of docs/supported_ops.md."""
     cpu = registry(ops.MODULES, "KERNELS")
     gpu = registry(kernels.MODULES, "BUILD")
     names = sorted(set(cpu) | set(gpu), key=lambda op: (op.upper(), op))
     both = sum(op in cpu and op in gpu for op in names)
+    status = builtin_status()
+    builtins = [op for op in schema.BUILTIN_OP_CODES if op not in NOT_OPS and not op.startswith(STABLEHLO_PREFIX)]
     out = [
         "# Supported ops",
         "",
@@ -53,7 +137,10 @@ def render():
         "     do not edit by hand (tests/tools/test_supported_ops.py fails when this file is stale). -->",
         "",
         f"{len(names)} ops: {len(cpu)} run on the CPU reference kernels (numpy, TFLite semantics: the fallback",
-        f"and the parity oracle), {len(gpu)} have a GPU kernel ({both} both).",
+        f"and the parity oracle), {len(gpu)} have a GPU kernel ({both} both). Of the schema's {len(builtins)} builtin",
+        f"ops (not counting `{STABLEHLO_PREFIX}*`), {sum(op in cpu for op in builtins)} have a reference kernel, "
+        f"{sum(where == 'litert' for where in status.values())} run only through LiteRT's kernels",
+        f"and {sum(where == 'none' for where in status.values())} run nowhere (the last section).",
         "",
         "A GPU kernel runs a node only when it says it can run that exact node (op, version, options,",
         "shapes, float32 tensors of rank <= 4, or <= 6 for the ops that docs/compiler.md lists); every other",
@@ -65,20 +152,13 @@ def render():
         "and Keras models with random weights that `tools/build_zoo.py` builds outside CI, reported by",
         "`python -m gles_delegate.tools.zoo_report` (per model: GPU nodes, the ops it lacks, error vs LiteRT).",
         "",
-        "| Op | CPU reference | GPU kernel | Note |",
-        "|---|---|---|---|",
-    ]
-    for op in names:
-        note_module = gpu.get(op) or cpu.get(op)
-        note = summary(note_module).replace("|", "\\|")
-        out.append(f"| `{op}` | {_file(cpu[op], 'ops') if op in cpu else '-'} | "
-                   f"{_file(gpu[op], 'gpu/kernels') if op in gpu else '-'} | {note} |")
+    ] + _ours_table(cpu, gpu, names)
     cpu_only = [op for op in names if op in cpu and op not in gpu]
     out += ["", "## CPU only", "",
             "These ops have a reference kernel but no GPU kernel: a node of one of them splits a GPU",
             "partition (constant-only nodes are folded before partitioning and cost nothing).", "",
-            ", ".join(f"`{op}`" for op in cpu_only) or "none", ""]
-    return "\n".join(out)
+            ", ".join(f"`{op}`" for op in cpu_only) or "none"]
+    return "\n".join(out + _without_reference(status))
 
 
 def build_parser():

@@ -1,4 +1,5 @@
-"""Broadcasting binary ops: arithmetic, comparisons and logical ops, with TFLite's semantics.
+"""Broadcasting binary ops: arithmetic, comparisons, logical and bitwise ops, with TFLite's semantics
+(and ATAN2, of two same-shaped inputs; ADD_N, the sum of N same-shaped inputs).
 
 Shapes broadcast as in numpy (TFLite's CalculateShapeForBroadcast is the same rule, at any rank).
 Float and integer arithmetic clamps to the fused activation's range; int8/uint8 ADD, SUB, MUL
@@ -14,6 +15,7 @@ from .common import (clamp_to_activation, fused_activation, multiply_by_quantize
 
 F32, I32, I64, I8, U8, I16, BOOL = (np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16,
                                                            np.bool_))
+BITWISE = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
 QUANTIZED = {I8, U8}
 ADD_LEFT_SHIFT = 20         # add.cc / sub.cc: headroom for 8-bit inputs before rescaling
 COMPARISON_LEFT_SHIFT = 8   # comparisons.cc
@@ -74,6 +76,19 @@ def _squared_difference(node, a, b):
     return diff * diff
 
 
+def _atan2(node, y, x):
+    """std::atan2(y, x) element by element (inputs y, x), of two same-shaped arrays."""
+    if y.shape != x.shape:
+        raise node_error(node, f"ATAN2 input shapes {list(y.shape)} and {list(x.shape)} differ")
+    return np.arctan2(y, x)
+
+
+def _right_shift(node, a, b):
+    """right_shift.cc: the count clamped to [0, bits - 1] (TFLite avoids C++'s undefined shifts),
+    an arithmetic shift for signed types."""
+    return np.right_shift(a, np.clip(b, 0, a.dtype.itemsize * 8 - 1).astype(a.dtype))
+
+
 # op: (function (node, a, b) -> array, dtypes it runs on, takes a fused activation)
 ARITHMETIC = {
     "ADD": (lambda node, a, b: a + b, {F32, I32, I64}, True),
@@ -87,7 +102,13 @@ ARITHMETIC = {
     # int8 / int16 divide their raw values: TFLite's kernels ignore any quantization.
     "FLOOR_DIV": (_floor_divide, {F32, I32, I8, I16}, False),
     "FLOOR_MOD": (_floor_mod, {F32, I32, I64, I8, I16}, False),
+    "ATAN2": (_atan2, {F32}, False),
+    "BITWISE_XOR": (lambda node, a, b: np.bitwise_xor(a, b), BITWISE, False),
+    "RIGHT_SHIFT": (_right_shift, BITWISE, False),
 }
+# Ops whose TFLite kernels broadcast through BroadcastBinaryFunction4DSlow, which aborts on a
+# shape of rank > 4 (RuntimeShape::ExtendedShape's check): broadcasting stops there.
+BROADCAST_4D = {"BITWISE_XOR", "RIGHT_SHIFT"}
 QUANTIZED_ARITHMETIC = {"ADD", "SUB", "MUL"}
 
 
@@ -201,6 +222,19 @@ def _two_inputs_reason(node, allowed_dtypes):
     return None
 
 
+def _shape_reason(node):
+    """The ops that broadcast less than numpy: ATAN2 not at all (atan2.cc compares ranks only and
+    then reads both inputs element by element), BROADCAST_4D ones up to rank 4."""
+    a, b = node.inputs
+    if a.shape == b.shape:
+        return None
+    if node.op == "ATAN2":
+        return f"ATAN2 input shapes {list(a.shape)} and {list(b.shape)} differ (TFLite's ATAN2 does not broadcast)"
+    if node.op in BROADCAST_4D and max(len(a.shape), len(b.shape)) > 4:
+        return f"{node.op} broadcasts shapes of rank <= 4 only (got {list(a.shape)} and {list(b.shape)})"
+    return None
+
+
 def _activation_reason(node):
     activation = fused_activation(node)
     if activation not in range(6):
@@ -214,6 +248,8 @@ def arithmetic_support(node):
     reason = _two_inputs_reason(node, dtypes | (QUANTIZED if quantized else set()))
     if reason is None and node.outputs[0].dtype != node.inputs[0].dtype:
         reason = f"{node.op} output dtype {node.outputs[0].dtype} differs from its inputs' {node.inputs[0].dtype}"
+    if reason is None:
+        reason = _shape_reason(node)
     if reason is None and has_activation:
         reason = _activation_reason(node)
     if reason is None and quantized and node.inputs[0].dtype in QUANTIZED:
@@ -238,12 +274,45 @@ def logical_support(node):
     return reason
 
 
+# -- ADD_N ----------------------------------------------------------------------------------
+def add_n(node, inputs):
+    """ADD_N: the sum of N >= 2 same-shaped float32 / int32 arrays, added in input order as
+    LiteRT's optimized_ops::AddN does: a copy of the first, then an Add clamped to the type's
+    [lowest, max] per further input (a float sum that overflows is +-FLT_MAX, not +-inf, before
+    the next input is added; NaN stays NaN; int32 wraps)."""
+    total = np.array(inputs[0], copy=True)
+    if total.dtype.kind == "f":
+        info = np.finfo(total.dtype)
+    with np.errstate(all="ignore"):
+        for x in inputs[1:]:
+            if np.shape(x) != total.shape:  # after a resize: SUPPORT saw the declared shapes
+                raise node_error(node, f"ADD_N input shapes {list(total.shape)} and {list(np.shape(x))} differ")
+            total += x
+            if total.dtype.kind == "f":
+                np.clip(total, info.min, info.max, out=total)
+    return [total]
+
+
+def add_n_support(node):
+    """add_n.cc: at least two inputs, all of one shape and of float32 or int32, one output."""
+    if len(node.inputs) < 2 or len(node.outputs) != 1 or any(t is None for t in node.inputs + node.outputs):
+        return f"ADD_N takes two or more inputs and one output, got {len(node.inputs)} and {len(node.outputs)}"
+    first = node.inputs[0]
+    if first.dtype not in (F32, I32) or node.outputs[0].dtype != first.dtype:
+        return f"ADD_N on {first.dtype} -> {node.outputs[0].dtype} is not supported (float32 or int32, unchanged)"
+    if any(t.dtype != first.dtype or tuple(t.shape) != tuple(first.shape) for t in node.inputs):
+        return "ADD_N inputs must share one dtype and one shape (TFLite's ADD_N does not broadcast)"
+    return None
+
+
 KERNELS = {**{op: arithmetic_kernel for op in ARITHMETIC},
            **{op: comparison for op in COMPARISONS},
-           **{op: logical for op in LOGICAL}}
+           **{op: logical for op in LOGICAL},
+           "ADD_N": add_n}
 SUPPORT = {**{op: arithmetic_support for op in ARITHMETIC},
            **{op: comparison_support for op in COMPARISONS},
-           **{op: logical_support for op in LOGICAL}}
+           **{op: logical_support for op in LOGICAL},
+           "ADD_N": add_n_support}
 
 
 def _broadcast_shape(node, shapes, values):
@@ -251,4 +320,5 @@ def _broadcast_shape(node, shapes, values):
     return [np.broadcast_shapes(shapes[0], shapes[1])]
 
 
-OUTPUT_SHAPES = {op: _broadcast_shape for op in KERNELS}
+OUTPUT_SHAPES = {**{op: _broadcast_shape for op in KERNELS},
+                 "ADD_N": lambda node, shapes, values: [shapes[0]]}

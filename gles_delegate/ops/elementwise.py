@@ -1,5 +1,5 @@
-"""Unary elementwise ops: activations, math functions, CAST and LOGICAL_NOT, with TFLite's
-semantics (NaN handling, activation bounds, saturating float -> integer CAST).
+"""Unary elementwise ops: activations, math functions, CAST, LOGICAL_NOT and BUCKETIZE, with
+TFLite's semantics (NaN handling, activation bounds, saturating float -> integer CAST).
 
 Float kernels come from one table of functions. Their int8 / uint8 versions follow the kernel
 TFLite runs: the RELU family requantizes then clamps (QuantizedReluX); LOGISTIC / TANH / ELU /
@@ -234,6 +234,23 @@ def logical_not(node, inputs):
     return [np.asarray(np.logical_not(inputs[0]))]
 
 
+BUCKETIZE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)}
+
+
+def bucketize(node, inputs):
+    """BUCKETIZE: x (float32 / float64 / int32 / int64) -> int32 of x's shape, the number of
+    boundaries (the option, ascending float32) <= each value: std::upper_bound, which compares
+    an integer as the float it converts to (a large int32 rounds to its nearest float32) and a
+    float64 with the boundaries widened; NaN goes past every boundary."""
+    x = np.asarray(inputs[0])
+    boundaries = np.asarray(node.options.get("boundaries", ()), np.float32)
+    if x.dtype.kind == "f" and x.dtype != F32:
+        boundaries = boundaries.astype(x.dtype)
+    else:
+        x = x.astype(F32)
+    return [np.searchsorted(boundaries, x, side="right").astype(np.int32).reshape(np.shape(x))]
+
+
 # -- support checks (the arity is with_arity's) ---------------------------------------------
 def unary_support(node):
     """Why a unary op cannot run this node, or None."""
@@ -278,11 +295,25 @@ def logical_not_support(node):
     return None
 
 
-KERNELS = {**{op: unary for op in FLOAT_FUNCTIONS}, "PRELU": prelu, "CAST": cast, "LOGICAL_NOT": logical_not}
+def bucketize_support(node):
+    """Why BUCKETIZE cannot run this node, or None: TFLite's input types, an int32 output and
+    ascending boundaries (bucketize.cc's Prepare fails otherwise)."""
+    if node.inputs[0].dtype not in BUCKETIZE_DTYPES or node.outputs[0].dtype != np.int32:
+        return (f"BUCKETIZE of {node.inputs[0].dtype} -> {node.outputs[0].dtype} is not supported "
+                "(float32, float64, int32 or int64 -> int32)")
+    boundaries = np.asarray(node.options.get("boundaries", ()), np.float32)
+    if np.any(boundaries[1:] < boundaries[:-1]):
+        return "BUCKETIZE boundaries are not sorted in ascending order"
+    return None
+
+
+KERNELS = {**{op: unary for op in FLOAT_FUNCTIONS}, "PRELU": prelu, "CAST": cast, "LOGICAL_NOT": logical_not,
+           "BUCKETIZE": bucketize}
 SUPPORT = {**{op: with_arity(1, 0, unary_support) for op in FLOAT_FUNCTIONS},
            "PRELU": with_arity(2, 0, prelu_support), "CAST": with_arity(1, 0, cast_support),
-           "LOGICAL_NOT": with_arity(1, 0, logical_not_support)}
+           "LOGICAL_NOT": with_arity(1, 0, logical_not_support), "BUCKETIZE": with_arity(1, 0, bucketize_support)}
 
 
 OUTPUT_SHAPES = {"PRELU": lambda node, shapes, values: [np.broadcast_shapes(shapes[0], shapes[1])],
-                 **{op: lambda node, shapes, values: [shapes[0]] for op in (*FLOAT_FUNCTIONS, "CAST", "LOGICAL_NOT")}}
+                 **{op: lambda node, shapes, values: [shapes[0]]
+                    for op in (*FLOAT_FUNCTIONS, "CAST", "LOGICAL_NOT", "BUCKETIZE")}}

@@ -1,6 +1,6 @@
-"""Pooling: AVERAGE_POOL_2D and MAX_POOL_2D over NHWC (float32, int8, uint8).
+"""Pooling: AVERAGE_POOL_2D and MAX_POOL_2D over NHWC (float32, int8, uint8), L2_POOL_2D (float32).
 
-Both read only in-bounds elements: the padding neither wins a max nor counts in an average.
+All read only in-bounds elements: the padding neither wins a max nor counts in an average.
 Quantized pooling works on the raw integers (TFLite requires the output to share the input's
 scale and zero point and never rescales); only the fused activation clamp reads the output's
 quantization.
@@ -58,14 +58,19 @@ def max_pool_2d(node, inputs):
     return [_finish(node, result)]
 
 
+def _window_sums(node, values):
+    """(sum, count) of each window's in-bounds elements of values [N, H, W, C]: arrays
+    [N, OH, OW, C] (the sums' dtype) and [1, OH, OW, 1] (int64)."""
+    in_bounds = np.ones((1,) + values.shape[1:3] + (1,), np.int64)
+    return (sum(view for _, _, view in _windows(node, values, 0)),
+            sum(view for _, _, view in _windows(node, in_bounds, 0)))
+
+
 def average_pool_2d(node, inputs):
     """AVERAGE_POOL_2D: [N, H, W, C] -> [N, OH, OW, C], the mean of each window's in-bounds
     elements. Quantized: the integer sum divided by the count, rounded half away from zero."""
     x = inputs[0]
-    values = x.astype(np.float32 if x.dtype.kind == "f" else np.int64)
-    in_bounds = np.ones((1,) + x.shape[1:3] + (1,), np.int64)
-    total = sum(view for _, _, view in _windows(node, values, 0))
-    count = sum(view for _, _, view in _windows(node, in_bounds, 0))
+    total, count = _window_sums(node, x.astype(np.float32 if x.dtype.kind == "f" else np.int64))
     if x.dtype.kind == "f":
         return [_finish(node, total / count.astype(np.float32))]
     # TFLite: (sum +- count / 2) / count with C's truncating division.
@@ -73,13 +78,24 @@ def average_pool_2d(node, inputs):
     return [_finish(node, rounded)]
 
 
+def l2_pool_2d(node, inputs):
+    """L2_POOL_2D (float32): [N, H, W, C] -> [N, OH, OW, C], the square root of the mean square
+    of each window's in-bounds elements, then the fused activation (TFLite's L2Pool)."""
+    x = inputs[0].astype(np.float32, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total, count = _window_sums(node, x * x)
+        return [_finish(node, np.sqrt(total / count.astype(np.float32)))]
+
+
 def support_pool(node):
     """Why a pooling node is unsupported, or None."""
     x_t, output_t = node.inputs[0], node.outputs[0]
     if len(x_t.shape) != 4:
         return f"input has rank {len(x_t.shape)}, expected 4"
-    if x_t.dtype not in _DTYPES or output_t.dtype != x_t.dtype:
-        return f"input {x_t.dtype} -> output {output_t.dtype} (supported: float32, int8, uint8, unchanged)"
+    dtypes = _DTYPES[:1] if node.op == "L2_POOL_2D" else _DTYPES  # TFLite's L2 pool is float32 only
+    if x_t.dtype not in dtypes or output_t.dtype != x_t.dtype:
+        return (f"input {x_t.dtype} -> output {output_t.dtype} (supported: "
+                f"{', '.join(d.name for d in dtypes)}, unchanged)")
     if x_t.dtype != np.float32 and (output_t.quantization is None or output_t.quantization.scales.size != 1):
         return f"output tensor {output_t.index} must be quantized per tensor"
     if min(_filter_hw(node)) < 1:
@@ -88,8 +104,8 @@ def support_pool(node):
         check_output_size(node, x_t.shape[1:3], _filter_hw(node), strides_of(node), (1, 1))
 
 
-KERNELS = {"AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d}
-SUPPORT = {"AVERAGE_POOL_2D": with_arity(1, 0, support_pool), "MAX_POOL_2D": with_arity(1, 0, support_pool)}
+KERNELS = {"AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d, "L2_POOL_2D": l2_pool_2d}
+SUPPORT = {op: with_arity(1, 0, support_pool) for op in KERNELS}
 
 
 def _pooled_shape(node, shapes, values):
@@ -98,4 +114,4 @@ def _pooled_shape(node, shapes, values):
     return [(n, oh, ow, c)]
 
 
-OUTPUT_SHAPES = {"AVERAGE_POOL_2D": _pooled_shape, "MAX_POOL_2D": _pooled_shape}
+OUTPUT_SHAPES = {op: _pooled_shape for op in KERNELS}

@@ -1,5 +1,5 @@
 """Reductions over the axes in a constant (or run-time) int32 input: MEAN, SUM, REDUCE_MAX,
-REDUCE_MIN, REDUCE_PROD, with keep_dims.
+REDUCE_MIN, REDUCE_PROD, and over bool: REDUCE_ANY, REDUCE_ALL, with keep_dims.
 
 Floats accumulate in float32 as TFLite does (numpy's pairwise sum stays closer to the exact value
 than TFLite's running sum, so the two agree within the parity tolerance). Quantized MEAN
@@ -13,6 +13,7 @@ from .common import (multiply_by_quantized_multiplier, quantized_multiplier, rou
                      saturate, scale_of, zero_point_of)
 
 _FLOAT = np.dtype(np.float32)
+_BOOL = np.dtype(np.bool_)
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
@@ -125,6 +126,9 @@ KERNELS = {
     "REDUCE_PROD": _reducer(np.prod),
     "REDUCE_MAX": _reducer(np.max, _lowest),
     "REDUCE_MIN": _reducer(np.min, _highest),
+    # reduce.cc's EvalLogic: over nothing (an empty input) ANY is false and ALL true, as in numpy.
+    "REDUCE_ANY": _reducer(np.any),
+    "REDUCE_ALL": _reducer(np.all),
 }
 SUPPORT = {
     "MEAN": _support((_FLOAT,) + _QUANTIZED, requantizes=True),
@@ -132,6 +136,8 @@ SUPPORT = {
     "REDUCE_PROD": _support((_FLOAT,)),
     "REDUCE_MAX": _support(_MINMAX_DTYPES),
     "REDUCE_MIN": _support(_MINMAX_DTYPES),
+    "REDUCE_ANY": _support((_BOOL,)),
+    "REDUCE_ALL": _support((_BOOL,)),
 }
 
 

@@ -1,5 +1,6 @@
 """Layout ops that reorder elements by a map their parameter inputs define: REVERSE_V2,
-SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND. (The other value-moving ops are in layout.py.)
+SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, REVERSE_SEQUENCE, and MATRIX_SET_DIAG (which writes a
+diagonal). (The other value-moving ops are in layout.py.)
 
 They take any dtype LiteRT's kernels take and copy stored values, so a quantized output keeps its
 input's integers; SPACE_TO_BATCH_ND pads 8-bit quantized tensors with the output's zero point
@@ -136,9 +137,77 @@ def _block_rule(shape_of):
     return rule
 
 
-KERNELS = {"REVERSE_V2": reverse_v2, "SPACE_TO_BATCH_ND": space_to_batch_nd, "BATCH_TO_SPACE_ND": batch_to_space_nd}
+# -- REVERSE_SEQUENCE, MATRIX_SET_DIAG ------------------------------------------------------------
+SEQUENCE_TYPES = (F32, U8, I16, I32, I64)  # reverse_sequence.cc's (no int8, no bool)
+# LiteRT 2.3 runs a bool MATRIX_SET_DIAG but scrambles its values (not the op's semantics): refused.
+MATRIX_TYPES = (F32, U8, I8, I16, I32, I64)
+
+
+def reverse_sequence(node, inputs):
+    """REVERSE_SEQUENCE: x, seq_lengths [x.shape[batch_dim]] (int32 / int64) -> x with, for each
+    index b along batch_dim, its first seq_lengths[b] elements along seq_dim reversed (a length
+    below 2 leaves them; one past the dimension fails, as in TFLite)."""
+    x, lengths = inputs
+    seq_dim, batch_dim = node.options.get("seq_dim", 0), node.options.get("batch_dim", 0)
+    lengths = index_values(node, lengths, "seq_lengths", count=x.shape[batch_dim])
+    if np.any(lengths > x.shape[seq_dim]):
+        raise node_error(node, f"seq_lengths {lengths.tolist()} exceed dimension {seq_dim} ({x.shape[seq_dim]})")
+    out = np.array(x, copy=True)
+    source, target = (np.moveaxis(a, (batch_dim, seq_dim), (0, 1)) for a in (x, out))
+    for b, length in enumerate(lengths.tolist()):
+        if length > 1:
+            target[b, :length] = source[b, length - 1::-1]
+    return [out]
+
+
+def _reverse_sequence_support(node):
+    reason = arity_reason(node, 2)
+    if reason:
+        return reason
+    (x, lengths), rank = node.inputs, len(node.inputs[0].shape)
+    seq_dim, batch_dim = node.options.get("seq_dim", 0), node.options.get("batch_dim", 0)
+    if x.dtype not in SEQUENCE_TYPES or node.outputs[0].dtype != x.dtype:
+        return f"REVERSE_SEQUENCE of {x.dtype} -> {node.outputs[0].dtype} is not supported"
+    if lengths.dtype not in (I32, I64) or len(lengths.shape) != 1:
+        return "seq_lengths must be an int32 or int64 vector"
+    if not (0 <= seq_dim < rank and 0 <= batch_dim < rank) or seq_dim == batch_dim:
+        return f"seq_dim {seq_dim} and batch_dim {batch_dim} must be two different dimensions of the rank-{rank} input"
+    if lengths.shape[0] != x.shape[batch_dim]:
+        return f"seq_lengths holds {lengths.shape[0]} values for batch dimension {batch_dim} of {x.shape[batch_dim]}"
+    return None
+
+
+def matrix_set_diag(node, inputs):
+    """MATRIX_SET_DIAG: x [..., M, N], diagonal [..., min(M, N)] -> x with each innermost
+    matrix's main diagonal replaced."""
+    x, diagonal = inputs
+    size = min(x.shape[-2:])
+    if diagonal.shape != x.shape[:-2] + (size,):
+        raise node_error(node, f"diagonal shape {list(diagonal.shape)} does not fit matrices {list(x.shape)}")
+    out = np.array(x, copy=True)
+    out[..., np.arange(size), np.arange(size)] = diagonal
+    return [out]
+
+
+def _matrix_set_diag_support(node):
+    reason = arity_reason(node, 2)
+    if reason:
+        return reason
+    x, diagonal = node.inputs
+    if x.dtype not in MATRIX_TYPES or diagonal.dtype != x.dtype or node.outputs[0].dtype != x.dtype:
+        return f"MATRIX_SET_DIAG of {x.dtype} / {diagonal.dtype} -> {node.outputs[0].dtype} is not supported"
+    if len(x.shape) < 2 or tuple(diagonal.shape) != tuple(x.shape[:-2]) + (min(x.shape[-2:]),):
+        return f"diagonal shape {list(diagonal.shape)} does not fit matrices {list(x.shape)}"
+    return None
+
+
+KERNELS = {"REVERSE_V2": reverse_v2, "SPACE_TO_BATCH_ND": space_to_batch_nd, "BATCH_TO_SPACE_ND": batch_to_space_nd,
+           "REVERSE_SEQUENCE": reverse_sequence, "MATRIX_SET_DIAG": matrix_set_diag}
 SUPPORT = {"REVERSE_V2": _support(2, ((1, "axis"),)),
            "SPACE_TO_BATCH_ND": _support(3, ((1, "block_shape"), (2, "paddings"))),
-           "BATCH_TO_SPACE_ND": _support(3, ((1, "block_shape"), (2, "crops")))}
+           "BATCH_TO_SPACE_ND": _support(3, ((1, "block_shape"), (2, "crops"))),
+           "REVERSE_SEQUENCE": _reverse_sequence_support, "MATRIX_SET_DIAG": _matrix_set_diag_support}
 OUTPUT_SHAPES = {"REVERSE_V2": _reversed_shape, "SPACE_TO_BATCH_ND": _block_rule(_space_to_batch_shape),
-                 "BATCH_TO_SPACE_ND": _block_rule(_batch_to_space_shape)}
+                 "BATCH_TO_SPACE_ND": _block_rule(_batch_to_space_shape),
+                 "REVERSE_SEQUENCE": lambda node, shapes, values: [shapes[0]],
+                 "MATRIX_SET_DIAG": lambda node, shapes, values: [shapes[0]]}

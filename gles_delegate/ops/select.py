@@ -1,6 +1,6 @@
 """Selection ops: SELECT, SELECT_V2 (pick x or y by a bool condition), WHERE (coordinates of the
-true elements) and ARG_MAX / ARG_MIN (index of the extreme along an axis), with TFLite's
-semantics.
+true elements), ARG_MAX / ARG_MIN (index of the extreme along an axis) and UNIQUE (the distinct
+values of a vector), with TFLite's semantics.
 
 SELECT (v1) takes a condition of x's shape, a scalar, or a vector over x's first dimension
 (RankOneSelect); SELECT_V2 broadcasts all three inputs as numpy does. ARG_MAX / ARG_MIN keep the
@@ -9,7 +9,10 @@ as arg_min_max.cc does: ties keep the first index and a NaN never replaces the e
 in the first place depends on the axis, as LiteRT's kernels do (measured against LiteRT 2.3):
 over an axis whose following dimensions are all 1 (the last axis, typically) every comparison
 with it is false and it stays the extreme (index 0); over any other axis the first non-NaN
-value replaces it (index 0 only when all are NaN).
+value replaces it (index 0 only when all are NaN). UNIQUE keeps values in order of first
+occurrence, keyed as unique.cc's std::map<T, int> does: -0.0 and 0.0 are one value (the first
+seen is kept); a NaN breaks that map's ordering (its slot depends on the tree's shape), so for it
+ours only promises what numpy does: every NaN is one value.
 """
 import numpy as np
 
@@ -151,8 +154,48 @@ def arg_support(node):
     return None
 
 
-KERNELS = {"SELECT": select, "SELECT_V2": select, "WHERE": where, "ARG_MAX": arg_extreme, "ARG_MIN": arg_extreme}
+# -- UNIQUE ---------------------------------------------------------------------------------
+# unique.cc lists uint16 too, but LiteRT 2.3's UNIQUE fails on it at invoke.
+UNIQUE_DTYPES = {np.dtype(t) for t in (np.float32, np.int8, np.int16, np.int32, np.int64, np.uint8)}
+
+
+def unique(node, inputs):
+    """UNIQUE: x [n] -> its distinct values [m] in order of first occurrence, and for each
+    element the index of its value among them [n] (int32 or int64: idx_out_type)."""
+    x = np.asarray(inputs[0])
+    if x.ndim != 1:
+        raise node_error(node, f"input must be a vector, got shape {list(x.shape)}")
+    _, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the distinct values by first occurrence
+    slot = np.empty_like(order)
+    slot[order] = np.arange(order.size)
+    return [x[first[order]], slot[inverse.reshape(-1)].astype(OUTPUT_TYPES[node.options.get("idx_out_type", 2)])]
+
+
+def _unique_shapes(node, shapes, values):
+    """The distinct count is known only for a known input."""
+    return None if values[0] is None else [r.shape for r in unique(node, values)]
+
+
+def unique_support(node):
+    """Why UNIQUE cannot run this node, or None."""
+    reason = arity_reason(node, 1, 2)
+    if reason:
+        return reason
+    x, (values, index) = node.inputs[0], node.outputs
+    if x.dtype not in UNIQUE_DTYPES or values.dtype != x.dtype:
+        return f"UNIQUE of {x.dtype} -> {values.dtype} is not supported"
+    if len(x.shape) != 1:
+        return f"UNIQUE takes a vector, got shape {list(x.shape)}"
+    index_type = node.options.get("idx_out_type", 2)
+    if OUTPUT_TYPES.get(index_type) != index.dtype:
+        return f"UNIQUE index output {index.dtype} does not match idx_out_type {index_type} (int32 or int64)"
+    return None
+
+
+KERNELS = {"SELECT": select, "SELECT_V2": select, "WHERE": where, "ARG_MAX": arg_extreme, "ARG_MIN": arg_extreme,
+           "UNIQUE": unique}
 SUPPORT = {"SELECT": select_support, "SELECT_V2": select_support, "WHERE": where_support,
-           "ARG_MAX": arg_support, "ARG_MIN": arg_support}
+           "ARG_MAX": arg_support, "ARG_MIN": arg_support, "UNIQUE": unique_support}
 OUTPUT_SHAPES = {"SELECT": _select_shape, "SELECT_V2": _select_shape, "WHERE": _where_shape,
-                 "ARG_MAX": _arg_shape, "ARG_MIN": _arg_shape}
+                 "ARG_MAX": _arg_shape, "ARG_MIN": _arg_shape, "UNIQUE": _unique_shapes}

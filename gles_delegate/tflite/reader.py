@@ -183,15 +183,16 @@ class _Reader:
         return n
 
     def ints(self, obj, field, item_bytes=4, max_items=None):
-        """A scalar vector as a tuple of Python ints (empty when absent); more than `max_items`
-        is refused before anything is converted."""
+        """A scalar vector as a tuple of Python ints (floats for a float vector: BUCKETIZE's
+        boundaries), empty when absent; more than `max_items` is refused before anything is
+        converted."""
         if getattr(obj, field + "IsNone")():
             return ()
         n = self.length(obj, field, item_bytes)
         if max_items is not None and n > max_items:
             raise ModelError(f"{self.where}: {field} has {n} entries, at most {max_items} are allowed")
         self.spend(INT_COST * n)
-        return tuple(int(v) for v in getattr(obj, field + "AsNumpy")())
+        return tuple(getattr(obj, field + "AsNumpy")().tolist())
 
     def array(self, obj, field, item_bytes, copied=True):
         """A scalar vector as a zero-copy numpy view (None when absent). copied: the caller

@@ -184,8 +184,9 @@ class _Writer:
             camel = schema.camel_case(field)
             if not hasattr(reader_class, camel):
                 raise ValueError(f"{table_name} has no field {field!r}")
-            if hasattr(reader_class, camel + "Length"):
-                vectors[camel] = self.int_vector(value)
+            if hasattr(reader_class, camel + "Length"):  # float values: a float vector (BUCKETIZE's boundaries)
+                vectors[camel] = self.float_vector(value) if np.asarray(value).dtype.kind == "f" else \
+                    self.int_vector(value)
             elif isinstance(value, str):  # VAR_HANDLE's container and shared_name
                 vectors[camel] = b.CreateString(value)
         mod.Start(b)

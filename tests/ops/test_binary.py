@@ -318,3 +318,76 @@ def test_floor_ops_zero_divisor_fails_at_invoke(op, dtype):
 def test_floor_ops_unsupported_dtypes_are_rejected(op, dtype):
     """The dtypes LiteRT's floor_div.cc / floor_mod.cc refuse."""
     assert_rejected(op, [In(np.ones((2, 3), dtype)), In(np.ones((2, 3), dtype))], match="is not supported")
+
+
+# -- ATAN2, BITWISE_XOR, RIGHT_SHIFT, ADD_N ----------------------------------------------------
+def test_atan2_matches_litert():
+    rng = np.random.default_rng(21)
+    for rank in range(0, 6):
+        shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+        y, x = (rng.normal(0, 3, shape).astype(np.float32) for _ in range(2))
+        check_op("ATAN2", [In(y), In(x, const=rank % 2 == 1)])
+
+
+def test_atan2_special_values():
+    """Every pair of specials: the signed zeros and infinities pick the quadrant, NaN propagates."""
+    y, x = (a.reshape(-1) for a in np.meshgrid(SPECIALS, SPECIALS))
+    compare_elementwise("ATAN2", [In(y), In(x)], rtol=2e-7)
+    ours = run_ours(single_op_model("ATAN2", [In(y), In(x)]), [y, x])[0]
+    theirs = run_litert(single_op_model("ATAN2", [In(y), In(x)]), [y, x], resolver="builtin")[0]
+    assert np.array_equal(np.signbit(ours), np.signbit(theirs))  # atan2(-0, +0) is -0
+
+
+BITWISE_DTYPES = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32]
+
+
+@pytest.mark.parametrize("op", ["BITWISE_XOR", "RIGHT_SHIFT"])
+@pytest.mark.parametrize("dtype", BITWISE_DTYPES)
+def test_bitwise_ops_match_litert(op, dtype):
+    """Full-range values (RIGHT_SHIFT: counts from below 0 to past the width, which TFLite
+    clamps), broadcast up to rank 4, and rank 5 without broadcasting."""
+    rng = np.random.default_rng(22)
+    info, bits = np.iinfo(dtype), np.dtype(dtype).itemsize * 8
+    for rank in range(0, 6):
+        shapes = broadcast_pair(rng, rank) if rank <= 4 else [(2, 1, 3, 2, 2)] * 2
+        a = rng.integers(info.min, info.max, shapes[0], endpoint=True).astype(dtype)
+        if op == "RIGHT_SHIFT":
+            b = rng.integers(max(info.min, -3), bits + 3, shapes[1]).astype(dtype)
+        else:
+            b = rng.integers(info.min, info.max, shapes[1], endpoint=True).astype(dtype)
+        check_op(op, [In(a), In(b, const=rank % 2 == 0)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_add_n_matches_litert(dtype):
+    rng = np.random.default_rng(23)
+    for count, rank in [(2, 0), (3, 1), (4, 3), (7, 5)]:
+        shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+        if dtype == np.int32:  # wraps like int32_t
+            values = [rng.integers(-2 ** 31, 2 ** 31, shape).astype(dtype) for _ in range(count)]
+        else:
+            values = [rng.normal(0, 100, shape).astype(dtype) for _ in range(count)]
+        check_op("ADD_N", [In(v, const=k == 1) for k, v in enumerate(values)])
+
+
+def test_add_n_special_values():
+    a = SPECIALS
+    compare_elementwise("ADD_N", [In(a), In(a[::-1].copy()), In(np.roll(a, 3))], rtol=0)
+    # A partial sum that overflows is clamped before the next input: inf + 0 - inf is -FLT_MAX,
+    # and 3e38 + 3e38 - 3e38 comes back to 3e38 - (3e38 - FLT_MAX), neither NaN nor inf.
+    compare_elementwise("ADD_N", [In(np.float32([np.inf, 3e38])), In(np.float32([0, 3e38])),
+                                  In(np.float32([-np.inf, -3e38]))], rtol=0)
+
+
+@pytest.mark.parametrize("op,inputs,out_dtype,expected", [
+    ("ATAN2", [np.zeros((2, 3), np.float32), np.zeros((1, 3), np.float32)], np.float32, "does not broadcast"),
+    ("ATAN2", [np.zeros(3, np.int32)] * 2, np.int32, "int32 is not supported"),
+    ("BITWISE_XOR", [np.zeros(3, np.float32)] * 2, np.float32, "float32 is not supported"),
+    ("RIGHT_SHIFT", [np.zeros((1, 1, 1, 1, 2), np.int32), np.zeros(2, np.int32)], np.int32, "rank <= 4"),
+    ("ADD_N", [np.zeros(3, np.float32)], np.float32, "two or more inputs"),
+    ("ADD_N", [np.zeros(3, np.float32), np.zeros(1, np.float32)], np.float32, "one shape"),
+    ("ADD_N", [np.zeros(3, np.float32), np.zeros(3, np.int32)], np.float32, "one dtype"),
+    ("ADD_N", [np.zeros(3, np.int8)] * 2, np.int8, "float32 or int32"),
+])
+def test_more_binary_refusals(op, inputs, out_dtype, expected):
+    assert_rejected(op, [In(x) for x in inputs], match=expected, outputs=[(inputs[0].shape, out_dtype, None)])

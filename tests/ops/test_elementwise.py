@@ -223,3 +223,29 @@ def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant
     shapes = shapes or [(2, 3)] * len(dtypes)
     inputs = [In(np.zeros(shape, dtype), quant=quant) for shape, dtype in zip(shapes, dtypes)]
     assert_rejected(op, inputs, match=expected, outputs=[(shapes[0], out_dtype, quant)])
+
+
+# -- BUCKETIZE ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_bucketize_matches_litert(dtype):
+    """Values on, between and beyond the boundaries (repeated ones included); integers past
+    2^24 compare as the float32 they round to; NaN lands past every boundary."""
+    rng = np.random.default_rng(51)
+    boundaries = np.float32([-1e9, -3.0, -0.5, 0.0, 0.0, 1.5, 2.0, 16777217.0, 3e9])
+    for rank in range(0, 4):
+        shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+        x = rng.choice(np.concatenate([boundaries, rng.normal(0, 3, 20), [16777216, 16777218, -2e9]]), shape)
+        if np.dtype(dtype).kind == "i":
+            x = np.clip(x, np.iinfo(np.int32).min, np.iinfo(np.int32).max)
+        check_op("BUCKETIZE", [In(np.asarray(x).astype(dtype))], {"boundaries": boundaries},
+                 output_dtypes=[np.int32])
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)
+    check_op("BUCKETIZE", [In(specials)], {"boundaries": boundaries}, output_dtypes=[np.int32])
+
+
+def test_bucketize_refusals():
+    x = In(np.zeros(3, np.float32))
+    assert_rejected("BUCKETIZE", [x], {"boundaries": np.float32([1, 0])}, match="not sorted",
+                    outputs=[((3,), np.int32, None)])
+    assert_rejected("BUCKETIZE", [In(np.zeros(3, np.int8))], {"boundaries": np.float32([0])}, match="not supported",
+                    outputs=[((3,), np.int32, None)])

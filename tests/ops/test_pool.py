@@ -11,6 +11,7 @@ from tests.oplib import (BUILTIN_ONLY_MODELS, CLAMPS, SAME, VALID, In, build_mod
                          reason_of, window_out_size)
 
 POOLS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
+FLOAT_POOLS = POOLS + ["L2_POOL_2D"]  # L2_POOL_2D is float32 only in TFLite
 
 
 def _options(filter_hw, strides, padding, activation):
@@ -30,7 +31,7 @@ CASES = [  # (x shape, filter, strides)
 
 @pytest.mark.parametrize("padding", [SAME, VALID])
 @pytest.mark.parametrize("x_shape,filter_hw,strides", CASES)
-@pytest.mark.parametrize("op", POOLS)
+@pytest.mark.parametrize("op", FLOAT_POOLS)
 def test_pool_float_cases(op, x_shape, filter_hw, strides, padding):
     rng = np.random.default_rng(sum(x_shape) + padding)
     if min(window_out_size(s, k, st_, padding) for s, k, st_ in zip(x_shape[1:3], filter_hw, strides)) < 1:
@@ -41,7 +42,7 @@ def test_pool_float_cases(op, x_shape, filter_hw, strides, padding):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(POOLS), st.integers(1, 2), st.integers(1, 11), st.integers(1, 11), st.integers(1, 5),
+@given(st.sampled_from(FLOAT_POOLS), st.integers(1, 2), st.integers(1, 11), st.integers(1, 11), st.integers(1, 5),
        st.integers(1, 5), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4),
        st.sampled_from([SAME, VALID]), st.sampled_from(CLAMPS), st.integers(0, 2 ** 31))
 def test_pool_float_random(op, n, h, w, c, fh, fw, sh, sw, padding, activation, seed):
@@ -69,12 +70,15 @@ def test_pool_quantized(op, dtype, activation):
 
 
 @pytest.mark.parametrize("activation", CLAMPS)
-@pytest.mark.parametrize("op", POOLS)
+@pytest.mark.parametrize("op", FLOAT_POOLS)
 def test_infinities_clamp_to_flt_max(op, activation):
     """TFLite clamps a pool's output to the activation's range within +-FLT_MAX: an infinite max
-    or average becomes +-FLT_MAX, with or without activation."""
+    or average becomes +-FLT_MAX, with or without activation (an L2 pool's square overflows from
+    2e19 on, and a NaN stays NaN)."""
     x = np.random.default_rng(1).uniform(-2, 2, (1, 6, 6, 2)).astype(np.float32)
-    x[0, 1, 1, 0], x[0, 4, 3, 1] = np.inf, -np.inf
+    x[0, 1, 1, 0], x[0, 4, 3, 1], x[0, 0, 4, 1] = np.inf, -np.inf, 3e19
+    if op == "L2_POOL_2D":
+        x[0, 5, 0, 0] = np.nan
     check_op(op, [In(x)], _options((2, 2), (1, 1), SAME, activation))
 
 
@@ -102,7 +106,7 @@ def _resizable_pool(op, padding):
                        _options((8, 8), (8, 8), padding, 0))
 
 
-@pytest.mark.parametrize("op", POOLS)
+@pytest.mark.parametrize("op", FLOAT_POOLS)
 def test_input_resized_below_a_valid_window(op):
     """No VALID window fits a 4x4 input: TFLite's pool outputs an empty tensor (which any next
     node refuses); ours refuses the node at allocate_tensors, as it does a model that declares it."""
@@ -116,7 +120,7 @@ def test_input_resized_below_a_valid_window(op):
         ours.allocate_tensors()
 
 
-@pytest.mark.parametrize("op", POOLS)
+@pytest.mark.parametrize("op", FLOAT_POOLS)
 def test_input_resized_below_a_same_window(op):
     """A SAME window larger than the resized input still pools its in-bounds elements, as in LiteRT."""
     x = np.random.default_rng(4).uniform(-2, 2, (1, 4, 4, 3)).astype(np.float32)
@@ -153,6 +157,9 @@ REJECTED = [  # (what, model, words the reason must contain)
                          _options((2, 2), (1, 1), SAME, 0)), "rank 3"),
     ("int16", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int16), quant=(0.1, 0))],
                           [((1, 5, 5, 3), np.int16, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)), "int16"),
+    ("l2 int8", build_model("L2_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int8), quant=(0.1, 0))],
+                            [((1, 5, 5, 3), np.int8, (0.1, 0))], _options((2, 2), (1, 1), SAME, 0)),
+     "float32, unchanged"),
     ("unquantized", build_model("MAX_POOL_2D", [In(np.zeros((1, 5, 5, 3), np.int8))], [((1, 5, 5, 3), np.int8, None)],
                                 _options((2, 2), (1, 1), SAME, 0)), "quantized per tensor"),
 ]

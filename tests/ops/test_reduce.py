@@ -63,6 +63,18 @@ def test_integer_max_min(op, dtype, quant):
         check_reduce(op, x, random_axes(rng, rank), bool(rank % 2), quant=quant, out_quant=quant)
 
 
+@pytest.mark.parametrize("op", ["REDUCE_ANY", "REDUCE_ALL"])
+def test_logical_reductions(op):
+    rng = np.random.default_rng(6)
+    for rank in range(1, 6):
+        for keep_dims in (False, True):
+            shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+            # Mostly one value, so that both outcomes appear along the reduced axes.
+            x = rng.random(shape) < (0.15 if op == "REDUCE_ANY" else 0.85)
+            check_reduce(op, x, random_axes(rng, rank), keep_dims)
+    check_reduce(op, np.array([[True, False]]), np.zeros(0, np.int32), False)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_quantized_mean_is_exact(dtype):
     # Both TFLite formulas (the general one and the optimized 4-D mean over H and W) are
@@ -91,17 +103,19 @@ def test_quantized_mean_other_ranks_and_no_axes():
 def test_empty_inputs_give_tflite_fill_values():
     # LiteRT's Python API cannot feed an empty tensor, so check the values TFLite documents:
     # NaN for MEAN, the neutral element (numeric_limits lowest/max for max/min) for the others.
-    x = np.zeros((2, 0, 3), np.float32)
     expected = {"MEAN": np.nan, "SUM": 0.0, "REDUCE_PROD": 1.0, "REDUCE_MAX": np.finfo(np.float32).min,
-                "REDUCE_MIN": np.finfo(np.float32).max}
+                "REDUCE_MIN": np.finfo(np.float32).max, "REDUCE_ANY": False, "REDUCE_ALL": True}
     for op, value in expected.items():
+        dtype = np.bool_ if isinstance(value, bool) else np.float32
+        x = np.zeros((2, 0, 3), dtype)
         node_inputs = [In(x), In(np.array([1], np.int32), const=True)]
         model = single_op_model(op, node_inputs, {"keep_dims": False})
         interp = Interpreter(model_content=model)
         interp.allocate_tensors()
         interp.invoke()
         out = interp.get_tensor(interp.get_output_details()[0]["index"])
-        assert out.shape == (2, 3) and np.array_equal(out, np.full((2, 3), value, np.float32), equal_nan=True), op
+        expected = np.full((2, 3), value, dtype)
+        assert out.shape == (2, 3) and np.array_equal(out, expected, equal_nan=dtype != np.bool_), op
 
 
 def test_reduce_rejects_bad_axes():
@@ -113,6 +127,7 @@ def test_reduce_rejects_bad_axes():
 @pytest.mark.parametrize("op,x,axes,quant,out_quant,match", [
     ("SUM", np.zeros((2, 3), np.int8), np.array([0], np.int32), (0.1, 0), (0.1, 0), "not one of"),
     ("REDUCE_PROD", np.zeros((2, 3), np.int32), np.array([0], np.int32), None, None, "not one of"),
+    ("REDUCE_ANY", np.zeros((2, 3), np.float32), np.array([0], np.int32), None, None, "not one of"),
     ("MEAN", np.zeros((2, 3), np.float32), np.array([0], np.int64), None, None, "axis must be an int32"),
     ("MEAN", np.zeros((2, 3), np.int8), np.array([0], np.int32), None, None, "per-tensor quantization"),
     ("REDUCE_MAX", np.zeros((2, 3), np.uint8), np.array([0], np.int32), (0.1, 0), (0.2, 0), "share scale"),

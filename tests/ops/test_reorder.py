@@ -114,3 +114,48 @@ def test_block_ops_reject_int64_parameters():
     inputs = [In(np.zeros((1, 4, 4, 1), F32)), In(np.array([2, 2], I64), const=True),
               In(np.zeros((2, 2), I64), const=True)]
     assert_rejected("SPACE_TO_BATCH_ND", inputs, match="block_shape must be an int32", outputs=[((4, 2, 2, 1), F32, None)])
+
+
+# -- REVERSE_SEQUENCE, MATRIX_SET_DIAG --------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int16, np.int32, np.int64])
+def test_reverse_sequence_matches_litert(dtype):
+    """Every (seq_dim, batch_dim) pair of ranks 2 to 4, lengths from 0 to the whole dimension
+    (negative ones reverse nothing), int32 and int64 lengths, constant or fed."""
+    rng = np.random.default_rng(71)
+    for rank in (2, 3, 4):
+        shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+        x = rng.integers(0, 100, shape).astype(dtype)
+        for seq_dim in range(rank):
+            for batch_dim in set(range(rank)) - {seq_dim}:
+                lengths = rng.integers(-1, shape[seq_dim] + 1, shape[batch_dim])
+                length_type = np.int64 if (seq_dim + batch_dim) % 2 else np.int32
+                check_op("REVERSE_SEQUENCE", [In(x), In(lengths.astype(length_type), const=rank == 3)],
+                         {"seq_dim": seq_dim, "batch_dim": batch_dim})
+
+
+def test_reverse_sequence_refusals():
+    x = np.zeros((2, 3), np.float32)
+    assert_refused_like_litert("REVERSE_SEQUENCE", [In(x), In(np.array([4, 1], np.int32))],
+                               [((2, 3), np.float32, None)], {"seq_dim": 1, "batch_dim": 0}, match="exceed dimension 1")
+    assert_rejected("REVERSE_SEQUENCE", [In(x), In(np.array([1, 1], np.int32))], {"seq_dim": 0, "batch_dim": 0},
+                    match="two different dimensions")
+    assert_rejected("REVERSE_SEQUENCE", [In(x.astype(np.int8)), In(np.array([1, 1], np.int32))],
+                    {"seq_dim": 1, "batch_dim": 0}, match="not supported")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16])
+def test_matrix_set_diag_matches_litert(dtype):
+    rng = np.random.default_rng(72)
+    for shape in [(3, 3), (2, 5), (4, 2, 3), (2, 2, 4, 1), (1, 3, 2, 2, 3)]:
+        x = rng.integers(0, 100, shape).astype(dtype)
+        diagonal = rng.integers(0, 100, shape[:-2] + (min(shape[-2:]),)).astype(dtype)
+        check_op("MATRIX_SET_DIAG", [In(x), In(diagonal, const=len(shape) == 3)])
+
+
+def test_matrix_set_diag_refusals():
+    assert_rejected("MATRIX_SET_DIAG", [In(np.zeros((2, 3), np.float32)), In(np.zeros(3, np.float32))],
+                    match="does not fit")
+    assert_rejected("MATRIX_SET_DIAG", [In(np.zeros(3, np.float32)), In(np.zeros(3, np.float32))], match="does not fit")
+    # LiteRT 2.3 scrambles a bool MATRIX_SET_DIAG (ones where the diagonal and input say zero)
+    assert_rejected("MATRIX_SET_DIAG", [In(np.zeros((2, 2), np.bool_)), In(np.ones(2, np.bool_))],
+                    match="not supported")
