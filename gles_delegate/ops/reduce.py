@@ -39,6 +39,35 @@ def _reducer(reduce, initial=None):
     return kernel
 
 
+def _scanned_extreme(reduce, start):
+    """REDUCE_MAX (reduce np.max, start _lowest) or REDUCE_MIN as LiteRT's builtin kernel runs
+    them: acc = start, then acc = x unless x < acc (x > acc for MIN) for every element in
+    row-major order. A comparison with NaN is false, so a NaN becomes acc and the next element
+    replaces it: with NaN in a run, the result is the extreme of the elements after its last
+    NaN, NaN when a NaN comes last (LiteRT's reference kernel, which skips NaN, differs).
+    Without NaN it is numpy's reduce with `initial`."""
+    plain = _reducer(reduce, start)
+
+    def kernel(node, inputs):
+        x, axes, keep_dims = _reduction(node, inputs)
+        if x.dtype.kind != "f" or not axes or x.size == 0 or not np.isnan(x).any():
+            return plain(node, inputs)
+        kept = [d for a, d in enumerate(x.shape) if a not in axes]
+        runs = np.moveaxis(x, sorted(axes), range(-len(axes), 0)).reshape(kept + [-1])
+        nan = np.isnan(runs)
+        length = runs.shape[-1]
+        last_nan = np.where(nan.any(-1), length - 1 - np.argmax(nan[..., ::-1], axis=-1), -1)
+        after = np.arange(length) > last_nan[..., None]
+        beyond = np.float32(-np.inf if reduce is np.max else np.inf)  # no element after: NaN below
+        result = reduce(np.where(after, runs, beyond), axis=-1)
+        result = np.where(last_nan < 0, reduce(np.stack([result, np.full_like(result, start(x.dtype))]), axis=0),
+                          result)
+        result = np.where(last_nan == length - 1, np.float32(np.nan), result).astype(x.dtype)
+        shape = [1 if a in axes else d for a, d in enumerate(x.shape)] if keep_dims else kept
+        return [result.reshape(shape)]
+    return kernel
+
+
 def _lowest(dtype):
     """numeric_limits<T>::lowest(): REDUCE_MAX's start value."""
     return np.finfo(dtype).min if dtype.kind == "f" else np.iinfo(dtype).min
@@ -124,8 +153,8 @@ KERNELS = {
     "MEAN": mean,
     "SUM": _reducer(np.sum),
     "REDUCE_PROD": _reducer(np.prod),
-    "REDUCE_MAX": _reducer(np.max, _lowest),
-    "REDUCE_MIN": _reducer(np.min, _highest),
+    "REDUCE_MAX": _scanned_extreme(np.max, _lowest),
+    "REDUCE_MIN": _scanned_extreme(np.min, _highest),
     # reduce.cc's EvalLogic: over nothing (an empty input) ANY is false and ALL true, as in numpy.
     "REDUCE_ANY": _reducer(np.any),
     "REDUCE_ALL": _reducer(np.all),

@@ -139,3 +139,21 @@ def test_reduce_support_refusals(op, x, axes, quant, out_quant, match):
 
 def test_reduction_nodes_of_real_models(mediapipe_models):
     assert check_nodes_on_real_models(mediapipe_models, reduce_ops.KERNELS) > 0
+
+
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_max_min_with_nan_follow_litert_order(op):
+    """LiteRT's builtin REDUCE_MAX / MIN keep acc = x unless x < acc (x > acc), in row-major
+    order: a NaN is replaced by the next element, so only a NaN last in its run survives (its
+    reference kernel, which skips NaN, and numpy, which propagates it, both differ). Random
+    shapes, axes and NaN / +-inf / FLT_MAX placements."""
+    rng = np.random.default_rng(8)
+    specials = np.array([np.nan, np.inf, -np.inf, 3.4028235e38, -3.4028235e38], np.float32)
+    for rank in range(1, 5):
+        for _ in range(6):
+            shape = tuple(int(d) for d in rng.integers(1, 5, rank))
+            x = rng.normal(size=shape).astype(np.float32)
+            mask = rng.random(shape) < 0.3
+            x[mask] = rng.choice(specials, int(mask.sum()))
+            with np.errstate(invalid="ignore"):
+                check_reduce(op, x, random_axes(rng, rank), bool(rng.integers(0, 2)))
