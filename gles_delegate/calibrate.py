@@ -314,7 +314,8 @@ def _promote(flow, result, reference, errors, bound, promotion):
         tensors.update(overflow)
         return Promotion(tensors, weights)
     e = _tensor_errors(result, reference)
-    upstream = flow.upstream([i for i, err in errors.items() if err > bound])
+    bad = [i for i, err in errors.items() if err > bound]
+    upstream = flow.upstream(bad)
     culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in upstream)
                 if item is not None and item[0] >= GROWTH]
     for growth, k, todo, has_weights, out_error in culprits:
@@ -325,6 +326,8 @@ def _promote(flow, result, reference, errors, bound, promotion):
             weights.setdefault(k, f"its error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)")
     if not culprits:  # error that accumulates along the graph: everything upstream of a bad output
         worst = max(errors.values())
+        for index in bad:  # its own rounding to half may be what the bound does not allow
+            tensors.setdefault(index, f"an output {errors[index]:.3g} of max |x| from FP32")
         for k in upstream:
             for index in sorted(flow.reads[k]):
                 tensors.setdefault(index, f"upstream of an output {worst:.3g} of max |x| from FP32, with no node "

@@ -32,7 +32,7 @@ void store(int i, vec4 v) {
   else arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
 }
 #elif defined(FLOAT_BUFFER)
-layout(std430, binding = 3) buffer Arena { vec4 arena[]; };
+layout(std430, binding = 3) buffer Floats { vec4 arena[]; };
 vec4 load(int i) { return arena[i]; }
 vec4 weight(int i) { return arena[i]; }
 void store(int i, vec4 v) { arena[i] = v; }

@@ -127,7 +127,8 @@ def _pack(constants, chosen, half, min_rows):
     rows = [constants[k] for k in chosen]
     offsets = np.cumsum([0] + [len(r) for r in rows]).tolist()[:-1]
     packed = np.concatenate(rows) if rows else np.zeros((min_rows, 4), np.float32)
-    return offsets, packed.astype(np.float16 if half else np.float32)
+    with np.errstate(over="ignore"):  # a weight beyond a half is inf in half storage, as the GPU would round it
+        return offsets, packed.astype(np.float16 if half else np.float32)
 
 
 def _tensors(dispatches, aliases):
