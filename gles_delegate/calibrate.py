@@ -6,7 +6,8 @@ calibration_inputs, else seeded random ones: see sample_inputs):
   1. run the partition's plan compiled in 'fp32', reading back every tensor (the reference);
   2. promote every tensor whose reference exceeds the largest half (65504) at once: overflow;
   3. run the plan in half storage with the promotions so far (gpu/storage.py), reading back every
-     tensor; stop when every partition output is within auto_tolerance x max |reference|;
+     tensor; stop when every partition output is within auto_tolerance / MARGIN x max |reference|
+     (a margin for inputs calibration did not see);
   4. else promote, in this order: tensors that became non-finite or exceed a half where the
      reference does not (overflow); else the inputs and weights of the nodes upstream of a bad
      output whose error grows most from their inputs to their outputs (the error of a tensor is
@@ -33,6 +34,10 @@ from .gpu.storage import HALF_MAX, Promotion
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
+# Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
+# plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
+# 1.5e-2 on seed 1), and the bound is meant for inputs calibration did not see.
+MARGIN = 4.0
 HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
 MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
 SEED = 0
@@ -175,7 +180,7 @@ def error(value, reference):
 def _calibrate_partition(delegate, spec, compiled, half, samples, values):
     """The calibrated GpuPartition of one partition (its outputs, on the fp32 reference run,
     go into `values` for the partitions after it)."""
-    bound = delegate.options.auto_tolerance
+    bound = delegate.options.auto_tolerance / MARGIN
     runner = _Runner(delegate, spec, compiled, samples)
     try:
         reference_partition = runner.build("fp32")
@@ -203,7 +208,7 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
             if partition is not half:
                 partition.release()
             promotion = following
-        partition.plan.calibration = {"rounds": round_, "output_error": worst, "bound": bound,
+        partition.plan.calibration = {"rounds": round_, "output_error": worst, "target": bound,
                                       "samples": len(samples)}
         if partition is not half:
             half.release()

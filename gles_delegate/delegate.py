@@ -70,7 +70,8 @@ _OPTIONS_DOC = """
         why; calibrate.py). Overrides is_precision_loss_allowed and the priorities; None derives
         it from them.
     auto_tolerance: float > 0, 1e-2. precision='auto': the bound on every output of a GPU
-        partition, max |x - x_fp32| / max |x_fp32|, on the calibration inputs.
+        partition, max |x - x_fp32| / max |x_fp32|; calibration aims at a quarter of it on its
+        inputs (calibrate.MARGIN), for inputs it did not see.
     calibration_inputs: a sequence of arrays (one per model input, in input order), or a
         sequence of such samples, or None, None. precision='auto' calibrates on these; None:
         seeded random inputs (floats U(-1, 1), quantized integers over their range).
@@ -468,9 +469,10 @@ class GpuDelegate:
             (0 otherwise).
         promoted_tensors: precision 'auto': {tensor index: why} of the tensors stored as float.
         promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
-        calibration: precision 'auto': per partition {'rounds', 'output_error', 'bound',
-            'samples'}: the calibration runs made and the worst output error (relative to max
-            |FP32|) of the chosen plan; a cache hit repeats the stored ones.
+        calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
+            'samples'}: the calibration runs made, the worst output error (relative to max
+            |FP32|) of the chosen plan on the calibration inputs, the error it aimed at
+            (auto_tolerance / calibrate.MARGIN); a cache hit repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused
