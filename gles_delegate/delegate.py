@@ -24,7 +24,7 @@ from .gpu.serialization import Package, PlanCache
 from .gpu.workgroup_tuner import WorkgroupTuner
 from .gpu.transforms import RULES, Record, rewrite_partition
 
-Precision = Literal["fp32", "fp16", "fp16_fp32acc"]
+Precision = Literal["fp32", "fp16", "fp16_fp32acc", "auto"]
 Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]
 Priority = Literal["auto", "max_precision", "min_latency", "min_memory_usage"]
 ObjectType = Literal["auto", "buffer"]
@@ -61,10 +61,20 @@ _OPTIONS_DOC = """
 
     is_precision_loss_allowed: bool, False. True selects FP16 unless `precision` is set
         (TFLite's switch); False selects FP32.
-    precision: 'fp32' | 'fp16' | 'fp16_fp32acc' | None, None. 'fp32': float storage and math;
-        'fp16': half storage and half math; 'fp16_fp32acc': half storage, float accumulation in
-        conv, depthwise, fully connected, transpose conv and reductions. Overrides
-        is_precision_loss_allowed and the priorities; None derives it from them.
+    precision: 'fp32' | 'fp16' | 'fp16_fp32acc' | 'auto' | None, None. 'fp32': float storage and
+        math; 'fp16': half storage and half math; 'fp16_fp32acc': half storage, float accumulation
+        in conv, depthwise, fully connected, transpose conv and reductions; 'auto': as
+        'fp16_fp32acc', then a calibration run compares every tensor with an FP32 run of the same
+        plan and stores as float (with float weights) the tensors that keep the outputs within
+        auto_tolerance of FP32, overflow first (summary()['promoted_tensors'] says which and
+        why; calibrate.py). Overrides is_precision_loss_allowed and the priorities; None derives
+        it from them.
+    auto_tolerance: float > 0, 1e-2. precision='auto': the bound on every output of a GPU
+        partition, max |x - x_fp32| / max |x_fp32|; calibration aims at a quarter of it on its
+        inputs (calibrate.MARGIN), for inputs it did not see.
+    calibration_inputs: a sequence of arrays (one per model input, in input order), or a
+        sequence of such samples, or None, None. precision='auto' calibrates on these; None:
+        seeded random inputs (floats U(-1, 1), quantized integers over their range).
     inference_preference: 'fast_single_answer' | 'sustained_speed' | 'balanced',
         'fast_single_answer'. 'sustained_speed' turns tune_workgroups on (a longer init for
         faster invokes); the others change nothing.
@@ -112,6 +122,8 @@ class GpuDelegateOptions:
 
     is_precision_loss_allowed: bool = False
     precision: Precision | None = None
+    auto_tolerance: float = 1e-2
+    calibration_inputs: Any = None
     inference_preference: Preference = "fast_single_answer"
     inference_priority1: Priority = "auto"
     inference_priority2: Priority = "auto"
@@ -148,6 +160,9 @@ class GpuDelegateOptions:
                 or self.max_delegated_partitions < 0:
             raise ValueError("GpuDelegateOptions.max_delegated_partitions must be an int >= 0, "
                              f"got {self.max_delegated_partitions!r}")
+        if isinstance(self.auto_tolerance, bool) or not isinstance(self.auto_tolerance, (int, float)) \
+                or not 0 < self.auto_tolerance < float("inf"):
+            raise ValueError(f"GpuDelegateOptions.auto_tolerance must be a finite number > 0, got {self.auto_tolerance!r}")
         for name in ("serialization_dir", "model_token"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -332,6 +347,9 @@ class GpuDelegate:
                 log.warning("moving %d node(s) to the CPU left %d runs of GPU nodes; max_delegated_partitions=%d "
                             "keeps the largest %d (0 keeps them all)", len(rejected), runs, limit, limit)
         self.rewrite_log = records
+        if precision == "auto":
+            from .calibrate import calibrate
+            made = calibrate(self, graph, specs, compiled, made)
         return made
 
     def _compile_partition(self, graph, spec, precision):
@@ -418,6 +436,11 @@ class GpuDelegate:
             "intermediate_lower_bound_bytes": sum(p.arena_lower_bound * p.element_bytes for p in plans),
             "intermediate_naive_bytes": sum(p.arena_naive * p.element_bytes for p in plans),
             "constant_bytes": sum(p.buffer_bytes()["constants"] for p in plans),
+            "float_bytes": sum(p.buffer_bytes().get("float", 0) for p in plans),
+            # Precision 'auto': what the calibration stored as float, and why.
+            "promoted_tensors": {index: why for p in plans for index, why in p.promoted_tensors.items()},
+            "promoted_nodes": {label: why for p in plans for label, why in p.promoted_nodes.items()},
+            "calibration": [p.calibration for p in plans if p.calibration],
             "init_ms": init_ms, "cache_hit": cache_hit,
             # Nodes moved to the CPU at compile time (a kernel that did not compile, a device limit).
             "fallbacks": dict(self.fallbacks),
@@ -431,7 +454,7 @@ class GpuDelegate:
         gl_version: its GL_VERSION string.
         gl_api: 'gles' (OpenGL ES) or 'gl' (desktop OpenGL core).
         egl_platform: the EGL display it runs on: 'device', 'surfaceless' or 'default'.
-        precision: the precision used, 'fp32', 'fp16' or 'fp16_fp32acc' (options.resolved_precision).
+        precision: the precision used, 'fp32', 'fp16', 'fp16_fp32acc' or 'auto' (options.resolved_precision).
         gpu_nodes: nodes of the executed graph (after constant folding) that run on the GPU.
         cpu_nodes: nodes of that graph that run on the CPU.
         partitions: GPU partitions (runs of GPU nodes, each one compiled plan).
@@ -442,6 +465,14 @@ class GpuDelegate:
             bytes: no plan can use less.
         intermediate_naive_bytes: the intermediates' memory with one buffer per tensor, bytes.
         constant_bytes: GPU memory of the weights and other constants, bytes.
+        float_bytes: precision 'auto': the float buffer of the promoted tensors and weights, bytes
+            (0 otherwise).
+        promoted_tensors: precision 'auto': {tensor index: why} of the tensors stored as float.
+        promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
+        calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
+            'samples'}: the calibration runs made, the worst output error (relative to max
+            |FP32|) of the chosen plan on the calibration inputs, the error it aimed at
+            (auto_tolerance / calibrate.MARGIN); a cache hit repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused
@@ -512,6 +543,13 @@ def _parse_int(key, text):
         raise ValueError(f"delegate option {key!r}: expected an integer, got {text!r}") from None
 
 
+def _parse_float(key, text):
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"delegate option {key!r}: expected a number, got {text!r}") from None
+
+
 def _parse_enum(codes):
     def parse(key, text):
         value = text.strip().lower()
@@ -535,6 +573,7 @@ _PARSERS = {
     "memory_strategy": lambda key, text: text.strip().lower(),
     "gl_api": lambda key, text: text.strip().lower(),
     "rewrite_rules": _parse_bool, "tune_workgroups": _parse_bool, "debug_nonfinite": _parse_bool,
+    "auto_tolerance": _parse_float,
 }
 
 

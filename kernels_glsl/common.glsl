@@ -7,7 +7,36 @@
 
 layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 
-#if STORAGE_HALF
+// Precision 'auto' (gpu/compiler.py) keeps the tensors and weights it promoted to float in a
+// third buffer of vec4 (binding 3, the float buffer: its weights first, then its tensors). A
+// dispatch touching only those defines FLOAT_BUFFER and reads and writes that buffer alone; one
+// touching both kinds defines STORAGE_MIXED, and an offset of FLOAT_BASE or more then names
+// element offset - FLOAT_BASE of the float buffer (one branch per access, on a value that is the
+// same for every invocation of an operand).
+#if defined(STORAGE_MIXED)
+layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
+layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
+layout(std430, binding = 3) buffer Floats { vec4 floats[]; };
+vec4 load(int i) {
+  if (i >= FLOAT_BASE) return floats[i - FLOAT_BASE];
+  uvec2 v = arena[i];
+  return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+}
+vec4 weight(int i) {
+  if (i >= FLOAT_BASE) return floats[i - FLOAT_BASE];
+  uvec2 v = consts[i];
+  return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+}
+void store(int i, vec4 v) {
+  if (i >= FLOAT_BASE) floats[i - FLOAT_BASE] = v;
+  else arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+}
+#elif defined(FLOAT_BUFFER)
+layout(std430, binding = 3) buffer Floats { vec4 arena[]; };
+vec4 load(int i) { return arena[i]; }
+vec4 weight(int i) { return arena[i]; }
+void store(int i, vec4 v) { arena[i] = v; }
+#elif STORAGE_HALF
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
 vec4 load(int i) { uvec2 v = arena[i]; return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }

@@ -141,7 +141,9 @@ vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, int plane, float
   return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p, plane);
 }
 
-#if STORAGE_HALF
+#if STORAGE_HALF && !defined(STORAGE_MIXED)
+// (A mixed-storage kernel of precision 'auto' reads some operands from float storage, which a
+// round to half would undo: it keeps every value as computed.)
 // v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
 // rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
 // mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does).

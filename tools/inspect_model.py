@@ -1,7 +1,7 @@
 """Inspect what the GPU delegate makes of a model: ops, where each node runs and why, the rewrite
 rules applied, partitions, kernels, programs, dispatches and the memory plan.
 
-    gles-inspect MODEL [--precision fp32|fp16|fp16_fp32acc] [--max_delegated_partitions N]
+    gles-inspect MODEL [--precision fp32|fp16|fp16_fp32acc|auto] [--max_delegated_partitions N]
                        [--memory_strategy S] [--nodes] [--dot FILE] [--svg]
 
 MODEL is a .tflite file or a MediaPipe model name. Nothing is invoked: the model is loaded,
@@ -138,6 +138,8 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
           f"{common.mb(naive)}, saving {1 - arena / naive:.0%} of naive)" if naive else "  memory plan: empty")
         w(f"  constants {common.mb(plan.buffer_bytes()['constants'])}, I/O buffer {common.mb(plan.io_bytes)}, "
           f"{'half' if plan.storage_half else 'float'} storage")
+        if plan.promoted_tensors or plan.promoted_nodes:
+            _promotions(w, plan)
     if not live:
         w("no GPU partitions")
     w(f"total: {summary['dispatches']} dispatches, {summary['programs']} distinct programs, intermediates "
@@ -150,6 +152,22 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
         w(common.table(node_rows(graph, live, on_gpu, delegate, on_litert),
                        ["node", "on", "dispatches", "templates", "output", "note"]))
     return "\n".join(out)
+
+
+def _promotions(w, plan):
+    """Precision 'auto': per dispatch of a node, its storage mode (gpu/storage.py) and what was
+    promoted: the tensors it writes, its node's weights."""
+    w(f"  precision 'auto': float buffer {common.mb(plan.buffer_bytes().get('float', 0))}, "
+      f"{len(plan.promoted_tensors)} tensor(s) and the weights of {len(plan.promoted_nodes)} node(s) promoted; "
+      f"calibration {plan.calibration}")
+    rows = []
+    for label, mode, written in zip(plan.labels, plan.step_storage, plan.writes):
+        promoted = [f"{index}: {plan.promoted_tensors[index]}" for index, _, _ in written
+                    if index in plan.promoted_tensors]
+        weights = plan.promoted_nodes.get(label)
+        if mode != "plain" or promoted or weights:
+            rows.append([label, mode, "; ".join(promoted + ([f"weights: {weights}"] if weights else []))])
+    w(common.table(rows, ["dispatch", "storage", "promoted (tensor it writes: why)"]))
 
 
 def _cpu_kernels(node, on_litert):

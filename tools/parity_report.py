@@ -47,7 +47,7 @@ from gles_delegate.tools import common
 # Tolerance of a float tensor: max abs error <= TOLERANCES[precision] * max |reference|.
 # fp32 storage and math: 1e-4; half storage (fp16, fp16_fp32acc): 1e-2. The reference itself
 # is checked against LiteRT at the fp32 tolerance.
-TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "fp16_fp32acc": 1e-2}
+TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "fp16_fp32acc": 1e-2, "auto": 1e-2}
 REFERENCE_TOLERANCE = TOLERANCES["fp32"]
 # Below this max |reference| a tensor counts as all-zero: its tolerance is relative to this.
 MIN_SCALE = 1e-6
@@ -285,6 +285,9 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
         "litert": "ok" if litert is not None else litert_status, "timings": timings,
         "rewrites": [common.format_rewrite_record(r) for r in common.rewrite_log(delegate)],
         "summary": summary, "rows": rows,
+        # precision 'auto': {tensor index: why} stored as float, {node label: why} with float weights.
+        "promoted_tensors": delegate.summary().get("promoted_tensors", {}),
+        "promoted_nodes": delegate.summary().get("promoted_nodes", {}),
     }
     delegate.close()
     return report
@@ -421,6 +424,15 @@ def print_report(report, table_mode="all"):
     if s.get("litert_nodes"):
         print(f"{len(s['litert_nodes'])} node(s) have no reference kernel and ran through LiteRT's kernels in both "
               "runs (LiteRT is their only oracle): " + ", ".join(s["litert_nodes"]))
+    promoted = report.get("promoted_tensors") or {}
+    if promoted or report.get("promoted_nodes"):
+        names = {r["tensor_index"]: r["tensor"] for r in rows}
+        print(f"precision 'auto' promoted {len(promoted)} tensor(s) to float storage and the weights of "
+              f"{len(report['promoted_nodes'])} node(s):")
+        for index, why in promoted.items():
+            print(f"  tensor {index} {names.get(index, '(made by a rewrite)')!r}: {why}")
+        for label, why in report["promoted_nodes"].items():
+            print(f"  weights of {label}: {why}")
     if s["litert_compared"]:
         fl = s["first_litert_over_tolerance"]
         print(f"reference vs LiteRT: {s['litert_compared']} tensors compared, {s['litert_over_tolerance']} over "

@@ -10,13 +10,13 @@ dispatch reads or overwrites memory an earlier one wrote, one barrier.
 The memory planner (memory.plan_arena) decides where each arena tensor lives, tensors that share
 storage (free reshapes, in-place elementwise outputs) included.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import GpuError
-from . import kernels, memory, shader
-from .kernels.base import ArenaRef, ConstRef, Dispatch, KernelEnv, KernelLimitError
+from . import kernels, memory, shader, storage
+from .kernels.base import ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
 
@@ -49,6 +49,16 @@ class Plan:
     templates: list      # per step: the kernels_glsl template it runs
     workgroups: list     # per step: its (x, y, z) workgroup
     tuned: bool          # the workgroups were timed on this GPU (workgroup_tuner.WorkgroupTuner)
+    # Precision 'auto' (gpu/storage.py): the float buffer, its promoted weights first, then its
+    # tensors (float_elements vec4 in all; 0: no float buffer); what was promoted and why
+    # ({tensor index: why}, {node label: why}); per step its mode ('plain', 'float', 'mixed').
+    float_constants: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
+    float_elements: int = 0
+    promoted_tensors: dict = field(default_factory=dict)
+    promoted_nodes: dict = field(default_factory=dict)
+    step_storage: list = field(default_factory=list)
+    # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples'}; calibrate.py).
+    calibration: dict = field(default_factory=dict)
 
     @property
     def element_bytes(self):
@@ -57,9 +67,12 @@ class Plan:
 
     def buffer_bytes(self):
         """{buffer: bytes} of the GL buffers a partition of this plan creates."""
-        return {"arena": self.arena_elements * self.element_bytes,
-                "constants": self.constants.shape[0] * self.element_bytes,
-                "params": len(self.params), "I/O": self.io_bytes}
+        sizes = {"arena": self.arena_elements * self.element_bytes,
+                 "constants": self.constants.shape[0] * self.element_bytes,
+                 "params": len(self.params), "I/O": self.io_bytes}
+        if self.float_elements:
+            sizes["float"] = self.float_elements * 16
+        return sizes
 
 
 class PlanLimitError(GpuError):
@@ -81,7 +94,7 @@ def check_limits(plan, limits):
     if max_ssbo > 0:
         buffers = plan.buffer_bytes()
         sizes = {"arena (intermediate tensors)": buffers["arena"], "constants (weights)": buffers["constants"],
-                 "I/O": buffers["I/O"]}
+                 "I/O": buffers["I/O"], "float (promoted tensors and weights)": buffers.get("float", 0)}
         over = {what: size for what, size in sizes.items() if size > max_ssbo}
         if over:
             said = ", ".join(f"{what} {size:,} bytes" for what, size in over.items())
@@ -112,13 +125,16 @@ def build_dispatches(nodes, inputs, outputs, env):
             io_bytes += -(-nbytes // 16) * 16
     dispatches += [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
     for node in nodes:
+        env.node = node
         try:
             built = kernels.BUILD[node.op](node, env)
         except KernelLimitError as exc:  # e.g. indices half storage cannot hold: the node goes to the CPU
             raise PlanLimitError(str(exc), labels=(node.label,)) from None
         for d in built:
             d.label = d.label or node.label
+            d.node = node
             dispatches.append(d)
+    env.node = None
     dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)]
     return dispatches, io_in, io_out, max(io_bytes, 16)
 
@@ -178,18 +194,7 @@ def _barriers(dispatches, offsets):
 
 
 # -- programs --------------------------------------------------------------------------------
-def _resolve(params, offsets, const_offsets):
-    resolved = {}
-    for name, value in params.items():
-        if isinstance(value, ArenaRef):
-            value = offsets[id(value.tensor)]
-        elif isinstance(value, ConstRef):
-            value = const_offsets[value.index]
-        resolved[name] = value
-    return resolved
-
-
-def _variants(d, values, env, limits, tune):
+def _variants(d, values, env, limits, tune, mode="plain"):
     """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
     kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
     (none for a kernel that fixed its workgroup)."""
@@ -199,17 +204,19 @@ def _variants(d, values, env, limits, tune):
         workgroups = candidates(d.grid, limits) if tune else [choose_workgroup(d.grid, limits)]
     out = []
     for wg in workgroups:
-        defines = {**d.defines, "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
-        source = shader.assemble(d.template, defines, values, env.storage_half, env.precision == "fp16")
+        defines = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+        source = shader.assemble(d.template, defines, values, env.storage_half and mode != "float",
+                                 env.precision == "fp16")
         out.append((wg, source, group_counts(d.grid, wg)))
     return out
 
 
-def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None):
+def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None):
     """Build the Plan of a partition (pure: no GL calls, except through `tuner`).
 
     nodes: graph nodes in execution order; inputs / outputs: the partition's boundary tensors.
-    precision: 'fp32' | 'fp16' | 'fp16_fp32acc'.
+    precision: 'fp32' | 'fp16' | 'fp16_fp32acc' | 'auto' (half storage as 'fp16_fp32acc', except
+        what `promotion`, a storage.Promotion, names, and weights a half cannot hold: float).
     tuner: None (heuristic workgroups), or an object whose choose(plan, variants) picks a
         workgroup per step, or returns None to keep the heuristic's (workgroup_tuner.WorkgroupTuner
         times them on the GPU).
@@ -217,29 +224,29 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     """
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
-    arena = memory.plan_arena(dispatches, memory_strategy, env.aliases)
-    offsets = arena.offsets
-    const_offsets = np.cumsum([0] + [len(c) for c in env.constants]).tolist()
-    constants = np.concatenate(env.constants) if env.constants else np.zeros((1, 4), np.float32)
-    if env.storage_half:  # converted here, once: a warm start uploads the entry's as they are
-        constants = constants.astype(np.float16)
+    # Constants are converted to the storage type here, once: a warm start uploads the entry's as they are.
+    layout = storage.lay_out(dispatches, env, nodes, promotion, memory_strategy)
+    arena, offsets = layout.arena, layout.offsets
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)
-    variants, blocks, params, writes = [], [], bytearray(), []
+    variants, blocks, params, writes, modes = [], [], bytearray(), [], []
     for d in dispatches:
-        values = _resolve({**d.params, "grid": tuple(d.grid)}, offsets, const_offsets)
-        variants.append(_variants(d, values, env, limits, tuner is not None))
+        modes.append(layout.mode(d))
+        values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
+        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1]))
         block = shader.pack_params(values)
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))
         params.extend(block)
         written = [m for t in d.writes for m in aliases.get(id(t), [t])]
         writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
-    plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=constants,
+    plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=layout.constants,
                 arena_elements=max(arena.elements, 1), arena_lower_bound=arena.lower_bound, arena_naive=arena.naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
                 labels=[d.label for d in dispatches], writes=writes, templates=[d.template for d in dispatches],
-                workgroups=[], tuned=False)
+                workgroups=[], tuned=False, float_constants=layout.float_constants,
+                float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
+                promoted_nodes=layout.promoted_nodes, step_storage=modes)
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

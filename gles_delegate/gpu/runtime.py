@@ -20,8 +20,9 @@ from ..errors import GpuError
 from . import gl as G
 from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
+from .storage import FLOAT_BASE
 
-ARENA_BINDING, CONSTS_BINDING, IO_BINDING = 0, 1, 2
+ARENA_BINDING, CONSTS_BINDING, IO_BINDING, FLOAT_BINDING = 0, 1, 2, 3
 SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
 _WAIT_SLICE_NS = ctypes.c_uint64(100_000_000)  # glClientWaitSync's timeout: 0.1 s slices
 # The barrier every run ends with (with its I/O's own bits), before the fence: the shader writes
@@ -94,7 +95,7 @@ class GpuPartition:
         self.fused_away = set(fused_away)
         self.steps = []
         self.released = False  # release() ran: a plan with no dispatch is not a released partition
-        self.arena = self.consts = self.params = self.io = None
+        self.arena = self.consts = self.params = self.io = self.floats = None
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
@@ -110,6 +111,10 @@ class GpuPartition:
                 self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
                                             np.ascontiguousarray(plan.constants))
                 self.params = create_buffer(context, ctx, plan, "params", sizes["params"], plan.params)
+                if plan.float_elements:  # precision 'auto': the promoted weights, then the promoted tensors
+                    floats = np.zeros((plan.float_elements, 4), np.float32)
+                    floats[:len(plan.float_constants)] = plan.float_constants
+                    self.floats = create_buffer(context, ctx, plan, "float", sizes["float"], floats)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
                 # Programs last: on a warm start the entry's checksum runs beside the uploads
                 # above, and iterating `binaries` waits for it (serialization.cache._CheckedBinaries).
@@ -162,6 +167,8 @@ class GpuPartition:
             gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, ARENA_BINDING, self.arena.glo)
             gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, CONSTS_BINDING, self.consts.glo)
             gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, IO_BINDING, self.io.handle)
+            if self.floats is not None:  # precision 'auto': the promoted tensors and weights
+                gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, FLOAT_BINDING, self.floats.glo)
             # Shader writes of whatever ran before must land before this invoke reads the arena
             # (after a run of this partition that ended normally, its END_BARRIER did that).
             gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
@@ -211,11 +218,13 @@ class GpuPartition:
                 self._store_capture(capture, index, self._read_tensor(offset, shape))
 
     def _read_tensor(self, offset, shape):
-        """The arena tensor at `offset` (elements) of `shape`, as BHWC float32 (call after a
-        GL_BUFFER_UPDATE barrier)."""
-        element_bytes = self.plan.element_bytes
-        raw = self.arena.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
-        dtype = np.float16 if self.plan.storage_half else np.float32
+        """The arena tensor at `offset` (elements; FLOAT_BASE + k: element k of the float buffer)
+        of `shape`, as BHWC float32 (call after a GL_BUFFER_UPDATE barrier)."""
+        buffer, element_bytes, dtype = self.arena, self.plan.element_bytes, np.float16 if self.plan.storage_half \
+            else np.float32
+        if offset >= FLOAT_BASE:
+            buffer, element_bytes, dtype, offset = self.floats, 16, np.float32, offset - FLOAT_BASE
+        raw = buffer.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
         return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
 
     def _store_capture(self, capture, index, values):
@@ -299,10 +308,10 @@ class GpuPartition:
 
     def _release_buffers(self):
         """Free whichever of the buffers exist (inside current())."""
-        for buffer in (self.arena, self.consts, self.params, self.io):
+        for buffer in (self.arena, self.consts, self.params, self.io, self.floats):
             if buffer is not None:
                 buffer.release()
-        self.arena = self.consts = self.params = self.io = None
+        self.arena = self.consts = self.params = self.io = self.floats = None
 
 
 def store_output(target, values):

@@ -33,18 +33,6 @@ def normalized_axis(node, axis, rank, what="axis"):
     return axis % rank
 
 
-def index_values(node, values, what, count=None):
-    """A shape-defining input (int32 or int64) as a flat int64 array, checked to hold `count`
-    values; a ModelError naming the node otherwise."""
-    values = np.asarray(values)
-    if values.dtype not in INDEX_DTYPES:
-        raise node_error(node, f"{what} must be int32 or int64, got {values.dtype}")
-    flat = values.reshape(-1).astype(np.int64)
-    if count is not None and flat.size != count:
-        raise node_error(node, f"{what} holds {flat.size} values, expected {count}")
-    return flat
-
-
 # -- arity and types ----------------------------------------------------------------------
 def arity_reason(node, n_inputs, n_outputs=1, optional=()):
     """Why the node's input/output counts or tensors do not fit, or None. `n_inputs` is an int or

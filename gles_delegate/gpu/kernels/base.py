@@ -66,6 +66,8 @@ class Dispatch:
     inplace: tensors it reads whose storage the written tensor may take when they are not read
         after this dispatch: it reads each of their elements, at the very index it then writes,
         before writing it, and no other invocation reads that element (elementwise kernels).
+    node: the graph node it computes (compiler.build_dispatches sets it; None for the input and
+        output conversions).
     """
     template: str
     grid: tuple
@@ -77,6 +79,7 @@ class Dispatch:
     workgroup: tuple | None = None
     box: tuple | None = None
     inplace: tuple = ()
+    node: object = None
 
 
 class KernelEnv:
@@ -87,10 +90,12 @@ class KernelEnv:
         self.limits = limits
         self.constants = []
         self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
+        self.node = None  # the node whose dispatches are being built (the compiler sets it)
+        self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
 
     @property
     def storage_half(self):
-        return self.precision in ("fp16", "fp16_fp32acc")
+        return self.precision in ("fp16", "fp16_fp32acc", "auto")
 
     def require_exact_indices(self, node, count, what):
         """KernelLimitError naming `node` unless indices in [0, count) are exact in this
@@ -106,6 +111,7 @@ class KernelEnv:
         """Register a float32 array of shape [..., 4] as a constant; returns its ConstRef."""
         rows = np.ascontiguousarray(vec4_rows, np.float32).reshape(-1, 4)
         self.constants.append(rows)
+        self.constant_nodes.append(self.node)
         return ConstRef(len(self.constants) - 1)
 
     def alias(self, tensor, source):

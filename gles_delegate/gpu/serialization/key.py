@@ -14,6 +14,8 @@ import json
 import os
 import threading
 
+import numpy as np
+
 from .. import shader
 from .entry import SUFFIX, EntryError
 
@@ -40,9 +42,28 @@ def options_fingerprint(options):
     for f in dataclasses.fields(options):
         if f.name not in NOT_COMPILE_OPTIONS:
             value = getattr(options, f.name)
+            if f.name == "calibration_inputs" and value is not None:  # arrays: their bytes, not a clipped repr
+                value = _arrays_digest(value)
             out[f.name] = value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
     out["resolved_precision"] = options.resolved_precision
     return out
+
+
+def _arrays_digest(value):
+    """sha256 of the dtypes, shapes and bytes of nested sequences of arrays."""
+    digest = hashlib.sha256()
+
+    def add(item):
+        if isinstance(item, (list, tuple)):
+            digest.update(b"[%d" % len(item))
+            for part in item:
+                add(part)
+        else:
+            array = np.ascontiguousarray(item)
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(array.tobytes())
+    add(value)
+    return digest.hexdigest()
 
 
 def code_fingerprint(root):

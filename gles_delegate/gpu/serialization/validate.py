@@ -10,7 +10,8 @@ import numpy as np
 
 from ..compiler import IoSlot
 from ..phwc4 import MAX_RANK
-from ..runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
+from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
+from ..storage import FLOAT_BASE
 from ..shader import PARAMS_BINDING
 from .entry import EntryError
 
@@ -18,7 +19,9 @@ _PARAMS_BLOCK = re.compile(r"uniform Params \{\n(.*?)\};", re.DOTALL)
 _PARAMS_FIELD = re.compile(r"highp (int|float|i?vec[234]) (\w+);")
 # (kind, name) -> binding of every block a program may have: what the runtime binds
 RUNTIME_BLOCKS = {("uniform", "Params"): PARAMS_BINDING, ("buffer", "Arena"): ARENA_BINDING,
-                  ("buffer", "Consts"): CONSTS_BINDING, ("buffer", "Io"): IO_BINDING}
+                  ("buffer", "Consts"): CONSTS_BINDING, ("buffer", "Io"): IO_BINDING,
+                  ("buffer", "Floats"): FLOAT_BINDING}
+STORAGE_MODES = frozenset({"plain", "float", "mixed"})  # gpu/storage.py
 ARENA_SLACK_ELEMENTS = 1 << 22    # a plan's arena may exceed 64x the graph's activations by this much
 MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's element limit)
 
@@ -133,6 +136,7 @@ def check_plan(plan, graph, limits):
         if not isinstance(barrier, bool):
             fail("step barrier")
         check_params(plan, source, offset, size, fail)
+    check_float_storage(plan, activations, fail)
     for name in ("labels", "writes"):
         value = getattr(plan, name)
         if not isinstance(value, list) or len(value) != len(plan.steps):
@@ -146,7 +150,10 @@ def check_plan(plan, graph, limits):
             if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
                     and isinstance(item[2], tuple) and len(item[2]) <= MAX_RANK and all(is_count(d) for d in item[2])):
                 fail(f"write {item!r}")
-            if item[1] + vec4_elements(item[2]) > plan.arena_elements:
+            if item[1] >= FLOAT_BASE:
+                if item[1] - FLOAT_BASE + vec4_elements(item[2]) > plan.float_elements:
+                    fail(f"write {item!r} beyond the float buffer")
+            elif item[1] + vec4_elements(item[2]) > plan.arena_elements:
                 fail(f"write {item!r} beyond the arena")
     if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
             + 64 * (len(plan.inputs) + len(plan.outputs) + 1):
@@ -161,6 +168,26 @@ def check_plan(plan, graph, limits):
             if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
+
+
+def check_float_storage(plan, activations, fail):
+    """Precision 'auto''s fields (gpu/storage.py): the float buffer holds its constants and
+    at most the graph's activations; a mode per step; what was promoted, as strings."""
+    floats = plan.float_constants
+    if not isinstance(floats, np.ndarray) or floats.ndim != 2 or floats.shape[1] != 4 or floats.dtype != np.float32:
+        fail("float_constants")
+    if not is_count(plan.float_elements) or not len(floats) <= plan.float_elements <= len(floats) \
+            + 64 * activations + ARENA_SLACK_ELEMENTS:
+        fail(f"float buffer of {plan.float_elements!r} elements")
+    if not isinstance(plan.step_storage, list) or len(plan.step_storage) != len(plan.steps) \
+            or not all(mode in STORAGE_MODES for mode in plan.step_storage):
+        fail("step_storage")
+    for name in ("promoted_tensors", "promoted_nodes"):
+        value = getattr(plan, name)
+        if not isinstance(value, dict) or not all(isinstance(why, str) for why in value.values()):
+            fail(name)
+    if not isinstance(plan.calibration, dict):
+        fail("calibration")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -187,10 +214,10 @@ def check_params(plan, source_index, offset, size, fail):
     expected, fields = params_layout(plan.sources[source_index])
     if size != expected:
         fail(f"params block of {size} bytes for a source that declares {expected}")
-    limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4)
+    limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4, plan.float_elements)
     for name, position, count in fields:
         values = struct.unpack_from(f"<{count}i", plan.params, offset + position)
-        if not all(0 <= v < limit for v in values):
+        if not all(0 <= v < limit or 0 <= v - FLOAT_BASE < plan.float_elements for v in values):
             fail(f"params {name} = {values} outside the arena ({plan.arena_elements}), constants "
                  f"({len(plan.constants)}) and I/O ({plan.io_bytes // 4})")
 

@@ -1,0 +1,357 @@
+"""Precision 'auto': which tensors of a half-storage plan must be float for its outputs to stay
+within a bound of an FP32 run.
+
+For each GPU partition, in graph order, on calibration inputs (GpuDelegateOptions.
+calibration_inputs, else seeded random ones: see sample_inputs):
+  1. run the partition's plan compiled in 'fp32', reading back every tensor (the reference);
+  2. promote every tensor whose reference exceeds the largest half (65504) at once: overflow;
+  3. run the plan in half storage with the promotions so far (gpu/storage.py), reading back every
+     tensor; stop when every partition output is within auto_tolerance / MARGIN x max |reference|
+     (a margin for inputs calibration did not see);
+  4. else promote, in this order: tensors that became non-finite or exceed a half where the
+     reference does not (overflow); else the inputs and weights of the nodes upstream of a bad
+     output whose error grows most from their inputs to their outputs (the error of a tensor is
+     max |x - reference| / max |reference|): 1, 2, 4 ... nodes a round, for MAX_ROUNDS rounds,
+     then everything upstream of the bad outputs;
+and go back to 3. The promotions are part of the plan (the serialization cache keeps them) and
+Plan.promoted_tensors / promoted_nodes say why each was made.
+
+Inputs of a partition that CPU nodes compute come from the numpy reference kernels run on the
+calibration inputs (or, where one cannot run, seeded U(-1, 1)).
+"""
+import logging
+import math
+
+import numpy as np
+
+from . import ops
+from .errors import GpuError
+from .gpu import memory
+from .gpu.compiler import build_dispatches, compile_plan
+from .gpu.kernels.base import KernelEnv
+from .gpu.runtime import GpuPartition
+from .gpu.storage import HALF_MAX, Promotion
+
+MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
+GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
+# Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
+# plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
+# 1.5e-2 on seed 1), and the bound is meant for inputs calibration did not see.
+MARGIN = 4.0
+HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
+MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
+SEED = 0
+log = logging.getLogger("gles_delegate")
+
+
+def sample_inputs(graph, given=None):
+    """[{tensor index: array}] the calibration samples: `given` (one sample, a sequence of arrays
+    in the order of the graph's inputs, or a sequence of such samples), else one seeded random
+    sample: quantized integer inputs uniform over their type's range, other integers over
+    [0, 10], booleans 0/1, floats U(-1, 1). ValueError naming the input when a given array does
+    not fit."""
+    inputs = graph.inputs
+    if given is None:
+        rng = np.random.default_rng(SEED)
+        return [{t.index: _random(t, rng) for t in inputs}]
+    samples = list(given)
+    if samples and not isinstance(samples[0], (list, tuple)):
+        samples = [samples]
+    out = []
+    for k, sample in enumerate(samples):
+        if len(sample) != len(inputs):
+            raise ValueError(f"calibration_inputs sample {k} has {len(sample)} arrays; the model has "
+                             f"{len(inputs)} inputs")
+        values = {}
+        for t, value in zip(inputs, sample):
+            value = np.asarray(value)
+            if tuple(value.shape) != tuple(t.shape):
+                raise ValueError(f"calibration_inputs sample {k}: input {t.name!r} has shape {list(t.shape)}, "
+                                 f"got {list(value.shape)}")
+            values[t.index] = value.astype(t.dtype)
+        out.append(values)
+    return out
+
+
+def _random(tensor, rng):
+    dtype, shape = np.dtype(tensor.dtype), tuple(tensor.shape)
+    if dtype.kind == "f":
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    quantized = tensor.quantization is not None and tensor.quantization.scales.size > 0
+    info = np.iinfo(dtype)
+    low, high = (info.min, info.max) if quantized else (0, 10)
+    return rng.integers(low, high + 1, shape).astype(dtype)
+
+
+def calibrate(delegate, graph, specs, compiled, made):
+    """The partitions of `made` (compiled in 'auto' with no promotion) replaced by calibrated
+    ones; specs / compiled: what GpuDelegate._build found and compiled for each."""
+    samples = sample_inputs(graph, delegate.options.calibration_inputs)
+    order = {id(n): k for k, spec in enumerate(specs) for n in spec.nodes}
+    values = [dict(sample) for sample in samples]
+    done, out = set(), list(made)
+    for node in graph.nodes:
+        k = order.get(id(node))
+        if k is None:
+            for sample in values:
+                _run_cpu(node, sample)
+        elif k not in done:
+            done.add(k)
+            boundary = [_boundary(specs[k].inputs, v) for v in values]
+            out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values)
+            if len(done) == len(specs):
+                break
+    return out
+
+
+def _run_cpu(node, values):
+    """Run a CPU node on the reference kernels into `values` where its inputs are known."""
+    inputs = []
+    for t in node.inputs:
+        if t is None:
+            inputs.append(None)
+        elif t.is_const:
+            inputs.append(t.data)
+        elif t.index in values:
+            inputs.append(values[t.index])
+        else:
+            return
+    try:
+        outputs = ops.run_node(node, [None if x is None else np.array(x, copy=True) for x in inputs])
+    except Exception:  # an op the reference lacks (LiteRT runs it): its consumers get random inputs
+        return
+    for t, v in zip(node.outputs, outputs):
+        if t is not None:
+            values[t.index] = v
+
+
+def _boundary(tensors, values):
+    """{index: array} of a partition's inputs from `values`, seeded U(-1, 1) where unknown."""
+    rng = np.random.default_rng(SEED)
+    return {t.index: np.asarray(values[t.index]) if t.index in values else _random(t, rng) for t in tensors}
+
+
+class _Runner:
+    """Builds and runs one partition's plan under a precision and a Promotion."""
+
+    def __init__(self, delegate, spec, compiled, samples):
+        self.delegate, self.spec, self.samples = delegate, spec, samples
+        _, self.view, self.rewritten, _ = compiled
+
+    def build(self, precision, promotion=None, tuner=None):
+        r = self.rewritten
+        plan = compile_plan(r.nodes, r.inputs, r.outputs, precision, self.delegate.context.limits,
+                            self.delegate.options.memory_strategy, tuner, promotion)
+        computed = {t.index for n in r.nodes for t in n.outputs}
+        fused_away = {t.index for n in self.spec.nodes for t in n.outputs} - computed
+        return GpuPartition(self.delegate.context, plan, self.spec.nodes, view=self.view, fused_away=fused_away)
+
+    def run(self, partition):
+        """Per sample: ({output index: array}, {tensor index: array} of every tensor it wrote)."""
+        results = []
+        dtypes = {t.index: t.dtype for t in self.spec.outputs}
+        for sample in self.samples:
+            storage = dict(sample)
+            for slot in partition.plan.outputs:
+                storage[slot.tensor_index] = np.zeros(slot.shape, dtypes.get(slot.tensor_index, np.float32))
+            unread = np.empty(0)  # replaced by what the capture reads back
+            capture = {index: unread for written in partition.plan.writes for index, _, _ in written}
+            partition.run(storage, capture)
+            outputs = {slot.tensor_index: storage[slot.tensor_index] for slot in partition.plan.outputs}
+            results.append((outputs, {k: v for k, v in capture.items() if v is not unread}))
+        return results
+
+
+def error(value, reference):
+    """max |value - reference| / max |reference| (MIN_SCALE at least); inf where the value is
+    NaN or infinite and the reference is not."""
+    a, b = np.asarray(value, np.float64), np.asarray(reference, np.float64)
+    if a.shape != b.shape or a.size == 0:
+        return 0.0 if a.shape == b.shape else math.inf
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    diff = np.where(same, 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    finite = np.abs(b[np.isfinite(b)])
+    return float(diff.max() / max(float(finite.max(initial=0.0)), MIN_SCALE))
+
+
+def _calibrate_partition(delegate, spec, compiled, half, samples, values):
+    """The calibrated GpuPartition of one partition (its outputs, on the fp32 reference run,
+    go into `values` for the partitions after it)."""
+    bound = delegate.options.auto_tolerance / MARGIN
+    runner = _Runner(delegate, spec, compiled, samples)
+    try:
+        reference_partition = runner.build("fp32")
+        try:
+            reference = runner.run(reference_partition)
+        finally:
+            reference_partition.release()
+        for sample, (outputs, _) in zip(values, reference):
+            sample.update(outputs)
+        r = runner.rewritten
+        flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
+        promotion = Promotion(_overflowed(reference, None, {}), {})
+        partition, round_ = half, 0
+        while True:
+            if promotion.tensors or promotion.nodes:
+                partition = runner.build("auto", promotion)
+            result = runner.run(partition)
+            round_ += 1
+            errors = _output_errors(result, reference)
+            worst = max(errors.values(), default=0.0)
+            following = None if worst <= bound or round_ == MAX_ROUNDS else \
+                _promote(flow, result, reference, errors, bound, promotion)
+            if following is None:
+                break
+            if partition is not half:
+                partition.release()
+            promotion = following
+        partition.plan.calibration = {"rounds": round_, "output_error": worst, "target": bound,
+                                      "samples": len(samples)}
+        if partition is not half:
+            half.release()
+        if delegate.options.resolved_tune_workgroups and partition is not half:
+            from .gpu.workgroup_tuner import WorkgroupTuner
+            tuned = runner.build("auto", promotion, WorkgroupTuner(delegate.context))
+            tuned.plan.calibration = partition.plan.calibration
+            partition.release()
+            partition = tuned
+        if worst > bound:
+            log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
+                        "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
+                        worst, bound)
+        return partition
+    except GpuError as exc:
+        log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
+        return half
+
+
+def _output_errors(result, reference):
+    """{output index: worst error over the samples}."""
+    out = {}
+    for (outputs, _), (ref_outputs, _) in zip(result, reference):
+        for index, value in outputs.items():
+            out[index] = max(out.get(index, 0.0), error(value, ref_outputs[index]))
+    return out
+
+
+def _tensor_errors(result, reference):
+    """{tensor index: worst error over the samples} of every captured tensor."""
+    out = {}
+    for (_, captured), (_, ref_captured) in zip(result, reference):
+        for index, value in captured.items():
+            if index in ref_captured:
+                out[index] = max(out.get(index, 0.0), error(value, ref_captured[index]))
+    return out
+
+
+def _overflowed(reference, result, promoted):
+    """{tensor index: why} of the tensors not yet promoted whose reference exceeds a half's range,
+    or (with a result) that hold a non-finite value or one beyond a half where the reference does not."""
+    out = {}
+    for k, (_, ref_captured) in enumerate(reference):
+        for index, ref in ref_captured.items():
+            if index in promoted or index in out or not np.size(ref):
+                continue
+            ref_max = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0))
+            if result is None:
+                if ref_max > HALF_MAX:
+                    out[index] = f"overflow: max |x| = {ref_max:.4g} > {HALF_MAX:g} (the largest half)"
+                continue
+            value = result[k][1].get(index)
+            if value is None or not np.size(value):
+                continue
+            bad = (~np.isfinite(value) & np.isfinite(ref)) | (np.abs(value) > HALF_MAX)
+            if bad.any():
+                out[index] = f"overflow: {int(bad.sum())} value(s) non-finite or beyond {HALF_MAX:g} in half storage"
+    return out
+
+
+class Dataflow:
+    """Which arena tensors each node of a partition reads and writes, as its dispatches state
+    them (an epilogue operand a rewrite fused in included), and whether it has weights; a free
+    reshape's tensor counts as written by its source's producer. Nodes by position."""
+
+    def __init__(self, nodes, inputs, outputs, limits):
+        env = KernelEnv("fp32", limits)
+        dispatches = build_dispatches(nodes, inputs, outputs, env)[0]
+        position = {id(n): k for k, n in enumerate(nodes)}
+        self.labels = [n.label for n in nodes]
+        self.reads = [set() for _ in nodes]
+        self.writes = [set() for _ in nodes]
+        for d in dispatches:
+            if d.node is not None:
+                k = position[id(d.node)]
+                self.writes[k] |= {t.index for t in d.writes}
+                self.reads[k] |= {t.index for t in d.reads}
+        self.weights = [False] * len(nodes)
+        for node in env.constant_nodes:
+            if node is not None:
+                self.weights[position[id(node)]] = True
+        self.producer = {i: k for k, written in enumerate(self.writes) for i in written}
+        groups = memory.alias_groups(env.aliases)
+        for members in groups.values():
+            known = [self.producer[t.index] for t in members if t.index in self.producer]
+            for t in members:
+                if known:
+                    self.producer.setdefault(t.index, known[0])
+        for k in range(len(nodes)):
+            self.reads[k] -= self.writes[k]
+
+    def upstream(self, indices):
+        """Positions of the nodes the tensors `indices` depend on (their producers included)."""
+        seen, stack = set(), [self.producer[i] for i in indices if i in self.producer]
+        while stack:
+            k = stack.pop()
+            if k not in seen:
+                seen.add(k)
+                stack += [self.producer[i] for i in self.reads[k] if i in self.producer]
+        return sorted(seen)
+
+
+def _promote(flow, result, reference, errors, bound, promotion):
+    """The next Promotion, or None when there is nothing left to promote (see the module docstring)."""
+    tensors, weights = dict(promotion.tensors), dict(promotion.nodes)
+    overflow = _overflowed(reference, result, tensors)
+    if overflow:
+        tensors.update(overflow)
+        return Promotion(tensors, weights)
+    e = _tensor_errors(result, reference)
+    bad = [i for i, err in errors.items() if err > bound]
+    upstream = flow.upstream(bad)
+    culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in upstream)
+                if item is not None and item[0] >= GROWTH]
+    for growth, k, todo, has_weights, out_error in culprits:
+        why = f"read by {flow.labels[k]}, whose error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)"
+        for index in todo:
+            tensors.setdefault(index, why)
+        if has_weights:
+            weights.setdefault(k, f"its error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)")
+    if not culprits:  # error that accumulates along the graph: everything upstream of a bad output
+        worst = max(errors.values())
+        for index in bad:  # its own rounding to half may be what the bound does not allow
+            tensors.setdefault(index, f"an output {errors[index]:.3g} of max |x| from FP32")
+        for k in upstream:
+            for index in sorted(flow.reads[k]):
+                tensors.setdefault(index, f"upstream of an output {worst:.3g} of max |x| from FP32, with no node "
+                                          f"whose error grows {GROWTH:g}x or more left to promote")
+            if flow.weights[k]:
+                weights.setdefault(k, f"upstream of an output {worst:.3g} of max |x| from FP32")
+    if tensors == promotion.tensors and weights == promotion.nodes:
+        return None
+    return Promotion(tensors, weights)
+
+
+def _growth(flow, k, e, tensors, weights):
+    """(growth of the error from node k's inputs to its outputs, k, its inputs not yet promoted,
+    whether it has weights not yet promoted, its output error), or None when it has nothing
+    left to promote or no output was read back."""
+    outs = [e[i] for i in flow.writes[k] if i in e]
+    todo = sorted(i for i in flow.reads[k] if i not in tensors)
+    has_weights = flow.weights[k] and k not in weights
+    if not outs or not (todo or has_weights):
+        return None
+    growth = max(outs) / max(max((e[i] for i in flow.reads[k] if i in e), default=0.0), HALF_EPS)
+    return growth, k, todo, has_weights, max(outs)

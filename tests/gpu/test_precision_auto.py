@@ -1,0 +1,115 @@
+"""Precision 'auto' (calibrate.py, gpu/storage.py): on small models built to overflow or to lose
+precision in half storage, it promotes what it must (and only that) and its outputs match FP32."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.calibrate import error
+from gles_delegate.gpu.storage import HALF_MAX
+from gles_delegate.tflite import ModelBuilder
+
+SHAPE = (1, 6, 5, 7)  # 7 channels: two PHWC4 slices, the second padded
+
+
+def chain_model(steps):
+    """x -> OP(t, const c) for each (OP, c) of steps -> y; returns (model bytes, the names of
+    the intermediate tensors)."""
+    b = ModelBuilder()
+    t = b.input("x", SHAPE)
+    names = []
+    for k, (op, value) in enumerate(steps):
+        out = b.tensor(f"t{k}", SHAPE)
+        b.op(op, [t, b.const(f"c{k}", np.full(SHAPE[-1], value, np.float32))], [out])
+        names.append(f"t{k}")
+        t = out
+    b.output(t)
+    return b.build(), names
+
+
+def run(model, precision, x, **options):
+    """(output, delegate summary, {tensor name: index})."""
+    delegate = GpuDelegate(precision=precision, rewrite_rules=False, **options)
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
+    names = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
+    summary = delegate.summary()
+    del interpreter
+    delegate.close()
+    return out, summary, names
+
+
+def inputs(seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, SHAPE).astype(np.float32)
+
+
+def test_overflow_is_promoted_at_once():
+    # x * 1e5 exceeds a half (and so does the weight 1e5); * 1e-3 brings it back to <= 100.
+    model, names = chain_model([("MUL", 1e5), ("MUL", 1e-3)])
+    x = inputs()
+    reference, _, _ = run(model, "fp32", x)
+    half, _, _ = run(model, "fp16_fp32acc", x)
+    assert not np.isfinite(half).all()  # the model does overflow half storage
+    out, summary, index = run(model, "auto", x)
+    assert error(out, reference) <= 1e-2
+    promoted = summary["promoted_tensors"]
+    assert promoted[index["t0"]].startswith("overflow")
+    assert index["t1"] not in promoted  # the output fits a half
+    assert any("weight of magnitude" in why for why in summary["promoted_nodes"].values())
+    assert summary["calibration"][0]["output_error"] <= 1e-2 and summary["float_bytes"] > 0
+
+
+def test_cancellation_promotes_the_tensor_that_loses_precision():
+    # (x + 1000) - 1000: a half holds x + 1000 to 0.5, so x keeps one bit; FP32 keeps 2^-14.
+    model, names = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
+    x = inputs(1)
+    reference, _, _ = run(model, "fp32", x)
+    half, _, _ = run(model, "fp16_fp32acc", x)
+    assert error(half, reference) > 1e-2
+    out, summary, index = run(model, "auto", x, calibration_inputs=[x])
+    assert error(out, reference) <= 1e-2
+    # The smallest set: only the sum, read by the SUB whose error grows.
+    assert set(summary["promoted_tensors"]) == {index["t0"]}
+    assert "SUB" in summary["promoted_tensors"][index["t0"]]
+    assert max(abs(float(np.max(np.abs(x))) + 1000), 0) < HALF_MAX
+
+
+def test_random_calibration_generalizes_and_a_tighter_bound_promotes_more():
+    model, _ = chain_model([("ADD", 30.0), ("SUB", 30.0), ("ADD", 4.0), ("SUB", 4.0)])
+    x = inputs(2)  # not the calibration's inputs (seeded U(-1, 1), seed 0)
+    reference, _, _ = run(model, "fp32", x)
+    loose, loose_summary, _ = run(model, "auto", x, auto_tolerance=0.1)
+    tight, tight_summary, _ = run(model, "auto", x, auto_tolerance=1e-4)
+    assert error(tight, reference) <= 1e-4
+    assert len(tight_summary["promoted_tensors"]) > len(loose_summary["promoted_tensors"])
+
+
+def test_nothing_to_promote_is_plain_half_storage():
+    model, _ = chain_model([("ADD", 1.0), ("MUL", 0.5)])
+    x = inputs()
+    out, summary, _ = run(model, "auto", x)
+    half, half_summary, _ = run(model, "fp16_fp32acc", x)
+    np.testing.assert_array_equal(out, half)
+    assert summary["promoted_tensors"] == {} and summary["float_bytes"] == 0
+    assert summary["programs"] == half_summary["programs"]
+
+
+def test_the_serialization_cache_keeps_the_promotions(tmp_path):
+    model, _ = chain_model([("MUL", 1e5), ("MUL", 1e-3)])
+    x = inputs()
+    cold, cold_summary, _ = run(model, "auto", x, serialization_dir=str(tmp_path))
+    warm, warm_summary, _ = run(model, "auto", x, serialization_dir=str(tmp_path))
+    assert not cold_summary["cache_hit"] and warm_summary["cache_hit"]
+    np.testing.assert_array_equal(cold, warm)
+    for key in ("promoted_tensors", "promoted_nodes", "calibration", "float_bytes"):
+        assert warm_summary[key] == cold_summary[key]
+
+
+def test_calibration_inputs_are_checked():
+    model, _ = chain_model([("ADD", 1.0)])
+    with pytest.raises(ValueError, match="shape"):
+        run(model, "auto", inputs(), calibration_inputs=[np.zeros((1, 2), np.float32)])
+    with pytest.raises(ValueError, match="auto_tolerance"):
+        GpuDelegate(precision="auto", auto_tolerance=0)
