@@ -183,3 +183,15 @@ def check_output_elements(node, shapes, input_elements=0, dynamic=False):
         elif growth is not None and computed > declared * growth + 16 * input_elements + (1 << 20):
             raise node_error(node, f"output {k} (tensor {tensor.index}) would have shape {list(shape)}: far "
                                    f"larger than the model declares ({list(tensor.shape)}) for the resized inputs")
+
+
+def shapes_of(items):
+    """The shapes of tensors or arrays, None for an omitted input."""
+    return [None if item is None else item.shape for item in items]
+
+
+def raise_problem(node, problem):
+    """A ModelError naming the node when `problem` (a reason string) is not None: kernels that
+    re-check the arrays they get (a resize reruns them before SUPPORT sees the shapes)."""
+    if problem is not None:
+        raise node_error(node, problem)

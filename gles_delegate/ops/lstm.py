@@ -20,7 +20,7 @@ weights, replaces the input of the backward cell.
 """
 import numpy as np
 
-from .checks import float32_reason, node_error
+from .checks import float32_reason, raise_problem, shapes_of
 from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, activation_to_vector, fused_activation
 
 GATES = ("input", "forget", "cell", "output")
@@ -285,19 +285,8 @@ def _bidirectional_problem(node, shapes):
     return None
 
 
-def _shapes(items):
-    """The shapes of tensors or arrays, None for an omitted input."""
-    return [None if item is None else item.shape for item in items]
-
-
-def _raise_if(node, problem):
-    # Kernels re-check the arrays they get: a resize reruns them before SUPPORT sees the shapes.
-    if problem is not None:
-        raise node_error(node, problem)
-
-
 def _full_support(node, rank):
-    problem = float32_reason(node) or _full_problem(node, _shapes(node.inputs), rank) or \
+    problem = float32_reason(node) or _full_problem(node, shapes_of(node.inputs), rank) or \
         _outputs_problem(node, 1) or _cell_options_problem(node)
     if problem is not None:
         return problem
@@ -307,7 +296,7 @@ def _full_support(node, rank):
 
 def _bidirectional_support(node):
     outputs = 1 if node.options.get("merge_outputs", False) else 2
-    problem = float32_reason(node) or _bidirectional_problem(node, _shapes(node.inputs)) or \
+    problem = float32_reason(node) or _bidirectional_problem(node, shapes_of(node.inputs)) or \
         _outputs_problem(node, outputs, "merge_outputs" if outputs == 1 else "without merge_outputs") or \
         _cell_options_problem(node)
     if problem is not None:
@@ -347,7 +336,7 @@ def _state_problem(states):
 def unidirectional_sequence_lstm(node, inputs):
     """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> output of the
     same layout with n_output features; the states are updated in place."""
-    _raise_if(node, _full_problem(node, _shapes(inputs), rank=3))
+    raise_problem(node, _full_problem(node, shapes_of(inputs), rank=3))
     return [_run_sequence(node, named_inputs(inputs))]
 
 
@@ -355,7 +344,7 @@ def bidirectional_sequence_lstm(node, inputs):
     """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> the forward and
     backward outputs [..., n_output] of the same layout, or with merge_outputs one output
     [..., 2 * n_output] (forward features first); the four states are updated in place."""
-    _raise_if(node, _bidirectional_problem(node, _shapes(inputs)))
+    raise_problem(node, _bidirectional_problem(node, shapes_of(inputs)))
     forward, backward = (_run_sequence(node, cell, reverse) for cell, reverse in zip(direction_inputs(inputs),
                                                                                     (False, True)))
     if node.options.get("merge_outputs", False):
@@ -379,7 +368,7 @@ def lstm(node, inputs):
     or the basic kernel's four outputs."""
     if node.options.get("kernel_type", KERNEL_TYPE_FULL) == KERNEL_TYPE_BASIC:
         return basic_lstm(node, inputs)
-    _raise_if(node, _full_problem(node, _shapes(inputs), rank=2))
+    raise_problem(node, _full_problem(node, shapes_of(inputs), rank=2))
     named = named_inputs(inputs)
     outputs = _FullCell(node, named).run(inputs[0][np.newaxis], named["output_state"], named["cell_state"])
     return [outputs[0]]
@@ -396,7 +385,7 @@ def basic_lstm(node, inputs):
     prev_state, which is how the state reaches the next invoke. The options (activation, clips)
     are ignored, as in TFLite.
     """
-    _raise_if(node, _basic_problem(_shapes(inputs)))
+    raise_problem(node, _basic_problem(shapes_of(inputs)))
     x, prev_activation, weights, bias, prev_state = inputs
     concat = np.concatenate([x, prev_activation], axis=1)
     pre_activations = concat @ weights.T + bias
@@ -425,7 +414,7 @@ def _basic_problem(shapes):
 
 
 def _basic_support(node):
-    problem = float32_reason(node) or _basic_problem(_shapes(node.inputs))
+    problem = float32_reason(node) or _basic_problem(shapes_of(node.inputs))
     if problem is not None:
         return problem
     if len(node.outputs) != 4:

@@ -19,7 +19,7 @@ Int8 weights (TFLite's hybrid kernels) are refused.
 """
 import numpy as np
 
-from .checks import float32_reason, node_error
+from .checks import float32_reason, raise_problem, shapes_of
 from .common import activation_to_vector, fused_activation
 
 CELL_INPUTS = ("weights", "recurrent_weights", "bias", "hidden_state")
@@ -127,20 +127,10 @@ def _aux_problem(given, time_major):
     return None
 
 
-def _shapes(items):
-    return [None if item is None else item.shape for item in items]
-
-
-def _raise_if(node, problem):
-    # Kernels re-check the arrays they get: a resize reruns them before SUPPORT sees the shapes.
-    if problem is not None:
-        raise node_error(node, problem)
-
-
 # -- kernels ------------------------------------------------------------------------------
 def rnn(node, inputs):
     """One step: input [batch, n_input] -> output [batch, units]; the hidden state is updated in place."""
-    _raise_if(node, _rnn_problem(node, _shapes(inputs), rank=2))
+    raise_problem(node, _rnn_problem(node, shapes_of(inputs), rank=2))
     x, weights, recurrent_weights, bias, hidden = inputs
     return [_Cell(node, weights, recurrent_weights, bias).run(x[np.newaxis], hidden)[0]]
 
@@ -148,7 +138,7 @@ def rnn(node, inputs):
 def unidirectional_sequence_rnn(node, inputs):
     """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> output of the same
     layout with `units` features; the hidden state is updated in place."""
-    _raise_if(node, _rnn_problem(node, _shapes(inputs), rank=3))
+    raise_problem(node, _rnn_problem(node, shapes_of(inputs), rank=3))
     x, weights, recurrent_weights, bias, hidden = inputs
     time_major = node.options.get("time_major", False)
     return [_time_first(_Cell(node, weights, recurrent_weights, bias).run(_time_first(x, time_major), hidden),
@@ -159,7 +149,7 @@ def bidirectional_sequence_rnn(node, inputs):
     """input [time, batch, n_input] (time_major) or [batch, time, n_input] -> the forward and
     backward outputs of the same layout, [..., fw_units] and [..., bw_units], or with
     merge_outputs one output [..., fw_units + bw_units]; the hidden states are updated in place."""
-    _raise_if(node, _bidirectional_problem(node, _shapes(inputs)))
+    raise_problem(node, _bidirectional_problem(node, shapes_of(inputs)))
     given = dict(zip(BIDIRECTIONAL_INPUTS, inputs))
     time_major = node.options.get("time_major", False)
     cross_links = given["fw_aux_weights"] is not None
@@ -188,7 +178,7 @@ def _support(problem, states, outputs):
     """SUPPORT of an RNN op: `problem(node, shapes)`, the {input index: name} of the `states`
     that must be variable tensors, and `outputs(node)`, the number of outputs it takes."""
     def support(node):
-        reason = float32_reason(node) or problem(node, _shapes(node.inputs))
+        reason = float32_reason(node) or problem(node, shapes_of(node.inputs))
         if reason is not None:
             return reason
         if len(node.outputs) != outputs(node):
