@@ -13,7 +13,13 @@ calibration_inputs, else seeded random ones: see sample_inputs):
      output whose error grows most from their inputs to their outputs (the error of a tensor is
      max |x - reference| / max |reference|): 1, 2, 4 ... nodes a round, for MAX_ROUNDS rounds,
      then everything upstream of the bad outputs;
-and go back to 3. The promotions are part of the plan (the serialization cache keeps them) and
+and go back to 3. Promotion overshoots (a culprit's every input and weight, or everything
+upstream, at once), so once the outputs are within the bound:
+  5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
+     then each half of a group that failed, then each quarter ... (breadth first, at most
+     MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
+     promotions are never tried.
+The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
 Inputs of a partition that CPU nodes compute come from the numpy reference kernels run on the
@@ -33,6 +39,7 @@ from .gpu.runtime import GpuPartition
 from .gpu.storage import HALF_MAX, Promotion
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
+MAX_DEMOTION_RUNS = 8  # runs of the demotion pass at most: the whole set, its halves, quarters, 1 eighth
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -208,8 +215,15 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
             if partition is not half:
                 partition.release()
             promotion = following
-        partition.plan.calibration = {"rounds": round_, "output_error": worst, "target": bound,
-                                      "samples": len(samples)}
+        demoted, runs = 0, 0
+        if worst <= bound:
+            promotion, partition, worst, demoted, runs = _demote(runner, flow, reference, bound, promotion,
+                                                                 partition, worst)
+            if not (promotion.tensors or promotion.nodes) and partition is not half:
+                partition.release()  # everything demoted: the plan is the half one
+                partition = half
+        partition.plan.calibration = {"rounds": round_ + runs, "output_error": worst, "target": bound,
+                                      "samples": len(samples), "demoted": demoted}
         if partition is not half:
             half.release()
         if delegate.options.resolved_tune_workgroups and partition is not half:
@@ -226,6 +240,44 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
         return half
+
+
+def _demote(runner, flow, reference, bound, promotion, partition, worst):
+    """(Promotion, its GpuPartition, its worst output error, promotions demoted, runs made) after
+    the demotion pass (module docstring, step 5) from a `promotion` whose `partition` is within
+    `bound` (its error: worst); the partitions it does not return are released, `partition` too
+    when it is replaced."""
+    queue, demoted, runs = [_units(flow, promotion)], 0, 0
+    while queue and queue[0] and runs < MAX_DEMOTION_RUNS:
+        group = queue.pop(0)
+        trial_promotion = _without(promotion, group)
+        trial = runner.build("auto", trial_promotion)
+        runs += 1
+        err = max(_output_errors(runner.run(trial), reference).values(), default=0.0)
+        if err <= bound:
+            partition.release()
+            partition, promotion, worst, demoted = trial, trial_promotion, err, demoted + len(group)
+        else:
+            trial.release()
+            if len(group) > 1:
+                queue += [group[:len(group) // 2], group[len(group) // 2:]]
+    return promotion, partition, worst, demoted, runs
+
+
+def _units(flow, promotion):
+    """The promotions demotion may undo, in graph order (by producer; the partition's inputs
+    first): ('tensor', index) and ('node', position); overflow promotions are kept."""
+    units = [(flow.producer.get(i, -1), 0, "tensor", i) for i, why in promotion.tensors.items()
+             if not why.startswith("overflow")]
+    units += [(k, 1, "node", k) for k in promotion.nodes]
+    return [unit[2:] for unit in sorted(units)]
+
+
+def _without(promotion, group):
+    """`promotion` less the ('tensor', index) and ('node', position) units of `group`."""
+    group = set(group)
+    return Promotion({i: why for i, why in promotion.tensors.items() if ("tensor", i) not in group},
+                     {k: why for k, why in promotion.nodes.items() if ("node", k) not in group})
 
 
 def _output_errors(result, reference):

@@ -470,9 +470,10 @@ class GpuDelegate:
         promoted_tensors: precision 'auto': {tensor index: why} of the tensors stored as float.
         promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
         calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
-            'samples'}: the calibration runs made, the worst output error (relative to max
-            |FP32|) of the chosen plan on the calibration inputs, the error it aimed at
-            (auto_tolerance / calibrate.MARGIN); a cache hit repeats the stored ones.
+            'samples', 'demoted'}: the calibration runs made (promotion and demotion), the worst
+            output error (relative to max |FP32|) of the chosen plan on the calibration inputs,
+            the error it aimed at (auto_tolerance / calibrate.MARGIN), the number of samples,
+            the promotions the demotion pass took back; a cache hit repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused

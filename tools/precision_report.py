@@ -1,14 +1,16 @@
 """How far each precision's outputs are from FP32, and what precision 'auto' promoted.
 
     python -m gles_delegate.tools.precision_report MODEL_OR_DIR [...] [--seed 1] [--out results.md]
-                                                   [--latency-runs 0]
+                                                   [--latency-runs 0] [--warmup 5]
 
 For every model: the outputs of the GpuDelegate at fp16_fp32acc and at 'auto' (calibrated on
 its default seeded inputs, seed 0) against those at fp32, on seeded random inputs (--seed,
 default 1: not the calibration's inputs), as the largest max |x - x_fp32| / max |x_fp32| over
 the outputs; also auto's error on its calibration inputs, what it promoted (tensors, nodes,
-float buffer bytes), its calibration rounds and init time, and with --latency-runs N the median
-invoke latency (ms) of fp16_fp32acc and auto. Prints a Markdown table (written to --out too).
+float buffer bytes), its calibration runs and init time, and with --latency-runs N the median
+invoke latency (ms) of fp16_fp32acc and auto and their ratio: both interpreters live at once,
+--warmup invokes each first, then timed in alternation (A B B A A B ...) so that a clock or load
+change falls on both alike. Prints a Markdown table (written to --out too).
 """
 import statistics
 import sys
@@ -20,38 +22,62 @@ from gles_delegate.calibrate import error, sample_inputs
 from gles_delegate.tools import common
 
 HEADERS = ["model", "fp16_fp32acc", "auto", "auto (calib. inputs)", "promoted tensors", "promoted nodes",
-           "float MB", "rounds", "auto init s", "fp16_fp32acc ms", "auto ms"]
+           "float MB", "runs", "auto init s", "fp16_fp32acc ms", "auto ms", "auto / fp16_fp32acc"]
 
 
-def _run(path, precision, inputs, runs):
-    """(outputs, summary, init seconds, median invoke ms or None)."""
-    delegate = GpuDelegate(precision=precision)
-    start = time.perf_counter()
-    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
-    interpreter.allocate_tensors()
-    init = time.perf_counter() - start
-    common.set_inputs(interpreter, inputs)
-    interpreter.invoke()
-    outputs = [o.copy() for o in common.read_outputs(interpreter)]
-    latency = None
-    if runs:
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            interpreter.invoke()
-            times.append(time.perf_counter() - start)
-        latency = statistics.median(times) * 1000
-    summary = delegate.summary()
-    del interpreter
-    delegate.close()
-    return outputs, summary, init, latency
+class _Loaded:
+    """A model's interpreter on a GpuDelegate of one precision, its inputs set; init: seconds."""
+
+    def __init__(self, path, precision, inputs):
+        self.delegate = GpuDelegate(precision=precision)
+        start = time.perf_counter()
+        self.interpreter = Interpreter(model_path=str(path), experimental_delegates=[self.delegate])
+        self.interpreter.allocate_tensors()
+        self.init = time.perf_counter() - start
+        common.set_inputs(self.interpreter, inputs)
+
+    def outputs(self):
+        self.interpreter.invoke()
+        return [o.copy() for o in common.read_outputs(self.interpreter)]
+
+    def timed(self):
+        """Seconds of one invoke."""
+        start = time.perf_counter()
+        self.interpreter.invoke()
+        return time.perf_counter() - start
+
+    def close(self):
+        self.interpreter = None
+        self.delegate.close()
+
+
+def _outputs(path, precision, inputs):
+    """(outputs, summary) of one fresh interpreter."""
+    loaded = _Loaded(path, precision, inputs)
+    try:
+        return loaded.outputs(), loaded.delegate.summary()
+    finally:
+        loaded.close()
+
+
+def alternate(a, b, runs, warmup):
+    """(median ms of a(), median ms of b()): warmup calls each, then runs calls each in the order
+    A B B A A B ... (a and b return the seconds of one call)."""
+    for _ in range(warmup):
+        a(), b()
+    times = ([], [])
+    for k in range(runs):
+        order = (0, 1) if k % 2 == 0 else (1, 0)
+        for which in order:
+            times[which].append((a, b)[which]())
+    return tuple(statistics.median(t) * 1000 for t in times)
 
 
 def _worst(outputs, reference):
     return max((error(a, b) for a, b in zip(outputs, reference)), default=0.0)
 
 
-def measure(path, seed, runs):
+def measure(path, seed, runs, warmup=5):
     """One table row (a list of cells) for a model."""
     probe = Interpreter(model_path=str(path))
     probe.allocate_tensors()
@@ -59,16 +85,21 @@ def measure(path, seed, runs):
     calibration = sample_inputs(probe._main.graph)[0]
     calibration = [calibration[d["index"]] for d in probe.get_input_details()]
     del probe
-    reference, _, _, _ = _run(path, "fp32", inputs, 0)
-    half, _, _, half_ms = _run(path, "fp16_fp32acc", inputs, runs)
-    auto, summary, init, auto_ms = _run(path, "auto", inputs, runs)
-    calib_reference, _, _, _ = _run(path, "fp32", calibration, 0)
-    calib_auto, _, _, _ = _run(path, "auto", calibration, 0)
+    reference, _ = _outputs(path, "fp32", inputs)
+    half, auto = _Loaded(path, "fp16_fp32acc", inputs), _Loaded(path, "auto", inputs)
+    try:
+        half_out, auto_out, summary, init = half.outputs(), auto.outputs(), auto.delegate.summary(), auto.init
+        half_ms, auto_ms = alternate(half.timed, auto.timed, runs, warmup) if runs else (None, None)
+    finally:
+        half.close()
+        auto.close()
+    calib_reference, _ = _outputs(path, "fp32", calibration)
+    calib_auto, _ = _outputs(path, "auto", calibration)
     rounds = "/".join(str(c["rounds"]) for c in summary["calibration"])
-    return [path.stem, f"{_worst(half, reference):.2e}", f"{_worst(auto, reference):.2e}",
+    timing = [f"{half_ms:.3g}", f"{auto_ms:.3g}", f"{auto_ms / half_ms:.2f}"] if runs else ["-"] * 3
+    return [path.stem, f"{_worst(half_out, reference):.2e}", f"{_worst(auto_out, reference):.2e}",
             f"{_worst(calib_auto, calib_reference):.2e}", str(len(summary["promoted_tensors"])),
-            str(len(summary["promoted_nodes"])), f"{summary['float_bytes'] / 1e6:.2f}", rounds, f"{init:.1f}",
-            f"{half_ms:.1f}" if half_ms is not None else "-", f"{auto_ms:.1f}" if auto_ms is not None else "-"]
+            str(len(summary["promoted_nodes"])), f"{summary['float_bytes'] / 1e6:.2f}", rounds, f"{init:.1f}"] + timing
 
 
 def build_parser():
@@ -76,7 +107,9 @@ def build_parser():
     p.add_argument("models", nargs="+", type=common.model_files, help=".tflite files, directories or MediaPipe names")
     p.add_argument("--seed", type=common.non_negative_int, default=1, help="seed of the compared inputs (default 1)")
     p.add_argument("--latency-runs", type=common.non_negative_int, default=0,
-                   help="also time this many invokes of fp16_fp32acc and auto (default 0: no timing)")
+                   help="also time this many invokes of fp16_fp32acc and auto, alternating (default 0: no timing)")
+    p.add_argument("--warmup", type=common.non_negative_int, default=5,
+                   help="untimed invokes of each before timing (default 5)")
     p.add_argument("--out", type=common.output_file, default=None, help="also write the Markdown table here")
     return p
 
@@ -88,7 +121,7 @@ def main(argv=None):
 def run(args):
     rows = []
     for path in [p for group in args.models for p in group]:
-        rows.append(measure(path, args.seed, args.latency_runs))
+        rows.append(measure(path, args.seed, args.latency_runs, args.warmup))
         print(" | ".join(rows[-1]), flush=True)
     text = "\n".join("| " + " | ".join(cells) + " |" for cells in [HEADERS, ["---"] * len(HEADERS)] + rows)
     print(text)

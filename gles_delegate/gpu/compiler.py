@@ -57,7 +57,8 @@ class Plan:
     promoted_tensors: dict = field(default_factory=dict)
     promoted_nodes: dict = field(default_factory=dict)
     step_storage: list = field(default_factory=list)
-    # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples'}; calibrate.py).
+    # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
+    # calibrate.py).
     calibration: dict = field(default_factory=dict)
 
     @property

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate import calibrate
 from gles_delegate.calibrate import error
 from gles_delegate.gpu.storage import HALF_MAX
 from gles_delegate.tflite import ModelBuilder
@@ -70,10 +71,46 @@ def test_cancellation_promotes_the_tensor_that_loses_precision():
     assert error(half, reference) > 1e-2
     out, summary, index = run(model, "auto", x, calibration_inputs=[x])
     assert error(out, reference) <= 1e-2
-    # The smallest set: only the sum, read by the SUB whose error grows.
+    # The smallest set: only the sum, read by the SUB whose error grows. Promotion gave the SUB
+    # float weights too; demotion took them back (1000 is a half).
     assert set(summary["promoted_tensors"]) == {index["t0"]}
     assert "SUB" in summary["promoted_tensors"][index["t0"]]
+    assert summary["promoted_nodes"] == {} and summary["calibration"][0]["demoted"] == 1
     assert max(abs(float(np.max(np.abs(x))) + 1000), 0) < HALF_MAX
+
+
+def two_sided_cancellation_model():
+    """x -> t0 = x + 1000; t2 = x * 0 + 1000 (exactly 1000: a half holds it); y = (t0 - t2) * 2.
+    The SUB's error grows from its inputs, so promotion stores both its inputs as float; only t0
+    needs it."""
+    b = ModelBuilder()
+    x = b.input("x", SHAPE)
+    t = {name: b.tensor(name, SHAPE) for name in ("t0", "t1", "t2", "t3", "y")}
+
+    def const(name, value):
+        return b.const(name, np.full(SHAPE[-1], value, np.float32))
+    b.op("ADD", [x, const("c0", 1000.0)], [t["t0"]])
+    b.op("MUL", [x, const("c1", 0.0)], [t["t1"]])
+    b.op("ADD", [t["t1"], const("c2", 1000.0)], [t["t2"]])
+    b.op("SUB", [t["t0"], t["t2"]], [t["t3"]])
+    b.op("MUL", [t["t3"], const("c3", 2.0)], [t["y"]])
+    b.output(t["y"])
+    return b.build()
+
+
+def test_demotion_keeps_the_needed_promotion_and_drops_the_unneeded_one(monkeypatch):
+    model = two_sided_cancellation_model()
+    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 0)
+    _, promoted, index = run(model, "auto", inputs())
+    assert {index["t0"], index["t2"]} <= set(promoted["promoted_tensors"])
+    monkeypatch.undo()
+    x = inputs(3)  # not the calibration's inputs
+    reference, _, _ = run(model, "fp32", x)
+    out, summary, index = run(model, "auto", x)
+    assert set(summary["promoted_tensors"]) == {index["t0"]}
+    assert summary["calibration"][0]["demoted"] >= 1
+    assert summary["calibration"][0]["rounds"] <= 1 + calibrate.MAX_ROUNDS + calibrate.MAX_DEMOTION_RUNS
+    assert error(out, reference) <= 1e-2
 
 
 def test_random_calibration_generalizes_and_a_tighter_bound_promotes_more():
