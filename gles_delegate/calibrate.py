@@ -17,8 +17,8 @@ and go back to 3. Promotion overshoots (a culprit's every input and weight, or e
 upstream, at once), so once the outputs are within the bound:
   5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
      then each half of a group that failed, then each quarter ... (breadth first, at most
-     MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
-     promotions are never tried.
+     MAX_DEMOTION_RUNS runs; 0 by default: off); keep a demotion when every output stays within
+     the bound. Overflow promotions are never tried.
 The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
@@ -39,7 +39,13 @@ from .gpu.runtime import GpuPartition
 from .gpu.storage import HALF_MAX, Promotion
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
-MAX_DEMOTION_RUNS = 8  # runs of the demotion pass at most: the whole set, its halves, quarters, 1 eighth
+# Runs of the demotion pass at most (the whole set, its halves, quarters, eighths: 8). Off by
+# default: a demotion is chosen on the very inputs it is judged on, and on an H200 the demoted
+# plan of selfie_segmentation_landscape (46 of 59 promotions kept, 3.1e-4 of FP32 on the
+# calibration inputs) was 2.3e-2 of FP32 on unseen ones, where the undemoted plan was exact;
+# with it on, face_detection_short_range kept 18 of 51 promotions, palm_detection_full 56 of 75
+# (docs/performance.md). `--set calibrate.MAX_DEMOTION_RUNS=8` (or monkeypatch) turns it on.
+MAX_DEMOTION_RUNS = 0
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -222,16 +228,10 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
             if not (promotion.tensors or promotion.nodes) and partition is not half:
                 partition.release()  # everything demoted: the plan is the half one
                 partition = half
-        partition.plan.calibration = {"rounds": round_ + runs, "output_error": worst, "target": bound,
-                                      "samples": len(samples), "demoted": demoted}
-        if partition is not half:
-            half.release()
-        if delegate.options.resolved_tune_workgroups and partition is not half:
-            from .gpu.workgroup_tuner import WorkgroupTuner
-            tuned = runner.build("auto", promotion, WorkgroupTuner(delegate.context))
-            tuned.plan.calibration = partition.plan.calibration
-            partition.release()
-            partition = tuned
+        calibration = {"rounds": round_ + runs, "output_error": worst, "target": bound, "samples": len(samples),
+                       "demoted": demoted}
+        partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
+        partition.plan.calibration = calibration
         if worst > bound:
             log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
                         "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
@@ -240,6 +240,22 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
         return half
+
+
+def _served(delegate, runner, promotion, calibrated):
+    """The partition that serves invokes: the chosen plan built anew (tuned when the delegate
+    tunes workgroups), in buffers no capture read back, and the `calibrated` partitions released.
+    A driver may move a buffer it was asked to map for reading to host memory: on an H200 a
+    plan ran 3-5x slower in the buffers its calibration captures had read (mobilenet_v1 3.0 ms
+    against 0.5, with nothing promoted), and as fast as fp16_fp32acc once built anew."""
+    tuner = None
+    if delegate.options.resolved_tune_workgroups:
+        from .gpu.workgroup_tuner import WorkgroupTuner
+        tuner = WorkgroupTuner(delegate.context)
+    served = runner.build("auto", promotion, tuner)
+    for partition in calibrated:
+        partition.release()
+    return served
 
 
 def _demote(runner, flow, reference, bound, promotion, partition, worst):

@@ -62,7 +62,8 @@ def test_overflow_is_promoted_at_once():
     assert summary["calibration"][0]["output_error"] <= 1e-2 and summary["float_bytes"] > 0
 
 
-def test_cancellation_promotes_the_tensor_that_loses_precision():
+def test_cancellation_promotes_the_tensor_that_loses_precision(monkeypatch):
+    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 8)  # off by default (calibrate.py)
     # (x + 1000) - 1000: a half holds x + 1000 to 0.5, so x keeps one bit; FP32 keeps 2^-14.
     model, names = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
     x = inputs(1)
@@ -103,7 +104,7 @@ def test_demotion_keeps_the_needed_promotion_and_drops_the_unneeded_one(monkeypa
     monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 0)
     _, promoted, index = run(model, "auto", inputs())
     assert {index["t0"], index["t2"]} <= set(promoted["promoted_tensors"])
-    monkeypatch.undo()
+    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 8)
     x = inputs(3)  # not the calibration's inputs
     reference, _, _ = run(model, "fp32", x)
     out, summary, index = run(model, "auto", x)
