@@ -8,7 +8,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError
 from gles_delegate import ops
 from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
 from gles_delegate.tools.common import seeded_inputs
 from tests.litert import run_litert
@@ -75,6 +75,17 @@ def single_op_model(op, inputs, options=None, version=1, custom_options=None, ou
     results = ops.run_node(node, [None if s is None else s.value for s in inputs])
     return build_model(op, inputs, [(r.shape, d, q) for r, d, q in zip(results, dtypes, quants)],
                        options, version, custom_options)
+
+
+def edit_operator(model, edit):
+    """The model with `edit(operator inputs list, options dict)` applied to its first operator
+    (to build malformed variants of a valid model)."""
+    model_def = read_model(model)
+    op = model_def.subgraphs[0].operators[0]
+    inputs = list(op.inputs)
+    edit(inputs, op.options)
+    op.inputs = tuple(inputs)
+    return write_model(model_def)
 
 
 def first_node(model):

@@ -14,7 +14,7 @@ from gles_delegate.ops.lstm import BIDIRECTIONAL_INPUTS, GATES
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
 from tests.litert import RESOLVERS, LiteRTInterpreter
-from tests.oplib import assert_close, reason_of
+from tests.oplib import assert_close, edit_operator, reason_of
 from tests.ops.test_lstm import LstmSpec, compare_with_litert, random_spec, run_twice_and_reset
 
 OP = "BIDIRECTIONAL_SEQUENCE_LSTM"
@@ -117,12 +117,7 @@ def test_sequence_length_resize_matches_litert():
 # -- rejection ----------------------------------------------------------------------------
 def edited(spec, edit, **model_kwargs):
     """bidirectional_lstm_model(spec) with `edit(operator inputs list, options dict)` applied."""
-    model_def = read_model(bidirectional_lstm_model(spec, np.random.default_rng(0), **model_kwargs)[0])
-    op = model_def.subgraphs[0].operators[0]
-    inputs = list(op.inputs)
-    edit(inputs, op.options)
-    op.inputs = tuple(inputs)
-    return write_model(model_def)
+    return edit_operator(bidirectional_lstm_model(spec, np.random.default_rng(0), **model_kwargs)[0], edit)
 
 
 def drop(*names):

@@ -13,7 +13,7 @@ from gles_delegate.ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_
 from gles_delegate.ops.rnn import BIDIRECTIONAL_INPUTS
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
-from tests.oplib import reason_of
+from tests.oplib import edit_operator, reason_of
 from tests.ops.test_lstm import compare_with_litert
 
 ACTIVATIONS = [ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT]
@@ -146,14 +146,7 @@ def test_state_carries_over():
 
 
 # -- rejection ----------------------------------------------------------------------------
-def edited(model, edit):
-    """The model with `edit(operator inputs list, options dict)` applied to its operator."""
-    model_def = read_model(model)
-    op = model_def.subgraphs[0].operators[0]
-    inputs = list(op.inputs)
-    edit(inputs, op.options)
-    op.inputs = tuple(inputs)
-    return write_model(model_def)
+edited = edit_operator
 
 
 def drop(*names):
