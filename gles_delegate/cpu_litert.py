@@ -247,7 +247,7 @@ class LiteRTStep:
         self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
         producer = {id(t): n for n in self.nodes for t in n.outputs}
         # tensor() returns a function over LiteRT's Python object, safe to hold (unlike the view).
-        self.inputs = [(t.index, self.interpreter.tensor(index[id(t)])) for t in spec.inputs]
+        self.inputs = [(t.index, index[id(t)], self.interpreter.tensor(index[id(t)])) for t in spec.inputs]
         self.outputs = [(t, producer[id(t)], self.interpreter.tensor(index[id(t)])) for t in spec.outputs]
         boundary_ids = {id(t) for t in spec.outputs}
         self.intermediates = [(t.index, index[id(t)]) for n in self.nodes for t in n.outputs
@@ -265,8 +265,8 @@ class LiteRTStep:
         """Copy the inputs in, invoke LiteRT, copy the outputs out (and, with `capture`, every
         intermediate: preserve_all_tensors)."""
         with self._lock:
-            for index, view in self.inputs:
-                np.copyto(view(), storage[index])
+            for index, theirs, view in self.inputs:
+                _copy_in(self.interpreter, theirs, view, storage[index])
             try:
                 self.interpreter.invoke()
             except (ValueError, RuntimeError) as exc:
@@ -278,9 +278,21 @@ class LiteRTStep:
                     np.copyto(capture[index], self.interpreter.get_tensor(theirs))
 
 
+def _copy_in(interpreter, index, view, value):
+    """value into LiteRT's input tensor `index` through a fresh view (dropped on return: LiteRT
+    refuses to invoke while one is held); a 0-d tensor's view is a numpy scalar, not an array,
+    so it goes through set_tensor."""
+    target = view()
+    if isinstance(target, np.ndarray):
+        np.copyto(target, value)
+    else:
+        interpreter.set_tensor(index, np.asarray(value, type(target)))
+
+
 def _copy_out(node, tensor, value, target):
     """value (LiteRT's output, in the shape LiteRT reports) into target; a ModelError when a
     dynamic output came out in another shape than the model declares."""
+    value = np.asarray(value)  # a 0-d output's view is a numpy scalar
     if value.shape != target.shape:
         raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor {tensor.index} "
                          f"through LiteRT, the model declares {list(target.shape)}")

@@ -218,3 +218,20 @@ def test_signature_runner_resizes_through_litert():
         value = random_input(shape, seed=shape[1])
         out = runner(x=value)["y"]
         np.testing.assert_array_equal(out, np.eye(shape[1], dtype=np.float32) * value[..., None, :])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_scalar_tensors_through_litert(dtype):
+    """0-d inputs and outputs (a loop counter's ADD): LiteRT's view of a 0-d tensor is a numpy
+    scalar, not an array, and copying into it once failed at invoke."""
+    b = ModelBuilder()
+    x, y = b.input("x", (), dtype), b.input("y", (), dtype)
+    s, out = b.tensor("s", (), dtype), b.tensor("out", (), dtype)
+    b.op("ADD", [x, y], [s], fused_activation_function=0)
+    b.op("MUL", [s, x], [out], fused_activation_function=0)
+    b.output(out)
+    model = b.build()
+    values = [np.array(3, dtype), np.array(4, dtype)]
+    (ours,), summary = run(model, values, cpu_backend="litert")
+    assert summary["litert_nodes"] == ["#0 (ADD)", "#1 (MUL)"]
+    assert ours.shape == () and ours.dtype == dtype and ours == litert_outputs(model, values)[0] == 21
