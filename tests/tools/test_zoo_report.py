@@ -124,3 +124,12 @@ def test_main_writes_the_markdown_and_json(zoo, tmp_path):
     results = json.loads(numbers.read_text())
     assert [r["model"] for r in results] == ["custom", "garbage", "small"]
     assert "outputs" not in results[2]
+
+
+def test_control_flow_is_no_reference_refusal():
+    """A WHILE and its subgraphs' nodes run in the Interpreter (node.runtime): checked alone, the
+    WHILE's reference check says only the Interpreter can call it, which is no missing support."""
+    from tests.control_flow_models import counter_loop
+    model = counter_loop((1, 4), np.full((1, 4), 1.5, np.float32))
+    reference, _ = zoo_report.refusals(read_model(model))
+    assert "WHILE" not in reference
