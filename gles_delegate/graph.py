@@ -129,13 +129,25 @@ def _check_not_in_place(k, op, inputs, outputs):
                                  f"output {j}, which is also its input {i}: an operator cannot run in place")
 
 
+# Option keys under which GPU rewrite rules make a node read more tensors (fused_reads).
+EPILOGUE_KEY = "epilogue"
+INPUT_GATE_KEY = "input_gate"
+
+
+def fused_reads(node):
+    """The tensors `node` reads through its options, not its inputs, once GPU rewrite rules fused
+    work into it: the tensor operands of its epilogue steps (options["epilogue"],
+    gpu/kernels/epilogue.py) and a convolution's input gate (options["input_gate"], rule
+    channel_gate)."""
+    operands = [getattr(step, "operand", None) for step in node.options.get(EPILOGUE_KEY, ())]
+    return [t for t in [*operands, node.options.get(INPUT_GATE_KEY)] if isinstance(t, Tensor)]
+
+
 def read_tensors(node):
-    """Every tensor `node` reads: its inputs, and the tensor operands of the epilogue steps rewrite
-    rules fused into it (options["epilogue"], gpu/kernels/epilogue.py). The Graph's reader index
-    counts both, so no later rule takes a fused operand for unread (a RESHAPE feeding a fused ADD
-    was once removed as if nothing read it)."""
-    operands = [getattr(step, "operand", None) for step in node.options.get("epilogue", ())]
-    return [t for t in [*node.inputs, *operands] if isinstance(t, Tensor)]
+    """Every tensor `node` reads: its inputs and its fused_reads. The Graph's reader index counts
+    both, so no later rule takes a fused operand for unread (a RESHAPE feeding a fused ADD was
+    once removed as if nothing read it)."""
+    return [t for t in node.inputs if t is not None] + fused_reads(node)
 
 
 class Graph:

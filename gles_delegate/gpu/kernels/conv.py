@@ -8,6 +8,7 @@ what the other convolution kernels (depthwise.py, fully_connected.py, transpose_
 support checks, blocking, weight and bias packing."""
 import numpy as np
 
+from ...graph import INPUT_GATE_KEY
 from ...ops import conv as reference
 from ...ops.common import spatial_geometry
 from ...registry import OpFacts
@@ -29,7 +30,7 @@ EXPLICIT_PADDING = "explicit_padding"
 # node.options[INPUT_GATE] = a runtime tensor [B, 1, 1, C] (or [B, C]) that multiplies the input
 # per batch and channel as it is loaded: a squeeze-excite MUL the rewrite rule channel_gate
 # fused into this convolution (the input tensor is the MUL's other operand).
-INPUT_GATE = "input_gate"
+INPUT_GATE = INPUT_GATE_KEY
 
 
 def optional_input(node, index):

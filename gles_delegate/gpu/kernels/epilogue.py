@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...graph import EPILOGUE_KEY
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
 from ..phwc4 import bhwc, to_phwc4
 
-KEY = "epilogue"  # node.options[KEY]: a tuple of Steps
+KEY = EPILOGUE_KEY  # node.options[KEY]: a tuple of Steps (graph.fused_reads reads their operands)
 MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones
 # Step op codes: the numbers live only here; kernels_glsl/epilogue.glsl names them EP_OP_<op>
 # (glsl_defines()). A unary op's code is its own, a binary op's BINARY_BASE + its code.

@@ -2,9 +2,9 @@
 through, and moving elementwise nodes into the epilogue of the node that produces their input."""
 import numpy as np
 
+from ...graph import fused_reads
 from .. import kernels
 from ..kernels import epilogue
-from ..kernels.conv import INPUT_GATE
 
 
 def new_constant(graph, name, data, dtype=np.float32):
@@ -142,12 +142,6 @@ def hoist(graph, tensor, node):
 
 
 def fused_operands(graph):
-    """ids of the tensors nodes read through their options rather than their inputs (operands of
-    epilogue steps, a convolution's input gate): readers_of does not list those readers."""
-    found = set()
-    for node in graph.nodes:
-        found.update(id(s.operand) for s in epilogue.steps_of(node) if hasattr(s.operand, "shape"))
-        gate = node.options.get(INPUT_GATE)
-        if gate is not None:
-            found.add(id(gate))
-    return found
+    """ids of the tensors nodes read through their options rather than their inputs
+    (graph.fused_reads: epilogue operands, a convolution's input gate)."""
+    return {id(t) for node in graph.nodes for t in fused_reads(node)}
