@@ -88,6 +88,19 @@ def edit_operator(model, edit):
     return write_model(model_def)
 
 
+def with_int8_weights(model, positions):
+    """The model with the tensors at its first operator's input `positions` made int8 (scale
+    0.01, zeros): the hybrid-weight variant of a float model."""
+    model_def = read_model(model)
+    subgraph = model_def.subgraphs[0]
+    for k in positions:
+        tensor = subgraph.tensors[subgraph.operators[0].inputs[k]]
+        tensor.type_name = "INT8"
+        tensor.quantization = quantize_params(0.01, 0)
+        model_def.buffers[tensor.buffer] = np.zeros(int(np.prod(tensor.shape)), np.uint8)
+    return write_model(model_def)
+
+
 def first_node(model):
     """The first node of a model's graph (to check support or build kernels without running)."""
     return Graph.from_model(read_model(model)).nodes[0]

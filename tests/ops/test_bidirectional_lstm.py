@@ -12,9 +12,8 @@ from gles_delegate.errors import ModelError
 from gles_delegate.ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1
 from gles_delegate.ops.lstm import BIDIRECTIONAL_INPUTS, GATES
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
-from gles_delegate.tflite.writer import quantize_params
 from tests.litert import RESOLVERS, LiteRTInterpreter
-from tests.oplib import assert_close, edit_operator, reason_of
+from tests.oplib import assert_close, edit_operator, reason_of, with_int8_weights
 from tests.ops.test_lstm import LstmSpec, compare_with_litert, random_spec, run_twice_and_reset
 
 OP = "BIDIRECTIONAL_SEQUENCE_LSTM"
@@ -177,13 +176,8 @@ def test_cells_of_different_sizes_are_rejected():
 
 def test_hybrid_weights_are_rejected():
     """Int8 weights (TFLite's hybrid kernel) are refused, naming the node."""
-    model_def = read_model(bidirectional_lstm_model(LstmSpec(), np.random.default_rng(0))[0])
-    subgraph = model_def.subgraphs[0]
-    tensor = subgraph.tensors[subgraph.operators[0].inputs[BIDIRECTIONAL_INPUTS.index("fw_input_to_cell_weights")]]
-    tensor.type_name = "INT8"
-    tensor.quantization = quantize_params(0.01, 0)
-    model_def.buffers[tensor.buffer] = np.zeros(int(np.prod(tensor.shape)), np.uint8)
-    model = write_model(model_def)
+    model = with_int8_weights(bidirectional_lstm_model(LstmSpec(), np.random.default_rng(0))[0],
+                              [BIDIRECTIONAL_INPUTS.index("fw_input_to_cell_weights")])
     assert "float32" in reason_of(model)
     with pytest.raises(ModelError, match=r"#0 \(BIDIRECTIONAL_SEQUENCE_LSTM\).*float32"):
         Interpreter(model_content=model).allocate_tensors()

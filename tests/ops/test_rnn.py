@@ -12,8 +12,7 @@ from gles_delegate.errors import ModelError
 from gles_delegate.ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
 from gles_delegate.ops.rnn import BIDIRECTIONAL_INPUTS
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
-from gles_delegate.tflite.writer import quantize_params
-from tests.oplib import edit_operator, reason_of
+from tests.oplib import edit_operator, reason_of, with_int8_weights
 from tests.ops.test_lstm import compare_with_litert
 
 ACTIVATIONS = [ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT]
@@ -199,14 +198,7 @@ def test_rnn_rejects_a_sequence_input():
 @pytest.mark.parametrize("op", ["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"])
 def test_hybrid_weights_are_rejected(op):
     """Int8 weights (TFLite's hybrid kernel) are refused, naming the node."""
-    model_def = read_model(rnn_model(op, RnnSpec(), np.random.default_rng(0))[0])
-    subgraph = model_def.subgraphs[0]
-    for k in subgraph.operators[0].inputs[1:3]:
-        tensor = subgraph.tensors[k]
-        tensor.type_name = "INT8"
-        tensor.quantization = quantize_params(0.01, 0)
-        model_def.buffers[tensor.buffer] = np.zeros(int(np.prod(tensor.shape)), np.uint8)
-    model = write_model(model_def)
+    model = with_int8_weights(rnn_model(op, RnnSpec(), np.random.default_rng(0))[0], [1, 2])
     assert "float32" in reason_of(model)
     with pytest.raises(ModelError, match=rf"#0 \({op}\).*float32"):
         Interpreter(model_content=model).allocate_tensors()
