@@ -2,7 +2,8 @@
 within a bound of an FP32 run.
 
 For each GPU partition, in graph order, on calibration inputs (GpuDelegateOptions.
-calibration_inputs, else seeded random ones: see sample_inputs):
+calibration_inputs, else seeded random ones in the ranges the model states: see
+input_ranges):
   1. run the partition's plan compiled in 'fp32', reading back every tensor (the reference);
   2. promote every tensor whose reference exceeds the largest half (65504) at once: overflow;
   3. run the plan in half storage with the promotions so far (gpu/storage.py), reading back every
@@ -17,8 +18,11 @@ and go back to 3. Promotion overshoots (a culprit's every input and weight, or e
 upstream, at once), so once the outputs are within the bound:
   5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
      then each half of a group that failed, then each quarter ... (breadth first, at most
-     MAX_DEMOTION_RUNS runs; 0 by default: off); keep a demotion when every output stays within
-     the bound. Overflow promotions are never tried.
+     MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
+     promotions are never tried. The demoted plan is then run on a held-out sample (inputs no
+     choice was made on: the second seeded sample, or the last of the user's when they gave two
+     or more) and kept only when it is within the bound there too (or no worse than the plan
+     before demotion): a demotion fitted to one sample can be far off on the next.
 The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
@@ -37,15 +41,14 @@ from .gpu.compiler import build_dispatches, compile_plan
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
 from .gpu.storage import HALF_MAX, Promotion
+from .tflite import metadata
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
-# Runs of the demotion pass at most (the whole set, its halves, quarters, eighths: 8). Off by
-# default: a demotion is chosen on the very inputs it is judged on, and on an H200 the demoted
-# plan of selfie_segmentation_landscape (46 of 59 promotions kept, 3.1e-4 of FP32 on the
-# calibration inputs) was 2.3e-2 of FP32 on unseen ones, where the undemoted plan was exact;
-# with it on, face_detection_short_range kept 18 of 51 promotions, palm_detection_full 56 of 75
-# (docs/performance.md). `--set calibrate.MAX_DEMOTION_RUNS=8` (or monkeypatch) turns it on.
-MAX_DEMOTION_RUNS = 0
+# Runs of the demotion pass at most (the whole set, its halves, quarters, eighths: 8); 0 turns it
+# off. Without the held-out check it overfit: on an H200 the demoted plan of
+# selfie_segmentation_landscape (3.1e-4 of FP32 on its calibration inputs) was 2.3e-2 of FP32 on
+# unseen ones, where the undemoted plan was exact (docs/performance.md).
+MAX_DEMOTION_RUNS = 8
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -57,16 +60,17 @@ SEED = 0
 log = logging.getLogger("gles_delegate")
 
 
-def sample_inputs(graph, given=None):
+def sample_inputs(graph, given=None, seed=SEED, count=1):
     """[{tensor index: array}] the calibration samples: `given` (one sample, a sequence of arrays
-    in the order of the graph's inputs, or a sequence of such samples), else one seeded random
-    sample: quantized integer inputs uniform over their type's range, other integers over
-    [0, 10], booleans 0/1, floats U(-1, 1). ValueError naming the input when a given array does
-    not fit."""
+    in the order of the graph's inputs, or a sequence of such samples), else `count` seeded
+    random samples: floats uniform over input_ranges(graph), quantized integer inputs over their
+    type's range, other integers over [0, 10], booleans 0/1. ValueError naming the input when a
+    given array does not fit."""
     inputs = graph.inputs
     if given is None:
-        rng = np.random.default_rng(SEED)
-        return [{t.index: _random(t, rng) for t in inputs}]
+        rng = np.random.default_rng(seed)
+        ranges = input_ranges(graph)
+        return [{t.index: _random(t, rng, ranges[t.index][:2]) for t in inputs} for _ in range(count)]
     samples = list(given)
     if samples and not isinstance(samples[0], (list, tuple)):
         samples = [samples]
@@ -86,10 +90,56 @@ def sample_inputs(graph, given=None):
     return out
 
 
-def _random(tensor, rng):
+def input_ranges(graph):
+    """{input tensor index: (low, high, where from)} of the graph's inputs: the range the model's
+    metadata states (tflite/metadata.py), else the float range recorded in the input's
+    quantization (min / max), else the range of the integer grid of a QUANTIZE that reads it,
+    else (-1, 1)."""
+    stated = []
+    if graph.source_model is not None and graph.subgraph_index is not None:
+        stated = metadata.input_ranges(graph.source_model, graph.subgraph_index)
+    out = {}
+    for k, t in enumerate(graph.inputs):
+        found = stated[k] if k < len(stated) and stated[k] is not None else None
+        if found is not None:
+            out[t.index] = (*found, "metadata")
+            continue
+        found = _recorded_range(t.quantization)
+        if found is not None:
+            out[t.index] = (*found, "quantization min/max")
+            continue
+        for node in graph.readers_of(t):
+            found = _grid_range(node.outputs[0]) if node.op == "QUANTIZE" else None
+            if found is not None:
+                out[t.index] = (*found, f"the grid of {node.label}")
+                break
+        else:
+            out[t.index] = (-1.0, 1.0, "default")
+    return out
+
+
+def _recorded_range(q):
+    """(low, high) of a Quantization's recorded min / max, or None."""
+    if q is None or q.min is None or q.max is None or not np.size(q.min) or not np.size(q.max):
+        return None
+    low, high = float(np.min(q.min)), float(np.max(q.max))
+    return (low, high) if np.isfinite(low) and np.isfinite(high) and low < high else None
+
+
+def _grid_range(tensor):
+    """(low, high): the real values an integer tensor's per-tensor quantization can represent, or None."""
+    q, dtype = tensor.quantization, np.dtype(tensor.dtype)
+    if q is None or q.scales.size != 1 or dtype.kind not in "iu":
+        return None
+    info, scale, zero = np.iinfo(dtype), float(q.scales[0]), float(q.zero_points[0]) if q.zero_points.size else 0.0
+    low, high = scale * (info.min - zero), scale * (info.max - zero)
+    return (low, high) if np.isfinite(low) and np.isfinite(high) and low < high else None
+
+
+def _random(tensor, rng, float_range=(-1.0, 1.0)):
     dtype, shape = np.dtype(tensor.dtype), tuple(tensor.shape)
     if dtype.kind == "f":
-        return rng.uniform(-1, 1, shape).astype(dtype)
+        return rng.uniform(*float_range, shape).astype(dtype)
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     quantized = tensor.quantization is not None and tensor.quantization.scales.size > 0
@@ -101,9 +151,9 @@ def _random(tensor, rng):
 def calibrate(delegate, graph, specs, compiled, made):
     """The partitions of `made` (compiled in 'auto' with no promotion) replaced by calibrated
     ones; specs / compiled: what GpuDelegate._build found and compiled for each."""
-    samples = sample_inputs(graph, delegate.options.calibration_inputs)
+    chosen_on, held_out = held_out_split(sample_inputs(graph, delegate.options.calibration_inputs, count=2))
     order = {id(n): k for k, spec in enumerate(specs) for n in spec.nodes}
-    values = [dict(sample) for sample in samples]
+    values = [dict(sample) for sample in chosen_on + held_out]
     done, out = set(), list(made)
     for node in graph.nodes:
         k = order.get(id(node))
@@ -113,10 +163,20 @@ def calibrate(delegate, graph, specs, compiled, made):
         elif k not in done:
             done.add(k)
             boundary = [_boundary(specs[k].inputs, v) for v in values]
-            out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values)
+            out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values,
+                                          len(chosen_on))
             if len(done) == len(specs):
                 break
     return out
+
+
+def held_out_split(samples):
+    """(samples the promotions are chosen on, held-out samples that only check a demotion): the
+    last sample is held out when there are two or more (generated ones: always two); a single
+    sample the user gave is both, and with nothing held out the demotion pass does not run."""
+    if len(samples) < 2:
+        return samples, []
+    return samples[:-1], samples[-1:]
 
 
 def _run_cpu(node, values):
@@ -161,8 +221,9 @@ class _Runner:
         fused_away = {t.index for n in self.spec.nodes for t in n.outputs} - computed
         return GpuPartition(self.delegate.context, plan, self.spec.nodes, view=self.view, fused_away=fused_away)
 
-    def run(self, partition):
-        """Per sample: ({output index: array}, {tensor index: array} of every tensor it wrote)."""
+    def run(self, partition, capture=True):
+        """Per sample: ({output index: array}, {tensor index: array} of every tensor it wrote,
+        or {} without `capture`)."""
         results = []
         dtypes = {t.index: t.dtype for t in self.spec.outputs}
         for sample in self.samples:
@@ -170,10 +231,11 @@ class _Runner:
             for slot in partition.plan.outputs:
                 storage[slot.tensor_index] = np.zeros(slot.shape, dtypes.get(slot.tensor_index, np.float32))
             unread = np.empty(0)  # replaced by what the capture reads back
-            capture = {index: unread for written in partition.plan.writes for index, _, _ in written}
-            partition.run(storage, capture)
+            captured = {index: unread for written in partition.plan.writes for index, _, _ in written} \
+                if capture else None
+            partition.run(storage, captured)
             outputs = {slot.tensor_index: storage[slot.tensor_index] for slot in partition.plan.outputs}
-            results.append((outputs, {k: v for k, v in capture.items() if v is not unread}))
+            results.append((outputs, {k: v for k, v in (captured or {}).items() if v is not unread}))
         return results
 
 
@@ -190,18 +252,21 @@ def error(value, reference):
     return float(diff.max() / max(float(finite.max(initial=0.0)), MIN_SCALE))
 
 
-def _calibrate_partition(delegate, spec, compiled, half, samples, values):
-    """The calibrated GpuPartition of one partition (its outputs, on the fp32 reference run,
-    go into `values` for the partitions after it)."""
+def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen):
+    """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen], a
+    demotion kept only if samples[chosen:] (held out) agree. Its outputs on the fp32 reference
+    run go into `values` for the partitions after it."""
     bound = delegate.options.auto_tolerance / MARGIN
-    runner = _Runner(delegate, spec, compiled, samples)
+    runner = _Runner(delegate, spec, compiled, samples[:chosen])
+    check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
     try:
         reference_partition = runner.build("fp32")
         try:
             reference = runner.run(reference_partition)
+            held_reference = check.run(reference_partition, capture=False) if check else None
         finally:
             reference_partition.release()
-        for sample, (outputs, _) in zip(values, reference):
+        for sample, (outputs, _) in zip(values, reference + (held_reference or [])):
             sample.update(outputs)
         r = runner.rewritten
         flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
@@ -221,15 +286,27 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values):
             if partition is not half:
                 partition.release()
             promotion = following
-        demoted, runs = 0, 0
-        if worst <= bound:
-            promotion, partition, worst, demoted, runs = _demote(runner, flow, reference, bound, promotion,
-                                                                 partition, worst)
+        demoted, runs, held_error = 0, 0, None
+        if check is not None:
+            held_error = _worst_error(check.run(partition, capture=False), held_reference)
+        if worst <= bound and check is not None:
+            demotion = _demote(runner, flow, reference, bound, promotion, partition, worst)
+            runs = demotion[4]
+            if demotion[3]:
+                demoted_error = _worst_error(check.run(demotion[1], capture=False), held_reference)
+                runs += 1
+                if demoted_error <= max(bound, held_error):  # the held-out sample agrees: keep it
+                    promotion, partition, worst, demoted, _ = demotion
+                    held_error = demoted_error
+                else:
+                    log.info("precision 'auto': demoting %d promotions left a held-out sample %.3g of max |FP32| "
+                             "from FP32 (bound %g): kept them all", demotion[3], demoted_error, bound)
+                    partition = demotion[1]  # released by _served, which builds `promotion` anew
             if not (promotion.tensors or promotion.nodes) and partition is not half:
                 partition.release()  # everything demoted: the plan is the half one
                 partition = half
         calibration = {"rounds": round_ + runs, "output_error": worst, "target": bound, "samples": len(samples),
-                       "demoted": demoted}
+                       "held_out": len(samples) - chosen, "held_out_error": held_error, "demoted": demoted}
         partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
         partition.plan.calibration = calibration
         if worst > bound:
@@ -303,6 +380,10 @@ def _output_errors(result, reference):
         for index, value in outputs.items():
             out[index] = max(out.get(index, 0.0), error(value, ref_outputs[index]))
     return out
+
+
+def _worst_error(result, reference):
+    return max(_output_errors(result, reference).values(), default=0.0)
 
 
 def _tensor_errors(result, reference):

@@ -5,7 +5,8 @@
 
 For every model: the outputs of the GpuDelegate at fp16_fp32acc and at 'auto' (calibrated on
 its default seeded inputs, seed 0) against those at fp32, on seeded random inputs (--seed,
-default 1: not the calibration's inputs), as the largest max |x - x_fp32| / max |x_fp32| over
+default 1: drawn as calibration draws its own, uniform over the input ranges the model's metadata
+states, else U(-1, 1); not the calibration's inputs, nor the sample it holds out), as the largest max |x - x_fp32| / max |x_fp32| over
 the outputs; also auto's error on its calibration inputs, what it promoted (tensors, nodes,
 float buffer bytes), its calibration runs and init time, and with --latency-runs N the median
 invoke latency (ms) of fp16_fp32acc and auto and their ratio: both interpreters live at once,
@@ -81,9 +82,10 @@ def measure(path, seed, runs, warmup=5):
     """One table row (a list of cells) for a model."""
     probe = Interpreter(model_path=str(path))
     probe.allocate_tensors()
-    inputs = common.seeded_inputs(probe.get_input_details(), seed)
-    calibration = sample_inputs(probe._main.graph)[0]
-    calibration = [calibration[d["index"]] for d in probe.get_input_details()]
+    graph, indices = probe._main.graph, [d["index"] for d in probe.get_input_details()]
+    # Both drawn as calibration draws its own: uniform over the ranges the model states.
+    inputs = [sample_inputs(graph, seed=seed)[0][i] for i in indices]
+    calibration = [sample_inputs(graph)[0][i] for i in indices]
     del probe
     reference, _ = _outputs(path, "fp32", inputs)
     half, auto = _Loaded(path, "fp16_fp32acc", inputs), _Loaded(path, "auto", inputs)

@@ -62,21 +62,78 @@ def test_overflow_is_promoted_at_once():
     assert summary["calibration"][0]["output_error"] <= 1e-2 and summary["float_bytes"] > 0
 
 
-def test_cancellation_promotes_the_tensor_that_loses_precision(monkeypatch):
-    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 8)  # off by default (calibrate.py)
+def test_cancellation_promotes_the_tensor_that_loses_precision():
     # (x + 1000) - 1000: a half holds x + 1000 to 0.5, so x keeps one bit; FP32 keeps 2^-14.
     model, names = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
     x = inputs(1)
     reference, _, _ = run(model, "fp32", x)
     half, _, _ = run(model, "fp16_fp32acc", x)
     assert error(half, reference) > 1e-2
-    out, summary, index = run(model, "auto", x, calibration_inputs=[x])
+    out, summary, index = run(model, "auto", x, calibration_inputs=[[x], [inputs(4)]])
     assert error(out, reference) <= 1e-2
     # The smallest set: only the sum, read by the SUB whose error grows. Promotion gave the SUB
-    # float weights too; demotion took them back (1000 is a half).
+    # float weights too; demotion took them back (1000 is a half), and the held-out second
+    # sample agreed.
     assert set(summary["promoted_tensors"]) == {index["t0"]}
     assert "SUB" in summary["promoted_tensors"][index["t0"]]
     assert summary["promoted_nodes"] == {} and summary["calibration"][0]["demoted"] == 1
+    assert summary["calibration"][0]["held_out"] == 1
+    assert summary["calibration"][0]["held_out_error"] <= summary["calibration"][0]["target"]
+
+
+def test_one_user_sample_holds_nothing_out_and_demotes_nothing():
+    model, _ = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
+    x = inputs(1)
+    _, summary, _ = run(model, "auto", x, calibration_inputs=[x])
+    calibration = summary["calibration"][0]
+    assert calibration["held_out"] == 0 and calibration["held_out_error"] is None
+    assert calibration["demoted"] == 0 and summary["promoted_nodes"]  # the SUB's weights stay float
+
+
+def two_input_cancellation_model():
+    """y = ((x + 1000) - (z + 1000)) * 2: the SUB's error grows from its inputs, so promotion
+    stores both sums as float. With z = 0 (z + 1000 exactly 1000, a half) only x's sum needs it."""
+    b = ModelBuilder()
+    x, z = b.input("x", SHAPE), b.input("z", SHAPE)
+    t = {name: b.tensor(name, SHAPE) for name in ("t0", "t1", "t2", "y")}
+    thousand = b.const("c0", np.full(SHAPE[-1], 1000.0, np.float32))
+    b.op("ADD", [x, thousand], [t["t0"]])
+    b.op("ADD", [z, thousand], [t["t1"]])
+    b.op("SUB", [t["t0"], t["t1"]], [t["t2"]])
+    b.op("MUL", [t["t2"], b.const("c1", np.full(SHAPE[-1], 2.0, np.float32))], [t["y"]])
+    b.output(t["y"])
+    return b.build()
+
+
+def run_two(model, x, z, **options):
+    delegate = GpuDelegate(precision="auto", rewrite_rules=False, **options)
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), (x, z)):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
+    names = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
+    summary = delegate.summary()
+    del interpreter
+    delegate.close()
+    return out, summary, names
+
+
+def test_a_demotion_the_held_out_sample_disproves_is_undone():
+    model = two_input_cancellation_model()
+    x, zero, z = inputs(0), np.zeros(SHAPE, np.float32), inputs(5)
+    # Chosen on z = 0, demoting z's sum looks free; a held-out z = 0 agrees, a random z does not.
+    _, agreed, index = run_two(model, x, zero, calibration_inputs=[[x, zero], [inputs(6), zero]])
+    assert set(agreed["promoted_tensors"]) == {index["t0"]} and agreed["calibration"][0]["demoted"] >= 1
+    out, disproved, index = run_two(model, x, z, calibration_inputs=[[x, zero], [inputs(6), z]])
+    assert {index["t0"], index["t1"]} <= set(disproved["promoted_tensors"])
+    assert disproved["calibration"][0]["demoted"] == 0
+    assert error(out, two_input_reference(x, z)) <= 1e-2
+
+
+def two_input_reference(x, z):
+    return (((x.astype(np.float64) + 1000) - (z.astype(np.float64) + 1000)) * 2).astype(np.float32)
     assert max(abs(float(np.max(np.abs(x))) + 1000), 0) < HALF_MAX
 
 
@@ -100,11 +157,12 @@ def two_sided_cancellation_model():
 
 
 def test_demotion_keeps_the_needed_promotion_and_drops_the_unneeded_one(monkeypatch):
+    # Calibration's own seeded samples: the first chooses, the second is held out.
     model = two_sided_cancellation_model()
     monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 0)
     _, promoted, index = run(model, "auto", inputs())
     assert {index["t0"], index["t2"]} <= set(promoted["promoted_tensors"])
-    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 8)
+    monkeypatch.setattr(calibrate, "MAX_DEMOTION_RUNS", 8)  # the default
     x = inputs(3)  # not the calibration's inputs
     reference, _, _ = run(model, "fp32", x)
     out, summary, index = run(model, "auto", x)
