@@ -13,18 +13,31 @@ EGL makes a context current on one thread at a time. Every piece of GL work here
 thread and, on exit, restores whatever was current there before (usually nothing), so
 interpreters on several threads can share one context without any of them owning a thread.
 An enter/exit pair costs about 3.5 us on Mesa llvmpipe for ES (2.5 us of it the two
-eglMakeCurrent calls; desktop GL's context also rebinds the thread's EGL API).
+eglMakeCurrent calls; desktop GL's context also rebinds the thread's EGL API), 8.5 us on an H200.
 
-GL state the runtime leaves behind between invokes (GlContext.state_owner, left_bound): a
-GpuPartition's run enters with current(keep_state=True) and leaves its storage-buffer bindings,
-its last program and its copy-buffer bindings in place, so that its next invoke can skip
-binding them again. Every plain current() forgets that state (whatever runs inside may change
-any binding) and, entered on a free context, first unbinds the program and copy buffers left
-bound, so moderngl, the tools and the tests never find a program of ours bound.
+Invokes do not pay that (KEEP_CURRENT): current(keep_state=True) on a thread with no context
+current runs on an EGL context of that thread's own, made on its first invoke in the share group
+of the main one (buffers, programs and syncs are shared), and leaves it current there, so the
+thread's next invoke makes no EGL call at all. The lock still serializes all GL work. Work one
+context issued is visible to another once it completed and the other re-attaches the objects
+(GLES 3.1 appendix D): an invoke ends waiting on its fence, every other exit of the main context
+leaves a fence (the handoff) that the next context to run waits for, and a context that was not
+the last to run forgets its bindings. At most MAX_KEPT_CONTEXTS threads get one; the contexts of
+threads that ended are destroyed when the next one is made (EGL frees a context current on an
+ended thread only at process exit, so a program that invokes from ever-new threads holds that
+many), the rest when the GlContext is released.
+
+GL state the runtime leaves behind between invokes (GlContext.state_owner, left_bound, kept per
+EGL context): a GpuPartition's run enters with current(keep_state=True) and leaves its
+storage-buffer bindings, its last program and its copy-buffer bindings in place, so that its next
+invoke can skip binding them again. Every plain current() forgets that state (whatever runs inside
+may change any binding) and, entered on a free context, first unbinds the program and copy
+buffers left bound, so moderngl, the tools and the tests never find a program of ours bound.
 
 The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('auto', 'gles' or
 'gl'; unset: 'auto'): it lets a whole test suite or application run under one API unchanged.
 """
+import logging
 import os
 import threading
 
@@ -32,7 +45,13 @@ import moderngl
 
 from ..errors import GpuError
 from . import egl
-from .gl import GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, GlFunctions, Program
+from .gl import GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, GL_SYNC_GPU_COMMANDS_COMPLETE, GlFunctions, Program, wait_sync
+
+# Invokes run on a context kept current on their thread (module docstring); False: every invoke
+# makes the shared context current and releases it, as plain current() does.
+KEEP_CURRENT = True
+MAX_KEPT_CONTEXTS = 8
+log = logging.getLogger("gles_delegate")
 
 GL_APIS = ("auto", "gles", "gl")
 GL_API_ENV = "GLES_DELEGATE_GL_API"
@@ -106,12 +125,14 @@ class GlContext:
         self._depth = 0
         self._token = None
         self._programs = {}
-        # The GpuPartition whose storage buffers are bound (and which ran last, to its end), or
-        # None; `left_bound`: a run left a program and copy buffers bound (module docstring).
-        self.state_owner = None
-        self.left_bound = False
         self._plain, self._keeping = _Current(self, False), _Current(self, True)
         self.egl, strings = _create_egl_context(device_index, gl_api, platforms, use_pbuffer)
+        # Per EGL context, what the runtime left bound (module docstring); _active: the context
+        # that ran last; _kept: the invoking threads' own contexts; _handoff: (fence, _Binding
+        # that left it) of work other contexts must wait for.
+        self._main = self._active = _Binding(self.egl, None)
+        self._kept, self._thread = [], threading.local()
+        self._handoff = None
         self.gl_api = self.egl.api
         self.egl_platform = self.egl.display.platform
         self.device_index = self.egl.display.device_index
@@ -153,6 +174,106 @@ class GlContext:
         moderngl.Context. keep_state (the runtime's invoke only): leave state_owner as it is, for
         code that changes no GL binding but its own and keeps state_owner true itself."""
         return self._keeping if keep_state else self._plain
+
+    @property
+    def state_owner(self):
+        """The GpuPartition whose storage buffers are bound on the EGL context that ran last
+        (and which ran last, to its end), or None."""
+        return self._active.owner
+
+    @state_owner.setter
+    def state_owner(self, partition):
+        self._active.owner = partition
+
+    @property
+    def left_bound(self):
+        """A run left a program and copy buffers bound on the EGL context that ran last."""
+        return self._active.left_bound
+
+    @left_bound.setter
+    def left_bound(self, value):
+        self._active.left_bound = value
+
+    @property
+    def kept_contexts(self):
+        """How many threads have an invoke context of their own (KEEP_CURRENT)."""
+        return len(self._kept)
+
+    def _enter(self, keep_state):
+        """Make an EGL context current for the outermost current() (the lock held)."""
+        binding = self._kept_binding() if keep_state and KEEP_CURRENT else self._main
+        try:
+            token = binding.egl.enter()
+        except GpuError:
+            if binding is self._main:
+                raise
+            self._thread.refused = True  # this thread's own context would not go current: share the main one
+            binding, token = self._main, self._main.egl.enter()
+        self._token = (binding, token)
+        if binding is not self._active:
+            handoff = self._handoff
+            if handoff is not None and handoff[1] is not binding:
+                self._handoff = None
+                try:
+                    wait_sync(self.gl, handoff[0])
+                finally:
+                    self.gl.delete_sync_fast(handoff[0])
+            binding.owner = None  # re-attach what another context may have changed
+            self._active = binding
+
+    def _exit(self, failed):
+        binding, token = self._token
+        self._token = None
+        if binding is self._main:
+            if self._kept:
+                self._leave_handoff(binding)
+            binding.egl.exit(token)
+        else:
+            if failed:  # an invoke that did not reach its fence
+                self._leave_handoff(binding)
+            binding.egl.exit(token, keep=True)
+
+    def _leave_handoff(self, binding):
+        gl = self.gl
+        if self._handoff is not None:
+            gl.delete_sync_fast(self._handoff[0])
+        self._handoff = (gl.fence_sync_fast(GL_SYNC_GPU_COMMANDS_COMPLETE, 0), binding)
+        gl.flush()
+
+    def _kept_binding(self):
+        """This thread's own invoke context, made on first use; the main one's binding when it
+        cannot have one."""
+        binding = getattr(self._thread, "binding", None)
+        if binding is not None:
+            return binding
+        if getattr(self._thread, "refused", False):
+            return self._main
+        self._prune_kept()
+        if len(self._kept) >= MAX_KEPT_CONTEXTS:
+            return self._main
+        try:
+            made = egl.Context(self.egl.display, self.egl.api, share=self.egl)
+        except GpuError as exc:
+            log.info("no EGL context of its own for thread %s (%s): its invokes share the main one",
+                     threading.current_thread().name, exc)
+            self._thread.refused = True
+            return self._main
+        token = self.egl.enter()  # what the main context did so far must complete before `made` runs
+        try:
+            self._leave_handoff(self._main)
+        finally:
+            self.egl.exit(token)
+        binding = self._thread.binding = _Binding(made, threading.current_thread())
+        self._kept.append(binding)
+        return binding
+
+    def _prune_kept(self):
+        """Destroy the kept contexts of threads that ended."""
+        for binding in [b for b in self._kept if not b.thread.is_alive()]:
+            self._kept.remove(binding)
+            if self._active is binding:
+                self._active = self._main
+            binding.egl.destroy()
 
     @property
     def forked(self):
@@ -207,11 +328,15 @@ class GlContext:
         child only the references go: the GL objects are the parent's, and the lock may have been
         held by a parent thread when the process forked."""
         if self.forked:
-            self._programs, self.ctx = {}, None
+            self._programs, self.ctx, self._kept = {}, None, []
             return
         with self._lock:
             if self.ctx is None:
                 return
+            for binding in self._kept:
+                binding.egl.destroy()  # unbound here if current on this thread; elsewhere EGL defers it
+            self._kept, self._handoff = [], None  # a pending fence goes with the contexts
+            self._active = self._main
             token = self.egl.enter()
             self.state_owner = None  # no reference to a partition outlives the context
             try:
@@ -386,7 +511,7 @@ class _Current:
             raise GpuError("the GL context was released (delegate closed)")
         if context._depth == 0:
             try:
-                context._token = context.egl.enter()
+                context._enter(self.keep_state)
             except BaseException:
                 context._lock.release()
                 raise
@@ -398,15 +523,26 @@ class _Current:
                 _unbind_left(context.gl)
         return context.ctx
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         context = self.context
         context._depth -= 1
-        if context._depth == 0:
-            token, context._token = context._token, None
-            if token is not None:
-                context.egl.exit(token)
-        context._lock.release()
+        try:
+            if context._depth == 0 and context._token is not None:
+                context._exit(exc_type is not None)
+        finally:
+            context._lock.release()
         return False
+
+
+class _Binding:
+    """An EGL context of a GlContext and what the runtime left bound on it: `owner`, the
+    GpuPartition whose storage buffers are bound, `left_bound`, a program and copy buffers;
+    `thread`: the thread it is kept current on (None: the main context)."""
+    __slots__ = ("egl", "thread", "owner", "left_bound")
+
+    def __init__(self, egl_context, thread):
+        self.egl, self.thread, self.owner, self.left_bound = egl_context, thread, None, False
+
 
 
 def _unbind_left(gl):

@@ -341,10 +341,11 @@ class Context:
     """An EGL context of `api` ('gles' or 'gl') on `display`, not current on any thread when made.
 
     enter()/exit(token) make it current on the calling thread and restore what was current
-    there before (another context, or none).
+    there before (another context, or none). `share`: a Context of the same display and API
+    whose objects (buffers, programs, syncs) this one shares, made with the same config.
     """
 
-    def __init__(self, display, api, use_pbuffer=None):
+    def __init__(self, display, api, use_pbuffer=None, share=None):
         egl = library()
         spec = APIS[api]
         self._egl = egl
@@ -357,17 +358,18 @@ class Context:
             raise GpuError(f"{display.label}: EGL {display.version[0]}.{display.version[1]} without "
                            "EGL_KHR_create_context cannot create an OpenGL core context")
         if use_pbuffer is None:
-            use_pbuffer = not display.has("EGL_KHR_surfaceless_context")
+            use_pbuffer = share.surface is not None if share else not display.has("EGL_KHR_surfaceless_context")
         if display.create_context_ok:
             renderable, attribs = spec["renderable"], list(spec["attribs"])
         else:  # EGL 1.4: ask for ES 3 with EGL_CONTEXT_CLIENT_VERSION, check 3.1 once current
             renderable, attribs = EGL_OPENGL_ES2_BIT, [EGL_CONTEXT_CLIENT_VERSION, 3]
-        config = self._choose_config(renderable, use_pbuffer)
+        config = share.config if share else self._choose_config(renderable, use_pbuffer)
+        self.config = config
         thread_api = egl.eglQueryAPI()
         if not egl.eglBindAPI(spec["bind"]):
             raise GpuError(egl.error(f"{display.label}: eglBindAPI({spec['name']})"))
         attribs = (_int * (len(attribs) + 1))(*attribs, EGL_NONE)
-        handle = egl.eglCreateContext(display.handle, config, None, attribs)
+        handle = egl.eglCreateContext(display.handle, config, share.handle if share else None, attribs)
         message = None if handle else egl.error(f"{display.label}: eglCreateContext({spec['name']})")
         egl.eglBindAPI(thread_api)  # leave the calling thread's bound API as it was
         if not handle:
@@ -426,10 +428,12 @@ class Context:
             raise GpuError(message)
         return (api, False, saved)
 
-    def exit(self, token):
+    def exit(self, token, keep=False):
+        """Restore what enter() found current; with `keep`, a thread that had no context current
+        keeps this one current (the next enter() on it makes no EGL call)."""
         egl = self._egl
         api, was_current, saved = token
-        if not was_current:
+        if not was_current and not (keep and saved is None):
             if saved is None:
                 egl.eglMakeCurrent(self.display.handle, None, None, None)
             else:

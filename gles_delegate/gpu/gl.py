@@ -8,6 +8,7 @@ attached to, so every call here goes to that context. Call everything inside
 `GlContext.current()`.
 """
 import ctypes
+import time
 
 from ..errors import GpuError
 
@@ -34,6 +35,8 @@ GL_SYNC_GPU_COMMANDS_COMPLETE = 0x9117
 GL_SYNC_FLUSH_COMMANDS_BIT = 0x1
 GL_ALREADY_SIGNALED, GL_TIMEOUT_EXPIRED, GL_CONDITION_SATISFIED, GL_WAIT_FAILED = 0x911A, 0x911B, 0x911C, 0x911D
 
+SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
+_WAIT_SLICE_NS = ctypes.c_uint64(100_000_000)  # glClientWaitSync's timeout: 0.1 s slices
 MAX_INFO_LOG = 1 << 20        # bytes of a compile / link log we read at most
 MAX_PROGRAM_BINARY = 1 << 28  # bytes of a program binary we accept from the driver or a file
 
@@ -195,6 +198,19 @@ class GlFunctions:
         written = _i(0)
         get_log(handle, size, ctypes.byref(written), text)
         return text.raw[:max(0, min(written.value, size))].decode(errors="replace").strip()
+
+
+def wait_sync(gl, sync):
+    """Block until the fence `sync` (a Sync) signals, flushing the commands before it; GpuError
+    if the GPU does not finish in SYNC_TIMEOUT_S. `gl`: the GlFunctions of a context current here."""
+    wait, done = gl.client_wait_sync_fast, (GL_ALREADY_SIGNALED, GL_CONDITION_SATISFIED)
+    status = wait(sync, GL_SYNC_FLUSH_COMMANDS_BIT, _WAIT_SLICE_NS)
+    deadline = None
+    while status not in done:
+        deadline = deadline or time.monotonic() + SYNC_TIMEOUT_S
+        if status == GL_WAIT_FAILED or time.monotonic() > deadline:
+            raise GpuError(f"the GPU did not finish the invoke (glClientWaitSync status {status:#x})")
+        status = wait(sync, 0, _WAIT_SLICE_NS)
 
 
 def _snake(name):

@@ -11,7 +11,6 @@ glBufferSubData and glMapBufferRange.
 """
 import ctypes
 import logging
-import time
 
 import numpy as np
 
@@ -23,8 +22,6 @@ from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING, FLOAT_BINDING = 0, 1, 2, 3
-SYNC_TIMEOUT_S = 60.0  # a GPU that has not finished one invoke by then is hung
-_WAIT_SLICE_NS = ctypes.c_uint64(100_000_000)  # glClientWaitSync's timeout: 0.1 s slices
 # The barrier every run ends with (with its I/O's own bits), before the fence: the shader writes
 # of this invoke are visible to the next one's dispatches, which therefore need no barrier first.
 END_BARRIER = G.GL_SHADER_STORAGE_BARRIER_BIT
@@ -409,7 +406,7 @@ class MappedIo:
                 self._copy(self.handle, self.staging, self.out_start, self.out_bytes)
         sync = gl.fence_sync_fast(G.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
         try:
-            _wait(gl, sync)
+            G.wait_sync(gl, sync)
         finally:
             gl.delete_sync_fast(sync)
         for index, view in self.outputs:
@@ -424,19 +421,6 @@ class MappedIo:
         if self.device is not None:
             self.device.release()
         self.inputs = self.outputs = []
-
-
-def _wait(gl, sync):
-    """Block until the fence (a gl.Sync) signals; GpuError if the GPU does not finish in
-    SYNC_TIMEOUT_S."""
-    wait, done = gl.client_wait_sync_fast, (G.GL_ALREADY_SIGNALED, G.GL_CONDITION_SATISFIED)
-    status = wait(sync, G.GL_SYNC_FLUSH_COMMANDS_BIT, _WAIT_SLICE_NS)
-    deadline = None
-    while status not in done:
-        deadline = deadline or time.monotonic() + SYNC_TIMEOUT_S
-        if status == G.GL_WAIT_FAILED or time.monotonic() > deadline:
-            raise GpuError(f"the GPU did not finish the invoke (glClientWaitSync status {status:#x})")
-        status = wait(sync, 0, _WAIT_SLICE_NS)
 
 
 class CopiedIo:

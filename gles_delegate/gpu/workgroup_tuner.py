@@ -187,6 +187,7 @@ class _Session:
         return bool(self.context.gl.integer(GL_GPU_DISJOINT_EXT))
 
     def release(self):
+        self.context.gl.use_program_fast(0)  # what the timing left bound: no plain current() may find it
         for program in self.programs.values():
             program.release()
         self.timers.delete(1, ctypes.byref(self.query))

@@ -109,8 +109,9 @@ def test_plain_current_forgets_the_state_and_finds_nothing_of_ours_bound(monkeyp
         binds = BindCounter(monkeypatch, context)
         model.check()  # must bind its own buffers again
         assert binds.take() == 3
-        with context.current():
+        with context.current(keep_state=True):  # the context the invoke ran on (this thread's own)
             bound = [gl.integer_indexed(GL_SHADER_STORAGE_BUFFER_BINDING, b) for b in range(3)]
+        with context.current():
             junk.release()
         assert bound == [model.partition.arena.glo, model.partition.consts.glo, model.partition.io.handle]
         monkeypatch.undo()

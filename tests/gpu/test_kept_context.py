@@ -1,0 +1,170 @@
+"""Invokes on a context kept current on their thread (gpu/context.py KEEP_CURRENT): the second
+invoke on a thread makes no EGL call; a thread's own current context comes back; what the main
+context did (a plain current()) is visible to the next invoke; threads beyond
+MAX_KEPT_CONTEXTS, and ended ones, are handled. Every case checks the outputs."""
+import threading
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.gpu import context as context_module
+from gles_delegate.gpu import egl
+from gles_delegate.tflite import ModelBuilder
+
+SHAPE = (1, 5, 3, 6)
+BIAS = np.arange(1, 7, dtype=np.float32)  # six different values: stored in the constants buffer
+
+
+def bias_model():
+    b = ModelBuilder()
+    x, out = b.input("x", SHAPE), b.tensor("out", SHAPE)
+    b.op("ADD", [x, b.const("bias", BIAS)], [out], fused_activation_function=0)
+    b.output(out)
+    return b.build()
+
+
+class Model:
+    def __init__(self, delegate):
+        self.interpreter = Interpreter(model_content=bias_model(), experimental_delegates=[delegate])
+        self.interpreter.allocate_tensors()
+        self.partition = delegate.partitions[-1]
+        self.rng = np.random.default_rng(len(delegate.partitions))
+
+    def out(self, x):
+        self.interpreter.set_tensor(self.interpreter.get_input_details()[0]["index"], x)
+        self.interpreter.invoke()
+        return self.interpreter.get_tensor(self.interpreter.get_output_details()[0]["index"])
+
+    def check(self, bias=BIAS):
+        x = self.rng.normal(size=SHAPE).astype(np.float32)
+        np.testing.assert_array_equal(self.out(x), x + bias)
+
+
+class MakeCurrentCounter:
+    def __init__(self, monkeypatch):
+        self.count = 0
+        library = egl.library()
+        real = library.eglMakeCurrent
+
+        def counted(*args):
+            self.count += 1
+            return real(*args)
+        monkeypatch.setattr(library, "eglMakeCurrent", counted)
+
+
+@pytest.fixture
+def delegate():
+    with GpuDelegate() as d:
+        yield d
+
+
+def in_thread(work):
+    """Run work() in a new thread; re-raise what it raised."""
+    errors = []
+
+    def run():
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 (re-raised below)
+            errors.append(exc)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    if errors:
+        raise errors[0]
+
+
+def test_the_second_invoke_on_a_thread_makes_no_egl_call(monkeypatch, delegate):
+    model = Model(delegate)
+
+    def work():
+        model.check()  # the thread's own context: made, made current, kept
+        counter = MakeCurrentCounter(monkeypatch)
+        for _ in range(3):
+            model.check()
+        assert counter.count == 0
+        context_module.KEEP_CURRENT = False  # monkeypatched below: the shared path pays two a run
+        try:
+            model.check()
+        finally:
+            context_module.KEEP_CURRENT = True
+        assert counter.count == 2
+    monkeypatch.setattr(context_module, "KEEP_CURRENT", True)
+    in_thread(work)
+
+
+def test_a_context_current_on_the_thread_before_comes_back(delegate):
+    model = Model(delegate)
+    other = egl.Context(delegate.context.egl.display, delegate.context.egl.api)  # the user's own context
+
+    def work():
+        token = other.enter()
+        try:
+            model.check()
+            model.check()
+            assert other.is_current()
+        finally:
+            other.exit(token)
+    try:
+        in_thread(work)
+    finally:
+        other.destroy()
+
+
+def test_what_a_plain_current_changed_is_seen_by_the_next_invoke(delegate):
+    model = Model(delegate)
+    model.check()
+    constants = model.partition.consts
+    original = constants.read()
+    with delegate.context.current():
+        constants.write(np.zeros(len(original) // 4, np.float32).tobytes())
+    model.check(bias=np.zeros_like(BIAS))
+    with delegate.context.current():
+        constants.write(original)
+    in_thread(model.check)  # another thread's context sees it too
+    model.check()
+
+
+def test_threads_beyond_the_limit_share_the_main_context(monkeypatch, delegate):
+    before = delegate.context.kept_contexts
+    monkeypatch.setattr(context_module, "MAX_KEPT_CONTEXTS", max(before, 1))
+    models = [Model(delegate) for _ in range(3)]
+    start = threading.Barrier(3)
+    errors = []
+
+    def work(model):
+        try:
+            start.wait(timeout=60)
+            for _ in range(10):
+                model.check()
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(m,)) for m in models]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert delegate.context.kept_contexts <= max(before, 1)
+
+
+def test_contexts_of_ended_threads_are_destroyed(delegate):
+    model = Model(delegate)
+    model.check()  # this thread's own
+    for _ in range(3):
+        in_thread(model.check)
+    # Each new thread's context replaced those of ended threads (earlier tests' too); the last
+    # stays until the next is made: this thread's and that one.
+    assert delegate.context.kept_contexts == 2
+    model.check()
+
+
+def test_kept_current_off_makes_no_context(monkeypatch, delegate):
+    monkeypatch.setattr(context_module, "KEEP_CURRENT", False)
+    model = Model(delegate)
+    before = delegate.context.kept_contexts
+    in_thread(model.check)
+    model.check()
+    assert delegate.context.kept_contexts == before
