@@ -96,8 +96,8 @@ def apply_setting(setting):
     return lambda: setattr(module, attribute, old)
 
 
-def profile(path, precision, runs, top):
-    delegate = GpuDelegate(precision=precision)
+def profile(path, precision, runs, top, tune=False):
+    delegate = GpuDelegate(precision=precision, tune_workgroups=tune)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0))
@@ -107,7 +107,8 @@ def profile(path, precision, runs, top):
     invoke_gpu = gpu_ms(delegate.context, interpreter.invoke)
     gpu_text = (f"{invoke_gpu:.3f} ms" if invoke_gpu is not None else
                 f"n/a ({no_gpu_time_reason(delegate.context)})")
-    lines = [f"{path.stem} [{precision}]: end-to-end median {e2e:.3f} ms, invoke GPU time {gpu_text}"]
+    tuned = ", workgroups tuned" if any(p.plan.tuned for p in delegate.partitions) else ""
+    lines = [f"{path.stem} [{precision}{tuned}]: end-to-end median {e2e:.3f} ms, invoke GPU time {gpu_text}"]
     for partition in delegate.partitions:
         per = [(gpu_ms(delegate.context, dispatch_runner(partition, step)), k) for k, step in enumerate(partition.steps)]
         known = [(ms, k) for ms, k in per if ms is not None]
@@ -126,6 +127,8 @@ def build_parser():
     parser = common.tool_parser("gles-profile", __doc__)
     parser.add_argument("models", nargs="+", type=common.model_file, help="model files or MediaPipe model names")
     common.add_precision(parser)  # fp32, as every tool
+    parser.add_argument("--tune-workgroups", action="store_true",
+                        help="GpuDelegateOptions.tune_workgroups: time candidate workgroups at init")
     parser.add_argument("--runs", type=common.positive_int, default=30,
                         help="end-to-end runs whose median is reported, after 10 warm-up runs (default 30)")
     parser.add_argument("--top", type=common.non_negative_int, default=6,
@@ -144,7 +147,7 @@ def run(args):
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None
             try:
-                text = profile(path, args.precision, args.runs, args.top)
+                text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups)
             finally:
                 if restore:
                     restore()

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+from gles_delegate.gpu import workgroup_tuner
 from gles_delegate.tools import bench_compare, profile_model
 
 
@@ -135,3 +136,14 @@ def test_bench_init_merges_platform_tables(tmp_path):
     assert lines[2] == "| a | 500 | 50 | 10.0% | 9.6% | 8.7% | yes | 3000 | 100 | 3.3% | 3.3% | 3.1% | yes |"
     assert lines[3] == "| b | 1000 | 100 | 10.0% | 9.8% | 9.4% | yes | - | - | - | - | - | - |"
     assert "- gpu: `gles-bench-init --label gpu` (GPU, GL)" in lines
+
+
+def test_profile_tunes_workgroups_when_asked(small_model, capsys, monkeypatch):
+    # The GL timer replaced by a cost that prefers small workgroups (llvmpipe's clock does not
+    # time compute work): the delegate tunes, and the header says so.
+    monkeypatch.setattr(workgroup_tuner._Session, "time",
+                        lambda session, step, source, groups, repeats=1: 1e6 * (1 + source.count("WG_X 1\n")))
+    assert profile_model.main([str(small_model), "--runs", "2", "--tune-workgroups"]) == 0
+    assert "small [fp32, workgroups tuned]: end-to-end median" in capsys.readouterr().out
+    assert profile_model.main([str(small_model), "--runs", "2"]) == 0
+    assert "workgroups tuned" not in capsys.readouterr().out
