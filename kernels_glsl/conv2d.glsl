@@ -6,11 +6,10 @@
 // output slices; a row is an output row, or the whole plane when POINTWISE.
 //
 // Split-K: where the output alone is too small to fill the GPU (a deep layer on a small plane),
-// the K_SPLIT invocations of a workgroup along y share one output block; lane t sums the input
-// slices t, t + K_SPLIT, ... of every tap and the workgroup adds the partial sums in shared
-// memory (blocking is then 1 x 1: the kernel splits only once it has stopped blocking). The
-// lanes run along y, not x, so that neighbours along x still read neighbouring pixels of one
-// input slice and the same weights.
+// the K_SPLIT invocations of a workgroup along y share one output block (of any blocking); lane t
+// sums the input slices t, t + K_SPLIT, ... of every tap and the workgroup adds the partial sums
+// of the block in shared memory. The lanes run along y, not x, so that neighbours along x still
+// read neighbouring pixels of one input slice and the same weights.
 //
 // Defines:
 //   KH, KW       kernel size (compile-time loop bounds, so the tap loops unroll)
@@ -39,11 +38,12 @@
 
 #include "conv_common.glsl"
 
+#define BLOCK (OUT_SLICES * PIXELS)
 #if K_SPLIT > 1
-#if WG_Y != K_SPLIT || OUT_SLICES != 1 || PIXELS != 1
-#error "split-K needs a workgroup exactly K_SPLIT high and no blocking"
+#if WG_Y != K_SPLIT
+#error "split-K needs a workgroup exactly K_SPLIT high"
 #endif
-shared vec4 partial[WG_X * WG_Y * WG_Z];
+shared vec4 partial[WG_X * WG_Y * WG_Z * BLOCK];
 #endif
 
 void main() {
@@ -81,8 +81,8 @@ void main() {
 #endif
   }
 
-  vec4 acc[OUT_SLICES * PIXELS];  // acc[o * PIXELS + p]
-  for (int i = 0; i < OUT_SLICES * PIXELS; ++i) acc[i] = vec4(0.0);
+  vec4 acc[BLOCK];  // acc[o * PIXELS + p]
+  for (int i = 0; i < BLOCK; ++i) acc[i] = vec4(0.0);
 
   int w_group = weights_offset + group * (KH * KW * window * ROWS_PER_STEP);
   int in_slice0 = (4 * OUT_SLICES * group / group_channels.x) * group_channels.y / 4;
@@ -139,11 +139,13 @@ void main() {
 #if K_SPLIT > 1
   // Lane t of a block sits WG_X * t after lane 0 in gl_LocalInvocationIndex.
   int local = int(gl_LocalInvocationIndex);
-  partial[local] = acc[0];
+  for (int i = 0; i < BLOCK; ++i) partial[local * BLOCK + i] = acc[i];
   memoryBarrierShared();
   barrier();
   if (lane != 0) return;
-  for (int t = 1; t < K_SPLIT; ++t) acc[0] += partial[local + WG_X * t];
+  for (int t = 1; t < K_SPLIT; ++t) {
+    for (int i = 0; i < BLOCK; ++i) acc[i] += partial[(local + WG_X * t) * BLOCK + i];
+  }
 #endif
   if (!in_grid) return;
   for (int o = 0; o < OUT_SLICES; ++o) {

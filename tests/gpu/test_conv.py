@@ -162,16 +162,48 @@ def test_variant_choice():
 
 
 def test_split_choice():
-    """K is split only once blocking is 1 x 1 and the grid is still small, and only as far as
-    every lane keeps CHUNKS_PER_LANE steps."""
-    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (14, 14))["K_SPLIT"] == 2
-    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 1024, 1024, (7, 7))["K_SPLIT"] == 4
+    """Where a 2 x 2 block's grid is too small, K is split over lanes of that block if that fills
+    the GPU (BLOCKED_SPLIT), else once blocking is 1 x 1; only as far as every lane keeps
+    CHUNKS_PER_LANE steps."""
+    deep = built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (14, 14))
+    assert (deep["OUT_SLICES"], deep["PIXELS"], deep["K_SPLIT"]) == (2, 2, 8)
+    deeper = built_defines((1, 1), (1, 1), (1, 1), SAME, 1024, 1024, (7, 7))
+    assert (deeper["OUT_SLICES"], deeper["PIXELS"], deeper["K_SPLIT"]) == (2, 2, 16)
     assert built_defines((3, 3), (1, 1), (1, 1), SAME, 256, 32, (2, 2))["K_SPLIT"] == 16
     assert built_defines((1, 1), (1, 1), (1, 1), SAME, 32, 32, (2, 2))["K_SPLIT"] == 1  # 8 steps: one lane's worth
     assert built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (112, 112))["K_SPLIT"] == 1  # big grid
     [dispatch] = dispatches("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 256, 32, (2, 2), 1),
                             conv_options((1, 1), (1, 1), SAME))
     assert dispatch.workgroup[1] == 16 and dispatch.grid[1] == 2 * 16
+    # Blocked lanes would not fill the GPU there (8 blocks x 16 lanes): 1 x 1 blocks split instead.
+    assert (dispatch.defines["OUT_SLICES"], dispatch.defines["PIXELS"]) == (1, 1)
+
+
+def test_split_choice_without_blocked_split(monkeypatch):
+    monkeypatch.setattr(conv, "BLOCKED_SPLIT", False)
+    deep = built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (14, 14))
+    assert (deep["OUT_SLICES"], deep["PIXELS"], deep["K_SPLIT"]) == (1, 1, 2)
+
+
+BLOCKED_SPLIT_CASES = [  # a CASES row, MIN_INVOCATIONS, the (OUT_SLICES, PIXELS, K_SPLIT) it gives
+    (((1, 1), (1, 1), (1, 1), VALID, 256, 20, (3, 3), 1), 100, (1, 2, 4)),    # pixel blocks crossing rows
+    (((3, 3), (1, 1), (1, 1), SAME, 64, 16, (4, 4), 2), 256, (2, 2, 8)),      # padded 3x3, batch 2
+    (((1, 1), (1, 1), (1, 1), SAME, 128, 24, (6, 6), 1), 108, (2, 2, 2)),     # pointwise 2 x 2 blocks
+    (((3, 3), (2, 2), (1, 1), SAME, 40, 16, (5, 5), 1), 72, (2, 1, 4)),       # strided, 10 slices over 4 lanes
+]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case, min_invocations, expected", BLOCKED_SPLIT_CASES)
+def test_blocked_split(case, min_invocations, expected, precision, monkeypatch):
+    """Lanes of a blocked output add every entry of their block in shared memory."""
+    monkeypatch.setattr(conv, "MIN_INVOCATIONS", min_invocations)
+    kernel, strides, dilations, padding, c_in, c_out, hw, batch = case
+    inputs = conv_inputs(np.random.default_rng(c_in), kernel, c_in, c_out, hw, batch)
+    options = conv_options(strides, dilations, padding, activation=c_in % 4)
+    [dispatch] = dispatches("CONV_2D", inputs, options)
+    assert (dispatch.defines["OUT_SLICES"], dispatch.defines["PIXELS"], dispatch.defines["K_SPLIT"]) == expected
+    check_gpu("CONV_2D", inputs, options, precision)
 
 
 def test_pack_weights_layout():

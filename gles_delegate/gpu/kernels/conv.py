@@ -24,6 +24,11 @@ MIN_INVOCATIONS = 32768  # an H200 keeps ~270K invocations in flight: 6144 left 
 SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
 MAX_SPLIT = 16  # lanes sharing one output block in split-K kernels (a workgroup axis)
 CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this many vec4 steps
+# Where the blocked grid is too small to fill the GPU, split K over lanes that share a blocked
+# output (each lane still reuses every load for 2 x 2 outputs) instead of first backing the
+# blocking off to 1 x 1 and then splitting. Shared memory: at most TARGET_INVOCATIONS (128) lanes
+# x 4 vec4 = 8 KB a workgroup, half the 16 KB every GLES 3.1 device has. False: the old order.
+BLOCKED_SPLIT = True
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
 EXPLICIT_PADDING = "explicit_padding"
@@ -94,6 +99,21 @@ def k_split(slices, outputs, taps=1):
            and taps * slices >= 2 * split * CHUNKS_PER_LANE):
         split *= 2
     return split
+
+
+def conv_blocking(slices, pixels, rows_and_batches, window, taps):
+    """(output slices, pixels, lanes) per output block of a convolution over `window` input
+    slices and `taps` kernel taps: the blocked grid split over lanes when that fills the GPU
+    (BLOCKED_SPLIT), else blocking backed off (blocking()) and split only once it is 1 x 1."""
+    if BLOCKED_SPLIT:
+        out_slices, block = block_size(slices, SLICE_CHOICES), block_size(pixels, PIXEL_CHOICES)
+        outputs = -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
+        split = k_split(window, outputs, taps)
+        if split > 1 and outputs * split >= MIN_INVOCATIONS:
+            return out_slices, block, split
+    out_slices, block = blocking(slices, pixels, rows_and_batches)
+    outputs = -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
+    return out_slices, block, k_split(window, outputs, taps) if out_slices == block == 1 else 1
 
 
 def split_workgroup(split, blocks, layers):
@@ -179,22 +199,23 @@ def build(node, env):
     _, _, pad_top, pad_left = geometry(node, (in4.h, in4.w), (kh, kw), (sh, sw), (dh, dw))
     padded = reads_padding(in4.h, kh, sh, dh, out4.h, pad_top) or reads_padding(in4.w, kw, sw, dw, out4.w, pad_left)
     pointwise = kh == kw == 1 and sh == sw == 1 and not padded  # explicit padding moves the pixels
-    if pointwise:
-        out_slices, pixels = blocking(out4.slices, out4.h * out4.w, out4.b)
-        rows, extent = 1, out4.h * out4.w
-    else:
-        out_slices, pixels = blocking(out4.slices, out4.w, out4.h * out4.b)
-        rows, extent = out4.h, out4.w
-    groups = -(-out4.slices // out_slices)
-    blocks, layers = -(-extent // pixels), out4.b * groups
-    weights = np.asarray(filt.data, np.float32)
+    rows, extent = (1, out4.h * out4.w) if pointwise else (out4.h, out4.w)
     # A grouped convolution's block reads the input slices of its groups only; an ungrouped one
     # reads them all (one group of O outputs over C inputs: window = every slice).
     group_channels = (out4.c // (in4.c // filt.shape[3]), filt.shape[3])
-    _, window = group_window(out_slices, out4.c, group_channels)
-    packed = pack_weights(weights, out_slices) if group_channels[1] == in4.c else \
-        pack_grouped_weights(weights, out_slices, in4.c)
-    split = k_split(window, blocks * rows * layers, kh * kw) if out_slices == pixels == 1 else 1
+    grouped = group_channels[1] != in4.c
+    if grouped:  # its window depends on the blocking: back off, then split
+        out_slices, pixels = blocking(out4.slices, extent, rows * out4.b)
+        _, window = group_window(out_slices, out4.c, group_channels)
+        outputs = -(-out4.slices // out_slices) * -(-extent // pixels) * rows * out4.b
+        split = k_split(window, outputs, kh * kw) if out_slices == pixels == 1 else 1
+    else:
+        out_slices, pixels, split = conv_blocking(out4.slices, extent, rows * out4.b, in4.slices, kh * kw)
+        window = in4.slices
+    groups = -(-out4.slices // out_slices)
+    blocks, layers = -(-extent // pixels), out4.b * groups
+    weights = np.asarray(filt.data, np.float32)
+    packed = pack_grouped_weights(weights, out_slices, in4.c) if grouped else pack_weights(weights, out_slices)
     defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
                "POINTWISE": int(pointwise),
                "PADDED": int(padded), **env.output_stage(node)}
