@@ -29,6 +29,10 @@ END_BARRIER = G.GL_SHADER_STORAGE_BARRIER_BIT
 # until the fence at the end, and the GPU would then start only once the CPU issued them all.
 # On an H200 it made the small models faster (docs/performance.md: `gles-profile --set`).
 FLUSH_FIRST = 4
+# Then one glFlush every FLUSH_EVERY dispatches (0: none): on a long plan the GPU may otherwise
+# idle while the CPU issues the rest (gles-profile reports a CPU issue loop as long as the GPU
+# time on MobileNet v1). `gles-profile --set gpu.runtime.FLUSH_EVERY=8` measures it.
+FLUSH_EVERY = 0
 # A partition whose inputs and outputs together are at most this many bytes lets its kernels
 # read and write the persistently mapped host buffer itself (MappedIo): no copy into and out of
 # device memory, two GPU operations fewer per invoke, which is most of a small model's latency.
@@ -121,9 +125,8 @@ class GpuPartition:
                 self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),
                                tuple(int(g) for g in groups), barrier)
                               for i, offset, size, groups, barrier in plan.steps]
-                # The step after which run() flushes; -1: none (no flush after the last one: the fence does).
-                self.flush_after = FLUSH_FIRST - 1 if 0 < FLUSH_FIRST < len(self.steps) else -1
-                self.segments = _segments(self.steps, self.flush_after)
+                self.flush_points = flush_points(len(self.steps))
+                self.segments = _segments(self.steps, self.flush_points)
                 context.check_error("creating the partition's buffers and programs")
             except BaseException:
                 self.steps = []
@@ -202,7 +205,7 @@ class GpuPartition:
                 gl.use_program_fast(program)
                 current = program
             gl.dispatch_compute_fast(*groups)
-            if k == self.flush_after:
+            if k in self.flush_points:
                 gl.flush()
             self._capture(self.plan.writes[k], capture)
 
@@ -321,17 +324,28 @@ def store_output(target, values):
     np.copyto(target, values, casting="unsafe")
 
 
-def _segments(steps, flush_after):
-    """The steps as run() issues them: [(steps, then_flush)], the first segment ending with the
-    step `flush_after` (-1: one segment), each step (barrier, params offset, params size,
-    program to use or 0 when the previous step's is still bound, group counts x, y, z)."""
+def flush_points(count):
+    """The steps (of `count`) after which run() calls glFlush: step FLUSH_FIRST - 1, then every
+    FLUSH_EVERY steps; never the last one (the fence flushes)."""
+    if FLUSH_FIRST <= 0:
+        return frozenset()
+    points = range(FLUSH_FIRST - 1, count - 1, FLUSH_EVERY) if FLUSH_EVERY > 0 else [FLUSH_FIRST - 1]
+    return frozenset(k for k in points if k < count - 1)
+
+
+def _segments(steps, flush_points):
+    """The steps as run() issues them: [(steps, then_flush)], a segment ending with each step of
+    `flush_points`, each step (barrier, params offset, params size, program to use or 0 when the
+    previous step's is still bound, group counts x, y, z)."""
     issued, previous = [], 0
     for program, offset, size, (x, y, z), barrier in steps:
         issued.append((barrier, offset, size, program if program != previous else 0, x, y, z))
         previous = program
-    if flush_after < 0:
-        return [(issued, False)]
-    return [(issued[:flush_after + 1], True), (issued[flush_after + 1:], False)]
+    segments, start = [], 0
+    for k in sorted(flush_points):
+        segments.append((issued[start:k + 1], True))
+        start = k + 1
+    return segments + [(issued[start:], False)]
 
 
 def _all_finite(value):

@@ -173,8 +173,20 @@ def test_segments_issue_each_program_once_per_run_and_split_at_the_flush():
              (5, 192, 64, (2, 2, 2), False)]
     issued = [(False, 0, 64, 5, 1, 2, 3), (True, 64, 64, 0, 4, 5, 6), (True, 128, 64, 7, 1, 1, 1),
               (False, 192, 64, 5, 2, 2, 2)]
-    assert runtime._segments(steps, -1) == [(issued, False)]
-    assert runtime._segments(steps, 1) == [(issued[:2], True), (issued[2:], False)]
+    assert runtime._segments(steps, frozenset()) == [(issued, False)]
+    assert runtime._segments(steps, {1}) == [(issued[:2], True), (issued[2:], False)]
+    assert runtime._segments(steps, {0, 2}) == [(issued[:1], True), (issued[1:3], True), (issued[3:], False)]
+
+
+def test_flush_points(monkeypatch):
+    monkeypatch.setattr(runtime, "FLUSH_FIRST", 4)
+    assert runtime.flush_points(60) == {3}
+    assert runtime.flush_points(4) == set()  # never after the last step: the fence flushes
+    monkeypatch.setattr(runtime, "FLUSH_EVERY", 8)
+    assert runtime.flush_points(30) == {3, 11, 19, 27}
+    assert runtime.flush_points(28) == {3, 11, 19}
+    monkeypatch.setattr(runtime, "FLUSH_FIRST", 0)
+    assert runtime.flush_points(30) == set()
 
 
 def test_sync_from_the_untyped_fence_is_a_pointer(delegate):
