@@ -13,6 +13,9 @@ layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 // touching both kinds defines STORAGE_MIXED, and an offset of FLOAT_BASE or more then names
 // element offset - FLOAT_BASE of the float buffer (one branch per access, on a value that is the
 // same for every invocation of an operand).
+#if OUT_IO
+#define store store_tensor  // the storage's own store, behind the I/O one below
+#endif
 #if defined(STORAGE_MIXED)
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
@@ -48,6 +51,30 @@ layout(std430, binding = 1) readonly buffer Consts { vec4 consts[]; };
 vec4 load(int i) { return arena[i]; }
 vec4 weight(int i) { return consts[i]; }
 void store(int i, vec4 v) { arena[i] = v; }
+#endif
+
+#if OUT_IO
+#undef store
+// A partition output no dispatch reads is stored straight into the I/O buffer (binding 2) as
+// BHWC float32, the convert_out kernel's work done by the kernel that computes it
+// (compiler.fuse_output_stores): element i of the PHWC4 tensor at out_io_tensor (size
+// out_io_size, out_io_channels channels) goes to io[out_io_offset + its BHWC index], padded
+// channels left out; every other store goes to the tensor's storage.
+layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
+void store(int i, vec4 v) {
+  int e = i - out_io_tensor;
+  if (e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w) {
+    store_tensor(i, v);
+    return;
+  }
+  int plane = out_io_size.x * out_io_size.y;
+  int x = e % out_io_size.x, y = (e % plane) / out_io_size.x, s = (e / plane) % out_io_size.z;
+  int b = e / (plane * out_io_size.z);
+  int first = out_io_offset + ((b * out_io_size.y + y) * out_io_size.x + x) * out_io_channels + 4 * s;
+  for (int k = 0; k < 4; k++) {
+    if (4 * s + k < out_io_channels) io[first + k] = v[k];
+  }
+}
 #endif
 
 // Element (x = w, y = h, z = b * slices + s) of a PHWC4 tensor whose size is (w, h, slices, b).

@@ -3,7 +3,8 @@
 Every activation tensor of the partition lives in one arena buffer (binding 0) at an offset the
 memory planner chose; weights live in one constants buffer (binding 1); partition inputs and
 outputs pass through an I/O buffer of plain BHWC float32 (binding 2), converted by the
-convert_in / convert_out kernels. Per-dispatch values (sizes, offsets) live in one uniform
+convert_in / convert_out kernels, or stored there by the kernel that computes an output nothing
+else reads (fuse_output_stores). Per-dispatch values (sizes, offsets) live in one uniform
 buffer, one aligned slot per dispatch, so a dispatch costs one bind, one run and, only where a
 dispatch reads or overwrites memory an earlier one wrote, one barrier.
 
@@ -19,6 +20,10 @@ from . import kernels, memory, shader, storage
 from .kernels.base import ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
+
+# Kernels store partition outputs straight into the I/O buffer where they can (fuse_output_stores);
+# False: a convert_out dispatch for every output, as before.
+FUSE_OUTPUT_STORES = True
 
 
 @dataclass
@@ -57,6 +62,9 @@ class Plan:
     promoted_tensors: dict = field(default_factory=dict)
     promoted_nodes: dict = field(default_factory=dict)
     step_storage: list = field(default_factory=list)
+    # Partition outputs their kernels store straight into the I/O buffer (fuse_output_stores): not
+    # in the arena, so a capture takes them from the outputs.
+    io_stores: list = field(default_factory=list)
     # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
     # calibrate.py).
     calibration: dict = field(default_factory=dict)
@@ -136,8 +144,34 @@ def build_dispatches(nodes, inputs, outputs, env):
             d.node = node
             dispatches.append(d)
     env.node = None
-    dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)]
+    stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
+    dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
+                   if id(tensor) not in stored]
     return dispatches, io_in, io_out, max(io_bytes, 16)
+
+
+def fuse_output_stores(dispatches, outputs, io_out, env):
+    """Let the kernels that compute a partition output store it straight into the I/O buffer
+    (common.glsl OUT_IO) instead of a convert_out dispatch reading it back from the arena: one
+    dispatch and one barrier fewer per output and invoke. Only for an output that no dispatch
+    reads, that shares no storage with another tensor (an alias is read under another shape), and
+    whose every writer stores no other output this way. Returns the ids of the outputs fused."""
+    aliased = {id(t) for group in memory.alias_groups(env.aliases).values() for t in group}
+    fused = set()
+    for tensor, slot in zip(outputs, io_out):
+        writers = [d for d in dispatches if any(t is tensor for t in d.writes)]
+        read = any(any(t is tensor for t in d.reads) for d in dispatches)
+        if not writers or read or id(tensor) in aliased or any(d.node is None or d.io_store is not None
+                                                              for d in writers):
+            continue
+        s4 = bhwc(tensor.shape)
+        for d in writers:
+            d.io_store = tensor
+            d.defines["OUT_IO"] = 1
+            d.params.update(out_io_tensor=ArenaRef(tensor), out_io_size=s4.as_ivec4(), out_io_channels=s4.c,
+                            out_io_offset=slot.offset // 4)
+        fused.add(id(tensor))
+    return fused
 
 
 def _convert(tensor, slot, kind, env):
@@ -180,11 +214,13 @@ def _barriers(dispatches, offsets):
     earlier one read or wrote, since the last barrier. Writes compare by the box they write,
     so a concatenation's per-input dispatches need none between them unless they share a vec4
     slice. A barrier is glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT): every dependency between
-    dispatches goes through storage buffers (the runtime adds BUFFER_UPDATE before reading back)."""
+    dispatches goes through storage buffers (the runtime adds BUFFER_UPDATE before reading back).
+    A partition output stored straight into the I/O buffer (Dispatch.io_store) is no arena write:
+    nothing in the partition reads it, and every output has a slot of the I/O buffer of its own."""
     flags, written, read = [], [], []
     for d in dispatches:
         r = [_access(t, offsets) for t in d.reads]
-        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes]
+        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes if t is not d.io_store]
         needed = any(_overlap(a, b) for a in r + w for b in written) or any(_overlap(a, b) for a in w for b in read)
         if needed:
             written, read = [], []
@@ -247,7 +283,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 labels=[d.label for d in dispatches], writes=writes, templates=[d.template for d in dispatches],
                 workgroups=[], tuned=False, float_constants=layout.float_constants,
                 float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
-                promoted_nodes=layout.promoted_nodes, step_storage=modes)
+                promoted_nodes=layout.promoted_nodes, step_storage=modes,
+                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}))
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

@@ -154,6 +154,8 @@ class GpuPartition:
                 else:
                     self._dispatch_capturing(capture)
                 self.io.read_outputs(storage)  # ends with END_BARRIER
+                if capture is not None:
+                    self._capture_io_stores(storage, capture)
             except BaseException:
                 context.state_owner = None  # the next run binds, and barriers, again
                 raise
@@ -211,10 +213,11 @@ class GpuPartition:
 
     def _capture(self, written, capture):
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
-        the compiler or the float view made up have no entry there and are skipped)."""
+        the compiler or the float view made up have no entry there and are skipped; outputs
+        stored straight into the I/O buffer are taken from the outputs after the run)."""
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for index, offset, shape in written:
-            if index in capture:
+            if index in capture and index not in self.plan.io_stores:
                 self._store_capture(capture, index, self._read_tensor(offset, shape))
 
     def _read_tensor(self, offset, shape):
@@ -226,6 +229,13 @@ class GpuPartition:
             buffer, element_bytes, dtype, offset = self.floats, 16, np.float32, offset - FLOAT_BASE
         raw = buffer.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
         return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
+
+    def _capture_io_stores(self, storage, capture):
+        """The outputs the kernels stored straight into the I/O buffer, as run() left them in
+        `storage` (model values: no float view to map back), into `capture`."""
+        for index in self.plan.io_stores:
+            if index in capture and capture[index] is not storage[index]:
+                capture[index] = np.array(storage[index], copy=True)
 
     def _store_capture(self, capture, index, values):
         if self.view is not None:
@@ -242,7 +252,7 @@ class GpuPartition:
         it for NaN / Inf; the first non-finite value (a partition input, or the first dispatch
         that writes one) is reported once: a warning on the 'gles_delegate' logger and
         self.nonfinite['first_nonfinite'] (GpuDelegate.summary()). Slow: for debugging."""
-        found = None
+        found, stored = None, {}
         for slot in self.plan.inputs:
             value = storage[slot.tensor_index]
             if found is None and not _all_finite(value):
@@ -258,6 +268,9 @@ class GpuPartition:
                     gl.dispatch_compute_fast(*groups)
                     gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
                     for index, arena_offset, shape in self.plan.writes[k]:
+                        if index in self.plan.io_stores:
+                            stored.setdefault(index, k)  # in the I/O buffer: checked once read out
+                            continue
                         values = self._read_tensor(arena_offset, shape)
                         if found is None and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
@@ -266,6 +279,15 @@ class GpuPartition:
                 self.io.read_outputs(storage)
             finally:
                 self.context.state_owner = None  # the checked path leaves no state to the fast one
+        if capture is not None:
+            self._capture_io_stores(storage, capture)
+        for index, k in sorted(stored.items(), key=lambda item: item[1]):
+            # Nothing in the partition reads these outputs, so one written earlier than the
+            # dispatch `found` names is the first non-finite value.
+            values = np.asarray(storage[index], np.float32)
+            earlier = found is None or (found["step"] is not None and k < found["step"])
+            if earlier and not np.isfinite(values).all():
+                found = self._nonfinite_report(k, index, values)
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \

@@ -78,7 +78,7 @@ def assemble(template_name, defines, params, storage_half, math_half):
     precision = "mediump" if math_half and template_name not in FULL_PRECISION_TEMPLATES else "highp"
     lines = ["#version 310 es", f"precision {precision} float;", "precision highp int;",
              f"#define STORAGE_HALF {int(storage_half)}"]
-    defines = {"ACTIVATION": 0, "CLAMP_FINITE": 0, **defines}  # common.glsl tests them; GLSL ES has no implicit 0
+    defines = {"ACTIVATION": 0, "CLAMP_FINITE": 0, "OUT_IO": 0, **defines}  # common.glsl tests them; GLSL ES has no implicit 0
     lines += [f"#define {name} {_define_value(value)}" for name, value in sorted(defines.items())]
     # A kernel that applies an epilogue (gpu/kernels/epilogue.py) always defines EP_COUNT.
     shared = template("common") + (epilogue.glsl_defines() + template("epilogue") if "EP_COUNT" in defines else "")

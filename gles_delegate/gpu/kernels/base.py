@@ -68,6 +68,8 @@ class Dispatch:
         before writing it, and no other invocation reads that element (elementwise kernels).
     node: the graph node it computes (compiler.build_dispatches sets it; None for the input and
         output conversions).
+    io_store: the partition output it stores straight into the I/O buffer (OUT_IO in
+        common.glsl; compiler.fuse_output_stores sets it), or None.
     """
     template: str
     grid: tuple
@@ -80,6 +82,7 @@ class Dispatch:
     box: tuple | None = None
     inplace: tuple = ()
     node: object = None
+    io_store: object = None
 
 
 class KernelEnv:

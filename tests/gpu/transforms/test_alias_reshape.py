@@ -20,7 +20,7 @@ def test_same_layout_reshape_is_an_alias(shape, new_shape):
     assert graph.nodes[1].options[ALIAS]
     assert statuses(log, RULE) == [("APPLIED", "#1 (RESHAPE)")]
     summary, _ = check_gpu(model, [random(shape)])
-    assert summary["dispatches"] == 4  # convert in, ABS, NEG, convert out: no gather
+    assert summary["dispatches"] == 3  # convert in, ABS, NEG storing the output: no gather
 
 
 def test_an_aliased_tensor_can_still_be_read_back():
@@ -48,4 +48,4 @@ def test_a_reshape_across_slices_is_a_copy():
     assert ALIAS not in graph.nodes[1].options
     assert "moves values" in why(log, RULE, "#1 (RESHAPE)")
     summary, _ = check_gpu(model, [random((1, 2, 2, 8))])
-    assert summary["dispatches"] == 5
+    assert summary["dispatches"] == 4

@@ -42,8 +42,8 @@ def test_a_concatenation_reads_the_heads_through_their_reshapes(precision):
     assert len(graph.nodes[-1].options[ROW_MAJOR_SOURCES]) == 2
     assert [s for s, _ in statuses(log, RULE)] == ["APPLIED", "APPLIED"]
     summary, _ = check_gpu(model, [random((1, 8, 8, 8), 3)], precision)
-    # convert in, pool, 2 convs, the concatenation's 2 copies, convert out: no reshape copies
-    assert summary["dispatches"] == 7
+    # convert in, pool, 2 convs, the concatenation's 2 copies storing the output: no reshape copies
+    assert summary["dispatches"] == 6
 
 
 def test_a_reshape_of_a_reshape_is_read_through_twice():
@@ -55,7 +55,7 @@ def test_a_reshape_of_a_reshape_is_read_through_twice():
     [(shown, source)] = graph.nodes[1].options[ROW_MAJOR_SOURCES]
     assert source is graph.nodes[0].outputs[0]  # the ABS output, not the first reshape's
     summary, _ = check_gpu(model, [random((1, 6, 6, 8), 4)])
-    assert summary["dispatches"] == 4
+    assert summary["dispatches"] == 3
 
 
 def test_a_reshape_read_by_a_computing_op_stays():
