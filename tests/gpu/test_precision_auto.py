@@ -28,11 +28,12 @@ def chain_model(steps):
 
 
 def run(model, precision, x, **options):
-    """(output, delegate summary, {tensor name: index})."""
+    """(output, delegate summary, {tensor name: index}); x: the input, or a tuple of one per input."""
     delegate = GpuDelegate(precision=precision, rewrite_rules=False, **options)
     interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
     interpreter.allocate_tensors()
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    for detail, value in zip(interpreter.get_input_details(), x if isinstance(x, tuple) else (x,)):
+        interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
     out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
     names = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
@@ -105,28 +106,13 @@ def two_input_cancellation_model():
     return b.build()
 
 
-def run_two(model, x, z, **options):
-    delegate = GpuDelegate(precision="auto", rewrite_rules=False, **options)
-    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), (x, z)):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
-    names = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
-    summary = delegate.summary()
-    del interpreter
-    delegate.close()
-    return out, summary, names
-
-
 def test_a_demotion_the_held_out_sample_disproves_is_undone():
     model = two_input_cancellation_model()
     x, zero, z = inputs(0), np.zeros(SHAPE, np.float32), inputs(5)
     # Chosen on z = 0, demoting z's sum looks free; a held-out z = 0 agrees, a random z does not.
-    _, agreed, index = run_two(model, x, zero, calibration_inputs=[[x, zero], [inputs(6), zero]])
+    _, agreed, index = run(model, "auto", (x, zero), calibration_inputs=[[x, zero], [inputs(6), zero]])
     assert set(agreed["promoted_tensors"]) == {index["t0"]} and agreed["calibration"][0]["demoted"] >= 1
-    out, disproved, index = run_two(model, x, z, calibration_inputs=[[x, zero], [inputs(6), z]])
+    out, disproved, index = run(model, "auto", (x, z), calibration_inputs=[[x, zero], [inputs(6), z]])
     assert {index["t0"], index["t1"]} <= set(disproved["promoted_tensors"])
     assert disproved["calibration"][0]["demoted"] == 0
     assert error(out, two_input_reference(x, z)) <= 1e-2
