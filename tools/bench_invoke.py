@@ -23,17 +23,20 @@ import cProfile
 import io
 import pstats
 import statistics
+import threading
 import time
 
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
+from gles_delegate.gpu import context as gpu_context
 from gles_delegate.gpu import egl as gpu_egl
 from gles_delegate.gpu import gl as G
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
 
 RELU, SAME = 1, 0  # the schema's ActivationFunctionType and Padding
+NEW_THREAD_RUNS = 30  # --breakdown's invokes on new threads (each makes and drops an EGL context)
 
 
 def add_model():
@@ -212,6 +215,30 @@ def breakdown(interpreter, context, inputs, args):
             function()
             return time.perf_counter_ns() - start, 0, None
         out[piece] = measure(timed, args.runs, args.warmup)["wall_us"]
+    out.update(new_thread_pieces(interpreter, context))
+    return out
+
+
+def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
+    """{piece: (median us, p10 us)} of an invoke on a thread started for it (its first invoke,
+    which takes the EGL context made for the next thread and makes it current: gpu/context.py
+    KEEP_CURRENT), and the same with KEEP_CURRENT off (the thread's start and join, and the
+    shared context's make-current)."""
+    out = {}
+    for keep, piece in ((True, "invoke on a new thread (its own context's first)"),
+                        (False, "invoke on a new thread, KEEP_CURRENT off")):
+        def timed():
+            context.wait_spare()  # as at start-up: the context was made while the model loaded
+            thread = threading.Thread(target=interpreter.invoke)
+            start = time.perf_counter_ns()
+            thread.start()
+            thread.join()
+            return time.perf_counter_ns() - start, 0, None
+        saved, gpu_context.KEEP_CURRENT = gpu_context.KEEP_CURRENT, keep
+        try:
+            out[piece] = measure(timed, runs, 2)["wall_us"]
+        finally:
+            gpu_context.KEEP_CURRENT = saved
     return out
 
 

@@ -59,8 +59,11 @@ def delegate():
         yield d
 
 
-def in_thread(work):
-    """Run work() in a new thread; re-raise what it raised."""
+def in_thread(work, context=None):
+    """Run work() in a new thread (once `context`'s spare EGL context is made, so the thread's
+    first invoke takes it); re-raise what it raised."""
+    if context is not None:
+        context.wait_spare()
     errors = []
 
     def run():
@@ -92,7 +95,7 @@ def test_the_second_invoke_on_a_thread_makes_no_egl_call(monkeypatch, delegate):
             context_module.KEEP_CURRENT = True
         assert counter.count == 2
     monkeypatch.setattr(context_module, "KEEP_CURRENT", True)
-    in_thread(work)
+    in_thread(work, delegate.context)
 
 
 def test_a_context_current_on_the_thread_before_comes_back(delegate):
@@ -152,13 +155,32 @@ def test_threads_beyond_the_limit_share_the_main_context(monkeypatch, delegate):
 
 def test_contexts_of_ended_threads_are_destroyed(delegate):
     model = Model(delegate)
+    delegate.context.wait_spare()
     model.check()  # this thread's own
     for _ in range(3):
-        in_thread(model.check)
+        in_thread(model.check, delegate.context)
     # Each new thread's context replaced those of ended threads (earlier tests' too); the last
     # stays until the next is made: this thread's and that one.
     assert delegate.context.kept_contexts == 2
     model.check()
+
+
+def test_a_first_invoke_before_the_spare_is_made_shares_the_main_context(monkeypatch, delegate):
+    model = Model(delegate)
+    delegate.context.wait_spare()
+    slow = threading.Event()
+    real_take = context_module._Spare.take
+    monkeypatch.setattr(context_module._Spare, "take", lambda self, wait=False: real_take(self, wait) if wait or slow.is_set() else None)
+
+    def work():
+        model.check()  # no context ready: the main one, made current and released
+        before = delegate.context.kept_contexts  # (ended threads' contexts pruned by now)
+        assert getattr(delegate.context._thread, "binding", None) is None
+        slow.set()
+        delegate.context.wait_spare()
+        model.check()  # now it takes its own
+        assert delegate.context.kept_contexts == before + 1
+    in_thread(work)
 
 
 def test_kept_current_off_makes_no_context(monkeypatch, delegate):
