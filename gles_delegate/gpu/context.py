@@ -562,8 +562,8 @@ class _Spare:
     def _make(self, main):
         try:
             self._made = egl.Context(main.display, main.api, share=main)
-        except GpuError as exc:
-            self._made = exc
+        except Exception as exc:  # noqa: BLE001 (a thread's exception would go nowhere: the taker reports it)
+            self._made = exc if isinstance(exc, GpuError) else GpuError(f"{type(exc).__name__}: {exc}")
 
     def wait(self):
         self._thread.join()

@@ -333,10 +333,10 @@ def test_missing_api_names_what_was_found(monkeypatch):
     # An EGL that cannot make ES contexts: every gles attempt fails as on a GL-only driver.
     real = egl.Context.__init__
 
-    def no_es(self, display, api, use_pbuffer=None):
+    def no_es(self, display, api, use_pbuffer=None, share=None):
         if api == "gles":
             raise GpuError(f"{display.label}: eglCreateContext(OpenGL ES 3.1) failed (EGL_BAD_MATCH)")
-        real(self, display, api, use_pbuffer)
+        real(self, display, api, use_pbuffer, share)
 
     monkeypatch.setattr(egl.Context, "__init__", no_es)
     with pytest.raises(GpuError, match="no OpenGL ES 3.1 context could be created") as raised:

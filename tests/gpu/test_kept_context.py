@@ -190,3 +190,26 @@ def test_kept_current_off_makes_no_context(monkeypatch, delegate):
     in_thread(model.check)
     model.check()
     assert delegate.context.kept_contexts == before
+
+
+def test_a_context_that_cannot_be_made_leaves_the_thread_on_the_main_one(monkeypatch, delegate, caplog):
+    model = Model(delegate)
+    real_init = egl.Context.__init__
+
+    def refuse_shared(self, display, api, use_pbuffer=None, share=None):
+        if share is not None:
+            raise RuntimeError("the driver will not share")
+        real_init(self, display, api, use_pbuffer, share)
+    monkeypatch.setattr(egl.Context, "__init__", refuse_shared)
+    context = delegate.context
+    context.wait_spare()
+    context._spare = context_module._Spare(context.egl)  # the next one, made under the refusal
+
+    def work():
+        context.wait_spare()
+        before = context.kept_contexts
+        with caplog.at_level("INFO", logger="gles_delegate"):
+            model.check()
+            model.check()
+        assert context.kept_contexts <= before and "will not share" in caplog.text
+    in_thread(work)
