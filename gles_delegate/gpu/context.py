@@ -16,9 +16,10 @@ An enter/exit pair costs about 3.5 us on Mesa llvmpipe for ES (2.5 us of it the 
 eglMakeCurrent calls; desktop GL's context also rebinds the thread's EGL API), 8.5 us on an H200.
 
 Invokes do not pay that (KEEP_CURRENT): current(keep_state=True) on a thread with no context
-current runs on an EGL context of that thread's own, made on its first invoke in the share group
-of the main one (buffers, programs and syncs are shared), and leaves it current there, so the
-thread's next invoke makes no EGL call at all. The lock still serializes all GL work. Work one
+current runs on an EGL context of that thread's own, in the share group of the main one (buffers,
+programs and syncs are shared), and leaves it current there, so the thread's next invoke makes no
+EGL call at all. The thread's first invoke starts making that context on a thread of its own
+(_Spare) and shares the main context until it is made (prepare_thread_context() makes it ahead). The lock still serializes all GL work. Work one
 context issued is visible to another once it completed and the other re-attaches the objects
 (GLES 3.1 appendix D): an invoke ends waiting on its fence, every other exit of the main context
 leaves a fence (the handoff) that the next context to run waits for, and a context that was not
@@ -133,7 +134,7 @@ class GlContext:
         self._main = self._active = _Binding(self.egl, None)
         self._kept, self._thread = [], threading.local()
         self._handoff = None
-        self._spare = _Spare(self.egl)  # the first invoking thread's context, made off its path
+        self._spare = None  # the next invoking thread's context, made off its path (_Spare)
         self.gl_api = self.egl.api
         self.egl_platform = self.egl.display.platform
         self.device_index = self.egl.display.device_index
@@ -195,9 +196,13 @@ class GlContext:
     def left_bound(self, value):
         self._active.left_bound = value
 
-    def wait_spare(self):
-        """Block until the context the next invoking thread will take is made (tests and
-        benchmarks that want a thread's first invoke to find it ready)."""
+    def prepare_thread_context(self):
+        """Make the EGL context the next thread to invoke will keep (KEEP_CURRENT), now, and wait
+        for it, so that thread's first invoke already runs on it (otherwise its first invokes
+        share the main context while it is made in the background). For applications that start
+        a worker thread, and for tests and benchmarks."""
+        if self._spare is None or self._spare.taken:
+            self._spare = _Spare(self.egl)
         self._spare.wait()
 
     @property
@@ -257,18 +262,19 @@ class GlContext:
         self._prune_kept()
         if len(self._kept) >= MAX_KEPT_CONTEXTS:
             return self._main
+        if self._spare is None or self._spare.taken:
+            # Made on a thread of its own (on an H200, making one during start-up slowed the
+            # allocation beside it): meanwhile this thread's invokes share the main context.
+            self._spare = _Spare(self.egl)
+            return self._main
         made = self._spare.take()
-        if made is None:  # still being made, or taken while no room was left: share the main context
-            if self._spare.taken:
-                self._spare = _Spare(self.egl)
+        if made is None:  # still being made
             return self._main
         if isinstance(made, GpuError):
             log.info("no EGL context of its own for thread %s (%s): its invokes share the main one",
                      threading.current_thread().name, made)
             self._thread.refused = True
             return self._main
-        if len(self._kept) + 1 < MAX_KEPT_CONTEXTS:
-            self._spare = _Spare(self.egl)  # the next thread's, made while this one runs (else once there is room)
         token = self.egl.enter()  # what the main context did so far must complete before `made` runs
         try:
             self._leave_handoff(self._main)
@@ -344,7 +350,7 @@ class GlContext:
         with self._lock:
             if self.ctx is None:
                 return
-            spare = self._spare.take(wait=True)
+            spare = self._spare.take(wait=True) if self._spare is not None else None
             if isinstance(spare, egl.Context):
                 spare.destroy()
             for binding in self._kept:
@@ -549,9 +555,9 @@ class _Current:
 
 
 class _Spare:
-    """An EGL context in the share group of `main`, made on a thread of its own: a context is bound
-    to no thread until made current, so the next invoking thread's context is ready before its
-    first invoke asks for it (making one costs about 2.4 ms on llvmpipe)."""
+    """An EGL context in the share group of `main`, made on a thread of its own (a context is
+    bound to no thread until made current): making one costs about 2.4 ms on llvmpipe, which the
+    invoke that asked for it does not wait for."""
 
     def __init__(self, main):
         self._made, self.taken = None, False

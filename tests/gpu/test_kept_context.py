@@ -63,7 +63,7 @@ def in_thread(work, context=None):
     """Run work() in a new thread (once `context`'s spare EGL context is made, so the thread's
     first invoke takes it); re-raise what it raised."""
     if context is not None:
-        context.wait_spare()
+        context.prepare_thread_context()
     errors = []
 
     def run():
@@ -120,8 +120,8 @@ def test_what_a_plain_current_changed_is_seen_by_the_next_invoke(delegate):
     model = Model(delegate)
     model.check()
     constants = model.partition.consts
-    original = constants.read()
     with delegate.context.current():
+        original = constants.read()
         constants.write(np.zeros(len(original) // 4, np.float32).tobytes())
     model.check(bias=np.zeros_like(BIAS))
     with delegate.context.current():
@@ -155,7 +155,7 @@ def test_threads_beyond_the_limit_share_the_main_context(monkeypatch, delegate):
 
 def test_contexts_of_ended_threads_are_destroyed(delegate):
     model = Model(delegate)
-    delegate.context.wait_spare()
+    delegate.context.prepare_thread_context()
     model.check()  # this thread's own
     for _ in range(3):
         in_thread(model.check, delegate.context)
@@ -165,9 +165,9 @@ def test_contexts_of_ended_threads_are_destroyed(delegate):
     model.check()
 
 
-def test_a_first_invoke_before_the_spare_is_made_shares_the_main_context(monkeypatch, delegate):
+def test_a_first_invoke_before_its_context_is_made_shares_the_main_context(monkeypatch, delegate):
     model = Model(delegate)
-    delegate.context.wait_spare()
+    delegate.context.prepare_thread_context()
     slow = threading.Event()
     real_take = context_module._Spare.take
     monkeypatch.setattr(context_module._Spare, "take", lambda self, wait=False: real_take(self, wait) if wait or slow.is_set() else None)
@@ -177,7 +177,7 @@ def test_a_first_invoke_before_the_spare_is_made_shares_the_main_context(monkeyp
         before = delegate.context.kept_contexts  # (ended threads' contexts pruned by now)
         assert getattr(delegate.context._thread, "binding", None) is None
         slow.set()
-        delegate.context.wait_spare()
+        delegate.context.prepare_thread_context()
         model.check()  # now it takes its own
         assert delegate.context.kept_contexts == before + 1
     in_thread(work)
@@ -194,6 +194,8 @@ def test_kept_current_off_makes_no_context(monkeypatch, delegate):
 
 def test_a_context_that_cannot_be_made_leaves_the_thread_on_the_main_one(monkeypatch, delegate, caplog):
     model = Model(delegate)
+    context = delegate.context
+    in_thread(model.check, context)  # a thread takes the context made ahead: none is left
     real_init = egl.Context.__init__
 
     def refuse_shared(self, display, api, use_pbuffer=None, share=None):
@@ -201,15 +203,13 @@ def test_a_context_that_cannot_be_made_leaves_the_thread_on_the_main_one(monkeyp
             raise RuntimeError("the driver will not share")
         real_init(self, display, api, use_pbuffer, share)
     monkeypatch.setattr(egl.Context, "__init__", refuse_shared)
-    context = delegate.context
-    context.wait_spare()
-    context._spare = context_module._Spare(context.egl)  # the next one, made under the refusal
 
     def work():
-        context.wait_spare()
         before = context.kept_contexts
         with caplog.at_level("INFO", logger="gles_delegate"):
-            model.check()
+            model.check()  # starts making this thread's context, on the main one meanwhile
+            context.prepare_thread_context()
+            model.check()  # takes what stopped it: stays on the main one
             model.check()
         assert context.kept_contexts <= before and "will not share" in caplog.text
     in_thread(work)
