@@ -23,10 +23,10 @@ EGL call at all. The thread's first invoke starts making that context on a threa
 context issued is visible to another once it completed and the other re-attaches the objects
 (GLES 3.1 appendix D): an invoke ends waiting on its fence, every other exit of the main context
 leaves a fence (the handoff) that the next context to run waits for, and a context that was not
-the last to run forgets its bindings. At most MAX_KEPT_CONTEXTS threads get one; the contexts of
-threads that ended are destroyed when the next one is made (EGL frees a context current on an
-ended thread only at process exit, so a program that invokes from ever-new threads holds that
-many), the rest when the GlContext is released.
+the last to run forgets its bindings. At most MAX_KEPT_CONTEXTS threads get one. EGL never frees
+a context left current on a thread that ended, so a thread releases its own as it ends (_ThreadEnd:
+CPython drops a thread's thread-local values on that thread); the contexts of ended threads are
+destroyed when the next one is made, the rest when the GlContext is released.
 
 GL state the runtime leaves behind between invokes (GlContext.state_owner, left_bound, kept per
 EGL context): a GpuPartition's run enters with current(keep_state=True) and leaves its
@@ -281,6 +281,7 @@ class GlContext:
         finally:
             self.egl.exit(token)
         binding = self._thread.binding = _Binding(made, threading.current_thread())
+        self._thread.end = _ThreadEnd(made)
         self._kept.append(binding)
         return binding
 
@@ -583,6 +584,23 @@ class _Spare:
             return None
         made, self._made, self.taken = self._made, None, True
         return made
+
+
+class _ThreadEnd:
+    """Kept in a thread's slot of GlContext._thread. When the thread ends, CPython drops that slot
+    on the ending thread itself, and this releases the thread's kept context there: EGL never
+    frees a context left current on a thread that ended, nor the buffers it still binds."""
+
+    def __init__(self, egl_context):
+        self.egl_context, self.owner = egl_context, threading.get_ident()
+
+    def __del__(self):
+        if threading.get_ident() != self.owner:  # dropped elsewhere (the GlContext went away first)
+            return
+        try:
+            self.egl_context.release_current()
+        except Exception:  # noqa: BLE001 (a thread's teardown, or the process's: nothing to report to)
+            pass
 
 
 class _Binding:

@@ -468,6 +468,11 @@ class Context:
                  "glsl": GL_SHADING_LANGUAGE_VERSION}
         return {key: (get_string(enum) or b"?").decode(errors="replace") for key, enum in names.items()}
 
+    def release_current(self):
+        """Make no context current on this thread if this one is (a thread's last use of it)."""
+        if self.handle is not None and self.is_current():
+            self._egl.eglMakeCurrent(self.display.handle, None, None, None)
+
     def destroy(self):
         """Destroy the context (and its pbuffer); unbinds it first if current on this thread."""
         egl = library()

@@ -213,3 +213,18 @@ def test_a_context_that_cannot_be_made_leaves_the_thread_on_the_main_one(monkeyp
             model.check()
         assert context.kept_contexts <= before and "will not share" in caplog.text
     in_thread(work)
+
+
+def test_a_thread_that_ends_releases_its_context(delegate):
+    """EGL keeps a context current on a thread that ended (and never frees it, nor the buffers
+    it binds); the thread's end releases it, so another thread may make it current."""
+    model = Model(delegate)
+    held = {}
+
+    def work():
+        model.check()
+        held["binding"] = delegate.context._thread.binding
+        assert held["binding"].egl.is_current()
+    in_thread(work, delegate.context)
+    token = held["binding"].egl.enter()  # EGL_BAD_ACCESS (a GpuError) while still current on the ended thread
+    held["binding"].egl.exit(token)
