@@ -1,11 +1,12 @@
 """The per-invoke floor: end-to-end latency of tiny models, where the fixed cost of an invoke
 (Python, ctypes, GL calls, the fence) is most of it.
 
-    gles-bench-invoke [--models add conv10] [--runs 2000] [--warmup 200] [--precision fp32]
-        [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
+    gles-bench-invoke [--models add conv10] [--graph MODEL ...] [--runs 2000] [--warmup 200]
+        [--precision fp32] [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
 
 Builds its models itself with our writer: `add`, one ADD of two [1,8,8,4] float32 inputs; `conv10`,
-ten chained 3x3 CONV_2D (SAME, RELU, 16 -> 16 channels) on [1,32,32,16]. End-to-end is what a user
+ten chained 3x3 CONV_2D (SAME, RELU, 16 -> 16 channels) on [1,32,32,16]; --graph adds model
+files (or MediaPipe names) of the user's. End-to-end is what a user
 pays per inference: set_tensor of each input + invoke() + get_tensor of each output. For each
 model it reports the median and 10th percentile of the wall time and of the calling thread's CPU
 time (time.thread_time_ns: on llvmpipe, whose shaders run on the driver's own threads, this is the
@@ -150,13 +151,13 @@ class EmptyDispatches:
         self.gl.dispatch_compute_fast = self.real
 
 
-def bench_model(name, args):
-    """One row of the report for model `name`."""
-    data = MODELS[name]()
+def bench_model(name, data, args):
+    """One row of the report for model `name` (.tflite bytes `data`)."""
     delegate = GpuDelegate(GpuDelegateOptions(precision=args.precision))
     try:
         interpreter = Interpreter(model_content=data, experimental_delegates=[delegate])
         interpreter.allocate_tensors()
+        delegate.context.prepare_thread_context()  # the steady state: this thread's own context made
         inputs = common.seeded_inputs(interpreter.get_input_details())
         run = end_to_end_runner(interpreter, inputs)
         row = {"model": name, "dispatches": sum(len(p.steps) for p in delegate.partitions)}
@@ -295,7 +296,11 @@ def report(rows, context_line, args):
 
 def main(argv=None):
     parser = common.tool_parser("gles-bench-invoke", __doc__)
-    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["add", "conv10"])
+    parser.add_argument("--models", nargs="*", choices=sorted(MODELS), default=None,
+                        help="the built-in models (default: add conv10, unless --graph is given)")
+    parser.add_argument("--graph", nargs="+", type=common.model_file, default=[], metavar="MODEL",
+                        help=".tflite files or MediaPipe model names to time as well (the breakdown's set_tensor "
+                             "and get_tensor then show what their I/O costs)")
     parser.add_argument("--runs", type=common.positive_int, default=2000)
     parser.add_argument("--warmup", type=common.non_negative_int, default=200)
     common.add_precision(parser)
@@ -308,7 +313,9 @@ def main(argv=None):
                         help="profile N end-to-end runs per model with cProfile")
 
     def body(args):
-        rows = [bench_model(name, args) for name in args.models]
+        names = args.models if args.models is not None else ([] if args.graph else ["add", "conv10"])
+        rows = [bench_model(name, MODELS[name](), args) for name in names]
+        rows += [bench_model(path.stem, path.read_bytes(), args) for path in args.graph]
         delegate = GpuDelegate()
         try:
             context = delegate.context

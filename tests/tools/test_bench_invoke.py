@@ -24,6 +24,16 @@ def test_report_has_times_calls_and_pieces(capsys):
     assert "every dispatch 0x0x0 workgroups" in text
 
 
+def test_graph_files_are_timed_too(tmp_path, capsys):
+    path = tmp_path / "user_model.tflite"
+    path.write_bytes(bench_invoke.add_model())
+    assert bench_invoke.main(["--graph", str(path), "--runs", "3", "--warmup", "1", "--breakdown"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^user_model\s+\d+\s+\d+\.\d / \d+\.\d", text, re.M), text
+    assert re.search(r"^user_model: pieces of an end-to-end run", text, re.M)
+    assert not re.search(r"^(add|conv10)\s", text, re.M)  # --graph alone: no built-in model
+
+
 def test_models_compute_what_they_say():
     rng = np.random.default_rng(0)
     with GpuDelegate() as delegate:
