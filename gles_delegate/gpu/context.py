@@ -201,9 +201,11 @@ class GlContext:
         for it, so that thread's first invoke already runs on it (otherwise its first invokes
         share the main context while it is made in the background). For applications that start
         a worker thread, and for tests and benchmarks."""
-        if self._spare is None or self._spare.taken:
-            self._spare = _Spare(self.egl)
-        self._spare.wait()
+        with self._lock:
+            if self._spare is None or self._spare.taken:
+                self._spare = _Spare(self.egl)
+            spare = self._spare
+        spare.wait()
 
     @property
     def kept_contexts(self):
@@ -291,6 +293,7 @@ class GlContext:
             self._kept.remove(binding)
             if self._active is binding:
                 self._active = self._main
+                self._main.owner = None  # it may have changed what the main context still binds
             binding.egl.destroy()
 
     @property

@@ -11,6 +11,7 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import context as context_module
 from gles_delegate.gpu import egl
 from gles_delegate.tflite import ModelBuilder
+from tests.gpu.test_invoke_state import BindCounter
 
 SHAPE = (1, 5, 3, 6)
 BIAS = np.arange(1, 7, dtype=np.float32)  # six different values: stored in the constants buffer
@@ -228,3 +229,21 @@ def test_a_thread_that_ends_releases_its_context(delegate):
     in_thread(work, delegate.context)
     token = held["binding"].egl.enter()  # EGL_BAD_ACCESS (a GpuError) while still current on the ended thread
     held["binding"].egl.exit(token)
+
+
+def test_the_main_context_binds_again_after_an_ended_threads_context_ran(monkeypatch, delegate):
+    """A thread's context ran the partition last, then ended: the main context, back in use
+    without a switch, must bind the buffers again (GL re-attach rule), not trust what it bound
+    before."""
+    model = Model(delegate)
+    context = delegate.context
+    monkeypatch.setattr(context_module, "KEEP_CURRENT", False)
+    model.check()  # on the main context: it binds the partition's buffers
+    monkeypatch.setattr(context_module, "KEEP_CURRENT", True)
+    in_thread(model.check, context)  # on that thread's own context, which it takes
+    binds = BindCounter(monkeypatch, context)
+
+    def work():  # its first invoke finds no context ready: the main one, after pruning the ended one's
+        model.check()
+    in_thread(work)
+    assert binds.take() >= 3
