@@ -129,3 +129,17 @@ def test_without_metadata_the_quantization_says_the_range():
     assert (low, high) == pytest.approx((-6.9, 5.85)) and "QUANTIZE" in where
     graph = Graph.from_model(model_with(None))
     assert input_ranges(graph)[graph.inputs[0].index] == (-1.0, 1.0, "default")
+
+
+# What MediaPipe 0.10.14's models state for their image input (metadata Stats); the others carry
+# no TFLITE_METADATA entry (hand_recrop, iris_landmark, palm_detection_lite, pose_landmark_full).
+MEDIAPIPE_RANGES = {"selfie_segmentation": (0.0, 1.0), "face_detection_short_range": (-1.0, 1.0),
+                    "hand_landmark_full": (0.0, 1.0), "pose_detection": (-1.0, 1.0), "hand_recrop": None}
+
+
+@pytest.mark.parametrize("name", sorted(MEDIAPIPE_RANGES))
+def test_mediapipe_models_state_their_input_range(mediapipe_models, name):
+    graph = Graph.from_model(read_model(str(mediapipe_models[name])))
+    low, high, where = input_ranges(graph)[graph.inputs[0].index]
+    expected = MEDIAPIPE_RANGES[name]
+    assert ((low, high), where) == ((expected, "metadata") if expected else ((-1.0, 1.0), "default"))
