@@ -565,8 +565,9 @@ class _Spare:
 
     def __init__(self, main):
         self._made, self.taken = None, False
-        self._thread = threading.Thread(target=self._make, args=(main,), name="gles_delegate spare context",
-                                        daemon=True)
+        # Not a daemon: a process that ends right after its first invoke waits the few ms for it
+        # rather than tearing the driver down under a running eglCreateContext.
+        self._thread = threading.Thread(target=self._make, args=(main,), name="gles_delegate spare context")
         self._thread.start()
 
     def _make(self, main):

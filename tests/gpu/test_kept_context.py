@@ -2,7 +2,11 @@
 invoke on a thread makes no EGL call; a thread's own current context comes back; what the main
 context did (a plain current()) is visible to the next invoke; threads beyond
 MAX_KEPT_CONTEXTS, and ended ones, are handled. Every case checks the outputs."""
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,3 +251,21 @@ def test_the_main_context_binds_again_after_an_ended_threads_context_ran(monkeyp
         model.check()
     in_thread(work)
     assert binds.take() >= 3
+
+
+def test_a_process_that_ends_right_after_its_first_invoke_exits_cleanly():
+    """The first invoke starts making the thread's context on another thread; the process may end
+    while that runs, and must still exit with status 0."""
+    script = textwrap.dedent("""
+        from gles_delegate import GpuDelegate, Interpreter
+        from tests.gpu.test_kept_context import bias_model
+        delegate = GpuDelegate()
+        interpreter = Interpreter(model_content=bias_model(), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        interpreter.invoke()
+        print("invoked")
+    """)
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0 and done.stdout.strip() == "invoked", done.stderr
