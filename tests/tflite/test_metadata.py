@@ -4,6 +4,8 @@ its quantization, or the default; a malformed metadata entry is ignored, never a
 import flatbuffers
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gles_delegate.calibrate import input_ranges, sample_inputs
 from gles_delegate.graph import Graph
@@ -143,3 +145,17 @@ def test_mediapipe_models_state_their_input_range(mediapipe_models, name):
     low, high, where = input_ranges(graph)[graph.inputs[0].index]
     expected = MEDIAPIPE_RANGES[name]
     assert ((low, high), where) == ((expected, "metadata") if expected else ((-1.0, 1.0), "default"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_damaged_metadata_never_raises(data):
+    """Any byte of the entry overwritten (offsets, lengths, the union type): a list of ranges or
+    None entries comes back, never an exception (metadata is optional: LiteRT ignores it)."""
+    meta = bytearray(metadata_bytes([{"stats": ([0.0], [1.0]), "norm": ([127.5], [127.5])}, {"norm": ([0.0], [255.0])}]))
+    for _ in range(data.draw(st.integers(1, 8))):
+        meta[data.draw(st.integers(0, len(meta) - 1))] = data.draw(st.integers(0, 255))
+    ranges = metadata.input_ranges(model_with(bytes(meta), inputs=2))
+    assert isinstance(ranges, list)
+    for entry in ranges:
+        assert entry is None or (len(entry) == 2 and entry[0] < entry[1])
