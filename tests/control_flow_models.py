@@ -15,6 +15,13 @@ def _inputs(builder, specs):
     return [builder.input(name, shape, dtype) for name, shape, dtype in specs]
 
 
+def _less_than(cond, counter, bound):
+    """Make `cond` return counter < bound (int32 scalars of that subgraph)."""
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [counter, bound], [less])
+    cond.output(less)
+
+
 def _while(b, inputs, specs, cond, body):
     """A WHILE node in `b` over `inputs` (carried tensors of (name, shape, dtype) `specs`);
     returns its output indices."""
@@ -33,10 +40,7 @@ def counter_loop(x_shape, step):
     i, _, acc = _while(b, [b.const("zero", np.array(0, np.int32)), n, x], specs, cond, body)
     b.output(i)
     b.output(acc)
-    ci, cn, _ = _inputs(cond, specs)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ci, cn], [less])
-    cond.output(less)
+    _less_than(cond, *_inputs(cond, specs)[:2])
     bi, bn, bacc = _inputs(body, specs)
     i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", x_shape, np.float32)
     body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
@@ -62,9 +66,7 @@ def rnn_loop(wx, wh, bias, head, steps, batch):
     for out in (t, h, y):
         b.output(out)
     ct, _, _ = _inputs(cond, specs)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ct, cond.const("steps", np.array(steps, np.int32))], [less])
-    cond.output(less)
+    _less_than(cond, ct, cond.const("steps", np.array(steps, np.int32)))
     bt, bh, bxs = _inputs(body, specs)
     x_t, from_x, from_h, pre, h2, t2 = (body.tensor(name, shape, dtype) for name, shape, dtype in (
         ("x_t", (batch, n_in), np.float32), ("from_x", (batch, n_hidden), np.float32),
@@ -123,10 +125,7 @@ def growing_loop(width):
     b.op("ADD", [grown, grown], [doubled], fused_activation_function=NONE)
     for out in (i, grown, doubled):
         b.output(out)
-    ci, cn, _ = _inputs(cond, specs)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ci, cn], [less])
-    cond.output(less)
+    _less_than(cond, *_inputs(cond, specs)[:2])
     bi, bn, bx = _inputs(body, specs)
     i2, x2 = body.tensor("i2", (), np.int32), body.tensor("x2", (2 * width,), np.float32)
     body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
@@ -236,9 +235,7 @@ def keras_rnn_loop(wx, wh, bias, head, steps, batch, dynamic_batch=False):
     ct = cond.input("t", (), np.int32)
     for name, shape, _ in specs[1:]:
         declare(cond, name, shape, is_input=True)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ct, cond.const("steps", np.array(steps, np.int32))], [less])
-    cond.output(less)
+    _less_than(cond, ct, cond.const("steps", np.array(steps, np.int32)))
     _keras_rnn_body(body, declare, wx, wh, bias, specs)
     return b.build()
 

@@ -270,3 +270,38 @@ def check_nodes_on_real_models(models, op_names):
     builtin resolver can run. Returns how many nodes were checked."""
     return sum(check_model_nodes(path, op_names, quantum=1, litert_may_fail=True)
                for _, path in sorted(models.items()))
+
+
+def broadcast_shapes(rng, rank, count, high=5):
+    """`count` shapes that broadcast to at most `rank` dims: each keeps a random number of
+    trailing dims (0 = scalar) of one full shape with dims in [1, high), some of them set to 1."""
+    full = rng.integers(1, high, rank)
+
+    def side():
+        kept = int(rng.integers(0, rank + 1))
+        shape = full[rank - kept:].copy()
+        shape[rng.random(kept) < 0.35] = 1
+        return tuple(int(d) for d in shape)
+    return tuple(side() for _ in range(count))
+
+
+def unknown_custom_op_model():
+    """x [2, 2] -> MysteryOp (a custom op no runtime knows) -> y."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 2))
+    y = b.tensor("y", (2, 2))
+    b.op("MysteryOp", [x], [y], custom_options=b"")
+    b.output(y)
+    return b.build()
+
+
+def node_with_output(op, inputs, out_shape, **options):
+    """The node of a one-op model over `inputs` (In: constants or model inputs) whose output is
+    declared `out_shape` (float32), whatever the op would compute: for refusal tests."""
+    b = ModelBuilder()
+    indices = [b.const(f"c{k}", s.value) if s.const else b.input(f"in{k}", s.value.shape, s.value.dtype)
+               for k, s in enumerate(inputs)]
+    out = b.tensor("out", out_shape, np.float32)
+    b.op(op, indices, [out], **options)
+    b.output(out)
+    return first_node(b.build())

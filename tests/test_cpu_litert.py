@@ -2,7 +2,6 @@
 cpu_backend option, LiteRT absent, resize, preserve_all_tensors, threads. With the GPU delegate:
 tests/gpu/test_cpu_litert.py."""
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -11,8 +10,9 @@ from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.tflite import ModelBuilder
 from tests.cpu_litert_models import LITERT_ONLY, diag_model, litert_outputs, random_input, segment_model
 from tests.litert import LiteRTInterpreter
-from tests.oplib import In, assert_close, first_node, single_op_model
+from tests.oplib import In, assert_close, first_node, single_op_model, unknown_custom_op_model
 from tests.tolerance import sum_bound
+from tests.threads import run_in_threads
 
 ALL = ["#0 (MUL)", "#1 (TANH)", "#2 (SEGMENT_SUM)", "#3 (MATRIX_DIAG)", "#4 (LOGISTIC)", "#5 (ADD)"]
 
@@ -109,14 +109,9 @@ def test_a_version_litert_lacks_is_a_model_error_naming_the_node():
 
 
 def test_custom_ops_stay_on_the_reference_and_say_why():
-    b = ModelBuilder()
-    x = b.input("x", (2, 2))
-    y = b.tensor("y", (2, 2))
-    b.op("MysteryOp", [x], [y], custom_options=b"")
-    b.output(y)
     with pytest.raises(ModelError, match=r"#0 \(MysteryOp\).*no reference kernel.*nor through LiteRT: custom op "
                                          r"MysteryOp is not in LiteRT's builtin resolver"):
-        Interpreter(model_content=b.build(), cpu_backend="litert").allocate_tensors()
+        Interpreter(model_content=unknown_custom_op_model(), cpu_backend="litert").allocate_tensors()
 
 
 @pytest.mark.parametrize("backend", ["auto", "fallback"])
@@ -160,24 +155,15 @@ def test_invoke_from_many_threads():
     shared = Interpreter(model_content=model, cpu_backend="fallback")
     shared.allocate_tensors()
     shared.set_tensor(0, inputs[0])
-    failures = []
 
     def work(k):
-        try:
-            for _ in range(10):
-                shared.invoke()
-                out = shared.get_tensor(shared.get_output_details()[0]["index"])
-                assert_close(out, expected[0], what=f"shared, thread {k}")
-                own, _ = run(model, [inputs[k]])
-                assert_close(own[0], expected[k], what=f"own, thread {k}")
-        except BaseException as exc:  # noqa: BLE001 (reported below)
-            failures.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
+        for _ in range(10):
+            shared.invoke()
+            out = shared.get_tensor(shared.get_output_details()[0]["index"])
+            assert_close(out, expected[0], what=f"shared, thread {k}")
+            own, _ = run(model, [inputs[k]])
+            assert_close(own[0], expected[k], what=f"own, thread {k}")
+    run_in_threads([lambda k=k: work(k) for k in range(4)])
 
 
 def _runtime_ids_model():

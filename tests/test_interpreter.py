@@ -14,6 +14,7 @@ import gles_delegate
 from gles_delegate import Interpreter, InterpreterOptions, ModelError
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.writer import quantize_params
+from tests.oplib import unknown_custom_op_model
 
 
 def add_model(shape=(1, 4, 4, 3), signature=True):
@@ -174,12 +175,7 @@ def test_delegates_are_checked_at_construction():
 
 
 def test_unsupported_op_fails_at_allocate_naming_the_node():
-    b = ModelBuilder()
-    x = b.input("x", (2, 2))
-    y = b.tensor("y", (2, 2))
-    b.op("MysteryOp", [x], [y], custom_options=b"")
-    b.output(y)
-    interp = Interpreter(model_content=b.build())
+    interp = Interpreter(model_content=unknown_custom_op_model())
     with pytest.raises(ModelError, match=r"#0 \(MysteryOp\).*no reference kernel"):
         interp.allocate_tensors()
 

@@ -84,8 +84,8 @@ def measure(path, seed, runs, warmup=5):
     probe.allocate_tensors()
     graph, indices = probe._main.graph, [d["index"] for d in probe.get_input_details()]
     # Both drawn as calibration draws its own: uniform over the ranges the model states.
-    inputs = [sample_inputs(graph, seed=seed)[0][i] for i in indices]
-    calibration = [sample_inputs(graph)[0][i] for i in indices]
+    compared, calibration = sample_inputs(graph, seed=seed)[0], sample_inputs(graph)[0]
+    inputs, calibration = [compared[i] for i in indices], [calibration[i] for i in indices]
     del probe
     reference, _ = _outputs(path, "fp32", inputs)
     half, auto = _Loaded(path, "fp16_fp32acc", inputs), _Loaded(path, "auto", inputs)

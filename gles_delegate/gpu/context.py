@@ -560,8 +560,8 @@ class _Current:
 
 class _Spare:
     """An EGL context in the share group of `main`, made on a thread of its own (a context is
-    bound to no thread until made current): making one costs about 2.4 ms on llvmpipe, which the
-    invoke that asked for it does not wait for."""
+    bound to no thread until made current), so the invoke that asked for it does not wait for
+    the driver to make it."""
 
     def __init__(self, main):
         self._made, self.taken = None, False

@@ -1,12 +1,12 @@
 """A LiteRT CPU partition (gles_delegate/cpu_litert.py) between two GPU partitions: the outputs
 against LiteRT alone, after a resize, from several threads."""
-import threading
 
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from tests.cpu_litert_models import diag_model, litert_outputs, random_input, segment_model
 from tests.oplib import assert_close
+from tests.threads import run_in_threads
 
 
 def run(model, x, delegate, shape=None, backend="auto"):
@@ -47,24 +47,15 @@ def test_threads_with_the_gpu():
     model = segment_model()
     inputs = [random_input((8, 4), seed=k) for k in range(3)]
     expected = [litert_outputs(model, [x])[0] for x in inputs]
-    failures = []
     with GpuDelegate(max_delegated_partitions=0) as delegate:
         shared = Interpreter(model_content=model, experimental_delegates=[delegate])
         shared.allocate_tensors()
         shared.set_tensor(0, inputs[0])
 
         def work(k):
-            try:
-                for _ in range(5):
-                    shared.invoke()
-                    assert_close(shared.get_tensor(shared.get_output_details()[0]["index"]), expected[0])
-                    assert_close(run(model, inputs[k], delegate)[0], expected[k])
-            except BaseException as exc:  # noqa: BLE001 (reported below)
-                failures.append(exc)
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            for _ in range(5):
+                shared.invoke()
+                assert_close(shared.get_tensor(shared.get_output_details()[0]["index"]), expected[0])
+                assert_close(run(model, inputs[k], delegate)[0], expected[k])
+        run_in_threads([lambda k=k: work(k) for k in range(3)])
         del shared
-    assert not failures, failures

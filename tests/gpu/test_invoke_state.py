@@ -14,6 +14,7 @@ from gles_delegate import GpuDelegate, GpuError, Interpreter
 from gles_delegate.gpu import gl as G
 from gles_delegate.gpu import runtime
 from gles_delegate.tflite import ModelBuilder
+from tests.threads import run_in_threads
 
 GL_CURRENT_PROGRAM, GL_SHADER_STORAGE_BUFFER_BINDING = 0x8B8D, 0x90D3
 SMALL, LARGE = (1, 5, 3, 6), (1, 48, 40, 8)  # I/O direct in the mapped buffer / through device memory
@@ -149,22 +150,13 @@ def test_a_failed_run_binds_again_next_time(monkeypatch, delegate):
 def test_invokes_from_several_threads_share_the_context(delegate):
     models = [Model(delegate, SMALL, 6), Model(delegate, LARGE, 7), Model(delegate, SMALL, 8)]
     locks = [threading.Lock() for _ in models]  # one interpreter is not used by two threads at once
-    errors = []
 
     def work(k):
-        try:
-            for j in range(12):
-                m = (k + j) % len(models)
-                with locks[m]:
-                    models[m].check()
-        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+        for j in range(12):
+            m = (k + j) % len(models)
+            with locks[m]:
+                models[m].check()
+    run_in_threads([lambda k=k: work(k) for k in range(4)])
     for model in models:  # and on this thread afterwards
         model.check()
 

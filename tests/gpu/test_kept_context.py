@@ -16,6 +16,7 @@ from gles_delegate.gpu import context as context_module
 from gles_delegate.gpu import egl
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.test_invoke_state import BindCounter
+from tests.threads import run_in_threads
 
 SHAPE = (1, 5, 3, 6)
 BIAS = np.arange(1, 7, dtype=np.float32)  # six different values: stored in the constants buffer
@@ -65,23 +66,11 @@ def delegate():
 
 
 def in_thread(work, context=None):
-    """Run work() in a new thread (once `context`'s spare EGL context is made, so the thread's
-    first invoke takes it); re-raise what it raised."""
+    """Run work() in a new thread (once `context` made the EGL context that thread will take, so
+    its first invoke runs on it); re-raise what it raised."""
     if context is not None:
         context.prepare_thread_context()
-    errors = []
-
-    def run():
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 (re-raised below)
-            errors.append(exc)
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(timeout=120)
-    assert not thread.is_alive()
-    if errors:
-        raise errors[0]
+    run_in_threads([work])
 
 
 def test_the_second_invoke_on_a_thread_makes_no_egl_call(monkeypatch, delegate):
@@ -140,21 +129,12 @@ def test_threads_beyond_the_limit_share_the_main_context(monkeypatch, delegate):
     monkeypatch.setattr(context_module, "MAX_KEPT_CONTEXTS", max(before, 1))
     models = [Model(delegate) for _ in range(3)]
     start = threading.Barrier(3)
-    errors = []
 
     def work(model):
-        try:
-            start.wait(timeout=60)
-            for _ in range(10):
-                model.check()
-        except BaseException as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(m,)) for m in models]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+        start.wait(timeout=60)
+        for _ in range(10):
+            model.check()
+    run_in_threads([lambda m=m: work(m) for m in models])
     assert delegate.context.kept_contexts <= max(before, 1)
 
 

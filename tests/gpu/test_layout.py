@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.errors import ModelError
 from gles_delegate.gpu import kernels
-from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu, dispatches
-from tests.oplib import In, first_node, single_op_model
+from tests.oplib import In, first_node, node_with_output, single_op_model
 
 RANDOM = settings(max_examples=8, deadline=None)
 RANDOM_PAIRS = settings(max_examples=6, deadline=None)  # two checks per example
@@ -145,14 +144,7 @@ def test_rejects(op, inputs, options, out_shape, reason):
     """Nodes the kernels cannot run, or that are malformed, are refused with a reason (runtime
     shape-defining inputs are float here so that the registry's dtype check does not answer
     first)."""
-    b = ModelBuilder()
-    indices = [b.const(f"c{k}", s.value) if s.const else b.input(f"in{k}", s.value.shape, s.value.dtype)
-               for k, s in enumerate(inputs)]
-    out = b.tensor("out", out_shape, np.float32)
-    b.op(op, indices, [out], **options)
-    b.output(out)
-    node = first_node(b.build())
-    assert reason in kernels.SUPPORT[op](node)
+    assert reason in kernels.SUPPORT[op](node_with_output(op, inputs, out_shape, **options))
 
 
 # -- random shapes and options ---------------------------------------------------------------

@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import layout
 from gles_delegate.gpu.phwc4 import Shape4, bhwc, from_phwc4, to_phwc4
-from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu, run_gpu
 from tests.gpu.transforms import rulelib
 from tests.gpu.transforms.rulelib import Chain, random
-from tests.oplib import In, first_node, run_ours, single_op_model, single_op_node
+from tests.oplib import In, node_with_output, run_ours, single_op_model, single_op_node
 
 
 def x(*shape, seed=0, const=False):
@@ -196,21 +195,10 @@ def test_a_reshape_between_ranks_of_one_layout_is_free():
 
 
 # -- refusals ---------------------------------------------------------------------------------
-def node_of(op, inputs, out_shape, **options):
-    """The node of a one-op model whose output is declared `out_shape` (float32)."""
-    b = ModelBuilder()
-    indices = [b.const(f"c{k}", s.value) if s.const else b.input(f"in{k}", s.value.shape, s.value.dtype)
-               for k, s in enumerate(inputs)]
-    out = b.tensor("out", out_shape, np.float32)
-    b.op(op, indices, [out], **options)
-    b.output(out)
-    return first_node(b.build())
-
-
 REFUSALS = {
-    "rank7": (lambda: node_of("TANH", [x(1, 2, 1, 2, 1, 2, 3)], (1, 2, 1, 2, 1, 2, 3)),
+    "rank7": (lambda: node_with_output("TANH", [x(1, 2, 1, 2, 1, 2, 3)], (1, 2, 1, 2, 1, 2, 3)),
               "rank 7 > 6, the highest the GPU views as BHWC"),
-    "rank7_transpose": (lambda: node_of("TRANSPOSE", [x(2, 1, 1, 1, 1, 1, 3), ints([6, 1, 2, 3, 4, 5, 0])],
+    "rank7_transpose": (lambda: node_with_output("TRANSPOSE", [x(2, 1, 1, 1, 1, 1, 3), ints([6, 1, 2, 3, 4, 5, 0])],
                                         (3, 1, 1, 1, 1, 1, 2)), "rank 7 > 6"),
     "op_without_view": (lambda: single_op_node("MEAN", [x(2, 3, 4, 5, 6), ints([1])]),
                         "has rank 5: the GPU's MEAN kernel takes ranks <= 4"),

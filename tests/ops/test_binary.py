@@ -5,7 +5,8 @@ import pytest
 
 from gles_delegate import ModelError
 from tests.litert import run_litert
-from tests.oplib import In, assert_rejected, check_op, compare_elementwise, run_ours, single_op_model
+from tests.oplib import (In, assert_rejected, broadcast_shapes, check_op, compare_elementwise, run_ours,
+                         single_op_model)
 
 FLOAT_ARITHMETIC = ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"]
 WITH_ACTIVATION = {"ADD", "SUB", "MUL", "DIV"}
@@ -15,16 +16,8 @@ SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3e38, -3e38,
 
 
 def broadcast_pair(rng, rank):
-    """Two shapes that broadcast to at most `rank` dims: each keeps a random number of trailing
-    dims (0 = scalar) with some of them set to 1."""
-    full = rng.integers(1, 5, rank)
-
-    def side():
-        kept = int(rng.integers(0, rank + 1))
-        shape = full[rank - kept:].copy()
-        shape[rng.random(kept) < 0.35] = 1
-        return tuple(int(d) for d in shape)
-    return side(), side()
+    """Two shapes that broadcast to at most `rank` dims (oplib.broadcast_shapes)."""
+    return broadcast_shapes(rng, rank, 2)
 
 
 def float_operands(rng, op, shapes):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import ops
-from tests.oplib import In, assert_rejected, check_op, run_ours, single_op_model, single_op_node
+from tests.oplib import In, assert_rejected, broadcast_shapes, check_op, run_ours, single_op_model, single_op_node
 
 SELECT_DTYPES = [np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_]
 ARG_DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.bool_]
@@ -23,16 +23,8 @@ def values(rng, shape, dtype, low=-3, high=4):
 
 
 def three_shapes(rng, rank):
-    """Three shapes that broadcast to one of `rank` dims: each keeps some trailing dims, some of
-    them set to 1."""
-    full = rng.integers(1, 4, rank)
-
-    def side():
-        kept = int(rng.integers(0, rank + 1))
-        shape = full[rank - kept:].copy()
-        shape[rng.random(kept) < 0.35] = 1
-        return tuple(int(d) for d in shape)
-    return side(), side(), side()
+    """Three shapes that broadcast to one of `rank` dims (oplib.broadcast_shapes)."""
+    return broadcast_shapes(rng, rank, 3, high=4)
 
 
 # -- SELECT_V2 / SELECT -----------------------------------------------------------------------

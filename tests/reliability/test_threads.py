@@ -1,12 +1,12 @@
 """Invoking from threads: another thread than the builder's, two interpreters at once on one
 shared GL context, one interpreter handed from thread to thread."""
-import threading
 
 import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from tests.reliability.conftest import assert_same, conv_model, invoke, pending_gl_error
+from tests.threads import run_in_threads
 
 pytestmark = pytest.mark.usefixtures("gpu_available")
 
@@ -15,25 +15,6 @@ def reference(model, x):
     interpreter = Interpreter(model_content=model)
     interpreter.allocate_tensors()
     return invoke(interpreter, x)
-
-
-def run_in_threads(targets):
-    """Run each callable in its own thread; re-raise the first exception any of them raised."""
-    errors = []
-
-    def guarded(target):
-        try:
-            target()
-        except BaseException as exc:  # noqa: B902 - reported in the main thread
-            errors.append(exc)
-    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-        assert not t.is_alive(), "a thread did not finish"
-    if errors:
-        raise errors[0]
 
 
 def test_invoke_from_another_thread_than_the_builder():
