@@ -22,6 +22,18 @@ def _less_than(cond, counter, bound):
     cond.output(less)
 
 
+def _rnn_step(body, xs, t, h, wx, wh, bias, tensors):
+    """Add to `body` h2 = tanh(xs[t] @ wx^T + bias + h @ wh^T) into `tensors` (x_t, from_x,
+    from_h, pre, h2), as the RNN loops' bodies compute a step."""
+    x_t, from_x, from_h, pre, h2 = tensors
+    body.op("GATHER", [xs, t], [x_t], axis=0, batch_dims=0)
+    body.op("FULLY_CONNECTED", [x_t, body.const("wx", wx), body.const("bias", bias)], [from_x],
+            fused_activation_function=NONE)
+    body.op("FULLY_CONNECTED", [h, body.const("wh", wh), -1], [from_h], fused_activation_function=NONE)
+    body.op("ADD", [from_x, from_h], [pre], fused_activation_function=NONE)
+    body.op("TANH", [pre], [h2])
+
+
 def _while(b, inputs, specs, cond, body):
     """A WHILE node in `b` over `inputs` (carried tensors of (name, shape, dtype) `specs`);
     returns its output indices."""
@@ -72,12 +84,7 @@ def rnn_loop(wx, wh, bias, head, steps, batch):
         ("x_t", (batch, n_in), np.float32), ("from_x", (batch, n_hidden), np.float32),
         ("from_h", (batch, n_hidden), np.float32), ("pre", (batch, n_hidden), np.float32),
         ("h2", (batch, n_hidden), np.float32), ("t2", (), np.int32)))
-    body.op("GATHER", [bxs, bt], [x_t], axis=0, batch_dims=0)
-    body.op("FULLY_CONNECTED", [x_t, body.const("wx", wx), body.const("bias", bias)], [from_x],
-            fused_activation_function=NONE)
-    body.op("FULLY_CONNECTED", [bh, body.const("wh", wh), -1], [from_h], fused_activation_function=NONE)
-    body.op("ADD", [from_x, from_h], [pre], fused_activation_function=NONE)
-    body.op("TANH", [pre], [h2])
+    _rnn_step(body, bxs, bt, bh, wx, wh, bias, (x_t, from_x, from_h, pre, h2))
     body.op("ADD", [bt, body.const("one", np.array(1, np.int32))], [t2], fused_activation_function=NONE)
     for out in (t2, h2, bxs):
         body.output(out)
@@ -261,12 +268,7 @@ def _keras_rnn_body(body, declare, wx, wh, bias, specs):
     body.op("ADD", [bt, body.const("one", np.array(1, np.int32))], [t2], fused_activation_function=NONE)
     x_t, from_x, from_h, pre, h2 = (declare(body, name, (B, n)) for name, n in (
         ("x_t", wx.shape[1]), ("from_x", n_hidden), ("from_h", n_hidden), ("pre", n_hidden), ("h2", n_hidden)))
-    body.op("GATHER", [bxs, bt], [x_t], axis=0, batch_dims=0)
-    body.op("FULLY_CONNECTED", [x_t, body.const("wx", wx), body.const("bias", bias)], [from_x],
-            fused_activation_function=NONE)
-    body.op("FULLY_CONNECTED", [bh, body.const("wh", wh), -1], [from_h], fused_activation_function=NONE)
-    body.op("ADD", [from_x, from_h], [pre], fused_activation_function=NONE)
-    body.op("TANH", [pre], [h2])
+    _rnn_step(body, bxs, bt, bh, wx, wh, bias, (x_t, from_x, from_h, pre, h2))
     one = body.const("shape1", np.array([1], np.int32))
 
     def counter_vector(name, counter, rest):
