@@ -21,9 +21,12 @@ dispatch (Mesa's llvmpipe compiles each shader to machine code there). Prints a 
 (medians over the repetitions) under the command line that produced it.
 """
 import argparse
+import cProfile
 import hashlib
+import io
 import json
 import os
+import pstats
 import shlex
 import statistics
 import subprocess
@@ -42,8 +45,10 @@ WORKER_TIMEOUT_S = 900
 STEADY_INVOKES = 5  # invokes after the first, whose median is the steady invoke time
 
 
-def worker(model, serialization_dir, precision, gl_api):
-    """One start in this process: JSON with the timings, on stdout."""
+def worker(model, serialization_dir, precision, gl_api, profile=0):
+    """One start in this process: JSON with the timings, on stdout. profile > 0: the start runs
+    under cProfile (its timings are inflated) and 'profile' holds the `profile` functions with
+    the most own time in Interpreter + allocate_tensors + the first invoke."""
     import numpy as np
     from gles_delegate import GpuDelegate, Interpreter
     from gles_delegate.gpu.serialization import PlanCache
@@ -61,10 +66,15 @@ def worker(model, serialization_dir, precision, gl_api):
     start = time.perf_counter()
     delegate = GpuDelegate(**options)
     context_ms = (time.perf_counter() - start) * 1e3
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
     start = time.perf_counter()
     interpreter = Interpreter(model_path=model, experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1e3
+    if profiler:
+        profiler.disable()
     rng = np.random.default_rng(0)
     for detail in interpreter.get_input_details():
         shape, dtype = detail["shape"], np.dtype(detail["dtype"])
@@ -74,9 +84,13 @@ def worker(model, serialization_dir, precision, gl_api):
             info = np.iinfo(dtype)
             value = rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape).astype(dtype)
         interpreter.set_tensor(detail["index"], value)
+    if profiler:
+        profiler.enable()
     start = time.perf_counter()
     interpreter.invoke()
     invoke_ms = (time.perf_counter() - start) * 1e3
+    if profiler:
+        profiler.disable()
     steady = []
     for _ in range(STEADY_INVOKES):
         start = time.perf_counter()
@@ -86,14 +100,19 @@ def worker(model, serialization_dir, precision, gl_api):
     for detail in interpreter.get_output_details():
         digest.update(np.ascontiguousarray(interpreter.get_tensor(detail["index"])).tobytes())
     summary = delegate.summary()
-    return {"partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
+    profile_text = None
+    if profiler:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(profile)
+        profile_text = out.getvalue()[out.getvalue().find("   ncalls"):].rstrip()
+    return {"profile": profile_text, "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
             "store_ms": sum(store_ms),
             "invoke_ms": invoke_ms, "steady_ms": statistics.median(steady), "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
             "renderer": summary["renderer"], "gl_version": summary["gl_version"],
             "gpu_nodes": summary["gpu_nodes"], "cpu_nodes": summary["cpu_nodes"]}
 
 
-def _start(model, serialization_dir, driver_cache, args):
+def _start(model, serialization_dir, driver_cache, args, profile=0):
     env = dict(os.environ)
     env.update({"MESA_SHADER_CACHE_DIR": driver_cache, "__GL_SHADER_DISK_CACHE_PATH": driver_cache,
                 "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache})
@@ -101,6 +120,8 @@ def _start(model, serialization_dir, driver_cache, args):
     package_root = _package_root()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     command = _worker_command() + ["--worker", model, "--precision", args.precision, "--gl-api", args.gl_api]
+    if profile:
+        command += ["--profile", str(profile)]
     if serialization_dir:
         command += ["--serialization-dir", serialization_dir]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
@@ -124,7 +145,8 @@ def _package_root():
 
 
 def measure(model, args):
-    """{'cold' | 'driver' | 'warm': [result per repetition]}, 'entry_bytes': [...]."""
+    """{'cold' | 'driver' | 'warm': [result per repetition]}, 'entry_bytes': [...], and with
+    --profile the 'profile' of the last repetition's extra warm start."""
     runs = {"cold": [], "driver": [], "warm": [], "entry_bytes": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="gles-bench-init-") as temp:
@@ -134,6 +156,8 @@ def measure(model, args):
             runs["driver"].append(_start(model, None, driver, args))
             runs["warm"].append(_start(model, cache, driver, args))
             runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
+            if args.profile:  # one more warm start, under cProfile: not in the table
+                runs["profile"] = _start(model, cache, driver, args, args.profile)["profile"]
     return runs
 
 
@@ -178,6 +202,10 @@ def table(results, command, args):
                      f"| {_median(warm, 'steady_ms'):.1f} "
                      f"| {statistics.median(runs['entry_bytes']) / 1e6:.1f} "
                      f"| {'yes' if same else 'NO'}{'' if hits else ' (cache not hit!)'} |")
+    for name, runs in results.items():
+        if runs.get("profile"):
+            lines += ["", f"A warm start of {name} under cProfile (Interpreter + allocate_tensors + the first "
+                      "invoke; the functions with the most own time):", "", "```", runs["profile"], "```"]
     return "\n".join(lines)
 
 
@@ -289,6 +317,9 @@ def build_parser():
     parser.add_argument("--merge", nargs="+", type=merge_group, metavar="LABEL=TABLE[,TABLE...]",
                         help="instead: one table of the start-up columns of earlier runs' --out files, "
                              "a column group per LABEL (a platform)")
+    parser.add_argument("--profile", type=common.positive_int, metavar="N",
+                        help="also profile one more warm start per model with cProfile, and print its N "
+                             "functions with the most own time after the table")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # MODEL: one start in this process, JSON out
     parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)  # the worker's
     return parser
@@ -300,7 +331,7 @@ def main(argv=None):
 
 def run(args, argv):
     if args.worker:
-        print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api)))
+        print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api, args.profile or 0)))
         return 0
     if args.merge:
         text = merge_tables(args.merge)

@@ -7,7 +7,6 @@ file size before it is iterated, every index against what it indexes, every buff
 against the file, and every shape against an element-count limit, so that a hostile file gives
 a ModelError rather than a crash, a hang or a huge allocation.
 """
-import functools
 import math
 import mmap
 import os
@@ -39,7 +38,8 @@ _SOFFSET, _VOFFSET, _UOFFSET = struct.Struct("<i"), struct.Struct("<H"), struct.
 _SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struct.Struct("<?"),
             "OpcodeIndex": _UOFFSET, "Offset": struct.Struct("<Q"), "Size": struct.Struct("<Q"),
             "Format": struct.Struct("<b"), "DenseSize": struct.Struct("<i"),
-            "ArraySegmentsType": struct.Struct("<B"), "ArrayIndicesType": struct.Struct("<B")}
+            "ArraySegmentsType": struct.Struct("<B"), "ArrayIndicesType": struct.Struct("<B"),
+            "BuiltinOptionsType": struct.Struct("<B")}
 
 
 def read_model(source, background_digest=False):
@@ -72,13 +72,6 @@ def read_model(source, background_digest=False):
     return model
 
 
-@functools.lru_cache(maxsize=None)
-def _accessors(table_class):
-    """The field accessor names of a generated table class."""
-    # "Init" exactly: CallOnceOptions' field accessor is InitSubgraphIndex.
-    return [m for m in vars(table_class) if m[:1].isupper() and m != "Init" and not m.startswith("GetRootAs")]
-
-
 def _read_file(path):
     """The file's bytes. A large file is read into anonymous memory whose pages are mapped in one
     call (MAP_POPULATE): fresh memory touched page by page costs 7-12 ms of faults per 17 MB in
@@ -106,6 +99,7 @@ class _Reader:
         self.root = tflite.Model.GetRootAs(data, 0)
         self.where = "model"
         self.budget = WORK_PER_BYTE * len(data) + WORK_BASE
+        self._vtable_of = self._vtable = self._vtable_size = None  # field_at's last table
 
     def spend(self, cost):
         """Charge `cost` estimated bytes of what reading builds against the file's budget."""
@@ -124,10 +118,12 @@ class _Reader:
     def field_at(self, pos, table_class, accessor):
         """File position of a field of the table at `pos`, or 0 when the table lacks it."""
         data, offset = self.data, schema.vtable_offset(table_class, accessor)
-        vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
-        if offset >= _VOFFSET.unpack_from(data, vtable)[0]:
+        if pos != self._vtable_of:  # the hot paths read several fields of one table in a row
+            self._vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
+            self._vtable_size, self._vtable_of = _VOFFSET.unpack_from(data, self._vtable)[0], pos
+        if offset >= self._vtable_size:
             return 0
-        field = _VOFFSET.unpack_from(data, vtable + offset)[0]
+        field = _VOFFSET.unpack_from(data, self._vtable + offset)[0]
         return pos + field if field else 0
 
     def field_scalar(self, pos, table_class, accessor, default=0):
@@ -387,7 +383,6 @@ class _Reader:
         self.where = f"subgraph {s} operator {k}"
         self.table()
         O = tflite.Operator
-        op = self.generated(O, pos)  # options and custom options: read through the accessors
         opcode = self.field_scalar(pos, O, "OpcodeIndex")
         self.check_index(opcode, len(opcodes), "opcode")
         name, custom, version = opcodes[opcode]
@@ -398,11 +393,9 @@ class _Reader:
                 self.check_index(index, n_tensors, "tensor")
         for index in outputs:
             self.check_index(index, n_tensors, "output tensor")
-        custom_options = None
-        if custom:
-            custom_options = self.custom_options(op)
+        custom_options = self.custom_options(self.generated(O, pos)) if custom else None
         return OperatorDef(op=name, inputs=inputs, outputs=outputs, version=version, custom=custom,
-                           options=self.builtin_options(op), custom_options=custom_options,
+                           options=self.builtin_options(pos), custom_options=custom_options,
                            intermediates=intermediates)
 
     def custom_options(self, op):
@@ -416,33 +409,37 @@ class _Reader:
         self.spend(0 if raw is None else raw.size)
         return None if raw is None else raw.tobytes()
 
-    def builtin_options(self, op):
-        type_name = schema.OPTIONS_TYPE_NAMES.get(op.BuiltinOptionsType())
-        table = op.BuiltinOptions()
-        if type_name in (None, "NONE") or table is None:
+    def builtin_options(self, pos):
+        """The builtin options of the operator at `pos` as {snake_name: value}: every scalar,
+        string and vector field."""
+        O = tflite.Operator
+        type_name = schema.OPTIONS_TYPE_NAMES.get(self.field_scalar(pos, O, "BuiltinOptionsType"))
+        table = self.subtable(pos, O, "BuiltinOptions")
+        if type_name in (None, "NONE") or not table:
             return {}
         self.table()
-        cls = getattr(schema.table_module(type_name), type_name)
-        options = cls()
-        options.Init(table.Bytes, table.Pos)
-        return self.table_fields(options)
+        return self.table_fields(table, getattr(schema.table_module(type_name), type_name))
 
-    def table_fields(self, obj):
-        """Every scalar and vector field of a generated options table as {snake_name: value}."""
-        methods = _accessors(type(obj))
-        fields = {}
-        for name in methods:
-            if name.endswith(("AsNumpy", "IsNone", "Length", "BufferHasIdentifier")):
+    def table_fields(self, pos, table_class):
+        """Every scalar, string and vector field of the options table at `pos` as
+        {snake_name: value}: scalars straight from its vtable (schema.options_layout), the rest
+        through the generated accessors."""
+        data, fields, obj = self.data, {}, None
+        vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
+        vtable_size = _VOFFSET.unpack_from(data, vtable)[0]
+        for field in schema.options_layout(table_class):
+            if field.packer is not None:
+                at = _VOFFSET.unpack_from(data, vtable + field.offset)[0] if field.offset < vtable_size else 0
+                fields[field.name] = field.packer.unpack_from(data, pos + at)[0] if at else field.default
                 continue
-            if name + "Length" in methods:
-                if not getattr(obj, name + "IsNone")():  # absent differs from empty (RESHAPE)
-                    fields[schema.snake_case(name)] = self.ints(obj, name)
+            obj = obj or self.generated(table_class, pos)
+            if field.vector:
+                if not getattr(obj, field.accessor + "IsNone")():  # absent differs from empty (RESHAPE)
+                    fields[field.name] = self.ints(obj, field.accessor)
                 continue
-            value = getattr(obj, name)()
+            value = getattr(obj, field.accessor)()
             if isinstance(value, bytes):
-                value = self.string(value)
-            if isinstance(value, (int, float, bool, str)):
-                fields[schema.snake_case(name)] = value
+                fields[field.name] = self.string(value)
         return fields
 
     def signature(self, i, subgraphs):

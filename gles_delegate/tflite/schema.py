@@ -3,6 +3,7 @@
 Everything here is derived from the bindings, so it follows the schema version they were
 generated from instead of a hand-written copy of it.
 """
+import dataclasses
 import functools
 import importlib
 import re
@@ -55,6 +56,7 @@ def table_module(table_name):
     return importlib.import_module(f"tflite.{table_name}")
 
 
+@functools.lru_cache(maxsize=None)
 def snake_case(camel):
     """'StrideW' -> 'stride_w', 'DilationHFactor' -> 'dilation_h_factor'."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", camel).lower()
@@ -112,3 +114,70 @@ def vtable_offset(table_class, accessor):
         return field_offsets(table_class)[accessor]
     except KeyError:
         raise LookupError(f"{table_class.__name__}.{accessor} reads no table field") from None
+
+
+class _FieldType(Exception):
+    def __init__(self, flags):
+        super().__init__(flags)
+        self.flags = flags
+
+
+class _ScalarProbe:
+    """A present field at position 0: a scalar accessor reads it through Get(flags, ...),
+    which names its flatbuffers number type."""
+    Pos = 0
+
+    def Offset(self, offset):
+        return 4
+
+    def Get(self, flags, position):
+        raise _FieldType(flags)
+
+
+class _AbsentProbe:
+    """Every field absent: an accessor returns its default."""
+    Pos = 0
+
+    def Offset(self, offset):
+        return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionsField:
+    """One field of a generated options table: its snake_case name and accessor; for a scalar
+    its vtable offset, the struct that reads it and its default (packer None: a vector, a
+    string or a table, read through the generated accessor)."""
+    name: str
+    accessor: str
+    offset: int
+    packer: object = None
+    default: object = None
+    vector: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def options_layout(table_class):
+    """The OptionsFields of a generated options table class, in its accessor order (the reader
+    reads scalars straight from the vtable with them: the accessor objects cost a few
+    microseconds of Python a field, on every operator of a model)."""
+    offsets = field_offsets(table_class)
+    names = [m for m in vars(table_class) if m in offsets]
+    fields = []
+    for name in names:
+        if name.endswith(("AsNumpy", "IsNone", "Length")):
+            continue
+        vector = name + "Length" in offsets
+        packer = default = None
+        if not vector:
+            table = table_class.__new__(table_class)
+            table._tab = _ScalarProbe()
+            try:
+                getattr(table, name)()
+            except _FieldType as found:
+                packer = found.flags.packer_type
+                table._tab = _AbsentProbe()
+                default = getattr(table, name)()
+            except (AttributeError, TypeError):  # a string or a table: no Get
+                pass
+        fields.append(OptionsField(snake_case(name), name, offsets[name], packer, default, vector))
+    return tuple(fields)

@@ -70,11 +70,14 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     one stored, all three give the same output bytes, and every column is a number."""
     from gles_delegate.tools import bench_init
     out = tmp_path / "init.md"
-    assert bench_init.main(["--models", str(small_model), "--repeat", "1", "--out", str(out)]) == 0
-    row = next(line for line in out.read_text().splitlines() if line.startswith("| small |"))
+    assert bench_init.main(["--models", str(small_model), "--repeat", "1", "--out", str(out), "--profile", "5"]) == 0
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| small |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert len(cells) == 19 and cells[-1] == "yes"  # same outputs, and the warm start hit the cache
     assert all(re.fullmatch(r"-?\d+(\.\d)?%?", c) for c in cells[1:-1]), cells
+    profile = text.split("A warm start of small under cProfile", 1)[1].split("```")[1].strip().splitlines()
+    assert profile[0].split()[:2] == ["ncalls", "tottime"] and len(profile) == 6  # --profile 5: five functions
 
 
 def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
