@@ -81,6 +81,9 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   // TFLite's ROUND: halves to even (only the sign of a zero result may differ: -0.4 gives -0).
   if (op == EP_OP_ROUND) return roundEven(x);
   if (op == EP_OP_HARD_SWISH) return x * tfl_clamp(x + 3.0, vec4(0.0), vec4(6.0)) * (1.0 / 6.0);
+  // x * LOGISTIC(x) (a LOGISTIC and a MUL of the graph): the sigmoid as EP_OP_LOGISTIC computes
+  // it, not rounded to the storage precision in between as the unfused graph stored it.
+  if (op == EP_OP_SWISH) return x * (1.0 / (1.0 + exp(-x)));
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).

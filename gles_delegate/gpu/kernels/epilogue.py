@@ -22,17 +22,18 @@ MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused
 UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAKY_RELU": 4, "PRELU": 4,
                "LOGISTIC": 5, "TANH": 6, "EXP": 7, "LOG": 8, "SQRT": 9, "RSQRT": 10, "ABS": 11, "NEG": 12,
                "HARD_SWISH": 13, "ELU": 14, "GELU": 15, "GELU_EXACT": 16, "ROUND_HALF_AWAY": 17,
-               "SQUARE": 18, "SIGN": 19, "SIN": 20, "COS": 21, "FLOOR": 22, "CEIL": 23, "ROUND": 24}
+               "SQUARE": 18, "SIGN": 19, "SIN": 20, "COS": 21, "FLOOR": 22, "CEIL": 23, "ROUND": 24,
+               "SWISH": 25}
 FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"  # quant.py's fake-quant node, fused as five steps
 BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM": 5, "SQUARED_DIFFERENCE": 6,
                 "POW": 7}
-BINARY_BASE = 32
+BINARY_BASE = 64
 
 # -- steps of the float view (base.py: bool and int32 tensors held as floats) -------------------
-# Codes in ranges of their own (unary 25-31, binary from 16), so the float codes above grow
-# without meeting them (tests/gpu/test_epilogue.py checks that no two ops share a code). Comparisons and logical ops yield 0.0 / 1.0; CAST's step is that of its
-# output dtype.
-VIEW_UNARY_CODES = {"LOGICAL_NOT": 25, "CAST_TO_FLOAT": 26, "CAST_TO_BOOL": 27, "CAST_TO_INT32": 28}
+# Codes in ranges of their own (unary 48-63, binary from 16), so the float codes above grow
+# without meeting them (tests/gpu/test_epilogue.py checks that no two ops share a code).
+# Comparisons and logical ops yield 0.0 / 1.0; CAST's step is that of its output dtype.
+VIEW_UNARY_CODES = {"LOGICAL_NOT": 48, "CAST_TO_FLOAT": 49, "CAST_TO_BOOL": 50, "CAST_TO_INT32": 51}
 VIEW_BINARY_CODES = {"GREATER": 16, "GREATER_EQUAL": 17, "LESS": 18, "LESS_EQUAL": 19, "EQUAL": 20,
                      "NOT_EQUAL": 21, "LOGICAL_AND": 22, "LOGICAL_OR": 23}
 CAST_STEPS = {np.dtype(np.float32): "CAST_TO_FLOAT", np.dtype(np.bool_): "CAST_TO_BOOL",
@@ -40,8 +41,8 @@ CAST_STEPS = {np.dtype(np.float32): "CAST_TO_FLOAT", np.dtype(np.bool_): "CAST_T
 UNARY_CODES.update(VIEW_UNARY_CODES)
 BINARY_CODES.update(VIEW_BINARY_CODES)
 
-# Codes of steps that are no graph op of their own.
-STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY", *CAST_STEPS.values())
+# Codes of steps that are no graph op of their own (SWISH: x * LOGISTIC(x), two nodes, fuse_swish).
+STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY", "SWISH", *CAST_STEPS.values())
 UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY) + ("CAST",)
 SRC_NONE, SRC_SCALAR, SRC_CONST, SRC_ARENA = range(4)
 # TFLite fused activations as steps (SIGN_BIT has no float meaning and no step).

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 
 from ...graph import Graph
 from . import (alias_reshape, channel_gate, conv_to_fully_connected, fold_mul_add, fuse_activation,
-               fuse_elementwise, fuse_residual_add, global_pool_to_mean, merge_padding, read_through_reshape,
-               remove_dead, remove_noops, se_gate)
+               fuse_elementwise, fuse_residual_add, fuse_swish, global_pool_to_mean, merge_padding,
+               read_through_reshape, remove_dead, remove_noops, se_gate)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
 # are true), then rewrites that change what a node is (padding, FC, MEAN), then folding into
 # weights (needs the producer free of activations), then epilogue fusion, in the order an
-# epilogue applies its steps (activation, residual, the rest), then the squeeze-excite fusions,
-# which take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no
-# epilogue took, and last the aliases, which only mark what is left, and the reshapes that
-# layout ops can read through.
+# epilogue applies its steps (swish, which is two nodes, then activation, residual, the rest),
+# then the squeeze-excite fusions, which take layers with their epilogues complete (a gate's
+# sigmoid) and a gating MUL that no epilogue took, and last the aliases, which only mark what
+# is left, and the reshapes that layout ops can read through.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -26,6 +26,7 @@ RULES = (
     ("conv_to_fully_connected", conv_to_fully_connected.apply),
     ("global_pool_to_mean", global_pool_to_mean.apply),
     ("fold_mul_add", fold_mul_add.apply),
+    ("fuse_swish", fuse_swish.apply),
     ("fuse_activation", fuse_activation.apply),
     ("fuse_residual_add", fuse_residual_add.apply),
     ("fuse_elementwise", fuse_elementwise.apply),

@@ -30,10 +30,10 @@ def producer_of(graph, tensor):
     return graph.producer_of(tensor)
 
 
-def only_reader_blocker(graph, tensor, who):
-    """Why `tensor` (the output of `who`) is read by more than one node or leaves the
+def only_reader_blocker(graph, tensor, who, readers=1):
+    """Why `tensor` (the output of `who`) is read by more than `readers` nodes or leaves the
     partition, or None."""
-    if graph.is_graph_output(tensor) or len(readers_of(graph, tensor)) > 1:
+    if graph.is_graph_output(tensor) or len(readers_of(graph, tensor)) > readers:
         return f"the output of {who.label} is also read elsewhere"
     return None
 
@@ -63,9 +63,10 @@ def runs_before(graph, tensor, node):
     return producer is not None and graph.position(producer) < graph.position(node)
 
 
-def epilogue_blocker(graph, producer, value, node, steps):
+def epilogue_blocker(graph, producer, value, node, steps, readers=1):
     """Why elementwise `node`, reading `value`, cannot become epilogue `steps` of `producer`
-    (the node computing `value`), or None. The node's own epilogue moves along."""
+    (the node computing `value`), or None. The node's own epilogue moves along. readers: how
+    many nodes read `value` (the ones the steps replace)."""
     if producer is None:
         return "its input is not computed in this partition"
     reason = kernels.epilogue_reason(producer)
@@ -73,7 +74,7 @@ def epilogue_blocker(graph, producer, value, node, steps):
         return f"{producer.label}: {reason}"
     if len(producer.outputs) != 1:
         return f"{producer.label} has several outputs"
-    reason = only_reader_blocker(graph, value, producer)
+    reason = only_reader_blocker(graph, value, producer, readers)
     if reason:
         return reason
     if tuple(node.outputs[0].shape) != tuple(value.shape):
