@@ -81,3 +81,9 @@ def test_logistic_times_another_tensor_is_no_swish():
     graph, log = rewrite(model, RULE)
     assert statuses(log, RULE) == [] and ops_of(graph).count("LOGISTIC") == 1
     check_gpu(model, values())
+
+
+def test_the_switch_turns_the_rule_off(monkeypatch):
+    monkeypatch.setattr("gles_delegate.gpu.transforms.fuse_swish.ENABLED", False)
+    graph, log = rewrite(swish_after(), RULE)
+    assert ops_of(graph) == ["CONV_2D", "LOGISTIC", "MUL"] and statuses(log, RULE) == []
