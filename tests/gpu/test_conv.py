@@ -170,7 +170,9 @@ def test_split_choice():
     deeper = built_defines((1, 1), (1, 1), (1, 1), SAME, 1024, 1024, (7, 7))
     assert (deeper["OUT_SLICES"], deeper["PIXELS"], deeper["K_SPLIT"]) == (2, 2, 16)
     assert built_defines((3, 3), (1, 1), (1, 1), SAME, 256, 32, (2, 2))["K_SPLIT"] == 16
-    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 32, 32, (2, 2))["K_SPLIT"] == 1  # 8 steps: one lane's worth
+    one_lane = 4 * conv.CHUNKS_PER_LANE  # input channels: CHUNKS_PER_LANE vec4 steps, one lane's worth
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, one_lane, 32, (2, 2))["K_SPLIT"] == 1
+    assert built_defines((1, 1), (1, 1), (1, 1), SAME, 2 * one_lane, 32, (2, 2))["K_SPLIT"] == 2
     assert built_defines((1, 1), (1, 1), (1, 1), SAME, 512, 512, (112, 112))["K_SPLIT"] == 1  # big grid
     [dispatch] = dispatches("CONV_2D", conv_inputs(np.random.default_rng(0), (3, 3), 256, 32, (2, 2), 1),
                             conv_options((1, 1), (1, 1), SAME))

@@ -23,7 +23,11 @@ from .base import Dispatch
 MIN_INVOCATIONS = 32768  # an H200 keeps ~270K invocations in flight: 6144 left 1x1 convs on 14x14x512 latency-bound (66 us)
 SLICE_CHOICES = PIXEL_CHOICES = (2, 1)
 MAX_SPLIT = 16  # lanes sharing one output block in split-K kernels (a workgroup axis)
-CHUNKS_PER_LANE = 8  # split K only while every lane still sums at least this many vec4 steps
+# Split K only while every lane still sums at least this many vec4 steps. 4 rather than 8: on an
+# H200 the summed per-dispatch GPU time fell 5-8 % on EfficientNet-B0, MobileNetV3-small,
+# selfie_segmentation, hand_landmark_lite and iris_landmark, and MobileNet v1 kept its time
+# (two runs of `gles-profile MODELS --set gpu.kernels.conv.CHUNKS_PER_LANE=4`, docs/performance.md).
+CHUNKS_PER_LANE = 4
 # Where the blocked grid is too small to fill the GPU, split K over lanes that share a blocked
 # output (each lane still reuses every load for 2 x 2 outputs) instead of first backing the
 # blocking off to 1 x 1 and then splitting. Shared memory: at most TARGET_INVOCATIONS (128) lanes
