@@ -43,9 +43,5 @@ def _swish_product(graph, logistic):
     if len(readers) != 1 or readers[0].op != "MUL":
         return None
     product = readers[0]
-    operands = product.inputs[:2]
-    if not ({id(t) for t in operands} == {id(x), id(gate)} and len(operands) == 2):
-        return None
-    if tuple(x.shape) != tuple(gate.shape) or tuple(product.outputs[0].shape) != tuple(x.shape):
-        return None
-    return product
+    # A MUL of x and the gate (epilogue_blocker checks that it does not broadcast x larger).
+    return product if {id(t) for t in product.inputs} == {id(x), id(gate)} else None
