@@ -105,19 +105,22 @@ def k_split(slices, outputs, taps=1):
     return split
 
 
-def conv_blocking(slices, pixels, rows_and_batches, window, taps):
-    """(output slices, pixels, lanes) per output block of a convolution over `window` input
-    slices and `taps` kernel taps: the blocked grid split over lanes when that fills the GPU
-    (BLOCKED_SPLIT), else blocking backed off (blocking()) and split only once it is 1 x 1."""
-    if BLOCKED_SPLIT:
+def conv_blocking(slices, pixels, rows_and_batches, window_of, taps, blocks_split=True):
+    """(output slices, pixels, lanes) per output block of a convolution with `taps` kernel taps
+    whose block of o output slices reads window_of(o) input slices: the blocked grid split over
+    lanes when that fills the GPU (BLOCKED_SPLIT, and `blocks_split`), else blocking backed off
+    (blocking()) and split only once it is 1 x 1."""
+    def outputs(out_slices, block):
+        return -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
+    if BLOCKED_SPLIT and blocks_split:
         out_slices, block = block_size(slices, SLICE_CHOICES), block_size(pixels, PIXEL_CHOICES)
-        outputs = -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
-        split = k_split(window, outputs, taps)
-        if split > 1 and outputs * split >= MIN_INVOCATIONS:
+        blocked = outputs(out_slices, block)
+        split = k_split(window_of(out_slices), blocked, taps)
+        if split > 1 and blocked * split >= MIN_INVOCATIONS:
             return out_slices, block, split
     out_slices, block = blocking(slices, pixels, rows_and_batches)
-    outputs = -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
-    return out_slices, block, k_split(window, outputs, taps) if out_slices == block == 1 else 1
+    split = k_split(window_of(1), outputs(1, 1), taps) if out_slices == block == 1 else 1
+    return out_slices, block, split
 
 
 def split_workgroup(split, blocks, layers):
@@ -208,14 +211,13 @@ def build(node, env):
     # reads them all (one group of O outputs over C inputs: window = every slice).
     group_channels = (out4.c // (in4.c // filt.shape[3]), filt.shape[3])
     grouped = group_channels[1] != in4.c
-    if grouped:  # its window depends on the blocking: back off, then split
-        out_slices, pixels = blocking(out4.slices, extent, rows * out4.b)
-        _, window = group_window(out_slices, out4.c, group_channels)
-        outputs = -(-out4.slices // out_slices) * -(-extent // pixels) * rows * out4.b
-        split = k_split(window, outputs, kh * kw) if out_slices == pixels == 1 else 1
-    else:
-        out_slices, pixels, split = conv_blocking(out4.slices, extent, rows * out4.b, in4.slices, kh * kw)
-        window = in4.slices
+
+    def window_of(out_slices):
+        return group_window(out_slices, out4.c, group_channels)[1] if grouped else in4.slices
+    # A grouped convolution backs its blocking off first, then splits (no blocked split).
+    out_slices, pixels, split = conv_blocking(out4.slices, extent, rows * out4.b, window_of, kh * kw,
+                                              blocks_split=not grouped)
+    window = window_of(out_slices)
     groups = -(-out4.slices // out_slices)
     blocks, layers = -(-extent // pixels), out4.b * groups
     weights = np.asarray(filt.data, np.float32)
