@@ -290,18 +290,17 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen
         if check is not None:
             held_error = _worst_error(check.run(partition, capture=False), held_reference)
         if worst <= bound and check is not None:
-            demotion = _demote(runner, flow, reference, bound, promotion, partition, worst)
-            runs = demotion[4]
-            if demotion[3]:
-                demoted_error = _worst_error(check.run(demotion[1], capture=False), held_reference)
+            trial_promotion, trial, trial_worst, count, runs = _demote(runner, flow, reference, bound, promotion,
+                                                                       partition, worst)
+            if count:
+                demoted_error = _worst_error(check.run(trial, capture=False), held_reference)
                 runs += 1
                 if demoted_error <= max(bound, held_error):  # the held-out sample agrees: keep it
-                    promotion, partition, worst, demoted, _ = demotion
-                    held_error = demoted_error
+                    promotion, worst, demoted, held_error = trial_promotion, trial_worst, count, demoted_error
                 else:
                     log.info("precision 'auto': demoting %d promotions left a held-out sample %.3g of max |FP32| "
-                             "from FP32 (bound %g): kept them all", demotion[3], demoted_error, bound)
-                    partition = demotion[1]  # released by _served, which builds `promotion` anew
+                             "from FP32 (bound %g): kept them all", count, demoted_error, bound)
+            partition = trial  # released by _served, which builds `promotion` anew
             if not (promotion.tensors or promotion.nodes) and partition is not half:
                 partition.release()  # everything demoted: the plan is the half one
                 partition = half
@@ -346,7 +345,7 @@ def _demote(runner, flow, reference, bound, promotion, partition, worst):
         trial_promotion = _without(promotion, group)
         trial = runner.build("auto", trial_promotion)
         runs += 1
-        err = max(_output_errors(runner.run(trial), reference).values(), default=0.0)
+        err = _worst_error(runner.run(trial, capture=False), reference)
         if err <= bound:
             partition.release()
             partition, promotion, worst, demoted = trial, trial_promotion, err, demoted + len(group)
