@@ -222,8 +222,9 @@ def breakdown(interpreter, context, inputs, args):
 
 def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
     """{piece: (median us, p10 us)} of an invoke on a thread started for it (its first invoke,
-    on the EGL context made ahead for it by prepare_thread_context: gpu/context.py KEEP_CURRENT), and the same with KEEP_CURRENT off (the thread's start and join, and the
-    shared context's make-current)."""
+    on the EGL context made ahead for it by prepare_thread_context: gpu/context.py KEEP_CURRENT),
+    and the same with KEEP_CURRENT off (the thread's start and join, and the shared context's
+    make-current)."""
     out = {}
     for keep, piece in ((True, "invoke on a new thread (its own context's first)"),
                         (False, "invoke on a new thread, KEEP_CURRENT off")):

@@ -617,7 +617,6 @@ class _Binding:
         self.egl, self.thread, self.owner, self.left_bound = egl_context, thread, None, False
 
 
-
 def _unbind_left(gl):
     """Unbind what a run leaves bound between invokes (module docstring): its last program and
     the copy-buffer targets of its I/O copies."""
