@@ -10,19 +10,21 @@ input_ranges):
      tensor; stop when every partition output is within auto_tolerance / MARGIN x max |reference|
      (a margin for inputs calibration did not see);
   4. else promote, in this order: tensors that became non-finite or exceed a half where the
-     reference does not (overflow); else the inputs and weights of the nodes upstream of a bad
-     output whose error grows most from their inputs to their outputs (the error of a tensor is
-     max |x - reference| / max |reference|): 1, 2, 4 ... nodes a round, for MAX_ROUNDS rounds,
-     then everything upstream of the bad outputs;
-and go back to 3. Promotion overshoots (a culprit's every input and weight, or everything
-upstream, at once), so once the outputs are within the bound:
+     reference does not (overflow); else the inputs and weights (those a half does not hold
+     exactly) of the nodes upstream of a bad output whose error grows most from their inputs to
+     their outputs (the error of a tensor is max |x - reference| / max |reference|): 1, 2, 4 ...
+     nodes a round, for MAX_ROUNDS rounds, then everything upstream of the bad outputs;
+and go back to 3. Once the outputs are within the bound, the choice is run on a held-out
+sample (inputs no choice was made on: the second seeded sample, or the last of the user's when
+they gave two or more); where that is over the bound, steps 3-4 go on over every sample, and
+nothing is demoted. Else, as promotion overshoots (a culprit's every input and weight, or
+everything upstream, at once):
   5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
      then each half of a group that failed, then each quarter ... (breadth first, at most
      MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
-     promotions are never tried. The demoted plan is then run on a held-out sample (inputs no
-     choice was made on: the second seeded sample, or the last of the user's when they gave two
-     or more) and kept only when it is within the bound there too (or no worse than the plan
-     before demotion): a demotion fitted to one sample can be far off on the next.
+     promotions are never tried. The demoted plan is then run on the held-out sample and kept
+     only when it is within the bound there too (or no worse than the plan before demotion): a
+     demotion fitted to one sample can be far off on the next.
 The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
@@ -40,7 +42,7 @@ from .gpu import memory
 from .gpu.compiler import build_dispatches, compile_plan
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
-from .gpu.storage import HALF_MAX, Promotion
+from .gpu.storage import HALF_MAX, Promotion, exact_in_half
 from .tflite import metadata
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
@@ -253,59 +255,47 @@ def error(value, reference):
 
 
 def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen):
-    """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen], a
-    demotion kept only if samples[chosen:] (held out) agree. Its outputs on the fp32 reference
-    run go into `values` for the partitions after it."""
+    """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
+    checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
+    choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
+    input than on another: selfie_segmentation at fp16_fp32acc, 2e-4 and 1e-2 of max |FP32| on
+    calibration's two seeded samples); else a demotion is kept only if they agree. Its outputs
+    on the fp32 reference run go into `values` for the partitions after it."""
     bound = delegate.options.auto_tolerance / MARGIN
+    every = _Runner(delegate, spec, compiled, samples)
     runner = _Runner(delegate, spec, compiled, samples[:chosen])
     check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
     try:
-        reference_partition = runner.build("fp32")
+        reference_partition = every.build("fp32")
         try:
-            reference = runner.run(reference_partition)
-            held_reference = check.run(reference_partition, capture=False) if check else None
+            every_reference = every.run(reference_partition)
         finally:
             reference_partition.release()
-        for sample, (outputs, _) in zip(values, reference + (held_reference or [])):
+        for sample, (outputs, _) in zip(values, every_reference):
             sample.update(outputs)
+        reference, held_reference = every_reference[:chosen], every_reference[chosen:]
         r = runner.rewritten
         flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
-        promotion = Promotion(_overflowed(reference, None, {}), {})
-        partition, round_ = half, 0
-        while True:
-            if promotion.tensors or promotion.nodes:
-                partition = runner.build("auto", promotion)
-            result = runner.run(partition)
-            round_ += 1
-            errors = _output_errors(result, reference)
-            worst = max(errors.values(), default=0.0)
-            following = None if worst <= bound or round_ == MAX_ROUNDS else \
-                _promote(flow, result, reference, errors, bound, promotion)
-            if following is None:
-                break
-            if partition is not half:
-                partition.release()
-            promotion = following
-        demoted, runs, held_error = 0, 0, None
+        promotion = Promotion(_overflowed(every_reference, None, {}), {})
+        partition = runner.build("auto", promotion) if promotion.tensors else half
+        partition, promotion, worst, runs = _choose(runner, flow, reference, bound, half, promotion, partition)
+        held_error, disproved, demoted = None, None, 0
         if check is not None:
             held_error = _worst_error(check.run(partition, capture=False), held_reference)
+            runs += 1
+            if worst <= bound < held_error:
+                disproved, check, reference = held_error, None, every_reference
+                log.info("precision 'auto': the choice for %d sample(s) left a held-out one %.3g of max |FP32| from "
+                         "FP32 (bound %g): choosing on all %d", chosen, held_error, bound, len(samples))
+                partition, promotion, worst, more = _choose(every, flow, reference, bound, half, promotion, partition)
+                runs += more
         if worst <= bound and check is not None:
-            trial_promotion, trial, trial_worst, count, runs = _demote(runner, flow, reference, bound, promotion,
-                                                                       partition, worst)
-            if count:
-                demoted_error = _worst_error(check.run(trial, capture=False), held_reference)
-                runs += 1
-                if demoted_error <= max(bound, held_error):  # the held-out sample agrees: keep it
-                    promotion, worst, demoted, held_error = trial_promotion, trial_worst, count, demoted_error
-                else:
-                    log.info("precision 'auto': demoting %d promotions left a held-out sample %.3g of max |FP32| "
-                             "from FP32 (bound %g): kept them all", count, demoted_error, bound)
-            partition = trial  # released by _served, which builds `promotion` anew
-            if not (promotion.tensors or promotion.nodes) and partition is not half:
-                partition.release()  # everything demoted: the plan is the half one
-                partition = half
-        calibration = {"rounds": round_ + runs, "output_error": worst, "target": bound, "samples": len(samples),
-                       "held_out": len(samples) - chosen, "held_out_error": held_error, "demoted": demoted}
+            promotion, partition, worst, demoted, more, held_error = _demote_checked(
+                runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
+            runs += more
+        calibration = {"rounds": runs, "output_error": worst, "target": bound, "samples": len(samples),
+                       "held_out": 0 if check is None else len(samples) - chosen, "held_out_error": held_error,
+                       "disproved_by_held_out": disproved, "demoted": demoted}
         partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
         partition.plan.calibration = calibration
         if worst > bound:
@@ -318,12 +308,50 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen
         return half
 
 
+def _choose(runner, flow, reference, bound, half, promotion, partition):
+    """(partition, promotion, worst output error, runs) after promoting from `promotion` (built
+    as `partition`) until the outputs on runner's samples are within `bound`, nothing is left to
+    promote, or MAX_ROUNDS runs (module docstring, steps 3-4); the partitions it replaces are
+    released (`half` never)."""
+    runs = 0
+    while True:
+        result = runner.run(partition)
+        runs += 1
+        errors = _output_errors(result, reference)
+        worst = max(errors.values(), default=0.0)
+        following = None if worst <= bound or runs == MAX_ROUNDS else \
+            _promote(flow, result, reference, errors, bound, promotion)
+        if following is None:
+            return partition, promotion, worst, runs
+        if partition is not half:
+            partition.release()
+        promotion = following
+        partition = runner.build("auto", promotion)
+
+
+def _demote_checked(runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error):
+    """(promotion, partition, worst, promotions demoted, runs, held-out error) after the demotion
+    pass, whose result is kept only if the held-out samples (`check`) are within the bound with
+    it too, or no worse than before it. The partition returned is the last one built, for
+    _served to release (it builds the chosen plan anew)."""
+    trial_promotion, trial, trial_worst, count, runs = _demote(runner, flow, reference, bound, promotion,
+                                                               partition, worst)
+    if count:
+        demoted_error = _worst_error(check.run(trial, capture=False), held_reference)
+        runs += 1
+        if demoted_error <= max(bound, held_error):  # the held-out sample agrees: keep it
+            return trial_promotion, trial, trial_worst, count, runs, demoted_error
+        log.info("precision 'auto': demoting %d promotions left a held-out sample %.3g of max |FP32| "
+                 "from FP32 (bound %g): kept them all", count, demoted_error, bound)
+    return promotion, trial, worst, 0, runs, held_error
+
+
 def _served(delegate, runner, promotion, calibrated):
     """The partition that serves invokes: the chosen plan built anew (tuned when the delegate
-    tunes workgroups), in buffers no capture read back, and the `calibrated` partitions released.
-    A driver may move a buffer it was asked to map for reading to host memory: on an H200 a
-    plan ran 3-5x slower in the buffers its calibration captures had read (mobilenet_v1 3.0 ms
-    against 0.5, with nothing promoted), and as fast as fp16_fp32acc once built anew."""
+    tunes workgroups), in buffers no capture mapped for reading (a driver may keep such a buffer
+    in host memory), and the `calibrated` partitions released. (A 3-5x slower first measurement
+    of a calibrated plan on an H200, once put down to those buffers, was the GPU's clocks:
+    calibration leaves the GPU mostly idle for seconds; docs/performance.md, "GPU clocks".)"""
     tuner = None
     if delegate.options.resolved_tune_workgroups:
         from .gpu.workgroup_tuner import WorkgroupTuner
@@ -419,8 +447,9 @@ def _overflowed(reference, result, promoted):
 
 class Dataflow:
     """Which arena tensors each node of a partition reads and writes, as its dispatches state
-    them (an epilogue operand a rewrite fused in included), and whether it has weights; a free
-    reshape's tensor counts as written by its source's producer. Nodes by position."""
+    them (an epilogue operand a rewrite fused in included), and whether it has weights a half
+    does not hold exactly (those of a float16 model gain nothing in float: never promoted); a
+    free reshape's tensor counts as written by its source's producer. Nodes by position."""
 
     def __init__(self, nodes, inputs, outputs, limits):
         env = KernelEnv("fp32", limits)
@@ -435,8 +464,8 @@ class Dataflow:
                 self.writes[k] |= {t.index for t in d.writes}
                 self.reads[k] |= {t.index for t in d.reads}
         self.weights = [False] * len(nodes)
-        for node in env.constant_nodes:
-            if node is not None:
+        for node, rows in zip(env.constant_nodes, env.constants):
+            if node is not None and not exact_in_half(rows):
                 self.weights[position[id(node)]] = True
         self.producer = {i: k for k, written in enumerate(self.writes) for i in written}
         groups = memory.alias_groups(env.aliases)

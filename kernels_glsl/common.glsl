@@ -9,10 +9,11 @@ layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 
 // Precision 'auto' (gpu/compiler.py) keeps the tensors and weights it promoted to float in a
 // third buffer of vec4 (binding 3, the float buffer: its weights first, then its tensors). A
-// dispatch touching only those defines FLOAT_BUFFER and reads and writes that buffer alone; one
-// touching both kinds defines STORAGE_MIXED, and an offset of FLOAT_BASE or more then names
-// element offset - FLOAT_BASE of the float buffer (one branch per access, on a value that is the
-// same for every invocation of an operand).
+// dispatch touching only float tensors defines FLOAT_BUFFER and reads and writes that buffer
+// alone (with HALF_WEIGHTS, its weights are all half ones from binding 1); one touching both
+// kinds of tensor or of weight defines STORAGE_MIXED, and an offset of FLOAT_BASE or more then
+// names element offset - FLOAT_BASE of the float buffer (one branch per access, on a value that
+// is the same for every invocation of an operand).
 #if OUT_IO
 #define store store_tensor  // the storage's own store, behind the I/O one below
 #endif
@@ -37,8 +38,15 @@ void store(int i, vec4 v) {
 #elif defined(FLOAT_BUFFER)
 layout(std430, binding = 3) buffer Floats { vec4 arena[]; };
 vec4 load(int i) { return arena[i]; }
-vec4 weight(int i) { return arena[i]; }
 void store(int i, vec4 v) { arena[i] = v; }
+#if defined(HALF_WEIGHTS)
+// Float tensors, half weights: weights a half holds exactly (a model's float16 weights) stay in
+// the half constants buffer, where float copies would only cost bytes.
+layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
+vec4 weight(int i) { uvec2 v = consts[i]; return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+#else
+vec4 weight(int i) { return arena[i]; }
+#endif
 #elif STORAGE_HALF
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };

@@ -5,8 +5,8 @@
 For every model: ours at FP32 and fp16_fp32acc, LiteRT's interpreter (XNNPACK) at 1 and 16
 threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
 and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
---runs runs after --warmup runs; throughput is back-to-back invokes on fixed inputs. Each GPU
-runtime's outputs are compared with XNNPACK's (16 threads) on the same inputs: the largest
+--runs runs after --warmup runs (and at least --warmup-secs seconds of them); throughput is
+back-to-back invokes on fixed inputs. Each GPU runtime's outputs are compared with XNNPACK's (16 threads) on the same inputs: the largest
 max|a - b| / max|b| over the outputs. Writes results.md (a Markdown table, with the command
 that produced it) and results.json.
 """
@@ -27,10 +27,10 @@ PRECISIONS = ("fp32", "fp16_fp32acc")
 LITERT_GPU = {"litert_gpu": False, "litert_gpu_f32": True}  # row key -> enforce_f32
 
 
-def median_ms(run_once, runs, warmup):
-    for _ in range(warmup):
-        run_once()
-    return statistics.median(run_once() for _ in range(runs)) * 1000.0
+def median_ms(run_once, args):
+    """Median ms of args.runs calls of run_once() (which returns seconds), after the warm-up."""
+    common.warm_up(run_once, args.warmup, args.warmup_secs)
+    return statistics.median(run_once() for _ in range(args.runs)) * 1000.0
 
 
 def throughput(interpreter, runs):
@@ -48,7 +48,7 @@ def ours(path, inputs, precision, args):
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
     run_once, last = end_to_end(interpreter, inputs)
-    result = {"init_ms": init_ms, "median_ms": median_ms(run_once, args.runs, args.warmup),
+    result = {"init_ms": init_ms, "median_ms": median_ms(run_once, args),
               "invokes_per_s": throughput(interpreter, args.runs), "outputs": last["outputs"], **delegate.summary()}
     delegate.close()
     return result
@@ -57,13 +57,13 @@ def ours(path, inputs, precision, args):
 def litert_cpu(path, inputs, threads, args):
     interpreter = litert_interpreter(common.litert(), path, threads)
     run_once, last = end_to_end(interpreter, inputs)
-    return {"median_ms": median_ms(run_once, args.runs, args.warmup), "outputs": last["outputs"]}
+    return {"median_ms": median_ms(run_once, args), "outputs": last["outputs"]}
 
 
 def litert_gpu(path, inputs, args, enforce_f32=False):
     """LiteRT's CompiledModel on its GPU accelerator (benchmark_model.litert_gpu_runner)."""
     run_once, init_ms, model, last = litert_gpu_runner(path, inputs, enforce_f32)
-    return {"init_ms": init_ms, "median_ms": median_ms(run_once, args.runs, args.warmup),
+    return {"init_ms": init_ms, "median_ms": median_ms(run_once, args),
             "fully_accelerated": bool(model.is_fully_accelerated()), "outputs": last["outputs"]}
 
 
@@ -166,6 +166,7 @@ def build_parser():
                         help="timed runs per runtime, whose median is reported (default 50)")
     parser.add_argument("--warmup", type=common.non_negative_int, default=10,
                         help="untimed runs before them (default 10)")
+    common.add_warmup_secs(parser)
     parser.add_argument("--out", type=common.output_dir, default="bench_compare", help="directory for results.md and results.json")
     return parser
 

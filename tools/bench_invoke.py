@@ -1,7 +1,7 @@
 """The per-invoke floor: end-to-end latency of tiny models, where the fixed cost of an invoke
 (Python, ctypes, GL calls, the fence) is most of it.
 
-    gles-bench-invoke [--models add conv10] [--graph MODEL ...] [--runs 2000] [--warmup 200]
+    gles-bench-invoke [--models add conv10] [--graph MODEL ...] [--runs 2000] [--warmup 200] [--warmup-secs 0.5]
         [--precision fp32] [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
 
 Builds its models itself with our writer: `add`, one ADD of two [1,8,8,4] float32 inputs; `conv10`,
@@ -88,10 +88,10 @@ def end_to_end_runner(interpreter, inputs):
     return run
 
 
-def measure(run, runs, warmup):
-    """{wall_us, cpu_us: (median, p10)} over `runs` runs after `warmup`."""
-    for _ in range(warmup):
-        run()
+def measure(run, runs, warmup, warmup_secs):
+    """{wall_us, cpu_us: (median, p10)} over `runs` runs after `warmup` runs (and at least
+    `warmup_secs` seconds of them)."""
+    common.warm_up(run, warmup, warmup_secs)
     walls, cpus = [], []
     for _ in range(runs):
         wall, cpu, _ = run()
@@ -165,7 +165,7 @@ def bench_model(name, data, args):
         if args.litert:
             row["litert"] = bench_litert(data, inputs, ours, args)
         with EmptyDispatches(delegate.context) if args.empty_dispatches else contextlib.nullcontext():
-            row.update(measure(run, args.runs, args.warmup))
+            row.update(measure(run, args.runs, args.warmup, args.warmup_secs))
             if args.gl_calls:
                 with CallCounter(delegate.context) as counts:
                     run()
@@ -215,7 +215,7 @@ def breakdown(interpreter, context, inputs, args):
             start = time.perf_counter_ns()
             function()
             return time.perf_counter_ns() - start, 0, None
-        out[piece] = measure(timed, args.runs, args.warmup)["wall_us"]
+        out[piece] = measure(timed, args.runs, args.warmup, args.warmup_secs)["wall_us"]
     out.update(new_thread_pieces(interpreter, context))
     return out
 
@@ -237,7 +237,7 @@ def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
             return time.perf_counter_ns() - start, 0, None
         saved, gpu_context.KEEP_CURRENT = gpu_context.KEEP_CURRENT, keep
         try:
-            out[piece] = measure(timed, runs, 2)["wall_us"]
+            out[piece] = measure(timed, runs, 2, common.WARMUP_SECONDS)["wall_us"]
         finally:
             gpu_context.KEEP_CURRENT = saved
     return out
@@ -249,7 +249,7 @@ def bench_litert(data, inputs, ours, args):
     interpreter = common.litert().Interpreter(model_content=data, num_threads=1)
     interpreter.allocate_tensors()
     run = end_to_end_runner(interpreter, inputs)
-    result = measure(run, args.runs, args.warmup)
+    result = measure(run, args.runs, args.warmup, args.warmup_secs)
     theirs = run()[2]
     result["max_abs_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs))
     return result
@@ -304,6 +304,7 @@ def main(argv=None):
                              "and get_tensor then show what their I/O costs)")
     parser.add_argument("--runs", type=common.positive_int, default=2000)
     parser.add_argument("--warmup", type=common.non_negative_int, default=200)
+    common.add_warmup_secs(parser)
     common.add_precision(parser)
     parser.add_argument("--gl-calls", action="store_true", help="count the GL and EGL calls of one end-to-end run")
     parser.add_argument("--breakdown", action="store_true", help="time the pieces of an end-to-end run one by one")

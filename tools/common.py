@@ -91,6 +91,30 @@ def add_precision(parser, default="fp32"):
                              + (default or "GpuDelegateOptions' default, fp32"))
 
 
+# A GPU lowers its clocks within seconds of idling and raises them again only under load: on the
+# H200 the SM clock idles at 345 MHz, and an ssd_mnv2_300 invoke took 2.2-2.4 ms of GPU time
+# after 3 s idle (or right after precision 'auto' calibrated, which leaves the GPU mostly idle
+# for seconds) against 0.65-0.76 ms after 0.5 s of back-to-back invokes (docs/performance.md,
+# "GPU clocks"). A warm-up counted in runs alone can end before the clocks are up.
+WARMUP_SECONDS = 0.5
+
+
+def add_warmup_secs(parser):
+    """--warmup-secs S: the least seconds of back-to-back warm-up runs (warm_up)."""
+    parser.add_argument("--warmup-secs", type=non_negative_float, default=WARMUP_SECONDS,
+                        help=f"warm up for at least this many seconds of back-to-back runs, whatever the "
+                             f"number of warm-up runs, so that a GPU's clocks are up (default {WARMUP_SECONDS:g})")
+
+
+def warm_up(run_once, runs, seconds):
+    """Call run_once() at least `runs` times, back to back, and for at least `seconds`."""
+    end = time.perf_counter() + seconds
+    count = 0
+    while count < runs or time.perf_counter() < end:
+        run_once()
+        count += 1
+
+
 def add_max_delegated_partitions(parser):
     """--max_delegated_partitions N, None when not given (GpuDelegateOptions keeps its default)."""
     parser.add_argument("--max_delegated_partitions", type=non_negative_int, default=None, metavar="N",

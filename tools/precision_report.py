@@ -1,16 +1,17 @@
 """How far each precision's outputs are from FP32, and what precision 'auto' promoted.
 
     python -m gles_delegate.tools.precision_report MODEL_OR_DIR [...] [--seed 1] [--out results.md]
-                                                   [--latency-runs 0] [--warmup 5]
+                                                   [--latency-runs 0] [--warmup 5] [--warmup-secs 0.5]
 
 For every model: the outputs of the GpuDelegate at fp16_fp32acc and at 'auto' (calibrated on
 its default seeded inputs, seed 0) against those at fp32, on seeded random inputs (--seed,
-default 1: drawn as calibration draws its own, uniform over the input ranges the model's metadata
-states, else U(-1, 1); not the calibration's inputs, nor the sample it holds out), as the largest max |x - x_fp32| / max |x_fp32| over
-the outputs; also auto's error on its calibration inputs, what it promoted (tensors, nodes,
-float buffer bytes), its calibration runs and init time, and with --latency-runs N the median
-invoke latency (ms) of fp16_fp32acc and auto and their ratio: both interpreters live at once,
---warmup invokes each first, then timed in alternation (A B B A A B ...) so that a clock or load
+default 1: drawn as calibration draws its own, uniform over the input ranges the model's
+metadata states, else U(-1, 1); not the calibration's inputs, nor the sample it holds out), as
+the largest max |x - x_fp32| / max |x_fp32| over the outputs; also auto's error on its
+calibration inputs, what it promoted (tensors, nodes, float buffer bytes), its calibration runs
+and init time, and with --latency-runs N the median invoke latency (ms) of fp16_fp32acc and
+auto and their ratio: both interpreters live at once, --warmup invokes each first (for at least
+--warmup-secs seconds), then timed in alternation (A B B A A B ...) so that a clock or load
 change falls on both alike. Prints a Markdown table (written to --out too).
 """
 import statistics
@@ -61,11 +62,11 @@ def _outputs(path, precision, inputs):
         loaded.close()
 
 
-def alternate(a, b, runs, warmup):
-    """(median ms of a(), median ms of b()): warmup calls each, then runs calls each in the order
-    A B B A A B ... (a and b return the seconds of one call)."""
-    for _ in range(warmup):
-        a(), b()
+def alternate(a, b, runs, warmup, warmup_secs=common.WARMUP_SECONDS):
+    """(median ms of a(), median ms of b()): warmup calls each (and at least warmup_secs
+    seconds of them), then runs calls each in the order A B B A A B ... (a and b return the
+    seconds of one call)."""
+    common.warm_up(lambda: (a(), b()), warmup, warmup_secs)
     times = ([], [])
     for k in range(runs):
         order = (0, 1) if k % 2 == 0 else (1, 0)
@@ -78,7 +79,7 @@ def _worst(outputs, reference):
     return max((error(a, b) for a, b in zip(outputs, reference)), default=0.0)
 
 
-def measure(path, seed, runs, warmup=5):
+def measure(path, seed, runs, warmup=5, warmup_secs=common.WARMUP_SECONDS):
     """One table row (a list of cells) for a model."""
     probe = Interpreter(model_path=str(path))
     probe.allocate_tensors()
@@ -91,7 +92,7 @@ def measure(path, seed, runs, warmup=5):
     half, auto = _Loaded(path, "fp16_fp32acc", inputs), _Loaded(path, "auto", inputs)
     try:
         half_out, auto_out, summary, init = half.outputs(), auto.outputs(), auto.delegate.summary(), auto.init
-        half_ms, auto_ms = alternate(half.timed, auto.timed, runs, warmup) if runs else (None, None)
+        half_ms, auto_ms = alternate(half.timed, auto.timed, runs, warmup, warmup_secs) if runs else (None, None)
     finally:
         half.close()
         auto.close()
@@ -112,6 +113,7 @@ def build_parser():
                    help="also time this many invokes of fp16_fp32acc and auto, alternating (default 0: no timing)")
     p.add_argument("--warmup", type=common.non_negative_int, default=5,
                    help="untimed invokes of each before timing (default 5)")
+    common.add_warmup_secs(p)
     p.add_argument("--out", type=common.output_file, default=None, help="also write the Markdown table here")
     return p
 
@@ -123,7 +125,7 @@ def main(argv=None):
 def run(args):
     rows = []
     for path in [p for group in args.models for p in group]:
-        rows.append(measure(path, args.seed, args.latency_runs, args.warmup))
+        rows.append(measure(path, args.seed, args.latency_runs, args.warmup, args.warmup_secs))
         print(" | ".join(rows[-1]), flush=True)
     text = "\n".join("| " + " | ".join(cells) + " |" for cells in [HEADERS, ["---"] * len(HEADERS)] + rows)
     print(text)

@@ -1,7 +1,7 @@
 """Where an invoke's time goes: end-to-end latency, GPU time, CPU time of the dispatch loop, and
 the slowest dispatches by GPU time.
 
-    gles-profile MODEL [...] [--precision fp32] [--top 6]
+    gles-profile MODEL [...] [--precision fp32] [--top 6] [--warmup-secs 0.5]
         [--set gpu.runtime.FLUSH_FIRST=0 ...]     (A/B a tuning constant: each setting in turn)
 
 GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_timer_query), so
@@ -96,13 +96,12 @@ def apply_setting(setting):
     return lambda: setattr(module, attribute, old)
 
 
-def profile(path, precision, runs, top, tune=False):
+def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SECONDS):
     delegate = GpuDelegate(precision=precision, tune_workgroups=tune)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0))
-    for _ in range(10):
-        run_once()
+    common.warm_up(run_once, 10, warmup_secs)
     e2e = statistics.median(run_once() for _ in range(runs)) * 1e3
     invoke_gpu = gpu_ms(delegate.context, interpreter.invoke)
     gpu_text = (f"{invoke_gpu:.3f} ms" if invoke_gpu is not None else
@@ -131,6 +130,7 @@ def build_parser():
                         help="GpuDelegateOptions.tune_workgroups: time candidate workgroups at init")
     parser.add_argument("--runs", type=common.positive_int, default=30,
                         help="end-to-end runs whose median is reported, after 10 warm-up runs (default 30)")
+    common.add_warmup_secs(parser)
     parser.add_argument("--top", type=common.non_negative_int, default=6,
                         help="how many of the slowest dispatches to list (default 6)")
     parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
@@ -147,7 +147,7 @@ def run(args):
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None
             try:
-                text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups)
+                text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups, args.warmup_secs)
             finally:
                 if restore:
                     restore()

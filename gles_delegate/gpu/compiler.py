@@ -56,7 +56,7 @@ class Plan:
     tuned: bool          # the workgroups were timed on this GPU (workgroup_tuner.WorkgroupTuner)
     # Precision 'auto' (gpu/storage.py): the float buffer, its promoted weights first, then its
     # tensors (float_elements vec4 in all; 0: no float buffer); what was promoted and why
-    # ({tensor index: why}, {node label: why}); per step its mode ('plain', 'float', 'mixed').
+    # ({tensor index: why}, {node label: why}); per step its mode (storage.Layout.mode).
     float_constants: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
     float_elements: int = 0
     promoted_tensors: dict = field(default_factory=dict)
@@ -242,8 +242,8 @@ def _variants(d, values, env, limits, tune, mode="plain"):
     out = []
     for wg in workgroups:
         defines = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
-        source = shader.assemble(d.template, defines, values, env.storage_half and mode != "float",
-                                 env.precision == "fp16")
+        tensors_half = env.storage_half and mode not in storage.FLOAT_TENSOR_MODES
+        source = shader.assemble(d.template, defines, values, tensors_half, env.precision == "fp16")
         out.append((wg, source, group_counts(d.grid, wg)))
     return out
 

@@ -8,7 +8,12 @@ dispatch then runs in one of three modes (its #defines, common.glsl):
   'plain'  it touches nothing promoted: the plan's own storage, exactly as without promotions;
   'float'  it touches only promoted tensors and weights: FLOAT_BUFFER, plain float offsets into
            the float buffer, no branch;
-  'mixed'  both: STORAGE_MIXED, and an offset of FLOAT_BASE or more names the float buffer.
+  'float_tensors'  only promoted tensors, and weights all in half storage: FLOAT_BUFFER and
+           HALF_WEIGHTS, no branch either;
+  'mixed'  both kinds of tensor, or of weight: STORAGE_MIXED, and an offset of FLOAT_BASE or more
+           names the float buffer.
+A weight a half holds exactly (a model's float16 weights, dequantized) stays half whatever the
+Promotion says: a float copy would change no value and cost twice the bytes.
 Offsets in Plan.writes use the same encoding (a tensor at FLOAT_BASE + k is at element k of the
 float buffer), so a capture reads each tensor from where it lives.
 """
@@ -33,6 +38,15 @@ class Promotion:
     nodes: dict = field(default_factory=dict)
 
 
+FLOAT_TENSOR_MODES = ("float", "float_tensors")  # the modes whose tensors all live in the float buffer
+
+
+def exact_in_half(rows):
+    """Whether every value of `rows` (a float32 array) survives a round trip through half."""
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(np.asarray(rows, np.float32).astype(np.float16).astype(np.float32), rows))
+
+
 @dataclass
 class Layout:
     """offsets: {id(tensor): offset as the kernels address it}; const_offsets: per ConstRef index,
@@ -53,16 +67,18 @@ class Layout:
     promoted_nodes: dict = field(default_factory=dict)
 
     def mode(self, dispatch):
-        """'plain', 'float' or 'mixed' (see the module docstring) for one dispatch."""
-        kinds = {id(t) in self.float_tensors for t in dispatch.reads + dispatch.writes}
-        kinds |= {v.index in self.float_consts for v in dispatch.params.values() if isinstance(v, ConstRef)}
-        if True not in kinds:
+        """'plain', 'float', 'float_tensors' or 'mixed' (the module docstring) of one dispatch."""
+        tensors = {id(t) in self.float_tensors for t in dispatch.reads + dispatch.writes}
+        weights = {v.index in self.float_consts for v in dispatch.params.values() if isinstance(v, ConstRef)}
+        if True not in tensors | weights:
             return "plain"
-        return "float" if kinds == {True} else "mixed"
+        if tensors == {True} and len(weights) < 2:
+            return "float" if weights != {False} else "float_tensors"
+        return "mixed"
 
     def resolve(self, params, mode):
         """params with ArenaRef / ConstRef replaced by the offsets a dispatch of `mode` uses."""
-        shift = FLOAT_BASE if mode == "float" else 0
+        shift = FLOAT_BASE if mode in FLOAT_TENSOR_MODES else 0
         resolved = {}
         for name, value in params.items():
             if isinstance(value, ArenaRef):
@@ -75,13 +91,15 @@ class Layout:
 
 def defines(mode):
     """The #defines common.glsl reads for a dispatch mode."""
-    return {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}[mode]
+    return {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"FLOAT_BUFFER": 1, "HALF_WEIGHTS": 1},
+            "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}[mode]
 
 
 def lay_out(dispatches, env, nodes, promotion, strategy):
     """The Layout of a partition's dispatches (built with `env`, a KernelEnv, from `nodes`).
     promotion: a Promotion, used only in precision 'auto', where weights of more than HALF_MAX
-    are promoted whatever it says (a half would hold inf)."""
+    are promoted whatever it says (a half would hold inf), and the weights of a node that a half
+    holds exactly stay half."""
     if env.precision != "auto":
         arena = memory.plan_arena(dispatches, strategy, env.aliases)
         const_offsets, constants = _pack(env.constants, range(len(env.constants)), env.storage_half, 1)
@@ -90,8 +108,12 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     promoted_tensors = _promoted_tensors(dispatches, env, promotion)
     float_ids = {id(t) for t, _ in promoted_tensors}
     promoted_nodes = _promoted_nodes(dispatches, env, nodes, promotion, float_ids)
-    float_consts = {k for k, node in enumerate(env.constant_nodes) if id(node) in promoted_nodes}
+    # A node's weights move together (one of them in half storage would make its dispatch mixed).
+    lossy = {id(node) for node, rows in zip(env.constant_nodes, env.constants) if not exact_in_half(rows)}
+    float_consts = {k for k, node in enumerate(env.constant_nodes) if id(node) in promoted_nodes and id(node) in lossy}
     float_consts |= {k for k, rows in enumerate(env.constants) if np.abs(rows).max(initial=0) > HALF_MAX}
+    owners = {id(env.constant_nodes[k]) for k in float_consts}
+    promoted_nodes = {key: item for key, item in promoted_nodes.items() if key in owners}
     for k in float_consts:
         promoted_nodes.setdefault(id(env.constant_nodes[k]), (env.constant_nodes[k], f"a weight of magnitude "
                                   f"{float(np.abs(env.constants[k]).max()):.4g} > {HALF_MAX:g} (overflows half)"))

@@ -8,6 +8,8 @@ from gles_delegate import calibrate
 from gles_delegate.calibrate import error
 from gles_delegate.gpu.storage import HALF_MAX
 from gles_delegate.tflite import ModelBuilder
+from tests.gpu.test_compiler import compiled
+from tests.gpu.transforms.rulelib import SAME, Chain, random
 
 SHAPE = (1, 6, 5, 7)  # 7 channels: two PHWC4 slices, the second padded
 
@@ -72,23 +74,35 @@ def test_cancellation_promotes_the_tensor_that_loses_precision():
     assert error(half, reference) > 1e-2
     out, summary, index = run(model, "auto", x, calibration_inputs=[[x], [inputs(4)]])
     assert error(out, reference) <= 1e-2
-    # The smallest set: only the sum, read by the SUB whose error grows. Promotion gave the SUB
-    # float weights too; demotion took them back (1000 is a half), and the held-out second
-    # sample agreed.
+    # The smallest set: only the sum, read by the SUB whose error grows; not the SUB's weight
+    # (1000 is a half: float would change nothing).
     assert set(summary["promoted_tensors"]) == {index["t0"]}
     assert "SUB" in summary["promoted_tensors"][index["t0"]]
-    assert summary["promoted_nodes"] == {} and summary["calibration"][0]["demoted"] == 1
+    assert summary["promoted_nodes"] == {}
     assert summary["calibration"][0]["held_out"] == 1
     assert summary["calibration"][0]["held_out_error"] <= summary["calibration"][0]["target"]
 
 
 def test_one_user_sample_holds_nothing_out_and_demotes_nothing():
-    model, _ = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
+    model, _ = chain_model([("ADD", 1000.1), ("SUB", 1000.1), ("MUL", 2.0)])  # 1000.1: no half
     x = inputs(1)
     _, summary, _ = run(model, "auto", x, calibration_inputs=[x])
     calibration = summary["calibration"][0]
     assert calibration["held_out"] == 0 and calibration["held_out_error"] is None
     assert calibration["demoted"] == 0 and summary["promoted_nodes"]  # the SUB's weights stay float
+
+
+def test_a_held_out_sample_over_the_bound_extends_the_choice_to_every_sample():
+    # On zeros the sum x + 1000 is exact in half: a choice made on them alone promotes nothing.
+    model, _ = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
+    x = inputs(5)
+    reference, _, _ = run(model, "fp32", x)
+    out, summary, index = run(model, "auto", x, calibration_inputs=[[np.zeros(SHAPE, np.float32)], [inputs(4)]])
+    calibration = summary["calibration"][0]
+    assert calibration["disproved_by_held_out"] > calibration["target"]
+    assert calibration["held_out"] == 0 and calibration["demoted"] == 0  # nothing left to check a demotion
+    assert index["t0"] in summary["promoted_tensors"]
+    assert error(out, reference) <= 1e-2
 
 
 def two_input_cancellation_model():
@@ -154,7 +168,8 @@ def test_demotion_keeps_the_needed_promotion_and_drops_the_unneeded_one(monkeypa
     out, summary, index = run(model, "auto", x)
     assert set(summary["promoted_tensors"]) == {index["t0"]}
     assert summary["calibration"][0]["demoted"] >= 1
-    assert summary["calibration"][0]["rounds"] <= 1 + calibrate.MAX_ROUNDS + calibrate.MAX_DEMOTION_RUNS
+    # The runs: choosing, the held-out check, demoting, the held-out check of the demotion.
+    assert summary["calibration"][0]["rounds"] <= calibrate.MAX_ROUNDS + 1 + calibrate.MAX_DEMOTION_RUNS + 1
     assert error(out, reference) <= 1e-2
 
 
@@ -166,6 +181,39 @@ def test_random_calibration_generalizes_and_a_tighter_bound_promotes_more():
     tight, tight_summary, _ = run(model, "auto", x, auto_tolerance=1e-4)
     assert error(tight, reference) <= 1e-4
     assert len(tight_summary["promoted_tensors"]) > len(loose_summary["promoted_tensors"])
+
+
+def conv_chain_model(weights_in_half):
+    """Three 3x3 convolutions, 8 channels; weights_in_half: weights and biases a half holds
+    exactly (as a float16 model's dequantized ones)."""
+    c = Chain((1, 8, 8, 8))
+    x = c.x
+    for k in range(3):
+        weights, bias = random((8, 3, 3, 8), k, 0.5), random(8, k + 10)
+        if weights_in_half:
+            weights, bias = weights.astype(np.float16).astype(np.float32), bias.astype(np.float16).astype(np.float32)
+        x = c.op("CONV_2D", x, c.const(weights), c.const(bias), padding=SAME, stride_w=1, stride_h=1,
+                 fused_activation_function=0)
+    return c.build(x)
+
+
+@pytest.mark.parametrize("weights_in_half", [True, False], ids=["float16-weights", "float32-weights"])
+def test_weights_a_half_holds_exactly_are_never_promoted(weights_in_half):
+    # A bound no half storage meets: calibration promotes every tensor, and the weights only
+    # where a half would round them.
+    model = conv_chain_model(weights_in_half)
+    x = random((1, 8, 8, 8), 7)
+    reference, _ = compiled(model, [x], precision="fp32")
+    out, plan = compiled(model, [x], precision="auto", auto_tolerance=1e-6)
+    assert error(out[0], reference[0]) <= 1e-6
+    conv_modes = {mode for mode, label in zip(plan.step_storage, plan.labels) if "CONV_2D" in label}
+    # (The last convolution stores the output straight to the I/O buffer: demotion leaves its
+    # unread arena copy in half storage, so it runs mixed.)
+    if weights_in_half:  # float tensors, the weights read from the half constants buffer
+        assert plan.promoted_nodes == {} and len(plan.float_constants) <= 1
+        assert "float_tensors" in conv_modes and "float" not in conv_modes
+    else:
+        assert plan.promoted_nodes and "float" in conv_modes and "float_tensors" not in conv_modes
 
 
 def test_nothing_to_promote_is_plain_half_storage():

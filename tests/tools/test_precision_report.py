@@ -13,7 +13,8 @@ def test_alternate_warms_up_then_alternates():
             return seconds
         return call
 
-    half_ms, auto_ms = precision_report.alternate(clock("a", 0.002), clock("b", 0.003), runs=4, warmup=2)
+    half_ms, auto_ms = precision_report.alternate(clock("a", 0.002), clock("b", 0.003), runs=4, warmup=2,
+                                                  warmup_secs=0)
     assert calls == ["a", "b"] * 2 + ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert (half_ms, auto_ms) == (2.0, 3.0)
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -369,3 +370,12 @@ def test_tools_reject_a_malformed_model_cleanly(tmp_path, capsys):
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert ": error: ModelError: " in err and len(err.splitlines()) == 1, err
+
+
+def test_warm_up_runs_for_its_count_and_at_least_its_seconds():
+    calls = []
+    common.warm_up(lambda: calls.append(1), 3, 0)
+    assert len(calls) == 3
+    start = time.perf_counter()
+    common.warm_up(lambda: time.sleep(0.005), 1, 0.05)  # a GPU's clocks rise only under load
+    assert time.perf_counter() - start >= 0.05

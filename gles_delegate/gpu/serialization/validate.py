@@ -21,7 +21,7 @@ _PARAMS_FIELD = re.compile(r"highp (int|float|i?vec[234]) (\w+);")
 RUNTIME_BLOCKS = {("uniform", "Params"): PARAMS_BINDING, ("buffer", "Arena"): ARENA_BINDING,
                   ("buffer", "Consts"): CONSTS_BINDING, ("buffer", "Io"): IO_BINDING,
                   ("buffer", "Floats"): FLOAT_BINDING}
-STORAGE_MODES = frozenset({"plain", "float", "mixed"})  # gpu/storage.py
+STORAGE_MODES = frozenset({"plain", "float", "float_tensors", "mixed"})  # gpu/storage.py
 ARENA_SLACK_ELEMENTS = 1 << 22    # a plan's arena may exceed 64x the graph's activations by this much
 MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's element limit)
 
