@@ -92,10 +92,10 @@ def add_precision(parser, default="fp32"):
 
 
 # A GPU lowers its clocks within seconds of idling and raises them again only under load: on the
-# H200 the SM clock idles at 345 MHz, and an ssd_mnv2_300 invoke took 2.2-2.4 ms of GPU time
-# after 3 s idle (or right after precision 'auto' calibrated, which leaves the GPU mostly idle
-# for seconds) against 0.65-0.76 ms after 0.5 s of back-to-back invokes (docs/performance.md,
-# "GPU clocks"). A warm-up counted in runs alone can end before the clocks are up.
+# H200 the SM clock idles at 345 MHz, and gles-profile's ssd_mnv2_300 invoke right after precision
+# 'auto' calibrated (seconds of a mostly idle GPU) took 1.6-2.5 ms of GPU time after 10 warm-up
+# runs, 0.73 ms after 0.5 s of them (docs/performance.md, "GPU clocks"). A warm-up counted in
+# runs alone can end before the clocks are up.
 WARMUP_SECONDS = 0.5
 
 
