@@ -10,6 +10,7 @@ from gles_delegate.gpu.storage import HALF_MAX
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.test_compiler import compiled
 from tests.gpu.transforms.rulelib import SAME, Chain, random
+from tests.oplib import run_ours
 
 SHAPE = (1, 6, 5, 7)  # 7 channels: two PHWC4 slices, the second padded
 
@@ -214,6 +215,19 @@ def test_weights_a_half_holds_exactly_are_never_promoted(weights_in_half):
         assert "float_tensors" in conv_modes and "float" not in conv_modes
     else:
         assert plan.promoted_nodes and "float" in conv_modes and "float_tensors" not in conv_modes
+
+
+def test_a_warm_start_keeps_float_tensors_with_half_weights(tmp_path):
+    model, x = conv_chain_model(True), random((1, 8, 8, 8), 7)
+    starts = []
+    for _ in range(2):
+        with GpuDelegate(precision="auto", auto_tolerance=1e-6, serialization_dir=str(tmp_path)) as delegate:
+            outputs = run_ours(model, [x], experimental_delegates=[delegate])
+            starts.append((outputs[0], delegate.partitions[0].plan.step_storage, delegate.summary()["cache_hit"]))
+    (cold, cold_modes, cold_hit), (warm, warm_modes, warm_hit) = starts
+    assert not cold_hit and warm_hit
+    assert "float_tensors" in warm_modes and warm_modes == cold_modes
+    np.testing.assert_array_equal(warm, cold)
 
 
 def test_nothing_to_promote_is_plain_half_storage():
