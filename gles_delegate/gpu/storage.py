@@ -4,7 +4,7 @@ In 'fp32', 'fp16' and 'fp16_fp32acc' every tensor lives in the one arena and eve
 one constants buffer, all in the plan's storage type. Precision 'auto' stores them as halves too,
 except those a Promotion names (calibrate.py chooses them): those live in a float buffer (vec4,
 binding 3): the promoted weights first, then the promoted tensors, planned like the arena. A
-dispatch then runs in one of three modes (its #defines, common.glsl):
+dispatch then runs in one of four modes (its #defines, common.glsl):
   'plain'  it touches nothing promoted: the plan's own storage, exactly as without promotions;
   'float'  it touches only promoted tensors and weights: FLOAT_BUFFER, plain float offsets into
            the float buffer, no branch;

@@ -6,7 +6,10 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate import calibrate
 from gles_delegate.calibrate import error
+from gles_delegate.gpu import storage
+from gles_delegate.gpu.kernels.base import ConstRef, Dispatch
 from gles_delegate.gpu.storage import HALF_MAX
+from gles_delegate.graph import Tensor
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.test_compiler import compiled
 from tests.gpu.transforms.rulelib import SAME, Chain, random
@@ -215,6 +218,26 @@ def test_weights_a_half_holds_exactly_are_never_promoted(weights_in_half):
         assert "float_tensors" in conv_modes and "float" not in conv_modes
     else:
         assert plan.promoted_nodes and "float" in conv_modes and "float_tensors" not in conv_modes
+
+
+@pytest.mark.parametrize("float_reads, float_weights, mode", [
+    ((False, False), (False,), "plain"), ((True, True), (True,), "float"), ((True, True), (), "float"),
+    ((True, True), (False,), "float_tensors"), ((True, False), (True,), "mixed"),
+    ((True, True), (True, False), "mixed"), ((False, False), (True,), "mixed")])
+def test_storage_mode_of_a_dispatch(float_reads, float_weights, mode):
+    x, y = Tensor(0, "x", SHAPE, np.dtype(np.float32)), Tensor(1, "y", SHAPE, np.dtype(np.float32))
+    weights = {f"w{k}": ConstRef(k) for k in range(len(float_weights))}
+    dispatch = Dispatch("elementwise", (1, 1, 1), params=weights, reads=(x,), writes=(y,))
+    layout = storage.Layout({}, [], None, None, None, float_tensors={id(t) for t, f in zip((x, y), float_reads) if f},
+                            float_consts={k for k, f in enumerate(float_weights) if f})
+    assert layout.mode(dispatch) == mode
+
+
+def test_exact_in_half():
+    assert storage.exact_in_half(np.array([1.0, 0.5, -1000.0, 6.103515625e-05, 0.0], np.float32))
+    assert not storage.exact_in_half(np.array([1000.1], np.float32))
+    assert not storage.exact_in_half(np.array([1e5], np.float32))  # beyond a half: inf
+    assert not storage.exact_in_half(np.array([np.nan], np.float32))
 
 
 def test_a_warm_start_keeps_float_tensors_with_half_weights(tmp_path):
