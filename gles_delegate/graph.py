@@ -5,6 +5,7 @@ optional input), so a rewrite can rewire nodes without index bookkeeping. Tensor
 tensor's index in the original subgraph (what the interpreter API exposes); tensors created by
 rewrites get fresh indices after the original ones.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,7 @@ class Tensor:
     @property
     def size(self):
         """Number of elements (the product of the shape; 1 for a scalar)."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))  # exact; no numpy call per tensor (reading a model asks thousands)
 
     def __repr__(self):
         kind = "const " if self.is_const else ""

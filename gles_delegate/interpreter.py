@@ -272,7 +272,7 @@ class _Executor:
             elif tensor.dtype is not None:
                 dtype = np.dtype(tensor.dtype)
                 placed.append((tensor, dtype, total))
-                total += -(-int(np.prod(tensor.shape, dtype=np.int64)) * dtype.itemsize // 64) * 64
+                total += -(-tensor.size * dtype.itemsize // 64) * 64
         try:
             block = np.zeros(total, np.uint8)
         except MemoryError:

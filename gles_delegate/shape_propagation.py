@@ -25,6 +25,8 @@ outputs of a value-dependent node (value_dependent: runtime values decide its sh
 model declares a placeholder shape_signature), and of every node that reads one: stand-ins
 would give them shapes of their own.
 """
+import math
+
 import numpy as np
 
 from . import ops
@@ -42,7 +44,7 @@ _SHAPE_VALUE_ELEMENTS = 1 << 12
 
 
 def _elements(shape):
-    return int(np.prod(shape, dtype=object))
+    return math.prod(map(int, shape))
 
 
 def _stand_in(tensor):

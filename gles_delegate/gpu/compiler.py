@@ -128,7 +128,7 @@ def build_dispatches(nodes, inputs, outputs, env):
     dispatches, io_in, io_out, io_bytes = [], [], [], 0
     for group, kind in ((inputs, "convert_in"), (outputs, "convert_out")):
         for tensor in group:
-            nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * 4
+            nbytes = tensor.size * 4
             slot = IoSlot(tensor.index, io_bytes, nbytes, tuple(tensor.shape))
             (io_in if kind == "convert_in" else io_out).append(slot)
             io_bytes += -(-nbytes // 16) * 16

@@ -4,6 +4,7 @@ inputs, quantization parameters, window options and fused activations.
 A check returns None when the node is fine, else a string saying why not (see ops/__init__.py).
 """
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -171,8 +172,8 @@ def check_output_elements(node, shapes, input_elements=0, dynamic=False):
     for k, (tensor, shape) in enumerate(zip(node.outputs, shapes)):
         if tensor is None or shape is None:
             continue
-        computed = int(np.prod(shape, dtype=object))
-        declared = int(np.prod(tensor.shape, dtype=object))
+        computed = math.prod(map(int, shape))
+        declared = tensor.size
         if growth is None and (dynamic or len(tensor.shape) == 0):
             if computed > 16 * input_elements + (1 << 24):
                 raise node_error(node, f"output {k} (tensor {tensor.index}, declared without a shape) would "

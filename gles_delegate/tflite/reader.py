@@ -324,7 +324,7 @@ class _Reader:
                 raise ModelError(f"{self.where} ({tensor.name!r}): buffer {tensor.buffer} holds {raw.size} "
                                  f"bytes, not a whole number of {tensor.type_name} values")
             return
-        expected = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
+        expected = math.prod(tensor.shape) * tensor.dtype.itemsize
         if raw.size != expected:
             raise ModelError(f"{self.where} ({tensor.name!r}): buffer {tensor.buffer} holds {raw.size} bytes, "
                              f"shape {list(tensor.shape)} of {tensor.type_name} needs {expected}")
