@@ -1,4 +1,5 @@
-"""Fold nodes whose inputs are all constant (fp16 DEQUANTIZE, DENSIFY of weights) into constants."""
+"""Fold nodes whose inputs are all constant (fp16 DEQUANTIZE, DENSIFY of weights) into constants,
+and SHAPE of a tensor whose shape an allocation fixes (fold_shapes)."""
 import functools
 
 import numpy as np
@@ -70,3 +71,22 @@ def fold_constants(graph):
     gone = {id(n) for n in folded}
     graph.nodes = [n for n in graph.nodes if id(n) not in gone]  # one pass, not one per folded node
     return folded
+
+
+def fold_shapes(graph, dynamic):
+    """Fold each SHAPE node whose input's shape this allocation fixes (its id is not in
+    `dynamic`, shape_propagation.dynamic_tensors) into a constant, then what only computes on
+    such constants (fold_constants): the SHAPE -> STRIDED_SLICE -> PACK chain a dynamic-batch
+    Keras model computes a RESHAPE's shape with, whose int ops would otherwise run on the CPU
+    and cut the GPU's partition at every squeeze-excite block. The value holds until the next
+    allocate_tensors, which plans again from the model (after resize_tensor_input, say). A SHAPE
+    whose output is a graph output stays a node. Returns the folded nodes."""
+    graph_outputs = {id(t) for t in graph.outputs}
+    shapes = [n for n in graph.nodes if n.op == "SHAPE" and n.inputs and n.inputs[0] is not None
+              and id(n.inputs[0]) not in dynamic and n.outputs[0] is not None
+              and id(n.outputs[0]) not in graph_outputs]
+    for node in shapes:
+        node.outputs[0].data = folded_value(node, node.outputs[0], np.array(node.inputs[0].shape))
+    gone = {id(n) for n in shapes}
+    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    return shapes + (fold_constants(graph) if shapes else [])

@@ -20,7 +20,7 @@ from .shape_propagation import dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
 from .tflite.model import SignatureDef
-from .fold_constants import fold_constants
+from .fold_constants import fold_constants, fold_shapes
 
 
 def check_declared_shapes(graph, dynamic=frozenset()):
@@ -229,6 +229,8 @@ class _Executor:
             if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
                 self.cpu.check(node, reason, graph)
         dynamic = dynamic_tensors(graph)
+        if fold_shapes(graph, dynamic):
+            dynamic = dynamic_tensors(graph)
         check_declared_shapes(graph, dynamic)
         storage = self.make_storage(graph)
         self.release()

@@ -43,3 +43,51 @@ def test_a_result_that_does_not_fit_the_declared_shape_is_a_model_error():
     with pytest.raises(ModelError, match=r"#0 \(RESHAPE\).*output (tensor 1 shape|0 \(tensor 1\) would have shape) "
                                          r"\[6\].*declares \[4\]"):
         Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def keras_gate_model(batch=1):
+    """x [batch, 4, 4, 8] (a dynamic batch, as a Keras 3 model declares it) -> MEAN over H, W ->
+    RESHAPE to [batch, 1, 1, 8], the target shape computed as Keras writes it: SHAPE(x) ->
+    STRIDED_SLICE (the batch) -> PACK with 1, 1, 8 -> then x * the gate."""
+    b = ModelBuilder()
+    x = b.input("x", (batch, 4, 4, 8), shape_signature=(-1, 4, 4, 8))
+    mean = b.tensor("mean", (batch, 8), shape_signature=(-1, 8))
+    b.op("MEAN", [x, b.const("axes", np.array([1, 2], np.int32))], [mean], keep_dims=False)
+    shape, size = b.tensor("shape", (4,), np.int32), b.tensor("batch", (), np.int32)
+    b.op("SHAPE", [x], [shape], out_type=2)
+    one = np.array([1], np.int32)
+    b.op("STRIDED_SLICE", [shape, b.const("begin", np.array([0], np.int32)), b.const("end", one),
+                           b.const("strides", one)], [size], shrink_axis_mask=1)
+    target = b.tensor("target", (4,), np.int32)
+    b.op("PACK", [size] + [b.const(f"d{k}", np.array(v, np.int32)) for k, v in enumerate((1, 1, 8))], [target],
+         values_count=4, axis=0)
+    gate = b.tensor("gate", (batch, 1, 1, 8), shape_signature=(-1, 1, 1, 8))
+    b.op("RESHAPE", [mean, target], [gate])
+    y = b.tensor("y", (batch, 4, 4, 8), shape_signature=(-1, 4, 4, 8))
+    b.op("MUL", [x, gate], [y], fused_activation_function=0)
+    b.output(y)
+    return b.build()
+
+
+def expected_gate(x):
+    return x * x.mean(axis=(1, 2), keepdims=True)
+
+
+def test_shape_of_a_fixed_shape_folds_with_what_only_computes_on_it():
+    interpreter = Interpreter(model_content=keras_gate_model())
+    interpreter.allocate_tensors()
+    assert [node.op for node in interpreter._main.graph.nodes] == ["MEAN", "RESHAPE", "MUL"]
+    target = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}["target"]
+    np.testing.assert_array_equal(interpreter.get_tensor(target), [1, 1, 1, 8])
+
+
+def test_a_folded_shape_follows_a_resize():
+    interpreter = Interpreter(model_content=keras_gate_model())
+    interpreter.allocate_tensors()
+    interpreter.resize_tensor_input(0, [3, 4, 4, 8])
+    interpreter.allocate_tensors()  # plans again from the model: SHAPE folds to [3, 4, 4, 8]
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 4, 4, 8)).astype(np.float32)
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                               expected_gate(x), rtol=1e-6, atol=1e-6)

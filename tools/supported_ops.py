@@ -156,7 +156,10 @@ def render():
     cpu_only = [op for op in names if op in cpu and op not in gpu]
     out += ["", "## CPU only", "",
             "These ops have a reference kernel but no GPU kernel: a node of one of them splits a GPU",
-            "partition (constant-only nodes are folded before partitioning and cost nothing).", "",
+            "partition (constant-only nodes are folded before partitioning and cost nothing; so is `SHAPE`",
+            "of a tensor whose shape the allocation fixes, with what computes only on it: the `SHAPE` ->",
+            "`STRIDED_SLICE` -> `PACK` chain a dynamic-batch Keras 3 model builds a `RESHAPE`'s target with).",
+            "",
             ", ".join(f"`{op}`" for op in cpu_only) or "none"]
     return "\n".join(out + _without_reference(status))
 
