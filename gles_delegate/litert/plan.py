@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from ..graph import Graph
 from ..partition import boundary
-from ..shape_propagation import propagate_shapes
-from ..fold_constants import fold_constants
+from ..shape_propagation import dynamic_tensors, propagate_shapes
+from ..fold_constants import fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
 
@@ -14,8 +14,8 @@ log = logging.getLogger("gles_delegate")
 @dataclass
 class SubgraphPlan:
     """One subgraph's compiled partitions. gpu_nodes: the operator indices they run; folded:
-    the operators folded into constants (fp16 DEQUANTIZE, DENSIFY of weights) that only feed
-    them, which are claimed too so LiteRT does not compute what our constants already hold.
+    the operators folded into constants (fp16 DEQUANTIZE, DENSIFY of weights, SHAPE of a fixed
+    shape and what computes only on it) that only feed them, which are claimed too so LiteRT does not compute what our constants already hold.
     index, candidates, input_shapes: what plan_subgraph was given (a re-plan gives them again)."""
     graph: Graph
     index: int
@@ -63,6 +63,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     if resized:
         propagate_shapes(graph, resized)
     fold_constants(graph)
+    fold_shapes(graph, dynamic_tensors(graph))
     partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
@@ -79,9 +80,13 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     fold_constants(graph)
     mine = [node for node in graph.nodes if node.index in nodes]
     spec = boundary(graph, mine)
-    propagate_shapes(Graph(mine, spec.inputs, spec.outputs, graph.tensors),
-                     {t.index: shape_of(t.index) for t in spec.inputs})
-    partitions = delegate.partition(graph, mine)
+    kernel = Graph(mine, spec.inputs, spec.outputs, graph.tensors)
+    propagate_shapes(kernel, {t.index: shape_of(t.index) for t in spec.inputs})
+    # The kernel's SHAPE chains (claimed as folds) fold again, at the shapes just propagated, and
+    # leave the graph too: a node left between two others would cut their partition.
+    gone = {id(n) for n in fold_shapes(kernel, dynamic_tensors(kernel))}
+    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    partitions = delegate.partition(graph, kernel.nodes)
     gpu = {node.index for p in partitions for node in p.nodes}
     return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded & set(nodes))
 

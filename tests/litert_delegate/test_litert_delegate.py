@@ -228,3 +228,20 @@ def test_bool_and_int32_tensors_through_litert():
     np.testing.assert_allclose(ours[0], expected[0], atol=1e-5 * np.abs(expected[0]).max())
     for got, want in zip(ours[1:], expected[1:]):
         assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_a_keras_gate_is_claimed_whole_and_follows_a_resize():
+    """The SHAPE -> STRIDED_SLICE -> PACK chain of a dynamic-batch Keras RESHAPE folds
+    (fold_constants.fold_shapes): the delegate claims every operator, and a resize plans it
+    again with the new batch."""
+    from tests.test_fold_constants import expected_gate, keras_gate_model
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=keras_gate_model(), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        x = np.random.default_rng(3).uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
+        np.testing.assert_allclose(run(interp, x), expected_gate(x), rtol=1e-5, atol=1e-6)
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == list(range(6))
+        interp.resize_tensor_input(0, [3, 4, 4, 8])
+        interp.allocate_tensors()
+        x3 = np.random.default_rng(4).uniform(-1, 1, (3, 4, 4, 8)).astype(np.float32)
+        np.testing.assert_allclose(run(interp, x3), expected_gate(x3), rtol=1e-5, atol=1e-6)
