@@ -148,6 +148,10 @@ def _support(dtypes, requantizes=False):
 
 
 _MINMAX_DTYPES = (_FLOAT, np.dtype(np.int32)) + _QUANTIZED
+# reduce.cc's EvalGeneric over int32 / int64 accumulates in the type itself (wrapping on overflow):
+# numpy's wider accumulator cast back (astype) wraps the same way, modulo 2^32 or 2^64.
+# (Keras 3's attention computes a product of shape dimensions in int32.)
+_SUM_PROD_DTYPES = (_FLOAT, np.dtype(np.int32), np.dtype(np.int64))
 
 KERNELS = {
     "MEAN": mean,
@@ -161,8 +165,8 @@ KERNELS = {
 }
 SUPPORT = {
     "MEAN": _support((_FLOAT,) + _QUANTIZED, requantizes=True),
-    "SUM": _support((_FLOAT,)),
-    "REDUCE_PROD": _support((_FLOAT,)),
+    "SUM": _support(_SUM_PROD_DTYPES),
+    "REDUCE_PROD": _support(_SUM_PROD_DTYPES),
     "REDUCE_MAX": _support(_MINMAX_DTYPES),
     "REDUCE_MIN": _support(_MINMAX_DTYPES),
     "REDUCE_ANY": _support((_BOOL,)),

@@ -52,6 +52,19 @@ def test_reductions_over_no_axes_and_scalars(op):
     check_reduce(op, np.array(2.5, np.float32), [0], True)
 
 
+@pytest.mark.parametrize("op", ["SUM", "REDUCE_PROD"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_sum_and_prod_wrap_as_litert(op, dtype):
+    """reduce.cc accumulates int32 / int64 in the type itself: products and sums past its range
+    wrap, checked exactly against LiteRT (values up to 2^20, so that 5-element products wrap)."""
+    rng = np.random.default_rng(4)
+    for rank in range(1, 5):
+        for keep_dims in (False, True):
+            shape = tuple(int(d) for d in rng.integers(1, 6, rank))
+            x = rng.integers(-(1 << 20), 1 << 20, shape).astype(dtype)
+            check_reduce(op, x, random_axes(rng, rank), keep_dims)
+
+
 @pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
 @pytest.mark.parametrize("dtype,quant", [(np.int8, (0.1, -4)), (np.uint8, (0.2, 120)), (np.int32, None)])
 def test_integer_max_min(op, dtype, quant):
@@ -126,7 +139,7 @@ def test_reduce_rejects_bad_axes():
 
 @pytest.mark.parametrize("op,x,axes,quant,out_quant,match", [
     ("SUM", np.zeros((2, 3), np.int8), np.array([0], np.int32), (0.1, 0), (0.1, 0), "not one of"),
-    ("REDUCE_PROD", np.zeros((2, 3), np.int32), np.array([0], np.int32), None, None, "not one of"),
+    ("REDUCE_PROD", np.zeros((2, 3), np.int16), np.array([0], np.int32), None, None, "not one of"),
     ("REDUCE_ANY", np.zeros((2, 3), np.float32), np.array([0], np.int32), None, None, "not one of"),
     ("MEAN", np.zeros((2, 3), np.float32), np.array([0], np.int64), None, None, "axis must be an int32"),
     ("MEAN", np.zeros((2, 3), np.int8), np.array([0], np.int32), None, None, "per-tensor quantization"),
