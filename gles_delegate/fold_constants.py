@@ -68,8 +68,7 @@ def fold_constants(graph):
             for tensor, value in zip(node.outputs, outputs):
                 tensor.data = folded_value(node, tensor, value)
         folded.append(node)
-    gone = {id(n) for n in folded}
-    graph.nodes = [n for n in graph.nodes if id(n) not in gone]  # one pass, not one per folded node
+    graph.remove_nodes(folded)
     return folded
 
 
@@ -87,6 +86,5 @@ def fold_shapes(graph, dynamic):
               and id(n.outputs[0]) not in graph_outputs]
     for node in shapes:
         node.outputs[0].data = folded_value(node, node.outputs[0], np.array(node.inputs[0].shape))
-    gone = {id(n) for n in shapes}
-    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    graph.remove_nodes(shapes)
     return shapes + (fold_constants(graph) if shapes else [])

@@ -89,5 +89,6 @@ def test_a_folded_shape_follows_a_resize():
     x = np.random.default_rng(0).uniform(-1, 1, (3, 4, 4, 8)).astype(np.float32)
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
     interpreter.invoke()
-    np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
-                               expected_gate(x), rtol=1e-6, atol=1e-6)
+    out, expected = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected_gate(x)
+    # float32 throughout: the mean's summation order differs from numpy's by a few ulps.
+    assert np.abs(out - expected).max() <= 16 * np.finfo(np.float32).eps * np.abs(expected).max()

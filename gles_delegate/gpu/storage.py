@@ -109,8 +109,9 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     float_ids = {id(t) for t, _ in promoted_tensors}
     promoted_nodes = _promoted_nodes(dispatches, env, nodes, promotion, float_ids)
     # A node's weights move together (one of them in half storage would make its dispatch mixed).
-    lossy = {id(node) for node, rows in zip(env.constant_nodes, env.constants) if not exact_in_half(rows)}
-    float_consts = {k for k, node in enumerate(env.constant_nodes) if id(node) in promoted_nodes and id(node) in lossy}
+    lossy = {id(node) for node, rows in zip(env.constant_nodes, env.constants)
+             if id(node) in promoted_nodes and not exact_in_half(rows)}
+    float_consts = {k for k, node in enumerate(env.constant_nodes) if id(node) in lossy}
     float_consts |= {k for k, rows in enumerate(env.constants) if np.abs(rows).max(initial=0) > HALF_MAX}
     owners = {id(env.constant_nodes[k]) for k in float_consts}
     promoted_nodes = {key: item for key, item in promoted_nodes.items() if key in owners}

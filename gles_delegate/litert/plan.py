@@ -15,7 +15,8 @@ log = logging.getLogger("gles_delegate")
 class SubgraphPlan:
     """One subgraph's compiled partitions. gpu_nodes: the operator indices they run; folded:
     the operators folded into constants (fp16 DEQUANTIZE, DENSIFY of weights, SHAPE of a fixed
-    shape and what computes only on it) that only feed them, which are claimed too so LiteRT does not compute what our constants already hold.
+    shape and what computes only on it) that only feed them, which are claimed too so LiteRT
+    does not compute what our constants already hold.
     index, candidates, input_shapes: what plan_subgraph was given (a re-plan gives them again)."""
     graph: Graph
     index: int
@@ -84,8 +85,7 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     propagate_shapes(kernel, {t.index: shape_of(t.index) for t in spec.inputs})
     # The kernel's SHAPE chains (claimed as folds) fold again, at the shapes just propagated, and
     # leave the graph too: a node left between two others would cut their partition.
-    gone = {id(n) for n in fold_shapes(kernel, dynamic_tensors(kernel))}
-    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    graph.remove_nodes(fold_shapes(kernel, dynamic_tensors(kernel)))
     partitions = delegate.partition(graph, kernel.nodes)
     gpu = {node.index for p in partitions for node in p.nodes}
     return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded & set(nodes))
