@@ -221,8 +221,7 @@ class _Executor:
         for node in graph.nodes:  # only these: a node a delegate keeps must not hold the executors
             if node.op in ops.RUNTIME_OPS:
                 node.runtime = self.runtime
-        if self.input_shapes:
-            propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
+        propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         fold_constants(graph)
         for node in graph.nodes:
             reason = ops.unsupported_reason(node)

@@ -58,11 +58,15 @@ def _stand_in(tensor):
 
 def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     """Set graph input shapes from {tensor index: shape} and recompute the shape of every tensor
-    downstream of a resized input. Raises ModelError naming the node that cannot take them.
-    `symbolic` False runs every such node's reference kernel on full-size stand-ins (the oracle
-    the tests compare the output-shape rules against). run_node(node, inputs) -> outputs runs a
-    node on stand-ins (the Interpreter's runs LiteRT's kernels for a node the reference lacks)."""
-    changed, growth = set(), 1
+    downstream of a resized input, or of a SHAPE node: a converter declares what a shape computed
+    at runtime gives as a placeholder ([1, 1] for the RESHAPE in Keras 3's Dense on a rank-3
+    input, really [tokens, features]), which TFLite resizes at invoke and we know at allocate.
+    Raises ModelError naming the node that cannot take them. `symbolic` False runs every such
+    node's reference kernel on full-size stand-ins (the oracle the tests compare the output-shape
+    rules against). run_node(node, inputs) -> outputs runs a node on stand-ins (the
+    Interpreter's runs LiteRT's kernels for a node the reference lacks)."""
+    changed = {id(n.outputs[0]) for n in graph.nodes if n.op in _SHAPE_ONLY and n.outputs and n.outputs[0] is not None}
+    growth = 1
     for tensor in graph.inputs:
         if tensor.index not in input_shapes:
             continue
@@ -99,9 +103,10 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
             if shapes is not None:
                 for tensor, shape in zip(node.outputs, shapes):
                     if tensor is not None:
-                        changed.add(id(tensor))
-                        _set_shape(node, tensor, shape)
                         values.pop(id(tensor), None)
+                        if shape != tuple(tensor.shape):  # a rule sees shapes: the same ones, the same result
+                            changed.add(id(tensor))
+                            _set_shape(node, tensor, shape)
                 continue
         if node.op in _SHAPE_ONLY:
             # Its value is its input's shape: a stand-in that holds no memory.

@@ -61,8 +61,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     sg = model.subgraphs[index]
     graph = Graph.from_model(model, index)
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
-    if resized:
-        propagate_shapes(graph, resized)
+    propagate_shapes(graph, resized)
     fold_constants(graph)
     fold_shapes(graph, dynamic_tensors(graph))
     partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])

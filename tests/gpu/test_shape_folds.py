@@ -5,6 +5,7 @@ import pytest
 
 from tests.gpu.gpulib import PRECISIONS, run_gpu
 from tests.test_fold_constants import expected_gate, keras_gate_model
+from tests.test_placeholder_shapes import expected_dense, keras_dense_model
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -17,3 +18,19 @@ def test_a_keras_gate_runs_whole_on_the_gpu(precision):
     scale = np.abs(expected_gate(x)).max()
     tolerance = 16 * np.finfo(np.float32).eps if precision == "fp32" else 4 * 2.0 ** -11
     assert np.abs(out - expected_gate(x)).max() <= tolerance * scale
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_keras_dense_on_a_rank_3_input_runs_whole_on_the_gpu(precision):
+    """The RESHAPE declared [1, 1] gets its real shape at allocate, so the FULLY_CONNECTED after
+    it sizes its dispatch by [tokens, features]."""
+    model, weights = keras_dense_model(tokens=6, features=8, units=5)
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 6, 8)).astype(np.float32)
+    (out,), summary = run_gpu(model, [x], precision)
+    assert summary["cpu_nodes"] == 0 and summary["partitions"] == 1
+    # Eight products summed: in half storage x, the weights and the output round (2^-11 each),
+    # relative to the sum of |products|, at most 8x the output's magnitude here (|x|, |w| <= 1).
+    expected = expected_dense(x, weights)
+    bound = np.abs(x) @ np.abs(weights).T
+    tolerance = 8 * np.finfo(np.float32).eps if precision == "fp32" else 4 * 2.0 ** -11
+    assert np.all(np.abs(out - expected) <= tolerance * bound.max())

@@ -246,3 +246,18 @@ def test_a_keras_gate_is_claimed_whole_and_follows_a_resize():
         interp.allocate_tensors()
         x3 = np.random.default_rng(4).uniform(-1, 1, (3, 4, 4, 8)).astype(np.float32)
         assert np.abs(run(interp, x3) - expected_gate(x3)).max() <= 16 * EPS32 * np.abs(expected_gate(x3)).max()
+
+
+def test_a_placeholder_reshape_is_claimed_at_its_real_shape():
+    """Keras 3's Dense on a rank-3 input: LiteRT declares the flattening RESHAPE's output [1, 1]
+    until invoke; the delegate plans it at [tokens, features] from the SHAPE chain and claims
+    every operator."""
+    from tests.test_placeholder_shapes import expected_dense, keras_dense_model
+    model, weights = keras_dense_model(tokens=6, features=8, units=5)
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        x = np.random.default_rng(5).uniform(-1, 1, (1, 6, 8)).astype(np.float32)
+        expected = expected_dense(x, weights)
+        assert np.abs(run(interp, x) - expected).max() <= 8 * EPS32 * np.abs(expected).max()
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == list(range(8))
