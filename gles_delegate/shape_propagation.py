@@ -58,15 +58,17 @@ def _stand_in(tensor):
 
 def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     """Set graph input shapes from {tensor index: shape} and recompute the shape of every tensor
-    downstream of a resized input, or of a SHAPE node: a converter declares what a shape computed
-    at runtime gives as a placeholder ([1, 1] for the RESHAPE in Keras 3's Dense on a rank-3
-    input, really [tokens, features]), which TFLite resizes at invoke and we know at allocate.
+    downstream of a resized input, and of every tensor the model declares as a placeholder
+    (placeholder(): its shape_signature has a -1), as TFLite's Prepare does at every allocation:
+    a converter writes 1 for each unknown dimension, which is not the shape such a tensor gets
+    even at the declared input shapes (SPACE_TO_BATCH_ND of a dynamic batch declared [1, ...]
+    makes a batch of 2; Keras 3's Dense on a rank-3 input flattens it with a RESHAPE declared
+    [1, 1], really [tokens, features], its shape computed from SHAPE(x)).
     Raises ModelError naming the node that cannot take them. `symbolic` False runs every such
     node's reference kernel on full-size stand-ins (the oracle the tests compare the output-shape
     rules against). run_node(node, inputs) -> outputs runs a node on stand-ins (the
     Interpreter's runs LiteRT's kernels for a node the reference lacks)."""
-    changed = {id(n.outputs[0]) for n in graph.nodes if n.op in _SHAPE_ONLY and n.outputs and n.outputs[0] is not None}
-    growth = 1
+    changed, growth = set(), 1
     for tensor in graph.inputs:
         if tensor.index not in input_shapes:
             continue
@@ -76,7 +78,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
             growth = max(growth, -(-_elements(shape) // max(_elements(tensor.shape), 1)))
             tensor.shape = shape
             changed.add(id(tensor))
-    if not changed:
+    if not changed and not any(placeholder(t) for t in graph.tensors if not t.is_const):
         return
     # known: id(tensor) -> exact value (constants, and values computed from known values only).
     known = {id(t): t.data for t in graph.tensors if t.is_const}
@@ -84,7 +86,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
     unknown = set()  # id(tensor) of the tensors whose shapes the invoke decides (dynamic_tensors)
     for node in graph.nodes:
         present = [t for t in node.inputs if t is not None]
-        affected = any(id(t) in changed for t in present)
+        affected = any(id(t) in changed for t in present) or any(t is not None and placeholder(t) for t in node.outputs)
         exact = all(id(t) in known for t in present) or (node.op in _SHAPE_ONLY and present)
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
         if any(id(t) in unknown for t in present) or not (exact and integer_out) and \

@@ -1,7 +1,8 @@
-"""Shapes a converter declares as placeholders and the SHAPE chains that compute them: Keras 3's
-Dense on a rank-3 input flattens it with RESHAPE(x, [prod(shape[:2]), features]), whose output
-the model declares [1, 1] (shape_signature [-1, -1]); the interpreter gives it its real shape
-at allocate, from the declared input shapes, as it does after a resize."""
+"""Shapes a converter declares as placeholders (a -1 in the shape_signature, 1 in the shape):
+the interpreter gives such a tensor the shape its node computes at every allocate, as TFLite's
+Prepare does, not only after a resize. Keras 3's Dense on a rank-3 input flattens it with
+RESHAPE(x, [prod(shape[:2]), features]) declared [1, 1]; a dilated Conv1D's SPACE_TO_BATCH_ND
+of a dynamic batch is declared [1, ...] and makes a batch of 2."""
 import numpy as np
 
 from gles_delegate import Interpreter
@@ -37,6 +38,23 @@ def keras_dense_model(tokens=5, features=4, units=3, batch=1):
     b.op("RESHAPE", [dense, out_shape], [y])
     b.output(y)
     return b.build(), weights
+
+
+def dilated_model(length=8, channels=2, scale=(0.5, -2.0)):
+    """x [1, length, channels] (dynamic batch) -> SPACE_TO_BATCH_ND (block 2), declared
+    [1, length / 2, channels] as the TF converter writes it (really [2, ...]) -> MUL by a
+    per-channel constant -> BATCH_TO_SPACE_ND (block 2) -> y [1, length, channels] = x * scale."""
+    b = ModelBuilder()
+    x = b.input("x", (1, length, channels), shape_signature=(-1, length, channels))
+    block, pads = b.const("block", np.array([2], np.int32)), b.const("pads", np.zeros((1, 2), np.int32))
+    spread = b.tensor("spread", (1, length // 2, channels), shape_signature=(-1, length // 2, channels))
+    b.op("SPACE_TO_BATCH_ND", [x, block, pads], [spread])
+    scaled = b.tensor("scaled", (1, length // 2, channels), shape_signature=(-1, length // 2, channels))
+    b.op("MUL", [spread, b.const("scale", np.array(scale, np.float32))], [scaled], fused_activation_function=0)
+    y = b.tensor("y", (1, length, channels), shape_signature=(-1, length, channels))
+    b.op("BATCH_TO_SPACE_ND", [scaled, block, pads], [y])
+    b.output(y)
+    return b.build(), np.array(scale, np.float32)
 
 
 def expected_dense(x, weights):
@@ -80,3 +98,14 @@ def test_the_reference_matches_litert_at_the_declared_shapes():
     interp.allocate_tensors()
     (want,) = run_litert(model, [x], resolver="builtin")
     assert np.abs(run(interp, x) - want).max() <= 8 * EPS32 * np.abs(want).max()
+
+
+def test_a_space_to_batch_declared_at_batch_1_gets_its_real_batch():
+    model, scale = dilated_model()
+    interp = Interpreter(model_content=model)
+    interp.allocate_tensors()
+    assert {d["name"]: list(d["shape"]) for d in interp.get_tensor_details()}["spread"] == [2, 4, 2]
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 8, 2)).astype(np.float32)
+    np.testing.assert_array_equal(run(interp, x), x * scale)  # one product each: exact
+    (want,) = run_litert(model, [x], resolver="builtin")
+    np.testing.assert_array_equal(run(interp, x), want)

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ops
+from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError, ops
 from gles_delegate.gpu import kernels
 from gles_delegate.graph import Graph
+from gles_delegate.shape_propagation import propagate_shapes
 from gles_delegate.tflite import read_model
 from gles_delegate.tools import common
 from gles_delegate.tools.parity_report import TOLERANCES
@@ -80,10 +81,17 @@ def lacking(histogram):
 def refusals(model):
     """(reference, GPU): {op: {"count", "reason"}} of the nodes of every subgraph that the
     registry's kernel refuses, judged on the model as written (before constant folding and
-    rewrites; ops with no kernel at all are lacking()'s). The reason is the first such node's."""
+    rewrites; ops with no kernel at all are lacking()'s) at the shapes allocate_tensors gives its
+    tensors (propagate_shapes: a placeholder's declared [1, 1] is no finding). The reason is the
+    first such node's."""
     found = ({}, {})
     for k in range(len(model.subgraphs)):
-        for node in Graph.from_model(model, k).nodes:
+        graph = Graph.from_model(model, k)
+        try:
+            propagate_shapes(graph, {})
+        except ModelError:
+            pass  # the load fails and says why (examine); the declared shapes are judged here
+        for node in graph.nodes:
             for table, registry, reason in ((found[0], ops.KERNELS, ops.unsupported_reason),
                                             (found[1], kernels.SUPPORT, kernels.unsupported_reason)):
                 # Control flow and variables run in the Interpreter (node.runtime), which a node
@@ -244,7 +252,8 @@ def render(results, manifest, precision="fp32", max_partitions=0):
                    f"{_none(r['nodes'])} | {_none(r['gpu_nodes'])} | {_none(r['partitions'])} | {_cell(text)} | "
                    f"{_rel_text(r, tolerance)} |")
     out += ["", "## Ops each model needs that we lack", "",
-            "Over every subgraph, as the model is written (before constant folding and rewrites). No reference",
+            "Over every subgraph, as the model is written (before constant folding and rewrites), at the shapes",
+            "allocate_tensors gives its tensors. No reference",
             "kernel, or the reference refuses the node: the model cannot load. No GPU kernel, or the GPU kernel",
             "refuses the node: the node runs on the CPU. A refusal names the op, its node count and the first",
             "node's reason.", "",

@@ -1,11 +1,12 @@
-"""fold_shapes on the GPU: a dynamic-batch Keras model's SHAPE -> STRIDED_SLICE -> PACK chain
-folds at allocate, so the RESHAPE it feeds runs on the GPU and the partition stays whole."""
+"""fold_shapes and placeholder shapes on the GPU: a dynamic-batch Keras model's SHAPE ->
+STRIDED_SLICE -> PACK chain folds at allocate, so the RESHAPE it feeds runs on the GPU and the
+partition stays whole; tensors declared with placeholder shapes are planned at their real ones."""
 import numpy as np
 import pytest
 
 from tests.gpu.gpulib import PRECISIONS, run_gpu
 from tests.test_fold_constants import expected_gate, keras_gate_model
-from tests.test_placeholder_shapes import expected_dense, keras_dense_model
+from tests.test_placeholder_shapes import dilated_model, expected_dense, keras_dense_model
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -34,3 +35,14 @@ def test_a_keras_dense_on_a_rank_3_input_runs_whole_on_the_gpu(precision):
     bound = np.abs(x) @ np.abs(weights).T
     tolerance = 8 * np.finfo(np.float32).eps if precision == "fp32" else 4 * 2.0 ** -11
     assert np.all(np.abs(out - expected) <= tolerance * bound.max())
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_space_to_batch_declared_at_batch_1_runs_at_its_real_batch_on_the_gpu(precision):
+    model, scale = dilated_model(length=16, channels=4, scale=(0.5, -2.0, 4.0, 1.0))
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 16, 4)).astype(np.float32)
+    (out,), summary = run_gpu(model, [x], precision)
+    assert summary["cpu_nodes"] == 0 and summary["partitions"] == 1
+    # Products by powers of two: exact in float32; in half storage x rounds once (2^-11).
+    tolerance = 0 if precision == "fp32" else 2.0 ** -11
+    assert np.all(np.abs(out - x * scale) <= tolerance * np.abs(x * scale))
