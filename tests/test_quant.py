@@ -142,6 +142,17 @@ def _binary(rng, op):
     return op, [a, b], {"fused_activation_function": 1 if op == "ADD" else 0}
 
 
+def _squared_difference(rng):
+    """A LayerNormalization's (x - mean)^2 in an int8 transformer: no options, broadcast."""
+    op, inputs, _ = _binary(rng, "SQUARED_DIFFERENCE")
+    return op, inputs, {}
+
+
+def _rsqrt(rng):
+    """A LayerNormalization's 1 / sqrt(variance + eps): positive inputs (its zero point included)."""
+    return "RSQRT", [q_input(rng.uniform(0.0, 4.0, (2, 4, 5, 3)).astype(np.float32))], {}
+
+
 def _pool(rng, op):
     x_spec = q_input(rng.normal(0, 1, (2, 7, 8, 5)).astype(np.float32))
     options = dict(padding=SAME, stride_w=2, stride_h=2, filter_width=3, filter_height=2, fused_activation_function=0)
@@ -186,6 +197,8 @@ ONE_OP = {
     "resize bilinear half pixel": lambda rng: _resize(rng, False, True),
     "resize bilinear align corners": lambda rng: _resize(rng, True, False),
     "mean": _mean,
+    "squared difference": _squared_difference,
+    "rsqrt": _rsqrt,
 }
 
 

@@ -19,6 +19,7 @@ BITWISE = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint1
 QUANTIZED = {I8, U8}
 ADD_LEFT_SHIFT = 20         # add.cc / sub.cc: headroom for 8-bit inputs before rescaling
 COMPARISON_LEFT_SHIFT = 8   # comparisons.cc
+SQUARED_DIFFERENCE_LEFT_SHIFT = 7  # squared_difference.cc: its square stays within 32 bits
 
 
 # -- float / integer arithmetic ------------------------------------------------------------
@@ -109,7 +110,9 @@ ARITHMETIC = {
 # Ops whose TFLite kernels broadcast through BroadcastBinaryFunction4DSlow, which aborts on a
 # shape of rank > 4 (RuntimeShape::ExtendedShape's check): broadcasting stops there.
 BROADCAST_4D = {"BITWISE_XOR", "RIGHT_SHIFT"}
-QUANTIZED_ARITHMETIC = {"ADD", "SUB", "MUL"}
+# The ops with integer kernels on quantized tensors, and the dtypes they take there
+# (squared_difference.cc: int8 only).
+QUANTIZED_ARITHMETIC = {"ADD": QUANTIZED, "SUB": QUANTIZED, "MUL": QUANTIZED, "SQUARED_DIFFERENCE": {I8}}
 
 
 def arithmetic(node, inputs):
@@ -161,15 +164,32 @@ def _quantized_mul(node, a, b):
     return multiply_by_quantized_multiplier(product, multiplier, shift) + zero_point_of(out)
 
 
+def _quantized_squared_difference(node, a, b):
+    """squared_difference.cc for int8: both inputs go to a common scale (2 x the larger input
+    scale) with 7 bits of headroom, and the squared difference is rescaled to the output."""
+    in1, in2, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    twice_max_scale = 2.0 * max(scale_of(in1), scale_of(in2))
+    m1, s1 = quantized_multiplier(scale_of(in1) / twice_max_scale)
+    m2, s2 = quantized_multiplier(scale_of(in2) / twice_max_scale)
+    out_m, out_s = quantized_multiplier(twice_max_scale ** 2 / ((1 << 2 * SQUARED_DIFFERENCE_LEFT_SHIFT) * scale_of(out)))
+    diff = (_rescale(a, in1, SQUARED_DIFFERENCE_LEFT_SHIFT, m1, s1)
+            - _rescale(b, in2, SQUARED_DIFFERENCE_LEFT_SHIFT, m2, s2))
+    return multiply_by_quantized_multiplier(diff * diff, out_m, out_s) + zero_point_of(out)
+
+
+_QUANTIZED_KERNELS = {"ADD": _quantized_add, "SUB": _quantized_add, "MUL": _quantized_mul,
+                      "SQUARED_DIFFERENCE": _quantized_squared_difference}
+
+
 def quantized_arithmetic(node, inputs):
-    """int8 / uint8 ADD, SUB, MUL with TFLite's integer arithmetic and fused activation."""
+    """int8 / uint8 ADD, SUB, MUL and int8 SQUARED_DIFFERENCE with TFLite's integer arithmetic
+    and fused activation."""
     a, b = (np.asarray(x) for x in inputs)
-    raw = _quantized_mul(node, a, b) if node.op == "MUL" else _quantized_add(node, a, b)
-    return [np.asarray(_clamp_quantized(node, raw))]
+    return [np.asarray(_clamp_quantized(node, _QUANTIZED_KERNELS[node.op](node, a, b)))]
 
 
 def arithmetic_kernel(node, inputs):
-    if node.op in QUANTIZED_ARITHMETIC and node.inputs[0].dtype in QUANTIZED:
+    if node.inputs[0].dtype in QUANTIZED_ARITHMETIC.get(node.op, ()):
         return quantized_arithmetic(node, inputs)
     return arithmetic(node, inputs)
 
@@ -230,7 +250,9 @@ def _shape_reason(node):
         return None
     if node.op == "ATAN2":
         return f"ATAN2 input shapes {list(a.shape)} and {list(b.shape)} differ (TFLite's ATAN2 does not broadcast)"
-    if node.op in BROADCAST_4D and max(len(a.shape), len(b.shape)) > 4:
+    # squared_difference.cc broadcasts int8 through BroadcastBinaryFunction4DSlow too.
+    if (node.op in BROADCAST_4D or (node.op == "SQUARED_DIFFERENCE" and a.dtype == I8)) \
+            and max(len(a.shape), len(b.shape)) > 4:
         return f"{node.op} broadcasts shapes of rank <= 4 only (got {list(a.shape)} and {list(b.shape)})"
     return None
 
@@ -244,15 +266,15 @@ def _activation_reason(node):
 
 def arithmetic_support(node):
     _, dtypes, has_activation = ARITHMETIC[node.op]
-    quantized = node.op in QUANTIZED_ARITHMETIC
-    reason = _two_inputs_reason(node, dtypes | (QUANTIZED if quantized else set()))
+    quantized = QUANTIZED_ARITHMETIC.get(node.op, set())
+    reason = _two_inputs_reason(node, dtypes | quantized)
     if reason is None and node.outputs[0].dtype != node.inputs[0].dtype:
         reason = f"{node.op} output dtype {node.outputs[0].dtype} differs from its inputs' {node.inputs[0].dtype}"
     if reason is None:
         reason = _shape_reason(node)
     if reason is None and has_activation:
         reason = _activation_reason(node)
-    if reason is None and quantized and node.inputs[0].dtype in QUANTIZED:
+    if reason is None and node.inputs[0].dtype in quantized:
         reason = quantization_reason(node, node.inputs + node.outputs)
     return reason
 

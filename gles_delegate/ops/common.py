@@ -249,6 +249,49 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     return (high >> right) + (remainder > threshold)
 
 
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _high_mul(a, b):
+    """gemmlowp's SaturatingRoundingDoublingHighMul on two int32 Python ints."""
+    if a == b == _INT32_MIN:
+        return _INT32_MAX
+    product = a * b
+    product += (1 << 30) if product >= 0 else 1 - (1 << 30)
+    return product >> 31 if product >= 0 else -((-product) >> 31)  # C++ division truncates
+
+
+def _saturating_shift_left(x, exponent):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT<exponent > 0> on an int32 Python int."""
+    threshold = (1 << (31 - exponent)) - 1
+    return _INT32_MAX if x > threshold else _INT32_MIN if x < -threshold else x << exponent
+
+
+def inv_sqrt_quantized_multiplier(value):
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1) for an int32 value >= 0:
+    (Q31 multiplier, left shift) of 1 / sqrt(value), by five Newton-Raphson steps in gemmlowp's
+    fixed point with 3 integer bits (F3: raw / 2^28), step for step as the C++ rounds."""
+    if value <= 1:
+        return _INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = ((32 - value.bit_length()) - 1) // 2 - 1  # CountLeadingZeros - 1, in bit pairs, less one
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = value >> 1
+    half_input = (half_input >> 1) + ((half_input & 1) > 0)  # RoundingDivideByPOT(., 1), half_input >= 0
+    half_three, x = (1 << 28) + (1 << 27), 1 << 28
+    for _ in range(5):
+        cube = _saturating_shift_left(_high_mul(_high_mul(x, x), x), 6)  # F9 -> F3
+        x = _saturating_shift_left(_high_mul(half_three, x) - _high_mul(half_input, cube), 3)  # F6 -> F3
+    x = _high_mul(x, 1518500250)  # times sqrt(2) / 2 in Q31
+    if shift < 0:
+        x, shift = x << -shift, 0
+    return x, -shift
+
+
 def multiply_by_quantized_multiplier_64(x, multiplier, shift):
     """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...) (the int16 kernels' accumulators):
     the Q31 multiplier rounded to Q15 (0x7FFF at most), then one rounding shift, halves up."""

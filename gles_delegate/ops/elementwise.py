@@ -9,11 +9,11 @@ evaluates it in 16-bit fixed point, which lands within one quantum of the exact 
 """
 import numpy as np
 
-from .checks import quantization_reason, with_arity
-from .common import (multiply_by_quantized_multiplier, quantize_bound, quantized_multiplier, round_half_away,
-                     saturate, scale_of, zero_point_of)
+from .checks import node_error, quantization_reason, with_arity
+from .common import (inv_sqrt_quantized_multiplier, multiply_by_quantized_multiplier, quantize_bound,
+                     quantized_multiplier, round_half_away, saturate, scale_of, zero_point_of)
 
-F32 = np.dtype(np.float32)
+F32, I8 = np.dtype(np.float32), np.dtype(np.int8)
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8)}
 CAST_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_)}
 
@@ -109,7 +109,10 @@ FLOAT_FUNCTIONS = {
     "GELU": lambda x, options: gelu(x, options.get("approximate", False)),
 }
 QUANTIZED_BY_TABLE = {"LOGISTIC", "TANH", "HARD_SWISH", "ELU", "GELU"}
-QUANTIZED_OPS = set(RELU_BOUNDS) | QUANTIZED_BY_TABLE | {"LEAKY_RELU", "PRELU"}
+QUANTIZED_OPS = set(RELU_BOUNDS) | QUANTIZED_BY_TABLE | {"LEAKY_RELU", "PRELU", "RSQRT"}
+# The quantized ops TFLite runs on int8 only (elementwise.cc: RSQRT's int8 path is fixed point).
+INT8_ONLY = {"RSQRT"}
+RSQRT_SHIFT = 20  # elementwise.cc: keeps the intermediate 1 / sqrt an integer
 
 
 # -- float kernels --------------------------------------------------------------------------
@@ -182,7 +185,36 @@ def quantized_prelu(node, x, alpha):
                         quantized_multiplier(scale_of(inp) * scale_of(alpha_tensor) / scale_of(out)))
 
 
+def rsqrt_table(node):
+    """RsqrtEvalQuantizedInt8 for every int8 input q >= the zero point (indexed by q + 128):
+    1 / sqrt(q - zp) in fixed point (inv_sqrt_quantized_multiplier), rescaled by
+    1 / (sqrt(in_scale) * out_scale); q == zp gives 127. Below the zero point: 0 (invoke refuses)."""
+    inp, out = node.inputs[0], node.outputs[0]
+    # 1. / (std::sqrt(float) * float): the product in float32, the quotient in double.
+    multiplier, shift = quantized_multiplier(
+        1.0 / float(np.sqrt(np.float32(scale_of(inp))) * np.float32(scale_of(out))))
+    table = np.zeros(256, np.int64)
+    for q in range(zero_point_of(inp), 128):
+        value = q - zero_point_of(inp)
+        if value == 0:
+            table[q + 128] = 127
+            continue
+        inv_sqrt, inv_shift = inv_sqrt_quantized_multiplier(value)
+        scaled = multiply_by_quantized_multiplier(1, inv_sqrt, inv_shift + RSQRT_SHIFT)
+        table[q + 128] = multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT) + zero_point_of(out)
+    return np.clip(table, -128, 127).astype(np.int8)
+
+
+def quantized_rsqrt(node, x):
+    if x.size and int(x.min()) < zero_point_of(node.inputs[0]):
+        raise node_error(node, f"RSQRT is only defined for positive values: input {int(x.min())} is below "
+                               f"the zero point {zero_point_of(node.inputs[0])}")
+    return rsqrt_table(node)[x.astype(np.int64) + 128]
+
+
 def quantized_unary(node, x):
+    if node.op == "RSQRT":
+        return quantized_rsqrt(node, x)
     if node.op in RELU_BOUNDS:
         return quantized_relu(node, x)
     if node.op == "LEAKY_RELU":
@@ -257,7 +289,7 @@ def unary_support(node):
     inp, out = node.inputs[0], node.outputs[0]
     if inp.dtype != out.dtype:
         return f"{node.op} input {inp.dtype} and output {out.dtype} differ"
-    if inp.dtype in QUANTIZED and node.op in QUANTIZED_OPS:
+    if inp.dtype in QUANTIZED and node.op in QUANTIZED_OPS and (inp.dtype == I8 or node.op not in INT8_ONLY):
         return quantization_reason(node, [inp, out])
     if inp.dtype != F32:
         return f"{node.op} on {inp.dtype} is not supported"

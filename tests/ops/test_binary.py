@@ -164,6 +164,29 @@ def test_quantized_arithmetic_extreme_scales(op, qa, qb, qo, resolver):
                  output_quant=[qo], resolver=resolver)
 
 
+@pytest.mark.parametrize("fit_output", [False, True])
+def test_quantized_squared_difference_is_bit_exact(fit_output):
+    """squared_difference.cc's int8 path (a LayerNormalization's variance in a fully int8
+    transformer): random scales and zero points over ranks 0-4, the output scale either random
+    (mostly saturated) or fitted to the largest square (every code in use)."""
+    rng = np.random.default_rng(12)
+    for rank in range(0, 5):
+        shapes = broadcast_pair(rng, rank)
+        a, b = (rng.integers(-128, 128, s).astype(np.int8) for s in shapes)
+        qa, qb = random_quant(rng, np.int8), random_quant(rng, np.int8)
+        largest = (255 * max(qa[0], qb[0])) ** 2
+        qo = (largest / 255, -128) if fit_output else random_quant(rng, np.int8)
+        check_op("SQUARED_DIFFERENCE", [In(a, quant=qa), In(b, quant=qb, const=rank % 2 == 1)], {},
+                 output_quant=[qo])
+
+
+def test_quantized_squared_difference_every_value_pair():
+    values = np.arange(-128, 128, dtype=np.int8)
+    a, b = np.repeat(values, 256), np.tile(values, 256)
+    for qa, qb, qo in (((0.05, 3), (0.002, -3), (0.01, -128)), ((0.1, -128), (0.1, 127), (2.0, -100))):
+        check_op("SQUARED_DIFFERENCE", [In(a, quant=qa), In(b, quant=qb)], {}, output_quant=[qo])
+
+
 # -- comparisons and logical ops ------------------------------------------------------------
 @pytest.mark.parametrize("op", COMPARISONS)
 def test_comparisons_match_litert(op):
@@ -217,6 +240,8 @@ def test_constant_scalar_inputs_fold(op, dtype, quant):
     ("ADD", [np.float16, np.float16], np.float16, None, {}, "float16 is not supported"),
     ("DIV", [np.int64, np.int64], np.int64, None, {}, "int64 is not supported"),
     ("POW", [np.int8, np.int8], np.int8, (0.1, 0), {}, "int8 is not supported"),
+    ("SQUARED_DIFFERENCE", [np.uint8, np.uint8], np.uint8, (0.1, 0), {}, "uint8 is not supported"),
+    ("SQUARED_DIFFERENCE", [np.int8, np.int8], np.int8, None, {}, "needs quantization"),
     ("ADD", [np.int8, np.int8], np.int8, None, {}, "needs quantization"),
     ("MUL", [np.int8, np.int8], np.int8, ((0.1, 0.2, 0.3), 0, 1), {}, "per-tensor"),
     ("SUB", [np.float32, np.float32], np.float32, None, {"fused_activation_function": 9}, "fused activation 9"),

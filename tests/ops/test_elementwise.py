@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from gles_delegate import ModelError
 from tests.litert import run_litert
 from tests.oplib import In, assert_rejected, check_op, compare_elementwise, run_ours, single_op_model
 from tests.tolerance import F32_U, F32_ULPS, ulp_bound
@@ -130,6 +131,27 @@ def test_quantized_activations_over_every_input_value(op, dtype):
                  quantum=1 if op == "HARD_SWISH" else None)
 
 
+def test_quantized_rsqrt_over_every_input_value():
+    """RSQRT int8 (a LayerNormalization's 1 / sqrt(variance + eps) in a fully int8 transformer):
+    TFLite's fixed-point Newton-Raphson, bit exact over every input at or above the zero point,
+    under random scales and zero points (the zero point itself gives 127)."""
+    rng = np.random.default_rng(31)
+    for _ in range(12):
+        zero_point = int(rng.integers(-128, 100))
+        x = np.arange(zero_point, 128).astype(np.int8)
+        in_quant = float(10 ** rng.uniform(-5, 0)), zero_point
+        out_quant = float(10 ** rng.uniform(-3, 0.5)), int(rng.integers(-128, 128))
+        check_op("RSQRT", [In(x, quant=in_quant)], {}, output_quant=[out_quant])
+
+
+def test_quantized_rsqrt_below_the_zero_point_fails_at_invoke():
+    model = single_op_model("RSQRT", [In(np.array([3, 4], np.int8), quant=(0.1, -5))], {},
+                            output_quant=[(0.1, 0)])
+    with pytest.raises(ModelError, match=r"RSQRT.*only defined for positive values: input -6 is below the zero "
+                                         r"point -5"):
+        run_ours(model, [np.array([3, -6], np.int8)])
+
+
 # -- PRELU ----------------------------------------------------------------------------------
 PRELU_SHAPES = [((1, 4, 5, 3), (3,)), ((1, 4, 5, 3), (1, 1, 3)), ((2, 4, 5, 3), (4, 5, 3)), ((1, 4, 5, 3), (1,)),
                 ((4, 5, 3), (1, 3)), ((6, 7), (7,)), ((2, 3, 4, 5, 6), (1, 1, 6)), ((2, 3, 4, 5, 6), (2, 1, 1, 1, 1))]
@@ -218,6 +240,7 @@ def test_constant_scalar_input_folds(op, dtype, out_dtype, quant):
     ("SIN", [np.int32], np.int32, None, None, "SIN on int32"),
     ("ROUND", [np.float16], np.float16, None, None, "ROUND on float16"),
     ("FLOOR", [np.int8], np.int8, (0.1, 0), None, "FLOOR on int8"),
+    ("RSQRT", [np.uint8], np.uint8, (0.1, 0), None, "RSQRT on uint8"),
 ])
 def test_unsupported_nodes_are_rejected_at_allocate(op, dtypes, out_dtype, quant, shapes, expected):
     shapes = shapes or [(2, 3)] * len(dtypes)
