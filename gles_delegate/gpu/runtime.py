@@ -17,6 +17,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError
 from . import gl as G
+from .kernels import gather
 from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
@@ -100,6 +101,7 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
+        self.index_checks = gather.index_checks(nodes, {slot.tensor_index for slot in plan.inputs})
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
@@ -143,6 +145,7 @@ class GpuPartition:
         if self.released:
             raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
+        gather.check_indices(self.index_checks, storage)
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
         context = self.context

@@ -360,10 +360,15 @@ def gather(node, inputs):
     params, indices = inputs
     axis = normalized_axis(node, node.options.get("axis", 0), params.ndim)
     flat = np.asarray(indices, np.int64)
-    if flat.size and (flat.min() < 0 or flat.max() >= params.shape[axis]):
-        # TFLite reports out-of-range indices (negative ones included) as an error.
-        raise node_error(node, f"gather index out of range [0, {params.shape[axis]})")
+    check_gather_indices(node, flat, params.shape[axis])
     return [np.take(params, flat, axis=axis)]
+
+
+def check_gather_indices(node, indices, axis_size):
+    """TFLite reports indices outside [0, axis_size) (negative ones included) as an error of
+    the invoke: a ModelError naming the node."""
+    if indices.size and (indices.min() < 0 or indices.max() >= axis_size):
+        raise node_error(node, f"gather index out of range [0, {axis_size})")
 
 
 def _gather_support(node):

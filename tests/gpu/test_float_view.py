@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 
+from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.gpu.kernels.base import EXACT_INT, exact_int_reason
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
@@ -165,15 +166,25 @@ def test_gather_with_runtime_indices(precision):
     check_exact("GATHER", [In(mask), In(np.array([5, 0, 0, 2], np.int32))], {"axis": 0}, precision)
 
 
-def test_gather_out_of_range_index_reads_zero():
-    """TFLite fails the invoke; a shader cannot, so the GPU reads 0 there (the in-range rows as
-    the reference gives them)."""
+@pytest.mark.parametrize("indices", [[3, 4], [-1, 0]])
+def test_gather_out_of_range_input_indices_fail_the_invoke(indices):
+    """TFLite fails the invoke, naming the node; a shader cannot, so indices the partition takes
+    as an input are checked on the CPU before they are uploaded: the same ModelError as the
+    reference's, on every invoke (an in-range invoke after it still runs on the GPU)."""
     table = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
     model = single_op_model("GATHER", [In(table, const=True), In(np.array([1, 3], np.int32))], {"axis": 0})
-    (gpu,), summary = run_gpu(model, [np.array([3, 4], np.int32)])
-    assert summary["gpu_nodes"] == 1
-    (reference,) = run_ours(model, [np.array([3, 2], np.int32)])
-    assert np.array_equal(gpu[0], reference[0]) and not gpu[1].any()
+    with GpuDelegate() as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert delegate.summary()["gpu_nodes"] == 1
+        index = interp.get_input_details()[0]["index"]
+        for _ in range(2):
+            interp.set_tensor(index, np.array(indices, np.int32))
+            with pytest.raises(ModelError, match=r"#0 \(GATHER\): gather index out of range \[0, 4\)"):
+                interp.invoke()
+        interp.set_tensor(index, np.array([3, 0], np.int32))
+        interp.invoke()
+        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), table[[3, 0]])
 
 
 # -- what stays on the CPU ----------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """GATHER with indices computed at run time (kernels_glsl/gather.glsl): the second GATHER
 candidate, after layout.py's, which takes constant indices (kernels.ORDER). The indices are int32
 in the float view (base.py): exact for every index of an axis of up to 2^24 (half storage: 2^11)
-elements, and an index past that is out of range either way. Out-of-range indices, which fail
-TFLite's invoke, read 0."""
+elements, and an index past that is out of range either way. Out-of-range indices fail TFLite's
+invoke: indices that enter the partition from outside (the user's token ids, a CPU node's output)
+are checked on the CPU before they are uploaded (index_checks, GpuPartition.run: the reference's
+ModelError); indices computed inside the partition cannot be, and an out-of-range one reads 0."""
 import numpy as np
 
 from ...ops import layout as reference
@@ -53,6 +55,20 @@ def build(node, env):
     reads = (indices,) if params.is_const else (params, indices)
     return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), {"SOURCE_CONST": int(params.is_const)}, values,
                      reads=reads, writes=(out,))]
+
+
+def index_checks(nodes, partition_inputs):
+    """[(node, indices tensor index, axis size)] of the GATHERs among `nodes` whose indices the
+    partition takes as an input (tensor indices in `partition_inputs`)."""
+    return [(node, node.inputs[1].index, int(node.inputs[0].shape[_axis(node)])) for node in nodes
+            if node.op == "GATHER" and len(node.inputs) == 2 and node.inputs[1] is not None
+            and node.inputs[1].index in partition_inputs]
+
+
+def check_indices(checks, storage):
+    """A ModelError naming the GATHER whose input indices in `storage` are out of range."""
+    for node, index, axis_size in checks:
+        reference.check_gather_indices(node, storage[index], axis_size)
 
 
 # GATHER's FACTS and FLOAT_VIEW entry are layout.py's (one per op).
