@@ -69,11 +69,13 @@ def test_a_chain_of_every_operand_kind_fuses_and_matches(kind, precision):
 
 def test_every_kernel_with_an_epilogue_is_covered():
     """A case above per kernel with an epilogue; the elementwise kernel's ops share NEG's case.
-    SE_GATE, whose output is one pixel, has its own in tests/gpu/transforms/test_se_gate.py."""
+    The fused ops have theirs beside their rules: SE_GATE, whose output is one pixel, in
+    tests/gpu/transforms/test_se_gate.py, LAYER_NORM in test_fuse_layer_norm.py."""
     with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
-    # SELECT: SELECT_V2's kernel; SE_GATE (a fused op): tests/gpu/transforms/test_se_gate.py
-    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias", "SELECT", "SE_GATE"}
+    # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/
+    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias", "SELECT", "SE_GATE",
+                                                            "LAYER_NORM"}
     assert elementwise_ops <= with_epilogue
 
 

@@ -1,0 +1,163 @@
+"""fuse_layer_norm: a layer normalization written as separate nodes (two MEANs over the last axis,
+SQUARED_DIFFERENCE, ADD epsilon, RSQRT, then MUL / ADD / SUB / NEG on x, the mean and the RSQRT)
+becomes one LAYER_NORM node, one dispatch, in every arrangement that computes
+(x - mean) * rsqrt(variance + epsilon) * gamma + beta; anything else keeps its nodes."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate
+from gles_delegate.graph import Node, Tensor
+from gles_delegate.gpu import kernels
+from gles_delegate.gpu.kernels import layer_norm
+from gles_delegate.gpu.transforms import fuse_layer_norm
+from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
+from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, statuses, why
+from tests.oplib import run_ours
+
+RULE = "fuse_layer_norm"
+FORMS = ("keras", "batch_norm", "no_scale")
+
+
+def layer_norm_model(shape=(1, 6, 10), form="keras", epsilon=1e-3, tail=None):
+    """x -> layer normalization over the last axis as a converter writes it -> output.
+    keras: Keras 3's s = r * gamma, y = x * s + (-m) * s, beta 0 (folded away);
+    batch_norm: TF's s = r * gamma, y = x * s + (beta - m * s); no_scale: y = (x - m) * r.
+    tail(c, x, m, r): another tail (for the cases that must not fuse)."""
+    c = Chain(shape)
+    channels, rows = shape[-1], tuple(shape[:-1]) + (1,)
+    axis = c.const([len(shape) - 1], np.int32)
+    m = c.op("MEAN", c.x, axis, shape=rows, keep_dims=True)
+    variance = c.op("MEAN", c.op("SQUARED_DIFFERENCE", c.x, m), axis, shape=rows, keep_dims=True)
+    r = c.op("RSQRT", c.op("ADD", variance, c.const(np.float32(epsilon))))
+    gamma, beta = c.const(random(channels, 11) + 1), c.const(random(channels, 12))
+    if tail is not None:
+        y = tail(c, c.x, m, r, gamma, beta)
+    elif form == "keras":
+        s = c.op("MUL", r, gamma, shape=shape)
+        y = c.op("ADD", c.op("MUL", c.x, s), c.op("MUL", c.op("NEG", m), s, shape=shape))
+    elif form == "batch_norm":
+        s = c.op("MUL", r, gamma, shape=shape)
+        y = c.op("ADD", c.op("MUL", c.x, s), c.op("SUB", beta, c.op("MUL", m, s, shape=shape), shape=shape))
+    else:
+        y = c.op("MUL", c.op("SUB", c.x, m), r)
+    return c.build(c.op("RELU", y))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("form", FORMS)
+def test_a_layer_normalization_takes_one_dispatch(form, precision):
+    model = layer_norm_model(form=form)
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["LAYER_NORM", "RELU"]
+    assert [s for s, _ in statuses(log, RULE)] == ["APPLIED"]
+    summary, _ = check_gpu(model, [random((1, 6, 10), 1, 3.0) + 2], precision)
+    assert summary["dispatches"] == 2  # convert_in, LAYER_NORM with the RELU storing the output
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_layer_norm_applies_an_epilogue_with_a_runtime_operand(precision):
+    """A pre-norm residual as a transformer writes it, y = x + LayerNorm(x) (then a GELU): the ADD
+    of a runtime tensor and the GELU join the LAYER_NORM's epilogue (rule fuse_residual_add,
+    fuse_elementwise), channels that do not fill their last slice."""
+    shape = (1, 5, 7)
+    c = Chain(shape)
+    axis = c.const([2], np.int32)
+    m = c.op("MEAN", c.x, axis, shape=(1, 5, 1), keep_dims=True)
+    r = c.op("RSQRT", c.op("ADD", c.op("MEAN", c.op("SQUARED_DIFFERENCE", c.x, m), axis, shape=(1, 5, 1),
+                                     keep_dims=True), c.const(np.float32(1e-5))))
+    s = c.op("MUL", r, c.const(random(7, 14) + 1), shape=shape)
+    normed = c.op("ADD", c.op("MUL", c.x, s), c.op("SUB", c.const(random(7, 15)), c.op("MUL", m, s, shape=shape),
+                                                    shape=shape))
+    model = c.build(c.op("GELU", c.op("ADD", normed, c.x)))
+    summary, log = check_gpu(model, [random(shape, 5, 2.0)], precision)
+    assert summary["dispatches"] == 2, [r for r in log if r.status == "SKIPPED"]  # convert_in, LAYER_NORM
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 6), (7, 3), (1, 2, 2, 64)])
+def test_other_ranks_and_channel_counts(shape):
+    """ConvNeXt's normalization over the channels of a 4-D map, a 2-D input, channels that do not
+    fill their last slice (padded channels take no part)."""
+    model = layer_norm_model(shape, form="batch_norm", epsilon=1e-6)
+    assert ops_of(rewrite(model, RULE)[0]) == ["LAYER_NORM", "RELU"]
+    for precision in ("fp32", "fp16"):
+        check_gpu(model, [random(shape, 2)], precision)
+
+
+def test_the_fused_kernel_is_no_less_accurate_than_the_unfused_graph():
+    """Rows far from zero (mean 100, spread 1): the fused kernel sums in highp and stores nothing
+    between the statistics, so in half storage it is at least as close to the reference (run on
+    the half-rounded input the GPU holds) as the eight dispatches it replaces, and within the
+    tolerance of the output."""
+    x = random((1, 8, 32), 3) + 100
+    model = layer_norm_model((1, 8, 32), form="batch_norm")
+    exact = run_ours(model, [x.astype(np.float16).astype(np.float32)])[0]
+    errors = []
+    for enabled in (False, True):
+        fuse_layer_norm.ENABLED = enabled
+        try:
+            with GpuDelegate(precision="fp16") as delegate:
+                out = run_ours(model, [x], experimental_delegates=[delegate])[0]
+        finally:
+            fuse_layer_norm.ENABLED = True
+        errors.append(np.abs(out - exact).max())
+    assert_gpu_matches(exact, out, "fp16", what="layer norm")
+    assert errors[1] <= errors[0], errors
+
+
+def _wrong_sign(c, x, m, r, gamma, beta):
+    s = c.op("MUL", r, gamma, shape=c.shapes[x])
+    return c.op("ADD", c.op("MUL", x, s), c.op("MUL", m, s, shape=c.shapes[x]))
+
+
+def _row_scale(c, x, m, r, gamma, beta):
+    """(x - m) * (r * a per-row constant): the per-row factor is inside the normalization."""
+    return c.op("MUL", c.op("SUB", x, m), c.op("MUL", r, c.const(random(c.shapes[m], 13))))
+
+
+def _shares_the_mean(c, x, m, r, gamma, beta):
+    c.b.output(m)
+    return c.op("MUL", c.op("SUB", x, m), r)
+
+
+@pytest.mark.parametrize("tail,reason", [
+    (_wrong_sign, "do not compute (x - mean)"),
+    (_row_scale, "scale or shift rows differently"),
+    (_shares_the_mean, "leave 2 values"),
+])
+def test_what_is_not_a_layer_normalization_keeps_its_nodes(tail, reason):
+    model = layer_norm_model(tail=tail)
+    graph, log = rewrite(model, RULE)
+    assert "LAYER_NORM" not in ops_of(graph)
+    assert reason in why(log, RULE, "#0 (MEAN)")
+    values = [random((1, 6, 10), 4)]
+    with GpuDelegate() as delegate:
+        outputs = run_ours(model, values, experimental_delegates=[delegate])
+    for want, got in zip(run_ours(model, values), outputs):
+        assert_gpu_matches(want, got, "fp32")
+
+
+def test_a_mean_over_other_axes_is_not_considered():
+    c = Chain((1, 4, 4, 8))
+    model = c.build(c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(1, 1, 1, 8), keep_dims=True))
+    assert not statuses(rewrite(model, RULE)[1], RULE)
+
+
+def test_the_kernel_refuses_runtime_or_misshapen_parameters():
+    x = Tensor(0, "x", (1, 3, 8), np.dtype(np.float32))
+    gamma = Tensor(1, "gamma", (8,), np.dtype(np.float32), data=np.ones(8, np.float32))
+    runtime = Tensor(2, "beta", (8,), np.dtype(np.float32))
+    short = Tensor(3, "beta", (4,), np.dtype(np.float32), data=np.zeros(4, np.float32))
+    out = Tensor(4, "y", (1, 3, 8), np.dtype(np.float32))
+
+    def node(beta, **options):
+        return Node(0, layer_norm.OP, [x, gamma, beta], [out], options={layer_norm.EPSILON: 1e-5, **options})
+    assert kernels.unsupported_reason(node(gamma)) is None
+    assert "beta must be a constant [8]" in kernels.unsupported_reason(node(runtime))
+    assert "beta must be a constant [8]" in kernels.unsupported_reason(node(short))
+    assert "not a finite number" in kernels.unsupported_reason(node(gamma, epsilon=float("nan")))
+
+
+def test_the_switch_turns_the_rule_off(monkeypatch):
+    monkeypatch.setattr(fuse_layer_norm, "ENABLED", False)
+    graph, log = rewrite(layer_norm_model(), RULE)
+    assert "LAYER_NORM" not in ops_of(graph) and not statuses(log, RULE)
