@@ -1,10 +1,13 @@
 """Graph rewrite rules, one module per rule, applied to each GPU partition before it compiles.
 
 A rule module exposes `apply(graph, log)`: it edits the Graph in place and records, for every
-node it considered, whether it rewrote it (log.applied) or why not (log.skipped). Rules run on
-a copy of the partition's nodes (see rewrite_partition), never on the interpreter's graph.
+node it considered, whether it rewrote it (log.applied) or why not (log.skipped). A module may
+also hold `ENABLED = True`, a switch for A/B measurements: rewrite_partition skips the rule
+while it is False. Rules run on a copy of the partition's nodes (see rewrite_partition), never
+on the interpreter's graph.
 """
 import copy
+import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
@@ -81,6 +84,8 @@ def rewrite_partition(nodes, inputs, outputs, rules=RULES, tensor_count=0):
     graph.next_index = max(graph.next_index, tensor_count)
     log = RewriteLog()
     for name, apply in rules:
-        log.rule = name
-        apply(graph, log)
+        # A rule module's ENABLED switch (gles-profile --set gpu.transforms.<rule>.ENABLED=0).
+        if getattr(sys.modules[apply.__module__], "ENABLED", True):
+            log.rule = name
+            apply(graph, log)
     return graph, log

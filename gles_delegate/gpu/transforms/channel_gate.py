@@ -8,12 +8,10 @@ from ..kernels.conv import INPUT_GATE
 from ..phwc4 import Shape4, bhwc
 from .common import fused_operands, is_boundary, readers_of
 
-ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
+ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
 
 
 def apply(graph, log):
-    if not ENABLED:
-        return
     operands = fused_operands(graph)
     for node in list(graph.nodes):
         if node.op != "MUL" or any(t.is_const for t in node.inputs[:2]):

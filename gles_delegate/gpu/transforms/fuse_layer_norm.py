@@ -20,7 +20,7 @@ from .. import kernels
 from ..kernels import epilogue, layer_norm
 from .common import fused_operands, is_boundary, new_constant, readers_of
 
-ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.fuse_layer_norm.ENABLED=0)
+ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.fuse_layer_norm.ENABLED=0)
 TAIL_OPS = {"MUL", "ADD", "SUB", "NEG"}
 MAX_TAIL_NODES = 8  # the arrangements seen take 3-5
 # The tail must give (x - m) * r * gamma + beta within this many float32 roundings of its terms.
@@ -28,8 +28,6 @@ TAIL_ROUNDINGS = 16
 
 
 def apply(graph, log):
-    if not ENABLED:
-        return
     gone = set()
     for mean in list(graph.nodes):
         if id(mean) in gone or not _last_axis_mean(mean):

@@ -9,12 +9,10 @@ import numpy as np
 from ..kernels import epilogue
 from .common import absorb, epilogue_blocker, producer_of, readers_of
 
-ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.fuse_swish.ENABLED=0)
+ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.fuse_swish.ENABLED=0)
 
 
 def apply(graph, log):
-    if not ENABLED:
-        return
     for node in list(graph.nodes):
         if node.op != "LOGISTIC":
             continue

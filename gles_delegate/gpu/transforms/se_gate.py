@@ -11,7 +11,7 @@ from ..kernels.conv import optional_input
 from ..phwc4 import bhwc
 from .common import fused_operands, is_boundary, readers_of
 
-ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
+ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
 # One workgroup sums the mean alone: past this many vec4s of x per batch item the MEAN keeps its
 # own dispatch, spread over the GPU, and SE_GATE reads the pooled vector (the layers still merge).
 # On an H200 (docs/performance.md, gles-profile --set) a fused mean of 6K vec4s (selfie's 16x16x96)
@@ -24,8 +24,6 @@ MAX_FUSED_WEIGHTS = 131072
 
 
 def apply(graph, log):
-    if not ENABLED:
-        return
     operands = fused_operands(graph)
     for mean in list(graph.nodes):
         if mean.op != "MEAN" or not _over_plane(mean):

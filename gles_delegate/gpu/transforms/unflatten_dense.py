@@ -12,12 +12,10 @@ from ...graph import Node
 from .. import kernels
 from .common import fused_operands, is_boundary, readers_of
 
-ENABLED = True  # a switch for A/B measurements (gles-profile --set gpu.transforms.unflatten_dense.ENABLED=0)
+ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.unflatten_dense.ENABLED=0)
 
 
 def apply(graph, log):
-    if not ENABLED:
-        return
     operands = fused_operands(graph)
     for fc in list(graph.nodes):
         if fc.op != "FULLY_CONNECTED" or fc.options.get("keep_num_dims") or len(fc.outputs) != 1:
