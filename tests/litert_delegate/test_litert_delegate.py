@@ -261,3 +261,23 @@ def test_a_placeholder_reshape_is_claimed_at_its_real_shape():
         expected = expected_dense(x, weights)
         assert np.abs(run(interp, x) - expected).max() <= 8 * EPS32 * np.abs(expected).max()
         assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == list(range(8))
+
+
+def test_out_of_range_input_indices_fail_the_invoke_inside_litert():
+    """A GATHER with runtime indices that enter the delegate's partition from LiteRT: an index
+    past the table fails the invoke (LiteRT's RuntimeError naming our kernel and the node), as
+    LiteRT's own GATHER does; the next in-range invoke runs."""
+    from tests.oplib import In, single_op_model
+    table = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    model = single_op_model("GATHER", [In(table, const=True), In(np.array([1, 3], np.int32))], {"axis": 0})
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0]
+        index = interp.get_input_details()[0]["index"]
+        interp.set_tensor(index, np.array([4, 0], np.int32))
+        with pytest.raises(RuntimeError, match=r"#0 \(GATHER\): gather index out of range \[0, 4\)"):
+            interp.invoke()
+        interp.set_tensor(index, np.array([3, 0], np.int32))
+        interp.invoke()
+        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), table[[3, 0]])
