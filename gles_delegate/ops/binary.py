@@ -145,14 +145,20 @@ def _quantized_add(node, a, b):
     """add.cc / sub.cc for 8-bit tensors: both inputs go to a common scale (2 x the larger input
     scale) with 20 bits of headroom, are summed, then rescaled to the output. SUB is ADD with
     the second input's multiplier negated, exactly as TFLite does it."""
-    in1, in2, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    twice_max_scale, ra, rb = _to_common_scale(node, a, b, ADD_LEFT_SHIFT, -1 if node.op == "SUB" else 1)
+    out_m, out_s = quantized_multiplier(twice_max_scale / ((1 << ADD_LEFT_SHIFT) * scale_of(node.outputs[0])))
+    return multiply_by_quantized_multiplier(ra + rb, out_m, out_s) + zero_point_of(node.outputs[0])
+
+
+def _to_common_scale(node, a, b, left_shift, sign=1):
+    """(2 x the larger input scale, a and b rescaled to it with `left_shift` bits of headroom, b's
+    multiplier times `sign`: the rounding of a negative product is TFLite's, not a negated
+    result): the first step of TFLite's 8-bit ADD / SUB and SQUARED_DIFFERENCE."""
+    in1, in2 = node.inputs[0], node.inputs[1]
     twice_max_scale = 2.0 * max(scale_of(in1), scale_of(in2))
     m1, s1 = quantized_multiplier(scale_of(in1) / twice_max_scale)
     m2, s2 = quantized_multiplier(scale_of(in2) / twice_max_scale)
-    out_m, out_s = quantized_multiplier(twice_max_scale / ((1 << ADD_LEFT_SHIFT) * scale_of(out)))
-    sign = -1 if node.op == "SUB" else 1
-    total = _rescale(a, in1, ADD_LEFT_SHIFT, m1, s1) + _rescale(b, in2, ADD_LEFT_SHIFT, sign * m2, s2)
-    return multiply_by_quantized_multiplier(total, out_m, out_s) + zero_point_of(out)
+    return twice_max_scale, _rescale(a, in1, left_shift, m1, s1), _rescale(b, in2, left_shift, sign * m2, s2)
 
 
 def _quantized_mul(node, a, b):
@@ -167,14 +173,10 @@ def _quantized_mul(node, a, b):
 def _quantized_squared_difference(node, a, b):
     """squared_difference.cc for int8: both inputs go to a common scale (2 x the larger input
     scale) with 7 bits of headroom, and the squared difference is rescaled to the output."""
-    in1, in2, out = node.inputs[0], node.inputs[1], node.outputs[0]
-    twice_max_scale = 2.0 * max(scale_of(in1), scale_of(in2))
-    m1, s1 = quantized_multiplier(scale_of(in1) / twice_max_scale)
-    m2, s2 = quantized_multiplier(scale_of(in2) / twice_max_scale)
+    out = node.outputs[0]
+    twice_max_scale, ra, rb = _to_common_scale(node, a, b, SQUARED_DIFFERENCE_LEFT_SHIFT)
     out_m, out_s = quantized_multiplier(twice_max_scale ** 2 / ((1 << 2 * SQUARED_DIFFERENCE_LEFT_SHIFT) * scale_of(out)))
-    diff = (_rescale(a, in1, SQUARED_DIFFERENCE_LEFT_SHIFT, m1, s1)
-            - _rescale(b, in2, SQUARED_DIFFERENCE_LEFT_SHIFT, m2, s2))
-    return multiply_by_quantized_multiplier(diff * diff, out_m, out_s) + zero_point_of(out)
+    return multiply_by_quantized_multiplier((ra - rb) ** 2, out_m, out_s) + zero_point_of(out)
 
 
 _QUANTIZED_KERNELS = {"ADD": _quantized_add, "SUB": _quantized_add, "MUL": _quantized_mul,

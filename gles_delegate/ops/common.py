@@ -253,12 +253,9 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def _high_mul(a, b):
-    """gemmlowp's SaturatingRoundingDoublingHighMul on two int32 Python ints."""
-    if a == b == _INT32_MIN:
-        return _INT32_MAX
-    product = a * b
-    product += (1 << 30) if product >= 0 else 1 - (1 << 30)
-    return product >> 31 if product >= 0 else -((-product) >> 31)  # C++ division truncates
+    """gemmlowp's SaturatingRoundingDoublingHighMul of two int32 values (never both INT32_MIN
+    here): multiply_by_quantized_multiplier with no shift."""
+    return int(multiply_by_quantized_multiplier(a, b, 0))
 
 
 def _saturating_shift_left(x, exponent):

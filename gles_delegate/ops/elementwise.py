@@ -7,6 +7,8 @@ GELU look up a 256-entry table built from the float function (PopulateLookupTabl
 and PRELU pick one of two fixed-point multipliers by sign. HARD_SWISH uses the same table: TFLite
 evaluates it in 16-bit fixed point, which lands within one quantum of the exact table.
 """
+import functools
+
 import numpy as np
 
 from .checks import node_error, quantization_reason, with_arity
@@ -185,31 +187,35 @@ def quantized_prelu(node, x, alpha):
                         quantized_multiplier(scale_of(inp) * scale_of(alpha_tensor) / scale_of(out)))
 
 
-def rsqrt_table(node):
+@functools.lru_cache(maxsize=64)
+def rsqrt_table(in_scale, in_zero, out_scale, out_zero):
     """RsqrtEvalQuantizedInt8 for every int8 input q >= the zero point (indexed by q + 128):
     1 / sqrt(q - zp) in fixed point (inv_sqrt_quantized_multiplier), rescaled by
-    1 / (sqrt(in_scale) * out_scale); q == zp gives 127. Below the zero point: 0 (invoke refuses)."""
-    inp, out = node.inputs[0], node.outputs[0]
+    1 / (sqrt(in_scale) * out_scale); q == zp gives 127. Below the zero point: 0 (invoke refuses).
+    Cached by the quantization: the fixed point takes milliseconds, an invoke should not."""
     # 1. / (std::sqrt(float) * float): the product in float32, the quotient in double.
-    multiplier, shift = quantized_multiplier(
-        1.0 / float(np.sqrt(np.float32(scale_of(inp))) * np.float32(scale_of(out))))
+    multiplier, shift = quantized_multiplier(1.0 / float(np.sqrt(np.float32(in_scale)) * np.float32(out_scale)))
     table = np.zeros(256, np.int64)
-    for q in range(zero_point_of(inp), 128):
-        value = q - zero_point_of(inp)
+    for q in range(in_zero, 128):
+        value = q - in_zero
         if value == 0:
             table[q + 128] = 127
             continue
         inv_sqrt, inv_shift = inv_sqrt_quantized_multiplier(value)
         scaled = multiply_by_quantized_multiplier(1, inv_sqrt, inv_shift + RSQRT_SHIFT)
-        table[q + 128] = multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT) + zero_point_of(out)
-    return np.clip(table, -128, 127).astype(np.int8)
+        table[q + 128] = multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT) + out_zero
+    table = np.clip(table, -128, 127).astype(np.int8)
+    table.flags.writeable = False
+    return table
 
 
 def quantized_rsqrt(node, x):
-    if x.size and int(x.min()) < zero_point_of(node.inputs[0]):
+    inp, out = node.inputs[0], node.outputs[0]
+    if x.size and int(x.min()) < zero_point_of(inp):
         raise node_error(node, f"RSQRT is only defined for positive values: input {int(x.min())} is below "
-                               f"the zero point {zero_point_of(node.inputs[0])}")
-    return rsqrt_table(node)[x.astype(np.int64) + 128]
+                               f"the zero point {zero_point_of(inp)}")
+    table = rsqrt_table(float(scale_of(inp)), zero_point_of(inp), float(scale_of(out)), zero_point_of(out))
+    return table[x.astype(np.int64) + 128]
 
 
 def quantized_unary(node, x):

@@ -30,6 +30,15 @@ def producer_of(graph, tensor):
     return graph.producer_of(tensor)
 
 
+def sole_reader(graph, tensor, operands):
+    """The one node reading `tensor` through its inputs, when the tensor stays inside the
+    partition and no node reads it as a fused operand (`operands`: fused_operands), else None."""
+    readers = readers_of(graph, tensor)
+    if is_boundary(graph, tensor) or id(tensor) in operands or len(readers) != 1:
+        return None
+    return readers[0]
+
+
 def only_reader_blocker(graph, tensor, who, readers=1):
     """Why `tensor` (the output of `who`) is read by more than `readers` nodes or leaves the
     partition, or None."""

@@ -18,7 +18,7 @@ from ...graph import Node
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue, layer_norm
-from .common import fused_operands, is_boundary, new_constant, readers_of
+from .common import fused_operands, is_boundary, new_constant, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.fuse_layer_norm.ENABLED=0)
 TAIL_OPS = {"MUL", "ADD", "SUB", "NEG"}
@@ -28,11 +28,11 @@ TAIL_ROUNDINGS = 16
 
 
 def apply(graph, log):
-    gone = set()
+    gone, operands = set(), fused_operands(graph)  # no rule before this one fuses operands in
     for mean in list(graph.nodes):
         if id(mean) in gone or not _last_axis_mean(mean):
             continue
-        fused = _fuse(graph, mean)
+        fused = _fuse(graph, mean, operands)
         if isinstance(fused, str):
             log.skipped(mean, fused)
         else:
@@ -51,13 +51,10 @@ def _last_axis_mean(node):
 
 
 def _only_reader(graph, tensor, operands, op):
-    """The one node reading `tensor` when it is an `op` and the tensor stays inside the
-    partition, else None."""
-    readers = readers_of(graph, tensor)
-    if is_boundary(graph, tensor) or id(tensor) in operands or len(readers) != 1 or readers[0].op != op \
-            or epilogue.steps_of(readers[0]):
-        return None
-    return readers[0]
+    """The one node reading `tensor` (common.sole_reader) when it is an `op` without epilogue
+    steps, else None."""
+    reader = sole_reader(graph, tensor, operands)
+    return reader if reader is not None and reader.op == op and not epilogue.steps_of(reader) else None
 
 
 def _scalar(tensor):
@@ -147,10 +144,9 @@ def _affine(tail, x, m, r, result):
     return gamma, beta
 
 
-def _fuse(graph, mean):
+def _fuse(graph, mean, operands):
     """Replace the layer normalization starting at `mean` by a LAYER_NORM node; returns the nodes
     it replaced, or why not."""
-    operands = fused_operands(graph)
     found = _statistics(graph, mean, operands)
     if isinstance(found, str):
         return found

@@ -9,7 +9,7 @@ from .. import kernels
 from ..kernels import epilogue, squeeze_excite
 from ..kernels.conv import optional_input
 from ..phwc4 import bhwc
-from .common import fused_operands, is_boundary, readers_of
+from .common import fused_operands, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
 # One workgroup sums the mean alone: past this many vec4s of x per batch item the MEAN keeps its
@@ -41,15 +41,6 @@ def _over_plane(mean):
     return sorted({int(a) % 4 for a in np.asarray(axes.data).reshape(-1)}) == [1, 2]
 
 
-def _only_reader(graph, tensor, operands):
-    """The one node reading `tensor` (through its inputs, not as a fused operand) when the tensor
-    stays inside the partition, else None."""
-    readers = readers_of(graph, tensor)
-    if is_boundary(graph, tensor) or id(tensor) in operands or len(readers) != 1:
-        return None
-    return readers[0]
-
-
 def _layer_reason(fc, value):
     """Why FULLY_CONNECTED `fc` cannot be a layer of the gate reading `value`, or None."""
     if fc is None or fc.op != "FULLY_CONNECTED" or fc.inputs[0] is not value:
@@ -76,8 +67,8 @@ def _fuse(graph, log, mean, operands):
         return reason
     x4 = bhwc(mean.inputs[0].shape)
     large = x4.slices * x4.h * x4.w > MAX_FUSED_MEAN_ELEMENTS
-    absorb = _only_reader(graph, pooled, operands) is first and not large
-    second = _only_reader(graph, first.outputs[0], operands)
+    absorb = sole_reader(graph, pooled, operands) is first and not large
+    second = sole_reader(graph, first.outputs[0], operands)
     if second is not None and (_layer_reason(second, first.outputs[0]) or
                                first.inputs[1].size + second.inputs[1].size > MAX_FUSED_WEIGHTS or
                                squeeze_excite.hidden_reason(fused_activation(first), epilogue.steps_of(first))):

@@ -10,7 +10,7 @@ import math
 
 from ...graph import Node
 from .. import kernels
-from .common import fused_operands, is_boundary, readers_of
+from .common import fused_operands, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.unflatten_dense.ENABLED=0)
 
@@ -30,11 +30,6 @@ def apply(graph, log):
             log.applied(fc, f"on the input of {flatten.label}, keeping its dims")
 
 
-def _passes_through(graph, tensor, operands):
-    """Whether `tensor` is read by one node alone and stays inside the partition."""
-    return not is_boundary(graph, tensor) and id(tensor) not in operands and len(readers_of(graph, tensor)) == 1
-
-
 def _unflatten(graph, fc, flatten, operands):
     """Replace flatten -> fc -> its restoring RESHAPE by one FULLY_CONNECTED keeping x's dims;
     returns why not, or None once done."""
@@ -42,20 +37,20 @@ def _unflatten(graph, fc, flatten, operands):
     leading = tuple(x.shape[:-1])
     if tuple(flat.shape) != (math.prod(leading), x.shape[-1]):
         return f"{flatten.label} does not flatten {list(x.shape)} to [rows, {x.shape[-1]}]"
-    restore = readers_of(graph, dense)
-    if len(restore) != 1 or restore[0].op != "RESHAPE" or not _passes_through(graph, dense, operands):
+    restore = sole_reader(graph, dense, operands)
+    if restore is None or restore.op != "RESHAPE":
         return "its output is not read by one RESHAPE alone"
-    out = restore[0].outputs[0]
+    out = restore.outputs[0]
     if tuple(out.shape) != leading + (dense.shape[-1],):
-        return f"{restore[0].label} does not restore the leading dims {list(leading)}"
-    if not _passes_through(graph, flat, operands):
+        return f"{restore.label} does not restore the leading dims {list(leading)}"
+    if sole_reader(graph, flat, operands) is None:
         return f"the output of {flatten.label} is also read elsewhere"
     node = Node(index=fc.index, op=fc.op, inputs=[x, *fc.inputs[1:]], outputs=[out], version=fc.version,
                 options={**fc.options, "keep_num_dims": True})
     reason = kernels.unsupported_reason(node)
     if reason:
         return reason
-    graph.replace_node(restore[0], [node])
+    graph.replace_node(restore, [node])
     graph.remove_node(fc)
     graph.remove_node(flatten)
     return None
