@@ -61,14 +61,19 @@ vec4 weight(int i) { return consts[i]; }
 void store(int i, vec4 v) { arena[i] = v; }
 #endif
 
+// The I/O buffer (binding 2) as floats: written by kernels that store a partition output there
+// (OUT_IO) or set a status word (IO_STATUS: KernelEnv.status_word).
+#if OUT_IO || defined(IO_STATUS)
+layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
+#endif
+
 #if OUT_IO
 #undef store
-// A partition output no dispatch reads is stored straight into the I/O buffer (binding 2) as
-// BHWC float32, the convert_out kernel's work done by the kernel that computes it
+// A partition output no dispatch reads is stored straight into the I/O buffer as BHWC float32,
+// the convert_out kernel's work done by the kernel that computes it
 // (compiler.fuse_output_stores): element i of the PHWC4 tensor at out_io_tensor (size
 // out_io_size, out_io_channels channels) goes to io[out_io_offset + its BHWC index], padded
 // channels left out; every other store goes to the tensor's storage.
-layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 void store(int i, vec4 v) {
   int e = i - out_io_tensor;
   if (e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w) {

@@ -2,10 +2,12 @@
 // out[outer, i, inner] = params[outer, indices[i], inner], every tensor read and written through
 // its row-major index. Each invocation writes one vec4 of the output (4 channels), gathering
 // each channel on its own. TFLite fails the invoke on an index outside [0, axis_size); a shader
-// cannot fail, so such an element reads 0.
+// cannot fail, so such an element reads 0 and sets the I/O buffer's status word io[status_offset]
+// (common.glsl IO_STATUS), which fails the invoke once the runtime reads it.
 // Params: out_size (w, h, slices, batch), out_channels, out_offset; in_size, in_channels,
 // in_offset (params: constants with SOURCE_CONST, else the arena); idx_size, idx_channels,
-// idx_offset; outer_stride (= indices count x inner), inner (elements after the axis), axis_size.
+// idx_offset; outer_stride (= indices count x inner), inner (elements after the axis), axis_size,
+// status_offset (a float index into the I/O buffer).
 
 // The PHWC4 element of row-major index `index` of a tensor of `size` and `channels`, and the
 // channel's component in it.
@@ -26,7 +28,10 @@ float gathered(int f) {
   int component;
   int element = element_of(rest / inner, idx_size, idx_channels, component);
   float position = load(idx_offset + element)[component];
-  if (!(position >= 0.0 && position < float(axis_size))) return 0.0;
+  if (!(position >= 0.0 && position < float(axis_size))) {
+    io[status_offset] = 1.0;  // every invocation that sees one writes the same value: no atomics
+    return 0.0;
+  }
   int source = (outer * axis_size + int(position)) * inner + rest % inner;
   element = element_of(source, in_size, in_channels, component);
 #if SOURCE_CONST

@@ -65,6 +65,11 @@ class Plan:
     # Partition outputs their kernels store straight into the I/O buffer (fuse_output_stores): not
     # in the arena, so a capture takes them from the outputs.
     io_stores: list = field(default_factory=list)
+    # Status words (KernelEnv.status_word): float32 words from byte status_offset of the I/O
+    # buffer, after the outputs, one per error a kernel may report (status_errors: its message).
+    # The runtime zeroes them with the inputs and reads them with the outputs.
+    status_offset: int = 0
+    status_errors: list = field(default_factory=list)
     # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
     # calibrate.py).
     calibration: dict = field(default_factory=dict)
@@ -124,7 +129,8 @@ def check_limits(plan, limits):
 
 def build_dispatches(nodes, inputs, outputs, env):
     """The dispatch list of a partition: convert inputs, run each node's kernel, convert outputs.
-    Also returns the I/O slots."""
+    Also returns the I/O slots and the I/O buffer's size in bytes (the slots, then the status
+    words the kernels asked for: KernelEnv.status_word)."""
     dispatches, io_in, io_out, io_bytes = [], [], [], 0
     for group, kind in ((inputs, "convert_in"), (outputs, "convert_out")):
         for tensor in group:
@@ -133,6 +139,7 @@ def build_dispatches(nodes, inputs, outputs, env):
             (io_in if kind == "convert_in" else io_out).append(slot)
             io_bytes += -(-nbytes // 16) * 16
     dispatches += [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
+    env.status_base = io_bytes // 4
     for node in nodes:
         env.node = node
         try:
@@ -147,6 +154,7 @@ def build_dispatches(nodes, inputs, outputs, env):
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
                    if id(tensor) not in stored]
+    io_bytes += -(-len(env.status_errors) // 4) * 16
     return dispatches, io_in, io_out, max(io_bytes, 16)
 
 
@@ -284,7 +292,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 workgroups=[], tuned=False, float_constants=layout.float_constants,
                 float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
-                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}))
+                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}),
+                status_offset=env.status_base * 4, status_errors=list(env.status_errors))
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

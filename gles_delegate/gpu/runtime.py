@@ -15,9 +15,8 @@ import logging
 import numpy as np
 
 from .. import quant
-from ..errors import GpuError
+from ..errors import GpuError, ModelError
 from . import gl as G
-from .kernels import gather
 from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
@@ -101,7 +100,6 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
-        self.index_checks = gather.index_checks(nodes, {slot.tensor_index for slot in plan.inputs})
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
@@ -145,7 +143,6 @@ class GpuPartition:
         if self.released:
             raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
-        gather.check_indices(self.index_checks, storage)
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
         context = self.context
@@ -349,6 +346,13 @@ def store_output(target, values):
     np.copyto(target, values, casting="unsafe")
 
 
+def check_status(words, errors):
+    """The ModelError of the first status word a kernel set (nonzero), saying errors[k]; the
+    invoke's outputs are then not stored."""
+    if words.any():
+        raise ModelError(errors[int(np.flatnonzero(words)[0])])
+
+
 def flush_points(count):
     """The steps (of `count`) after which run() calls glFlush: step FLUSH_FIRST - 1, then every
     FLUSH_EVERY steps; never the last one (the fence flushes)."""
@@ -415,9 +419,14 @@ class MappedIo:
             return [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4].reshape(slot.shape))
                     for slot in slots]
         self.inputs, self.outputs = views(plan.inputs), views(plan.outputs)
-        # Inputs come first in the I/O buffer, then outputs (compiler.build_dispatches).
+        self.status = floats[plan.status_offset // 4:][:len(plan.status_errors)]
+        self.status_errors = plan.status_errors
+        # Inputs come first in the I/O buffer, then outputs, then the status words
+        # (compiler.build_dispatches): the copy out takes the status words with the outputs.
         self.in_bytes = max((s.offset + s.nbytes for s in plan.inputs), default=0)
-        self.out_start = min((s.offset for s in plan.outputs), default=plan.io_bytes)
+        self.status_bytes = plan.io_bytes - plan.status_offset if len(self.status) else 0
+        self.status_start = plan.io_bytes - self.status_bytes
+        self.out_start = min([s.offset for s in plan.outputs] + [self.status_start])
         self.out_bytes = plan.io_bytes - self.out_start
 
     def _copy(self, source, target, offset, size):
@@ -432,8 +441,12 @@ class MappedIo:
         # A coherent mapping: these writes are visible to every GL command issued after them.
         for index, view in self.inputs:
             np.copyto(view, storage[index], casting="unsafe")
-        if self.in_bytes and not self.direct:
-            self._copy(self.staging, self.handle, 0, self.in_bytes)
+        self.status[:] = 0
+        if not self.direct:
+            if self.in_bytes:
+                self._copy(self.staging, self.handle, 0, self.in_bytes)
+            if self.status_bytes:
+                self._copy(self.staging, self.handle, self.status_start, self.status_bytes)
 
     def read_outputs(self, storage):
         gl = self.gl
@@ -448,6 +461,7 @@ class MappedIo:
             G.wait_sync(gl, sync)
         finally:
             gl.delete_sync_fast(sync)
+        check_status(self.status, self.status_errors)
         for index, view in self.outputs:
             store_output(storage[index], view)
 
@@ -475,9 +489,14 @@ class CopiedIo:
     def write_inputs(self, storage):
         for slot in self.plan.inputs:
             self.buffer.write(np.ascontiguousarray(storage[slot.tensor_index], np.float32), slot.offset)
+        if self.plan.status_errors:
+            self.buffer.write(np.zeros(len(self.plan.status_errors), np.float32), self.plan.status_offset)
 
     def read_outputs(self, storage):
         self.barrier(END_BARRIER | G.GL_BUFFER_UPDATE_BARRIER_BIT)
+        if self.plan.status_errors:
+            status = self.buffer.read(4 * len(self.plan.status_errors), self.plan.status_offset)
+            check_status(np.frombuffer(status, np.float32), self.plan.status_errors)
         for slot in self.plan.outputs:
             target = storage[slot.tensor_index]
             if target.flags.c_contiguous and target.dtype == np.float32:

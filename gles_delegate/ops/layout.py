@@ -364,11 +364,16 @@ def gather(node, inputs):
     return [np.take(params, flat, axis=axis)]
 
 
+def gather_index_error(node, axis_size):
+    """The ModelError (naming the node) of a GATHER index outside [0, axis_size), negative ones
+    included, which TFLite reports as an error of the invoke."""
+    return node_error(node, f"gather index out of range [0, {int(axis_size)})")
+
+
 def check_gather_indices(node, indices, axis_size):
-    """TFLite reports indices outside [0, axis_size) (negative ones included) as an error of
-    the invoke: a ModelError naming the node."""
+    """gather_index_error unless every one of `indices` is in [0, axis_size)."""
     if indices.size and (indices.min() < 0 or indices.max() >= axis_size):
-        raise node_error(node, f"gather index out of range [0, {axis_size})")
+        raise gather_index_error(node, axis_size)
 
 
 def _gather_support(node):

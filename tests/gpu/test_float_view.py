@@ -11,6 +11,7 @@ from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.gpu.kernels.base import EXACT_INT, exact_int_reason
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
+from tests.gpu.test_io_paths import IO_PATHS, check_io_path, use_io_path
 from tests.oplib import In, run_ours, single_op_model
 
 COMPARISONS = ["GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"]
@@ -166,25 +167,43 @@ def test_gather_with_runtime_indices(precision):
     check_exact("GATHER", [In(mask), In(np.array([5, 0, 0, 2], np.int32))], {"axis": 0}, precision)
 
 
-@pytest.mark.parametrize("indices", [[3, 4], [-1, 0]])
-def test_gather_out_of_range_input_indices_fail_the_invoke(indices):
-    """TFLite fails the invoke, naming the node; a shader cannot, so indices the partition takes
-    as an input are checked on the CPU before they are uploaded: the same ModelError as the
-    reference's, on every invoke (an in-range invoke after it still runs on the GPU)."""
+def computed_indices_model(table, count):
+    """GATHER(table, CAST(x)) of a float32 input `x` of `count`: the indices computed inside
+    the partition (a CAST to int32 on the GPU) rather than taken from outside it."""
+    b = ModelBuilder()
+    x = b.input("x", (count,), np.float32)
+    indices, out = b.tensor("indices", (count,), np.int32), b.tensor("out", (count, table.shape[1]))
+    b.op("CAST", [x], [indices])
+    b.op("GATHER", [b.const("table", table), indices], [out], axis=0)
+    b.output(out)
+    return b.build()
+
+
+@pytest.mark.parametrize("path", IO_PATHS)
+@pytest.mark.parametrize("computed", [False, True], ids=["input_indices", "computed_indices"])
+def test_gather_out_of_range_indices_fail_the_invoke(monkeypatch, computed, path):
+    """TFLite fails the invoke, naming the node; the shader reads 0 and sets a status word the
+    runtime reads with the outputs: the reference's ModelError on every such invoke, whether the
+    indices enter the partition or are computed in it, over every I/O path; an in-range invoke
+    after it runs on the GPU."""
     table = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
-    model = single_op_model("GATHER", [In(table, const=True), In(np.array([1, 3], np.int32))], {"axis": 0})
+    model = computed_indices_model(table, 2) if computed else \
+        single_op_model("GATHER", [In(table, const=True), In(np.array([1, 3], np.int32))], {"axis": 0})
+    label = r"#1 \(GATHER\)" if computed else r"#0 \(GATHER\)"
     with GpuDelegate() as delegate:
+        use_io_path(monkeypatch, delegate, path)
         interp = Interpreter(model_content=model, experimental_delegates=[delegate])
         interp.allocate_tensors()
-        assert delegate.summary()["gpu_nodes"] == 1
+        assert delegate.summary()["gpu_nodes"] == 1 + computed
+        check_io_path(delegate.partitions[0], path)
         index = interp.get_input_details()[0]["index"]
-        for _ in range(2):
-            interp.set_tensor(index, np.array(indices, np.int32))
-            with pytest.raises(ModelError, match=r"#0 \(GATHER\): gather index out of range \[0, 4\)"):
+        for indices in ([3, 4], [-1, 0], [3, 4]):  # as floats, CAST truncates them to the same
+            interp.set_tensor(index, np.array(indices, np.float32 if computed else np.int32))
+            with pytest.raises(ModelError, match=label + r": gather index out of range \[0, 4\)"):
                 interp.invoke()
-        interp.set_tensor(index, np.array([3, 0], np.int32))
-        interp.invoke()
-        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), table[[3, 0]])
+            interp.set_tensor(index, np.array([3, 0], np.float32 if computed else np.int32))
+            interp.invoke()
+            assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), table[[3, 0]])
 
 
 # -- what stays on the CPU ----------------------------------------------------------------------

@@ -22,14 +22,31 @@ def add_relu_model():
     return b.build()
 
 
-@pytest.mark.parametrize("path", ["direct", "device", "copied"])
+IO_PATHS = ["direct", "device", "copied"]
+
+
+def use_io_path(monkeypatch, delegate, path):
+    """Make the partitions `delegate` compiles from now on move their I/O by `path` (IO_PATHS)."""
+    monkeypatch.setattr(runtime, "DIRECT_IO_MAX_BYTES", 1 << 20 if path == "direct" else 0)
+    if path == "copied":
+        monkeypatch.setattr(delegate.context, "persistent_mapping", False)
+
+
+def check_io_path(partition, path):
+    """The partition moves its I/O by `path` (by CopiedIo where the context cannot map persistently)."""
+    if path == "copied" or not partition.context.persistent_mapping:
+        assert isinstance(partition.io, runtime.CopiedIo)
+    else:
+        assert partition.io.direct == (path == "direct")
+        assert (partition.io.device is None) == (path == "direct")
+
+
+@pytest.mark.parametrize("path", IO_PATHS)
 def test_io_paths_agree(monkeypatch, path):
     rng = np.random.default_rng(0)
     values = [rng.normal(size=SHAPE).astype(np.float32) for _ in range(2)]
-    monkeypatch.setattr(runtime, "DIRECT_IO_MAX_BYTES", 1 << 20 if path == "direct" else 0)
     with GpuDelegate() as delegate:
-        if path == "copied":
-            monkeypatch.setattr(delegate.context, "persistent_mapping", False)
+        use_io_path(monkeypatch, delegate, path)
         interpreter = Interpreter(model_content=add_relu_model(), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
         for _ in range(2):  # a second invoke reads the inputs anew and overwrites the outputs
@@ -40,8 +57,4 @@ def test_io_paths_agree(monkeypatch, path):
             out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
             np.testing.assert_array_equal(out, np.maximum(values[0] + values[1], 0))
         (partition,) = delegate.partitions
-        if path == "copied" or not delegate.context.persistent_mapping:
-            assert isinstance(partition.io, runtime.CopiedIo)
-        else:
-            assert partition.io.direct == (path == "direct")
-            assert (partition.io.device is None) == (path == "direct")
+        check_io_path(partition, path)

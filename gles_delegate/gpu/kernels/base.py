@@ -95,6 +95,8 @@ class KernelEnv:
         self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
         self.node = None  # the node whose dispatches are being built (the compiler sets it)
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
+        self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
+        self.status_errors = []  # per status word: the error its kernel reports there (status_word)
 
     @property
     def storage_half(self):
@@ -106,6 +108,13 @@ class KernelEnv:
         reason = exact_int_reason(count, what, self.storage_half)
         if reason:
             raise KernelLimitError(f"{node.label}: {reason}")
+
+    def status_word(self, message):
+        """The float index, in the I/O buffer, of a status word of its own: the runtime zeroes it
+        before each invoke and, where a kernel wrote it nonzero, fails the invoke with a ModelError
+        saying `message` (what TFLite fails the invoke on, which a shader cannot raise)."""
+        self.status_errors.append(message)
+        return self.status_base + len(self.status_errors) - 1
 
     def shape4(self, tensor):
         return bhwc(tensor.shape)

@@ -1,10 +1,10 @@
 """GATHER with indices computed at run time (kernels_glsl/gather.glsl): the second GATHER
 candidate, after layout.py's, which takes constant indices (kernels.ORDER). The indices are int32
 in the float view (base.py): exact for every index of an axis of up to 2^24 (half storage: 2^11)
-elements, and an index past that is out of range either way. Out-of-range indices fail TFLite's
-invoke: indices that enter the partition from outside (the user's token ids, a CPU node's output)
-are checked on the CPU before they are uploaded (index_checks, GpuPartition.run: the reference's
-ModelError); indices computed inside the partition cannot be, and an out-of-range one reads 0."""
+elements, and an index past that is out of range either way. An out-of-range index fails
+TFLite's invoke; the shader reads 0 for it and flags its status word (KernelEnv.status_word),
+which fails ours with the reference's ModelError, whether the indices came from outside the
+partition or were computed inside it."""
 import numpy as np
 
 from ...ops import layout as reference
@@ -43,32 +43,19 @@ def build(node, env):
     env.require_exact_indices(node, params.shape[axis], "the indices")
     p4, i4, o4 = bhwc(params.shape), bhwc(indices.shape), bhwc(out.shape)
     inner = int(np.prod(params.shape[axis + 1:], dtype=np.int64))
+    status = env.status_word(str(reference.gather_index_error(node, params.shape[axis])))
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
               "in_size": p4.as_ivec4(), "in_channels": p4.c, "idx_size": i4.as_ivec4(), "idx_channels": i4.c,
               "idx_offset": env.arena(indices), "outer_stride": indices.size * inner, "inner": inner,
-              "axis_size": int(params.shape[axis])}
+              "axis_size": int(params.shape[axis]), "status_offset": status}
     if params.is_const:
         data = np.asarray(params.data, np.float32).reshape(p4.b, p4.h, p4.w, p4.c)
         values["in_offset"] = env.constant(to_phwc4(data))
     else:
         values["in_offset"] = env.arena(params)
     reads = (indices,) if params.is_const else (params, indices)
-    return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), {"SOURCE_CONST": int(params.is_const)}, values,
-                     reads=reads, writes=(out,))]
-
-
-def index_checks(nodes, partition_inputs):
-    """[(node, indices tensor index, axis size)] of the GATHERs among `nodes` whose indices the
-    partition takes as an input (tensor indices in `partition_inputs`)."""
-    return [(node, node.inputs[1].index, int(node.inputs[0].shape[_axis(node)])) for node in nodes
-            if node.op == "GATHER" and len(node.inputs) == 2 and node.inputs[1] is not None
-            and node.inputs[1].index in partition_inputs]
-
-
-def check_indices(checks, storage):
-    """A ModelError naming the GATHER whose input indices in `storage` are out of range."""
-    for node, index, axis_size in checks:
-        reference.check_gather_indices(node, storage[index], axis_size)
+    defines = {"SOURCE_CONST": int(params.is_const), "IO_STATUS": 1}
+    return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
 
 
 # GATHER's FACTS and FLOAT_VIEW entry are layout.py's (one per op).

@@ -155,8 +155,9 @@ def check_plan(plan, graph, limits):
                     fail(f"write {item!r} beyond the float buffer")
             elif item[1] + vec4_elements(item[2]) > plan.arena_elements:
                 fail(f"write {item!r} beyond the arena")
+    check_status_words(plan, fail)
     if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
-            + 64 * (len(plan.inputs) + len(plan.outputs) + 1):
+            + 64 * (len(plan.inputs) + len(plan.outputs) + 1) + 4 * len(plan.status_errors):
         fail(f"io_bytes {plan.io_bytes}")
     for slots in (plan.inputs, plan.outputs):
         if not isinstance(slots, list):
@@ -168,6 +169,16 @@ def check_plan(plan, graph, limits):
             if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
+
+
+def check_status_words(plan, fail):
+    """The status words (compiler.Plan) end the I/O buffer, one error message each."""
+    errors = plan.status_errors
+    if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+        fail("status_errors")
+    if not is_count(plan.status_offset) or plan.status_offset % 4 \
+            or plan.status_offset + 4 * len(errors) > plan.io_bytes:
+        fail(f"status words at byte {plan.status_offset!r}")
 
 
 def check_float_storage(plan, activations, fail):
