@@ -2,17 +2,19 @@
 
 Interpreter(..., cpu_backend=...) decides, for the nodes its delegates leave to the CPU, whether the
 numpy reference kernels or LiteRT's run them:
-  'auto' (default)  a node whose op has no reference kernel runs through LiteRT when ai-edge-litert
-                    is importable, together with the CPU nodes next to it (its run of consecutive CPU
-                    nodes is one sub-model: few LiteRT interpreters, few copies between them);
+  'auto' (default)  a node the reference has no kernel for (its op, or its variant: a reason of
+                    type ops.checks.Unimplemented, e.g. int16 activations) runs through LiteRT when
+                    ai-edge-litert is importable, together with the CPU nodes next to it (its run
+                    of consecutive CPU nodes is one sub-model: few LiteRT interpreters, few copies
+                    between them);
   'fallback'        only the nodes without a reference kernel run through LiteRT (consecutive ones
                     as one sub-model): the reference stays the oracle wherever it has a kernel
                     (what gles-parity runs);
   'litert'          every CPU node LiteRT can take runs through LiteRT (ai-edge-litert required);
   'reference'       the reference only: a node it lacks is a ModelError at allocate_tensors.
-A node whose op the reference has but whose variant its checks refuse stays a ModelError under
-'auto' and 'fallback': those checks also catch malformed nodes, which LiteRT's kernels are not
-guaranteed to survive. Nodes LiteRT cannot take from us stay on the reference: custom ops (LiteRT's
+A node the reference's checks refuse for any other reason stays a ModelError under 'auto' and
+'fallback': those checks also catch malformed nodes, which LiteRT's kernels are not guaranteed to
+survive. Nodes LiteRT cannot take from us stay on the reference: custom ops (LiteRT's
 builtin resolver lacks MediaPipe's), ops with subgraphs (WHILE, IF, CALL_ONCE), variable tensors
 (state the reference updates in place, which reset_all_variables() zeroes), tensors numpy cannot
 hold (strings, resources) and operators with intermediate tensors (integer LSTMs).
@@ -33,6 +35,7 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .graph import Node
+from .ops.checks import Unimplemented
 from .partition import boundary
 from .tflite import schema
 from .tflite.model import ModelDef, OperatorDef, SubgraphDef, TensorDef
@@ -88,6 +91,12 @@ def _intermediates(node, graph):
     return operators[node.index].intermediates if node.index < len(operators) else ()
 
 
+def lacks_kernel(node):
+    """Whether the reference has no kernel for `node`: not for its op, or not for its variant
+    (ops.checks.Unimplemented)."""
+    return node.op not in ops.KERNELS or isinstance(ops.unsupported_reason(node), Unimplemented)
+
+
 class CpuBackend:
     """Which CPU nodes of an Interpreter run through LiteRT, and the steps that run them."""
 
@@ -106,7 +115,7 @@ class CpuBackend:
             return False
         if self.backend == "litert":
             return True
-        return node.op not in ops.KERNELS and litert_interpreter_class() is not None
+        return lacks_kernel(node) and litert_interpreter_class() is not None
 
     def check(self, node, reason, graph):
         """A ModelError naming `node`, which the reference refuses for `reason`, unless LiteRT
@@ -114,8 +123,8 @@ class CpuBackend:
         if self.on_litert(node, graph):
             return
         message = f"operator {node.label} cannot run on the CPU: {reason}"
-        # A variant of an op the reference has stays its error (see the module docstring).
-        if node.op not in ops.KERNELS or self.backend == "litert":
+        # Any other refusal of an op the reference has stays its error (see the module docstring).
+        if lacks_kernel(node) or self.backend == "litert":
             refusal = litert_refusal(node, graph)
             if refusal is not None:
                 message += f"; nor through LiteRT: {refusal}"
@@ -165,7 +174,7 @@ class CpuBackend:
         """run(node, inputs) -> outputs for the nodes of `graph`: the reference's, or LiteRT's for
         a node the reference lacks (what shape propagation runs on stand-ins after a resize)."""
         def run(node, inputs):
-            if node.op in ops.KERNELS or not self.on_litert(node, graph):
+            if not lacks_kernel(node) or not self.on_litert(node, graph):
                 return ops.run_node(node, inputs)
             return run_once(node, inputs, self.num_threads)
         return run

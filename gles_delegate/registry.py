@@ -75,15 +75,19 @@ def candidates(modules, attribute, order=None):
 
 def choose(op, owners, node, support_attribute="SUPPORT"):
     """(module, None): the first of `owners` whose support check (its dict `support_attribute`;
-    no entry: any node) passes for `node`; else (None, every candidate's reason)."""
+    no entry: any node) passes for `node`; else (None, every candidate's reason), of the type of
+    the first reason that is not a plain str (ops.checks.Unimplemented: a candidate found the
+    node well formed, only of a variant it lacks)."""
     reasons = []
     for module in owners:
         check = getattr(module, support_attribute, {}).get(op)
         reason = None if check is None else check(node)
         if reason is None:
             return module, None
-        reasons.append(reason if len(owners) == 1 else f"{_name(module)}: {reason}")
-    return None, "; ".join(reasons)
+        reasons.append(reason)
+    kind = next((type(r) for r in reasons if type(r) is not str), str)
+    return None, kind("; ".join(reasons if len(owners) == 1 else
+                                (f"{_name(m)}: {r}" for m, r in zip(owners, reasons))))
 
 
 def resolve(op, owners, run_attribute, support_attribute="SUPPORT"):

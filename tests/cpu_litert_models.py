@@ -63,3 +63,28 @@ def litert_outputs(model, inputs, shape=None):
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def int16_conv_model():
+    """(model, input) of a 16x8 CONV_2D (int16 activations with zero point 0, int8 per-channel
+    weights, int64 bias): valid TFLite whose variant the reference has no kernel for."""
+    from .oplib import In, build_model
+    rng = np.random.default_rng(3)
+    x = rng.integers(-3000, 3000, (1, 5, 5, 3)).astype(np.int16)
+    weights = In(rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8), const=True, quant=(np.full(4, 0.02), 0, 0))
+    bias = In(rng.integers(-1000, 1000, 4).astype(np.int64), const=True, quant=(np.full(4, 0.0002), 0, 0))
+    model = build_model("CONV_2D", [In(x, quant=(0.01, 0)), weights, bias], [((1, 3, 3, 4), np.int16, (0.05, 0))],
+                        {"padding": 1, "stride_w": 1, "stride_h": 1, "fused_activation_function": 0})
+    return model, x
+
+
+def hybrid_transpose_conv_model():
+    """(model, input) of a dynamic-range TRANSPOSE_CONV (float32 input and output, int8 weights)."""
+    from .oplib import In, build_model
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 4, 3)).astype(np.float32)
+    inputs = [In(np.array([1, 8, 8, 2], np.int32), const=True),
+              In(rng.integers(-127, 128, (2, 3, 3, 3)).astype(np.int8), const=True, quant=(0.05, 0)), In(x)]
+    model = build_model("TRANSPOSE_CONV", inputs, [((1, 8, 8, 2), np.float32, None)],
+                        {"padding": 0, "stride_w": 2, "stride_h": 2})
+    return model, x

@@ -8,6 +8,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError
 from gles_delegate import ops
 from gles_delegate.graph import Graph
+from gles_delegate.ops.checks import Unimplemented
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.writer import quantize_params
 from gles_delegate.tools.common import seeded_inputs
@@ -217,7 +218,27 @@ def assert_rejected(op, inputs, options=None, match="", outputs=None, **model_kw
         outputs = [(inputs[0].value.shape, inputs[0].value.dtype, inputs[0].quant)]
     model = build_model(op, inputs, outputs, options, **model_kwargs)
     with pytest.raises(ModelError, match=_naming(op, match)):
-        Interpreter(model_content=model).allocate_tensors()
+        Interpreter(model_content=model, cpu_backend="reference").allocate_tensors()
+    if isinstance(ops.unsupported_reason(Graph.from_model(read_model(model)).nodes[0]), Unimplemented):
+        assert_litert_runs_or_refuses(model, op, feeds(inputs))
+    else:  # possibly malformed: no backend but 'litert' hands it to LiteRT
+        with pytest.raises(ModelError, match=_naming(op, match)):
+            Interpreter(model_content=model).allocate_tensors()
+
+
+def assert_litert_runs_or_refuses(model, op, values):
+    """Under cpu_backend 'auto' a node of a type combination the reference has no kernel for
+    (Unimplemented) runs on LiteRT's kernels, or is a ModelError naming it where LiteRT refuses
+    it too (at allocate_tensors or invoke): never a crash, never the reference."""
+    try:
+        interpreter = Interpreter(model_content=model)
+        interpreter.allocate_tensors()
+        assert interpreter.cpu_summary()["litert_nodes"] == [f"#0 ({op})"]
+        for detail, value in zip(interpreter.get_input_details(), values):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+    except ModelError as exc:
+        assert re.search(_naming(op, ""), str(exc)), exc
 
 
 def assert_kernel_error(op, inputs, options=None, match="", **kwargs):

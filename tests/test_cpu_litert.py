@@ -1,6 +1,7 @@
 """CPU nodes through LiteRT's kernels (gles_delegate/cpu_litert.py): nodes the reference lacks, the
 cpu_backend option, LiteRT absent, resize, preserve_all_tensors, threads. With the GPU delegate:
 tests/gpu/test_cpu_litert.py."""
+import re
 import sys
 
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.tflite import ModelBuilder
-from tests.cpu_litert_models import LITERT_ONLY, diag_model, litert_outputs, random_input, segment_model
+from tests.cpu_litert_models import (LITERT_ONLY, diag_model, hybrid_transpose_conv_model, int16_conv_model,
+                                     litert_outputs, random_input, segment_model)
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, first_node, single_op_model, unknown_custom_op_model
 from tests.tolerance import sum_bound
@@ -85,6 +87,35 @@ def test_without_litert_auto_names_the_node_and_the_package(no_litert):
     (out,), summary = run(_abs_model(), [np.float32([-1, 2])])
     np.testing.assert_array_equal(out, [1, 2])
     assert summary["litert"] is None and summary["reference_nodes"] == ["#0 (ABS)"]
+
+
+VARIANTS = {"int16_conv": (int16_conv_model, "#0 (CONV_2D)", "input type int16"),
+            "hybrid_transpose_conv": (hybrid_transpose_conv_model, "#0 (TRANSPOSE_CONV)", "filter int8")}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("backend", ["auto", "fallback"])
+def test_a_variant_the_reference_lacks_runs_on_litert(variant, backend):
+    """A node of an op the reference has, of a type combination it has no kernel for (16x8
+    activations, dynamic-range weights): LiteRT's kernels run it, with LiteRT's very outputs;
+    cpu_backend='reference' refuses it, naming the node and the variant."""
+    make, label, what = VARIANTS[variant]
+    model, x = make()
+    (ours,), summary = run(model, [x], cpu_backend=backend)
+    (theirs,) = litert_outputs(model, [x])
+    assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+    assert summary["litert_nodes"] == [label] and summary["reference_nodes"] == []
+    with pytest.raises(ModelError, match=rf"operator {re.escape(label)} cannot run on the CPU: .*{what}.*"
+                                         r"cpu_backend='reference' keeps it off LiteRT"):
+        Interpreter(model_content=model, cpu_backend="reference").allocate_tensors()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_without_litert_a_variant_the_reference_lacks_names_the_package(no_litert, variant):
+    make, label, what = VARIANTS[variant]
+    with pytest.raises(ModelError, match=rf"operator {re.escape(label)} cannot run on the CPU: .*{what}.*"
+                                         r"installing ai-edge-litert"):
+        Interpreter(model_content=make()[0]).allocate_tensors()
 
 
 def _abs_model():

@@ -8,6 +8,7 @@ import pytest
 from gles_delegate import ops, registry
 from gles_delegate.gpu import kernels
 from gles_delegate.graph import Node, Tensor
+from gles_delegate.ops.checks import Unimplemented
 
 
 def module(name, **tables):
@@ -68,6 +69,16 @@ def test_a_node_no_candidate_takes_gets_every_reason():
     assert support(node(dtype=np.int32)) == "int: not int8; float: not float"
     with pytest.raises(ValueError, match="no OP kernel runs it: int: not int8; float: not float"):
         run(node(dtype=np.int32), [])
+
+
+def test_a_variant_one_candidate_lacks_keeps_its_kind_in_the_joined_reason():
+    """A candidate that finds the node well formed but of a variant it has no kernel for
+    (Unimplemented) makes the joined reason Unimplemented: cpu_litert runs such nodes on LiteRT."""
+    lacking = module("lacking", SUPPORT={"OP": lambda n: Unimplemented(f"{n.inputs[0].dtype} not implemented")})
+    support, _ = registry.resolve("OP", (INT, lacking), "KERNELS")
+    reason = support(node(dtype=np.int16))
+    assert reason == "int: not int8; lacking: int16 not implemented" and isinstance(reason, Unimplemented)
+    assert type(registry.resolve("OP", (INT, FLOAT), "KERNELS")[0](node(dtype=np.int16))) is str
 
 
 def test_one_candidate_is_used_as_it_is():

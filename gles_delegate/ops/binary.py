@@ -9,7 +9,7 @@ an unclamped result leaves int16, which it wraps and reference_ops saturates.)
 """
 import numpy as np
 
-from .checks import arity_reason, node_error, quantization_reason
+from .checks import Unimplemented, arity_reason, node_error, quantization_reason
 from .common import (clamp_to_activation, fused_activation, multiply_by_quantized_multiplier,
                      quantized_activation_range, quantized_multiplier, scale_of, zero_point_of)
 
@@ -236,7 +236,8 @@ def _two_inputs_reason(node, allowed_dtypes):
     if a.dtype != b.dtype:
         return f"{node.op} inputs differ in dtype ({a.dtype} vs {b.dtype})"
     if a.dtype not in allowed_dtypes:
-        return f"{node.op} on {a.dtype} is not supported (supported: {sorted(d.name for d in allowed_dtypes)})"
+        return Unimplemented(f"{node.op} on {a.dtype} is not supported (supported: "
+                             f"{sorted(d.name for d in allowed_dtypes)})")
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -323,7 +324,8 @@ def add_n_support(node):
         return f"ADD_N takes two or more inputs and one output, got {len(node.inputs)} and {len(node.outputs)}"
     first = node.inputs[0]
     if first.dtype not in (F32, I32) or node.outputs[0].dtype != first.dtype:
-        return f"ADD_N on {first.dtype} -> {node.outputs[0].dtype} is not supported (float32 or int32, unchanged)"
+        return Unimplemented(f"ADD_N on {first.dtype} -> {node.outputs[0].dtype} is not supported "
+                             "(float32 or int32, unchanged)")
     if any(t.dtype != first.dtype or tuple(t.shape) != tuple(first.shape) for t in node.inputs):
         return "ADD_N inputs must share one dtype and one shape (TFLite's ADD_N does not broadcast)"
     return None

@@ -69,10 +69,19 @@ def float32_reason(node):
     return None
 
 
+class Unimplemented(str):
+    """A reason the reference refuses a node for: a type combination it has no kernel for
+    (int16 activations, a hybrid TRANSPOSE_CONV), which TFLite may well define. Under cpu_backend
+    'auto' or 'fallback' such a node runs on LiteRT's kernels (cpu_litert.CpuBackend.on_litert),
+    whose Prepare checks the types of what it runs. Any other reason stays a ModelError there: it
+    may mean a malformed node, which LiteRT's kernels are not guaranteed to survive."""
+
+
 def dtype_reason(node, tensor, dtypes, what):
-    """Why `tensor` (the op's `what`) has a dtype outside `dtypes`, or None."""
+    """Why `tensor` (the op's `what`) has a dtype outside `dtypes` (Unimplemented), or None."""
     if tensor.dtype not in dtypes:
-        return f"{node.op} {what} {tensor.dtype} is not supported (supported: {sorted(d.name for d in dtypes)})"
+        return Unimplemented(f"{node.op} {what} {tensor.dtype} is not supported (supported: "
+                             f"{sorted(d.name for d in dtypes)})")
     return None
 
 

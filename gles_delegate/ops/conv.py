@@ -15,7 +15,8 @@ import struct
 import numpy as np
 
 from ..errors import ModelError
-from .checks import check_activation, check_output_size, check_window_options, node_error, with_arity
+from .checks import (Unimplemented, check_activation, check_output_size, check_window_options, node_error,
+                     with_arity)
 from .common import (PADDING_SAME, PADDING_VALID, clamp_to_activation, dilations_of, fused_activation,
                      is_quantized, multiply_by_quantized_multiplier, multiply_rounding_once, quant_params,
                      quantized_activation_range, quantized_multiplier, spatial_geometry, strides_of, window_taps,
@@ -229,12 +230,12 @@ def _check_dtypes(node, input_t, filter_t, bias_t):
     output_t = node.outputs[0]
     dtype = input_t.dtype
     if dtype not in _DTYPES:
-        return f"input type {dtype} (supported: float32, int8, uint8)"
+        return Unimplemented(f"input type {dtype} (supported: float32, int8, uint8)")
     if filter_t.dtype != dtype or output_t.dtype != dtype:
         # Hybrid nodes (float32 input and output, int8 filter) are ops/hybrid.py's: this check
         # stays strict because the GPU kernels reuse it and run float32 weights only.
-        return (f"input {dtype}, filter {filter_t.dtype}, output {output_t.dtype}: all must match "
-                "(hybrid kernels are ops/hybrid.py's; 16x8 kernels are not supported)")
+        return Unimplemented(f"input {dtype}, filter {filter_t.dtype}, output {output_t.dtype}: all must match "
+                             "(hybrid kernels are ops/hybrid.py's; 16x8 kernels are not supported)")
     bias_dtype = np.float32 if dtype == np.float32 else np.int32
     if bias_t is not None and bias_t.dtype != bias_dtype:
         return f"bias type {bias_t.dtype}, expected {np.dtype(bias_dtype)}"

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from .checks import node_error, quantization_reason, with_arity
+from .checks import Unimplemented, node_error, quantization_reason, with_arity
 from .common import (inv_sqrt_quantized_multiplier, multiply_by_quantized_multiplier, quantize_bound,
                      quantized_multiplier, round_half_away, saturate, scale_of, zero_point_of)
 
@@ -298,7 +298,7 @@ def unary_support(node):
     if inp.dtype in QUANTIZED and node.op in QUANTIZED_OPS and (inp.dtype == I8 or node.op not in INT8_ONLY):
         return quantization_reason(node, [inp, out])
     if inp.dtype != F32:
-        return f"{node.op} on {inp.dtype} is not supported"
+        return Unimplemented(f"{node.op} on {inp.dtype} is not supported")
     return None
 
 
@@ -315,7 +315,7 @@ def prelu_support(node):
         return f"PRELU alpha shape {list(alpha.shape)} does not broadcast to the input's {list(inp.shape)}"
     if inp.dtype in QUANTIZED:
         return quantization_reason(node, [inp, alpha, out])
-    return None if inp.dtype == F32 else f"PRELU on {inp.dtype} is not supported"
+    return None if inp.dtype == F32 else Unimplemented(f"PRELU on {inp.dtype} is not supported")
 
 
 def cast_support(node):

@@ -7,7 +7,7 @@ quantization.
 """
 import numpy as np
 
-from .checks import check_output_size, check_window_options, with_arity
+from .checks import Unimplemented, check_output_size, check_window_options, with_arity
 from ..errors import ModelError
 from .common import (clamp_to_activation, fused_activation, is_quantized, quantized_activation_range,
                      spatial_geometry, strides_of, window_taps)
@@ -94,8 +94,8 @@ def support_pool(node):
         return f"input has rank {len(x_t.shape)}, expected 4"
     dtypes = _DTYPES[:1] if node.op == "L2_POOL_2D" else _DTYPES  # TFLite's L2 pool is float32 only
     if x_t.dtype not in dtypes or output_t.dtype != x_t.dtype:
-        return (f"input {x_t.dtype} -> output {output_t.dtype} (supported: "
-                f"{', '.join(d.name for d in dtypes)}, unchanged)")
+        return Unimplemented(f"input {x_t.dtype} -> output {output_t.dtype} (supported: "
+                             f"{', '.join(d.name for d in dtypes)}, unchanged)")
     if x_t.dtype != np.float32 and (output_t.quantization is None or output_t.quantization.scales.size != 1):
         return f"output tensor {output_t.index} must be quantized per tensor"
     if min(_filter_hw(node)) < 1:

@@ -8,7 +8,7 @@ kernel uses for the common 4-D mean over height and width.
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, normalized_axis
+from .checks import Unimplemented, arity_reason, index_input_reason, normalized_axis
 from .common import (multiply_by_quantized_multiplier, quantized_multiplier, round_half_away, same_quantization,
                      saturate, scale_of, zero_point_of)
 
@@ -136,7 +136,8 @@ def _support(dtypes, requantizes=False):
             return reason
         x, out = node.inputs[0], node.outputs[0]
         if x.dtype not in dtypes or out.dtype != x.dtype:
-            return f"input {x.dtype} / output {out.dtype} are not one of {', '.join(map(str, dtypes))}"
+            return Unimplemented(f"input {x.dtype} / output {out.dtype} are not one of "
+                                 f"{', '.join(map(str, dtypes))}")
         if x.dtype not in _QUANTIZED:
             return None
         if any(t.quantization is None or t.quantization.scales.size != 1 for t in (x, out)):

@@ -7,7 +7,7 @@ neighbor for 1-byte types).
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, node_error
+from .checks import Unimplemented, arity_reason, index_input_reason, node_error
 from .common import round_half_away
 
 _BILINEAR_DTYPES = (np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int8))
@@ -108,7 +108,7 @@ def resize_bilinear(node, inputs):
 def _bilinear_support(node):
     reason = arity_reason(node, 2) or index_input_reason(node, 1, "size", int32_only=True)
     if reason is None and node.inputs[0].dtype not in _BILINEAR_DTYPES:
-        reason = f"input type {node.inputs[0].dtype} is not float32, uint8 or int8"
+        reason = Unimplemented(f"input type {node.inputs[0].dtype} is not float32, uint8 or int8")
     if reason is None and all(_options(node)):
         reason = "half_pixel_centers requires align_corners to be false"
     return reason

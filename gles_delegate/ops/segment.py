@@ -8,7 +8,7 @@ MAX / MIN are std::max(acc, x) / std::min(acc, x), so a NaN slice never wins; in
 """
 import numpy as np
 
-from .checks import arity_reason, node_error
+from .checks import Unimplemented, arity_reason, node_error
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 
@@ -72,7 +72,8 @@ def _support(node):
         return reason
     (data, ids, num), out = node.inputs, node.outputs[0]
     if data.dtype not in (F32, I32) or out.dtype != data.dtype:
-        return f"{node.op} on {data.dtype} -> {out.dtype} is not supported (float32 or int32, unchanged)"
+        return Unimplemented(f"{node.op} on {data.dtype} -> {out.dtype} is not supported (float32 or int32, "
+                             "unchanged)")
     if ids.dtype != I32 or num.dtype != I32:
         return "segment_ids and num_segments must be int32"
     return None

@@ -16,7 +16,7 @@ ours only promises what numpy does: every NaN is one value.
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, node_error, normalized_axis
+from .checks import Unimplemented, arity_reason, index_input_reason, node_error, normalized_axis
 
 BOOL, I32, I64 = np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64)
 SELECT_DTYPES = {np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_)}
@@ -65,7 +65,7 @@ def select_support(node):
     if not x.dtype == y.dtype == node.outputs[0].dtype:
         return f"{node.op} x, y and output dtypes differ ({x.dtype}, {y.dtype}, {node.outputs[0].dtype})"
     if x.dtype not in SELECT_DTYPES:
-        return f"{node.op} on {x.dtype} is not supported"
+        return Unimplemented(f"{node.op} on {x.dtype} is not supported")
     try:
         _select_shape(node, [tuple(t.shape) for t in node.inputs], None)
     except ValueError as exc:  # ModelError, or shapes that do not broadcast
@@ -143,7 +143,7 @@ def arg_support(node):
         return reason
     x, out = node.inputs[0], node.outputs[0]
     if x.dtype not in ARG_DTYPES:
-        return f"{node.op} on {x.dtype} is not supported"
+        return Unimplemented(f"{node.op} on {x.dtype} is not supported")
     output_type = node.options.get("output_type")
     if output_type not in OUTPUT_TYPES:
         return f"{node.op} output_type {output_type} is not int32 or int64"
