@@ -8,7 +8,9 @@ from ...ops.common import fused_activation
 from .. import kernels
 from ..kernels import epilogue, squeeze_excite
 from ..kernels.conv import optional_input
+from ..kernels.layout import same_storage
 from ..phwc4 import bhwc
+from . import alias_reshape
 from .common import fused_operands, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
@@ -58,9 +60,21 @@ def _layer_reason(fc, value):
     return None
 
 
+def _pooled(graph, mean, operands):
+    """(the tensor of the mean's values that the gate's first layer reads, the reshape between
+    them or None): the MEAN's output, or that of a reshape of it which moves no value in PHWC4
+    (Keras' Reshape((1, 1, C)) between its global pooling and a 1x1 Conv2D)."""
+    pooled = mean.outputs[0]
+    reshape = sole_reader(graph, pooled, operands)
+    if reshape is not None and reshape.op in alias_reshape.OPS and reshape.inputs[0] is pooled \
+            and same_storage(pooled, reshape.outputs[0]):
+        return reshape.outputs[0], reshape
+    return pooled, None
+
+
 def _fuse(graph, log, mean, operands):
     """Replace the gate starting at `mean` by an SE_GATE node and log it; returns why not, or None."""
-    pooled = mean.outputs[0]
+    pooled, reshape = _pooled(graph, mean, operands)
     first = next((r for r in readers_of(graph, pooled) if r.op == "FULLY_CONNECTED" and r.inputs[0] is pooled), None)
     reason = _layer_reason(first, pooled)
     if reason:
@@ -76,7 +90,7 @@ def _fuse(graph, log, mean, operands):
     if not absorb and second is None:
         kept = f"the mean over {x4.h}x{x4.w}x{x4.c} keeps its own dispatch" if large else "the mean is read elsewhere"
         return f"{kept} and one layer follows: nothing merges"
-    gate = _gate_node(mean, first, second, absorb)
+    gate = _gate_node(mean, pooled, first, second, absorb)
     reason = kernels.unsupported_reason(gate)
     if reason:
         return reason
@@ -84,6 +98,8 @@ def _fuse(graph, log, mean, operands):
     graph.remove_node(first)
     if absorb:
         graph.remove_node(mean)
+        if reshape is not None:
+            graph.remove_node(reshape)
     layers = " + ".join(n.label for n in (first, second) if n is not None)
     if absorb:
         log.applied(mean, f"with {layers} as one SE_GATE dispatch")
@@ -93,11 +109,11 @@ def _fuse(graph, log, mean, operands):
     return None
 
 
-def _gate_node(mean, first, second, absorb):
+def _gate_node(mean, pooled, first, second, absorb):
     """The SE_GATE node computing what `first` (and `second`) compute from the mean of x, reading
-    x itself when it absorbs the MEAN, else the MEAN's output."""
+    x itself when it absorbs the MEAN, else `pooled`, the mean's values."""
     last = second or first
-    inputs = [mean.inputs[0] if absorb else mean.outputs[0], first.inputs[1], optional_input(first, 2)]
+    inputs = [mean.inputs[0] if absorb else pooled, first.inputs[1], optional_input(first, 2)]
     options = {"fused_activation_function": fused_activation(last), epilogue.KEY: epilogue.steps_of(last)}
     if second is not None:
         inputs += [second.inputs[1], optional_input(second, 2)]

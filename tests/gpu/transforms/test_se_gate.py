@@ -16,18 +16,22 @@ from tests.gpu.transforms.rulelib import (VALID, Chain, check_gpu, dispatches, o
 from tests.oplib import run_ours
 
 RULE = "se_gate"
-FORMS = ("mediapipe", "converter", "dense")
+FORMS = ("mediapipe", "converter", "dense", "keras")
 
 
 def pooled_of(c, x, form):
     """The global average of x: MediaPipe's AVERAGE_POOL_2D, the TF converter's MEAN (keep_dims),
-    or Keras' MEAN to [N, C] (then a Dense layer)."""
+    Keras' MEAN to [N, C] (then a Dense layer: 'dense'), or that MEAN reshaped to [N, 1, 1, C]
+    for a 1x1 Conv2D (Keras' EfficientNet: 'keras')."""
     n, h, w, ch = c.shapes[x]
     if form == "mediapipe":
         return c.op("AVERAGE_POOL_2D", x, shape=(n, 1, 1, ch), padding=VALID, stride_w=w, stride_h=h,
                     filter_width=w, filter_height=h)
     keep = form == "converter"
-    return c.op("MEAN", x, c.const([1, 2], np.int32), shape=(n, 1, 1, ch) if keep else (n, ch), keep_dims=keep)
+    pooled = c.op("MEAN", x, c.const([1, 2], np.int32), shape=(n, 1, 1, ch) if keep else (n, ch), keep_dims=keep)
+    if form == "keras":
+        return c.op("RESHAPE", pooled, c.const([n, 1, 1, ch], np.int32), shape=(n, 1, 1, ch))
+    return pooled
 
 
 def layer(c, x, units, activation=0, seed=5):
@@ -70,13 +74,14 @@ def gate_node(graph):
 def test_a_squeeze_excite_block_takes_one_dispatch_between_its_convolutions(form, precision):
     model = se_block(form=form)
     graph, log = rewrite_through(model, "channel_gate")
-    reshape = ["RESHAPE"] if form == "dense" else []  # [N, C] -> [N, 1, 1, C]: an alias, no dispatch
+    # The gate's [N, C] -> [N, 1, 1, C]: an alias, no dispatch; the pooled one goes with the MEAN.
+    reshape = ["RESHAPE"] if form == "dense" else []
     assert ops_of(graph) == ["DEPTHWISE_CONV_2D", "SE_GATE"] + reshape + ["CONV_2D"]
     assert [s for s, _ in statuses(log, RULE)] == ["APPLIED"]
     assert len(gate_node(graph).inputs) == 5
     summary, _ = check_gpu(model, [random((1, 8, 8, 16), 2)], precision)
     assert summary["dispatches"] == 4  # convert_in, depthwise, SE_GATE, conv storing the output
-    assert dispatches(model, [random((1, 8, 8, 16), 2)], rewrite_rules=False) == 8 + len(reshape)
+    assert dispatches(model, [random((1, 8, 8, 16), 2)], rewrite_rules=False) == 8 + (form in ("dense", "keras"))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
@@ -114,12 +119,15 @@ def test_a_hard_sigmoid_gate_and_a_hidden_epilogue_join_the_gate(precision):
     check_gpu(model, [random((2, 5, 7, 10), 3, 2.0)], precision)
 
 
-def test_a_large_mean_keeps_its_dispatch_and_the_layers_merge(monkeypatch):
+@pytest.mark.parametrize("form", ["mediapipe", "keras"])
+def test_a_large_mean_keeps_its_dispatch_and_the_layers_merge(monkeypatch, form):
+    """The gate reads the MEAN's output, or Keras' reshape of it (an alias)."""
     monkeypatch.setattr(se_gate, "MAX_FUSED_MEAN_ELEMENTS", 8 * 8 * 4 - 1)
-    model = se_block(shape=(1, 8, 8, 16))
+    model = se_block(shape=(1, 8, 8, 16), form=form)
     graph, log = rewrite_through(model, RULE)
-    assert ops_of(graph)[:3] == ["DEPTHWISE_CONV_2D", "MEAN", "SE_GATE"]
-    assert gate_node(graph).inputs[0] is graph.nodes[1].outputs[0]
+    reshape = ["RESHAPE"] if form == "keras" else []
+    assert ops_of(graph)[:3 + len(reshape)] == ["DEPTHWISE_CONV_2D", "MEAN"] + reshape + ["SE_GATE"]
+    assert gate_node(graph).inputs[0] is graph.nodes[1 + len(reshape)].outputs[0]
     assert "keeps its own dispatch" in why(log, RULE, "#1 (MEAN)")
     for precision in ("fp32", "fp16"):
         check_gpu(model, [random((1, 8, 8, 16), 5)], precision)
