@@ -256,7 +256,7 @@ def _shape_reason(node):
     # squared_difference.cc broadcasts int8 through BroadcastBinaryFunction4DSlow too.
     if (node.op in BROADCAST_4D or (node.op == "SQUARED_DIFFERENCE" and a.dtype == I8)) \
             and max(len(a.shape), len(b.shape)) > 4:
-        return f"{node.op} broadcasts shapes of rank <= 4 only (got {list(a.shape)} and {list(b.shape)})"
+        return Unimplemented(f"{node.op} broadcasts shapes of rank <= 4 only (got {list(a.shape)} and {list(b.shape)})")
     return None
 
 

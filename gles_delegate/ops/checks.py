@@ -65,16 +65,20 @@ def float32_reason(node):
     """Why a float32-only kernel cannot take the node's tensors, or None (omitted inputs pass)."""
     for tensor in [*node.inputs, *node.outputs]:
         if tensor is not None and tensor.dtype != np.float32:
-            return f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is {tensor.dtype}"
+            return Unimplemented(f"only float32 is supported, tensor {tensor.index} ({tensor.name!r}) is "
+                                 f"{tensor.dtype}")
     return None
 
 
 class Unimplemented(str):
-    """A reason the reference refuses a node for: a type combination it has no kernel for
-    (int16 activations, a hybrid TRANSPOSE_CONV), which TFLite may well define. Under cpu_backend
-    'auto' or 'fallback' such a node runs on LiteRT's kernels (cpu_litert.CpuBackend.on_litert),
-    whose Prepare checks the types of what it runs. Any other reason stays a ModelError there: it
-    may mean a malformed node, which LiteRT's kernels are not guaranteed to survive."""
+    """A reason the reference refuses a node for: a variant it has no kernel for, which TFLite
+    may well define: a type combination (int16 activations, a hybrid TRANSPOSE_CONV or
+    BATCH_MATMUL, a CAST or QUANTIZE between types it lacks) or a feature of a well-formed node
+    (GATHER's batch_dims, broadcasting past rank 4, per-channel quantization of an op it runs per
+    tensor). Under cpu_backend 'auto' or 'fallback' such a node runs on LiteRT's kernels
+    (cpu_litert.CpuBackend.on_litert), whose Prepare checks the types and options of what it
+    runs. Any other reason (a shape, a count, an option out of range) stays a ModelError there:
+    it may mean a malformed node, which LiteRT's kernels are not guaranteed to survive."""
 
 
 def dtype_reason(node, tensor, dtypes, what):
@@ -115,7 +119,7 @@ def quantization_reason(node, tensors, per_channel=False):
         if q is None:
             return f"{node.op} on {t.dtype} needs quantization parameters on tensor {t.index}"
         if q.scales.size != 1 and not per_channel:
-            return f"{node.op} supports only per-tensor quantization (tensor {t.index} is per-channel)"
+            return Unimplemented(f"{node.op} supports only per-tensor quantization (tensor {t.index} is per-channel)")
         if not np.all(q.scales > 0):
             return f"{node.op}: tensor {t.index} has a non-positive scale"
     return None

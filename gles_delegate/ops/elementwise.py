@@ -322,7 +322,7 @@ def cast_support(node):
     """Why CAST cannot run this node, or None."""
     for t in (node.inputs[0], node.outputs[0]):
         if t.dtype not in CAST_DTYPES:
-            return f"CAST of {t.type_name or t.dtype} (tensor {t.index}) is not supported"
+            return Unimplemented(f"CAST of {t.type_name or t.dtype} (tensor {t.index}) is not supported")
     return None
 
 

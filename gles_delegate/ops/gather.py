@@ -9,7 +9,7 @@ so that the update fits.
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, index_values, node_error
+from .checks import Unimplemented, arity_reason, index_input_reason, index_values, node_error
 
 I8, U8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64))
 F16, F32, BOOL = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.bool_)
@@ -22,7 +22,7 @@ UPDATE_SLICE_TYPES = (F32, F16, U8, I8, I16, I32, I64, BOOL)
 
 def _dtype_reason(tensor, accepted, what):
     if tensor.dtype not in accepted:
-        return f"{what} of type {tensor.dtype} is not supported (only {', '.join(map(str, accepted))})"
+        return Unimplemented(f"{what} of type {tensor.dtype} is not supported (only {', '.join(map(str, accepted))})")
     return None
 
 

@@ -32,7 +32,7 @@ import functools
 import numpy as np
 
 from . import conv
-from .checks import with_arity
+from .checks import Unimplemented, with_arity
 from .common import apply_activation, clamp_to_activation, fused_activation, round_half_away
 
 F32, I8 = np.dtype(np.float32), np.dtype(np.int8)
@@ -196,7 +196,7 @@ def _hybrid_operands(node, input_t, filter_t, bias_t, out_channels, channel_axis
         return f"filter tensor {filter_t.index} has a non-positive or non-finite scale"
     if node.op == "CONV_2D" and input_t.shape[3] != filter_t.shape[3]:
         # TFLite quantizes a grouped hybrid convolution's input per pixel and group, not per image.
-        return "grouped hybrid CONV_2D is not supported"
+        return Unimplemented("grouped hybrid CONV_2D is not supported")
     if node.op == "DEPTHWISE_CONV_2D" and q.scales.size != out_channels:
         return (f"hybrid DEPTHWISE_CONV_2D needs one filter scale per output channel ({out_channels}), "
                 f"got {q.scales.size}")

@@ -8,7 +8,7 @@ are read from their values, so a kernel computes its output shape from its input
 """
 import numpy as np
 
-from .checks import INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
+from .checks import Unimplemented, INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
 from .checks import index_values as _index_values
 from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
                      is_quantized, quantized_activation_range, round_half_away, same_quantization, saturate,
@@ -378,7 +378,7 @@ def check_gather_indices(node, indices, axis_size):
 
 def _gather_support(node):
     if node.options.get("batch_dims", 0) != 0:
-        return f"batch_dims {node.options['batch_dims']} is not supported (only 0)"
+        return Unimplemented(f"batch_dims {node.options['batch_dims']} is not supported (only 0)")
     return arity_reason(node, 2) or index_input_reason(node, 1, "indices")
 
 

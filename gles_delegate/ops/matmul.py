@@ -16,7 +16,7 @@ asymmetric_quantize_inputs) is refused.
 """
 import numpy as np
 
-from .checks import quantization_reason, with_arity
+from .checks import Unimplemented, quantization_reason, with_arity
 from .common import (is_quantized, multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_64,
                      quant_params, quantized_multiplier, zero_point_of)
 
@@ -75,7 +75,7 @@ def _check_types(node):
     out_t = node.outputs[0]
     dtypes = (lhs_t.dtype, rhs_t.dtype, out_t.dtype)
     if lhs_t.dtype == _FLOAT and rhs_t.dtype == np.int8:
-        return "hybrid BATCH_MATMUL (float32 lhs, int8 rhs) is not supported"
+        return Unimplemented("hybrid BATCH_MATMUL (float32 lhs, int8 rhs) is not supported")
     if dtypes == (_FLOAT,) * 3 or dtypes == (np.dtype(np.int8),) * 2 + (np.dtype(np.int32),):
         return None
     if lhs_t.dtype not in _QUANTIZED or dtypes != (lhs_t.dtype,) * 3:
@@ -102,7 +102,7 @@ def _check_shapes(node):
 def support_batch_matmul(node):
     """Why the reference cannot run this BATCH_MATMUL node, or None."""
     if node.options.get("asymmetric_quantize_inputs", False) and node.inputs[0].dtype == _FLOAT:
-        return "asymmetric_quantize_inputs (hybrid BATCH_MATMUL) is not supported"
+        return Unimplemented("asymmetric_quantize_inputs (hybrid BATCH_MATMUL) is not supported")
     return _check_types(node) or _check_shapes(node)
 
 

@@ -8,7 +8,7 @@ sum_bound covers.
 """
 import numpy as np
 
-from .checks import float32_reason, with_arity
+from .checks import Unimplemented, float32_reason, with_arity
 from .common import ACT_NONE, fused_activation
 
 F32 = np.dtype(np.float32)
@@ -28,7 +28,7 @@ def _l2_support(node):
         return "input must have at least one dimension"
     if fused_activation(node) != ACT_NONE:
         # l2norm.cc applies none (it requires NONE).
-        return f"fused activation {fused_activation(node)} is not supported (only NONE)"
+        return Unimplemented(f"fused activation {fused_activation(node)} is not supported (only NONE)")
     return float32_reason(node)
 
 

@@ -10,7 +10,7 @@ constants; fold_constants.py runs these kernels once at allocate time.
 import numpy as np
 
 from ..errors import ModelError
-from .checks import node_error, quantization_reason, with_arity
+from .checks import Unimplemented, node_error, quantization_reason, with_arity
 from .common import (dequantize, multiply_by_quantized_multiplier, quant_params, quantize, quantized_multiplier,
                      round_half_away, saturate, scale_of, zero_point_of)
 
@@ -60,11 +60,11 @@ def quantize_support(node):
     """Why QUANTIZE cannot run this node, or None (the arity is with_arity's check)."""
     source, target = node.inputs[0], node.outputs[0]
     if target.dtype not in INTEGER_QUANTIZED:
-        return f"QUANTIZE to {target.type_name or target.dtype} is not supported"
+        return Unimplemented(f"QUANTIZE to {target.type_name or target.dtype} is not supported")
     if source.dtype == F32:
         return quantization_reason(node, [target], per_channel=True) or _channel_reason(node, target, source.shape)
     if source.dtype not in INTEGER_QUANTIZED:
-        return f"QUANTIZE from {source.type_name or source.dtype} is not supported"
+        return Unimplemented(f"QUANTIZE from {source.type_name or source.dtype} is not supported")
     return quantization_reason(node, [source, target])
 
 
@@ -72,11 +72,11 @@ def dequantize_support(node):
     """Why DEQUANTIZE cannot run this node, or None (the arity is with_arity's check)."""
     source, target = node.inputs[0], node.outputs[0]
     if target.dtype != F32:
-        return f"DEQUANTIZE to {target.type_name or target.dtype} is not supported"
+        return Unimplemented(f"DEQUANTIZE to {target.type_name or target.dtype} is not supported")
     if source.dtype == F16:
         return None
     if source.dtype not in INTEGER_QUANTIZED:
-        return f"DEQUANTIZE from {source.type_name or source.dtype} is not supported"
+        return Unimplemented(f"DEQUANTIZE from {source.type_name or source.dtype} is not supported")
     return quantization_reason(node, [source], per_channel=True) or _channel_reason(node, source, source.shape)
 
 

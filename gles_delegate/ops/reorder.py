@@ -9,7 +9,7 @@ as int32) and may be runtime inputs: the shape rules then return None.
 """
 import numpy as np
 
-from .checks import arity_reason, index_input_reason, index_values, node_error, normalized_axis
+from .checks import Unimplemented, arity_reason, index_input_reason, index_values, node_error, normalized_axis
 from .common import is_quantized, zero_point_of
 
 I8, U8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64))
@@ -167,7 +167,7 @@ def _reverse_sequence_support(node):
     (x, lengths), rank = node.inputs, len(node.inputs[0].shape)
     seq_dim, batch_dim = node.options.get("seq_dim", 0), node.options.get("batch_dim", 0)
     if x.dtype not in SEQUENCE_TYPES or node.outputs[0].dtype != x.dtype:
-        return f"REVERSE_SEQUENCE of {x.dtype} -> {node.outputs[0].dtype} is not supported"
+        return Unimplemented(f"REVERSE_SEQUENCE of {x.dtype} -> {node.outputs[0].dtype} is not supported")
     if lengths.dtype not in (I32, I64) or len(lengths.shape) != 1:
         return "seq_lengths must be an int32 or int64 vector"
     if not (0 <= seq_dim < rank and 0 <= batch_dim < rank) or seq_dim == batch_dim:
@@ -195,7 +195,8 @@ def _matrix_set_diag_support(node):
         return reason
     x, diagonal = node.inputs
     if x.dtype not in MATRIX_TYPES or diagonal.dtype != x.dtype or node.outputs[0].dtype != x.dtype:
-        return f"MATRIX_SET_DIAG of {x.dtype} / {diagonal.dtype} -> {node.outputs[0].dtype} is not supported"
+        return Unimplemented(f"MATRIX_SET_DIAG of {x.dtype} / {diagonal.dtype} -> {node.outputs[0].dtype} is not "
+                             "supported")
     if len(x.shape) < 2 or tuple(diagonal.shape) != tuple(x.shape[:-2]) + (min(x.shape[-2:]),):
         return f"diagonal shape {list(diagonal.shape)} does not fit matrices {list(x.shape)}"
     return None

@@ -93,7 +93,7 @@ def where_support(node):
     if reason:
         return reason
     if node.inputs[0].dtype not in WHERE_DTYPES:
-        return f"WHERE condition of {node.inputs[0].dtype} is not supported"
+        return Unimplemented(f"WHERE condition of {node.inputs[0].dtype} is not supported")
     if node.outputs[0].dtype != I64:
         return f"WHERE output must be int64, not {node.outputs[0].dtype}"
     return None
@@ -184,7 +184,7 @@ def unique_support(node):
         return reason
     x, (values, index) = node.inputs[0], node.outputs
     if x.dtype not in UNIQUE_DTYPES or values.dtype != x.dtype:
-        return f"UNIQUE of {x.dtype} -> {values.dtype} is not supported"
+        return Unimplemented(f"UNIQUE of {x.dtype} -> {values.dtype} is not supported")
     if len(x.shape) != 1:
         return f"UNIQUE takes a vector, got shape {list(x.shape)}"
     index_type = node.options.get("idx_out_type", 2)

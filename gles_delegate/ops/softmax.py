@@ -6,7 +6,7 @@ TFLite's fixed output quantization (scale 1/256; zero point -128 for int8, 0 for
 """
 import numpy as np
 
-from .checks import arity_reason
+from .checks import Unimplemented, arity_reason
 from .common import round_half_away, saturate, scale_of, zero_point_of
 
 _FLOAT = np.dtype(np.float32)
@@ -66,7 +66,7 @@ def _softmax_support(node):
     if x.dtype == _FLOAT and out.dtype == _FLOAT:
         return None if x.shape else "needs an input of rank >= 1"
     if x.dtype not in _OUTPUT_ZERO_POINT or out.dtype != x.dtype:
-        return f"input {x.dtype} / output {out.dtype}: only float32, int8 and uint8 in and out"
+        return Unimplemented(f"input {x.dtype} / output {out.dtype}: only float32, int8 and uint8 in and out")
     if x.quantization is None or out.quantization is None:
         return "8-bit SOFTMAX needs quantized input and output"
     zero_point, scale = zero_point_of(out), scale_of(out)
