@@ -88,3 +88,4 @@ def hybrid_transpose_conv_model():
     model = build_model("TRANSPOSE_CONV", inputs, [((1, 8, 8, 2), np.float32, None)],
                         {"padding": 0, "stride_w": 2, "stride_h": 2})
     return model, x
+

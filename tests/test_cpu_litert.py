@@ -96,8 +96,8 @@ VARIANTS = {"int16_conv": (int16_conv_model, "#0 (CONV_2D)", "input type int16")
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("backend", ["auto", "fallback"])
 def test_a_variant_the_reference_lacks_runs_on_litert(variant, backend):
-    """A node of an op the reference has, of a type combination it has no kernel for (16x8
-    activations, dynamic-range weights): LiteRT's kernels run it, with LiteRT's very outputs;
+    """A node of an op the reference has, of a variant it has no kernel for (16x8 activations,
+    dynamic-range weights): LiteRT's kernels run it, with LiteRT's very outputs;
     cpu_backend='reference' refuses it, naming the node and the variant."""
     make, label, what = VARIANTS[variant]
     model, x = make()

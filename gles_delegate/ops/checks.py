@@ -74,8 +74,8 @@ class Unimplemented(str):
     """A reason the reference refuses a node for: a variant it has no kernel for, which TFLite
     may well define: a type combination (int16 activations, a hybrid TRANSPOSE_CONV or
     BATCH_MATMUL, a CAST or QUANTIZE between types it lacks) or a feature of a well-formed node
-    (GATHER's batch_dims, broadcasting past rank 4, per-channel quantization of an op it runs per
-    tensor). Under cpu_backend 'auto' or 'fallback' such a node runs on LiteRT's kernels
+    (broadcasting past rank 4, per-channel quantization of an op it runs per tensor). Under
+    cpu_backend 'auto' or 'fallback' such a node runs on LiteRT's kernels
     (cpu_litert.CpuBackend.on_litert), whose Prepare checks the types and options of what it
     runs. Any other reason (a shape, a count, an option out of range) stays a ModelError there:
     it may mean a malformed node, which LiteRT's kernels are not guaranteed to survive."""

@@ -8,7 +8,7 @@ are read from their values, so a kernel computes its output shape from its input
 """
 import numpy as np
 
-from .checks import Unimplemented, INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
+from .checks import INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
 from .checks import index_values as _index_values
 from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
                      is_quantized, quantized_activation_range, round_half_away, same_quantization, saturate,
@@ -356,12 +356,39 @@ def expand_dims(node, inputs):
 
 # -- GATHER -----------------------------------------------------------------------------------
 def gather(node, inputs):
-    """GATHER (batch_dims 0): out = params[:axis] x indices.shape x params[axis+1:]."""
+    """GATHER: out = params[:axis] x indices.shape[batch_dims:] x params[axis+1:]; with
+    batch_dims b, batch item i of params (its first b dims) is gathered by batch item i of the
+    indices (gather_dims checks the dims as TFLite's Prepare)."""
     params, indices = inputs
-    axis = normalized_axis(node, node.options.get("axis", 0), params.ndim)
+    axis, batch_dims = gather_dims(node, params.shape, np.shape(indices))
     flat = np.asarray(indices, np.int64)
     check_gather_indices(node, flat, params.shape[axis])
-    return [np.take(params, flat, axis=axis)]
+    if batch_dims == 0:
+        return [np.take(params, flat, axis=axis)]
+    batch = params.shape[:batch_dims]
+    items = int(np.prod(batch, dtype=np.int64))
+    p = params.reshape((items,) + params.shape[batch_dims:])
+    i = flat.reshape((items,) + flat.shape[batch_dims:])
+    out = [np.take(p[k], i[k], axis=axis - batch_dims) for k in range(items)]
+    shape = params.shape[:axis] + flat.shape[batch_dims:] + params.shape[axis + 1:]
+    return [np.stack(out).reshape(shape) if items else np.zeros(shape, params.dtype)]
+
+
+def gather_dims(node, params_shape, indices_shape):
+    """(axis, batch_dims) of a GATHER, both made non-negative as TFLite's Prepare does (batch_dims
+    counts from the end of the indices' dims), checked as it checks them: a ModelError naming
+    the node otherwise."""
+    rank = len(params_shape)
+    axis = normalized_axis(node, node.options.get("axis", 0), rank)
+    batch_dims = int(node.options.get("batch_dims", 0))
+    batch_dims += len(indices_shape) if batch_dims < 0 else 0
+    if not 0 <= batch_dims <= min(axis, len(indices_shape)) or batch_dims >= rank:
+        raise node_error(node, f"batch_dims {node.options.get('batch_dims', 0)} out of range for axis {axis}, "
+                               f"params of rank {rank} and indices of rank {len(indices_shape)}")
+    if tuple(params_shape[:batch_dims]) != tuple(indices_shape[:batch_dims]):
+        raise node_error(node, f"the first {batch_dims} dims of params {list(params_shape)} and indices "
+                               f"{list(indices_shape)} differ (batch_dims {batch_dims})")
+    return axis, batch_dims
 
 
 def gather_index_error(node, axis_size):
@@ -377,8 +404,6 @@ def check_gather_indices(node, indices, axis_size):
 
 
 def _gather_support(node):
-    if node.options.get("batch_dims", 0) != 0:
-        return Unimplemented(f"batch_dims {node.options['batch_dims']} is not supported (only 0)")
     return arity_reason(node, 2) or index_input_reason(node, 1, "indices")
 
 
@@ -494,8 +519,8 @@ def _tiled_shape(node, shapes, values):
 
 def _gathered_shape(node, shapes, values):
     params, indices = shapes
-    axis = node.options.get("axis", 0) % len(params)
-    return [params[:axis] + indices + params[axis + 1:]]
+    axis, batch_dims = gather_dims(node, params, indices)
+    return [params[:axis] + indices[batch_dims:] + params[axis + 1:]]
 
 
 # -- output shapes of the ops that only move values (shape propagation after a resize): the

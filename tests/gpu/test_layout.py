@@ -78,6 +78,9 @@ CASES = {
     "gather_even": ("GATHER", [x(3, 4, 10), ints([1, 4, 7])], {"axis": -1}, {}),
     "gather_runs_channels": ("GATHER", [x(3, 4, 10), ints([0, 1, 2, 7, 5, 3, 3, 9])], {"axis": 2}, {}),
     "gather_runs_rows": ("GATHER", [x(6, 5), ints([5, 0, 1, 2, 2])], {"axis": 0}, {}),
+    # batch_dims 1: out[b, j, c] = x[b, indices[b, j], c], a strided view for these indices
+    "gather_batch_dims": ("GATHER", [x(2, 3, 4), ints([[0, 1], [1, 2]])], {"axis": 1, "batch_dims": 1}, {}),
+    "gather_batch_dims_1d": ("GATHER", [x(2, 3, 5), ints([1, 2])], {"axis": 1, "batch_dims": -1}, {}),
     "reverse_channels": ("REVERSE_V2", [x(2, 3, 4, 6), ints([-1])], {}, {}),
     "reverse_spatial": ("REVERSE_V2", [x(2, 3, 4, 8), ints([2, 1])], {}, {}),
     "reverse_all": ("REVERSE_V2", [x(3, 5, 2), ints([0, 1, 2])], {}, {}),

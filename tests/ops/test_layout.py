@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from gles_delegate.ops import layout as layout_ops
 from gles_delegate.tflite import ModelBuilder
 from tests.litert import run_litert
-from tests.oplib import (In, assert_close, assert_kernel_error, assert_rejected, check_nodes_on_real_models, check_op,
-                         feeds, run_ours, single_op_model)
+from tests.oplib import (In, assert_close, assert_kernel_error, assert_refused_like_litert, assert_rejected,
+                         check_nodes_on_real_models, check_op, feeds, run_ours, single_op_model)
 
 I32, I64 = np.int32, np.int64
 # (dtype, quantization) pairs the layout ops must carry through unchanged.
@@ -365,8 +365,29 @@ def test_gather_rejects():
     params = In(np.zeros((3, 2), np.float32))
     assert_kernel_error("GATHER", [params, In(np.array([0, 3], I32))], match="out of range")
     assert_kernel_error("GATHER", [params, In(np.array([-1], I32))], match="out of range")
-    assert_rejected("GATHER", [In(np.zeros((3, 2), np.float32)), In(np.zeros((3,), I32))], {"batch_dims": 1},
-                    match="batch_dims")
+
+
+@pytest.mark.parametrize("params_shape,indices_shape,axis,batch_dims", [
+    ((2, 3, 4), (2, 2), 1, 1), ((2, 3, 4, 5), (2, 3, 2), 2, 2), ((2, 3, 4), (2, 5), 2, -1), ((2, 3, 4), (2,), 1, 1),
+    ((3, 4), (3, 2, 2), -1, 1)])
+@pytest.mark.parametrize("dtype,quant", DTYPES[:2])
+def test_gather_batch_dims(params_shape, indices_shape, axis, batch_dims, dtype, quant):
+    """Batch item i of params gathered by batch item i of the indices; a negative batch_dims
+    counts from the end of the indices' dims."""
+    rng = np.random.default_rng(16)
+    params = rand(rng, params_shape, dtype)
+    indices = rng.integers(0, params_shape[axis], indices_shape).astype(I32)
+    check_layout("GATHER", [In(params, quant=quant), In(indices)], {"axis": axis, "batch_dims": batch_dims})
+
+
+@pytest.mark.parametrize("params_shape,indices_shape,axis,batch_dims", [
+    ((2, 3), (2, 1), 0, 1), ((2, 3), (3, 1), 1, 1), ((2, 3, 4), (2, 2), 2, 3), ((2, 3, 4), (2, 2), 2, -3)])
+def test_gather_batch_dims_out_of_range_or_unmatched(params_shape, indices_shape, axis, batch_dims):
+    """batch_dims past the axis, the indices' rank or params' rank, or batch dims that differ:
+    LiteRT's Prepare refuses them, and so do we."""
+    assert_refused_like_litert("GATHER", [In(np.zeros(params_shape, np.float32)), In(np.zeros(indices_shape, I32))],
+                               [(params_shape, np.float32, None)], {"axis": axis, "batch_dims": batch_dims},
+                               match="batch_dims|differ")
 
 
 # -- SPLIT / SPLIT_V / PACK / UNPACK ----------------------------------------------------------

@@ -19,7 +19,7 @@ def _axis(node):
 
 
 def supports(node):
-    """The reference's checks (batch_dims 0); runtime int32 indices; float32 or bool params;
+    """The reference's checks; batch_dims 0; runtime int32 indices; float32 or bool params;
     an axis whose indices float32 storage holds exactly (half storage: checked in build)."""
     reason = reference.SUPPORT["GATHER"](node)
     if reason:
@@ -27,6 +27,8 @@ def supports(node):
     params, indices = node.inputs
     if indices.is_const or indices.dtype != np.int32:
         return "this kernel takes runtime int32 indices"
+    if node.options.get("batch_dims", 0):
+        return "batch_dims is not 0"
     if params.dtype not in VALUE_DTYPES:
         return f"GATHER of {params.dtype} values: int32 values are exact in the float view only to 2^24"
     if len(params.shape) == 0:

@@ -246,7 +246,7 @@ def _pieces(node, index_map):
     fit = _affine(index_map)
     if fit is not None:
         return [Gather(source, fit[0], _strided_axes(index_map.shape, fit[1]))]
-    indices = node.inputs[1].data if node.op == "GATHER" else None
+    indices = node.inputs[1].data if node.op == "GATHER" and not node.options.get("batch_dims", 0) else None
     if indices is None or indices.ndim != 1 or merged_dim_reason(index_map.shape, _gather_axis(node)):
         return None
     axis = _gather_axis(node)
@@ -261,13 +261,13 @@ def _pieces(node, index_map):
 
 
 def _gather_axis(node):
-    """GATHER's axis as a dim of its output (batch_dims 0: the indices are 1-D here)."""
+    """GATHER's axis as a dim of its output (batch_dims 0 and 1-D indices: _pieces' runs)."""
     return node.options.get("axis", 0) % len(node.inputs[0].shape)
 
 
 def _runs_box_reason(node, index_map):
     """Why the runs of a GATHER's 1-D indices have no box each in the output's view, or None."""
-    if node.op != "GATHER" or np.ndim(node.inputs[1].data) != 1:
+    if node.op != "GATHER" or np.ndim(node.inputs[1].data) != 1 or node.options.get("batch_dims", 0):
         return None
     return merged_dim_reason(index_map.shape, _gather_axis(node))
 
