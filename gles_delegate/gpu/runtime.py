@@ -419,12 +419,13 @@ class MappedIo:
             return [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4].reshape(slot.shape))
                     for slot in slots]
         self.inputs, self.outputs = views(plan.inputs), views(plan.outputs)
-        self.status = floats[plan.status_offset // 4:][:len(plan.status_errors)]
+        # None without status words: no per-invoke work for them then.
+        self.status = floats[plan.status_offset // 4:][:len(plan.status_errors)] if plan.status_errors else None
         self.status_errors = plan.status_errors
         # Inputs come first in the I/O buffer, then outputs, then the status words
         # (compiler.build_dispatches): the copy out takes the status words with the outputs.
         self.in_bytes = max((s.offset + s.nbytes for s in plan.inputs), default=0)
-        self.status_bytes = plan.io_bytes - plan.status_offset if len(self.status) else 0
+        self.status_bytes = plan.io_bytes - plan.status_offset if plan.status_errors else 0
         self.status_start = plan.io_bytes - self.status_bytes
         self.out_start = min([s.offset for s in plan.outputs] + [self.status_start])
         self.out_bytes = plan.io_bytes - self.out_start
@@ -441,7 +442,8 @@ class MappedIo:
         # A coherent mapping: these writes are visible to every GL command issued after them.
         for index, view in self.inputs:
             np.copyto(view, storage[index], casting="unsafe")
-        self.status[:] = 0
+        if self.status is not None:
+            self.status[:] = 0
         if not self.direct:
             if self.in_bytes:
                 self._copy(self.staging, self.handle, 0, self.in_bytes)
@@ -461,7 +463,8 @@ class MappedIo:
             G.wait_sync(gl, sync)
         finally:
             gl.delete_sync_fast(sync)
-        check_status(self.status, self.status_errors)
+        if self.status is not None:
+            check_status(self.status, self.status_errors)
         for index, view in self.outputs:
             store_output(storage[index], view)
 
