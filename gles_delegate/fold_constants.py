@@ -1,11 +1,12 @@
 """Fold nodes whose inputs are all constant (fp16 DEQUANTIZE, DENSIFY of weights) into constants,
-and SHAPE of a tensor whose shape an allocation fixes (fold_shapes)."""
+and SHAPE of a tensor whose shape an allocation fixes (fold_shapes); give sparse weights that an
+op reads directly a DENSIFY of their own first (densify_sparse_reads)."""
 import functools
 
 import numpy as np
 
 from . import ops
-from .graph import Deferred
+from .graph import Deferred, Node
 from .ops.checks import node_error
 
 
@@ -48,6 +49,30 @@ def deferrable(node):
 def _fold(node, tensor):
     value = ops.run_node(node, [None if t is None else t.data for t in node.inputs])[0]
     return folded_value(node, tensor, value)
+
+
+def densify_sparse_reads(graph):
+    """Put a DENSIFY before every node but a DENSIFY that reads a sparse constant (TFLite's
+    FULLY_CONNECTED takes sparse weights itself; the reference and GPU kernels take dense ones),
+    one per sparse tensor, the reader then reading its output: fold_constants folds it like any
+    DENSIFY of weights. A sparse kernel computes the dense op's sums without the zero terms:
+    exactly the same integers in int8, the same real numbers in float (summed in another
+    order). A DENSIFY takes its reader's operator index, which its errors name (malformed index
+    arrays: a ModelError at allocate_tensors). Returns the DENSIFY nodes added."""
+    dense, added = {}, []
+    for node in list(graph.nodes):
+        sparse = [t for t in node.inputs if t is not None and t.sparsity is not None and t.is_const]
+        if node.op == "DENSIFY" or not sparse:
+            continue
+        for tensor in sparse:
+            if id(tensor) not in dense:
+                out = graph.new_tensor(f"{tensor.name}/densified", tensor.shape, tensor.dtype,
+                                       quantization=tensor.quantization)
+                densify = Node(index=node.index, op="DENSIFY", inputs=[tensor], outputs=[out])
+                graph.insert_before(densify, node)
+                dense[id(tensor)], _ = out, added.append(densify)
+        graph.set_inputs(node, [dense.get(id(t), t) if t is not None else None for t in node.inputs])
+    return added
 
 
 def fold_constants(graph):

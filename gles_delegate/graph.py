@@ -330,6 +330,10 @@ class Graph:
             anchor = new
         self.remove_node(node)
 
+    def insert_before(self, new, node):
+        """Put the node `new` (not in the graph) just before `node` in execution order."""
+        self._insert_before(new, node)
+
     def move_before(self, moved, node):
         """Move `moved` to just before `node` in execution order."""
         self.remove_node(moved)

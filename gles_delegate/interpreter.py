@@ -20,7 +20,7 @@ from .shape_propagation import dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
 from .tflite.model import SignatureDef
-from .fold_constants import fold_constants, fold_shapes
+from .fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 
 def check_declared_shapes(graph, dynamic=frozenset()):
@@ -222,6 +222,7 @@ class _Executor:
             if node.op in ops.RUNTIME_OPS:
                 node.runtime = self.runtime
         propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
+        densify_sparse_reads(graph)
         fold_constants(graph)
         for node in graph.nodes:
             reason = ops.unsupported_reason(node)

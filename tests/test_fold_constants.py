@@ -2,10 +2,13 @@
 import numpy as np
 import pytest
 
-from gles_delegate import Interpreter, ModelError
+from gles_delegate import GpuDelegate, Interpreter, ModelError, ops
+from gles_delegate.fold_constants import densify_sparse_reads, fold_constants
 from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder, read_model
-from gles_delegate.fold_constants import fold_constants
+from gles_delegate.tflite import ModelBuilder, read_model, write_model
+from gles_delegate.tflite.writer import quantize_params
+from tests.litert import run_litert
+from tests.ops.test_quantize import encode_sparse, random_sparse
 
 
 def mean_of_constant_scalar():
@@ -92,3 +95,81 @@ def test_a_folded_shape_follows_a_resize():
     out, expected = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected_gate(x)
     # float32 throughout: the mean's summation order differs from numpy's by a few ulps.
     assert np.abs(out - expected).max() <= 16 * np.finfo(np.float32).eps * np.abs(expected).max()
+
+
+# -- sparse weights read directly (densify_sparse_reads) ----------------------------------------
+SPARSE_FC_CASES = {  # weights dtype, formats, block_map, block_sizes
+    "float_1x4_blocks": (np.float32, ("DENSE", "SPARSE_CSR", "DENSE"), (1,), (4,)),
+    "float_random": (np.float32, ("DENSE", "SPARSE_CSR"), (), ()),
+    "int8_1x16_blocks": (np.int8, ("DENSE", "SPARSE_CSR", "DENSE"), (1,), (16,)),
+}
+
+
+def sparse_fc_model(case, rng):
+    """(model, input, dense weights, bias) of a FULLY_CONNECTED reading sparse weights itself
+    (no DENSIFY node), as TFLite's sparse FC kernels take them."""
+    dtype, formats, block_map, block_sizes = SPARSE_FC_CASES[case]
+    weights = random_sparse(rng, (8, 32), dtype, block_map=block_map, block_sizes=block_sizes)
+    weights = weights.astype(np.float32) / 50 if dtype == np.float32 else weights
+    values, sparsity = encode_sparse(weights, tuple(range(2 + len(block_map))), formats, block_map, block_sizes)
+    quantized = dtype == np.int8
+    q = (lambda scale, zero: quantize_params(scale, zero)) if quantized else (lambda scale, zero: None)
+    bias = (rng.standard_normal(8) * 100).astype(np.int32) if quantized else rng.standard_normal(8).astype(np.float32)
+    b = ModelBuilder()
+    x = b.input("x", (2, 32), dtype, quantization=q(0.05, 3))
+    w = b.tensor("w", (8, 32), dtype, data=values, sparsity=sparsity, quantization=q(0.02, 0))
+    out = b.tensor("out", (2, 8), dtype, quantization=q(0.1, -2))
+    b.op("FULLY_CONNECTED", [x, w, b.const("bias", bias, quantization=q(0.001, 0))], [out],
+         fused_activation_function=0)
+    b.output(out)
+    x_value = rng.integers(-128, 128, (2, 32)).astype(np.int8) if quantized else \
+        rng.standard_normal((2, 32)).astype(np.float32)
+    return b.build(), x_value, weights, bias
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
+@pytest.mark.parametrize("case", SPARSE_FC_CASES)
+def test_sparse_weights_read_by_a_fully_connected_are_densified(case, gpu):
+    """Each sparse tensor an op reads directly gets a DENSIFY, which folds: the reference (and
+    the GPU) then run the dense op. LiteRT's builtin sparse kernels agree: the same integers in
+    int8, within float32 rounding of the sums in float (LiteRT's default resolver, XNNPACK,
+    returned NaN and 1e28 on the float cases)."""
+    model, x, weights, bias = sparse_fc_model(case, np.random.default_rng(len(case)))
+    delegates = [GpuDelegate(precision="fp32")] if gpu else []
+    interpreter = Interpreter(model_content=model, experimental_delegates=delegates)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    ours = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    if gpu:
+        assert delegates[0].summary()["gpu_nodes"] == 1
+        delegates[0].close()
+    (theirs,) = run_litert(model, [x], resolver="builtin")
+    if x.dtype == np.int8:
+        assert np.abs(ours.astype(np.int32) - theirs).max() <= (1 if gpu else 0)  # the GPU's float view: a step
+        return
+    magnitude = np.abs(x).astype(np.float64) @ np.abs(weights).T + np.abs(bias)
+    bound = 32 * np.finfo(np.float32).eps * magnitude
+    assert np.all(np.abs(ours - theirs) <= bound)
+    assert np.all(np.abs(ours - (x.astype(np.float64) @ weights.T + bias)) <= bound)
+
+
+def test_one_densify_per_sparse_tensor_and_none_before_a_densify():
+    model, _, _, _ = sparse_fc_model("float_random", np.random.default_rng(1))
+    graph = Graph.from_model(read_model(model))
+    sparse = graph.nodes[0].inputs[1]
+    added = densify_sparse_reads(graph)
+    assert [n.op for n in graph.nodes] == ["DENSIFY", "FULLY_CONNECTED"] and added == graph.nodes[:1]
+    assert graph.nodes[0].inputs == [sparse] and graph.nodes[1].inputs[1] is graph.nodes[0].outputs[0]
+    assert densify_sparse_reads(graph) == []  # the DENSIFY itself reads the sparse tensor
+    assert [n.op for n in fold_constants(graph)] == ["DENSIFY"]
+    np.testing.assert_array_equal(np.asarray(graph.nodes[0].inputs[1].data), ops.run_node(added[0], [sparse.data])[0])
+
+
+def test_malformed_sparse_weights_read_directly_are_a_model_error_naming_the_tensor():
+    """The DENSIFY takes the reader's operator index: the error names it and the tensor."""
+    model, _, _, _ = sparse_fc_model("float_random", np.random.default_rng(2))
+    edited = read_model(model)
+    edited.subgraphs[0].tensors[1].sparsity.dim_metadata[1].array_indices = None
+    with pytest.raises(ModelError, match=r"#0 \(DENSIFY\).*tensor 1: SPARSE_CSR level 1 lacks array_segments"):
+        Interpreter(model_content=write_model(edited)).allocate_tensors()
