@@ -385,7 +385,7 @@ def support_fully_connected(node, operands=_check_operands):
     return _first(
         lambda: _check_ranks(("weights", w_t, 2)),
         lambda: None if node.options.get("weights_format", 0) == 0 else
-        f"weights_format {node.options['weights_format']} (only DEFAULT)",
+        Unimplemented(f"weights_format {node.options['weights_format']} (only DEFAULT)"),
         lambda: None if len(x_t.shape) >= 1 and w_t.shape[1] > 0 and x_t.size % w_t.shape[1] == 0 else
         f"input shape {list(x_t.shape)} does not split into rows of {w_t.shape[1]}",
         lambda: None if not keep_num_dims or x_t.shape[-1] == w_t.shape[1] else

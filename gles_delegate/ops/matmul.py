@@ -79,8 +79,8 @@ def _check_types(node):
     if dtypes == (_FLOAT,) * 3 or dtypes == (np.dtype(np.int8),) * 2 + (np.dtype(np.int32),):
         return None
     if lhs_t.dtype not in _QUANTIZED or dtypes != (lhs_t.dtype,) * 3:
-        return (f"lhs {lhs_t.dtype}, rhs {rhs_t.dtype}, output {out_t.dtype} (supported: all float32, "
-                "all int8, all int16, int8 x int8 -> int32)")
+        return Unimplemented(f"lhs {lhs_t.dtype}, rhs {rhs_t.dtype}, output {out_t.dtype} (supported: all "
+                             "float32, all int8, all int16, int8 x int8 -> int32)")
     reason = quantization_reason(node, (lhs_t, rhs_t, out_t))
     if reason is None and lhs_t.dtype == np.int16 and any(zero_point_of(t) != 0 for t in (lhs_t, rhs_t, out_t)):
         reason = "int16 BATCH_MATMUL needs zero points of 0 (as TFLite)"

@@ -26,7 +26,8 @@ def _support(n_inputs, index_inputs):
         for k, what in index_inputs:
             reason = reason or index_input_reason(node, k, what, int32_only=True)
         if reason is None and node.inputs[0].dtype not in REORDER_TYPES:
-            reason = f"{node.inputs[0].dtype} is not supported (only {', '.join(map(str, REORDER_TYPES))})"
+            reason = Unimplemented(f"{node.inputs[0].dtype} is not supported (only "
+                                   f"{', '.join(map(str, REORDER_TYPES))})")
         if reason is None and node.outputs[0].dtype != node.inputs[0].dtype:
             reason = f"the output is {node.outputs[0].dtype}, the input {node.inputs[0].dtype}"
         return reason

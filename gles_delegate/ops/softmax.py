@@ -80,7 +80,7 @@ def _softmax_support(node):
 def _log_softmax_support(node):
     reason = arity_reason(node, 1)
     if reason is None and (node.inputs[0].dtype != _FLOAT or node.outputs[0].dtype != _FLOAT):
-        reason = "only float32 is supported"
+        reason = Unimplemented("only float32 is supported")
     if reason is None and not node.inputs[0].shape:
         reason = "needs an input of rank >= 1"
     return reason
