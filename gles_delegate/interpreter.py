@@ -229,7 +229,9 @@ class _Executor:
             if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
                 self.cpu.check(node, reason, graph)
         dynamic = dynamic_tensors(graph)
-        if fold_shapes(graph, dynamic):
+        # Folding only makes values known: the dynamic tensors can only become fewer, so none
+        # before means none after (a dynamic-batch Keras model: a whole pass saved).
+        if fold_shapes(graph, dynamic) and dynamic:
             dynamic = dynamic_tensors(graph)
         check_declared_shapes(graph, dynamic)
         storage = self.make_storage(graph)
