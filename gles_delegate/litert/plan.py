@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from ..graph import Graph
 from ..partition import boundary
 from ..shape_propagation import dynamic_tensors, propagate_shapes
-from ..fold_constants import fold_constants, fold_shapes
+from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
 
@@ -62,6 +62,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     graph = Graph.from_model(model, index)
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
     propagate_shapes(graph, resized)
+    densify_sparse_reads(graph)
     fold_constants(graph)
     fold_shapes(graph, dynamic_tensors(graph))
     partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
@@ -77,6 +78,7 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     LiteRT prepares the nodes before a kernel first, so those shapes are final, while nodes
     after it (whose shapes our reference might not infer) are not needed."""
     graph = Graph.from_model(model, plan.index)
+    densify_sparse_reads(graph)
     fold_constants(graph)
     mine = [node for node in graph.nodes if node.index in nodes]
     spec = boundary(graph, mine)

@@ -281,3 +281,24 @@ def test_out_of_range_input_indices_fail_the_invoke_inside_litert():
         interp.set_tensor(index, np.array([3, 0], np.int32))
         interp.invoke()
         assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), table[[3, 0]])
+
+
+@pytest.mark.parametrize("case", ["float_1x4_blocks", "int8_1x16_blocks"])
+def test_sparse_weights_read_directly_run_on_the_gpu(case):
+    """LiteRT's sparse FULLY_CONNECTED: the delegate densifies its weights (a DENSIFY it folds)
+    and claims the node; the outputs are LiteRT's builtin kernels' (int8 within a step of the
+    float view, float within rounding), where LiteRT's own default path (XNNPACK) gave NaN."""
+    from tests.litert import run_litert
+    from tests.test_fold_constants import sparse_fc_model
+    model, x, weights, bias = sparse_fc_model(case, np.random.default_rng(len(case)))
+    with GpuDelegate(precision="fp32") as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        out = run(interp, x)
+        assert list(replaced(delegate).values()) == [[0]]
+    (theirs,) = run_litert(model, [x], resolver="builtin")
+    if x.dtype == np.int8:
+        assert np.abs(out.astype(np.int32) - theirs).max() <= 1
+    else:
+        bound = 32 * EPS32 * (np.abs(x).astype(np.float64) @ np.abs(weights).T + np.abs(bias))
+        assert np.all(np.abs(out - theirs) <= bound)
