@@ -70,7 +70,8 @@ def densify_sparse_reads(graph):
                                        quantization=tensor.quantization)
                 densify = Node(index=node.index, op="DENSIFY", inputs=[tensor], outputs=[out])
                 graph.insert_before(densify, node)
-                dense[id(tensor)], _ = out, added.append(densify)
+                added.append(densify)
+                dense[id(tensor)] = out
         graph.set_inputs(node, [dense.get(id(t), t) if t is not None else None for t in node.inputs])
     return added
 

@@ -66,8 +66,9 @@ class Plan:
     # in the arena, so a capture takes them from the outputs.
     io_stores: list = field(default_factory=list)
     # Status words (KernelEnv.status_word): float32 words from byte status_offset of the I/O
-    # buffer, after the outputs, one per error a kernel may report (status_errors: its message).
-    # The runtime zeroes them with the inputs and reads them with the outputs.
+    # buffer, between the inputs and the outputs, one per error a kernel may report
+    # (status_errors: its message): the copy in zeroes them with the inputs, the copy out reads
+    # them with the outputs.
     status_offset: int = 0
     status_errors: list = field(default_factory=list)
     # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
@@ -129,16 +130,10 @@ def check_limits(plan, limits):
 
 def build_dispatches(nodes, inputs, outputs, env):
     """The dispatch list of a partition: convert inputs, run each node's kernel, convert outputs.
-    Also returns the I/O slots and the I/O buffer's size in bytes (the slots, then the status
-    words the kernels asked for: KernelEnv.status_word)."""
-    dispatches, io_in, io_out, io_bytes = [], [], [], 0
-    for group, kind in ((inputs, "convert_in"), (outputs, "convert_out")):
-        for tensor in group:
-            nbytes = tensor.size * 4
-            slot = IoSlot(tensor.index, io_bytes, nbytes, tuple(tensor.shape))
-            (io_in if kind == "convert_in" else io_out).append(slot)
-            io_bytes += -(-nbytes // 16) * 16
-    dispatches += [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
+    Also returns the I/O slots and the I/O buffer's size in bytes: the inputs, the status words
+    the kernels asked for (KernelEnv.status_word), the outputs."""
+    io_in, io_bytes = _io_slots(inputs, 0)
+    dispatches = [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
     env.status_base = io_bytes // 4
     for node in nodes:
         env.node = node
@@ -151,11 +146,21 @@ def build_dispatches(nodes, inputs, outputs, env):
             d.node = node
             dispatches.append(d)
     env.node = None
+    io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
                    if id(tensor) not in stored]
-    io_bytes += -(-len(env.status_errors) // 4) * 16
     return dispatches, io_in, io_out, max(io_bytes, 16)
+
+
+def _io_slots(tensors, offset):
+    """The IoSlots of `tensors` (float32 each, 16-byte aligned) from byte `offset` on, and the
+    byte after them."""
+    slots = []
+    for tensor in tensors:
+        slots.append(IoSlot(tensor.index, offset, tensor.size * 4, tuple(tensor.shape)))
+        offset += -(-tensor.size * 4 // 16) * 16
+    return slots, offset
 
 
 def fuse_output_stores(dispatches, outputs, io_out, env):

@@ -422,12 +422,12 @@ class MappedIo:
         # None without status words: no per-invoke work for them then.
         self.status = floats[plan.status_offset // 4:][:len(plan.status_errors)] if plan.status_errors else None
         self.status_errors = plan.status_errors
-        # Inputs come first in the I/O buffer, then outputs, then the status words
-        # (compiler.build_dispatches): the copy out takes the status words with the outputs.
-        self.in_bytes = max((s.offset + s.nbytes for s in plan.inputs), default=0)
-        self.status_bytes = plan.io_bytes - plan.status_offset if plan.status_errors else 0
-        self.status_start = plan.io_bytes - self.status_bytes
-        self.out_start = min([s.offset for s in plan.outputs] + [self.status_start])
+        # The inputs come first in the I/O buffer, then the status words, then the outputs
+        # (compiler.build_dispatches): the copy in and the copy out each take the status words.
+        status_end = plan.status_offset + 4 * len(plan.status_errors)
+        self.in_bytes = max([s.offset + s.nbytes for s in plan.inputs] + [status_end if plan.status_errors else 0])
+        self.out_start = min([s.offset for s in plan.outputs]
+                             + [plan.status_offset if plan.status_errors else plan.io_bytes])
         self.out_bytes = plan.io_bytes - self.out_start
 
     def _copy(self, source, target, offset, size):
@@ -444,11 +444,8 @@ class MappedIo:
             np.copyto(view, storage[index], casting="unsafe")
         if self.status is not None:
             self.status[:] = 0
-        if not self.direct:
-            if self.in_bytes:
-                self._copy(self.staging, self.handle, 0, self.in_bytes)
-            if self.status_bytes:
-                self._copy(self.staging, self.handle, self.status_start, self.status_bytes)
+        if self.in_bytes and not self.direct:
+            self._copy(self.staging, self.handle, 0, self.in_bytes)
 
     def read_outputs(self, storage):
         gl = self.gl

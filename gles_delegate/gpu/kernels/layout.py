@@ -246,8 +246,8 @@ def _pieces(node, index_map):
     fit = _affine(index_map)
     if fit is not None:
         return [Gather(source, fit[0], _strided_axes(index_map.shape, fit[1]))]
-    indices = node.inputs[1].data if node.op == "GATHER" and not node.options.get("batch_dims", 0) else None
-    if indices is None or indices.ndim != 1 or merged_dim_reason(index_map.shape, _gather_axis(node)):
+    indices = _run_indices(node)
+    if indices is None or merged_dim_reason(index_map.shape, _gather_axis(node)):
         return None
     axis = _gather_axis(node)
     pieces = []
@@ -260,6 +260,14 @@ def _pieces(node, index_map):
     return pieces
 
 
+def _run_indices(node):
+    """A GATHER's constant indices when _pieces may split them into runs (1-D, batch_dims 0),
+    else None."""
+    if node.op != "GATHER" or node.options.get("batch_dims", 0) or np.ndim(node.inputs[1].data) != 1:
+        return None
+    return node.inputs[1].data
+
+
 def _gather_axis(node):
     """GATHER's axis as a dim of its output (batch_dims 0 and 1-D indices: _pieces' runs)."""
     return node.options.get("axis", 0) % len(node.inputs[0].shape)
@@ -267,7 +275,7 @@ def _gather_axis(node):
 
 def _runs_box_reason(node, index_map):
     """Why the runs of a GATHER's 1-D indices have no box each in the output's view, or None."""
-    if node.op != "GATHER" or np.ndim(node.inputs[1].data) != 1 or node.options.get("batch_dims", 0):
+    if _run_indices(node) is None:
         return None
     return merged_dim_reason(index_map.shape, _gather_axis(node))
 

@@ -172,7 +172,7 @@ def check_plan(plan, graph, limits):
 
 
 def check_status_words(plan, fail):
-    """The status words (compiler.Plan) end the I/O buffer, one error message each."""
+    """The status words (compiler.Plan) lie inside the I/O buffer, one error message each."""
     errors = plan.status_errors
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         fail("status_errors")
