@@ -76,6 +76,7 @@ _FUNCTIONS = {
     "glFenceSync": (_vp, (_u, _u)),
     "glClientWaitSync": (_u, (_vp, _u, ctypes.c_uint64)),
     "glDeleteSync": (None, (_vp,)),
+    "glBufferSubData": (None, (_u, ctypes.c_ssize_t, ctypes.c_ssize_t, _vp)),
     "glCopyBufferSubData": (None, (_u, _u, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_ssize_t)),
     "glFlush": (None, ()),
     "glGetProgramInterfaceiv": (None, (_u, _u, _u, _P(_i))),

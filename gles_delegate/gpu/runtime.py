@@ -39,6 +39,8 @@ FLUSH_EVERY = 0
 # Larger I/O goes through device memory, where a kernel writing host memory over PCIe is slow
 # (class MappedIo). `gles-profile --set gpu.runtime.DIRECT_IO_MAX_BYTES=0` measures without.
 DIRECT_IO_MAX_BYTES = 64 * 1024
+# Zeroed buffers (the arena) are filled on the GPU from a block of this many zeros (fill_zeros).
+ZERO_SEED_BYTES = 64 * 1024
 log = logging.getLogger("gles_delegate")
 GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
              0x0505: "GL_OUT_OF_MEMORY", 0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0: "no GL error"}
@@ -61,23 +63,43 @@ def create_buffer(context, ctx, plan, what, nbytes, data=None, zeroed=False):
     """A moderngl buffer of `nbytes` (holding `data` when given, zeros when `zeroed`); GpuError
     saying which buffer and how large when the driver refuses it (moderngl raising, or
     GL_OUT_OF_MEMORY pending)."""
-    if zeroed:
-        try:
-            data = np.zeros(nbytes, np.uint8)  # calloc: untouched pages, nothing to fill here
-        except MemoryError:  # no host memory for so many zeros: the driver answers for the size
-            data = None
     try:
         buffer = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
     except Exception as exc:  # moderngl.Error, MemoryError: the driver or the host refused it
         raise out_of_memory(context, plan, what, nbytes, f"{type(exc).__name__}: {exc}") from None
+    _refuse_on_error(context, ctx, plan, what, nbytes, buffer)
+    if zeroed:  # only into a buffer the driver made
+        fill_zeros(context.gl, buffer.glo, nbytes)
+        _refuse_on_error(context, ctx, plan, what, nbytes, buffer)
+    return buffer
+
+
+def _refuse_on_error(context, ctx, plan, what, nbytes, buffer):
+    """Release `buffer` and raise out_of_memory when a GL error is pending."""
     error = ctx.error
     if error != "GL_NO_ERROR":
         buffer.release()
         context.clear_errors()
         raise out_of_memory(context, plan, what, nbytes, error)
-    if zeroed and data is None:
-        buffer.clear()
-    return buffer
+
+
+def fill_zeros(gl, handle, nbytes):
+    """Zero the first `nbytes` of buffer `handle` on the GPU: one upload of at most
+    ZERO_SEED_BYTES of zeros, then copies that double the zeroed prefix (GLES has no
+    glClearBufferData). Uploading all `nbytes` of zeros instead costs a driver staging copy of
+    them: on an H200, the 6.3 MB arena of a warm start took 5.6 ms that way, 1.1 ms this way
+    (docs/performance.md, round 8). Leaves nothing bound to the copy targets."""
+    seed = min(nbytes, ZERO_SEED_BYTES)
+    gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, handle)
+    gl.buffer_sub_data(G.GL_COPY_WRITE_BUFFER, 0, seed, bytes(seed))
+    gl.bind_buffer(G.GL_COPY_READ_BUFFER, handle)
+    done = seed
+    while done < nbytes:  # source [0, count) and target [done, done + count) never overlap
+        count = min(done, nbytes - done)
+        gl.copy_buffer_sub_data(G.GL_COPY_READ_BUFFER, G.GL_COPY_WRITE_BUFFER, 0, done, count)
+        done += count
+    gl.bind_buffer(G.GL_COPY_READ_BUFFER, 0)
+    gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
 
 
 class GpuPartition:
@@ -104,10 +126,9 @@ class GpuPartition:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
                 sizes = plan.buffer_bytes()
-                # Padded channels must read as zero before anything writes them. Created from
-                # zeros (calloc'd: no pages touched here) rather than cleared after: moderngl's
-                # clear() maps the buffer and memsets it, which on the H200 made the first invoke
-                # 6 ms slower (a scratch A/B of warm starts, 3 runs of 2 models).
+                # Padded channels must read as zero before anything writes them: zeroed on the
+                # GPU (fill_zeros). moderngl's clear() maps the buffer and memsets it, which on
+                # the H200 made the first invoke 6 ms slower (a scratch A/B of warm starts).
                 self.arena = create_buffer(context, ctx, plan, "arena", sizes["arena"], zeroed=True)
                 self.consts = create_buffer(context, ctx, plan, "constants", sizes["constants"],
                                             np.ascontiguousarray(plan.constants))
