@@ -3,6 +3,7 @@
     gles-bench-init --models DIR_OR_FILE [...] [--repeat 3] [--precision fp32] [--gl-api auto]
     python -m gles_delegate.tools.bench_init --models DIR ...      (installed package)
     python tools/bench_init.py --models DIR ...                    (source tree, PYTHONPATH only)
+    gles-bench-init --models ... --phases   (also: where a warm start's time goes, phase by phase)
     gles-bench-init --dispatch      (per-dispatch cost: our ctypes Program vs moderngl's)
     gles-bench-init --merge H200=a.md,b.md llvmpipe=c.md   (one table of earlier runs' --out files)
 
@@ -45,10 +46,50 @@ WORKER_TIMEOUT_S = 900
 STEADY_INVOKES = 5  # invokes after the first, whose median is the steady invoke time
 
 
-def worker(model, serialization_dir, precision, gl_api, profile=0):
+# --phases: the functions of a warm start whose wall time is reported, as (label, module, attribute).
+# A label with "{what}" takes create_buffer's `what` argument (which buffer). Module-level
+# functions are wrapped where their caller looks them up (read_model in interpreter, ...).
+PHASES = (("read + parse the model", "gles_delegate.interpreter", "read_model"),
+          ("graph", "gles_delegate.graph", "Graph.from_model"),
+          ("partition()", "gles_delegate.delegate", "GpuDelegate.partition"),
+          ("entry key", "gles_delegate.gpu.serialization.cache", "PlanCache.__init__"),
+          ("read entry", "gles_delegate.gpu.serialization.cache", "read_entry"),
+          ("unpack header", "gles_delegate.gpu.serialization.cache", "unpack_entry"),
+          ("decode + check plans", "gles_delegate.gpu.serialization.cache", "PlanCache._decode"),
+          ("buffer {what}", "gles_delegate.gpu.runtime", "create_buffer"),
+          ("I/O staging", "gles_delegate.gpu.runtime", "MappedIo.__init__"),
+          ("programs", "gles_delegate.gpu.context", "GlContext.program"),
+          ("check programs", "gles_delegate.gpu.serialization.cache", "PlanCache._check_programs"))
+
+
+def time_phases(phases_ms):
+    """Wrap every PHASES function so that its wall time (ms) adds up in phases_ms[label]
+    (nested phases count in both: 'partition()' holds the ones below it)."""
+    import importlib
+    for label, module, attribute in PHASES:
+        owner = importlib.import_module(module)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, name, _timed(getattr(owner, name), label, phases_ms))
+
+
+def _timed(function, label, phases_ms):
+    def timed(*args, **kwargs):
+        begin = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            key = label.format(what=args[3]) if "{what}" in label else label
+            phases_ms[key] = phases_ms.get(key, 0.0) + (time.perf_counter() - begin) * 1e3
+    return timed
+
+
+def worker(model, serialization_dir, precision, gl_api, profile=0, phases=False):
     """One start in this process: JSON with the timings, on stdout. profile > 0: the start runs
     under cProfile (its timings are inflated) and 'profile' holds the `profile` functions with
-    the most own time in Interpreter + allocate_tensors + the first invoke."""
+    the most own time in Interpreter + allocate_tensors + the first invoke. phases: 'phases'
+    holds {label: ms} of the PHASES functions (time_phases)."""
     import numpy as np
     from gles_delegate import GpuDelegate, Interpreter
     from gles_delegate.gpu.serialization import PlanCache
@@ -60,6 +101,9 @@ def worker(model, serialization_dir, precision, gl_api, profile=0):
         store(*args, **kwargs)
         store_ms.append((time.perf_counter() - begin) * 1e3)
     PlanCache.store = timed_store
+    phases_ms = {}
+    if phases:
+        time_phases(phases_ms)
     options = {"precision": precision, "gl_api": gl_api}
     if serialization_dir:
         options["serialization_dir"] = serialization_dir
@@ -105,14 +149,14 @@ def worker(model, serialization_dir, precision, gl_api, profile=0):
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(profile)
         profile_text = out.getvalue()[out.getvalue().find("   ncalls"):].rstrip()
-    return {"profile": profile_text, "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
+    return {"profile": profile_text, "phases": phases_ms, "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
             "store_ms": sum(store_ms),
             "invoke_ms": invoke_ms, "steady_ms": statistics.median(steady), "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
             "renderer": summary["renderer"], "gl_version": summary["gl_version"],
             "gpu_nodes": summary["gpu_nodes"], "cpu_nodes": summary["cpu_nodes"]}
 
 
-def _start(model, serialization_dir, driver_cache, args, profile=0):
+def _start(model, serialization_dir, driver_cache, args, profile=0, phases=False):
     env = dict(os.environ)
     env.update({"MESA_SHADER_CACHE_DIR": driver_cache, "__GL_SHADER_DISK_CACHE_PATH": driver_cache,
                 "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache})
@@ -122,6 +166,8 @@ def _start(model, serialization_dir, driver_cache, args, profile=0):
     command = _worker_command() + ["--worker", model, "--precision", args.precision, "--gl-api", args.gl_api]
     if profile:
         command += ["--profile", str(profile)]
+    if phases:
+        command += ["--phases"]
     if serialization_dir:
         command += ["--serialization-dir", serialization_dir]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
@@ -146,7 +192,8 @@ def _package_root():
 
 def measure(model, args):
     """{'cold' | 'driver' | 'warm': [result per repetition]}, 'entry_bytes': [...], and with
-    --profile the 'profile' of the last repetition's extra warm start."""
+    --profile the 'profile' of the last repetition's extra warm start, with --phases 'phases':
+    [result of each repetition's extra warm start with its phases timed]."""
     runs = {"cold": [], "driver": [], "warm": [], "entry_bytes": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="gles-bench-init-") as temp:
@@ -158,6 +205,8 @@ def measure(model, args):
             runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
             if args.profile:  # one more warm start, under cProfile: not in the table
                 runs["profile"] = _start(model, cache, driver, args, args.profile)["profile"]
+            if args.phases:  # and one with its phases timed (a few wrapped calls): not in the table either
+                runs.setdefault("phases", []).append(_start(model, cache, driver, args, phases=True))
     return runs
 
 
@@ -202,11 +251,40 @@ def table(results, command, args):
                      f"| {_median(warm, 'steady_ms'):.1f} "
                      f"| {statistics.median(runs['entry_bytes']) / 1e6:.1f} "
                      f"| {'yes' if same else 'NO'}{'' if hits else ' (cache not hit!)'} |")
+    if any(runs.get("phases") for runs in results.values()):
+        lines += ["", *phases_table(results)]
     for name, runs in results.items():
         if runs.get("profile"):
             lines += ["", f"A warm start of {name} under cProfile (Interpreter + allocate_tensors + the first "
                       "invoke; the functions with the most own time):", "", "```", runs["profile"], "```"]
     return "\n".join(lines)
+
+
+def phases_table(results):
+    """Markdown lines: per model, the medians over repetitions of an extra warm start's
+    start-up, Interpreter + allocate, first invoke less a steady one, and each phase (ms)."""
+    labels = sorted({label for runs in results.values() for run in runs.get("phases", []) for label in run["phases"]},
+                    key=lambda label: (_phase_index(label), label))
+    lines = ["Where a warm start goes (`--phases`: one more warm start per repetition with these functions "
+             "timed, medians, ms; 'partition()' holds the phases below it, which can nest: "
+             "'I/O staging' holds 'buffer I/O' where the I/O has a device buffer):", "",
+             "| model | start-up | Interpreter+allocate | first invoke - steady | " + " | ".join(labels) + " |",
+             "|---|" + "---:|" * (3 + len(labels))]
+    for name, runs in results.items():
+        done = runs.get("phases", [])
+        if not done:
+            continue
+        cells = [statistics.median(_startup(r) for r in done), _median(done, "init_ms"),
+                 statistics.median(r["invoke_ms"] - r["steady_ms"] for r in done)]
+        cells += [statistics.median(r["phases"].get(label, 0.0) for r in done) for label in labels]
+        lines.append(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    return lines
+
+
+def _phase_index(label):
+    """Where a phase's column goes: PHASES order ('buffer arena' at 'buffer {what}')."""
+    return next(i for i, (pattern, _, _) in enumerate(PHASES)
+                if label == pattern or ("{what}" in pattern and label.startswith(pattern.split("{")[0])))
 
 
 # Columns of a table() row that merge_tables() shows per platform: start-up cold, warm, warm/cold,
@@ -320,6 +398,9 @@ def build_parser():
     parser.add_argument("--profile", type=common.positive_int, metavar="N",
                         help="also profile one more warm start per model with cProfile, and print its N "
                              "functions with the most own time after the table")
+    parser.add_argument("--phases", action="store_true",
+                        help="also time one more warm start per repetition phase by phase (reading the model, "
+                             "the entry, buffers, programs, ...) and print their medians after the table")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # MODEL: one start in this process, JSON out
     parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)  # the worker's
     return parser
@@ -331,7 +412,8 @@ def main(argv=None):
 
 def run(args, argv):
     if args.worker:
-        print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api, args.profile or 0)))
+        print(json.dumps(worker(args.worker, args.serialization_dir, args.precision, args.gl_api, args.profile or 0,
+                                args.phases)))
         return 0
     if args.merge:
         text = merge_tables(args.merge)

@@ -70,7 +70,8 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     one stored, all three give the same output bytes, and every column is a number."""
     from gles_delegate.tools import bench_init
     out = tmp_path / "init.md"
-    assert bench_init.main(["--models", str(small_model), "--repeat", "1", "--out", str(out), "--profile", "5"]) == 0
+    assert bench_init.main(["--models", str(small_model), "--repeat", "1", "--out", str(out), "--profile", "5",
+                            "--phases"]) == 0
     text = out.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| small |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -78,6 +79,14 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     assert all(re.fullmatch(r"-?\d+(\.\d)?%?", c) for c in cells[1:-1]), cells
     profile = text.split("A warm start of small under cProfile", 1)[1].split("```")[1].strip().splitlines()
     assert profile[0].split()[:2] == ["ncalls", "tottime"] and len(profile) == 6  # --profile 5: five functions
+    # --phases: every phase of a warm start ran (a column appears once its function was called),
+    # each a number
+    header, phases = [line for line in text.split("Where a warm start goes", 1)[1].splitlines()
+                      if line.startswith("| ")][:2]
+    timed = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in phases.strip("|").split("|")]))
+    assert timed["model"] == "small" and all(re.fullmatch(r"\d+\.\d", v) for k, v in timed.items() if k != "model")
+    assert {"read + parse the model", "partition()", "read entry", "unpack header", "buffer arena", "programs"} <= set(timed)
+    assert float(timed["partition()"]) > 0, timed
 
 
 def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
