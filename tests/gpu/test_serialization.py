@@ -25,6 +25,7 @@ from gles_delegate.gpu.compiler import IoSlot, Plan
 from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
 from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, validate
+from gles_delegate.gpu.serialization.entry import EntryError
 from gles_delegate.delegate import CACHE_PACKAGE
 from tests.gpu.gpulib import START_IN_A_PROCESS
 
@@ -419,13 +420,18 @@ def forged_start(cold, mediapipe_models, tmp_path, header, blobs, match):
         np.testing.assert_array_equal(a, b)
 
 
-def forge_source(header, pick, edit):
-    """Replace the first source of partition 0 that `pick` accepts by edit(source), and drop its
-    program binary (the forged source is what gets compiled)."""
+def source_text(encoded, blobs):
+    """A plan source as the header holds it (inline, or a {"text": blob} of a long one) -> str."""
+    return bytes(blobs[encoded["text"]]).decode() if isinstance(encoded, dict) else encoded
+
+
+def forge_source(header, blobs, pick, edit):
+    """Replace the first source of partition 0 that `pick` accepts by edit(source) (inline in the
+    header), and drop its program binary (the forged source is what gets compiled)."""
     part = header["partitions"][0]
     sources = part["plan"]["fields"]["sources"]
-    k = next(i for i, s in enumerate(sources) if pick(s))
-    sources[k] = edit(sources[k])
+    k = next(i for i, s in enumerate(sources) if pick(source_text(s, blobs)))
+    sources[k] = edit(source_text(sources[k], blobs))
     part["binaries"][k] = None
 
 
@@ -437,7 +443,7 @@ def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
     fields = header["partitions"][0]["plan"]["fields"]
     match = "plan: params block"
     if forgery == "empty main":
-        forge_source(header, lambda s: True, lambda s: "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
+        forge_source(header, blobs, lambda s: True, lambda s: "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
     elif forgery == "no workgroups":
         fields["steps"][0]["tuple"][3] = {"tuple": [0, 0, 0]}
         match = "step groups"
@@ -456,11 +462,11 @@ def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
         blobs[index] = bytes(params)
         match = "outside the arena"
     elif forgery == "consts binding":
-        forge_source(header, lambda s: "weights_offset" in s,
+        forge_source(header, blobs, lambda s: "weights_offset" in s,
                      lambda s: s.replace("binding = 1) readonly buffer Consts", "binding = 3) readonly buffer Consts"))
         match = "buffer block Consts at binding 3"
     elif forgery == "io as arena":
-        forge_source(header, lambda s: "buffer Io" in s, lambda s: s.replace("binding = 2)", "binding = 0)"))
+        forge_source(header, blobs, lambda s: "buffer Io" in s, lambda s: s.replace("binding = 2)", "binding = 0)"))
         match = "buffer block Io at binding 0"
     forged_start(cold, mediapipe_models, tmp_path, header, blobs, match)
 
@@ -480,7 +486,7 @@ def test_program_binary_of_another_program_is_rejected(cold, tmp_path, private_c
     part["binaries"][0] = [binary[0], len(table) - 1]
     loaded, caught = load_bytes(repack(header, table), cold, tmp_path, private_context)
     assert loaded is None and len(caught) == 1 and "does not use the Params block" in str(caught[0].message)
-    assert part["plan"]["fields"]["sources"][0] not in private_context._programs
+    assert source_text(part["plan"]["fields"]["sources"][0], table) not in private_context._programs
 
 
 def test_serialization_dir_writable_by_others_is_refused(cold, mediapipe_models, tmp_path):
@@ -706,6 +712,22 @@ def test_codec_round_trip():
         codec.Encoder(blobs, modules)(np.array(["text"]))
     with pytest.raises(TypeError):  # a dataclass of a module not named
         codec.Encoder(blobs, {})(value["slot"])
+
+
+def test_codec_keeps_long_strings_as_deduplicated_utf8_blobs():
+    """A string of TEXT_BLOB_CHARS or more (a GLSL source) leaves the JSON for a blob, once per
+    distinct text; shorter ones stay inline; a blob that is not UTF-8 is an EntryError."""
+    source = "#version 310 es\n// \u00e9\n" + "x" * codec.TEXT_BLOB_CHARS
+    value = [source, source, "short", source[:-1] + "y"]
+    blobs = codec.Blobs()
+    encoded = json.loads(json.dumps(codec.Encoder(blobs, {})(value)))
+    assert encoded[0] == encoded[1] == {"text": 0} and encoded[2] == "short" and encoded[3] == {"text": 1}
+    assert len(blobs.items) == 2 and bytes(blobs.items[0]) == source.encode()
+    assert codec.Decoder([memoryview(b) for b in blobs.items], {})(encoded) == value
+    with pytest.raises(EntryError, match="not UTF-8"):
+        codec.Decoder([memoryview(b"\xff\xfe")], {})({"text": 0})
+    with pytest.raises(EntryError, match="out of range"):
+        codec.Decoder([], {})({"text": 0})
 
 
 def test_program_binary_round_trip(private_context):

@@ -13,6 +13,10 @@ import numpy as np
 from .entry import EntryError
 
 MAX_DEPTH = 32  # nesting of decoded values
+# Strings of at least this many characters (GLSL sources: 1.2 MB of pose_landmark_full's 1.2 MB
+# header) are stored as UTF-8 blobs: JSON would escape every newline, and parsing them back was
+# most of a warm start's header time.
+TEXT_BLOB_CHARS = 1024
 NUMPY_DTYPES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
                           "uint64", "float16", "float32", "float64"})
 
@@ -22,15 +26,22 @@ class Blobs:
 
     def __init__(self):
         self.items = []
+        self._texts = {}  # str -> its blob: a source shared by two partitions is stored once
 
     def add(self, data):
         self.items.append(memoryview(data).cast("B"))
         return len(self.items) - 1
 
+    def text(self, value):
+        """The blob index of `value` (a str) as UTF-8."""
+        if value not in self._texts:
+            self._texts[value] = self.add(value.encode())
+        return self._texts[value]
+
 
 class Encoder:
     """encoder(value): a JSON-able form of `value`, its raw bytes added to `blobs` (a Blobs).
-    Supported: None, bool, int, float (NaN / inf too), str, bytes, bytearray, list, tuple, dict,
+    Supported: None, bool, int, float (NaN / inf too), str (a long one as a blob), bytes, bytearray, list, tuple, dict,
     set, frozenset, numpy arrays (NUMPY_DTYPES, any shape) and scalars, and instances of
     dataclasses defined in `modules`, nested freely. Anything else raises TypeError (the entry
     is then not stored)."""
@@ -39,6 +50,8 @@ class Encoder:
         self.blobs, self.modules = blobs, modules
 
     def __call__(self, value):
+        if isinstance(value, str) and len(value) >= TEXT_BLOB_CHARS:
+            return {"text": self.blobs.text(value)}
         if value is None or isinstance(value, (bool, str, int)):
             return value
         if isinstance(value, float):
@@ -123,6 +136,11 @@ class Decoder:
             return out
         if tag in ("bytes", "bytearray"):
             return (bytes if tag == "bytes" else bytearray)(self.blob(body))
+        if tag == "text":
+            try:
+                return bytes(self.blob(body)).decode("utf-8")
+            except UnicodeDecodeError:
+                raise EntryError("a text blob is not UTF-8") from None
         if tag == "ndarray":
             return self.array(body, value["dtype"], value["shape"])
         if tag == "scalar":

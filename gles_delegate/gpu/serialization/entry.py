@@ -23,7 +23,7 @@ import time
 import zlib
 
 MAGIC = b"GLESDLGC"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: long strings (GLSL sources) are UTF-8 blobs
 PREFIX = struct.Struct("<8sIIQI")
 SUFFIX = ".gdcache"
 BLOB_ALIGN = 64                    # bytes; every blob starts at a multiple of it
