@@ -125,9 +125,10 @@ def add_max_delegated_partitions(parser):
 def model_file(text):
     """argparse type: a .tflite file (a regular file with the TFL3 flatbuffer identifier) or a
     MediaPipe model name (fetched once, cached); its Path."""
-    from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
     path = Path(text)
     if not path.exists():
+        # Only names need the fetcher, which a source tree without the installed package lacks.
+        from gles_delegate.tools.fetch_models import MODEL_NAMES, model_path
         if text in MODEL_NAMES:
             return Path(model_path(text))
         raise argparse.ArgumentTypeError(f"no such model file {text!r} (nor a MediaPipe model name: "
