@@ -42,6 +42,20 @@ _SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struc
             "BuiltinOptionsType": struct.Struct("<B")}
 
 
+def _slots(table_class, *accessors):
+    """The vtable slot of each field (slot k at byte 4 + 2k of the vtable), for _Reader.slots."""
+    return tuple((schema.vtable_offset(table_class, accessor) - 4) // 2 for accessor in accessors)
+
+
+# The fields the hot paths read of every tensor and operator, by vtable slot.
+_TENSOR_FIELDS = ("Shape", "Type", "Buffer", "Name", "Quantization", "IsVariable", "Sparsity", "ShapeSignature")
+_T = dict(zip(_TENSOR_FIELDS, _slots(tflite.Tensor, *_TENSOR_FIELDS)))
+_OPERATOR_FIELDS = ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates")
+_O = dict(zip(_OPERATOR_FIELDS, _slots(tflite.Operator, *_OPERATOR_FIELDS)))
+_SLOT_COUNT = 1 + max(*_T.values(), *_O.values())  # slots read of each (the higher ones hold neither's fields)
+_SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
+
+
 def read_model(source, background_digest=False):
     """Parse a .tflite model from bytes (or a path) into a ModelDef.
 
@@ -126,14 +140,33 @@ class _Reader:
         field = _VOFFSET.unpack_from(data, self._vtable + offset)[0]
         return pos + field if field else 0
 
+    def slots(self, pos, slot_count):
+        """File positions of the fields in vtable slots 0..slot_count-1 of the table at `pos` (0
+        for a field it lacks): the vtable read in one go, for the tables whose fields the hot
+        paths read nearly all of (tensors, operators)."""
+        data = self.data
+        vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
+        present = min(slot_count, (_VOFFSET.unpack_from(data, vtable)[0] - 4) // 2)
+        if present <= 0:
+            return [0] * slot_count
+        return [pos + o if o else 0 for o in _SLOT_STRUCTS[present].unpack_from(data, vtable + 4)] + \
+            [0] * (slot_count - present)
+
     def field_scalar(self, pos, table_class, accessor, default=0):
         at = self.field_at(pos, table_class, accessor)
+        return _SCALARS[accessor].unpack_from(self.data, at)[0] if at else default
+
+    def scalar_at(self, at, accessor, default=0):
+        """The scalar field `accessor` at file position `at` (0: absent, `default`)."""
         return _SCALARS[accessor].unpack_from(self.data, at)[0] if at else default
 
     def field_vector(self, pos, table_class, accessor, item_bytes):
         """(count, position of item 0) of a vector field; (0, 0) when absent. Refused when the
         file cannot hold that many items."""
-        at = self.field_at(pos, table_class, accessor)
+        return self.vector_at(self.field_at(pos, table_class, accessor), accessor, item_bytes)
+
+    def vector_at(self, at, accessor, item_bytes):
+        """field_vector of the field `accessor` at file position `at` (0: absent)."""
         if not at:
             return 0, 0
         vector = at + _UOFFSET.unpack_from(self.data, at)[0]
@@ -144,7 +177,11 @@ class _Reader:
 
     def field_ints(self, pos, table_class, accessor, max_items=None):
         """An int32 vector field as a tuple of ints (empty when absent), like ints()."""
-        n, start = self.field_vector(pos, table_class, accessor, 4)
+        return self.ints_at(self.field_at(pos, table_class, accessor), accessor, max_items)
+
+    def ints_at(self, at, accessor, max_items=None):
+        """field_ints of the field `accessor` at file position `at` (0: absent)."""
+        n, start = self.vector_at(at, accessor, 4)
         if max_items is not None and n > max_items:
             raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {max_items} are allowed")
         self.spend(INT_COST * n)
@@ -158,7 +195,10 @@ class _Reader:
     def subtable(self, pos, table_class, accessor):
         """File position of the table a table field (or union) of the table at `pos` points
         to, or 0 when absent."""
-        at = self.field_at(pos, table_class, accessor)
+        return self.subtable_at(self.field_at(pos, table_class, accessor))
+
+    def subtable_at(self, at):
+        """File position of the table the table field at file position `at` points to (0: none)."""
         return at + _UOFFSET.unpack_from(self.data, at)[0] if at else 0
 
     def generated(self, table_class, pos):
@@ -167,8 +207,9 @@ class _Reader:
         table.Init(self.data, pos)
         return table
 
-    def field_string(self, pos, table_class, accessor):
-        n, start = self.field_vector(pos, table_class, accessor, 1)
+    def string_at(self, at, accessor):
+        """The string field `accessor` at file position `at` ('' when absent)."""
+        n, start = self.vector_at(at, accessor, 1)
         return self.string(self.data[start:start + n])
 
     def length(self, obj, field, min_item_bytes):
@@ -276,30 +317,29 @@ class _Reader:
     def tensor(self, s, t, pos, buffers):
         self.where = f"subgraph {s} tensor {t}"
         self.table()
-        T = tflite.Tensor
-        type_code = self.field_scalar(pos, T, "Type")
+        at = self.slots(pos, _SLOT_COUNT)
+        type_code = self.scalar_at(at[_T["Type"]], "Type")
         type_name = schema.TENSOR_TYPE_NAMES.get(type_code)
         if type_name is None:
             raise ModelError(f"{self.where}: unknown tensor type {type_code}")
-        shape = self.field_ints(pos, T, "Shape", max_items=MAX_RANK)
-        signature = self.field_ints(pos, T, "ShapeSignature", max_items=MAX_RANK) or None
+        shape = self.ints_at(at[_T["Shape"]], "Shape", max_items=MAX_RANK)
+        signature = self.ints_at(at[_T["ShapeSignature"]], "ShapeSignature", max_items=MAX_RANK) or None
         self.check_shape(shape, signature)
-        buffer = self.field_scalar(pos, T, "Buffer")
+        buffer = self.scalar_at(at[_T["Buffer"]], "Buffer")
         self.check_index(buffer, max(len(buffers), 1), "buffer")
         # The sub-tables of quantized or sparse tensors: the generated accessors read them. Many
         # converters give every tensor an empty Quantization table: that one is skipped here.
-        quantization = self.quantization_table(pos)
-        result = TensorDef(name=self.field_string(pos, T, "Name"), shape=shape, type_name=type_name,
+        quantization = self.quantization_table(self.subtable_at(at[_T["Quantization"]]))
+        result = TensorDef(name=self.string_at(at[_T["Name"]], "Name"), shape=shape, type_name=type_name,
                            buffer=buffer, quantization=self.quantization(quantization),
-                           sparsity=self.sparsity(self.subtable(pos, T, "Sparsity")), shape_signature=signature,
-                           is_variable=bool(self.field_scalar(pos, T, "IsVariable")))
+                           sparsity=self.sparsity(self.subtable_at(at[_T["Sparsity"]])), shape_signature=signature,
+                           is_variable=bool(self.scalar_at(at[_T["IsVariable"]], "IsVariable")))
         self.check_buffer_size(result, buffers)
         return result
 
-    def quantization_table(self, pos):
-        """The generated QuantizationParameters of the tensor at `pos`, or None when it has
-        none or one without scales (which says nothing)."""
-        table = self.subtable(pos, tflite.Tensor, "Quantization")
+    def quantization_table(self, table):
+        """The generated QuantizationParameters of the table at `table` (0: the tensor has
+        none), or None when it has none or one without scales (which says nothing)."""
         if not table or not self.field_vector(table, tflite.QuantizationParameters, "Scale", 4)[0]:
             return None
         return self.generated(tflite.QuantizationParameters, table)
@@ -382,20 +422,20 @@ class _Reader:
     def operator(self, s, k, pos, opcodes, n_tensors):
         self.where = f"subgraph {s} operator {k}"
         self.table()
-        O = tflite.Operator
-        opcode = self.field_scalar(pos, O, "OpcodeIndex")
+        at = self.slots(pos, _SLOT_COUNT)
+        opcode = self.scalar_at(at[_O["OpcodeIndex"]], "OpcodeIndex")
         self.check_index(opcode, len(opcodes), "opcode")
         name, custom, version = opcodes[opcode]
-        inputs, outputs = self.field_ints(pos, O, "Inputs"), self.field_ints(pos, O, "Outputs")
-        intermediates = self.field_ints(pos, O, "Intermediates")
+        inputs, outputs = self.ints_at(at[_O["Inputs"]], "Inputs"), self.ints_at(at[_O["Outputs"]], "Outputs")
+        intermediates = self.ints_at(at[_O["Intermediates"]], "Intermediates")
         for index in inputs + intermediates:
             if index != -1:
                 self.check_index(index, n_tensors, "tensor")
         for index in outputs:
             self.check_index(index, n_tensors, "output tensor")
-        custom_options = self.custom_options(self.generated(O, pos)) if custom else None
+        custom_options = self.custom_options(self.generated(tflite.Operator, pos)) if custom else None
         return OperatorDef(op=name, inputs=inputs, outputs=outputs, version=version, custom=custom,
-                           options=self.builtin_options(pos), custom_options=custom_options,
+                           options=self.builtin_options(at), custom_options=custom_options,
                            intermediates=intermediates)
 
     def custom_options(self, op):
@@ -409,12 +449,11 @@ class _Reader:
         self.spend(0 if raw is None else raw.size)
         return None if raw is None else raw.tobytes()
 
-    def builtin_options(self, pos):
-        """The builtin options of the operator at `pos` as {snake_name: value}: every scalar,
-        string and vector field."""
-        O = tflite.Operator
-        type_name = schema.OPTIONS_TYPE_NAMES.get(self.field_scalar(pos, O, "BuiltinOptionsType"))
-        table = self.subtable(pos, O, "BuiltinOptions")
+    def builtin_options(self, at):
+        """The builtin options of an operator as {snake_name: value}: every scalar, string and
+        vector field. `at`: the operator's field positions (slots())."""
+        type_name = schema.OPTIONS_TYPE_NAMES.get(self.scalar_at(at[_O["BuiltinOptionsType"]], "BuiltinOptionsType"))
+        table = self.subtable_at(at[_O["BuiltinOptions"]])
         if type_name in (None, "NONE") or not table:
             return {}
         self.table()
