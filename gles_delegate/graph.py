@@ -133,15 +133,18 @@ def _check_not_in_place(k, op, inputs, outputs):
 # Option keys under which GPU rewrite rules make a node read more tensors (fused_reads).
 EPILOGUE_KEY = "epilogue"
 INPUT_GATE_KEY = "input_gate"
+INPUT_ADDEND_KEY = "input_addend"
 
 
 def fused_reads(node):
     """The tensors `node` reads through its options, not its inputs, once GPU rewrite rules fused
     work into it: the tensor operands of its epilogue steps (options["epilogue"],
-    gpu/kernels/epilogue.py) and a convolution's input gate (options["input_gate"], rule
-    channel_gate)."""
+    gpu/kernels/epilogue.py), a convolution's input gate (options["input_gate"], rule
+    channel_gate) and a reduction's input addend (options["input_addend"], rule
+    fuse_add_into_reduce)."""
     operands = [getattr(step, "operand", None) for step in node.options.get(EPILOGUE_KEY, ())]
-    return [t for t in [*operands, node.options.get(INPUT_GATE_KEY)] if isinstance(t, Tensor)]
+    return [t for t in [*operands, node.options.get(INPUT_GATE_KEY), node.options.get(INPUT_ADDEND_KEY)]
+            if isinstance(t, Tensor)]
 
 
 def read_tensors(node):

@@ -9,6 +9,8 @@
 // and with MASK_C (max, min, product over channels that are not a multiple of 4) the padded
 // channels, which hold 0, become the identity first.
 // Accumulation is highp in every precision: a half-float sum overflows at 65504.
+// With ADDEND (rule fuse_add_into_reduce) each element is the sum of the input's and the
+// addend's at addend_offset (a tensor of the input's shape and layout): the reduction of an ADD.
 //
 // Variants:
 //   PARALLEL 0: one invocation per output vec4, looping over the whole reduction.
@@ -33,8 +35,11 @@ highp vec4 combine(highp vec4 a, highp vec4 b) { return a + b; }
 #endif
 
 // Element `e` of the input (PHWC4 index), padded channels set to the identity under MASK_C.
-vec4 element(int e) {
-  vec4 v = load(in_offset + e);
+highp vec4 element(int e) {
+  highp vec4 v = load(in_offset + e);
+#if ADDEND
+  v += load(addend_offset + e);
+#endif
 #if MASK_C
   int s = (e / (in_size.x * in_size.y)) % in_size.z;
   v = mix(vec4(IDENTITY), v, lessThan(ivec4(4 * s) + ivec4(0, 1, 2, 3), ivec4(in_channels)));

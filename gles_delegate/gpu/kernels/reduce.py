@@ -5,15 +5,21 @@ Axes are mapped onto the input's BHWC view. Three variants of the template: one 
 output vec4 (short reductions), one workgroup per output (long reductions with few outputs, e.g. a
 global mean over a large H x W), and a gather when the output's PHWC4 layout is not the input's
 with the reduced axes set to 1 (channels reduced, or dims dropped by keep_dims=false).
+A reduction may also add a second tensor of the input's shape to each element it loads
+(INPUT_ADDEND, rule fuse_add_into_reduce): it then reduces the ADD of the two.
 """
 import numpy as np
 
+from ...graph import INPUT_ADDEND_KEY
 from ...ops import reduce as reference
 from ...registry import BINARY, OpFacts
 from ..phwc4 import BHWC_AXES, Shape4, bhwc
 from .base import Dispatch
 
 OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
+# node.options[INPUT_ADDEND] = a runtime tensor of the input's shape added to each input element
+# as it is loaded (the ADD that computed the input, fused in).
+INPUT_ADDEND = INPUT_ADDEND_KEY
 # A workgroup reduces one output when the reduction is at least this long (in vec4 elements) and
 # there are few enough outputs that one invocation each would not fill the GPU anyway. On an H200
 # a workgroup per output is already faster for a 7x7 mean over 1280 channels (49 elements, 320
@@ -83,11 +89,12 @@ def _runs(in4, axes4):
     return runs or [(1, 1)]
 
 
-def reduction(x, out, axes4, op, env, stage=None):
+def reduction(x, out, axes4, op, env, stage=None, addend=None):
     """Dispatches reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into out.
 
     op: a key of OP_CODES; stage: the output stage of a pooling node run as a reduction
-    (KernelEnv.output_stage), None for a reduction op (it has no fused activation)."""
+    (KernelEnv.output_stage), None for a reduction op (it has no fused activation); addend: a
+    tensor of x's shape added to x element by element before the reduction, or None."""
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     dims = (in4.b, in4.h, in4.w, in4.c)
     keep = Shape4(*(1 if a in axes4 else d for a, d in enumerate(dims)))
@@ -105,7 +112,9 @@ def reduction(x, out, axes4, op, env, stage=None):
     reduce_c = 3 in axes4
     defines = {"OP": OP_CODES[op], **(stage or {}), "RUNS": len(runs), "REDUCE_C": int(reduce_c),
                "MASK_C": int(reduce_c and in4.c % 4 != 0 and op in MASKED_OPS),
-               "PARALLEL": int(parallel), "GATHER": int(gather)}
+               "PARALLEL": int(parallel), "GATHER": int(gather), "ADDEND": int(addend is not None)}
+    if addend is not None:
+        params["addend_offset"] = env.arena(addend)
     if gather:
         params.update(out_size=out4.as_ivec4(), k_channels=keep.c)
         grid = (out4.w, out4.h, out4.slices * out4.b)
@@ -115,14 +124,15 @@ def reduction(x, out, axes4, op, env, stage=None):
         grid = (keep.w, keep.h, keep.slices * keep.b)
     # The parallel variant's lanes share one output through shared memory: one workgroup of them.
     workgroup = PARALLEL_LANES + (1,) if parallel else None
-    return [Dispatch("reduce", grid, defines, params, reads=(x,), writes=(out,), workgroup=workgroup)]
+    reads = (x,) if addend is None else (x, addend)
+    return [Dispatch("reduce", grid, defines, params, reads=reads, writes=(out,), workgroup=workgroup)]
 
 
 def build(node, env):
     """The reduce.glsl Dispatch of a reduction node over its constant axes (see reduction)."""
     rank = len(node.inputs[0].shape)
     axes4 = {BHWC_AXES[rank][a] for a in _axes(node)}
-    return reduction(node.inputs[0], node.outputs[0], axes4, node.op, env)
+    return reduction(node.inputs[0], node.outputs[0], axes4, node.op, env, addend=node.options.get(INPUT_ADDEND))
 
 
 SUPPORT = {op: supports for op in OP_CODES}

@@ -1,0 +1,53 @@
+"""Fuse an ADD of two runtime tensors of one shape, read only by a reduction (MEAN, SUM, ...), into
+that reduction: it adds the second operand to each element it loads (reduce.INPUT_ADDEND), and the
+ADD's dispatch and its output tensor go away. MediaPipe's selfie decoders pool each skip sum
+(ADD -> global AVERAGE_POOL_2D, a MEAN by then) for their squeeze-excite gate and read the sum
+nowhere else.
+
+Runs after se_gate, which takes a MEAN whole into its gate kernel where the plane is small: an
+ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where it can be)."""
+from ...ops.common import ACT_NONE, fused_activation
+from ..kernels import epilogue
+from ..kernels.reduce import INPUT_ADDEND, OP_CODES
+from .common import fused_operands, is_boundary, readers_of
+
+ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
+
+
+def apply(graph, log):
+    operands = fused_operands(graph)
+    for node in list(graph.nodes):
+        if node.op != "ADD":
+            continue
+        reason = _blocker(graph, node, operands)
+        if reason:
+            log.skipped(node, reason)
+            continue
+        reduction = readers_of(graph, node.outputs[0])[0]
+        x, addend = node.inputs[:2]
+        reduction.options[INPUT_ADDEND] = addend
+        graph.set_inputs(reduction, [x] + reduction.inputs[1:])
+        graph.remove_node(node)
+        operands.add(id(addend))
+        log.applied(node, f"into {reduction.label}, which adds tensor {addend.index} to each element it loads")
+
+
+def _blocker(graph, node, operands):
+    """Why ADD `node` cannot become its reader's input addend, or None."""
+    a, b = node.inputs[:2]
+    out = node.outputs[0]
+    if a.is_const or b.is_const:
+        return "an operand is a constant"
+    if not tuple(a.shape) == tuple(b.shape) == tuple(out.shape):
+        return f"it broadcasts {list(a.shape)} and {list(b.shape)} to {list(out.shape)}"
+    if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
+        return "it has a fused activation or epilogue steps"
+    readers = readers_of(graph, out)
+    if is_boundary(graph, out) or id(out) in operands or len(readers) != 1:
+        return "its output is read by more than one node or leaves the partition"
+    reduction = readers[0]
+    if reduction.op not in OP_CODES or reduction.inputs[0] is not out or any(t is out for t in reduction.inputs[1:]):
+        return f"its reader {reduction.label} does not reduce it"
+    if reduction.options.get(INPUT_ADDEND) is not None:
+        return f"{reduction.label} already adds a tensor to its input"
+    return None
