@@ -2,11 +2,10 @@
 squeeze-excite block), into the CONV_2D that alone reads its output: the convolution multiplies
 each input vec4 it loads by the gate's (conv.INPUT_GATE), and the MUL's dispatch and its output
 tensor go away."""
-from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue
 from ..kernels.conv import INPUT_GATE
 from ..phwc4 import Shape4, bhwc
-from .common import fused_operands, is_boundary, readers_of
+from .common import fused_operands, readers_of, sole_plain_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
 
@@ -51,12 +50,9 @@ def _blocker(graph, node, x, gate, operands):
     # B > 1 broadcasts along W, not over the batch).
     if not epilogue.aligned_shape4(gate, len(x.shape)) == g4 == Shape4(x4.b, 1, 1, x4.c):
         return f"operand {list(gate.shape)} is not a [{x4.b}, 1, 1, {x4.c}] gate of x {list(x.shape)}"
-    if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
-        return "it has a fused activation or epilogue steps"
-    readers = readers_of(graph, out)
-    if is_boundary(graph, out) or id(out) in operands or len(readers) != 1:
-        return "its output is read by more than one node or leaves the partition"
-    conv = readers[0]
+    conv, why = sole_plain_reader(graph, node, operands)
+    if why:
+        return why
     if conv.op != "CONV_2D" or any(t is out for t in conv.inputs[1:]):
         return f"{conv.label} does not read it as a convolution's input"
     if conv.options.get(INPUT_GATE) is not None:

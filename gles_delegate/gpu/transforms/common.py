@@ -3,6 +3,7 @@ through, and moving elementwise nodes into the epilogue of the node that produce
 import numpy as np
 
 from ...graph import fused_reads
+from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
 
@@ -37,6 +38,18 @@ def sole_reader(graph, tensor, operands):
     if is_boundary(graph, tensor) or id(tensor) in operands or len(readers) != 1:
         return None
     return readers[0]
+
+
+def sole_plain_reader(graph, node, operands):
+    """(the one node reading `node`'s output, None), or (None, why not): for folding a node into
+    how its reader loads its output, the node must carry no fused activation or epilogue steps,
+    and its output stay in the partition, read by one node and by no fused step (`operands`)."""
+    if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
+        return None, "it has a fused activation or epilogue steps"
+    reader = sole_reader(graph, node.outputs[0], operands)
+    if reader is None:
+        return None, "its output is read by more than one node or leaves the partition"
+    return reader, None
 
 
 def only_reader_blocker(graph, tensor, who, readers=1):

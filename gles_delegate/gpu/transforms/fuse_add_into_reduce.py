@@ -6,10 +6,8 @@ nowhere else.
 
 Runs after se_gate, which takes a MEAN whole into its gate kernel where the plane is small: an
 ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where it can be)."""
-from ...ops.common import ACT_NONE, fused_activation
-from ..kernels import epilogue
 from ..kernels.reduce import INPUT_ADDEND, OP_CODES
-from .common import fused_operands, is_boundary, readers_of
+from .common import fused_operands, readers_of, sole_plain_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
 
@@ -40,12 +38,9 @@ def _blocker(graph, node, operands):
         return "an operand is a constant"
     if not tuple(a.shape) == tuple(b.shape) == tuple(out.shape):
         return f"it broadcasts {list(a.shape)} and {list(b.shape)} to {list(out.shape)}"
-    if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
-        return "it has a fused activation or epilogue steps"
-    readers = readers_of(graph, out)
-    if is_boundary(graph, out) or id(out) in operands or len(readers) != 1:
-        return "its output is read by more than one node or leaves the partition"
-    reduction = readers[0]
+    reduction, why = sole_plain_reader(graph, node, operands)
+    if why:
+        return why
     if reduction.op not in OP_CODES or reduction.inputs[0] is not out or any(t is out for t in reduction.inputs[1:]):
         return f"its reader {reduction.label} does not reduce it"
     if reduction.options.get(INPUT_ADDEND) is not None:

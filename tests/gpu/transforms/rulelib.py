@@ -42,6 +42,16 @@ def why(log, rule, node_label):
     return next(r.why for r in log if r.rule == rule and r.node == node_label)
 
 
+def check_skipped(model, rule, op, reason, values):
+    """`rule` considers one node of `model` and skips it saying `reason`, which stays an `op`
+    node; the model still runs on the GPU as the reference does."""
+    graph, log = rewrite_through(model, rule)
+    assert op in ops_of(graph)
+    [(status, label)] = statuses(log, rule)
+    assert status == "SKIPPED" and reason in why(log, rule, label)
+    check_gpu(model, values)
+
+
 def check_gpu(model, values, precision="fp32", **options):
     """Run `model` on the delegate (all rules on) and on the reference, compare every output;
     returns (the delegate's summary, its rewrite log)."""
