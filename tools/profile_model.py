@@ -9,6 +9,7 @@ they need a real GPU: llvmpipe's timer does not time compute work, and GPU times
 that reason.
 """
 import argparse
+import ast
 import importlib
 import statistics
 import sys
@@ -85,6 +86,14 @@ def tuning_setting(text):
         except ValueError:
             raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a number, "
                                              f"not {value!r}") from None
+    elif isinstance(old, tuple):  # a workgroup shape: '(32, 16)'
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            value = None
+        if not isinstance(value, tuple) or len(value) != len(old):
+            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a tuple of "
+                                             f"{len(old)}, not {text.partition('=')[2]!r}") from None
     return text, module, attribute, value
 
 
@@ -134,7 +143,8 @@ def build_parser():
     parser.add_argument("--top", type=common.non_negative_int, default=6,
                         help="how many of the slowest dispatches to list (default 6)")
     parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
-                        help="profile again with this tuning constant changed (repeatable: one run per setting)")
+                        help="profile again with this tuning constant changed (repeatable: one run per setting; "
+                             "a tuple constant takes a tuple: gpu.kernels.reduce.PARALLEL_LANES='(32, 16)'")
     return parser
 
 

@@ -101,6 +101,18 @@ def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
         profile_model.main([str(small_model), "--set", "gpu.runtime.NO_SUCH_CONSTANT=1"])
 
 
+def test_profile_set_takes_a_tuple_for_a_tuple_constant():
+    """A workgroup shape is set as a Python tuple of its length; anything else is refused."""
+    import argparse
+    import pytest
+    from gles_delegate.gpu.kernels import reduce
+    _, module, attribute, value = profile_model.tuning_setting("gpu.kernels.reduce.PARALLEL_LANES=(64, 8)")
+    assert (module, attribute, value) == (reduce, "PARALLEL_LANES", (64, 8))
+    for bad in ("64", "(64, 8, 1)", "(64,"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is a tuple of 2"):
+            profile_model.tuning_setting(f"gpu.kernels.reduce.PARALLEL_LANES={bad}")
+
+
 def test_bench_init_runs_from_an_installed_copy(small_model, tmp_path):
     """The layout a wheel installs (tools/ inside the package, no source tree around it): the
     console script starts its worker processes from there too."""
