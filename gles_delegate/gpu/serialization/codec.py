@@ -87,6 +87,10 @@ class Encoder:
 
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
+# The keys of a tagged value: its tag alone, but for these.
+_TAG_KEYS = {"ndarray": frozenset({"ndarray", "dtype", "shape"}), "scalar": frozenset({"scalar", "value"}),
+             "dataclass": frozenset({"dataclass", "fields"})}
+_COLLECTIONS = {"tuple": tuple, "set": set, "frozenset": frozenset}
 
 
 class Decoder:
@@ -109,20 +113,20 @@ class Decoder:
             raise EntryError(f"unexpected JSON value of type {type(value).__name__}")
         tag = next(iter(value))
         body = value[tag]
-        expected = {"ndarray": {"ndarray", "dtype", "shape"}, "scalar": {"scalar", "value"},
-                    "dataclass": {"dataclass", "fields"}}.get(tag, {tag})
-        if set(value) != expected:
+        keys = _TAG_KEYS.get(tag)
+        if (len(value) != 1) if keys is None else (value.keys() != keys):
             raise EntryError(f"malformed {tag!r} value")
+        collection = _COLLECTIONS.get(tag)
+        if collection is not None:  # the most frequent tag: a plan's steps, shapes, workgroups
+            items = self(self.list(body), depth + 1)
+            try:
+                return collection(items)
+            except TypeError:
+                raise EntryError(f"unhashable item in a {tag}") from None
         if tag == "float":
             if body not in ("nan", "inf", "-inf"):
                 raise EntryError("malformed float")
             return float(body)
-        if tag in ("tuple", "set", "frozenset"):
-            items = self(self.list(body), depth + 1)
-            try:
-                return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-            except TypeError:
-                raise EntryError(f"unhashable item in a {tag}") from None
         if tag == "dict":
             out = {}
             for pair in self.list(body):
