@@ -47,12 +47,14 @@ def _slots(table_class, *accessors):
     return tuple((schema.vtable_offset(table_class, accessor) - 4) // 2 for accessor in accessors)
 
 
-# The fields the hot paths read of every tensor and operator, by vtable slot.
+# The fields the hot paths read of every tensor, operator and buffer, by vtable slot.
 _TENSOR_FIELDS = ("Shape", "Type", "Buffer", "Name", "Quantization", "IsVariable", "Sparsity", "ShapeSignature")
 _T = dict(zip(_TENSOR_FIELDS, _slots(tflite.Tensor, *_TENSOR_FIELDS)))
 _OPERATOR_FIELDS = ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates")
 _O = dict(zip(_OPERATOR_FIELDS, _slots(tflite.Operator, *_OPERATOR_FIELDS)))
-_SLOT_COUNT = 1 + max(*_T.values(), *_O.values())  # slots read of each (the higher ones hold neither's fields)
+_BUFFER_FIELDS = ("Data", "Offset", "Size")
+_B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
+_SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values())  # slots read of each table (unused ones cost nothing)
 _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
 
 
@@ -153,8 +155,7 @@ class _Reader:
             [0] * (slot_count - present)
 
     def field_scalar(self, pos, table_class, accessor, default=0):
-        at = self.field_at(pos, table_class, accessor)
-        return _SCALARS[accessor].unpack_from(self.data, at)[0] if at else default
+        return self.scalar_at(self.field_at(pos, table_class, accessor), accessor, default)
 
     def scalar_at(self, at, accessor, default=0):
         """The scalar field `accessor` at file position `at` (0: absent, `default`)."""
@@ -271,8 +272,8 @@ class _Reader:
     def buffer(self, i, pos):
         self.where = f"buffer {i}"
         self.table()
-        B = tflite.Buffer
-        offset, size = self.field_scalar(pos, B, "Offset"), self.field_scalar(pos, B, "Size")
+        at = self.slots(pos, _SLOT_COUNT)
+        offset, size = self.scalar_at(at[_B["Offset"]], "Offset"), self.scalar_at(at[_B["Size"]], "Size")
         if offset > 1:
             # Data stored after the flatbuffer (models over 2 GB, or written that way).
             if offset + size > len(self.data):
@@ -280,7 +281,7 @@ class _Reader:
                                  f"({len(self.data)} bytes)")
             raw = np.frombuffer(self.data, np.uint8, size, offset)
         else:
-            n, start = self.field_vector(pos, B, "Data", 1)
+            n, start = self.vector_at(at[_B["Data"]], "Data", 1)
             raw = np.frombuffer(self.data, np.uint8, n, start) if n else np.zeros(0, np.uint8)
         raw.flags.writeable = False
         return raw
