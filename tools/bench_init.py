@@ -149,7 +149,8 @@ def worker(model, serialization_dir, precision, gl_api, profile=0, phases=False)
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(profile)
         profile_text = out.getvalue()[out.getvalue().find("   ncalls"):].rstrip()
-    return {"profile": profile_text, "phases": phases_ms, "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
+    return {"profile": profile_text, "phases": phases_ms,
+            "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
             "store_ms": sum(store_ms),
             "invoke_ms": invoke_ms, "steady_ms": statistics.median(steady), "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
             "renderer": summary["renderer"], "gl_version": summary["gl_version"],

@@ -443,7 +443,8 @@ def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
     fields = header["partitions"][0]["plan"]["fields"]
     match = "plan: params block"
     if forgery == "empty main":
-        forge_source(header, blobs, lambda s: True, lambda s: "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
+        forge_source(header, blobs, lambda s: True,
+                     lambda s: "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
     elif forgery == "no workgroups":
         fields["steps"][0]["tuple"][3] = {"tuple": [0, 0, 0]}
         match = "step groups"

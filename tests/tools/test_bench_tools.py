@@ -83,9 +83,11 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     # each a number
     header, phases = [line for line in text.split("Where a warm start goes", 1)[1].splitlines()
                       if line.startswith("| ")][:2]
-    timed = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in phases.strip("|").split("|")]))
+    timed = dict(zip([c.strip() for c in header.strip("|").split("|")],
+                     [c.strip() for c in phases.strip("|").split("|")]))
     assert timed["model"] == "small" and all(re.fullmatch(r"\d+\.\d", v) for k, v in timed.items() if k != "model")
-    assert {"read + parse the model", "partition()", "read entry", "unpack header", "buffer arena", "programs"} <= set(timed)
+    assert {"read + parse the model", "partition()", "read entry", "unpack header", "buffer arena",
+            "programs"} <= set(timed)
     assert float(timed["partition()"]) > 0, timed
 
 

@@ -9,7 +9,8 @@ ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where i
 from ..kernels.reduce import INPUT_ADDEND, OP_CODES
 from .common import fused_operands, readers_of, sole_plain_reader
 
-ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
+# rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
+ENABLED = True
 
 
 def apply(graph, log):
