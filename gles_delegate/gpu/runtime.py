@@ -87,9 +87,9 @@ def fill_zeros(gl, handle, nbytes):
     """Zero the first `nbytes` of buffer `handle` on the GPU: one upload of at most
     ZERO_SEED_BYTES of zeros, then copies that double the zeroed prefix (GLES has no
     glClearBufferData). Uploading all `nbytes` of zeros instead costs a driver staging copy of
-    them: on an H200, the 6.3 MB arena of pose_landmark_full took 5.6-6.8 ms that way (scratch
-    timings) and 0.6 ms this way (`gles-bench-init --phases`, docs/performance.md, round 8).
-    Leaves nothing bound to the copy targets."""
+    them; this way the 6.3 MB arena of pose_landmark_full took 0.6 ms on an H200
+    (`gles-bench-init --phases`, docs/performance.md, round 8). Leaves nothing bound to the copy
+    targets."""
     seed = min(nbytes, ZERO_SEED_BYTES)
     gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, handle)
     gl.buffer_sub_data(G.GL_COPY_WRITE_BUFFER, 0, seed, bytes(seed))

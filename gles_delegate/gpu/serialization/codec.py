@@ -42,9 +42,9 @@ class Blobs:
 class Encoder:
     """encoder(value): a JSON-able form of `value`, its raw bytes added to `blobs` (a Blobs).
     Supported: None, bool, int, float (NaN / inf too), str (a long one as a blob), bytes,
-    bytearray, list, tuple, dict, set, frozenset, numpy arrays (NUMPY_DTYPES, any shape) and scalars, and instances of
-    dataclasses defined in `modules`, nested freely. Anything else raises TypeError (the entry
-    is then not stored)."""
+    bytearray, list, tuple, dict, set, frozenset, numpy arrays (NUMPY_DTYPES, any shape) and
+    scalars, and instances of dataclasses defined in `modules`, nested freely. Anything else
+    raises TypeError (the entry is then not stored)."""
 
     def __init__(self, blobs, modules):
         self.blobs, self.modules = blobs, modules
