@@ -5,7 +5,7 @@ tensor go away."""
 from ..kernels import epilogue
 from ..kernels.conv import INPUT_GATE
 from ..phwc4 import Shape4, bhwc
-from .common import fused_operands, readers_of, sole_plain_reader
+from .common import fused_operands, sole_plain_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
 
@@ -16,11 +16,10 @@ def apply(graph, log):
         if node.op != "MUL" or any(t.is_const for t in node.inputs[:2]):
             continue
         x, gate = _operands(node)
-        reason = _blocker(graph, node, x, gate, operands)
+        conv, reason = _convolution(graph, node, x, gate, operands)
         if reason:
             log.skipped(node, reason)
             continue
-        conv = readers_of(graph, node.outputs[0])[0]
         conv.options[INPUT_GATE] = gate
         graph.set_inputs(conv, [x] + conv.inputs[1:])
         graph.remove_node(node)
@@ -40,21 +39,22 @@ def _one_pixel(tensor):
     return s4.h == s4.w == 1
 
 
-def _blocker(graph, node, x, gate, operands):
-    """Why MUL `node` of x and gate cannot become its reader's input gate, or None."""
+def _convolution(graph, node, x, gate, operands):
+    """(the CONV_2D that can take MUL `node` of x and gate as its input gate, None), or (None,
+    why not)."""
     out = node.outputs[0]
     x4, g4 = bhwc(x.shape), bhwc(gate.shape)
     if len(x.shape) != 4 or tuple(out.shape) != tuple(x.shape):
-        return f"its output {list(out.shape)} is not its input x {list(x.shape)}"
+        return None, f"its output {list(out.shape)} is not its input x {list(x.shape)}"
     # Read at (batch, slice): its broadcast view must be its stored layout (a [B, C] gate with
     # B > 1 broadcasts along W, not over the batch).
     if not epilogue.aligned_shape4(gate, len(x.shape)) == g4 == Shape4(x4.b, 1, 1, x4.c):
-        return f"operand {list(gate.shape)} is not a [{x4.b}, 1, 1, {x4.c}] gate of x {list(x.shape)}"
+        return None, f"operand {list(gate.shape)} is not a [{x4.b}, 1, 1, {x4.c}] gate of x {list(x.shape)}"
     conv, why = sole_plain_reader(graph, node, operands)
     if why:
-        return why
+        return None, why
     if conv.op != "CONV_2D" or any(t is out for t in conv.inputs[1:]):
-        return f"{conv.label} does not read it as a convolution's input"
+        return None, f"{conv.label} does not read it as a convolution's input"
     if conv.options.get(INPUT_GATE) is not None:
-        return f"{conv.label} gates its input already"
-    return None
+        return None, f"{conv.label} gates its input already"
+    return conv, None

@@ -7,7 +7,7 @@ nowhere else.
 Runs after se_gate, which takes a MEAN whole into its gate kernel where the plane is small: an
 ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where it can be)."""
 from ..kernels.reduce import INPUT_ADDEND, OP_CODES
-from .common import fused_operands, readers_of, sole_plain_reader
+from .common import fused_operands, sole_plain_reader
 
 # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
 ENABLED = True
@@ -18,11 +18,10 @@ def apply(graph, log):
     for node in list(graph.nodes):
         if node.op != "ADD":
             continue
-        reason = _blocker(graph, node, operands)
+        reduction, reason = _reduction(graph, node, operands)
         if reason:
             log.skipped(node, reason)
             continue
-        reduction = readers_of(graph, node.outputs[0])[0]
         x, addend = node.inputs[:2]
         reduction.options[INPUT_ADDEND] = addend
         graph.set_inputs(reduction, [x] + reduction.inputs[1:])
@@ -31,19 +30,19 @@ def apply(graph, log):
         log.applied(node, f"into {reduction.label}, which adds tensor {addend.index} to each element it loads")
 
 
-def _blocker(graph, node, operands):
-    """Why ADD `node` cannot become its reader's input addend, or None."""
+def _reduction(graph, node, operands):
+    """(the reduction that can take ADD `node` as its input addend, None), or (None, why not)."""
     a, b = node.inputs[:2]
     out = node.outputs[0]
     if a.is_const or b.is_const:
-        return "an operand is a constant"
+        return None, "an operand is a constant"
     if not tuple(a.shape) == tuple(b.shape) == tuple(out.shape):
-        return f"it broadcasts {list(a.shape)} and {list(b.shape)} to {list(out.shape)}"
+        return None, f"it broadcasts {list(a.shape)} and {list(b.shape)} to {list(out.shape)}"
     reduction, why = sole_plain_reader(graph, node, operands)
     if why:
-        return why
+        return None, why
     if reduction.op not in OP_CODES or reduction.inputs[0] is not out or any(t is out for t in reduction.inputs[1:]):
-        return f"its reader {reduction.label} does not reduce it"
+        return None, f"its reader {reduction.label} does not reduce it"
     if reduction.options.get(INPUT_ADDEND) is not None:
-        return f"{reduction.label} already adds a tensor to its input"
-    return None
+        return None, f"{reduction.label} already adds a tensor to its input"
+    return reduction, None
