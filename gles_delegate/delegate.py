@@ -386,6 +386,7 @@ class GpuDelegate:
             return None, {id(n): why for n in nodes}
         failed = {}
         with self.context.current():
+            self.context.start_programs(plan.sources)  # compiled at once where the driver can
             for k, source in enumerate(plan.sources):
                 try:
                     self.context.program(source)

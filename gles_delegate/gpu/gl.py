@@ -143,6 +143,20 @@ class GlFunctions:
             self.buffer_storage = ctypes.CFUNCTYPE(None, _u, ctypes.c_ssize_t, _vp, _u)(address)
         return self.buffer_storage is not None
 
+    def compiler_threads(self, extensions, count):
+        """Let the driver compile programs on up to `count` threads of its own (GL_KHR_ or
+        GL_ARB_parallel_shader_compile); False where it cannot. NVIDIA's driver compiles one
+        program at a time until it is asked to."""
+        for extension, name in (("GL_KHR_parallel_shader_compile", "glMaxShaderCompilerThreadsKHR"),
+                                ("GL_ARB_parallel_shader_compile", "glMaxShaderCompilerThreadsARB")):
+            address = self._proc_address(name) if extension in extensions else None
+            if address:
+                ctypes.CFUNCTYPE(None, _u)(address)(count)
+                ok = self.get_error() == GL_NO_ERROR
+                self.clear_errors()
+                return ok
+        return False
+
     def integer(self, enum):
         """glGetIntegerv of a GL enum, as an int."""
         value = _i(0)
@@ -253,30 +267,35 @@ class Program:
     @classmethod
     def compile(cls, gl, source, retrievable=True, renderer="the GL driver"):
         """Compile and link `source` (GLSL compute shader). GpuError carries the driver's log."""
+        return cls.start(gl, source, retrievable, renderer).finish()
+
+    @classmethod
+    def start(cls, gl, source, retrievable=True, renderer="the GL driver"):
+        """A PendingProgram: `source` compiled and linked without asking how that went (asking
+        waits for the driver), so that a driver with KHR_parallel_shader_compile compiles every
+        program started before the first finish() at once."""
         shader = gl.create_shader(GL_COMPUTE_SHADER)
         if not shader:
             raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
+        program = 0
         try:
             text = source.encode()
             gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
             gl.compile_shader(shader)
-            if gl.shader_integer(shader, GL_COMPILE_STATUS) != GL_TRUE:
-                raise GpuError(f"compute shader failed to compile on {renderer}:\n{gl.shader_log(shader)}")
             program = gl.create_program()
             if not program:
                 raise GpuError(f"glCreateProgram failed on {renderer} (GL error {gl.get_error():#x})")
             gl.attach_shader(program, shader)
             if retrievable:
                 gl.program_parameteri(program, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE)
-            gl.link_program(program)
+            gl.link_program(program)  # of a shader that failed to compile: fails too, finish() says why
             gl.detach_shader(program, shader)
-            if gl.program_integer(program, GL_LINK_STATUS) != GL_TRUE:
-                log = gl.program_log(program)
-                gl.delete_program(program)
-                raise GpuError(f"compute shader failed to compile (link) on {renderer}:\n{log}")
-        finally:
+        except BaseException:
             gl.delete_shader(shader)
-        return cls(gl, program, source)
+            if program:
+                gl.delete_program(program)
+            raise
+        return PendingProgram(gl, shader, program, source, renderer)
 
     @classmethod
     def load(cls, gl, binary_format, binary, source, renderer="the GL driver"):
@@ -339,3 +358,34 @@ class Program:
         if self.handle:
             self.gl.delete_program(self.handle)
             self.handle = 0
+
+
+class PendingProgram:
+    """A compile Program.start began: finish() waits for it and gives the Program, or raises
+    GpuError with the driver's log; release() drops it unfinished."""
+
+    __slots__ = ("gl", "shader", "handle", "source", "renderer")
+
+    def __init__(self, gl, shader, handle, source, renderer):
+        self.gl, self.shader, self.handle, self.source, self.renderer = gl, shader, handle, source, renderer
+
+    def finish(self):
+        gl, handle = self.gl, self.handle
+        try:
+            if gl.shader_integer(self.shader, GL_COMPILE_STATUS) != GL_TRUE:
+                raise GpuError(f"compute shader failed to compile on {self.renderer}:\n{gl.shader_log(self.shader)}")
+            if gl.program_integer(handle, GL_LINK_STATUS) != GL_TRUE:
+                raise GpuError(f"compute shader failed to compile (link) on {self.renderer}:\n{gl.program_log(handle)}")
+        except BaseException:
+            self.release()
+            raise
+        gl.delete_shader(self.shader)
+        self.shader = self.handle = 0
+        return Program(gl, handle, self.source)
+
+    def release(self):
+        if self.shader:
+            self.gl.delete_shader(self.shader)
+        if self.handle:
+            self.gl.delete_program(self.handle)
+        self.shader = self.handle = 0

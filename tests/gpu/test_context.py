@@ -12,7 +12,8 @@ from gles_delegate import CompatibilityList, GpuDelegate, GpuDelegateOptions, Gp
 from gles_delegate.delegate import (OBJECT_TYPES, PRECISIONS, PREFERENCES, PRIORITIES, load_delegate,
                                     parse_plugin_options)
 from gles_delegate.gpu import egl
-from gles_delegate.gpu.context import GL_API_ENV, GL_APIS, GlContext, acquire_shared, default_gl_api, release_shared
+from gles_delegate.gpu.context import (COMPILER_THREADS, GL_API_ENV, GL_APIS, GlContext, acquire_shared, default_gl_api,
+                                       release_shared)
 from gles_delegate.gpu.memory import STRATEGIES
 from tests.oplib import In, single_op_model
 
@@ -116,6 +117,31 @@ def test_compile_error_names_renderer(context):
         with pytest.raises(GpuError, match="failed to compile"):
             context.program("#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() { nope; }\n")
         context.clear_errors()
+
+
+def test_started_programs_finish_at_first_use():
+    """start_programs compiles without waiting (all at once where the driver compiles in
+    parallel); program() finishes each: a good source runs, a bad one raises its driver log
+    there and is not kept, and release() frees what was never finished."""
+    bad = "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() { nope; }\n"
+    tripled = SHADER.replace("2.0 * data[i]", "3.0 * data[i]")
+    made = GlContext()
+    try:
+        parallel = {"GL_KHR_parallel_shader_compile", "GL_ARB_parallel_shader_compile"} & made.extensions
+        assert made.compiler_threads >= 1 and (made.compiler_threads > 1) == (bool(parallel) and COMPILER_THREADS > 1)
+        with made.current():
+            made.start_programs([SHADER, bad, tripled, SHADER])
+            assert made.program_count == 3
+            with pytest.raises(GpuError, match="failed to compile"):
+                made.program(bad)
+            made.clear_errors()
+            assert made.program_count == 2
+            assert made.program(tripled) is made.program(tripled)
+        values = np.arange(21, dtype=np.float32)
+        np.testing.assert_array_equal(run_shader(made, values, bias=0.5), 2 * values + 0.5)
+    finally:
+        made.release()
+    assert made.program_count == 0
 
 
 def test_gles_is_an_es_context():
