@@ -7,6 +7,8 @@ import numpy as np
 
 from .schema import NUMPY_DTYPES
 
+_DTYPES = {name: np.dtype(np_type) for name, np_type in NUMPY_DTYPES.items()}  # TensorDef.dtype asks thousands
+
 
 @dataclass
 class Quantization:
@@ -58,8 +60,7 @@ class TensorDef:
     @property
     def dtype(self):
         """numpy dtype of the tensor, or None for types numpy cannot hold (STRING, RESOURCE, INT4...)."""
-        np_type = NUMPY_DTYPES.get(self.type_name)
-        return None if np_type is None else np.dtype(np_type)
+        return _DTYPES.get(self.type_name)
 
 
 @dataclass

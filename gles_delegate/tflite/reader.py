@@ -56,6 +56,9 @@ _BUFFER_FIELDS = ("Data", "Offset", "Size")
 _B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
 _SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values())  # slots read of each table (unused ones cost nothing)
 _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
+_RANK_STRUCTS = [struct.Struct(f"<{n}i") for n in range(MAX_RANK + 1)]
+_T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeSignature"], _T["Buffer"]
+_T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
 
 
 def read_model(source, background_digest=False):
@@ -186,7 +189,7 @@ class _Reader:
         if max_items is not None and n > max_items:
             raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {max_items} are allowed")
         self.spend(INT_COST * n)
-        return struct.unpack_from(f"<{n}i", self.data, start) if n else ()
+        return (_RANK_STRUCTS[n] if n <= MAX_RANK else struct.Struct(f"<{n}i")).unpack_from(self.data, start)
 
     def field_tables(self, pos, table_class, accessor):
         """File positions of the tables of a vector-of-tables field of the table at `pos`."""
@@ -317,26 +320,41 @@ class _Reader:
 
     def tensor(self, s, t, pos, buffers):
         self.where = f"subgraph {s} tensor {t}"
-        self.table()
+        self.spend(TABLE_COST)
         at = self.slots(pos, _SLOT_COUNT)
-        type_code = self.scalar_at(at[_T["Type"]], "Type")
+        type_code = self.scalar_at(at[_T_TYPE], "Type")
         type_name = schema.TENSOR_TYPE_NAMES.get(type_code)
         if type_name is None:
             raise ModelError(f"{self.where}: unknown tensor type {type_code}")
-        shape = self.ints_at(at[_T["Shape"]], "Shape", max_items=MAX_RANK)
-        signature = self.ints_at(at[_T["ShapeSignature"]], "ShapeSignature", max_items=MAX_RANK) or None
+        shape = self.rank_ints_at(at[_T_SHAPE], "Shape")
+        signature = self.rank_ints_at(at[_T_SIGNATURE], "ShapeSignature") or None
         self.check_shape(shape, signature)
-        buffer = self.scalar_at(at[_T["Buffer"]], "Buffer")
-        self.check_index(buffer, max(len(buffers), 1), "buffer")
+        buffer = self.scalar_at(at[_T_BUFFER], "Buffer")
+        if not 0 <= buffer < max(len(buffers), 1):
+            self.check_index(buffer, max(len(buffers), 1), "buffer")
         # The sub-tables of quantized or sparse tensors: the generated accessors read them. Many
         # converters give every tensor an empty Quantization table: that one is skipped here.
-        quantization = self.quantization_table(self.subtable_at(at[_T["Quantization"]]))
-        result = TensorDef(name=self.string_at(at[_T["Name"]], "Name"), shape=shape, type_name=type_name,
-                           buffer=buffer, quantization=self.quantization(quantization),
-                           sparsity=self.sparsity(self.subtable_at(at[_T["Sparsity"]])), shape_signature=signature,
-                           is_variable=bool(self.scalar_at(at[_T["IsVariable"]], "IsVariable")))
+        quantization = self.quantization(self.quantization_table(self.subtable_at(at[_T_QUANTIZATION]))) \
+            if at[_T_QUANTIZATION] else None
+        sparsity = self.sparsity(self.subtable_at(at[_T_SPARSITY])) if at[_T_SPARSITY] else None
+        result = TensorDef(name=self.string_at(at[_T_NAME], "Name"), shape=shape, type_name=type_name,
+                           buffer=buffer, quantization=quantization, sparsity=sparsity,
+                           shape_signature=signature,
+                           is_variable=bool(self.scalar_at(at[_T_IS_VARIABLE], "IsVariable")))
         self.check_buffer_size(result, buffers)
         return result
+
+    def rank_ints_at(self, at, accessor):
+        """ints_at of a shape (at most MAX_RANK entries), through a prebuilt struct."""
+        if not at:
+            return ()
+        data = self.data
+        vector = at + _UOFFSET.unpack_from(data, at)[0]
+        n = _UOFFSET.unpack_from(data, vector)[0]
+        if n > MAX_RANK:
+            raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {MAX_RANK} are allowed")
+        self.spend(INT_COST * n)
+        return _RANK_STRUCTS[n].unpack_from(data, vector + 4)
 
     def quantization_table(self, table):
         """The generated QuantizationParameters of the table at `table` (0: the tensor has
@@ -348,7 +366,7 @@ class _Reader:
     def check_shape(self, shape, signature):
         if len(shape) > MAX_RANK:
             raise ModelError(f"{self.where}: rank {len(shape)} exceeds {MAX_RANK}")
-        if any(d < 0 for d in shape):
+        if shape and min(shape) < 0:
             raise ModelError(f"{self.where}: negative dimension in shape {list(shape)}")
         if math.prod(shape) > MAX_TENSOR_ELEMENTS:
             raise ModelError(f"{self.where}: shape {list(shape)} has more than {MAX_TENSOR_ELEMENTS} elements")
@@ -429,11 +447,14 @@ class _Reader:
         name, custom, version = opcodes[opcode]
         inputs, outputs = self.ints_at(at[_O["Inputs"]], "Inputs"), self.ints_at(at[_O["Outputs"]], "Outputs")
         intermediates = self.ints_at(at[_O["Intermediates"]], "Intermediates")
-        for index in inputs + intermediates:
-            if index != -1:
-                self.check_index(index, n_tensors, "tensor")
-        for index in outputs:
-            self.check_index(index, n_tensors, "output tensor")
+        read = inputs + intermediates
+        if read and (min(read) < -1 or max(read) >= n_tensors):  # -1: an omitted optional input
+            for index in read:
+                if index != -1:
+                    self.check_index(index, n_tensors, "tensor")
+        if outputs and (min(outputs) < 0 or max(outputs) >= n_tensors):
+            for index in outputs:
+                self.check_index(index, n_tensors, "output tensor")
         custom_options = self.custom_options(self.generated(tflite.Operator, pos)) if custom else None
         return OperatorDef(op=name, inputs=inputs, outputs=outputs, version=version, custom=custom,
                            options=self.builtin_options(at), custom_options=custom_options,
