@@ -4,6 +4,7 @@
     python -m gles_delegate.tools.bench_init --models DIR ...      (installed package)
     python tools/bench_init.py --models DIR ...                    (source tree, PYTHONPATH only)
     gles-bench-init --models ... --phases   (also: where a warm start's time goes, phase by phase)
+    gles-bench-init --models ... --warm-starts 5   (the warm columns: the median of 5 a repetition)
     gles-bench-init --dispatch      (per-dispatch cost: our ctypes Program vs moderngl's)
     gles-bench-init --merge H200=a.md,b.md llvmpipe=c.md   (one table of earlier runs' --out files)
 
@@ -202,7 +203,8 @@ def measure(model, args):
             os.makedirs(driver)
             runs["cold"].append(_start(model, cache, driver, args))
             runs["driver"].append(_start(model, None, driver, args))
-            runs["warm"].append(_start(model, cache, driver, args))
+            for _ in range(args.warm_starts):
+                runs["warm"].append(_start(model, cache, driver, args))
             runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
             if args.profile:  # one more warm start, under cProfile: not in the table
                 runs["profile"] = _start(model, cache, driver, args, args.profile)["profile"]
@@ -224,8 +226,8 @@ def table(results, command, args):
     any_run = next(iter(results.values()))["cold"][0]
     lines = [f"`{command}`", "",
              f"{any_run['renderer']}, {any_run['gl_version']}; precision {args.precision}; milliseconds, "
-             f"median of {args.repeat}. Each repetition: a cold start (empty serialization_dir, empty "
-             "driver shader cache), a start without serialization_dir (only the driver's shader cache "
+             f"median of {args.repeat}{_warm_count(args)}. Each repetition: a cold start (empty serialization_dir, "
+             "empty driver shader cache), a start without serialization_dir (only the driver's shader cache "
              "helps), a warm start from the entry the cold start wrote; each in a fresh process. "
              "partition(): GpuDelegate.partition (summary()['init_ms']); 'store': what writing the "
              "entry added to the cold start; warm/cold compares with the cold start minus that. "
@@ -259,6 +261,12 @@ def table(results, command, args):
             lines += ["", f"A warm start of {name} under cProfile (Interpreter + allocate_tensors + the first "
                       "invoke; the functions with the most own time):", "", "```", runs["profile"], "```"]
     return "\n".join(lines)
+
+
+def _warm_count(args):
+    """What the warm columns are the median of, where --warm-starts made more than one a repetition."""
+    starts = getattr(args, "warm_starts", 1)
+    return "" if starts == 1 else f" (the warm columns: of {args.repeat * starts} warm starts, {starts} a repetition)"
 
 
 def phases_table(results):
@@ -387,6 +395,10 @@ def build_parser():
                         help=".tflite files, directories of them or MediaPipe model names")
     parser.add_argument("--repeat", type=common.positive_int, default=3,
                         help="repetitions of the three starts per model; the table holds their medians (default 3)")
+    parser.add_argument("--warm-starts", type=common.positive_int, default=1,
+                        help="warm starts per repetition (default 1); the warm columns are the median of all: "
+                             "more of them steady a comparison of warm start-up, which moves by 10-20 %% "
+                             "between starts on a shared machine")
     common.add_precision(parser)
     parser.add_argument("--gl-api", default="auto", choices=("auto", "gles", "gl"),
                         help="GpuDelegateOptions.gl_api: OpenGL ES, desktop OpenGL, or auto (default)")

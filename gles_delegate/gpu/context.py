@@ -349,14 +349,13 @@ class GlContext:
         any is waited for: a driver with parallel compiling (`compiler_threads`) compiles them at
         once, and program() of each finishes it (raising its compile error there). Call inside
         current()."""
-        for source in sources:
-            if source not in self._programs:
-                try:
-                    self._programs[source] = Program.start(self.gl, source, retrievable=self.binary_formats > 0,
-                                                           renderer=self.renderer)
-                except GpuError:  # no GL objects left: program() tries each again and says which failed
-                    self.gl.clear_errors()
-                    return
+        new = list(dict.fromkeys(s for s in sources if s not in self._programs))
+        try:
+            started = Program.start(self.gl, new, retrievable=self.binary_formats > 0, renderer=self.renderer)
+        except GpuError:  # no GL objects left: program() tries each alone and says which failed
+            self.gl.clear_errors()
+            return
+        self._programs.update(zip(new, started))
 
     def forget_program(self, source):
         """Release the program of `source` (one that must not run: serialization rejected it).

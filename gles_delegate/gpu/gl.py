@@ -267,35 +267,41 @@ class Program:
     @classmethod
     def compile(cls, gl, source, retrievable=True, renderer="the GL driver"):
         """Compile and link `source` (GLSL compute shader). GpuError carries the driver's log."""
-        return cls.start(gl, source, retrievable, renderer).finish()
+        return cls.start(gl, [source], retrievable, renderer)[0].finish()
 
     @classmethod
-    def start(cls, gl, source, retrievable=True, renderer="the GL driver"):
-        """A PendingProgram: `source` compiled and linked without asking how that went (asking
-        waits for the driver), so that a driver with KHR_parallel_shader_compile compiles every
-        program started before the first finish() at once."""
-        shader = gl.create_shader(GL_COMPUTE_SHADER)
-        if not shader:
-            raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
-        program = 0
+    def start(cls, gl, sources, retrievable=True, renderer="the GL driver"):
+        """A PendingProgram per source: every shader's compile issued, then every link, without
+        asking how either went (asking waits for the driver; so does a link issued right after
+        its shader's compile), so that a driver with KHR_parallel_shader_compile compiles them
+        all at once. GpuError when GL gives no shader or program object (nothing is left)."""
+        shaders, programs = [], []
         try:
-            text = source.encode()
-            gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
-            gl.compile_shader(shader)
-            program = gl.create_program()
-            if not program:
-                raise GpuError(f"glCreateProgram failed on {renderer} (GL error {gl.get_error():#x})")
-            gl.attach_shader(program, shader)
-            if retrievable:
-                gl.program_parameteri(program, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE)
-            gl.link_program(program)  # of a shader that failed to compile: fails too, finish() says why
-            gl.detach_shader(program, shader)
+            for source in sources:
+                shader = gl.create_shader(GL_COMPUTE_SHADER)
+                if not shader:
+                    raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
+                shaders.append(shader)
+                text = source.encode()
+                gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
+                gl.compile_shader(shader)
+            for shader in shaders:
+                program = gl.create_program()
+                if not program:
+                    raise GpuError(f"glCreateProgram failed on {renderer} (GL error {gl.get_error():#x})")
+                programs.append(program)
+                gl.attach_shader(program, shader)
+                if retrievable:
+                    gl.program_parameteri(program, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE)
+                gl.link_program(program)  # of a shader that failed to compile: fails too; finish() says why
+                gl.detach_shader(program, shader)
         except BaseException:
-            gl.delete_shader(shader)
-            if program:
+            for shader in shaders:
+                gl.delete_shader(shader)
+            for program in programs:
                 gl.delete_program(program)
             raise
-        return PendingProgram(gl, shader, program, source, renderer)
+        return [PendingProgram(gl, *made, renderer) for made in zip(shaders, programs, sources)]
 
     @classmethod
     def load(cls, gl, binary_format, binary, source, renderer="the GL driver"):

@@ -139,10 +139,14 @@ class _Session:
         self.programs = {}
 
     def compile(self, sources):
-        for source in sources:
-            if source not in self.programs:
-                self.programs[source] = Program.compile(self.context.gl, source, retrievable=False,
-                                                        renderer=self.context.renderer)
+        new = [s for s in dict.fromkeys(sources) if s not in self.programs]
+        started = Program.start(self.context.gl, new, retrievable=False, renderer=self.context.renderer)
+        try:
+            for pending in started:  # compiled at once where the driver can (GlContext.compiler_threads)
+                self.programs[pending.source] = pending.finish()
+        finally:
+            for pending in started:
+                pending.release()  # those a failure left unfinished (a finished one holds nothing)
 
     def warm_up(self, steps, variants, passes=WARM_UP_PASSES):
         """Run the plan (every step's first variant) a few times."""
