@@ -273,8 +273,9 @@ class Program:
     def start(cls, gl, sources, retrievable=True, renderer="the GL driver"):
         """A PendingProgram per source: every shader's compile issued, then every link, without
         asking how either went (asking waits for the driver; so does a link issued right after
-        its shader's compile), so that a driver with KHR_parallel_shader_compile compiles them
-        all at once. GpuError when GL gives no shader or program object (nothing is left)."""
+        its shader's compile, and detaching the shader from a program being linked), so that a
+        driver with KHR_parallel_shader_compile compiles them all at once. GpuError when GL gives
+        no shader or program object (nothing is left)."""
         shaders, programs = [], []
         try:
             for source in sources:
@@ -294,7 +295,6 @@ class Program:
                 if retrievable:
                     gl.program_parameteri(program, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE)
                 gl.link_program(program)  # of a shader that failed to compile: fails too; finish() says why
-                gl.detach_shader(program, shader)
         except BaseException:
             for shader in shaders:
                 gl.delete_shader(shader)
@@ -385,6 +385,7 @@ class PendingProgram:
         except BaseException:
             self.release()
             raise
+        gl.detach_shader(handle, self.shader)  # only now: detaching waits for the link, as asking does
         gl.delete_shader(self.shader)
         self.shader = self.handle = 0
         return Program(gl, handle, self.source)
