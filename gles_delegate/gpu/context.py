@@ -53,8 +53,8 @@ from .gl import (GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, GL_SYNC_GPU_COMMANDS
 # makes the shared context current and releases it, as plain current() does.
 KEEP_CURRENT = True
 MAX_KEPT_CONTEXTS = 8
-# Driver threads compiling programs at once (start_programs): one per CPU core. On the H200
-# machine (16 cores) 45 programs of a cold start compiled 2-3x faster than one at a time.
+# Driver threads compiling programs at once (start_programs): one per CPU core. With them the
+# H200's cold starts took 1.26-2.08x less time (docs/performance.md, round 9: gles-bench-init A/B).
 COMPILER_THREADS = os.cpu_count() or 1
 log = logging.getLogger("gles_delegate")
 
