@@ -145,8 +145,8 @@ class GlFunctions:
 
     def compiler_threads(self, extensions, count):
         """Let the driver compile programs on up to `count` threads of its own (GL_KHR_ or
-        GL_ARB_parallel_shader_compile); False where it cannot. NVIDIA's driver compiles one
-        program at a time until it is asked to."""
+        GL_ARB_parallel_shader_compile); False where it cannot. The extension leaves the
+        default to the driver, and NVIDIA's did not always compile in parallel without it."""
         for extension, name in (("GL_KHR_parallel_shader_compile", "glMaxShaderCompilerThreadsKHR"),
                                 ("GL_ARB_parallel_shader_compile", "glMaxShaderCompilerThreadsARB")):
             address = self._proc_address(name) if extension in extensions else None
