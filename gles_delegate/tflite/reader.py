@@ -59,6 +59,8 @@ _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
 _RANK_STRUCTS = [struct.Struct(f"<{n}i") for n in range(MAX_RANK + 1)]
 _T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeSignature"], _T["Buffer"]
 _T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
+_O_OPCODE, _O_INPUTS, _O_OUTPUTS, _O_INTERMEDIATES = _O["OpcodeIndex"], _O["Inputs"], _O["Outputs"], _O["Intermediates"]
+_O_OPTIONS_TYPE, _O_OPTIONS = _O["BuiltinOptionsType"], _O["BuiltinOptions"]
 
 
 def read_model(source, background_digest=False):
@@ -442,11 +444,12 @@ class _Reader:
         self.where = f"subgraph {s} operator {k}"
         self.table()
         at = self.slots(pos, _SLOT_COUNT)
-        opcode = self.scalar_at(at[_O["OpcodeIndex"]], "OpcodeIndex")
-        self.check_index(opcode, len(opcodes), "opcode")
+        opcode = self.scalar_at(at[_O_OPCODE], "OpcodeIndex")
+        if not 0 <= opcode < len(opcodes):
+            self.check_index(opcode, len(opcodes), "opcode")
         name, custom, version = opcodes[opcode]
-        inputs, outputs = self.ints_at(at[_O["Inputs"]], "Inputs"), self.ints_at(at[_O["Outputs"]], "Outputs")
-        intermediates = self.ints_at(at[_O["Intermediates"]], "Intermediates")
+        inputs, outputs = self.ints_at(at[_O_INPUTS], "Inputs"), self.ints_at(at[_O_OUTPUTS], "Outputs")
+        intermediates = self.ints_at(at[_O_INTERMEDIATES], "Intermediates") if at[_O_INTERMEDIATES] else ()
         read = inputs + intermediates
         if read and (min(read) < -1 or max(read) >= n_tensors):  # -1: an omitted optional input
             for index in read:
@@ -474,8 +477,8 @@ class _Reader:
     def builtin_options(self, at):
         """The builtin options of an operator as {snake_name: value}: every scalar, string and
         vector field. `at`: the operator's field positions (slots())."""
-        type_name = schema.OPTIONS_TYPE_NAMES.get(self.scalar_at(at[_O["BuiltinOptionsType"]], "BuiltinOptionsType"))
-        table = self.subtable_at(at[_O["BuiltinOptions"]])
+        type_name = schema.OPTIONS_TYPE_NAMES.get(self.scalar_at(at[_O_OPTIONS_TYPE], "BuiltinOptionsType"))
+        table = self.subtable_at(at[_O_OPTIONS])
         if type_name in (None, "NONE") or not table:
             return {}
         self.table()
