@@ -6,7 +6,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
-from gles_delegate.gpu import compiler, workgroup_tuner
+from gles_delegate.gpu import compiler, gl, workgroup_tuner
 from gles_delegate.gpu.kernels.base import Dispatch
 from tests.oplib import assert_close, run_ours
 from tests.gpu.transforms.rulelib import Chain, check_gpu, random
@@ -135,3 +135,29 @@ def test_tuning_without_timer_queries_keeps_the_heuristic(monkeypatch, caplog):
         _, plan = compiled(model, values, tune_workgroups=True)
     assert "no timer here" in caplog.text and not plan.tuned
     assert plan.workgroups == untuned.workgroups and plan.sources == untuned.sources
+
+
+def test_a_candidate_that_fails_to_compile_keeps_the_heuristic(monkeypatch, caplog):
+    """A tuning candidate the driver refuses (the first of those started together): the
+    heuristic's workgroups are kept, with a warning, the results hold, and the candidates
+    started with it are released rather than left compiling."""
+    fake_timer(monkeypatch, lambda wg: 1e6 / wg[0])
+    release, released = gl.PendingProgram.release, []
+
+    class TunerProgram(gl.Program):  # the tuner's programs only: the delegate's compile as it is
+        @classmethod
+        def start(cls, gl_functions, sources, *args, **kwargs):
+            broken = [sources[0].replace("void main()", "void unused() { nope; }\nvoid main()", 1), *sources[1:]]
+            return gl.Program.start(gl_functions, broken, *args, **kwargs)
+
+    def counted_release(self):
+        released.append(bool(self.handle))
+        release(self)
+    monkeypatch.setattr(workgroup_tuner, "Program", TunerProgram)
+    monkeypatch.setattr(gl.PendingProgram, "release", counted_release)
+    model, values = tuning_model(), [random((1, 12, 12, 8))]
+    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+        outputs, plan = compiled(model, values, tune_workgroups=True)
+    assert "workgroup tuning failed" in caplog.text and not plan.tuned
+    assert_close(outputs[0], run_ours(model, values)[0])
+    assert released.count(True) >= 2  # the broken one, and at least one started beside it
