@@ -6,6 +6,7 @@ without a change here. Only dataclasses of the modules the caller names are enco
 is type- and bounds-checked.
 """
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -118,7 +119,9 @@ class Decoder:
             raise EntryError(f"malformed {tag!r} value")
         collection = _COLLECTIONS.get(tag)
         if collection is not None:  # the most frequent tag: a plan's steps, shapes, workgroups
-            items = self(self.list(body), depth + 1)
+            if type(body) is not list:
+                self.list(body)  # raises
+            items = [v if type(v) in _SCALARS else self(v, depth + 2) for v in body]
             try:
                 return collection(items)
             except TypeError:
@@ -192,18 +195,25 @@ class Decoder:
         cls = getattr(module, qualname, None) if qualname.isidentifier() else None
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module_name):
             raise EntryError(f"{name} is not a dataclass")
-        known = dataclasses.fields(cls)
-        if set(fields) != {f.name for f in known}:
+        names, init_names, other_names = _field_names(cls)
+        if fields.keys() != names:
             raise EntryError(f"{qualname} fields changed: entry has {sorted(fields)}, "
-                             f"the code has {sorted(f.name for f in known)}")
-        values = {f.name: self(fields[f.name], depth + 1) for f in known}
+                             f"the code has {sorted(names)}")
+        values = {name: value if type(value) in _SCALARS else self(value, depth + 1)
+                  for name, value in fields.items()}
         try:
-            obj = cls(**{f.name: values[f.name] for f in known if f.init})
+            obj = cls(**{name: values[name] for name in init_names})
         except Exception as exc:  # the dataclass's own __post_init__ checks
             raise EntryError(f"{qualname}: {exc}") from None
-        for f in known:
-            if not f.init:
-                object.__setattr__(obj, f.name, values[f.name])
+        for name in other_names:
+            object.__setattr__(obj, name, values[name])
         return obj
 
 
+@functools.lru_cache(maxsize=None)
+def _field_names(cls):
+    """(every field name, those __init__ takes, the others) of a dataclass: asked once a class,
+    not once a decoded object."""
+    known = dataclasses.fields(cls)
+    return (frozenset(f.name for f in known), tuple(f.name for f in known if f.init),
+            tuple(f.name for f in known if not f.init))

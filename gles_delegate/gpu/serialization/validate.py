@@ -28,11 +28,15 @@ MAX_GROUPS = 1 << 31              # workgroups of one dispatch (the reader's ele
 
 def is_index(value, count):
     """Whether `value` is an integer in [0, count)."""
+    if type(value) is int:  # what JSON decodes to: the checks of a plan ask thousands
+        return 0 <= value < count
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < count
 
 
 def is_count(value, low=0):
     """Whether `value` is an integer >= low."""
+    if type(value) is int:
+        return value >= low
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low
 
 
