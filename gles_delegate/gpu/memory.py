@@ -37,20 +37,37 @@ def lower_bound(usages):
     return max((sum(u.size for u in usages if u.first <= s <= u.last) for s in steps), default=0)
 
 
-def _first_fit(ordered):
-    placed = []  # (offset, usage)
-    offsets = {}
+def _overlapping(usages):
+    """{key: [(key, size) of every other usage whose lifetime intersects its own]}: fixed for a
+    set of usages, so the searches' many first-fit runs look only at these, not at every usage
+    placed before (most lifetimes are short: a few neighbours each instead of hundreds)."""
+    by_first = sorted(usages, key=lambda u: u.first)
+    out = {u.key: [] for u in usages}
+    for i, usage in enumerate(by_first):
+        for other in by_first[i + 1:]:
+            if other.first > usage.last:
+                break
+            out[usage.key].append((other.key, other.size))
+            out[other.key].append((usage.key, usage.size))
+    return out
+
+
+def _first_fit(ordered, overlapping=None):
+    """({key: offset}, total): each usage in turn at the lowest offset where it overlaps no
+    usage placed before it whose lifetime intersects its own. `overlapping`: _overlapping of
+    the same usages (made here when not given)."""
+    overlapping = _overlapping(ordered) if overlapping is None else overlapping
+    offsets, total = {}, 0
     for usage in ordered:
-        conflicts = sorted((off, off + other.size) for off, other in placed
-                           if other.first <= usage.last and usage.first <= other.last)
+        conflicts = sorted((offsets[key], offsets[key] + size) for key, size in overlapping[usage.key]
+                           if key in offsets)
         offset = 0
         for start, end in conflicts:
             if offset + usage.size <= start:
                 break
             offset = max(offset, end)
-        placed.append((offset, usage))
         offsets[usage.key] = offset
-    total = max((off + u.size for off, u in placed), default=0)
+        total = max(total, offset + usage.size)
     return offsets, total
 
 
@@ -96,23 +113,24 @@ def _best(usages):
     above the lower bound, restarts from seeded random orders that weigh size and lifetime
     (deterministic: the same usages always get the same plan)."""
     bound = lower_bound(usages)
+    overlapping = _overlapping(usages)
     orders = [order(usages) for order in _ORDERS.values()]
-    results = [_first_fit(order) for order in orders]
+    results = [_first_fit(order, overlapping) for order in orders]
     k = min(range(len(orders)), key=lambda i: results[i][1])
-    best = _improve(orders[k], results[k], bound)
+    best = _improve(orders[k], results[k], bound, overlapping)
     rng = random.Random(0)
     for _ in range(SEARCH_BUDGET // RESTART_BUDGET):
         if best[1] <= bound:
             break
         weight = {u.key: u.size * rng.uniform(0.5, 1.5) * (u.last - u.first + 1) ** rng.random() for u in usages}
         order = sorted(usages, key=lambda u: -weight[u.key])
-        result = _improve(order, _first_fit(order), bound, RESTART_BUDGET)
+        result = _improve(order, _first_fit(order, overlapping), bound, overlapping, RESTART_BUDGET)
         if result[1] < best[1]:
             best = result
     return best
 
 
-def _improve(order, result, bound, budget=SEARCH_BUDGET):
+def _improve(order, result, bound, overlapping, budget=SEARCH_BUDGET):
     """Local search from a first-fit order: a tensor whose block reaches the top of the plan is
     tried ahead of each tensor placed before it; a move that lowers the top is kept and the
     search restarts from it. Stops at the lower bound, when no move helps, or after `budget`
@@ -125,7 +143,7 @@ def _improve(order, result, bound, budget=SEARCH_BUDGET):
             for k in range(position):
                 trial = order[:k] + [usage] + order[k:position] + order[position + 1:]
                 budget -= 1
-                trial_result = _first_fit(trial)
+                trial_result = _first_fit(trial, overlapping)
                 if trial_result[1] < total or budget <= 0:
                     moved = trial, trial_result
                     break
