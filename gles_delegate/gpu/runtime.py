@@ -141,7 +141,9 @@ class GpuPartition:
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
                 # Programs last: on a warm start the entry's checksum runs beside the uploads
                 # above, and iterating `binaries` waits for it (serialization.cache._CheckedBinaries).
-                binaries = binaries or [None] * len(plan.sources)
+                binaries = list(binaries) if binaries else [None] * len(plan.sources)
+                # Sources without a binary (a driver that gives none) compile at once, as a cold start's do.
+                context.start_programs([s for s, binary in zip(plan.sources, binaries) if binary is None])
                 programs = [context.program(source, binary) for source, binary in zip(plan.sources, binaries)]
                 # Range arguments are GLintptr / GLsizeiptr: pre-built c_ssize_t for the untyped calls.
                 self.steps = [(programs[i].handle, ctypes.c_ssize_t(offset), ctypes.c_ssize_t(size),

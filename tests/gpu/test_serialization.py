@@ -20,10 +20,11 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate import delegate as delegate_module
-from gles_delegate.gpu import compiler
+from gles_delegate.gpu import compiler, gl
 from gles_delegate.gpu.compiler import IoSlot, Plan
 from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
+from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, validate
 from gles_delegate.gpu.serialization.entry import EntryError
 from gles_delegate.delegate import CACHE_PACKAGE
@@ -829,3 +830,28 @@ def test_a_warm_start_never_unpacks_half_or_sparse_weights(tmp_path, sparse):
     weights = next(t for t in folded if t.name == "w")
     np.testing.assert_array_equal(warm.get_tensor(weights.index), weights.data)
     assert not any(t.is_deferred for t in folded) and weights.data.dtype == np.float32
+
+
+def test_sources_without_a_binary_compile_at_once(cold, private_context, monkeypatch):
+    """A partition made without binaries (what a warm start does on a driver that gives none)
+    starts every program's compile before it waits for any (GlContext.start_programs), and
+    runs as the cold start did."""
+    started = []
+    start = gl.Program.start
+
+    def recorded(gl_functions, sources, *args, **kwargs):
+        started.append(list(sources))
+        return start(gl_functions, sources, *args, **kwargs)
+    monkeypatch.setattr(gl.Program, "start", recorded)
+    interpreter, delegate, outputs = cold[0], cold[1], cold[2]
+    made = [GpuPartition(private_context, p.plan, p.nodes, view=p.view, fused_away=p.fused_away)
+            for p in delegate.partitions]
+    try:
+        sources = list(dict.fromkeys(s for p in made for s in p.plan.sources))
+        assert started and started[0] == list(dict.fromkeys(made[0].plan.sources))
+        assert sorted(s for batch in started for s in batch) == sorted(sources)
+        for got, expected in zip(run_partitions(made, interpreter), outputs):
+            np.testing.assert_array_equal(got, expected)
+    finally:
+        for partition in made:
+            partition.release()
