@@ -56,7 +56,7 @@ _BUFFER_FIELDS = ("Data", "Offset", "Size")
 _B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
 _SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values())  # slots read of each table (unused ones cost nothing)
 _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
-_RANK_STRUCTS = [struct.Struct(f"<{n}i") for n in range(MAX_RANK + 1)]
+_INT_STRUCTS = [struct.Struct(f"<{n}i") for n in range(MAX_RANK + 1)]  # shapes, operators' tensor lists
 _T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeSignature"], _T["Buffer"]
 _T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
 _O_OPCODE, _O_INPUTS, _O_OUTPUTS, _O_INTERMEDIATES = _O["OpcodeIndex"], _O["Inputs"], _O["Outputs"], _O["Intermediates"]
@@ -191,7 +191,7 @@ class _Reader:
         if max_items is not None and n > max_items:
             raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {max_items} are allowed")
         self.spend(INT_COST * n)
-        return (_RANK_STRUCTS[n] if n <= MAX_RANK else struct.Struct(f"<{n}i")).unpack_from(self.data, start)
+        return (_INT_STRUCTS[n] if n < len(_INT_STRUCTS) else struct.Struct(f"<{n}i")).unpack_from(self.data, start)
 
     def field_tables(self, pos, table_class, accessor):
         """File positions of the tables of a vector-of-tables field of the table at `pos`."""
@@ -322,41 +322,26 @@ class _Reader:
 
     def tensor(self, s, t, pos, buffers):
         self.where = f"subgraph {s} tensor {t}"
-        self.spend(TABLE_COST)
+        self.table()
         at = self.slots(pos, _SLOT_COUNT)
         type_code = self.scalar_at(at[_T_TYPE], "Type")
         type_name = schema.TENSOR_TYPE_NAMES.get(type_code)
         if type_name is None:
             raise ModelError(f"{self.where}: unknown tensor type {type_code}")
-        shape = self.rank_ints_at(at[_T_SHAPE], "Shape")
-        signature = self.rank_ints_at(at[_T_SIGNATURE], "ShapeSignature") or None
+        shape = self.ints_at(at[_T_SHAPE], "Shape", max_items=MAX_RANK)
+        signature = self.ints_at(at[_T_SIGNATURE], "ShapeSignature", max_items=MAX_RANK) or None
         self.check_shape(shape, signature)
         buffer = self.scalar_at(at[_T_BUFFER], "Buffer")
-        if not 0 <= buffer < max(len(buffers), 1):
-            self.check_index(buffer, max(len(buffers), 1), "buffer")
+        self.check_index(buffer, max(len(buffers), 1), "buffer")
         # The sub-tables of quantized or sparse tensors: the generated accessors read them. Many
         # converters give every tensor an empty Quantization table: that one is skipped here.
-        quantization = self.quantization(self.quantization_table(self.subtable_at(at[_T_QUANTIZATION]))) \
-            if at[_T_QUANTIZATION] else None
-        sparsity = self.sparsity(self.subtable_at(at[_T_SPARSITY])) if at[_T_SPARSITY] else None
+        quantization = self.quantization_table(self.subtable_at(at[_T_QUANTIZATION]))
         result = TensorDef(name=self.string_at(at[_T_NAME], "Name"), shape=shape, type_name=type_name,
-                           buffer=buffer, quantization=quantization, sparsity=sparsity,
-                           shape_signature=signature,
+                           buffer=buffer, quantization=self.quantization(quantization),
+                           sparsity=self.sparsity(self.subtable_at(at[_T_SPARSITY])), shape_signature=signature,
                            is_variable=bool(self.scalar_at(at[_T_IS_VARIABLE], "IsVariable")))
         self.check_buffer_size(result, buffers)
         return result
-
-    def rank_ints_at(self, at, accessor):
-        """ints_at of a shape (at most MAX_RANK entries), through a prebuilt struct."""
-        if not at:
-            return ()
-        data = self.data
-        vector = at + _UOFFSET.unpack_from(data, at)[0]
-        n = _UOFFSET.unpack_from(data, vector)[0]
-        if n > MAX_RANK:
-            raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {MAX_RANK} are allowed")
-        self.spend(INT_COST * n)
-        return _RANK_STRUCTS[n].unpack_from(data, vector + 4)
 
     def quantization_table(self, table):
         """The generated QuantizationParameters of the table at `table` (0: the tensor has
@@ -445,11 +430,10 @@ class _Reader:
         self.table()
         at = self.slots(pos, _SLOT_COUNT)
         opcode = self.scalar_at(at[_O_OPCODE], "OpcodeIndex")
-        if not 0 <= opcode < len(opcodes):
-            self.check_index(opcode, len(opcodes), "opcode")
+        self.check_index(opcode, len(opcodes), "opcode")
         name, custom, version = opcodes[opcode]
         inputs, outputs = self.ints_at(at[_O_INPUTS], "Inputs"), self.ints_at(at[_O_OUTPUTS], "Outputs")
-        intermediates = self.ints_at(at[_O_INTERMEDIATES], "Intermediates") if at[_O_INTERMEDIATES] else ()
+        intermediates = self.ints_at(at[_O_INTERMEDIATES], "Intermediates")
         read = inputs + intermediates
         if read and (min(read) < -1 or max(read) >= n_tensors):  # -1: an omitted optional input
             for index in read:

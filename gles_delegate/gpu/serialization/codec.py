@@ -119,9 +119,7 @@ class Decoder:
             raise EntryError(f"malformed {tag!r} value")
         collection = _COLLECTIONS.get(tag)
         if collection is not None:  # the most frequent tag: a plan's steps, shapes, workgroups
-            if type(body) is not list:
-                self.list(body)  # raises
-            items = [v if type(v) in _SCALARS else self(v, depth + 2) for v in body]
+            items = [v if type(v) in _SCALARS else self(v, depth + 2) for v in self.list(body)]
             try:
                 return collection(items)
             except TypeError:
