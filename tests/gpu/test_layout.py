@@ -78,6 +78,8 @@ CASES = {
     "gather_even": ("GATHER", [x(3, 4, 10), ints([1, 4, 7])], {"axis": -1}, {}),
     "gather_runs_channels": ("GATHER", [x(3, 4, 10), ints([0, 1, 2, 7, 5, 3, 3, 9])], {"axis": 2}, {}),
     "gather_runs_rows": ("GATHER", [x(6, 5), ints([5, 0, 1, 2, 2])], {"axis": 0}, {}),
+    # an interleave: channel c reads (c % 3) * 2 + c // 3, affine in the digits (c // 3, c % 3)
+    "gather_interleaved": ("GATHER", [x(2, 3, 6), ints([0, 2, 4, 1, 3, 5])], {"axis": -1}, {}),
     # batch_dims 1: out[b, j, c] = x[b, indices[b, j], c], a strided view for these indices
     "gather_batch_dims": ("GATHER", [x(2, 3, 4), ints([[0, 1], [1, 2]])], {"axis": 1, "batch_dims": 1}, {}),
     "gather_batch_dims_1d": ("GATHER", [x(2, 3, 5), ints([1, 2])], {"axis": 1, "batch_dims": -1}, {}),
@@ -109,7 +111,7 @@ PATHS = {  # case: VEC4 flag of each dispatch
     "padv2_aligned": [1], "mirror_reflect": [1], "mirror_symmetric": [0], "tile_channels_vec4": [1], "tile": [0],
     "concat_channels_vec4": [1, 1], "concat_channels_merge": [1, 0, 0], "concat_rows": [1, 1],
     "depth_to_space_vec4": [1], "depth_to_space": [0], "space_to_depth_vec4": [1], "space_to_depth": [0],
-    "gather_runs_channels": [1, 0, 0], "reverse_channels": [0], "reverse_spatial": [1],
+    "gather_runs_channels": [1, 0, 0], "gather_interleaved": [0], "reverse_channels": [0], "reverse_spatial": [1],
     "space_to_batch_vec4": [1] * 6, "space_to_batch_padded": [1] * 4, "batch_to_space_vec4": [1],
     "batch_to_space_cropped": [1],
 }

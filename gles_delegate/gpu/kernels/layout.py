@@ -28,10 +28,12 @@ from .base import Dispatch
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
 # options[ALIAS] (rule alias_reshape): a reshape whose output is its input's storage; no dispatch.
 ALIAS = "alias_input"
-# options[ROW_MAJOR_SOURCES] (rule read_through_reshape): ((input tensor, tensor read in its
-# place), ...): a removed reshape's output and its input, which holds the same values in the
-# same row-major order (the map's index is row-major; the stored tensor's shape unravels it).
-ROW_MAJOR_SOURCES = "row_major_sources"
+# options[READ_THROUGH] (rule read_through_layout): ((input tensor, tensor read in its place,
+# through), ...) for each input whose producer, a layout op, was removed: `through` holds, per
+# element of the input in row-major order, the row-major index of the source element it was
+# copied from (None: the same index, as a reshape keeps), so the node's own map composed with
+# it reads the source directly (the stored tensor's shape unravels the index).
+READ_THROUGH = "read_through"
 MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
 MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
 # Which input holds the values (the others are constant shapes, axes, indices).
@@ -75,13 +77,14 @@ def _place(values, rank, fill=0):
     return tuple(out)
 
 
-def _strided_axes(shape, strides):
+def _strided_axes(shape, strides, slots=None):
     """Per BHWC axis of the view of `shape`, the digits of a map whose dim k steps strides[k]:
     one digit per dim of more than one element, outer first (an axis of ranks 5, 6 merges several
     dims), adjacent digits that step as one merged, the outer radix None, ((None, 0),) for an
-    axis of no such dim."""
+    axis of no such dim. `slots`: the BHWC axis of each dim when `shape` splits the dims of a
+    view into digits (_digit_affine), else the view's own."""
     axes = [[] for _ in range(4)]
-    for slot, n, stride in zip(BHWC_AXES[len(shape)], shape, strides):
+    for slot, n, stride in zip(BHWC_AXES[len(shape)] if slots is None else slots, shape, strides):
         digits = axes[slot]
         if n == 1:
             continue
@@ -103,10 +106,16 @@ def _dense_axes(shape):
     return tuple(((None, s),) for s in (h * w * c, w * c, c, 1))
 
 
-def stored_source(node, tensor):
-    """The tensor that holds input `tensor` of layout node `node` (itself, unless a reshape was
-    removed in between)."""
-    return next((source for shown, source in node.options.get(ROW_MAJOR_SOURCES, ()) if shown is tensor), tensor)
+def stored_source(node, tensor, read_through=None):
+    """The tensor that holds input `tensor` of layout node `node` (itself, unless a layout op
+    was removed in between: READ_THROUGH, or `read_through` in its place)."""
+    entries = node.options.get(READ_THROUGH, ()) if read_through is None else read_through
+    return next((source for shown, source, _ in entries if shown is tensor), tensor)
+
+
+def _through(node, tensor, read_through):
+    """READ_THROUGH's index map of input `tensor` of `node` in `read_through`, or None."""
+    return next((through for shown, _, through in read_through if shown is tensor), None)
 
 
 # -- the dispatch -----------------------------------------------------------------------------
@@ -204,14 +213,43 @@ def _reference(node, values):
     return outputs, None
 
 
-def _index_maps(node):
+def _index_maps(node, read_through=None):
     """Per output, the source row-major index each output element copies: the reference kernel
-    run on an iota in place of the data input (the other inputs are constants); and a reason
-    when the GPU cannot take the node."""
+    run on an iota in place of the data input (the other inputs are constants), composed with
+    the map of a removed layout op in between (READ_THROUGH, or `read_through` in its place);
+    and a reason when the GPU cannot take the node."""
     k = DATA_INPUT.get(node.op, 0)
     values = [None if t is None else t.data for t in node.inputs]
     values[k] = np.arange(node.inputs[k].size, dtype=np.int64).reshape(node.inputs[k].shape)
-    return _reference(node, values)
+    maps, reason = _reference(node, values)
+    through = _through(node, node.inputs[k], node.options.get(READ_THROUGH, ()) if read_through is None else read_through)
+    if maps is None or through is None:
+        return maps, reason
+    return [through[index_map] for index_map in maps], None
+
+
+def source_map(node):
+    """Per element of the one output of REMAP_OPS node `node`, in row-major order, the row-major
+    index of the element of its stored source (stored_source) it copies; None when that is the
+    element's own index (a reshape)."""
+    maps, reason = _index_maps(node)
+    if reason:
+        raise ValueError(f"{node.label}: {reason}")  # a node the GPU took has a map
+    flat = maps[0].reshape(-1)
+    return None if np.array_equal(flat, np.arange(flat.size)) else flat
+
+
+def read_through_reason(node, read_through):
+    """Why REMAP_OPS node `node` cannot read its data input through `read_through` (READ_THROUGH
+    entries) with one gather per output piece, or None."""
+    maps, reason = _index_maps(node, read_through)
+    if reason:
+        return reason
+    for index_map in maps:
+        pieces = _pieces(node, index_map, read_through)
+        if pieces is None or len(pieces) > MAX_GATHER_RUNS:
+            return "the composed index map is not a strided view of the source"
+    return None
 
 
 def _affine(index_map):
@@ -239,13 +277,58 @@ def _runs(values):
     return runs
 
 
-def _pieces(node, index_map):
-    """The Gathers that write one output, with its index map: one affine box, or for a GATHER
-    along an axis, one box per run of evenly spaced indices. None if neither fits."""
-    source = stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)])
+def _radices(line):
+    """Radices, outer first, that split the positions of `line` (a 1-D int array) into digits
+    over which it is affine (line[i] = base + sum of digit * stride), or None. The inner radix
+    is the longest divisor of the length within the first run of even steps that repeats."""
+    n = len(line)
+    steps = np.diff(line)
+    uneven = np.flatnonzero(steps != steps[0]) if n > 2 else ()
+    if len(uneven) == 0:
+        return [n]  # radix <= uneven[0] + 1 < n below: the outer line has 2 values or more
+    for radix in range(int(uneven[0]) + 1, 1, -1):
+        if n % radix:
+            continue
+        blocks = line.reshape(-1, radix)
+        if np.array_equal(blocks - blocks[:, :1], np.broadcast_to(line[:radix] - line[0], blocks.shape)):
+            outer = _radices(blocks[:, 0])
+            if outer is not None:
+                return outer + [radix]
+    return None
+
+
+def _digit_affine(index_map):
+    """(base, Gather axes) of an index map that is affine once its dims are split into digits
+    (a transpose of a reshape of a transpose: ShuffleNet's channel shuffle), or None, also when
+    an axis of the view would need more digits than the template has (3)."""
+    if index_map.ndim == 0 or index_map.size < 2:
+        return None
+    digit_shape, slots = [], []
+    for dim, (n, slot) in enumerate(zip(index_map.shape, BHWC_AXES[index_map.ndim])):
+        line = index_map[tuple(slice(None) if k == dim else 0 for k in range(index_map.ndim))]
+        radices = _radices(line.astype(np.int64)) if n > 1 else [1]
+        if radices is None:
+            return None
+        digit_shape += radices
+        slots += [slot] * len(radices)
+    fit = _affine(index_map.reshape(digit_shape))
+    if fit is None:
+        return None
+    axes = _strided_axes(digit_shape, fit[1], slots)
+    return (fit[0], axes) if all(len(digits) <= 3 for digits in axes) else None
+
+
+def _pieces(node, index_map, read_through=None):
+    """The Gathers that write one output, with its index map: one affine box (its dims split
+    into digits where need be), or for a GATHER along an axis, one box per run of evenly spaced
+    indices. None if neither fits. read_through: READ_THROUGH in place of the node's own."""
+    source = stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)], read_through)
     fit = _affine(index_map)
     if fit is not None:
         return [Gather(source, fit[0], _strided_axes(index_map.shape, fit[1]))]
+    digits = _digit_affine(index_map)
+    if digits is not None:
+        return [Gather(source, *digits)]
     indices = _run_indices(node)
     if indices is None or merged_dim_reason(index_map.shape, _gather_axis(node)):
         return None

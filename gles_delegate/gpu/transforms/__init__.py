@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ...graph import Graph
 from . import (alias_reshape, channel_gate, conv_to_fully_connected, fold_mul_add, fuse_activation,
                fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_swish,
-               global_pool_to_mean, merge_padding, read_through_reshape, remove_dead, remove_noops, se_gate,
+               global_pool_to_mean, merge_padding, read_through_layout, remove_dead, remove_noops, se_gate,
                unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
@@ -23,8 +23,8 @@ from . import (alias_reshape, channel_gate, conv_to_fully_connected, fold_mul_ad
 # epilogue applies its steps (swish, which is two nodes, then activation, residual, the rest),
 # then the squeeze-excite fusions, which take layers with their epilogues complete (a gate's
 # sigmoid) and a gating MUL that no epilogue took, then an ADD into the reduction that alone
-# reads it (after se_gate, which may take that reduction whole), and last the aliases, which
-# only mark what is left, and the reshapes that layout ops can read through.
+# reads it (after se_gate, which may take that reduction whole), and last the layout ops that
+# other layout ops can read through, then the aliases, which only mark the reshapes left.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -41,8 +41,8 @@ RULES = (
     ("se_gate", se_gate.apply),
     ("channel_gate", channel_gate.apply),
     ("fuse_add_into_reduce", fuse_add_into_reduce.apply),
+    ("read_through_layout", read_through_layout.apply),
     ("alias_reshape", alias_reshape.apply),
-    ("read_through_reshape", read_through_reshape.apply),
 )
 
 

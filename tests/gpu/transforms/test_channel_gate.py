@@ -76,7 +76,7 @@ def test_a_gate_that_broadcasts_along_w_is_no_channel_gate():
 
 
 def test_a_gate_a_value_moving_reshape_makes_keeps_its_reshape():
-    """The convolution reads its gate through an option, not an input: read_through_reshape must
+    """The convolution reads its gate through an option, not an input: read_through_layout must
     not take the reshape producing it for unread."""
     c = Chain((1, 6, 6, 8))
     pooled = c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(1, 8), keep_dims=False)
@@ -84,6 +84,6 @@ def test_a_gate_a_value_moving_reshape_makes_keeps_its_reshape():
     pooled = c.op("RESHAPE", pooled, c.const([1, 2, 4], np.int32), shape=(1, 2, 4))
     gate = c.op("RESHAPE", c.op("LOGISTIC", pooled), c.const([1, 1, 1, 8], np.int32), shape=(1, 1, 1, 8))
     model = c.build(c.conv(c.op("MUL", c.depthwise(c.x), gate, shape=(1, 6, 6, 8)), 8, kernel=1, seed=9))
-    graph, log = rewrite_through(model, "read_through_reshape")
+    graph, log = rewrite_through(model, "read_through_layout")
     assert "MUL" not in ops_of(graph) and "RESHAPE" in ops_of(graph)
     check_gpu(model, [random((1, 6, 6, 8), 5)])

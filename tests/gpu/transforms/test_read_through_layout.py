@@ -1,0 +1,185 @@
+"""read_through_layout: layout ops read a value-moving reshape's input in its place (same
+row-major order), and layout ops whose map comes off the reference read through any such op
+(their maps composed), so the removed op costs no dispatch; anything else keeps it."""
+import numpy as np
+import pytest
+
+from gles_delegate.graph import Graph
+from gles_delegate.gpu.kernels.layout import READ_THROUGH
+from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.gpu.transforms import RULES, read_through_layout, rewrite_partition
+from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, ops_of, random, rewrite, statuses, why
+
+RULE = "read_through_layout"
+
+
+def reshape(c, x, shape):
+    return c.op("RESHAPE", x, c.const(shape, np.int32), shape=shape)
+
+
+def detection_heads(c):
+    """A detector's heads: two convolutions, each reshaped to [1, anchors, values] (which moves
+    values between PHWC4 slices), concatenated along the anchors."""
+    small = c.op("AVERAGE_POOL_2D", c.x, shape=(1, 4, 4, 8), padding=1, stride_w=2, stride_h=2, filter_width=2,
+                 filter_height=2, fused_activation_function=0)
+    a = reshape(c, c.conv(c.x, 12, kernel=1), (1, 8 * 8 * 2, 6))
+    b = reshape(c, c.conv(small, 24, kernel=1, seed=5), (1, 4 * 4 * 4, 6))
+    return c.op("CONCATENATION", a, b, shape=(1, 8 * 8 * 2 + 4 * 4 * 4, 6), axis=1, fused_activation_function=0)
+
+
+def rewrite_with_aliases(model):
+    """The rule, then alias_reshape, as the delegate runs them."""
+    graph = Graph.from_model(read_model(model))
+    rules = tuple((name, apply) for name, apply in RULES if name in ("alias_reshape", RULE))
+    return rewrite_partition(graph.nodes, graph.inputs, graph.outputs, rules)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_concatenation_reads_the_heads_through_their_reshapes(precision):
+    c = Chain((1, 8, 8, 8))
+    model = c.build(detection_heads(c))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["AVERAGE_POOL_2D", "CONV_2D", "CONV_2D", "CONCATENATION"]
+    assert len(graph.nodes[-1].options[READ_THROUGH]) == 2
+    assert [s for s, _ in statuses(log, RULE)] == ["APPLIED", "APPLIED"]
+    summary, _ = check_gpu(model, [random((1, 8, 8, 8), 3)], precision)
+    # convert in, pool, 2 convs, the concatenation's 2 copies storing the output: no reshape copies
+    assert summary["dispatches"] == 6
+
+
+def test_a_reshape_of_a_reshape_is_read_through_twice():
+    c = Chain((1, 6, 6, 8))
+    twice = reshape(c, reshape(c, c.op("ABS", c.x), (1, 36, 4, 2)), (1, 12, 24))
+    model = c.build(c.op("TRANSPOSE", twice, c.const((0, 2, 1), np.int32), shape=(1, 24, 12)))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "TRANSPOSE"]
+    [(shown, source, through)] = graph.nodes[1].options[READ_THROUGH]
+    assert source is graph.nodes[0].outputs[0] and through is None  # the ABS output, in its own order
+    summary, _ = check_gpu(model, [random((1, 6, 6, 8), 4)])
+    assert summary["dispatches"] == 3
+
+
+def test_a_reshape_read_by_a_computing_op_stays():
+    c = Chain((1, 4, 4, 8))
+    model = c.build(c.op("NEG", reshape(c, c.op("ABS", c.x), (1, 8, 16))))
+    graph, log = rewrite(model, RULE)
+    assert "RESHAPE" in ops_of(graph) and "not a layout op" in why(log, RULE, "#1 (RESHAPE)")
+    check_gpu(model, [random((1, 4, 4, 8))])
+
+
+def test_a_reshape_leaving_the_partition_stays():
+    c = Chain((1, 4, 4, 8))
+    r = reshape(c, c.op("ABS", c.x), (1, 8, 16))
+    model = c.build(r, c.op("CONCATENATION", r, r, shape=(1, 16, 16), axis=1, fused_activation_function=0))
+    graph, log = rewrite(model, RULE)
+    assert "leaves the partition" in why(log, RULE, "#1 (RESHAPE)")
+    check_gpu(model, [random((1, 4, 4, 8), 2)])
+
+
+def test_a_free_reshape_read_by_a_computing_op_is_left_to_alias_reshape():
+    """(Read by a layout op, it would be read through: no dispatch either way.)"""
+    c = Chain((1, 4, 5, 8))
+    model = c.build(c.op("NEG", reshape(c, c.op("ABS", c.x), (1, 20, 8))))
+    graph, log = rewrite_with_aliases(model)
+    assert "RESHAPE" in ops_of(graph) and graph.nodes[1].options.get("alias_input")
+    assert statuses(log, RULE) == [("SKIPPED", "#1 (RESHAPE)")]
+    check_gpu(model, [random((1, 4, 5, 8), 5)])
+
+
+def channel_shuffle(c, x, groups):
+    """torchvision's channel_shuffle as litert-torch writes it for an NHWC tensor: to NCHW,
+    view as [N, groups, C / groups, H, W], swap those two dims, view as [N, C, H, W], back to
+    NHWC."""
+    n, h, w, ch = c.shapes[x]
+    nchw = c.op("TRANSPOSE", x, c.const((0, 3, 1, 2), np.int32), shape=(n, ch, h, w))
+    split = reshape(c, nchw, (n, groups, ch // groups, h, w))
+    swapped = c.op("TRANSPOSE", split, c.const((0, 2, 1, 3, 4), np.int32), shape=(n, ch // groups, groups, h, w))
+    return c.op("TRANSPOSE", reshape(c, swapped, (n, ch, h, w)), c.const((0, 2, 3, 1), np.int32), shape=(n, h, w, ch))
+
+
+def slice_channels(c, x, begin, size):
+    n, h, w, _ = c.shapes[x]
+    return c.op("SLICE", x, c.const((0, 0, 0, begin), np.int32), c.const((n, h, w, size), np.int32),
+                shape=(n, h, w, size))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_channel_shuffle_is_read_through_by_the_slices_after_it(precision, monkeypatch):
+    """ShuffleNet v2's unit: concatenate two branches, shuffle the channels, split them in two.
+    The three transposes and two reshapes go: the slices read the concatenation, each through
+    the composed map (channel c of the first half reads source channel (c % 2) * 12 + c // 2:
+    digits (radix 6, stride 1) and (radix 2, stride 12) of the channel axis)."""
+    c = Chain((1, 6, 5, 12))
+    both = c.op("CONCATENATION", c.op("ABS", c.x), c.op("NEG", c.x), shape=(1, 6, 5, 24), axis=3,
+                fused_activation_function=0)
+    shuffled = channel_shuffle(c, both, 2)
+    model = c.build(c.op("RELU", slice_channels(c, shuffled, 0, 12)), slice_channels(c, shuffled, 12, 12))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "NEG", "CONCATENATION", "SLICE", "RELU", "SLICE"]
+    assert [s for s, _ in statuses(log, RULE)] == ["APPLIED"] * 5 + ["SKIPPED", "SKIPPED"]
+    values = [random((1, 6, 5, 12), 6)]
+    summary, _ = check_gpu(model, values, precision)
+    monkeypatch.setattr(read_through_layout, "ENABLED", False)
+    assert summary["dispatches"] + 5 == dispatches(model, values, precision=precision)  # 3 transposes, 2 reshapes
+
+
+def test_a_transpose_read_by_a_concatenation_stays():
+    """A concatenation copies its inputs in row-major order: it cannot compose a transpose's map."""
+    c = Chain((1, 4, 4, 8))
+    t = c.op("TRANSPOSE", c.op("ABS", c.x), c.const((0, 2, 1, 3), np.int32), shape=(1, 4, 4, 8))
+    model = c.build(c.op("CONCATENATION", t, c.x, shape=(1, 4, 4, 16), axis=3, fused_activation_function=0))
+    graph, log = rewrite_with_aliases(model)
+    assert "TRANSPOSE" in ops_of(graph)
+    assert "row-major order" in why(log, RULE, "#1 (TRANSPOSE)")
+    check_gpu(model, [random((1, 4, 4, 8), 7)])
+
+
+def test_a_composed_map_of_too_many_digits_keeps_the_op():
+    """Reversing the four bits of a 16-channel index needs 4 digits of the channel axis, one more
+    than the gather template has: the transpose stays (the reshapes around it go)."""
+    c = Chain((1, 1, 1, 16))
+    bits = reshape(c, c.op("ABS", c.x), (2, 2, 2, 2))
+    reversed_bits = c.op("TRANSPOSE", bits, c.const((3, 2, 1, 0), np.int32), shape=(2, 2, 2, 2))
+    back = reshape(c, reversed_bits, (1, 1, 1, 16))
+    model = c.build(slice_channels(c, back, 0, 16))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "TRANSPOSE", "SLICE"]
+    assert "not a strided view" in why(log, RULE, "#2 (TRANSPOSE)")
+    check_gpu(model, [random((1, 1, 1, 16), 8)])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_reshape_feeding_a_fused_operand_stays(precision):
+    """ConvNeXt's LayerNorm2d as litert-torch writes it: MUL(x, a) then ADD(that, RESHAPE(b)).
+    fuse_residual_add makes the ADD a step of the MUL's epilogue that reads the reshape's output;
+    that read must keep the reshape (once it was removed as unread, and the epilogue read
+    storage nothing wrote: errors as large as the outputs)."""
+    b = ModelBuilder()
+    x, a, bias = b.input("x", (1, 12, 5)), b.input("a", (1, 12, 1)), b.input("b", (12,))
+    scaled, shaped, out = b.tensor("scaled", (1, 12, 5)), b.tensor("shaped", (1, 12, 1)), b.tensor("out", (1, 12, 5))
+    b.op("MUL", [x, a], [scaled], fused_activation_function=0)
+    b.op("RESHAPE", [bias, b.const("shape", np.array([1, 12, 1], np.int32))], [shaped], new_shape=[1, 12, 1])
+    b.op("ADD", [scaled, shaped], [out], fused_activation_function=0)
+    b.output(out)
+    values = [random((1, 12, 5), 1), random((1, 12, 1), 2), random((12,), 3)]
+    _, log = check_gpu(b.build(), values, precision)
+    assert [r.status for r in log if r.rule == "fuse_residual_add" and "ADD" in r.node] == ["APPLIED"]
+    assert [r.status for r in log if r.rule == RULE] == ["SKIPPED"]
+
+
+def test_a_reshape_read_by_a_gather_of_runtime_indices_stays():
+    """A GATHER of indices computed at run time runs gather.glsl, which reads its params as
+    stored: it cannot read through the reshape (which moves values between slices here; read
+    through, the gather read storage nothing wrote: errors as large as the values)."""
+    b = ModelBuilder()
+    x, picks = b.input("x", (1, 3, 2, 6)), b.input("picks", (3,), np.int32)
+    shown, rows, out = b.tensor("abs", (1, 3, 2, 6)), b.tensor("rows", (6, 6)), b.tensor("out", (3, 6))
+    b.op("ABS", [x], [shown])
+    b.op("RESHAPE", [shown, b.const("shape", np.array([6, 6], np.int32))], [rows], new_shape=[6, 6])
+    b.op("GATHER", [rows, picks], [out], axis=0)
+    b.output(out)
+    model = b.build()
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "RESHAPE", "GATHER"]
+    assert "runs another kernel" in why(log, RULE, "#1 (RESHAPE)")
+    check_gpu(model, [random((1, 3, 2, 6), 9), np.array([5, 0, 3], np.int32)])
