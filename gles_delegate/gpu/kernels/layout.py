@@ -240,8 +240,14 @@ def source_map(node):
 
 
 def read_through_reason(node, read_through):
-    """Why REMAP_OPS node `node` cannot read its data input through `read_through` (READ_THROUGH
-    entries) with one gather per output piece, or None."""
+    """Why layout node `node` cannot read its data inputs through `read_through` (READ_THROUGH
+    entries) with one gather per output piece (per input of a concatenation), or None."""
+    if node.op in DENSE_READS:
+        if any(_source_axes(node, x, read_through) is None for x in node.inputs[:DENSE_READS[node.op]]):
+            return "the composed index map is not a strided view of the source"
+        return None
+    if node.op not in REMAP_OPS:
+        return f"{node.op} reads its input in row-major order only"
     maps, reason = _index_maps(node, read_through)
     if reason:
         return reason
@@ -250,6 +256,20 @@ def read_through_reason(node, read_through):
         if pieces is None or len(pieces) > MAX_GATHER_RUNS:
             return "the composed index map is not a strided view of the source"
     return None
+
+
+def _source_axes(node, x, read_through=None):
+    """(stored source, base, Gather axes) of a read of input `x` of `node` in x's own row-major
+    order, through the map of a removed layout op in between (READ_THROUGH, or `read_through`);
+    None when that map is no strided view of the source."""
+    entries = node.options.get(READ_THROUGH, ()) if read_through is None else read_through
+    source, through = stored_source(node, x, entries), _through(node, x, entries)
+    if through is None:
+        return source, 0, _dense_axes(x.shape)
+    index_map = through.reshape(x.shape)
+    fit = _affine(index_map)
+    axes = (fit[0], _strided_axes(index_map.shape, fit[1])) if fit is not None else _digit_affine(index_map)
+    return None if axes is None else (source, *axes)
 
 
 def _affine(index_map):
@@ -422,12 +442,12 @@ def _pad(node, env):
     else:
         value = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else 0.0
         edge = Edge(EDGE_CONSTANT, _dims(x.shape), value=float(np.asarray(value).reshape(-1)[0]))
-    return [gather_dispatch(out, Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=before, edge=edge), env)]
+    return [gather_dispatch(out, Gather(*_source_axes(node, x), lead=before, edge=edge), env)]
 
 
 def _tile(node, env):
     x = node.inputs[0]
-    g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), edge=Edge(EDGE_WRAP, _dims(x.shape)))
+    g = Gather(*_source_axes(node, x), edge=Edge(EDGE_WRAP, _dims(x.shape)))
     return [gather_dispatch(node.outputs[0], g, env)]
 
 
@@ -439,7 +459,7 @@ def _concatenation(node, env):
     dispatches, offset = [], 0
     for x in node.inputs:
         origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
-        g = Gather(stored_source(node, x), 0, _dense_axes(x.shape), lead=origin, origin=origin, extent=extent)
+        g = Gather(*_source_axes(node, x), lead=origin, origin=origin, extent=extent)
         dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
         offset += x.shape[axis]
     return dispatches
@@ -552,6 +572,9 @@ def _space_to_batch_support(node):
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
              "GATHER", "REVERSE_V2")
 BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
+# Built ops that read their first n inputs in their own row-major order (_source_axes), so they
+# read through any removed layout op whose map is a strided view (None: every input).
+DENSE_READS = {"CONCATENATION": None, "PAD": 1, "PADV2": 1, "MIRROR_PAD": 1, "TILE": 1}
 
 
 def _moved_dtype_reason(node):

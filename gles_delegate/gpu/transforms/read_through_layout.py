@@ -43,8 +43,6 @@ def blocker(graph, node, operands, through):
             return f"{reader.label} reads it as a parameter"
         if through is None:
             continue
-        if reader.op not in layout.REMAP_OPS:
-            return f"{reader.label} reads its input in row-major order, which {node.op} changes"
         entries = reader.options.get(layout.READ_THROUGH, ()) + ((out, source, through),)
         reason = layout.read_through_reason(reader, entries)
         if reason:

@@ -123,14 +123,30 @@ def test_a_channel_shuffle_is_read_through_by_the_slices_after_it(precision, mon
     assert summary["dispatches"] + 5 == dispatches(model, values, precision=precision)  # 3 transposes, 2 reshapes
 
 
-def test_a_transpose_read_by_a_concatenation_stays():
-    """A concatenation copies its inputs in row-major order: it cannot compose a transpose's map."""
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_concatenation_and_a_pad_read_through_a_transpose(precision, monkeypatch):
+    """Ops that copy their input box by box (CONCATENATION, PAD) take the transpose's strides in
+    place of their input's own."""
+    c = Chain((1, 4, 6, 8))
+    t = c.op("TRANSPOSE", c.op("ABS", c.x), c.const((0, 2, 1, 3), np.int32), shape=(1, 6, 4, 8))
+    padded = c.op("PAD", t, c.const([[0, 0], [1, 0], [0, 2], [0, 0]], np.int32), shape=(1, 7, 6, 8))
+    model = c.build(c.op("CONCATENATION", t, t, shape=(1, 6, 4, 16), axis=3, fused_activation_function=0), padded)
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "PAD", "CONCATENATION"]
+    values = [random((1, 4, 6, 8), 7)]
+    summary, _ = check_gpu(model, values, precision)
+    monkeypatch.setattr(read_through_layout, "ENABLED", False)
+    assert summary["dispatches"] + 1 == dispatches(model, values, precision=precision)
+
+
+def test_a_transpose_read_by_a_depth_to_space_stays():
+    """DEPTH_TO_SPACE builds its map from its input's own shape: it reads through reshapes only."""
     c = Chain((1, 4, 4, 8))
     t = c.op("TRANSPOSE", c.op("ABS", c.x), c.const((0, 2, 1, 3), np.int32), shape=(1, 4, 4, 8))
-    model = c.build(c.op("CONCATENATION", t, c.x, shape=(1, 4, 4, 16), axis=3, fused_activation_function=0))
+    model = c.build(c.op("DEPTH_TO_SPACE", t, shape=(1, 8, 8, 2), block_size=2))
     graph, log = rewrite_with_aliases(model)
     assert "TRANSPOSE" in ops_of(graph)
-    assert "row-major order" in why(log, RULE, "#1 (TRANSPOSE)")
+    assert "row-major order only" in why(log, RULE, "#1 (TRANSPOSE)")
     check_gpu(model, [random((1, 4, 4, 8), 7)])
 
 
