@@ -37,8 +37,10 @@ def blocker(graph, node, operands, through):
         return "a fused step (an epilogue operand, an input gate) reads its output"
     source = layout.stored_source(node, x)
     for reader in readers_of(graph, out):
-        if reader.op not in layout.BUILD or layout.SUPPORT[reader.op](reader):
-            return f"{reader.label} is not a layout op (or runs another kernel: a GATHER of runtime indices)"
+        if reader.op not in layout.BUILD:
+            return f"{reader.label} is not a layout op"
+        if layout.SUPPORT[reader.op](reader):
+            return f"{reader.label} runs another kernel (a GATHER of runtime indices)"
         if any(t is out for k, t in enumerate(reader.inputs) if k not in data_inputs(reader)):
             return f"{reader.label} reads it as a parameter"
         if through is None:
