@@ -6,7 +6,11 @@
 
 which is matched node by node, and then a tail of MUL / ADD / SUB / NEG nodes on x, m, r and
 constants that computes (x - m) * r * gamma + beta in an arrangement of their own (Keras 3:
-s = r * gamma, y = x * s + (-m) * s; TF's batch-norm form: y = x * s + (beta - m * s)). The tail is
+s = r * gamma, y = x * s + (-m) * s; TF's batch-norm form: y = x * s + (beta - m * s)). litert-torch
+drops the kept axis (keep_dims false, the MEANs over [0, last] of a [1, N, C]: m and v of shape
+[N]) and puts it back with a RESHAPE wherever a vector meets x (y = x * R(r) + R(0 - r * m)): a
+RESHAPE (of a constant shape) counts as a tail node, and one that only adds or drops size-1 dims
+as m's way into the SQUARED_DIFFERENCE. The tail is
 checked by running it rather than by its shape: it must be a function of x, m and r alone whose
 one result equals (x - m) * r * gamma + beta on random inputs, gamma and beta read off it at
 x = 0 and x = 1 (m = 0, r = 1) and the same for every row.
@@ -21,7 +25,7 @@ from ..kernels import epilogue, layer_norm
 from .common import fused_operands, is_boundary, new_constant, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.fuse_layer_norm.ENABLED=0)
-TAIL_OPS = {"MUL", "ADD", "SUB", "NEG"}
+TAIL_OPS = {"MUL", "ADD", "SUB", "NEG", "RESHAPE"}
 MAX_TAIL_NODES = 8  # the arrangements seen take 3-5
 # The tail must give (x - m) * r * gamma + beta within this many float32 roundings of its terms.
 TAIL_ROUNDINGS = 16
@@ -41,13 +45,14 @@ def apply(graph, log):
 
 
 def _last_axis_mean(node):
-    """A MEAN over the last axis alone, keeping it (as a size-1 axis), with no epilogue."""
-    if node.op != "MEAN" or len(node.inputs) < 2 or not node.inputs[1].is_const or not node.options.get("keep_dims") \
-            or epilogue.steps_of(node):
+    """A MEAN over the last axis (and, at most, dims of size 1: litert-torch's axes [0, 2] of a
+    [1, N, C]), kept as a size-1 axis or not, with no epilogue."""
+    if node.op != "MEAN" or len(node.inputs) < 2 or not node.inputs[1].is_const or epilogue.steps_of(node):
         return False
     x = node.inputs[0]
     axes = {int(a) % len(x.shape) for a in np.asarray(node.inputs[1].data).reshape(-1)} if len(x.shape) else set()
-    return axes == {len(x.shape) - 1} and x.dtype == np.float32
+    last = len(x.shape) - 1
+    return last in axes and all(x.shape[a] == 1 for a in axes - {last}) and x.dtype == np.float32
 
 
 def _only_reader(graph, tensor, operands, op):
@@ -63,11 +68,37 @@ def _scalar(tensor):
     return None
 
 
+def _unit_reshape(node):
+    """A RESHAPE (constant or no shape input) whose output has its input's dims of more than one
+    element, in order: it only adds or drops size-1 dims, so a row vector stays one."""
+    if node.op != "RESHAPE" or not _constant_shape(node) or epilogue.steps_of(node):
+        return False
+    return [d for d in node.inputs[0].shape if d != 1] == [d for d in node.outputs[0].shape if d != 1]
+
+
+def _constant_shape(node):
+    """A RESHAPE whose shape input, if any, is a constant."""
+    return all(t.is_const for t in node.inputs[1:] if t is not None)
+
+
+def _kept_mean(graph, x, m):
+    """The tensors that hold the mean m with x's last axis kept as size 1: m itself when the MEAN
+    kept it, and every unit RESHAPE of m to that shape."""
+    return [t for t in [m] + [n.outputs[0] for n in readers_of(graph, m) if _unit_reshape(n)]
+            if tuple(t.shape) == _rows(x)]
+
+
+def _rows(x):
+    """The shape of a per-row statistic of x, its last axis kept (it broadcasts against x)."""
+    return tuple(x.shape[:-1]) + (1,)
+
+
 def _statistics(graph, mean, operands):
     """[the core's nodes] (MEAN, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT) and epsilon, or why not."""
     x, m = mean.inputs[0], mean.outputs[0]
-    square = next((n for n in readers_of(graph, m) if n.op == "SQUARED_DIFFERENCE" and not epilogue.steps_of(n)
-                   and {id(t) for t in n.inputs} == {id(x), id(m)}), None)
+    square = next((n for kept in _kept_mean(graph, x, m) for n in readers_of(graph, kept)
+                   if n.op == "SQUARED_DIFFERENCE" and not epilogue.steps_of(n)
+                   and {id(t) for t in n.inputs} == {id(x), id(kept)}), None)
     if square is None:
         return "its mean is not read by a SQUARED_DIFFERENCE with its input"
     variance = _only_reader(graph, square.outputs[0], operands, "MEAN")
@@ -93,6 +124,8 @@ def _tail(graph, x, m, r):
         if graph.position(node) <= start or node.op not in TAIL_OPS or len(tail) == MAX_TAIL_NODES:
             continue
         inputs = [t for t in node.inputs if t is not None]
+        if node.op == "RESHAPE" and not _constant_shape(node):
+            continue
         if fused_activation(node) == ACT_NONE and not epilogue.steps_of(node) and len(node.outputs) == 1 \
                 and all(t.is_const or id(t) in known for t in inputs) and any(id(t) in computed for t in inputs):
             tail.append(node)
@@ -126,18 +159,18 @@ def _run_tail(tail, x, m, r, values):
 
 def _affine(tail, x, m, r, result):
     """(gamma, beta) [C] when the tail computes (x - m) * r * gamma + beta, else why not."""
-    channels, rows = x.shape[-1], m.shape
-    ones, zeros = np.ones(rows, np.float32), np.zeros(rows, np.float32)
+    channels = x.shape[-1]
+    zeros, ones = np.zeros(m.shape, np.float32), np.ones(r.shape, np.float32)
     at = [_run_tail(tail, x, m, r, (np.full(x.shape, v, np.float32), zeros, ones))[id(result)].reshape(-1, channels)
           for v in (0.0, 1.0)]
     beta, gamma = at[0][0], at[1][0] - at[0][0]
     if not all(np.array_equal(a, a[:1].repeat(len(a), 0)) for a in at):
         return "the nodes after its statistics scale or shift rows differently"
     rng = np.random.default_rng(0)
-    sample = (rng.standard_normal(x.shape).astype(np.float32), rng.standard_normal(rows).astype(np.float32),
-              rng.uniform(0.5, 2.0, rows).astype(np.float32))
+    sample = (rng.standard_normal(x.shape).astype(np.float32), rng.standard_normal(m.shape).astype(np.float32),
+              rng.uniform(0.5, 2.0, r.shape).astype(np.float32))
     got = _run_tail(tail, x, m, r, sample)[id(result)].astype(np.float64)
-    xs, ms, rs = (v.astype(np.float64) for v in sample)
+    xs, ms, rs = (v.astype(np.float64).reshape(s) for v, s in zip(sample, (x.shape, _rows(x), _rows(x))))
     terms = np.abs(xs * rs * gamma) + np.abs(ms * rs * gamma) + np.abs(beta)
     if np.any(np.abs(got - ((xs - ms) * rs * gamma + beta)) > TAIL_ROUNDINGS * np.finfo(np.float32).eps * terms):
         return "the nodes after its statistics do not compute (x - mean) * rsqrt(variance + epsilon) * gamma + beta"

@@ -73,6 +73,54 @@ def test_the_layer_norm_applies_an_epilogue_with_a_runtime_operand(precision):
     assert summary["dispatches"] == 2, [r for r in log if r.status == "SKIPPED"]  # convert_in, LAYER_NORM
 
 
+def litert_torch_layer_norm(shape):
+    """nn.LayerNorm without its affine (folded into the next layer) as litert-torch writes it:
+    MEANs over [0, last] that drop the axes, the statistics as row vectors put back into x's
+    rank by RESHAPEs, y = x * R(r) + R(0 - r * m)."""
+    c = Chain(shape)
+    rows, kept = shape[1:-1], (1,) + tuple(shape[1:-1]) + (1,)
+    axes = c.const([0, len(shape) - 1], np.int32)
+
+    def unsqueeze(v):
+        return c.op("RESHAPE", v, c.const(kept, np.int32), shape=kept)
+    m = c.op("MEAN", c.x, axes, shape=rows, keep_dims=False)
+    variance = c.op("MEAN", c.op("SQUARED_DIFFERENCE", c.x, unsqueeze(m)), axes, shape=rows, keep_dims=False)
+    r = c.op("RSQRT", c.op("ADD", variance, c.const(np.float32(1e-5))))
+    shift = c.op("SUB", c.const(np.float32(0)), c.op("MUL", r, m), shape=rows)
+    return c.build(c.op("ADD", c.op("MUL", c.x, unsqueeze(r)), unsqueeze(shift)))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_litert_torch_s_layer_norm_takes_one_dispatch(precision):
+    model = litert_torch_layer_norm((1, 12, 20))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["LAYER_NORM"]
+    assert statuses(log, RULE) == [("APPLIED", "#0 (MEAN)")]
+    summary, _ = check_gpu(model, [random((1, 12, 20), 6, 3.0) - 1], precision)
+    assert summary["dispatches"] == 2  # convert_in, LAYER_NORM storing the output
+
+
+@pytest.mark.parametrize("order", ["rows", "swapped"])
+def test_reshapes_in_the_tail_are_checked_by_running_them(order):
+    """RESHAPEs of the row vector that regroup it ([1, 3, 4, 1] -> [12] -> back) are tail nodes
+    (the tail is run, so any reshape is checked by its values): they fuse; a TRANSPOSE between
+    them (row i scaled by r of another row) is no tail node: nothing fuses."""
+    c = Chain((1, 3, 4, 10))
+    axes = c.const([3], np.int32)
+    m = c.op("MEAN", c.x, axes, shape=(1, 3, 4, 1), keep_dims=True)
+    r = c.op("RSQRT", c.op("ADD", c.op("MEAN", c.op("SQUARED_DIFFERENCE", c.x, m), axes, shape=(1, 3, 4, 1),
+                                     keep_dims=True), c.const(np.float32(1e-5))))
+    flat = c.op("RESHAPE", r, c.const((12,), np.int32), shape=(12,))
+    if order == "swapped":
+        flat = c.op("TRANSPOSE", c.op("RESHAPE", flat, c.const((4, 3), np.int32), shape=(4, 3)),
+                    c.const((1, 0), np.int32), shape=(3, 4))
+    regrouped = c.op("RESHAPE", flat, c.const((1, 3, 4, 1), np.int32), shape=(1, 3, 4, 1))
+    model = c.build(c.op("MUL", c.op("SUB", c.x, m), regrouped))
+    graph, log = rewrite(model, RULE)
+    assert ("LAYER_NORM" in ops_of(graph)) == (order == "rows")
+    check_gpu(model, [random((1, 3, 4, 10), 7)])
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 5, 6), (7, 3), (1, 2, 2, 64)])
 def test_other_ranks_and_channel_counts(shape):
     """ConvNeXt's normalization over the channels of a 4-D map, a 2-D input, channels that do not
