@@ -10,7 +10,7 @@ whose composed map is a strided view of the source once its dims are split into 
 SLICE, becomes the slices alone). Chains collapse node by node, in graph order."""
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout
-from .common import fused_operands, is_boundary, readers_of
+from .common import bypass, fused_operands, is_boundary, readers_of
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.read_through_layout.ENABLED=0)
 
@@ -63,6 +63,8 @@ def apply(graph, log):
             reason = "it does not run as a layout map (a GATHER of runtime indices)"
         else:
             through = layout.source_map(node)
+            if _copies_unchanged(graph, node, through, operands) and _bypassed(graph, node, log):
+                continue
             reason = blocker(graph, node, operands, through)
         if reason:
             log.skipped(node, reason)
@@ -74,3 +76,22 @@ def apply(graph, log):
             reader.options[layout.READ_THROUGH] = reader.options.get(layout.READ_THROUGH, ()) + ((out, source, through),)
         graph.remove_node(node)
         log.applied(node, f"{', '.join(r.label for r in readers)} read tensor {source.index} in its place")
+
+
+def _copies_unchanged(graph, node, through, operands):
+    """Whether layout op `node` writes its stored source's values in their own order and shape
+    (a reshape back to the shape a removed reshape came from): its output is its source."""
+    x, out = node.inputs[layout.DATA_INPUT.get(node.op, 0)], node.outputs[0]
+    source = layout.stored_source(node, x)
+    return (through is None and tuple(out.shape) == tuple(source.shape) and out.dtype == source.dtype
+            and not (source.is_const or source.is_variable or out.is_variable) and id(out) not in operands
+            and fused_activation(node) == ACT_NONE and not epilogue.steps_of(node))
+
+
+def _bypassed(graph, node, log):
+    """Remove the unchanged copy `node` (common.bypass): True once it is gone."""
+    source = layout.stored_source(node, node.inputs[layout.DATA_INPUT.get(node.op, 0)])
+    if bypass(graph, node, source, node.outputs[0]) is not None:
+        return False
+    log.applied(node, f"it copies tensor {source.index} unchanged: its readers read that tensor")
+    return True

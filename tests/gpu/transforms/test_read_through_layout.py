@@ -199,3 +199,16 @@ def test_a_reshape_read_by_a_gather_of_runtime_indices_stays():
     assert ops_of(graph) == ["ABS", "RESHAPE", "GATHER"]
     assert "runs another kernel" in why(log, RULE, "#1 (RESHAPE)")
     check_gpu(model, [random((1, 3, 2, 6), 9), np.array([5, 0, 3], np.int32)])
+
+
+def test_a_reshape_back_to_the_source_s_shape_goes():
+    """RESHAPE to [24] and back to [1, 6, 4] (iris_landmark's, pose_landmark_full's): the first is
+    read through by the second, which then copies its source unchanged; its reader, a computing
+    op, reads the source itself."""
+    c = Chain((1, 6, 4))
+    back = reshape(c, reshape(c, c.op("ABS", c.x), (24,)), (1, 6, 4))
+    model = c.build(c.op("NEG", back))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "NEG"]
+    assert "unchanged" in why(log, RULE, "#2 (RESHAPE)")
+    check_gpu(model, [random((1, 6, 4), 10)])
