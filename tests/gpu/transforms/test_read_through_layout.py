@@ -3,6 +3,8 @@ row-major order), and layout ops whose map comes off the reference read through 
 (their maps composed), so the removed op costs no dispatch; anything else keeps it."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gles_delegate.graph import Graph
 from gles_delegate.gpu.kernels.layout import READ_THROUGH
@@ -212,3 +214,35 @@ def test_a_reshape_back_to_the_source_s_shape_goes():
     assert ops_of(graph) == ["ABS", "NEG"]
     assert "unchanged" in why(log, RULE, "#2 (RESHAPE)")
     check_gpu(model, [random((1, 6, 4), 10)])
+
+
+def random_chain(c, x, rng, steps):
+    """`steps` random TRANSPOSEs and RESHAPEs (to a random factorization of the size, rank 1-5)."""
+    for _ in range(steps):
+        shape = c.shapes[x]
+        if rng.random() < 0.5 and len(shape) > 1:
+            perm = tuple(int(p) for p in rng.permutation(len(shape)))
+            x = c.op("TRANSPOSE", x, c.const(perm, np.int32), shape=tuple(shape[p] for p in perm))
+        else:
+            size, target = int(np.prod(shape)), []
+            while size > 1 and len(target) < 4:
+                d = int(rng.choice([f for f in range(2, size + 1) if size % f == 0]))
+                target.append(d)
+                size //= d
+            x = reshape(c, x, tuple(target) or (1,))
+    return x
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=2, max_size=4), st.integers(0, 2 ** 31), st.integers(2, 5))
+def test_random_layout_chains_read_through(shape, seed, steps):
+    """Chains of transposes and reshapes ending in a SLICE (a layout reader) and a NEG: whatever
+    the rule removes, the values are the reference's."""
+    rng = np.random.default_rng(seed)
+    c = Chain(tuple(shape))
+    x = random_chain(c, c.op("ABS", c.x), rng, steps)
+    end = c.shapes[x]
+    sliced = c.op("SLICE", x, c.const((0,) * len(end), np.int32), c.const(tuple(max(1, d - 1) for d in end), np.int32),
+                  shape=tuple(max(1, d - 1) for d in end))
+    model = c.build(c.op("NEG", sliced))
+    check_gpu(model, [random(tuple(shape), seed % 1000)])
