@@ -11,13 +11,15 @@ import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, channel_gate, conv_to_fully_connected, fold_mul_add, fuse_activation,
-               fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_swish,
+from . import (alias_reshape, channel_gate, conv_to_fully_connected, elementwise_after_layout, fold_mul_add,
+               fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_swish,
                global_pool_to_mean, merge_padding, read_through_layout, remove_dead, remove_noops,
                row_op_through_reshapes, se_gate, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
-# are true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer normalizations (whole, before any of their nodes is fused elsewhere),
+# are true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
+# normalizations (whole, before any of their nodes is fused elsewhere), then elementwise ops move
+# past the permutation after them (before any epilogue takes them),
 # then rewrites that change what a node is (a Dense's reshapes, padding, FC, MEAN), then folding into
 # weights (needs the producer free of activations), then epilogue fusion, in the order an
 # epilogue applies its steps (swish, which is two nodes, then activation, residual, the rest),
@@ -30,6 +32,7 @@ RULES = (
     ("remove_dead", remove_dead.apply),
     ("row_op_through_reshapes", row_op_through_reshapes.apply),
     ("fuse_layer_norm", fuse_layer_norm.apply),
+    ("elementwise_after_layout", elementwise_after_layout.apply),
     ("unflatten_dense", unflatten_dense.apply),
     ("merge_padding", merge_padding.apply),
     ("conv_to_fully_connected", conv_to_fully_connected.apply),

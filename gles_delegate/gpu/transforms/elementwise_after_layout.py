@@ -1,0 +1,62 @@
+"""Move an elementwise op whose only runtime operand comes from a layout op (a MUL by a scalar, a
+LOGISTIC, ...) past the permutation (RESHAPE, TRANSPOSE, ...) that alone reads its result: the
+permutation of op(x) is op of the permuted x, value for value, and the two layout ops, adjacent
+now, compose into one (rule read_through_layout). litert-torch's attention scales q and k between
+the slice-and-transpose that splits the heads and the reshape that merges them into the
+BATCH_MATMUL's batch: mobilevit_xxs 207 -> 198 dispatches."""
+import numpy as np
+
+from ..kernels import epilogue, layout
+from .common import fused_operands, is_boundary, producer_of, sole_reader
+
+SCALAR_BINARY = ("MUL", "ADD", "SUB", "DIV")  # with a one-element constant operand
+UNARY = ("LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "EXP")
+PERMUTATIONS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE")
+ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.elementwise_after_layout.ENABLED=0)
+
+
+def apply(graph, log):
+    operands = fused_operands(graph)
+    for node in list(graph.nodes):
+        if node.op not in SCALAR_BINARY + UNARY:
+            continue
+        x = _runtime_operand(node)
+        before = None if x is None else producer_of(graph, x)
+        if before is None or before.op not in layout.REMAP_OPS:
+            continue  # nothing to compose with: moving it would gain nothing
+        after = _permutation_after(graph, node, x, operands)
+        if isinstance(after, str):
+            log.skipped(node, after)
+            continue
+        result = after.outputs[0]
+        moved = graph.new_tensor(f"{result.name}/before_{node.op.lower()}", result.shape, np.float32)
+        graph.set_inputs(after, [x if t is node.outputs[0] else t for t in after.inputs])
+        graph.set_outputs(after, [moved])
+        graph.set_inputs(node, [moved if t is x else t for t in node.inputs])
+        graph.set_outputs(node, [result])
+        graph.move_before(after, node)
+        log.applied(node, f"after {after.label}, which now reads {before.label}'s output")
+
+
+def _runtime_operand(node):
+    """The one runtime input of `node` when every other input is a one-element constant, else None."""
+    runtime = [t for t in node.inputs if t is not None and not t.is_const]
+    others = [t for t in node.inputs if t is not None and t.is_const]
+    return runtime[0] if len(runtime) == 1 and all(t.size == 1 for t in others) else None
+
+
+def _permutation_after(graph, node, x, operands):
+    """The RESHAPE / TRANSPOSE that alone reads `node`'s output, when `node` may move past it;
+    else why not."""
+    out = node.outputs[0]
+    if sole_reader(graph, x, operands) is not node or is_boundary(graph, x):
+        return "its input is read elsewhere too"
+    after = sole_reader(graph, out, operands)
+    if after is None or after.op not in PERMUTATIONS or after.inputs[0] is not out \
+            or any(not t.is_const for t in after.inputs[1:] if t is not None):
+        return "its output is not read by a RESHAPE or TRANSPOSE alone"
+    if epilogue.steps_of(node) or epilogue.steps_of(after) or tuple(out.shape) != tuple(x.shape):
+        return "it has epilogue steps, or broadcasts"
+    if any(t.dtype != np.float32 or t.quantization is not None for t in (x, out, after.outputs[0])):
+        return "a tensor is not float32 (a quantized model's)"
+    return after
