@@ -1,5 +1,7 @@
 // SE_GATE (gpu/kernels/squeeze_excite.py): the gate of a squeeze-excite block in one dispatch,
-// one workgroup per batch item (gl_WorkGroupID.z):
+// OUTPUT_GROUPS workgroups per batch item (gl_WorkGroupID.z): each computes the mean and the
+// first of two layers whole, and the last layer's output slices of its share (gl_WorkGroupID.y),
+// so that the largest layer's sums spread over as many workgroups:
 //   m = mean of x over H x W, per channel
 //   LAYERS 2: h = hidden(W1 m + b1), gate = epilogue(activate(W2 h + b2))
 //   LAYERS 1: gate = epilogue(activate(W1 m + b1))
@@ -17,7 +19,7 @@
 // unfused graph stored a value (the mean, the hidden layer) ep_stored rounds it to half in half
 // storage, as that store did.
 //
-// Defines: LAYERS; MEAN_LANES; K_SPLIT1, K_SPLIT2; SHARED (vec4s of sh) and the regions of sh
+// Defines: LAYERS; OUTPUT_GROUPS; MEAN_LANES; K_SPLIT1, K_SPLIT2; SHARED (vec4s of sh) and the regions of sh
 //   MEAN_BASE, PARTIAL1_BASE, HIDDEN_BASE, PARTIAL2_BASE, LAST_BASE (the last layer's partial
 //   sums); HIDDEN_ACT (an EP_OP_ code of the first layer's fused activation, -1 for none) and
 //   H_COUNT, Hk_OP, Hk_SWAP, Hk_STORED (the first layer's epilogue steps, scalar operands
@@ -88,9 +90,13 @@ void main() {
   int b = int(gl_WorkGroupID.z);
   // A workgroup clamped below LANES wide leaves more than one along x: only the first works.
   // No early return: every invocation must reach the barriers.
-  bool live = gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u;
+  bool live = gl_WorkGroupID.x == 0u;
   int plane = in_size.x * in_size.y;
   int slices = in_size.z;
+  // The last layer's output slices [out_first, out_last) are this workgroup's.
+  int group_slices = (out_size.z + OUTPUT_GROUPS - 1) / OUTPUT_GROUPS;
+  int out_first = int(gl_WorkGroupID.y) * group_slices;
+  int out_last = min(out_size.z, out_first + group_slices);
 
   // 1. The mean of each input slice.
   for (int i = lane; i < slices * MEAN_LANES; i += LANES) {
@@ -131,7 +137,12 @@ void main() {
 
   // 2. The layers.
   int first_slices = (units1 + 3) / 4;
-  for (int i = lane; i < first_slices * K_SPLIT1; i += LANES) {
+#if LAYERS == 2
+  int first_begin = 0, first_end = first_slices;
+#else
+  int first_begin = out_first, first_end = out_last;
+#endif
+  for (int i = lane + first_begin * K_SPLIT1; i < first_end * K_SPLIT1; i += LANES) {
     sh[PARTIAL1_BASE + i] = dot_share(w1_offset, slices, i / K_SPLIT1, i % K_SPLIT1, K_SPLIT1, MEAN_BASE, MEAN_LANES);
   }
   memoryBarrierShared();
@@ -142,7 +153,7 @@ void main() {
   }
   memoryBarrierShared();
   barrier();
-  for (int i = lane; i < out_size.z * K_SPLIT2; i += LANES) {
+  for (int i = lane + out_first * K_SPLIT2; i < out_last * K_SPLIT2; i += LANES) {
     sh[PARTIAL2_BASE + i] = dot_share(w2_offset, first_slices, i / K_SPLIT2, i % K_SPLIT2, K_SPLIT2, HIDDEN_BASE, 1);
   }
   memoryBarrierShared();
@@ -153,7 +164,7 @@ void main() {
 #define LAST_SPLIT K_SPLIT1
 #define LAST_BIAS b1_offset
 #endif
-  for (int o = lane; live && o < out_size.z; o += LANES) {
+  for (int o = out_first + lane; live && o < out_last; o += LANES) {
     vec4 v = epilogue(activate(dot_total(LAST_BASE, o, LAST_SPLIT, LAST_BIAS)), ivec4(0, 0, o, b));
     store(out_offset + b * out_size.z + o, keep_channels(v, out_channels, o));
   }

@@ -32,6 +32,11 @@ OP = "SE_GATE"
 HIDDEN_ACTIVATION, HIDDEN_EPILOGUE = "hidden_activation", "hidden_epilogue"  # node.options keys
 HIDDEN_MAX_STEPS = 4   # what the template holds for the first of two layers
 LANES = 512            # invocations of the workgroup (clamped to the device's limits)
+# Workgroups per batch item: one per OUTPUT_SLICES_PER_GROUP output slices of the last layer, at
+# most MAX_OUTPUT_GROUPS (each computes the mean and the first layer whole: on a GPU of fewer
+# cores than groups that work would queue).
+OUTPUT_SLICES_PER_GROUP = 32
+MAX_OUTPUT_GROUPS = 1
 MEAN_SLOTS = 512       # shared vec4s the mean's partial sums may take
 # GL_MAX_COMPUTE_SHARED_MEMORY_SIZE's minimum in OpenGL ES 3.1: a plan within it runs anywhere.
 SHARED_BYTES = 16384
@@ -162,11 +167,13 @@ def _hidden_stage(node, defines, params):
 
 
 def build(node, env):
-    """One se_gate.glsl Dispatch: a grid of (LANES, 1, batch), one workgroup per batch item."""
+    """One se_gate.glsl Dispatch: a grid of (LANES, output groups, batch), workgroups of LANES."""
     x, out = node.inputs[0], node.outputs[0]
     x4, out4 = env.shape4(x), env.shape4(out)
     layout = plan(node)
-    defines = {"LAYERS": len(layers(node)), "MEAN_LANES": layout.mean_lanes, "SHARED": layout.shared,
+    groups = max(1, min(MAX_OUTPUT_GROUPS, out4.slices // OUTPUT_SLICES_PER_GROUP))
+    defines = {"LAYERS": len(layers(node)), "OUTPUT_GROUPS": groups, "MEAN_LANES": layout.mean_lanes,
+               "SHARED": layout.shared,
                **{f"K_SPLIT{k + 1}": s for k, s in enumerate(layout.splits)},
                **{f"{name}_BASE": at for name, at in layout.regions.items()}, **env.output_stage(node)}
     params = {"in_size": x4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
@@ -179,7 +186,7 @@ def build(node, env):
     if len(layers(node)) == 2:
         _hidden_stage(node, defines, params)
     reads, _ = epilogue.apply(node, env, out, defines, params, (x,))
-    return [Dispatch("se_gate", (LANES, 1, x4.b), defines, params, reads=reads, writes=(out,),
+    return [Dispatch("se_gate", (LANES, groups, x4.b), defines, params, reads=reads, writes=(out,),
                      workgroup=(LANES, 1, 1))]
 
 

@@ -218,3 +218,29 @@ def test_a_large_layer_stays_a_fully_connected_of_its_own(monkeypatch):
     assert "SE_GATE" not in ops_of(graph) and "FULLY_CONNECTED" in ops_of(graph)
     monkeypatch.setattr(se_gate, "MAX_FUSED_WEIGHTS", 8 * 4)
     assert "SE_GATE" in ops_of(rewrite_through(c.build(out), "se_gate")[0])
+
+
+@pytest.mark.parametrize("hidden", [4, None])
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_output_groups_share_the_last_layer_and_change_no_value(monkeypatch, hidden, precision):
+    """With the last layer's output slices spread over workgroups (squeeze_excite.OUTPUT_GROUPS:
+    here 3 groups for 40 channels, 10 slices, the last group short), each workgroup sums the same
+    mean and first layer as one alone did: the gate's values are the one-group kernel's, for two
+    layers and for one."""
+    shape = (2, 6, 6, 40)
+    if hidden is None:
+        c = Chain(shape)
+        x = c.depthwise(c.x, activation=1)
+        gate = c.op("LOGISTIC", layer(c, pooled_of(c, x, "mediapipe"), 40, seed=7))
+        model = c.build(c.conv(c.op("MUL", x, gate), 8, kernel=1, seed=9))
+    else:
+        model = se_block(shape=shape, hidden=hidden)
+    values, results = [random(shape, 6)], []
+    for groups in (1, 3):
+        monkeypatch.setattr(squeeze_excite, "MAX_OUTPUT_GROUPS", groups)
+        monkeypatch.setattr(squeeze_excite, "OUTPUT_SLICES_PER_GROUP", 3)
+        summary, log = check_gpu(model, values, precision)
+        assert [r.status for r in log if r.rule == RULE] == ["APPLIED"]
+        with GpuDelegate(precision=precision) as delegate:
+            results.append(run_ours(model, values, experimental_delegates=[delegate])[0])
+    assert np.array_equal(results[0], results[1])
