@@ -6,7 +6,8 @@ import pytest
 
 from gles_delegate.gpu.transforms import unflatten_dense
 from tests.gpu.gpulib import PRECISIONS
-from tests.gpu.transforms.rulelib import Chain, check_gpu, ops_of, random, rewrite, rewrite_through, statuses, why
+from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches, ops_of, random, rewrite, rewrite_through,
+                                         statuses, why)
 
 RULE = "unflatten_dense"
 
@@ -57,3 +58,38 @@ def test_the_switch_turns_the_rule_off(monkeypatch):
     monkeypatch.setattr(unflatten_dense, "ENABLED", False)
     graph, log = rewrite(dense_model(), RULE)
     assert ops_of(graph).count("RESHAPE") == 2 and not statuses(log, RULE)
+
+
+def residual_model(other_shape=(1, 5, 6)):
+    """A transformer's MLP as litert-torch writes it: the residual stream h [1, 5, 6] feeds a
+    FULLY_CONNECTED without keep_num_dims ([5, 6] out) and the ADD that broadcasts that back onto
+    h (h has two readers: no epilogue of its producer can take the ADD)."""
+    c = Chain((1, 5, 12))
+    h = c.op("ABS", c.op("FULLY_CONNECTED", c.x, c.const(random((6, 12), 5, 0.5)), -1, shape=(1, 5, 6),
+                         fused_activation_function=0, keep_num_dims=True))
+    dense = c.op("FULLY_CONNECTED", h, c.const(random((6, 6), 6, 0.5)), -1, shape=(5, 6),
+                 fused_activation_function=0, keep_num_dims=False)
+    if other_shape != (1, 5, 6):
+        h = c.op("RESHAPE", h, c.const(list(other_shape), np.int32), shape=other_shape)
+    return c.build(c.op("ADD", h, dense, shape=(1, 5, 6) if other_shape == (1, 5, 6) else other_shape))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_dense_read_by_a_broadcasting_residual_add_keeps_its_dims(precision, monkeypatch):
+    """With the dims kept both operands are [1, 5, 6] and the ADD joins the dense's epilogue."""
+    model = residual_model()
+    graph, log = rewrite(model, RULE)
+    assert statuses(log, RULE)[-1] == ("APPLIED", "#2 (FULLY_CONNECTED)")
+    dense = next(n for n in graph.nodes if n.op == "FULLY_CONNECTED" and n.index == 2)
+    assert dense.options["keep_num_dims"] and tuple(dense.outputs[0].shape) == (1, 5, 6)
+    values = [random((1, 5, 12), 7)]
+    summary, _ = check_gpu(model, values, precision)
+    monkeypatch.setattr(unflatten_dense, "ENABLED", False)
+    assert summary["dispatches"] + 1 == dispatches(model, values, precision=precision)
+
+
+def test_a_dense_whose_reader_does_not_broadcast_it_stays():
+    model = residual_model(other_shape=(5, 6))
+    graph, log = rewrite(model, RULE)
+    assert "does not broadcast it" in why(log, RULE, "#2 (FULLY_CONNECTED)")
+    check_gpu(model, [random((1, 5, 12), 8)])
