@@ -305,6 +305,12 @@ class Graph:
         node.outputs = list(outputs)
         self._reindex(node)
 
+    def set_options(self, node, options):
+        """Give `node` `options` (its epilogue operands, input gate and addend are read tensors)."""
+        self._unindex(node)
+        node.options = options
+        self._reindex(node)
+
     def replace_uses(self, old, new):
         """Make every reader of `old` (and the graph outputs) read `new` instead."""
         for node in self.readers_of(old):

@@ -8,7 +8,8 @@
 //   where its operand comes from: none, the scalar param epk_value, the constants or the arena
 //   (both at epk_offset, a PHWC4 tensor of size epk_size (w, h, slices, batch) that broadcasts
 //   like a binary operand: a dimension of size 1 repeats, and with EPk_SCALAR_C its one channel
-//   covers all four); EPk_SWAP: the operand is the left-hand side;
+//   covers all four; with EPk_ZERO_C the operand has fewer slices than the output and reads
+//   as zero past them); EPk_SWAP: the operand is the left-hand side;
 //   EPk_STORED: the step starts a node fused into this kernel, whose input the unfused graph
 //   stored and read back: with STORAGE_HALF the value is rounded to half first, as that round
 //   trip did, so fusion changes no result in any precision (it only saves the memory traffic).
@@ -138,9 +139,12 @@ vec4 ep_fetch(bool from_consts, int offset, ivec4 size, bool scalar_c, ivec4 p, 
   return scalar_c ? vec4(v.x) : v;
 }
 
-vec4 ep_operand(int src, bool scalar_c, int offset, ivec4 size, int plane, float value, ivec4 p) {
+// zero_c: the operand has fewer slices than the output, and zeros past them (a channel PAD of
+// zeros folded into this read: rule pad_into_operand).
+vec4 ep_operand(int src, bool scalar_c, bool zero_c, int offset, ivec4 size, int plane, float value, ivec4 p) {
   if (src == EP_SRC_SCALAR) return vec4(value);
   if (src == EP_SRC_NONE) return vec4(0.0);
+  if (zero_c && p.z >= size.z) return vec4(0.0);
   return ep_fetch(src == EP_SRC_CONST, offset, size, scalar_c, p, plane);
 }
 
@@ -171,32 +175,32 @@ vec4 ep_step(int op, bool swap, vec4 v, vec4 operand) {
   return swap ? ep_binary(op, operand, v) : ep_binary(op, v, operand);
 }
 
-#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, STORED, offset, size, plane, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, offset, size, plane, value, p))
+#define EP_APPLY(OP, SRC, SWAP, SCALAR_C, ZERO_C, STORED, offset, size, plane, value) v = ep_step(OP, SWAP == 1, STORED == 1 ? ep_stored(v) : v, ep_operand(SRC, SCALAR_C == 1, ZERO_C == 1, offset, size, plane, value, p))
 
 vec4 epilogue(vec4 v, ivec4 p) {
 #if EP_COUNT > 0
-  EP_APPLY(EP0_OP, EP0_SRC, EP0_SWAP, EP0_SCALAR_C, EP0_STORED, ep0_offset, ep0_size, EP0_PLANE, ep0_value);
+  EP_APPLY(EP0_OP, EP0_SRC, EP0_SWAP, EP0_SCALAR_C, EP0_ZERO_C, EP0_STORED, ep0_offset, ep0_size, EP0_PLANE, ep0_value);
 #endif
 #if EP_COUNT > 1
-  EP_APPLY(EP1_OP, EP1_SRC, EP1_SWAP, EP1_SCALAR_C, EP1_STORED, ep1_offset, ep1_size, EP1_PLANE, ep1_value);
+  EP_APPLY(EP1_OP, EP1_SRC, EP1_SWAP, EP1_SCALAR_C, EP1_ZERO_C, EP1_STORED, ep1_offset, ep1_size, EP1_PLANE, ep1_value);
 #endif
 #if EP_COUNT > 2
-  EP_APPLY(EP2_OP, EP2_SRC, EP2_SWAP, EP2_SCALAR_C, EP2_STORED, ep2_offset, ep2_size, EP2_PLANE, ep2_value);
+  EP_APPLY(EP2_OP, EP2_SRC, EP2_SWAP, EP2_SCALAR_C, EP2_ZERO_C, EP2_STORED, ep2_offset, ep2_size, EP2_PLANE, ep2_value);
 #endif
 #if EP_COUNT > 3
-  EP_APPLY(EP3_OP, EP3_SRC, EP3_SWAP, EP3_SCALAR_C, EP3_STORED, ep3_offset, ep3_size, EP3_PLANE, ep3_value);
+  EP_APPLY(EP3_OP, EP3_SRC, EP3_SWAP, EP3_SCALAR_C, EP3_ZERO_C, EP3_STORED, ep3_offset, ep3_size, EP3_PLANE, ep3_value);
 #endif
 #if EP_COUNT > 4
-  EP_APPLY(EP4_OP, EP4_SRC, EP4_SWAP, EP4_SCALAR_C, EP4_STORED, ep4_offset, ep4_size, EP4_PLANE, ep4_value);
+  EP_APPLY(EP4_OP, EP4_SRC, EP4_SWAP, EP4_SCALAR_C, EP4_ZERO_C, EP4_STORED, ep4_offset, ep4_size, EP4_PLANE, ep4_value);
 #endif
 #if EP_COUNT > 5
-  EP_APPLY(EP5_OP, EP5_SRC, EP5_SWAP, EP5_SCALAR_C, EP5_STORED, ep5_offset, ep5_size, EP5_PLANE, ep5_value);
+  EP_APPLY(EP5_OP, EP5_SRC, EP5_SWAP, EP5_SCALAR_C, EP5_ZERO_C, EP5_STORED, ep5_offset, ep5_size, EP5_PLANE, ep5_value);
 #endif
 #if EP_COUNT > 6
-  EP_APPLY(EP6_OP, EP6_SRC, EP6_SWAP, EP6_SCALAR_C, EP6_STORED, ep6_offset, ep6_size, EP6_PLANE, ep6_value);
+  EP_APPLY(EP6_OP, EP6_SRC, EP6_SWAP, EP6_SCALAR_C, EP6_ZERO_C, EP6_STORED, ep6_offset, ep6_size, EP6_PLANE, ep6_value);
 #endif
 #if EP_COUNT > 7
-  EP_APPLY(EP7_OP, EP7_SRC, EP7_SWAP, EP7_SCALAR_C, EP7_STORED, ep7_offset, ep7_size, EP7_PLANE, ep7_value);
+  EP_APPLY(EP7_OP, EP7_SRC, EP7_SWAP, EP7_SCALAR_C, EP7_ZERO_C, EP7_STORED, ep7_offset, ep7_size, EP7_PLANE, ep7_value);
 #endif
   return v;
 }

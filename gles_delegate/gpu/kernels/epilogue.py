@@ -65,11 +65,14 @@ class Step:
     (BINARY_CODES) of the value and `operand` (value OP operand; operand OP value when `swap`).
     operand: a Tensor (constant, or computed at run time with the output's layout) or a float;
     for LEAKY_RELU / PRELU it is the slope. stored: the step starts a node, whose input the
-    unfused graph stored in a tensor (in half storage the kernel rounds the value as that did)."""
+    unfused graph stored in a tensor (in half storage the kernel rounds the value as that did).
+    padded_c: the operand has fewer channels than the output and reads as zero past them (rule
+    pad_into_operand: a channel PAD of zeros folded into its readers)."""
     op: str
     operand: object = None
     swap: bool = False
     stored: bool = False
+    padded_c: bool = False
 
     def __repr__(self):
         operand = self.operand
@@ -221,7 +224,7 @@ def specialize(steps, out, env):
         code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
         source_defines, source_params = source.fields(f"ep{k}")
         defines.update({f"EP{k}_OP": code, f"EP{k}_SWAP": int(step.swap), f"EP{k}_STORED": int(step.stored),
-                        **source_defines})
+                        f"EP{k}_ZERO_C": int(step.padded_c), **source_defines})
         params.update({**source_params, f"ep{k}_value": float(value)})
         if source.kind == SRC_ARENA and all(step.operand is not r for r in reads):
             reads.append(step.operand)
