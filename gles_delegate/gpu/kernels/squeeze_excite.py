@@ -34,9 +34,11 @@ HIDDEN_MAX_STEPS = 4   # what the template holds for the first of two layers
 LANES = 512            # invocations of the workgroup (clamped to the device's limits)
 # Workgroups per batch item: one per OUTPUT_SLICES_PER_GROUP output slices of the last layer, at
 # most MAX_OUTPUT_GROUPS (each computes the mean and the first layer whole: on a GPU of fewer
-# cores than groups that work would queue).
+# cores than groups that work would queue). On the H200, EfficientNet-B0's gates of 672 and 1152
+# channels took 14.5-17.5 us alone and 13.3-14.8 in 3 or more groups; 3 and 9 gave the same
+# invoke time, 2.3 % under 1 group (docs/performance.md, round 10).
 OUTPUT_SLICES_PER_GROUP = 32
-MAX_OUTPUT_GROUPS = 1
+MAX_OUTPUT_GROUPS = 3
 MEAN_SLOTS = 512       # shared vec4s the mean's partial sums may take
 # GL_MAX_COMPUTE_SHARED_MEMORY_SIZE's minimum in OpenGL ES 3.1: a plan within it runs anywhere.
 SHARED_BYTES = 16384
