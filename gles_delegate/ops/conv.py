@@ -311,7 +311,7 @@ def _check_groups(x_t, w_t):
     """CONV_2D's [O, KH, KW, I] filter reads I of the input's C channels: G = C / I groups of
     O / G output channels each (TFLite requires C % I == 0; O % G == 0 keeps every group whole)."""
     c, i, o = x_t.shape[3], w_t.shape[3], w_t.shape[0]
-    if i < 1 or c % i:
+    if i < 1 or c < i or c % i:
         return f"filter has {i} input channels, input has {c} (not a whole number of groups)"
     if o % (c // i):
         return f"{o} output channels do not split into {c // i} groups"

@@ -370,6 +370,9 @@ REJECTED = [  # (what, model, words the reason must contain)
      "4 output channels do not split into 3 groups"),
     ("part of a group", build_model("CONV_2D", [X, In(np.zeros((4, 3, 3, 2), F32), const=True), B], OUT, CONV),
      "not a whole number of groups"),
+    # an input of no channels (a fuzzed file): no group at all, not a division by zero
+    ("no channels", build_model("CONV_2D", [In(np.zeros((1, 5, 5, 0), F32)), W, B], OUT, CONV),
+     "not a whole number of groups"),
     ("no window", build_model("CONV_2D", [In(np.zeros((1, 2, 2, 3), F32)), W, B], [((1, 1, 1, 4), F32, None)],
                               dict(CONV, padding=VALID)), "does not fit"),
     ("rank", build_model("CONV_2D", [In(np.zeros((5, 5, 3), F32)), W, B], OUT, CONV), "rank 3"),
