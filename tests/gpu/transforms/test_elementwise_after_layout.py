@@ -55,3 +55,22 @@ def test_an_op_of_two_runtime_operands_or_a_broadcast_constant_is_not_considered
     graph, log = rewrite(model, RULE)
     assert statuses(log, RULE) == []
     check_gpu(model, [random((6, 4, 8), 4)])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_the_op_moves_past_a_chain_of_permutations(precision, monkeypatch):
+    """ViT's q as litert-torch writes it: SLICE the qkv, scale, RESHAPE the heads out, TRANSPOSE
+    them to the front: the MUL ends after both, and the slice, reshape and transpose compose."""
+    c = Chain((1, 6, 24))
+    q = c.op("SLICE", c.op("ABS", c.x), c.const((0, 0, 0), np.int32), c.const((1, 6, 8), np.int32), shape=(1, 6, 8))
+    scaled = c.op("MUL", q, c.const(np.float32(0.5)), fused_activation_function=0)
+    heads = c.op("RESHAPE", scaled, c.const((6, 2, 4), np.int32), shape=(6, 2, 4))
+    model = c.build(c.op("NEG", c.op("TRANSPOSE", heads, c.const((1, 0, 2), np.int32), shape=(2, 6, 4))))
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["ABS", "SLICE", "RESHAPE", "TRANSPOSE", "MUL", "NEG"]
+    assert "#3 (RESHAPE), #4 (TRANSPOSE)" in why(log, RULE, "#2 (MUL)")
+    values = [random((1, 6, 24), 5)]
+    summary, _ = check_gpu(model, values, precision)
+    monkeypatch.setattr(elementwise_after_layout, "ENABLED", False)
+    # the slice, reshape and transpose are one gather; the MUL and the NEG one kernel
+    assert summary["dispatches"] + 2 == dispatches(model, values, precision=precision)
