@@ -106,16 +106,21 @@ def _dense_axes(shape):
     return tuple(((None, s),) for s in (h * w * c, w * c, c, 1))
 
 
+def _entries(node, read_through):
+    """The READ_THROUGH entries of `node`, or `read_through` in their place when given."""
+    return node.options.get(READ_THROUGH, ()) if read_through is None else read_through
+
+
 def stored_source(node, tensor, read_through=None):
     """The tensor that holds input `tensor` of layout node `node` (itself, unless a layout op
     was removed in between: READ_THROUGH, or `read_through` in its place)."""
-    entries = node.options.get(READ_THROUGH, ()) if read_through is None else read_through
-    return next((source for shown, source, _ in entries if shown is tensor), tensor)
+    return next((source for shown, source, _ in _entries(node, read_through) if shown is tensor), tensor)
 
 
-def _through(node, tensor, read_through):
-    """READ_THROUGH's index map of input `tensor` of `node` in `read_through`, or None."""
-    return next((through for shown, _, through in read_through if shown is tensor), None)
+def _through(node, tensor, read_through=None):
+    """The index map through which `node` reads input `tensor` (READ_THROUGH, or `read_through`
+    in its place), or None."""
+    return next((through for shown, _, through in _entries(node, read_through) if shown is tensor), None)
 
 
 # -- the dispatch -----------------------------------------------------------------------------
@@ -222,7 +227,7 @@ def _index_maps(node, read_through=None):
     values = [None if t is None else t.data for t in node.inputs]
     values[k] = np.arange(node.inputs[k].size, dtype=np.int64).reshape(node.inputs[k].shape)
     maps, reason = _reference(node, values)
-    through = _through(node, node.inputs[k], node.options.get(READ_THROUGH, ()) if read_through is None else read_through)
+    through = _through(node, node.inputs[k], read_through)
     if maps is None or through is None:
         return maps, reason
     return [through[index_map] for index_map in maps], None
@@ -262,14 +267,18 @@ def _source_axes(node, x, read_through=None):
     """(stored source, base, Gather axes) of a read of input `x` of `node` in x's own row-major
     order, through the map of a removed layout op in between (READ_THROUGH, or `read_through`);
     None when that map is no strided view of the source."""
-    entries = node.options.get(READ_THROUGH, ()) if read_through is None else read_through
-    source, through = stored_source(node, x, entries), _through(node, x, entries)
+    source, through = stored_source(node, x, read_through), _through(node, x, read_through)
     if through is None:
         return source, 0, _dense_axes(x.shape)
-    index_map = through.reshape(x.shape)
+    fit = _strided_fit(through.reshape(x.shape))
+    return None if fit is None else (source, *fit)
+
+
+def _strided_fit(index_map):
+    """(base, Gather axes) of an index map that is a strided view of its source, its dims split
+    into digits where need be (_digit_affine), or None."""
     fit = _affine(index_map)
-    axes = (fit[0], _strided_axes(index_map.shape, fit[1])) if fit is not None else _digit_affine(index_map)
-    return None if axes is None else (source, *axes)
+    return (fit[0], _strided_axes(index_map.shape, fit[1])) if fit is not None else _digit_affine(index_map)
 
 
 def _affine(index_map):
@@ -343,12 +352,9 @@ def _pieces(node, index_map, read_through=None):
     into digits where need be), or for a GATHER along an axis, one box per run of evenly spaced
     indices. None if neither fits. read_through: READ_THROUGH in place of the node's own."""
     source = stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)], read_through)
-    fit = _affine(index_map)
+    fit = _strided_fit(index_map)
     if fit is not None:
-        return [Gather(source, fit[0], _strided_axes(index_map.shape, fit[1]))]
-    digits = _digit_affine(index_map)
-    if digits is not None:
-        return [Gather(source, *digits)]
+        return [Gather(source, *fit)]
     indices = _run_indices(node)
     if indices is None or merged_dim_reason(index_map.shape, _gather_axis(node)):
         return None

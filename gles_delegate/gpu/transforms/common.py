@@ -21,6 +21,12 @@ def is_boundary(graph, tensor):
     return graph.is_graph_output(tensor) or any(tensor is t for t in graph.inputs)
 
 
+def constant_parameters(node):
+    """Whether every input after the first (a RESHAPE's shape, a TRANSPOSE's permutation) is a
+    constant or omitted."""
+    return all(t.is_const for t in node.inputs[1:] if t is not None)
+
+
 def readers_of(graph, tensor):
     """The nodes of the graph that read `tensor`, in execution order."""
     return graph.readers_of(tensor)

@@ -8,7 +8,7 @@ vit_tiny_96 81 -> 73, transformer_encoder 37 -> 33."""
 import numpy as np
 
 from ..kernels import epilogue, layout
-from .common import fused_operands, is_boundary, producer_of, sole_reader
+from .common import constant_parameters, fused_operands, producer_of, sole_reader
 
 SCALAR_BINARY = ("MUL", "ADD", "SUB", "DIV")  # with a one-element constant operand
 UNARY = ("LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "EXP")
@@ -60,11 +60,10 @@ def _permutation_after(graph, node, x, operands):
     """The RESHAPE / TRANSPOSE that alone reads `node`'s output, when `node` may move past it;
     else why not."""
     out = node.outputs[0]
-    if sole_reader(graph, x, operands) is not node or is_boundary(graph, x):
+    if sole_reader(graph, x, operands) is not node:  # (or x leaves the partition)
         return "its input is read elsewhere too"
     after = sole_reader(graph, out, operands)
-    if after is None or after.op not in PERMUTATIONS or after.inputs[0] is not out \
-            or any(not t.is_const for t in after.inputs[1:] if t is not None):
+    if after is None or after.op not in PERMUTATIONS or after.inputs[0] is not out or not constant_parameters(after):
         return "its output is not read by a RESHAPE or TRANSPOSE alone"
     if epilogue.steps_of(node) or epilogue.steps_of(after) or tuple(out.shape) != tuple(x.shape):
         return "it has epilogue steps, or broadcasts"

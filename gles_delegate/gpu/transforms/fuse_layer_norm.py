@@ -22,7 +22,7 @@ from ...graph import Node
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue, layer_norm
-from .common import fused_operands, is_boundary, new_constant, readers_of, sole_reader
+from .common import constant_parameters, fused_operands, is_boundary, new_constant, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.fuse_layer_norm.ENABLED=0)
 TAIL_OPS = {"MUL", "ADD", "SUB", "NEG", "RESHAPE"}
@@ -71,14 +71,9 @@ def _scalar(tensor):
 def _unit_reshape(node):
     """A RESHAPE (constant or no shape input) whose output has its input's dims of more than one
     element, in order: it only adds or drops size-1 dims, so a row vector stays one."""
-    if node.op != "RESHAPE" or not _constant_shape(node) or epilogue.steps_of(node):
+    if node.op != "RESHAPE" or not constant_parameters(node) or epilogue.steps_of(node):
         return False
     return [d for d in node.inputs[0].shape if d != 1] == [d for d in node.outputs[0].shape if d != 1]
-
-
-def _constant_shape(node):
-    """A RESHAPE whose shape input, if any, is a constant."""
-    return all(t.is_const for t in node.inputs[1:] if t is not None)
 
 
 def _kept_mean(graph, x, m):
@@ -124,7 +119,7 @@ def _tail(graph, x, m, r):
         if graph.position(node) <= start or node.op not in TAIL_OPS or len(tail) == MAX_TAIL_NODES:
             continue
         inputs = [t for t in node.inputs if t is not None]
-        if node.op == "RESHAPE" and not _constant_shape(node):
+        if node.op == "RESHAPE" and not constant_parameters(node):
             continue
         if fused_activation(node) == ACT_NONE and not epilogue.steps_of(node) and len(node.outputs) == 1 \
                 and all(t.is_const or id(t) in known for t in inputs) and any(id(t) in computed for t in inputs):

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from ...graph import EPILOGUE_KEY
+from ...graph import EPILOGUE_KEY, INPUT_ADDEND_KEY, INPUT_GATE_KEY
 from ..kernels import epilogue
 from ..phwc4 import bhwc
 from .common import is_boundary, readers_of
@@ -25,7 +25,7 @@ def apply(graph, log):
             log.skipped(node, reason)
             continue
         x, out = node.inputs[0], node.outputs[0]
-        readers = [n for n in graph.nodes if any(s.operand is out for s in epilogue.steps_of(n))]
+        readers = readers_of(graph, out)  # every one through its epilogue steps alone (_blocker)
         for reader in readers:
             steps = tuple(dataclasses.replace(s, operand=x, padded_c=True) if s.operand is out else s
                           for s in epilogue.steps_of(reader))
@@ -46,7 +46,7 @@ def _blocker(graph, node):
         return "it pads more than zero channels after the last"
     if x.is_const or x.dtype != np.float32 or x.quantization is not None or x.shape[-1] < 2:
         return "its input is no runtime float32 tensor of two or more channels"
-    if is_boundary(graph, out) or readers_of(graph, out) and not all(_reads_as_operand(r, out) for r in readers_of(graph, out)):
+    if is_boundary(graph, out) or not all(_reads_as_operand(r, out) for r in readers_of(graph, out)):
         return "its output is read otherwise than as an epilogue step's operand, or leaves the partition"
     for reader in readers_of(graph, out):
         if bhwc(reader.outputs[0].shape) != bhwc(out.shape) or len(reader.outputs[0].shape) != len(out.shape):
@@ -56,6 +56,6 @@ def _blocker(graph, node):
 
 def _reads_as_operand(reader, out):
     """Whether `reader` reads `out` only as an epilogue step's binary operand."""
-    return (all(t is not out for t in reader.inputs) and reader.options.get("input_gate") is not out
-            and reader.options.get("input_addend") is not out
+    return (all(t is not out for t in reader.inputs) and reader.options.get(INPUT_GATE_KEY) is not out
+            and reader.options.get(INPUT_ADDEND_KEY) is not out
             and any(s.operand is out for s in epilogue.steps_of(reader)))

@@ -22,20 +22,29 @@ def data_inputs(node):
     return (layout.DATA_INPUT.get(node.op, 0),)
 
 
-def blocker(graph, node, operands, through):
-    """Why the layout op `node` must stay, or None. operands: ids of the tensors fused steps
-    read (common.fused_operands), which no layout map reads through; through: its map
-    (layout.source_map: None for a reshape's)."""
-    x, out = node.inputs[layout.DATA_INPUT.get(node.op, 0)], node.outputs[0]
+def own_blocker(node, x, operands):
+    """Why the layout op `node` (data input `x`) must stay whatever reads it, or None.
+    operands: ids of the tensors fused steps read (common.fused_operands), which no layout map
+    reads through."""
+    out = node.outputs[0]
+    if len(node.outputs) != 1:
+        return "it has several outputs"
+    if layout.SUPPORT[node.op](node):
+        return "it does not run as a layout map (a GATHER of runtime indices)"
     if x.is_const or x.is_variable or out.is_variable:
         return "it reads a constant or a variable tensor"
     if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
         return "it has a fused activation or epilogue steps"
-    if is_boundary(graph, out):
-        return "its output leaves the partition"
     if id(out) in operands:
         return "a fused step (an epilogue operand, an input gate) reads its output"
-    source = layout.stored_source(node, x)
+    return None
+
+
+def readers_blocker(graph, out, source, through):
+    """Why the readers of `out`, the output of a layout op whose stored source is `source`, cannot
+    read that source through `through` (layout.source_map: None for a reshape's), or None."""
+    if is_boundary(graph, out):
+        return "its output leaves the partition"
     for reader in readers_of(graph, out):
         if reader.op not in layout.BUILD:
             return f"{reader.label} is not a layout op"
@@ -57,41 +66,23 @@ def apply(graph, log):
     for node in list(graph.nodes):
         if node.op not in layout.REMAP_OPS:
             continue
-        if len(node.outputs) != 1:
-            reason = "it has several outputs"
-        elif layout.SUPPORT[node.op](node):
-            reason = "it does not run as a layout map (a GATHER of runtime indices)"
-        else:
+        x, out = node.inputs[layout.DATA_INPUT.get(node.op, 0)], node.outputs[0]
+        source = layout.stored_source(node, x)
+        reason = own_blocker(node, x, operands)
+        if reason is None:
             through = layout.source_map(node)
-            if _copies_unchanged(graph, node, through, operands) and _bypassed(graph, node, log):
+            # A copy of its source unchanged (a reshape back to where a removed one came from):
+            # its readers, whatever they are, read the source.
+            if through is None and tuple(out.shape) == tuple(source.shape) and out.dtype == source.dtype \
+                    and bypass(graph, node, source, out) is None:
+                log.applied(node, f"it copies tensor {source.index} unchanged: its readers read that tensor")
                 continue
-            reason = blocker(graph, node, operands, through)
+            reason = readers_blocker(graph, out, source, through)
         if reason:
             log.skipped(node, reason)
             continue
-        out = node.outputs[0]
-        source = layout.stored_source(node, node.inputs[layout.DATA_INPUT.get(node.op, 0)])
         readers = readers_of(graph, out)
         for reader in readers:
             reader.options[layout.READ_THROUGH] = reader.options.get(layout.READ_THROUGH, ()) + ((out, source, through),)
         graph.remove_node(node)
         log.applied(node, f"{', '.join(r.label for r in readers)} read tensor {source.index} in its place")
-
-
-def _copies_unchanged(graph, node, through, operands):
-    """Whether layout op `node` writes its stored source's values in their own order and shape
-    (a reshape back to the shape a removed reshape came from): its output is its source."""
-    x, out = node.inputs[layout.DATA_INPUT.get(node.op, 0)], node.outputs[0]
-    source = layout.stored_source(node, x)
-    return (through is None and tuple(out.shape) == tuple(source.shape) and out.dtype == source.dtype
-            and not (source.is_const or source.is_variable or out.is_variable) and id(out) not in operands
-            and fused_activation(node) == ACT_NONE and not epilogue.steps_of(node))
-
-
-def _bypassed(graph, node, log):
-    """Remove the unchanged copy `node` (common.bypass): True once it is gone."""
-    source = layout.stored_source(node, node.inputs[layout.DATA_INPUT.get(node.op, 0)])
-    if bypass(graph, node, source, node.outputs[0]) is not None:
-        return False
-    log.applied(node, f"it copies tensor {source.index} unchanged: its readers read that tensor")
-    return True

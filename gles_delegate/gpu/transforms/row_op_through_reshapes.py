@@ -8,7 +8,7 @@ import numpy as np
 
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue
-from .common import fused_operands, sole_reader
+from .common import constant_parameters, fused_operands, sole_reader
 
 ROW_OPS = ("SOFTMAX", "LOG_SOFTMAX")
 
@@ -32,7 +32,7 @@ def apply(graph, log):
 
 def _plain_reshape(node):
     """A RESHAPE of a constant (or no) shape input, without an activation or epilogue steps."""
-    return (node is not None and node.op == "RESHAPE" and all(t.is_const for t in node.inputs[1:] if t is not None)
+    return (node is not None and node.op == "RESHAPE" and constant_parameters(node)
             and fused_activation(node) == ACT_NONE and not epilogue.steps_of(node))
 
 
