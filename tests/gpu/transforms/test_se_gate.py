@@ -225,8 +225,8 @@ def test_a_large_layer_stays_a_fully_connected_of_its_own(monkeypatch):
 def test_output_groups_share_the_last_layer_and_change_no_value(monkeypatch, hidden, precision):
     """With the last layer's output slices spread over workgroups (squeeze_excite.OUTPUT_GROUPS:
     here 3 groups for 40 channels, 10 slices, the last group short), each workgroup sums the same
-    mean and first layer as one alone did: the gate's values are the one-group kernel's, for two
-    layers and for one."""
+    mean and first layer as one alone did: the gate's values are the one-group kernel's (to the
+    last place), for two layers and for one."""
     shape = (2, 6, 6, 40)
     if hidden is None:
         c = Chain(shape)
@@ -243,4 +243,8 @@ def test_output_groups_share_the_last_layer_and_change_no_value(monkeypatch, hid
         assert [r.status for r in log if r.rule == RULE] == ["APPLIED"]
         with GpuDelegate(precision=precision) as delegate:
             results.append(run_ours(model, values, experimental_delegates=[delegate])[0])
-    assert np.array_equal(results[0], results[1])
+    # The same sums in the same order; two programs may still contract a multiply-add apart
+    # (test_fusion_changes_no_value): within one unit in the last place of the stored values.
+    one, grouped = results
+    stored = np.float16 if precision == "fp16_fp32acc" else np.float32
+    assert np.all(np.abs(one - grouped) <= np.spacing(np.abs(one).astype(stored)).astype(np.float32))
