@@ -12,10 +12,15 @@
 // apart, at any stride. Every branch on tx, ty, kx, ky is decided at compile time once the loops
 // unroll.
 //
+// With TILE_SUMS each workgroup (WG_X x WG_Y invocations of one slice: depthwise.TILE_BLOCK) also
+// adds up the values it stored, a tree in shared memory, and stores the sum at (batch, block
+// down, block across, slice) of the tile sums tensor: a mean over H x W then reads those.
+//
 // Defines: KH, KW kernel size; TILE_W, TILE_H; MULTIPLIER_ONE (M == 1); PADDED (some tap reads
-//   outside the input: clamped and replaced by zero); EP_* the epilogue (epilogue.glsl).
+//   outside the input: clamped and replaced by zero); TILE_SUMS; EP_* the epilogue (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); weights_offset,
-//   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier.
+//   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier;
+//   with TILE_SUMS sums_offset (arena), sums_size (blocks across, blocks down, slices, batch).
 // Weights: [out slice][ky][kx], one vec4 row. Bias: one row per output slice.
 // Grid: (ceil(out_w / TILE_W), ceil(out_h / TILE_H), batch * out slices).
 
@@ -36,9 +41,8 @@ vec4 fetch(int pixel, int slice) {
 #endif
 }
 
-void main() {
-  ivec3 gid = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(gid, grid))) return;
+// Computes and stores the tile of invocation gid; returns the sum of the values it stored.
+vec4 convolve_tile(ivec3 gid) {
   int slice = gid.z % out_size.z;
   int batch = gid.z / out_size.z;
   ivec2 tile = gid.xy * ivec2(TILE_W, TILE_H);  // output coordinate of tile pixel (0, 0)
@@ -75,13 +79,48 @@ void main() {
 
   vec4 b = weight(bias_offset + slice);
   int dst = out_offset + (batch * out_size.z + slice) * out_size.x * out_size.y;
+  highp vec4 total = vec4(0.0);
   for (int ty = 0; ty < TILE_H; ++ty) {
     for (int tx = 0; tx < TILE_W; ++tx) {
       ivec2 o = tile + ivec2(tx, ty);
       if (all(lessThan(o, out_size.xy))) {
-        vec4 v = epilogue(activate(acc[ty * TILE_W + tx] + b), ivec4(o, slice, batch));
-        store(dst + o.y * out_size.x + o.x, keep_channels(v, out_channels, slice));
+        vec4 v = keep_channels(epilogue(activate(acc[ty * TILE_W + tx] + b), ivec4(o, slice, batch)), out_channels, slice);
+        store(dst + o.y * out_size.x + o.x, v);
+        total += v;
       }
     }
   }
+  return total;
 }
+
+#if TILE_SUMS
+shared highp vec4 sums[WG_X * WG_Y];
+
+// Tree step: slots [step, 2 step) fold into [0, step). Unrolled in main: GLSL ES 3.10 allows a
+// barrier only there, outside control flow.
+#define FOLD(step) memoryBarrierShared(); barrier(); if (lane < step) sums[lane] += sums[lane + step]
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  int lane = int(gl_LocalInvocationIndex);
+  // No early return: every invocation reaches the barriers; one past the grid adds nothing.
+  sums[lane] = all(lessThan(gid, grid)) ? convolve_tile(gid) : vec4(0.0);
+#if WG_X * WG_Y != 64
+#error TILE_SUMS folds 64 invocations
+#endif
+  FOLD(32);
+  FOLD(16);
+  FOLD(8);
+  FOLD(4);
+  FOLD(2);
+  FOLD(1);
+  ivec2 block = ivec2(gl_WorkGroupID.xy);
+  if (lane == 0) store(sums_offset + (gid.z * sums_size.y + block.y) * sums_size.x + block.x, sums[0]);
+}
+#else
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  convolve_tile(gid);
+}
+#endif

@@ -25,6 +25,8 @@
 //   H_COUNT, Hk_OP, Hk_SWAP, Hk_STORED (the first layer's epilogue steps, scalar operands
 //   hk_value); ACTIVATION, CLAMP_FINITE and EP_* (the last layer's output stage and epilogue).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); out_channels;
+//   mean_count (what the sum of x over H x W is divided by: H x W, or the pixels a depthwise
+//   convolution's tile sums add up when x is them);
 //   wk_offset, bk_offset (layer k's weights, packed as fully_connected.py packs them, and bias),
 //   unitsk (its output channels).
 
@@ -130,7 +132,7 @@ void main() {
   barrier();
   for (int s = lane; s < slices; s += LANES) {
     int j = MEAN_BASE + s * MEAN_LANES;
-    sh[j] = ep_stored(sh[j] / float(plane));
+    sh[j] = ep_stored(sh[j] / float(mean_count));
   }
   memoryBarrierShared();
   barrier();

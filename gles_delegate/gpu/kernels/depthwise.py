@@ -1,14 +1,27 @@
 """DEPTHWISE_CONV_2D (v1, v2 with dilation, any channel multiplier): kernels_glsl/depthwise_conv2d.glsl,
 specialized by kernel size, output tile (2 x 2 pixels per invocation where stride and dilation
-are 1, so neighbouring outputs share their input loads), multiplier 1 or not, and padding."""
+are 1, so neighbouring outputs share their input loads), multiplier 1 or not, and padding.
+
+With options[TILE_SUMS] (rule depthwise_tile_sums) the node has a second output, the sums of its
+output over blocks of TILE_BLOCK invocations, [B, blocks down, blocks across, C]: each workgroup
+adds up what it stored, so a mean over H x W that reads them (SE_GATE's) needs no dispatch of
+its own."""
+import copy
+
 import numpy as np
 
 from ...ops import conv as reference
 from . import epilogue
 from ...registry import OpFacts
+from ..phwc4 import bhwc
 from .base import Dispatch
 from .conv import (MIN_INVOCATIONS, block_size, geometry, gpu_support, optional_input, output_shape, pack_bias,
                    reads_padding)
+
+TILE_SUMS = "tile_sums"  # node.options key: True when outputs[1] is the tile sums
+# Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
+# because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
+TILE_BLOCK = (8, 8)
 
 
 def pack_weights(filter_1hwc):
@@ -33,6 +46,20 @@ def tile_size(out4, strides, dilations):
     return tile_w, tile_h
 
 
+def _tiles(node):
+    """(TILE_W, TILE_H, tiles across, tiles down) of the node's output."""
+    out4 = bhwc(node.outputs[0].shape)
+    tile_w, tile_h = tile_size(out4, reference.strides_of(node), reference.dilations_of(node))
+    return tile_w, tile_h, -(-out4.w // tile_w), -(-out4.h // tile_h)
+
+
+def tile_sums_shape(node):
+    """[B, blocks down, blocks across, C]: the shape of the node's tile sums (TILE_SUMS)."""
+    out = node.outputs[0].shape
+    _, _, tiles_w, tiles_h = _tiles(node)
+    return out[0], -(-tiles_h // TILE_BLOCK[1]), -(-tiles_w // TILE_BLOCK[0]), out[3]
+
+
 def build(node, env):
     """One depthwise_conv2d.glsl Dispatch over the output [N, OH, OW, C*M]: a grid of
     (tiles across, tiles down, batch x output slices) invocations of TILE_W x TILE_H pixels."""
@@ -43,14 +70,13 @@ def build(node, env):
     strides, dilations = reference.strides_of(node), reference.dilations_of(node)
     (sh, sw), (dh, dw) = strides, dilations
     _, _, pad_top, pad_left = geometry(node, (in4.h, in4.w), (kh, kw), strides, dilations)
-    tile_w, tile_h = tile_size(out4, strides, dilations)
-    tiles_w, tiles_h = -(-out4.w // tile_w), -(-out4.h // tile_h)
+    tile_w, tile_h, tiles_w, tiles_h = _tiles(node)
     # Tiles past the output edge compute (and drop) pixels up to the tile grid's extent.
     padded = reads_padding(in4.h, kh, sh, dh, tiles_h * tile_h, pad_top) or \
         reads_padding(in4.w, kw, sw, dw, tiles_w * tile_w, pad_left)
     multiplier = out4.c // in4.c
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
-               "PADDED": int(padded), **env.output_stage(node)}
+               "PADDED": int(padded), "TILE_SUMS": int(bool(node.options.get(TILE_SUMS))), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
@@ -59,10 +85,34 @@ def build(node, env):
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     grid = (tiles_w, tiles_h, out4.b * out4.slices)
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
-    return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
+    if not node.options.get(TILE_SUMS):
+        return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
+    sums = node.outputs[1]
+    params.update({"sums_offset": env.arena(sums), "sums_size": env.shape4(sums).as_ivec4()})
+    return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out, sums), inplace=inplace,
+                     workgroup=(*TILE_BLOCK, 1))]
 
 
-SUPPORT = {"DEPTHWISE_CONV_2D": gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)}
+_checks = gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)
+
+
+def support(node):
+    """The reference kernel's checks and the GPU's (conv.gpu_support); one output, or two with
+    TILE_SUMS: the output and its tile sums."""
+    if len(node.outputs) != 1 + bool(node.options.get(TILE_SUMS)):
+        return f"DEPTHWISE_CONV_2D takes 1 output, got {len(node.outputs)}" if not node.options.get(TILE_SUMS) \
+            else f"DEPTHWISE_CONV_2D with tile sums takes 2 outputs, got {len(node.outputs)}"
+    if not node.options.get(TILE_SUMS):
+        return _checks(node)
+    if tuple(node.outputs[1].shape) != tile_sums_shape(node):
+        return f"tile sums tensor {node.outputs[1].index} is not {list(tile_sums_shape(node))}"
+    convolution = copy.copy(node)  # TFLite's op, whose checks take its one output
+    convolution.outputs = node.outputs[:1]
+    return _checks(convolution)
+
+
+SUPPORT = {"DEPTHWISE_CONV_2D": support}
 BUILD = {"DEPTHWISE_CONV_2D": build}
 EPILOGUE = {"DEPTHWISE_CONV_2D": None}
-FACTS = {"DEPTHWISE_CONV_2D": OpFacts(arity=((2, 3), (2,), 1), fused_activation=True)}  # bias optional
+# Bias optional; the output count is support()'s to check (a second one holds the tile sums).
+FACTS = {"DEPTHWISE_CONV_2D": OpFacts(arity=((2, 3), (2,), None), fused_activation=True)}

@@ -7,7 +7,9 @@ omitted), x [B, H, W, C] (or an already pooled [B, 1, 1, C] / [B, C]: its "mean"
 is x itself), weights [U, K] constant; one output [B, 1, 1, U] or [B, U] of the last layer.
 Options: the last layer's `fused_activation_function` and `epilogue` (any steps), and, with two
 layers, the first one's `hidden_activation` (a fused activation code) and `hidden_epilogue`
-(steps without a tensor operand, at most HIDDEN_MAX_STEPS).
+(steps without a tensor operand, at most HIDDEN_MAX_STEPS). With `mean_count` (rule
+depthwise_tile_sums) x holds sums over blocks of a plane of that many pixels, not the pixels:
+the mean is their sum over H x W divided by it.
 
 The sums keep the unfused kernels' order where that costs nothing: a layer splits K over the
 lanes exactly as fully_connected.py would (conv.k_split), and the mean folds a slice's H x W in
@@ -30,6 +32,7 @@ from .reduce import PARALLEL_LANES, PARALLEL_MAX_OUTPUTS, PARALLEL_MIN_ELEMENTS
 
 OP = "SE_GATE"
 HIDDEN_ACTIVATION, HIDDEN_EPILOGUE = "hidden_activation", "hidden_epilogue"  # node.options keys
+MEAN_COUNT = "mean_count"  # node.options key: the pixels x's H x W values add up (default H x W)
 HIDDEN_MAX_STEPS = 4   # what the template holds for the first of two layers
 LANES = 512            # invocations of the workgroup (clamped to the device's limits)
 # Workgroups per batch item: one per OUTPUT_SLICES_PER_GROUP output slices of the last layer, at
@@ -179,7 +182,8 @@ def build(node, env):
                **{f"K_SPLIT{k + 1}": s for k, s in enumerate(layout.splits)},
                **{f"{name}_BASE": at for name, at in layout.regions.items()}, **env.output_stage(node)}
     params = {"in_size": x4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
-              "in_offset": env.arena(x), "out_offset": env.arena(out)}
+              "in_offset": env.arena(x), "out_offset": env.arena(out),
+              "mean_count": int(node.options.get(MEAN_COUNT, x4.h * x4.w))}
     for k, (weights, bias) in enumerate(layers(node)):
         units = weights.shape[0]
         params[f"w{k + 1}_offset"] = env.constant(pack_weights(np.asarray(weights.data, np.float32)))

@@ -11,10 +11,10 @@ import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, channel_gate, conv_to_fully_connected, elementwise_after_layout, fold_mul_add,
-               fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_swish,
-               global_pool_to_mean, merge_padding, pad_into_operand, read_through_layout, remove_dead,
-               remove_noops, row_op_through_reshapes, se_gate, unflatten_dense)
+from . import (alias_reshape, channel_gate, conv_to_fully_connected, depthwise_tile_sums, elementwise_after_layout,
+               fold_mul_add, fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm,
+               fuse_residual_add, fuse_swish, global_pool_to_mean, merge_padding, pad_into_operand,
+               read_through_layout, remove_dead, remove_noops, row_op_through_reshapes, se_gate, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
 # are true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
@@ -24,10 +24,11 @@ from . import (alias_reshape, channel_gate, conv_to_fully_connected, elementwise
 # weights (needs the producer free of activations), then epilogue fusion, in the order an
 # epilogue applies its steps (swish, which is two nodes, then activation, residual, the rest),
 # then the squeeze-excite fusions, which take layers with their epilogues complete (a gate's
-# sigmoid) and a gating MUL that no epilogue took, then an ADD into the reduction that alone
-# reads it (after se_gate, which may take that reduction whole), then channel PADs that only
-# epilogue steps read (after fuse_residual_add made them operands), and last the layout ops that
-# other layout ops can read through, then the aliases, which only mark the reshapes left.
+# sigmoid) and a gating MUL that no epilogue took, then a gate's mean taken off the depthwise
+# convolution before it, then an ADD into the reduction that alone reads it (after se_gate,
+# which may take that reduction whole), then channel PADs that only epilogue steps read (after
+# fuse_residual_add made them operands), and last the layout ops that other layout ops can read
+# through, then the aliases, which only mark the reshapes left.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -44,6 +45,7 @@ RULES = (
     ("fuse_residual_add", fuse_residual_add.apply),
     ("fuse_elementwise", fuse_elementwise.apply),
     ("se_gate", se_gate.apply),
+    ("depthwise_tile_sums", depthwise_tile_sums.apply),
     ("channel_gate", channel_gate.apply),
     ("fuse_add_into_reduce", fuse_add_into_reduce.apply),
     ("pad_into_operand", pad_into_operand.apply),
