@@ -1,8 +1,14 @@
 """Where an invoke's time goes: end-to-end latency, GPU time, CPU time of the dispatch loop, and
 the slowest dispatches by GPU time.
 
-    gles-profile MODEL [...] [--precision fp32] [--top 6] [--warmup-secs 0.5]
+    gles-profile MODEL [...] [--precision fp32] [--top 6] [--warmup-secs 0.5] [--floor]
         [--set gpu.runtime.FLUSH_FIRST=0 ...]     (A/B a tuning constant: each setting in turn)
+
+--floor also times each partition's dispatch loop (the invoke's dispatches, without its I/O and
+fence) as planned and altered, to split a dispatch's fixed cost: without the barriers, with every
+dispatch cut to one workgroup (with and without the barriers), with the params buffer bound twice
+per dispatch and with the program switched away and back per dispatch. The altered loops leave
+wrong values in the arena (races, missing workgroups); the next invoke overwrites them.
 
 GPU times come from GL timer queries (GL_TIME_ELAPSED; on GLES, EXT_disjoint_timer_query), so
 they need a real GPU: llvmpipe's timer does not time compute work, and GPU times are then n/a with
@@ -51,6 +57,52 @@ def dispatch_runner(partition, step):
         gl.dispatch_compute_fast(*groups)
         gl.use_program_fast(0)
     return run
+
+
+def _altered(segments, barriers=True, one_group=False):
+    """The partition's segments with the barriers dropped and / or every dispatch one workgroup."""
+    return [([(barrier and barriers, offset, size, program, *((1, 1, 1) if one_group else (x, y, z)))
+              for barrier, offset, size, program, x, y, z in steps], then_flush) for steps, then_flush in segments]
+
+
+def _doubled_binds(partition, params=False, program=False):
+    """A dispatch loop like Partition._dispatch that binds the params range (or the program)
+    twice per dispatch: first another one, then the right one."""
+    gl, ssbo_bit = partition.context.gl, G.GL_SHADER_STORAGE_BARRIER_BIT
+    programs = [p for p, *_ in partition.steps]
+
+    def run():
+        for k, (handle, offset, size, groups, barrier) in enumerate(partition.steps):
+            if barrier:
+                gl.memory_barrier_fast(ssbo_bit)
+            if params:
+                other = partition.steps[k - 1]
+                gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, other[1], other[2])
+            gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, offset, size)
+            if program:
+                gl.use_program_fast(programs[k - 1] if programs[k - 1] != handle else 0)
+            gl.use_program_fast(handle)
+            gl.dispatch_compute_fast(*groups)
+    return run
+
+
+def floor_line(partition, interpreter):
+    """GPU times (ms) of the partition's dispatch loop as planned and altered (--floor)."""
+    planned = partition.segments
+    times = {}
+    try:
+        for name, barriers, one_group in (("as planned", True, False), ("no barriers", False, False),
+                                          ("one workgroup each", True, True),
+                                          ("one workgroup, no barriers", False, True)):
+            partition.segments = _altered(planned, barriers, one_group)
+            times[name] = gpu_ms(partition.context, partition._dispatch)
+    finally:
+        partition.segments = planned
+    times["params bound twice"] = gpu_ms(partition.context, _doubled_binds(partition, params=True))
+    times["program switched twice"] = gpu_ms(partition.context, _doubled_binds(partition, program=True))
+    interpreter.invoke()  # leaves the arena as a planned run does
+    cells = "; ".join(f"{name} {'n/a' if ms is None else f'{ms:.3f}'}" for name, ms in times.items())
+    return f"  dispatch loop GPU time (ms): {cells}"
 
 
 def issue_ms(partition, repeats=20):
@@ -105,7 +157,7 @@ def apply_setting(setting):
     return lambda: setattr(module, attribute, old)
 
 
-def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SECONDS):
+def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SECONDS, floor=False):
     delegate = GpuDelegate(precision=precision, tune_workgroups=tune)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
@@ -123,6 +175,8 @@ def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SE
         total = f"{sum(ms for ms, _ in known):.3f} ms" if known else "n/a"
         lines.append(f"  {len(partition.steps)} dispatches: sum of GPU times {total}, CPU issue loop "
                      f"{issue_ms(partition):.3f} ms")
+        if floor:
+            lines.append(floor_line(partition, interpreter))
         for ms, k in sorted(known, reverse=True)[:top]:
             shapes = " ".join(str(list(shape)) for _, _, shape in partition.plan.writes[k])
             lines.append(f"    {ms * 1e3:8.1f} us  {partition.plan.labels[k]}  {partition.plan.templates[k]}  "
@@ -142,6 +196,9 @@ def build_parser():
     common.add_warmup_secs(parser)
     parser.add_argument("--top", type=common.non_negative_int, default=6,
                         help="how many of the slowest dispatches to list (default 6)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time each dispatch loop altered: no barriers, one workgroup per dispatch, "
+                             "binds doubled (what a dispatch's fixed cost is made of)")
     parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting; "
                              "a tuple constant takes a tuple: gpu.kernels.reduce.PARALLEL_LANES='(32, 16)'")
@@ -157,7 +214,8 @@ def run(args):
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None
             try:
-                text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups, args.warmup_secs)
+                text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups, args.warmup_secs,
+                               args.floor)
             finally:
                 if restore:
                     restore()

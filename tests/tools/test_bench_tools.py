@@ -58,6 +58,32 @@ def test_profile_defaults_to_fp32_and_says_why_a_gpu_time_is_missing(small_model
     assert re.fullmatch(r"\d+\.\d+ ms|n/a \(.*(timer|EXT_disjoint_timer_query).*\)", gpu_time), gpu_time
 
 
+def test_profile_floor_times_the_loop_altered_and_leaves_it_as_planned(small_model, capsys):
+    """--floor's altered loops (no barriers, one workgroup, doubled binds) run, each timed or n/a,
+    and the partition then computes what it did before."""
+    from gles_delegate import GpuDelegate, Interpreter
+    assert profile_model.main([str(small_model), "--runs", "2", "--floor"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "dispatch loop GPU time" in x)
+    cells = line.split("(ms): ")[1].split("; ")
+    assert [c.rsplit(" ", 1)[0] for c in cells] == ["as planned", "no barriers", "one workgroup each",
+                                                   "one workgroup, no barriers", "params bound twice",
+                                                   "program switched twice"]
+    assert all(re.fullmatch(r"n/a|\d+\.\d{3}", c.rsplit(" ", 1)[1]) for c in cells), cells
+    with GpuDelegate() as delegate:
+        interpreter = Interpreter(model_path=str(small_model), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], np.linspace(-1, 1, np.prod(detail["shape"]),
+                                                                dtype=np.float32).reshape(detail["shape"]))
+        out = interpreter.get_output_details()[0]["index"]
+        interpreter.invoke()
+        before, planned = interpreter.get_tensor(out).copy(), delegate.partitions[0].segments
+        profile_model.floor_line(delegate.partitions[0], interpreter)
+        assert delegate.partitions[0].segments is planned
+        interpreter.invoke()
+        assert np.array_equal(interpreter.get_tensor(out), before)
+
+
 def test_top1_agreement_table(small_model, capsys):
     from gles_delegate.tools import top1_agreement
     assert top1_agreement.main([str(small_model), "--seeds", "3"]) == 0
