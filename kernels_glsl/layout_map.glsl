@@ -17,6 +17,9 @@
 // With VEC4 the map keeps runs of 4 channels together and 4-aligned (Python checks it), so one
 // map per invocation moves a whole vec4; otherwise each of the 4 channels is mapped on its own.
 //
+// The values then take the node's fused activation and epilogue steps (EP_*, epilogue.glsl: an
+// elementwise op fused into a remap), at the output position they are stored to.
+//
 // The box starts at box_origin (b, h, w) and covers channels [channel_begin, channel_end).
 // Channels past it are written as zero (a
 // later source's dispatch fills those of them below the output's channel count); channels below
@@ -119,7 +122,8 @@ void main() {
 #endif
   int element = out_offset + phwc4_index(out_size, o.z, o.y, b * out_size.z + s);
   ivec4 channel = ivec4(o.w) + ivec4(0, 1, 2, 3);
-  vec4 result = mix(vec4(0.0), activate(v), lessThan(channel, ivec4(channel_end)));
+  // A remap's epilogue (an elementwise op fused into it) applies to the values it moved.
+  vec4 result = mix(vec4(0.0), epilogue(activate(v), ivec4(o.z, o.y, s, b)), lessThan(channel, ivec4(channel_end)));
 #if MERGE
   // The channels below the box belong to earlier sources, whose dispatches ran before this one.
   result = mix(result, load(element), lessThan(channel, ivec4(channel_begin)));

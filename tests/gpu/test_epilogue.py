@@ -8,6 +8,7 @@ import pytest
 from gles_delegate.gpu import kernels, shader
 from gles_delegate.gpu.kernels import epilogue
 from tests.gpu.gpulib import PRECISIONS
+from tests.gpu.transforms import rulelib
 from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 
 SHAPE = (1, 6, 7, 5)
@@ -67,15 +68,62 @@ def test_a_chain_of_every_operand_kind_fuses_and_matches(kind, precision):
     assert summary["dispatches"] == 2 + fused, [r for r in log if r.status == "SKIPPED"]
 
 
+def _i32(c, values):
+    return c.const(np.array(values, np.int32), np.int32)
+
+
+# Remaps (layout_map.glsl) reaching SHAPE from an input of their own shape: (input shape, node).
+REMAPS = {
+    "TRANSPOSE": ((1, 7, 6, 5), lambda c, x: c.op("TRANSPOSE", x, _i32(c, [0, 2, 1, 3]), shape=SHAPE)),
+    "RESHAPE": ((1, 6, 5, 7), lambda c, x: c.op("RESHAPE", x, _i32(c, SHAPE), shape=SHAPE)),
+    "SLICE": ((1, 8, 9, 6), lambda c, x: c.op("SLICE", x, _i32(c, [0, 1, 2, 1]), _i32(c, SHAPE), shape=SHAPE)),
+    "STRIDED_SLICE": ((1, 12, 7, 5), lambda c, x: c.op("STRIDED_SLICE", x, _i32(c, [0, 1, 0, 0]), _i32(c, [1, 12, 7, 5]),
+                                                       _i32(c, [1, 2, 1, 1]), shape=SHAPE)),
+    "GATHER": ((1, 6, 7, 8), lambda c, x: c.op("GATHER", x, _i32(c, [7, 6, 5, 4, 3]), shape=SHAPE, axis=3)),
+    "REVERSE_V2": (SHAPE, lambda c, x: c.op("REVERSE_V2", x, _i32(c, [2]), shape=SHAPE)),
+    "SQUEEZE": ((1, 6, 1, 7, 5), lambda c, x: c.op("SQUEEZE", x, shape=SHAPE, squeeze_dims=[2])),
+}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", REMAPS)
+def test_a_remap_applies_the_chain_as_it_moves_values(op, precision):
+    """The chain fuses into the gather that moves x's values to SHAPE: one layout_map dispatch
+    (an attention's scale MUL after the reshape laying out its query)."""
+    in_shape, build = REMAPS[op]
+    c = Chain(in_shape)
+    residual = c.b.input("residual", SHAPE)
+    c.shapes[residual] = SHAPE
+    model = c.build(chain(c, build(c, c.x), residual))
+    summary, log = check_gpu(model, [random(in_shape, 1, 2.0), random(SHAPE, 2)], precision)
+    assert summary["dispatches"] == 3, [r for r in log if r.status == "SKIPPED"]  # convert_in x2, the remap
+
+
+def test_a_remap_of_several_outputs_or_an_alias_takes_no_epilogue():
+    """SPLIT's outputs would share one epilogue; a reshape that keeps the layout is an alias
+    (rule alias_reshape), which runs no dispatch to apply steps."""
+    c = Chain((1, 4, 4, 8))
+    halves = c.b.tensor("a", (1, 4, 4, 4)), c.b.tensor("b", (1, 4, 4, 4))
+    c.b.op("SPLIT", [_i32(c, 3), c.x], list(halves), num_splits=2)
+    graph = rulelib.rewrite_through(c.build(*halves), "remove_dead")[0]
+    assert "2 outputs" in kernels.epilogue_reason(graph.nodes[0])
+    c = Chain((1, 4, 4, 8))
+    model = c.build(c.op("RESHAPE", c.x, _i32(c, [1, 16, 8]), shape=(1, 16, 8)))
+    graph = rulelib.rewrite_through(model, "remove_dead")[0]
+    assert "alias" in kernels.epilogue_reason(graph.nodes[0])
+
+
 def test_every_kernel_with_an_epilogue_is_covered():
     """A case above per kernel with an epilogue; the elementwise kernel's ops share NEG's case.
     The fused ops have theirs beside their rules: SE_GATE, whose output is one pixel, in
     tests/gpu/transforms/test_se_gate.py, LAYER_NORM in test_fuse_layer_norm.py."""
     with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
-    # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/
-    assert with_epilogue - set(KINDS) - elementwise_ops <= {"Convolution2DTransposeBias", "SELECT", "SE_GATE",
-                                                            "LAYER_NORM"}
+    # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/;
+    # SPLIT, SPLIT_V (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror): the
+    # remap kernel's refusals and SQUEEZE's case
+    assert with_epilogue - set(KINDS) - set(REMAPS) - elementwise_ops <= {
+        "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "EXPAND_DIMS"}
     assert elementwise_ops <= with_epilogue
 
 

@@ -23,6 +23,7 @@ from ... import ops
 from ...ops.common import ACT_TANH
 from ...registry import BINARY, UNARY, OpFacts
 from ..phwc4 import BHWC_AXES, bhwc, dims_in_box, merged_dim_reason, to_phwc4
+from . import epilogue
 from .base import Dispatch
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
@@ -163,8 +164,9 @@ def _digits(axes):
             tuple(d[2][0] for d in padded), tuple(d[2][1] for d in padded))
 
 
-def gather_dispatch(out, g, env, activation=0):
-    """The layout_map.glsl Dispatch that writes Gather `g`'s box of `out`."""
+def gather_dispatch(out, g, env, activation=0, node=None):
+    """The layout_map.glsl Dispatch that writes Gather `g`'s box of `out`, applying `node`'s
+    epilogue steps (an elementwise op fused into a remap) when given."""
     src, src4, out4 = g.source, bhwc(g.source.shape), bhwc(out.shape)
     (b0, h0, w0, c_lo), (nb, nh, nw, nc) = g.origin, g.extent or _dims(out.shape)
     slices = -(-(c_lo + nc) // 4) - c_lo // 4
@@ -190,8 +192,13 @@ def gather_dispatch(out, g, env, activation=0):
     if edge.mode == EDGE_MIRROR:
         params["mirror_shift"] = edge.mirror_shift
     reads = (() if src.is_const else (src,)) + ((out,) if defines["MERGE"] else ())
+    if node is None:
+        defines["EP_COUNT"], inplace = 0, ()
+    else:
+        reads, inplace = epilogue.apply(node, env, out, defines, params, reads)
     box = None if g.extent is None else ((b0, b0 + nb), (c_lo // 4, c_lo // 4 + slices), (h0, h0 + nh), (w0, w0 + nw))
-    return Dispatch("layout_map", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,), box=box)
+    return Dispatch("layout_map", (nw, nh, slices * nb), defines, params, reads=reads, writes=(out,), box=box,
+                    inplace=inplace)
 
 
 # -- what the reference kernel says ----------------------------------------------------------
@@ -409,7 +416,7 @@ def _remap(node, env):
     if node.options.get(ALIAS) and same_storage(node.inputs[0], node.outputs[0]):
         env.alias(node.outputs[0], node.inputs[0])
         return []
-    return [gather_dispatch(out, g, env) for out, index_map in zip(node.outputs, _index_maps(node)[0])
+    return [gather_dispatch(out, g, env, node=node) for out, index_map in zip(node.outputs, _index_maps(node)[0])
             for g in _pieces(node, index_map)]
 
 
@@ -575,6 +582,7 @@ def _space_to_batch_support(node):
 
 
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
+ALIAS_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")  # remaps that may share their input's storage (same_storage)
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
              "GATHER", "REVERSE_V2")
 BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
@@ -610,6 +618,19 @@ def _moves(arity, noop_input=0):
     return OpFacts(arity=arity, integer_move=True, noop_input=noop_input)
 
 
+def _epilogue_reason(node):
+    """Why a remap cannot apply epilogue steps, or None: one output, written by dispatches (not
+    an alias of its input, which would skip them)."""
+    if len(node.outputs) != 1:
+        return f"{node.op} has {len(node.outputs)} outputs"
+    if node.options.get(ALIAS) or (node.op in ALIAS_OPS and same_storage(node.inputs[0], node.outputs[0])):
+        return "it can be an alias of its input, without a dispatch to apply them (rule alias_reshape)"
+    return None
+
+
+# A remap applies its epilogue as it stores each vec4: the scale MUL of an attention's query lands
+# in the gather that lays it out for BATCH_MATMUL.
+EPILOGUE = {op: _epilogue_reason for op in REMAP_OPS}
 FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks move exactly (_moved_dtype_reason)
 # Ranks 5, 6 through the view (module docstring): the ops whose map is read off the reference, and
 # CONCATENATION; the edge rules and block ops index their dims one BHWC axis each.

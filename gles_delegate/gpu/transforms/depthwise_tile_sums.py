@@ -5,7 +5,7 @@ output of a block's sums), and SE_GATE sums those few values per channel. The ME
 goes (EfficientNet-B0: 16 of them, each about what an empty dispatch costs)."""
 import numpy as np
 
-from ..kernels import depthwise, squeeze_excite
+from ..kernels import depthwise, epilogue, squeeze_excite
 from . import alias_reshape
 from .common import is_boundary, producer_of, readers_of
 
@@ -31,7 +31,7 @@ def apply(graph, log):
 def _mean_chain(graph, pooled):
     """[MEAN] or [MEAN, reshape] computing the gate's pooled input (se_gate's two forms), or None."""
     node = producer_of(graph, pooled)
-    if node is not None and node.op in alias_reshape.OPS:
+    if node is not None and node.op in alias_reshape.OPS and not epilogue.steps_of(node):
         mean = producer_of(graph, node.inputs[0])
         return [mean, node] if mean is not None and mean.op == "MEAN" else None
     return [node] if node is not None and node.op == "MEAN" else None

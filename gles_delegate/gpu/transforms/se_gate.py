@@ -67,7 +67,7 @@ def _pooled(graph, mean, operands):
     pooled = mean.outputs[0]
     reshape = sole_reader(graph, pooled, operands)
     if reshape is not None and reshape.op in alias_reshape.OPS and reshape.inputs[0] is pooled \
-            and same_storage(pooled, reshape.outputs[0]):
+            and same_storage(pooled, reshape.outputs[0]) and not epilogue.steps_of(reshape):
         return reshape.outputs[0], reshape
     return pooled, None
 
