@@ -99,10 +99,11 @@ _checks = gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_s
 def support(node):
     """The reference kernel's checks and the GPU's (conv.gpu_support); one output, or two with
     TILE_SUMS: the output and its tile sums."""
-    if len(node.outputs) != 1 + bool(node.options.get(TILE_SUMS)):
-        return f"DEPTHWISE_CONV_2D takes 1 output, got {len(node.outputs)}" if not node.options.get(TILE_SUMS) \
-            else f"DEPTHWISE_CONV_2D with tile sums takes 2 outputs, got {len(node.outputs)}"
-    if not node.options.get(TILE_SUMS):
+    sums = bool(node.options.get(TILE_SUMS))
+    if len(node.outputs) != 1 + sums:
+        what = "DEPTHWISE_CONV_2D with tile sums takes 2 outputs" if sums else "DEPTHWISE_CONV_2D takes 1 output"
+        return f"{what}, got {len(node.outputs)}"
+    if not sums:
         return _checks(node)
     if tuple(node.outputs[1].shape) != tile_sums_shape(node):
         return f"tile sums tensor {node.outputs[1].index} is not {list(tile_sums_shape(node))}"
