@@ -100,17 +100,23 @@ def test_a_remap_applies_the_chain_as_it_moves_values(op, precision):
 
 
 def test_a_remap_of_several_outputs_or_an_alias_takes_no_epilogue():
-    """SPLIT's outputs would share one epilogue; a reshape that keeps the layout is an alias
-    (rule alias_reshape), which runs no dispatch to apply steps."""
+    """SPLIT's outputs would share one epilogue; a reshape made an alias (rule alias_reshape)
+    runs no dispatch to apply steps, and a reshape with steps is not made one."""
     c = Chain((1, 4, 4, 8))
     halves = c.b.tensor("a", (1, 4, 4, 4)), c.b.tensor("b", (1, 4, 4, 4))
     c.b.op("SPLIT", [_i32(c, 3), c.x], list(halves), num_splits=2)
     graph = rulelib.rewrite_through(c.build(*halves), "remove_dead")[0]
     assert "2 outputs" in kernels.epilogue_reason(graph.nodes[0])
     c = Chain((1, 4, 4, 8))
-    model = c.build(c.op("RESHAPE", c.x, _i32(c, [1, 16, 8]), shape=(1, 16, 8)))
-    graph = rulelib.rewrite_through(model, "remove_dead")[0]
+    model = c.build(c.op("SOFTMAX", c.op("RESHAPE", c.x, _i32(c, [1, 16, 8]), shape=(1, 16, 8)), beta=1.0))
+    graph = rulelib.rewrite_through(model, "alias_reshape")[0]
     assert "alias" in kernels.epilogue_reason(graph.nodes[0])
+    c = Chain((1, 4, 4, 8))
+    model = c.build(c.op("NEG", c.op("RESHAPE", c.op("ABS", c.x), _i32(c, [1, 16, 8]), shape=(1, 16, 8))))
+    graph, log = rulelib.rewrite_through(model, "alias_reshape")
+    assert "epilogue steps" in rulelib.why(log, "alias_reshape", "#1 (RESHAPE)")
+    summary, _ = check_gpu(model, [random((1, 4, 4, 8), 3)])
+    assert summary["dispatches"] == 3  # convert_in, ABS, the reshape's copy applying the NEG
 
 
 def test_every_kernel_with_an_epilogue_is_covered():

@@ -582,7 +582,6 @@ def _space_to_batch_support(node):
 
 
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
-ALIAS_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")  # remaps that may share their input's storage (same_storage)
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
              "GATHER", "REVERSE_V2")
 BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
@@ -620,11 +619,14 @@ def _moves(arity, noop_input=0):
 
 def _epilogue_reason(node):
     """Why a remap cannot apply epilogue steps, or None: one output, written by dispatches (not
-    an alias of its input, which would skip them)."""
+    an alias of its input, which would skip them). A reshape that could be an alias takes them
+    too (rule alias_reshape then keeps it a copy): it may read through a removed layout op by
+    then (read_through_layout runs later), and if not, its copy applying an elementwise op costs
+    the one dispatch the op would have taken."""
     if len(node.outputs) != 1:
         return f"{node.op} has {len(node.outputs)} outputs"
-    if node.options.get(ALIAS) or (node.op in ALIAS_OPS and same_storage(node.inputs[0], node.outputs[0])):
-        return "it can be an alias of its input, without a dispatch to apply them (rule alias_reshape)"
+    if node.options.get(ALIAS):
+        return "it is an alias of its input, without a dispatch to apply them (rule alias_reshape)"
     return None
 
 
