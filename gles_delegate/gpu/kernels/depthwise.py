@@ -75,8 +75,9 @@ def build(node, env):
     padded = reads_padding(in4.h, kh, sh, dh, tiles_h * tile_h, pad_top) or \
         reads_padding(in4.w, kw, sw, dw, tiles_w * tile_w, pad_left)
     multiplier = out4.c // in4.c
+    sums = node.outputs[1] if node.options.get(TILE_SUMS) else None
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
-               "PADDED": int(padded), "TILE_SUMS": int(bool(node.options.get(TILE_SUMS))), **env.output_stage(node)}
+               "PADDED": int(padded), "TILE_SUMS": int(sums is not None), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
@@ -85,9 +86,8 @@ def build(node, env):
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     grid = (tiles_w, tiles_h, out4.b * out4.slices)
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
-    if not node.options.get(TILE_SUMS):
+    if sums is None:
         return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
-    sums = node.outputs[1]
     params.update({"sums_offset": env.arena(sums), "sums_size": env.shape4(sums).as_ivec4()})
     return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out, sums), inplace=inplace,
                      workgroup=(*TILE_BLOCK, 1))]
@@ -105,8 +105,9 @@ def support(node):
         return f"{what}, got {len(node.outputs)}"
     if not sums:
         return _checks(node)
-    if tuple(node.outputs[1].shape) != tile_sums_shape(node):
-        return f"tile sums tensor {node.outputs[1].index} is not {list(tile_sums_shape(node))}"
+    expected = tile_sums_shape(node)
+    if tuple(node.outputs[1].shape) != expected:
+        return f"tile sums tensor {node.outputs[1].index} is not {list(expected)}"
     convolution = copy.copy(node)  # TFLite's op, whose checks take its one output
     convolution.outputs = node.outputs[:1]
     return _checks(convolution)

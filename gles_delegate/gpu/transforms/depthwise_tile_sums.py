@@ -7,7 +7,7 @@ import numpy as np
 
 from ..kernels import depthwise, epilogue, squeeze_excite
 from . import alias_reshape
-from .common import is_boundary, producer_of, readers_of
+from .common import only_reader_blocker, producer_of
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.depthwise_tile_sums.ENABLED=0)
 
@@ -41,10 +41,10 @@ def _blocker(graph, chain):
     """Why the MEAN (and reshape) of `chain` cannot go, or None: each output is read by the next
     node alone and stays in the partition; the MEAN's input is the first output of a
     DEPTHWISE_CONV_2D that writes no tile sums yet."""
-    for node, reader_count in zip(chain, (1, 1)):
-        out = node.outputs[0]
-        if is_boundary(graph, out) or len(readers_of(graph, out)) != reader_count:
-            return f"tensor {out.index} is read elsewhere or leaves the partition"
+    for node in chain:
+        reason = only_reader_blocker(graph, node.outputs[0], node)
+        if reason:
+            return reason
     x = chain[0].inputs[0]
     conv = producer_of(graph, x)
     if conv is None or conv.op != "DEPTHWISE_CONV_2D" or conv.outputs[0] is not x:
