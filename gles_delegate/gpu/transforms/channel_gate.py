@@ -5,26 +5,22 @@ tensor go away."""
 from ..kernels import epilogue
 from ..kernels.conv import INPUT_GATE
 from ..phwc4 import Shape4, bhwc
-from .common import fused_operands, sole_plain_reader
+from .common import fuse_into_readers, sole_plain_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.channel_gate.ENABLED=0)
 
 
 def apply(graph, log):
-    operands = fused_operands(graph)
-    for node in list(graph.nodes):
-        if node.op != "MUL" or any(t.is_const for t in node.inputs[:2]):
-            continue
-        x, gate = _operands(node)
-        conv, reason = _convolution(graph, node, x, gate, operands)
-        if reason:
-            log.skipped(node, reason)
-            continue
-        conv.options[INPUT_GATE] = gate
-        graph.set_inputs(conv, [x] + conv.inputs[1:])
-        graph.remove_node(node)
-        operands.add(id(gate))
-        log.applied(node, f"into {conv.label}, which gates its input as it loads it")
+    fuse_into_readers(graph, log, "MUL", _convolution, _fuse)
+
+
+def _fuse(graph, node, conv, operands):
+    x, gate = _operands(node)
+    conv.options[INPUT_GATE] = gate
+    graph.set_inputs(conv, [x] + conv.inputs[1:])
+    graph.remove_node(node)
+    operands.add(id(gate))
+    return f"into {conv.label}, which gates its input as it loads it"
 
 
 def _operands(node):
@@ -39,9 +35,12 @@ def _one_pixel(tensor):
     return s4.h == s4.w == 1
 
 
-def _convolution(graph, node, x, gate, operands):
-    """(the CONV_2D that can take MUL `node` of x and gate as its input gate, None), or (None,
-    why not)."""
+def _convolution(graph, node, operands):
+    """(the CONV_2D that can take MUL `node` of x and a gate as its input gate, None), (None,
+    why not), or (None, None) for a MUL of a constant (no gate)."""
+    if any(t.is_const for t in node.inputs[:2]):
+        return None, None
+    x, gate = _operands(node)
     out = node.outputs[0]
     x4, g4 = bhwc(x.shape), bhwc(gate.shape)
     if len(x.shape) != 4 or tuple(out.shape) != tuple(x.shape):

@@ -46,6 +46,22 @@ def sole_reader(graph, tensor, operands):
     return readers[0]
 
 
+def fuse_into_readers(graph, log, op, reader_of, fuse):
+    """Fold every `op` node into the node reading its output: reader_of(graph, node, operands)
+    gives (that reader, None), (None, why not) or (None, None) for a node that is no candidate
+    (logged nowhere); fuse(graph, node, reader, operands) rewrites both and returns what the log
+    says it did. `operands`: fused_operands, kept up to date by fuse."""
+    operands = fused_operands(graph)
+    for node in list(graph.nodes):
+        if node.op != op:
+            continue
+        reader, reason = reader_of(graph, node, operands)
+        if reason:
+            log.skipped(node, reason)
+        elif reader is not None:
+            log.applied(node, fuse(graph, node, reader, operands))
+
+
 def sole_plain_reader(graph, node, operands):
     """(the one node reading `node`'s output, None), or (None, why not): for folding a node into
     how its reader loads its output, the node must carry no fused activation or epilogue steps,

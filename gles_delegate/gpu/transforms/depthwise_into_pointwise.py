@@ -10,7 +10,7 @@ from ..kernels import epilogue
 from ..kernels.conv import INPUT_DEPTHWISE, INPUT_GATE, depthwise_repeats
 from ..kernels.depthwise import TILE_SUMS
 from ..phwc4 import bhwc
-from .common import fused_operands, sole_reader
+from .common import fuse_into_readers, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.depthwise_into_pointwise.ENABLED=0)
 # The most vec4 tap products (batch x pixels x slices x taps of the depthwise convolution, once
@@ -20,18 +20,14 @@ MAX_RECOMPUTED_TAPS = 1 << 20
 
 
 def apply(graph, log):
-    operands = fused_operands(graph)
-    for node in list(graph.nodes):
-        if node.op != "DEPTHWISE_CONV_2D":
-            continue
-        pointwise, reason = _pointwise(graph, node, operands)
-        if reason:
-            log.skipped(node, reason)
-            continue
-        pointwise.options[INPUT_DEPTHWISE] = node
-        graph.remove_node(node)
-        graph.set_inputs(pointwise, [node.inputs[0]] + pointwise.inputs[1:])
-        log.applied(node, f"into {pointwise.label}, which computes it as it loads its input")
+    fuse_into_readers(graph, log, "DEPTHWISE_CONV_2D", _pointwise, _fuse)
+
+
+def _fuse(graph, node, pointwise, operands):
+    pointwise.options[INPUT_DEPTHWISE] = node
+    graph.remove_node(node)
+    graph.set_inputs(pointwise, [node.inputs[0]] + pointwise.inputs[1:])
+    return f"into {pointwise.label}, which computes it as it loads its input"
 
 
 def _pointwise(graph, node, operands):

@@ -7,27 +7,23 @@ nowhere else.
 Runs after se_gate, which takes a MEAN whole into its gate kernel where the plane is small: an
 ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where it can be)."""
 from ..kernels.reduce import INPUT_ADDEND, OP_CODES
-from .common import fused_operands, sole_plain_reader
+from .common import fuse_into_readers, sole_plain_reader
 
 # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.fuse_add_into_reduce.ENABLED=0)
 ENABLED = True
 
 
 def apply(graph, log):
-    operands = fused_operands(graph)
-    for node in list(graph.nodes):
-        if node.op != "ADD":
-            continue
-        reduction, reason = _reduction(graph, node, operands)
-        if reason:
-            log.skipped(node, reason)
-            continue
-        x, addend = node.inputs[:2]
-        reduction.options[INPUT_ADDEND] = addend
-        graph.set_inputs(reduction, [x] + reduction.inputs[1:])
-        graph.remove_node(node)
-        operands.add(id(addend))
-        log.applied(node, f"into {reduction.label}, which adds tensor {addend.index} to each element it loads")
+    fuse_into_readers(graph, log, "ADD", _reduction, _fuse)
+
+
+def _fuse(graph, node, reduction, operands):
+    x, addend = node.inputs[:2]
+    reduction.options[INPUT_ADDEND] = addend
+    graph.set_inputs(reduction, [x] + reduction.inputs[1:])
+    graph.remove_node(node)
+    operands.add(id(addend))
+    return f"into {reduction.label}, which adds tensor {addend.index} to each element it loads"
 
 
 def _reduction(graph, node, operands):
