@@ -117,22 +117,20 @@ vec4 tfl_finite(vec4 x) { return tfl_clamp(x, vec4(-TFL_FLT_MAX), vec4(TFL_FLT_M
 // half math); tanh(+-10) is +-1 to float precision.
 vec4 tfl_tanh(vec4 x) { return mix(tanh(clamp(x, vec4(-10.0), vec4(10.0))), x, tfl_isnan(x)); }
 
-// TFLite's fused activation `kind` (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1,
-// 3 relu6, 4 tanh. NaN stays NaN (tfl_clamp). Callers pass a compile-time constant (a define),
-// so the branches fold away.
-vec4 activation(vec4 x, int kind) {
-  if (kind == 1) return tfl_max(x, vec4(0.0));
-  if (kind == 2) return tfl_clamp(x, vec4(-1.0), vec4(1.0));
-  if (kind == 3) return tfl_clamp(x, vec4(0.0), vec4(6.0));
-  if (kind == 4) return tfl_tanh(x);
-  return x;
-}
-
-// The kernel's output stage: its fused activation (ACTIVATION), then with CLAMP_FINITE (the
-// kernel's TFLite op ends in ActivationFunctionWithMinMax: conv, depthwise, transpose conv, FC,
-// pooling) the clamp to the finite floats (tfl_finite); without it (CONCATENATION) infinities stay.
+// TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
+// 4 tanh. NaN stays NaN (tfl_clamp). CLAMP_FINITE: the kernel's TFLite op ends in
+// ActivationFunctionWithMinMax (conv, depthwise, transpose conv, FC, pooling), whose range is
+// also the finite floats (tfl_finite); without it (CONCATENATION) infinities stay.
 vec4 activate(vec4 x) {
-  x = activation(x, ACTIVATION);
+#if ACTIVATION == 1
+  x = tfl_max(x, vec4(0.0));
+#elif ACTIVATION == 2
+  x = tfl_clamp(x, vec4(-1.0), vec4(1.0));
+#elif ACTIVATION == 3
+  x = tfl_clamp(x, vec4(0.0), vec4(6.0));
+#elif ACTIVATION == 4
+  x = tfl_tanh(x);
+#endif
 #if CLAMP_FINITE
   x = tfl_finite(x);
 #endif

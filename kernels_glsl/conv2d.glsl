@@ -22,18 +22,12 @@
 //                by the gate's vec4 of its batch and slice (a [B, 1, 1, C] tensor at gate_offset)
 //                as it is loaded, as the MUL computed and stored it (ep_stored); a padded tap
 //                still reads zero
-//   DEPTHWISE    a DEPTHWISE_CONV_2D of multiplier 1 (rule depthwise_into_pointwise) fused into
-//                this POINTWISE convolution: the input vec4 at (pixel, slice) is computed from the
-//                depthwise convolution's input (in_offset, dw_in_size) as that kernel computed and
-//                stored it (depthwise()); DW_KH, DW_KW its kernel, DW_PADDED whether a tap reads
-//                its zero padding, DW_ACTIVATION its fused activation
 //   EP_*         the epilogue (epilogue.glsl) applied to each value before it is stored
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena);
 //   weights_offset, bias_offset (constants); stride, dilation, pad (x, y); out_channels;
 //   group_channels (output, input channels of one convolution group: (O, C) when ungrouped);
 //   window (the most input slices one group of OUT_SLICES output slices reads); gate_offset (arena,
-//   with GATED); with DEPTHWISE dw_in_size (w, h) of its input, dw_stride, dw_dilation, dw_pad,
-//   dw_weights_offset, dw_bias_offset (packed as depthwise.py packs them).
+//   with GATED).
 // Grouped convolution: output channel o reads input channels (o / group_channels.x) *
 // group_channels.y onwards, so a group of output slices reads only the `window` input slices from
 // the first one its channels need (in_slice0). Channels of another convolution group inside those
@@ -52,34 +46,6 @@
 shared vec4 partial[WG_X * WG_Y * WG_Z * BLOCK];
 #endif
 
-#if DEPTHWISE
-// The depthwise convolution's output at pixel `pixel` of its output plane (in_size) and slice
-// `slice`; `base`: the arena index of its input's batch item. Its taps add up in the order of
-// depthwise_conv2d.glsl's, and the value is rounded as its store rounded it (ep_stored).
-vec4 depthwise(int pixel, int slice, int base) {
-  ivec2 origin = ivec2(pixel % in_size.x, pixel / in_size.x) * dw_stride - dw_pad;
-  int first = base + slice * dw_in_size.x * dw_in_size.y;
-  int w = dw_weights_offset + slice * DW_KH * DW_KW;
-  vec4 acc = vec4(0.0);
-  for (int ky = 0; ky < DW_KH; ++ky) {
-    for (int kx = 0; kx < DW_KW; ++kx) {
-      ivec2 c = origin + ivec2(kx, ky) * dw_dilation;
-#if DW_PADDED
-      bool inside = all(greaterThanEqual(c, ivec2(0))) && all(lessThan(c, dw_in_size));
-      c = clamp(c, ivec2(0), dw_in_size - 1);
-#endif
-      vec4 v = load(first + c.y * dw_in_size.x + c.x);
-#if DW_PADDED
-      v = inside ? v : vec4(0.0);  // a select: a padded tap adds exactly 0, even next to Inf
-#endif
-      acc += v * weight(w + ky * DW_KW + kx);
-    }
-  }
-  vec4 v = tfl_finite(activation(acc + weight(dw_bias_offset + slice), DW_ACTIVATION));
-  return ep_stored(keep_channels(v, group_channels.y, slice));
-}
-#endif
-
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   // No early return before the split's barrier: every invocation of the workgroup must reach it.
@@ -93,9 +59,6 @@ void main() {
   int group, batch, in_batch;
   conv_layer(gid.z, group, batch, in_batch);
   int in_plane = in_size.x * in_size.y;
-#if DEPTHWISE
-  int dw_batch = in_offset + batch * in_size.z * dw_in_size.x * dw_in_size.y;
-#endif
   int out_plane = out_size.x * out_size.y;
 
   // out_pixel[p]: the pixel's index in the output plane. Blocks past the edge recompute the last
@@ -149,11 +112,7 @@ void main() {
         vec4 gate = load(gate_offset + batch * in_size.z + in_slice0 + s);
 #endif
         for (int p = 0; p < PIXELS; ++p) {
-#if DEPTHWISE
-          x[p] = depthwise(out_pixel[p], in_slice0 + s, dw_batch);
-#else
           x[p] = load(src[p] + (in_slice0 + s) * in_plane);
-#endif
 #if GATED
           // TFLite's float MUL clamps to the finite floats (epilogue.glsl's ep_binary).
           x[p] = ep_stored(tfl_finite(x[p] * gate));

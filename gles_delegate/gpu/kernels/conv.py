@@ -3,18 +3,16 @@ pixels per invocation), a split of the input channels over a workgroup (deep lay
 planes), a pointwise variant for 1x1 stride-1 convolutions, and whether any tap reads the zero
 padding; grouped convolutions (G = C / the filter's input channels) through per-dispatch
 params, each block of output slices reading the window of input slices its groups span; a
-channel gate multiplying the input as it is loaded (INPUT_GATE, rule channel_gate); a depthwise
-convolution computed as the input is loaded (INPUT_DEPTHWISE, rule depthwise_into_pointwise). Also
+channel gate multiplying the input as it is loaded (INPUT_GATE, rule channel_gate). Also
 what the other convolution kernels (depthwise.py, fully_connected.py, transpose_conv.py) share:
 support checks, blocking, weight and bias packing."""
 import numpy as np
 
 from ...graph import INPUT_GATE_KEY
 from ...ops import conv as reference
-from ...ops.common import fused_activation, spatial_geometry
+from ...ops.common import spatial_geometry
 from ...registry import OpFacts
 from . import epilogue
-from ..phwc4 import bhwc
 from ..workgroups import TARGET_INVOCATIONS, choose_workgroup
 from .base import Dispatch
 
@@ -35,11 +33,6 @@ CHUNKS_PER_LANE = 4
 # blocking off to 1 x 1 and then splitting. Shared memory: at most TARGET_INVOCATIONS (128) lanes
 # x 4 vec4 = 8 KB a workgroup, half the 16 KB every GLES 3.1 device has. False: the old order.
 BLOCKED_SPLIT = True
-# Output slices per block of a pointwise convolution with a fused depthwise one (fused_blocking),
-# which computes each depthwise value once per block: more than SLICE_CHOICES, since a block of
-# 8 slices makes the 9 taps of a 3x3 depthwise value a quarter of the work of the 32 products
-# that use it.
-FUSED_SLICE_CHOICES = (8, 4, 2, 1)
 # node.options[EXPLICIT_PADDING] = (top, left, bottom, right): zero padding of the input that a
 # PAD node added before the rewrite rule merge_padding folded it into this node.
 EXPLICIT_PADDING = "explicit_padding"
@@ -47,10 +40,6 @@ EXPLICIT_PADDING = "explicit_padding"
 # per batch and channel as it is loaded: a squeeze-excite MUL the rewrite rule channel_gate
 # fused into this convolution (the input tensor is the MUL's other operand).
 INPUT_GATE = INPUT_GATE_KEY
-# node.options[INPUT_DEPTHWISE] = the DEPTHWISE_CONV_2D node (multiplier 1, no epilogue steps)
-# whose output this pointwise convolution read: the rule depthwise_into_pointwise made the
-# convolution read that node's input instead, computing the depthwise output as it loads it.
-INPUT_DEPTHWISE = "input_depthwise"
 
 
 def optional_input(node, index):
@@ -134,21 +123,6 @@ def conv_blocking(slices, pixels, rows_and_batches, window_of, taps, blocks_spli
     return out_slices, block, split
 
 
-def fused_blocking(slices, pixels, rows_and_batches, window_of):
-    """(output slices, pixels, lanes) per output block of a pointwise convolution that computes
-    a depthwise convolution as it loads its input (INPUT_DEPTHWISE): every block computes the
-    depthwise values it reads, so the block keeps as many output slices as FUSED_SLICE_CHOICES
-    allows whatever the grid's size; pixel blocks back off, then K splits over lanes, until the
-    grid fills the GPU."""
-    out_slices, block = block_size(slices, FUSED_SLICE_CHOICES), block_size(pixels, PIXEL_CHOICES)
-
-    def outputs():
-        return -(-slices // out_slices) * -(-pixels // block) * rows_and_batches
-    while outputs() < MIN_INVOCATIONS and block > 1:
-        block //= 2
-    return out_slices, block, k_split(window_of(out_slices), outputs())
-
-
 def split_workgroup(split, blocks, layers):
     """Workgroup (x, split, z) of a split-K kernel whose grid is (blocks, rows x split, layers):
     the lanes of one output along y, about TARGET_INVOCATIONS in all."""
@@ -221,103 +195,46 @@ def reads_padding(in_size, kernel, stride, dilation, out_size, pad_before):
     return pad_before > 0 or last >= in_size
 
 
-def taps_geometry(node, in4, out4):
-    """(kernel (KW, KH), stride (x, y), dilation (x, y), pad (left, top), whether some tap
-    reads the zero padding) of a CONV_2D or DEPTHWISE_CONV_2D from an input of PHWC4 shape in4
-    to out4, as the kernels' params take them."""
-    kh, kw = node.inputs[1].shape[1:3]
+def build(node, env):
+    """One conv2d.glsl Dispatch over the output [N, OH, OW, O]: a grid of (pixel blocks, rows,
+    batch x output slice groups) invocations, weights and bias packed as constants."""
+    x, filt, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
+    out = node.outputs[0]
+    in4, out4 = env.shape4(x), env.shape4(out)
+    kh, kw = filt.shape[1:3]
     (sh, sw), (dh, dw) = reference.strides_of(node), reference.dilations_of(node)
     _, _, pad_top, pad_left = geometry(node, (in4.h, in4.w), (kh, kw), (sh, sw), (dh, dw))
     padded = reads_padding(in4.h, kh, sh, dh, out4.h, pad_top) or reads_padding(in4.w, kw, sw, dw, out4.w, pad_left)
-    return (kw, kh), (sw, sh), (dw, dh), (pad_left, pad_top), padded
-
-
-def _layout(node, in4, out4, fused=False):
-    """(taps_geometry(), pointwise, rows, extent, group_channels, window_of, (out_slices, pixels,
-    split)) of a CONV_2D reading an input of PHWC4 shape in4; `fused`: with INPUT_DEPTHWISE."""
-    (kw, kh), stride, _, _, padded = geometry_ = taps_geometry(node, in4, out4)
-    pointwise = kw == kh == 1 and stride == (1, 1) and not padded  # explicit padding moves the pixels
+    pointwise = kh == kw == 1 and sh == sw == 1 and not padded  # explicit padding moves the pixels
     rows, extent = (1, out4.h * out4.w) if pointwise else (out4.h, out4.w)
     # A grouped convolution's block reads the input slices of its groups only; an ungrouped one
     # reads them all (one group of O outputs over C inputs: window = every slice).
-    depth = node.inputs[1].shape[3]
-    group_channels = (out4.c // (in4.c // depth), depth)
-    grouped = depth != in4.c
+    group_channels = (out4.c // (in4.c // filt.shape[3]), filt.shape[3])
+    grouped = group_channels[1] != in4.c
 
     def window_of(out_slices):
         return group_window(out_slices, out4.c, group_channels)[1] if grouped else in4.slices
     # A grouped convolution backs its blocking off first, then splits (no blocked split).
-    blocks = fused_blocking(out4.slices, extent, rows * out4.b, window_of) if fused else \
-        conv_blocking(out4.slices, extent, rows * out4.b, window_of, kh * kw, blocks_split=not grouped)
-    return geometry_, pointwise, rows, extent, group_channels, window_of, blocks
-
-
-def depthwise_repeats(node, depthwise_out):
-    """How many times the kernel would compute each depthwise output value were the CONV_2D
-    `node` (reading `depthwise_out`) to take its depthwise convolution (INPUT_DEPTHWISE): once
-    per block of output slices, each block summing every input slice. None when the node is not
-    an ungrouped pointwise convolution, the one form that takes one."""
-    in4, out4 = bhwc(depthwise_out.shape), bhwc(node.outputs[0].shape)
-    _, pointwise, _, _, group_channels, _, (out_slices, _, _) = _layout(node, in4, out4, fused=True)
-    if not pointwise or group_channels[1] != in4.c:
-        return None
-    return -(-out4.slices // out_slices)
-
-
-def depthwise_weights(filter_1hwc):
-    """Filter [1, KH, KW, C] -> vec4 rows [ceil(C/4)][KH][KW] (channels zero-padded): how
-    depthwise_conv2d.glsl and conv2d.glsl's DEPTHWISE read a depthwise filter."""
-    _, kh, kw, c = filter_1hwc.shape
-    padded = np.zeros((kh, kw, -(-c // 4) * 4), np.float32)
-    padded[..., :c] = filter_1hwc[0]
-    return padded.reshape(kh, kw, -1, 4).transpose(2, 0, 1, 3).reshape(-1, 4)
-
-
-def _depthwise_stage(node, env, defines, params):
-    """Defines and params of the depthwise convolution `node` (INPUT_DEPTHWISE) whose output the
-    pointwise kernel computes as it loads it."""
-    filt, bias = node.inputs[1], optional_input(node, 2)
-    in4, out4 = env.shape4(node.inputs[0]), env.shape4(node.outputs[0])
-    (kw, kh), stride, dilation, pad, padded = taps_geometry(node, in4, out4)
-    defines.update({"DW_KH": kh, "DW_KW": kw, "DW_PADDED": int(padded), "DW_ACTIVATION": fused_activation(node)})
-    params.update({"dw_in_size": (in4.w, in4.h), "dw_stride": stride, "dw_dilation": dilation, "dw_pad": pad,
-                   "dw_weights_offset": env.constant(depthwise_weights(np.asarray(filt.data, np.float32))),
-                   "dw_bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c))})
-
-
-def build(node, env):
-    """One conv2d.glsl Dispatch over the output [N, OH, OW, O]: a grid of (pixel blocks, rows,
-    batch x output slice groups) invocations, weights and bias packed as constants. With
-    INPUT_DEPTHWISE the input it reads is the depthwise convolution's, whose output it computes."""
-    x, filt, bias = node.inputs[0], node.inputs[1], optional_input(node, 2)
-    out = node.outputs[0]
-    depthwise = node.options.get(INPUT_DEPTHWISE)
-    in4, out4 = env.shape4(x if depthwise is None else depthwise.outputs[0]), env.shape4(out)
-    geometry_, pointwise, rows, extent, group_channels, window_of, blocks = _layout(node, in4, out4,
-                                                                                   fused=depthwise is not None)
-    (kw, kh), stride, dilation, pad, padded = geometry_
-    out_slices, pixels, split = blocks
+    out_slices, pixels, split = conv_blocking(out4.slices, extent, rows * out4.b, window_of, kh * kw,
+                                              blocks_split=not grouped)
+    window = window_of(out_slices)
     groups = -(-out4.slices // out_slices)
     blocks, layers = -(-extent // pixels), out4.b * groups
     weights = np.asarray(filt.data, np.float32)
-    grouped = group_channels[1] != in4.c
     packed = pack_grouped_weights(weights, out_slices, in4.c) if grouped else pack_weights(weights, out_slices)
     defines = {"KH": kh, "KW": kw, "OUT_SLICES": out_slices, "PIXELS": pixels, "K_SPLIT": split,
                "POINTWISE": int(pointwise),
                "PADDED": int(padded), **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "out_channels": out4.c,
               "in_offset": env.arena(x), "out_offset": env.arena(out), "group_channels": group_channels,
-              "window": window_of(out_slices), "weights_offset": env.constant(packed),
+              "window": window, "weights_offset": env.constant(packed),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
-              "stride": stride, "dilation": dilation, "pad": pad}
+              "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     workgroup = split_workgroup(split, blocks, layers) if split > 1 else None
     gate = node.options.get(INPUT_GATE)
     defines["GATED"] = int(gate is not None)
     if gate is not None:
         params["gate_offset"] = env.arena(gate)
-    defines["DEPTHWISE"] = int(depthwise is not None)
-    if depthwise is not None:
-        _depthwise_stage(depthwise, env, defines, params)
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,) + ((gate,) if gate is not None else ()))
     return [Dispatch("conv2d", (blocks, rows * split, layers), defines, params, reads=reads, writes=(out,),
                      workgroup=workgroup, inplace=inplace)]

@@ -15,13 +15,21 @@ from . import epilogue
 from ...registry import OpFacts
 from ..phwc4 import bhwc
 from .base import Dispatch
-from .conv import (MIN_INVOCATIONS, block_size, depthwise_weights, geometry, gpu_support, optional_input, output_shape,
-                   pack_bias, reads_padding)
+from .conv import (MIN_INVOCATIONS, block_size, geometry, gpu_support, optional_input, output_shape, pack_bias,
+                   reads_padding)
 
 TILE_SUMS = "tile_sums"  # node.options key: True when outputs[1] is the tile sums
 # Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
 # because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
 TILE_BLOCK = (8, 8)
+
+
+def pack_weights(filter_1hwc):
+    """Filter [1, KH, KW, C] -> vec4 rows [ceil(C/4)][KH][KW] (channels zero-padded)."""
+    _, kh, kw, c = filter_1hwc.shape
+    padded = np.zeros((kh, kw, -(-c // 4) * 4), np.float32)
+    padded[..., :c] = filter_1hwc[0]
+    return padded.reshape(kh, kw, -1, 4).transpose(2, 0, 1, 3).reshape(-1, 4)
 
 
 def tile_size(out4, strides, dilations):
@@ -73,7 +81,7 @@ def build(node, env):
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
-              "weights_offset": env.constant(depthwise_weights(np.asarray(filt.data, np.float32))),
+              "weights_offset": env.constant(pack_weights(np.asarray(filt.data, np.float32))),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
     grid = (tiles_w, tiles_h, out4.b * out4.slices)

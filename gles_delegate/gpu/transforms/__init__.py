@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, channel_gate, conv_to_fully_connected, depthwise_into_pointwise, depthwise_tile_sums,
-               elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm,
+from . import (alias_reshape, channel_gate, conv_to_fully_connected, depthwise_tile_sums, elementwise_after_layout,
+               fold_mul_add, fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm,
                fuse_residual_add, fuse_swish, global_pool_to_mean, merge_padding, pad_into_operand,
                read_through_layout, remove_dead, remove_noops, row_op_through_reshapes, se_gate, unflatten_dense)
 
@@ -47,7 +47,6 @@ RULES = (
     ("se_gate", se_gate.apply),
     ("depthwise_tile_sums", depthwise_tile_sums.apply),
     ("channel_gate", channel_gate.apply),
-    ("depthwise_into_pointwise", depthwise_into_pointwise.apply),
     ("fuse_add_into_reduce", fuse_add_into_reduce.apply),
     ("pad_into_operand", pad_into_operand.apply),
     ("read_through_layout", read_through_layout.apply),
