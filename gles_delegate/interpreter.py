@@ -57,10 +57,49 @@ class _Storage(dict):
         self.block = None  # the uint8 array the non-constant tensors are views of
         self.offsets = {}  # tensor index -> byte offset in the block
 
+        # tensor index -> (float32 array, its owner): a GPU partition output not yet copied in
+        # (defer_output); the copy is made when the tensor's array is asked for.
+        self.pending = {}
+
     def __missing__(self, index):
         tensor = self.deferred.pop(index)  # KeyError, as for any unknown index
         self[index] = value = tensor.data
         return value
+
+    def __getitem__(self, index):
+        if self.pending:
+            self.settle(index)
+        return super().__getitem__(index)
+
+    def __setitem__(self, index, value):
+        self.pending.pop(index, None)
+        super().__setitem__(index, value)
+
+    def defer_output(self, index, source, owner):
+        """Take float32 `source` (a partition's mapped output, which `owner` may unmap) as tensor
+        `index`'s value without copying it yet: get_tensor() copies it out once instead of twice,
+        any other access copies it in first. False (copy it now) where the tensor is not float32
+        of that shape or the user holds a view of the storage (Interpreter.tensor: a view must see
+        every invoke's outputs)."""
+        target = super().__getitem__(index)
+        if target.dtype != np.float32 or target.shape != source.shape or self.referenced():
+            return False
+        self.pending[index] = (source, owner)
+        return True
+
+    def settle(self, index=None, owner=None):
+        """Copy the deferred outputs in: tensor `index`'s, or all of `owner`'s (before it unmaps
+        them), or every one."""
+        for key in [index] if index is not None else list(self.pending):
+            entry = self.pending.get(key)
+            if entry is not None and (owner is None or entry[1] is owner):
+                del self.pending[key]
+                np.copyto(super().__getitem__(key), entry[0])
+
+    def output_copy(self, index):
+        """A copy of tensor `index`'s value (get_tensor), straight from a deferred output."""
+        entry = self.pending.get(index)
+        return np.array(entry[0] if entry is not None else self[index], copy=True)
 
     def place(self, block, offsets):
         """Hold the tensors placed in `block` (uint8) at {tensor index: (shape, dtype, byte offset)}."""
@@ -473,7 +512,7 @@ class Interpreter:
         if tensor.index in executor.unwritten:
             raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
                              "operator writes, and neither a graph input nor a constant")
-        return np.array(executor.storage[tensor.index], copy=True)
+        return executor.storage.output_copy(tensor.index)
 
     def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
         """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT: the
