@@ -409,7 +409,8 @@ def _all_finite(value):
 
 class MappedIo:
     """Inputs and outputs through a persistently, coherently mapped staging buffer: inputs are
-    copied (and converted to float32) straight into it, outputs straight out of it after a fence.
+    copied (and converted to float32) straight into it, outputs out of it after a fence (or left
+    there for the Interpreter's storage to copy when asked: defer_output).
     The kernels read and write a device-local buffer; glCopyBufferSubData moves the inputs in and
     the outputs out in one DMA copy each (measured on an H200: a convert_out kernel writing a
     257x257x21 output straight into host-mapped memory took 1.7 ms, scattered over PCIe). I/O of
