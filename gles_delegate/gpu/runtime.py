@@ -11,6 +11,7 @@ glBufferSubData and glMapBufferRange.
 """
 import ctypes
 import logging
+import os
 import weakref
 
 import numpy as np
@@ -407,6 +408,20 @@ def _all_finite(value):
     return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
 
 
+# MappedIo objects whose outputs some storage still reads from the mapping. A fork()ed child may
+# not inherit a driver's mapping (NVIDIA's), so they are copied in before every fork.
+_DEFERRING = weakref.WeakSet()
+
+
+def _settle_before_fork():
+    for io in list(_DEFERRING):
+        io.settle_deferred()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_settle_before_fork)
+
+
 class MappedIo:
     """Inputs and outputs through a persistently, coherently mapped staging buffer: inputs are
     copied (and converted to float32) straight into it, outputs out of it after a fence (or left
@@ -506,12 +521,19 @@ class MappedIo:
         ref = self.deferred_to.get(id(storage))
         if ref is None or ref() is not storage:
             self.deferred_to[id(storage)] = weakref.ref(storage)
+        _DEFERRING.add(self)
 
-    def release(self):
-        for ref in self.deferred_to.values():  # outputs still read from the mapping: copy them in first
+    def settle_deferred(self):
+        """Copy the outputs storages still read from this mapping into them."""
+        refs, self.deferred_to = list(self.deferred_to.values()), {}
+        _DEFERRING.discard(self)
+        for ref in refs:
             storage = ref()
             if storage is not None:
                 storage.settle(owner=self)
+
+    def release(self):
+        self.settle_deferred()  # before the mapping goes
         gl, staging = self.gl, ctypes.c_uint(self.staging)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.staging)
         gl.unmap_buffer(G.GL_COPY_WRITE_BUFFER)

@@ -3,12 +3,13 @@ the Interpreter storage's defer_output): get_tensor() copies each out once, and 
 reading the tensor (a CPU node, a view from Interpreter.tensor(), the next partition's input, the
 partition being released) copies it into the storage first. Each way must see the values of the
 last invoke that wrote it."""
+import os
+
 import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.tflite import ModelBuilder
-from tests.gpu.test_io_paths import IO_PATHS, use_io_path
+from tests.gpu.test_io_paths import IO_PATHS, add_relu_model, use_io_path
 
 SHAPE = (1, 5, 4, 6)
 
@@ -16,17 +17,11 @@ SHAPE = (1, 5, 4, 6)
 def model(cpu_tail=False):
     """out = RELU(x + y); with cpu_tail also tail = ADD_N(out, out) (an op without a GPU kernel:
     it runs on the CPU, reading the partition's output)."""
-    b = ModelBuilder()
-    x, y = b.input("x", SHAPE, np.float32), b.input("y", SHAPE, np.float32)
-    s, out = b.tensor("s", SHAPE, np.float32), b.tensor("out", SHAPE, np.float32)
-    b.op("ADD", [x, y], [s], fused_activation_function=0)
-    b.op("RELU", [s], [out])
-    b.output(out)
-    if cpu_tail:
+    def add_n(b, out):
         tail = b.tensor("tail", SHAPE, np.float32)
         b.op("ADD_N", [out, out], [tail])
         b.output(tail)
-    return b.build()
+    return add_relu_model(SHAPE, add_n if cpu_tail else None)
 
 
 def invoke(interpreter, seed):
@@ -105,3 +100,26 @@ def test_setting_the_tensor_drops_the_deferred_value():
         storage[out] = np.full(SHAPE, 7, np.float32)
         assert out not in storage.pending
         np.testing.assert_array_equal(interpreter.get_tensor(out), np.full(SHAPE, 7, np.float32))
+
+
+def test_a_fork_copies_the_outputs_in_first():
+    """A forked child may not inherit the driver's mapping (NVIDIA's): the parent copies every
+    deferred output into its storage before it forks, and the child reads them from there."""
+    with GpuDelegate() as delegate:
+        interpreter, out = allocated(delegate)
+        expected = invoke(interpreter, 5)
+        storage = interpreter._main.storage
+        assert out in storage.pending
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: only plain memory reads, then out at once
+            ok = not storage.pending and np.array_equal(dict.__getitem__(storage, out), expected)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            answer = pipe.read()
+        os.waitpid(pid, 0)
+        assert answer == b"1"
+        assert not storage.pending
+        np.testing.assert_array_equal(interpreter.get_tensor(out), expected)

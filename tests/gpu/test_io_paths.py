@@ -12,13 +12,16 @@ from gles_delegate.tflite import ModelBuilder
 SHAPE = (1, 9, 7, 6)  # 6 channels: the I/O is converted to and from PHWC4 by kernels
 
 
-def add_relu_model():
+def add_relu_model(shape=SHAPE, tail=None):
+    """out = RELU(x + y), the model's first output; tail(builder, out), when given, adds more."""
     b = ModelBuilder()
-    x, y = b.input("x", SHAPE, np.float32), b.input("y", SHAPE, np.float32)
-    s, out = b.tensor("s", SHAPE, np.float32), b.tensor("out", SHAPE, np.float32)
+    x, y = b.input("x", shape, np.float32), b.input("y", shape, np.float32)
+    s, out = b.tensor("s", shape, np.float32), b.tensor("out", shape, np.float32)
     b.op("ADD", [x, y], [s], fused_activation_function=0)
     b.op("RELU", [s], [out])
     b.output(out)
+    if tail is not None:
+        tail(b, out)
     return b.build()
 
 
