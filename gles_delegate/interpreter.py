@@ -603,8 +603,7 @@ class SignatureRunner:
             for index, value in values.items():
                 _set(self._executor, self._executor.graph.tensors[index], value)
             self._executor.invoke()
-            return {name: np.array(self._executor.storage[i], copy=True)
-                    for name, i in self._signature.outputs.items()}
+            return {name: self._executor.storage.output_copy(i) for name, i in self._signature.outputs.items()}
 
     def _fit(self, values):
         """Resize the inputs {tensor index: array} whose shape changed, then re-allocate if needed
