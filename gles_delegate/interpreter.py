@@ -58,10 +58,8 @@ class _Storage(dict):
         self.offsets = {}  # tensor index -> byte offset in the block
 
         # tensor index -> (float32 array, its owner): a GPU partition output not yet copied in
-        # (defer_output), or an input set straight into a partition's mapped input (set_value);
-        # the copy in is made when the tensor's array is asked for.
+        # (defer_output); the copy is made when the tensor's array is asked for.
         self.pending = {}
-        self.input_views = {}  # tensor index -> (a partition's mapped float32 input, its owner)
 
     def __missing__(self, index):
         tensor = self.deferred.pop(index)  # KeyError, as for any unknown index
@@ -88,29 +86,6 @@ class _Storage(dict):
             return False
         self.pending[index] = (source, owner)
         return True
-
-    def offer_input(self, index, view, owner):
-        """A partition's mapped float32 input for tensor `index`: set_value may write there."""
-        self.input_views.setdefault(index, (view, owner))
-
-    def input_ready(self, index, view):
-        """Whether tensor `index`'s value is in `view` already (set there by set_value)."""
-        entry = self.pending.get(index)
-        return entry is not None and entry[0] is view
-
-    def set_value(self, index, value):
-        """Copy `value` (the tensor's dtype and shape) into tensor `index`: straight into the
-        mapped input a partition offered for it, where there is one and no user view of the
-        storage is alive, so the partition's invoke need not copy it again; else into the
-        storage. Returns the owner of the mapped input written, or None."""
-        entry = self.input_views.get(index)
-        target = super().__getitem__(index)
-        if entry is None or target.dtype != np.float32 or entry[0].shape != target.shape or self.referenced():
-            self[index][...] = value
-            return None
-        np.copyto(entry[0], value)
-        self.pending[index] = entry
-        return entry[1]
 
     def settle(self, index=None, owner=None):
         """Copy the deferred outputs in: tensor `index`'s, or all of `owner`'s (before it unmaps
@@ -674,18 +649,13 @@ def _check_dtype(tensor, value):
 def _set(executor, tensor, value):
     value = np.asarray(value)
     _check_dtype(tensor, value)
-    storage = executor.storage
-    target = storage.get(tensor.index)  # dict.get: a value set into a mapped input stays there
-    if target is None:
-        target = storage[tensor.index]  # a deferred constant, computed now
+    target = executor.storage[tensor.index]
     if value.shape != target.shape:
         raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): got shape {list(value.shape)}, "
                          f"expected {list(target.shape)}")
     if tensor.is_const:
         raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): it is a constant")
-    owner = storage.set_value(tensor.index, value)
-    if owner is not None:
-        owner.remember(storage)
+    target[...] = value  # same dtype and shape: np.copyto's copy, without its 0.2 us of dispatch
 
 
 def _sparsity_details(sparsity):

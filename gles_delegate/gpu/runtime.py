@@ -483,14 +483,7 @@ class MappedIo:
 
     def write_inputs(self, storage):
         # A coherent mapping: these writes are visible to every GL command issued after them.
-        # The Interpreter's storage writes a float32 input straight into its view here when it is
-        # set (offer_input, set_value): then there is nothing to copy.
-        offer = getattr(storage, "offer_input", None)
         for index, view in self.inputs:
-            if offer is not None:
-                if storage.input_ready(index, view):
-                    continue
-                offer(index, view, self)
             np.copyto(view, storage[index], casting="unsafe")
         if self.status is not None:
             self.status[:] = 0
@@ -518,13 +511,13 @@ class MappedIo:
         defer = getattr(storage, "defer_output", None)
         for index, view in self.outputs:
             if defer is not None and defer(index, view, self):
-                self.remember(storage)
+                self._remember(storage)
             else:
                 store_output(storage[index], view)
 
-    def remember(self, storage):
-        """Keep a weak reference to `storage`, which holds values of this mapping not yet copied
-        (outputs, inputs set into it; a dead one's id may have been reused: replace it)."""
+    def _remember(self, storage):
+        """Keep a weak reference to `storage`, which holds outputs of this mapping not yet copied
+        (a dead one's id may have been reused: replace it)."""
         ref = self.deferred_to.get(id(storage))
         if ref is None or ref() is not storage:
             self.deferred_to[id(storage)] = weakref.ref(storage)
