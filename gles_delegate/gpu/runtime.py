@@ -508,7 +508,10 @@ class MappedIo:
         # The Interpreter's storage takes a float32 output as the mapped view itself and copies
         # it once, where get_tensor() asks (defer_output): a 5.5 MB output was copied twice per
         # end-to-end run, 0.4 ms each on the H200 machine (docs/performance.md, round 12).
-        defer = getattr(storage, "defer_output", None)
+        # Not where kernels set status words: an invoke they fail leaves the outputs of the last
+        # good one (check_status raises before the copy), and a deferred output would be the
+        # mapping the failed invoke has written.
+        defer = getattr(storage, "defer_output", None) if self.status is None else None
         for index, view in self.outputs:
             if defer is not None and defer(index, view, self):
                 self._remember(storage)

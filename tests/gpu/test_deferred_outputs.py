@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate import GpuDelegate, Interpreter, ModelError
+from tests.gpu.test_float_view import computed_indices_model
 from tests.gpu.test_io_paths import IO_PATHS, add_relu_model, use_io_path
 
 SHAPE = (1, 5, 4, 6)
@@ -123,3 +124,21 @@ def test_a_fork_copies_the_outputs_in_first():
         assert answer == b"1"
         assert not storage.pending
         np.testing.assert_array_equal(interpreter.get_tensor(out), expected)
+
+
+def test_an_invoke_failing_a_status_word_leaves_the_last_good_outputs():
+    """Kernels that set status words (a GATHER of out-of-range indices) fail the invoke after
+    the GPU wrote the mapping: outputs of such partitions are copied at once, so the last good
+    invoke's stay readable."""
+    table = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    with GpuDelegate() as delegate:
+        interpreter = Interpreter(model_content=computed_indices_model(table, 2), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        x, out = interpreter.get_input_details()[0]["index"], interpreter.get_output_details()[0]["index"]
+        interpreter.set_tensor(x, np.array([3, 0], np.float32))
+        interpreter.invoke()
+        assert out not in interpreter._main.storage.pending
+        interpreter.set_tensor(x, np.array([1, 9], np.float32))
+        with pytest.raises(ModelError, match="gather index out of range"):
+            interpreter.invoke()
+        np.testing.assert_array_equal(interpreter.get_tensor(out), table[[3, 0]])
