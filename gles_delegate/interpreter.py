@@ -56,7 +56,6 @@ class _Storage(dict):
         self.exposed = None
         self.block = None  # the uint8 array the non-constant tensors are views of
         self.offsets = {}  # tensor index -> byte offset in the block
-
         # tensor index -> (float32 array, its owner): a GPU partition output not yet copied in
         # (defer_output); the copy is made when the tensor's array is asked for.
         self.pending = {}
@@ -88,8 +87,8 @@ class _Storage(dict):
         return True
 
     def settle(self, index=None, owner=None):
-        """Copy the deferred outputs in: tensor `index`'s, or all of `owner`'s (before it unmaps
-        them), or every one."""
+        """Copy deferred outputs in: tensor `index`'s (when asked for), or all of `owner`'s
+        (before it unmaps them)."""
         for key in [index] if index is not None else list(self.pending):
             entry = self.pending.get(key)
             if entry is not None and (owner is None or entry[1] is owner):

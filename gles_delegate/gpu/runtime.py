@@ -512,11 +512,14 @@ class MappedIo:
         # good one (check_status raises before the copy), and a deferred output would be the
         # mapping the failed invoke has written.
         defer = getattr(storage, "defer_output", None) if self.status is None else None
+        deferred = False
         for index, view in self.outputs:
             if defer is not None and defer(index, view, self):
-                self._remember(storage)
+                deferred = True
             else:
                 store_output(storage[index], view)
+        if deferred:
+            self._remember(storage)
 
     def _remember(self, storage):
         """Keep a weak reference to `storage`, which holds outputs of this mapping not yet copied
