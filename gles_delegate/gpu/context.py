@@ -48,6 +48,7 @@ from ..errors import GpuError
 from . import egl
 from .gl import (GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, GL_SYNC_GPU_COMMANDS_COMPLETE, GlFunctions, PendingProgram,
                  Program, wait_sync)
+from .upload import StagingRing
 
 # Invokes run on a context kept current on their thread (module docstring); False: every invoke
 # makes the shared context current and releases it, as plain current() does.
@@ -132,6 +133,7 @@ class GlContext:
         self._depth = 0
         self._token = None
         self._programs = {}
+        self._staging = None  # upload.StagingRing once made; False where the driver refused it
         self._plain, self._keeping = _Current(self, False), _Current(self, True)
         self.egl, strings = _create_egl_context(device_index, gl_api, platforms, use_pbuffer)
         # Per EGL context, what the runtime left bound (module docstring); _active: the context
@@ -364,6 +366,13 @@ class GlContext:
         if program is not None:
             program.release()
 
+    def staging_ring(self):
+        """The context's upload.StagingRing, made on first use; None without glBufferStorage or
+        where the driver refused it (then uploads go through glBufferData). Call inside current()."""
+        if self._staging is None:
+            self._staging = self.persistent_mapping and StagingRing.create(self.gl) or False
+        return self._staging or None
+
     @property
     def program_count(self):
         return len(self._programs)
@@ -373,7 +382,7 @@ class GlContext:
         child only the references go: the GL objects are the parent's, and the lock may have been
         held by a parent thread when the process forked."""
         if self.forked:
-            self._programs, self.ctx, self._kept = {}, None, []
+            self._programs, self.ctx, self._kept, self._staging = {}, None, [], None
             return
         with self._lock:
             if self.ctx is None:
@@ -388,6 +397,9 @@ class GlContext:
             token = self.egl.enter()
             self.state_owner = None  # no reference to a partition outlives the context
             try:
+                staging, self._staging = self._staging, None
+                if staging:
+                    staging.release()
                 programs, self._programs = self._programs, {}
                 for program in programs.values():
                     program.release()

@@ -22,6 +22,7 @@ from . import gl as G
 from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
+from .upload import STAGED_MIN_BYTES
 
 ARENA_BINDING, CONSTS_BINDING, IO_BINDING, FLOAT_BINDING = 0, 1, 2, 3
 # The barrier every run ends with (with its I/O's own bits), before the fence: the shader writes
@@ -64,12 +65,16 @@ def out_of_memory(context, plan, what, nbytes, cause):
 def create_buffer(context, ctx, plan, what, nbytes, data=None, zeroed=False):
     """A moderngl buffer of `nbytes` (holding `data` when given, zeros when `zeroed`); GpuError
     saying which buffer and how large when the driver refuses it (moderngl raising, or
-    GL_OUT_OF_MEMORY pending)."""
+    GL_OUT_OF_MEMORY pending). Data of upload.STAGED_MIN_BYTES or more goes through the
+    context's staging ring where it has one (gpu/upload.py: why)."""
+    ring = context.staging_ring() if data is not None and nbytes >= STAGED_MIN_BYTES else None
     try:
-        buffer = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
+        buffer = ctx.buffer(data) if data is not None and ring is None else ctx.buffer(reserve=nbytes)
     except Exception as exc:  # moderngl.Error, MemoryError: the driver or the host refused it
         raise out_of_memory(context, plan, what, nbytes, f"{type(exc).__name__}: {exc}") from None
     _refuse_on_error(context, ctx, plan, what, nbytes, buffer)
+    if ring is not None:
+        ring.upload(buffer.glo, data)
     if zeroed:  # only into a buffer the driver made
         fill_zeros(context.gl, buffer.glo, nbytes)
         _refuse_on_error(context, ctx, plan, what, nbytes, buffer)

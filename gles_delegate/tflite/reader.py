@@ -8,7 +8,6 @@ against the file, and every shape against an element-count limit, so that a host
 a ModelError rather than a crash, a hang or a huge allocation.
 """
 import math
-import mmap
 import os
 import struct
 
@@ -16,6 +15,7 @@ import numpy as np
 import tflite
 
 from ..errors import ModelError
+from ..private_read import read_private
 from . import schema
 from .model import (BackgroundDigest, DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef,
                     Sparsity, SubgraphDef, TensorDef)
@@ -27,7 +27,7 @@ MAX_RANK = 16
 # file plus WORK_BASE. A flatbuffer may point many times at one table or vector (a DAG), so
 # without a budget a small file could make the reader build millions of objects.
 WORK_PER_BYTE, WORK_BASE = 32, 4 << 20
-POPULATED_READ_BYTES = 1 << 20  # smaller files are read into bytes
+PRIVATE_READ_BYTES = 1 << 20  # smaller files are read into bytes
 TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
 _SPARSE_VECTOR_TYPES = {1: (tflite.Int32Vector, np.dtype("<i4")), 2: (tflite.Uint16Vector, np.dtype("<u2")),
                         3: (tflite.Uint8Vector, np.dtype("u1"))}
@@ -94,20 +94,15 @@ def read_model(source, background_digest=False):
 
 
 def _read_file(path):
-    """The file's bytes. A large file is read into anonymous memory whose pages are mapped in one
-    call (MAP_POPULATE): fresh memory touched page by page costs 7-12 ms of faults per 17 MB in
-    a fresh process on the H200 machine's VM, about half of that this way (scratch timings of
-    both ways of reading a 17 MB model). The file itself is not
-    mapped (as TFLite does): truncating a mapped model in place (`cp` over it) would kill the
-    process with SIGBUS on the next read of a weight."""
+    """The file's bytes; a large file's in private anonymous memory (private_read: not a map of
+    the file, which a truncation in place would turn into SIGBUS, and filled with few page faults)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            populate = getattr(mmap, "MAP_POPULATE", None)
-            if size < POPULATED_READ_BYTES or populate is None:
+            if size < PRIVATE_READ_BYTES:
                 return f.read()
-            data = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
-            if f.readinto(data) != size or f.read(1):
+            data, count = read_private(f.fileno(), size)
+            if count != size or os.read(f.fileno(), 1):
                 raise ValueError(f"cannot read model file {path!r}: it changed size while being read")
             return data
     except OSError as exc:

@@ -155,11 +155,11 @@ def test_half_storage_warm_start_uploads_the_entrys_halves(mediapipe_models, tmp
 
 
 def test_warm_start_of_a_model_read_into_mapped_memory(mediapipe_models, tmp_path):
-    """A model file over POPULATED_READ_BYTES is read into an mmap, not bytes: the entry's name
+    """A model file over PRIVATE_READ_BYTES is read into an mmap, not bytes: the entry's name
     (the file's size and ends), the model's sha256 and the warm start work from it alike."""
     from gles_delegate.tflite import reader
     path = mediapipe_models["face_landmark"]
-    assert Path(path).stat().st_size >= reader.POPULATED_READ_BYTES
+    assert Path(path).stat().st_size >= reader.PRIVATE_READ_BYTES
     cold_interpreter, _, cold_outputs = start(path, tmp_path)
     assert not isinstance(cold_interpreter._model.source_bytes, bytes)
     with warnings.catch_warnings():

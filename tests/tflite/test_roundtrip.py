@@ -96,7 +96,7 @@ def test_real_models_roundtrip(mediapipe_models, name):
 
 
 def test_a_large_file_reads_as_its_bytes(mediapipe_models):
-    """A model file over POPULATED_READ_BYTES is read into mapped anonymous memory, not bytes:
+    """A model file over PRIVATE_READ_BYTES is read into mapped anonymous memory, not bytes:
     it must parse to the same model, with the same digest, and its weights stay read-only."""
     import hashlib
     from pathlib import Path
@@ -104,9 +104,9 @@ def test_a_large_file_reads_as_its_bytes(mediapipe_models):
     from gles_delegate.tflite import reader
     path = mediapipe_models["hand_landmark_full"]
     data = Path(path).read_bytes()
-    assert len(data) >= reader.POPULATED_READ_BYTES
+    assert len(data) >= reader.PRIVATE_READ_BYTES
     from_path, from_bytes = read_model(path, background_digest=True), read_model(data)
-    assert not isinstance(from_path.source_bytes, bytes)  # the populated path was taken
+    assert not isinstance(from_path.source_bytes, bytes)  # the private-memory path was taken
     assert from_path.digest == hashlib.sha256(data).hexdigest() == from_bytes.digest
     assert len(from_path.buffers) == len(from_bytes.buffers)
     for a, b in zip(from_path.buffers, from_bytes.buffers):

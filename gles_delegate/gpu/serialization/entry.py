@@ -13,7 +13,6 @@ corruption, not forgery: whoever can write the directory as this user can make t
 run any shader, which is why entries of other users are refused.
 """
 import json
-import mmap
 import os
 import stat
 import struct
@@ -21,6 +20,8 @@ import tempfile
 import threading
 import time
 import zlib
+
+from ...private_read import read_private
 
 MAGIC = b"GLESDLGC"
 FORMAT_VERSION = 3  # 3: long strings (GLSL sources) are UTF-8 blobs
@@ -158,25 +159,18 @@ def read_entry(path, max_bytes):
 
 
 def read_file(fd, size):
-    """The first `size` bytes of the file `fd`, read into private anonymous memory whose pages
-    are mapped in one call (MAP_POPULATE: none of the page by page first-touch faults of fresh
-    memory). The file itself is not mapped: a map of it faults (SIGBUS, the process dies) on a
-    page that a truncation in place (`cp` over the entry) removed while it is read. EntryError
-    when the file is shorter than `size` now: it changed under us; a change that keeps the size
-    is caught by the checksum, which is computed on this private copy."""
+    """The first `size` bytes of the file `fd`, read into private anonymous memory
+    (private_read.read_private: why not a map of the file, and how its pages are filled).
+    EntryError when the file is shorter than `size` now: it changed under us; a change that
+    keeps the size is caught by the checksum, which is computed on this private copy."""
     if size == 0:
         return b""
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
-    data = mmap.mmap(-1, size, flags=flags)
-    view, done = memoryview(data), 0
-    while done < size:
-        try:
-            count = os.readv(fd, [view[done:]])
-        except OSError as exc:
-            raise EntryError(f"cannot read it ({exc.strerror})") from None
-        if count == 0:
-            raise EntryError(f"changed while it was read: {done} of {size} bytes")
-        done += count
+    try:
+        data, count = read_private(fd, size)
+    except OSError as exc:
+        raise EntryError(f"cannot read it ({exc.strerror})") from None
+    if count < size:
+        raise EntryError(f"changed while it was read: {count} of {size} bytes")
     return data
 
 
