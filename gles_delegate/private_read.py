@@ -7,7 +7,7 @@ is mostly the first touch of fresh memory, one page fault per 4 KiB page, which 
 process on a virtual machine costs more than the copy: 25 MB took 10-15 ms with MAP_POPULATE
 (the pages mapped in one call) and 6-8 ms into memory advised for transparent huge pages (one
 fault per 2 MiB) on the H200 machine, 14-17 and 4-5 ms on a 2-core llvmpipe machine, against
-3-4 ms to read into memory already touched (scratch/memprobe.py timings; docs/performance.md,
+3-4 ms to read into memory already touched (throwaway timings, indicative; docs/performance.md,
 round 13). Huge pages are asked for where the kernel grants them on request
 (/sys/kernel/mm/transparent_hugepage/enabled is 'always' or 'madvise'); elsewhere the pages
 are populated up front.

@@ -4,7 +4,7 @@ glBufferData with the data makes the driver stage it in memory of its own: on th
 25 MB took 16-25 ms that way in a fresh process, most of it the first touch of the driver's fresh
 staging pages; through a ring of two 1 MiB slots that stay mapped (a memcpy into a slot, then
 glCopyBufferSubData into the destination, a fence per slot before it is written again) the same
-25 MB took 8-12 ms, about 4 ms of it making the ring (scratch/memprobe2.py timings;
+25 MB took 8-12 ms, about 4 ms of it making the ring (throwaway timings, indicative;
 docs/performance.md, round 13). The ring belongs to the GlContext (GlContext.staging_ring) and
 lives as long as it; contexts without glBufferStorage upload with glBufferData as before.
 """
