@@ -72,3 +72,20 @@ def test_a_context_releases_its_ring():
     assert _uploaded(context, data) == data
     context.release()
     assert context._staging is None
+
+
+def test_a_refused_mapping_gives_no_ring_and_no_pending_error(monkeypatch):
+    """StagingRing.create when the driver maps nothing: None, the buffer freed, no GL error left
+    (the conftest fails a test that leaves one)."""
+    from gles_delegate.gpu.context import GlContext
+    context = GlContext()
+    try:
+        with context.current():
+            monkeypatch.setattr(context.gl, "map_buffer_range", lambda *args: 0)
+            assert upload.StagingRing.create(context.gl) is None
+            context._staging = None
+            assert context.staging_ring() is None
+            assert context._staging is False  # not tried again
+            assert context.gl.get_error() == 0
+    finally:
+        context.release()
