@@ -37,7 +37,10 @@ def private_memory(size):
     to fill: advised for huge pages where they are granted, else populated at once."""
     if huge_pages_granted():
         memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        memory.madvise(mmap.MADV_HUGEPAGE)
+        try:
+            memory.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:  # refused (a sandbox's syscall filter): small pages, faulted as touched
+            pass
         return memory
     return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
 

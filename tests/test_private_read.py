@@ -45,3 +45,21 @@ def test_the_setting_is_read_from_the_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(private_read, "_THP_SETTING", str(tmp_path / "missing"))
     monkeypatch.setattr(private_read, "_huge_pages", None)
     assert private_read.huge_pages_granted() is False
+
+
+def test_a_refused_advice_still_reads(monkeypatch, tmp_path):
+    """madvise refused (a syscall filter): the memory is still usable, with small pages."""
+    if not hasattr(private_read.mmap, "MADV_HUGEPAGE"):
+        pytest.skip("this Python has no MADV_HUGEPAGE")
+    monkeypatch.setattr(private_read, "_huge_pages", True)
+
+    class Refusing(private_read.mmap.mmap):
+        def madvise(self, *args):
+            raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(private_read.mmap, "mmap", Refusing)
+    data = os.urandom(5 << 20)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        memory, count = private_read.read_private(f.fileno(), len(data))
+    assert isinstance(memory, Refusing) and count == len(data) and bytes(memory) == data

@@ -74,9 +74,10 @@ class StagingRing:
                 self.gl.delete_sync_fast(fence)
 
     def release(self):
-        """Wait for the copies in flight and free the buffer (its mapping goes with it)."""
-        try:
-            for slot in range(SLOTS):
-                self._wait(slot)
-        finally:
-            self.gl.delete_buffers(1, ctypes.byref(ctypes.c_uint(self.handle)))
+        """Free the fences and the buffer (its mapping goes with it). Nothing is waited for: GL
+        keeps a deleted buffer until the copies queued from it are done."""
+        fences, self.fences = self.fences, [None] * SLOTS
+        for fence in fences:
+            if fence is not None:
+                self.gl.delete_sync_fast(fence)
+        self.gl.delete_buffers(1, ctypes.byref(ctypes.c_uint(self.handle)))

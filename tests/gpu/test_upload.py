@@ -89,3 +89,23 @@ def test_a_refused_mapping_gives_no_ring_and_no_pending_error(monkeypatch):
             assert context.gl.get_error() == 0
     finally:
         context.release()
+
+
+def test_releasing_the_ring_with_copies_in_flight():
+    """release() right after an upload waits for nothing and leaves the uploaded buffer whole
+    (GL keeps the deleted staging buffer until its copies are done)."""
+    from gles_delegate.gpu.context import GlContext
+    context = GlContext()
+    data = np.random.default_rng(3).integers(0, 256, 3 * upload.SLOT_BYTES + 5, np.uint8).tobytes()
+    try:
+        with context.current() as ctx:
+            ring = context.staging_ring()
+            buffer = ctx.buffer(reserve=len(data))
+            ring.upload(buffer.glo, data)
+            ring.release()
+            assert ring.fences == [None] * upload.SLOTS
+            assert buffer.read() == data
+            context._staging = None  # released above
+            buffer.release()
+    finally:
+        context.release()
