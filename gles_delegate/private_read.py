@@ -49,11 +49,11 @@ def read_private(fd, size):
     """(memory, count): the next `size` (> 0) bytes of the open file `fd` read into
     private_memory(size); count < size when the file ended first. OSError as os.readv raises it."""
     memory = private_memory(size)
-    view, count = memoryview(memory), 0
-    while count < size:
-        read = os.readv(fd, [view[count:]])
-        if read == 0:
-            break
-        count += read
-    view.release()
+    count = 0
+    with memoryview(memory) as view:
+        while count < size:
+            read = os.readv(fd, [view[count:]])
+            if read == 0:
+                break
+            count += read
     return memory, count

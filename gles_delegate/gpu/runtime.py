@@ -74,7 +74,11 @@ def create_buffer(context, ctx, plan, what, nbytes, data=None, zeroed=False):
         raise out_of_memory(context, plan, what, nbytes, f"{type(exc).__name__}: {exc}") from None
     _refuse_on_error(context, ctx, plan, what, nbytes, buffer)
     if ring is not None:
-        ring.upload(buffer.glo, data)
+        try:
+            ring.upload(buffer.glo, data)
+        except BaseException:  # a fence that never signals: no buffer outlives the failed partition
+            buffer.release()
+            raise
     if zeroed:  # only into a buffer the driver made
         fill_zeros(context.gl, buffer.glo, nbytes)
         _refuse_on_error(context, ctx, plan, what, nbytes, buffer)

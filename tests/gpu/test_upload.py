@@ -109,3 +109,22 @@ def test_releasing_the_ring_with_copies_in_flight():
             buffer.release()
     finally:
         context.release()
+
+
+def test_a_failed_upload_frees_its_buffer(shared_context, monkeypatch):
+    """create_buffer whose ring upload fails (a fence that never signals: GpuError) raises and
+    leaves no buffer behind."""
+    from gles_delegate.errors import GpuError
+    data = np.zeros(upload.STAGED_MIN_BYTES // 4, np.float32)
+
+    class FailingRing:
+        def upload(self, target, source):
+            raise GpuError("the GPU did not finish")
+    monkeypatch.setattr(shared_context, "staging_ring", lambda: FailingRing())
+    with shared_context.current() as ctx:
+        made = []
+        make = ctx.buffer
+        monkeypatch.setattr(ctx, "buffer", lambda *a, **k: made.append(make(*a, **k)) or made[-1])
+        with pytest.raises(GpuError):
+            runtime.create_buffer(shared_context, ctx, None, "constants", data.nbytes, data)
+        assert len(made) == 1 and type(made[0].mglo).__name__ == "InvalidObject"  # released
