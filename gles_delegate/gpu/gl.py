@@ -215,6 +215,26 @@ class GlFunctions:
         return text.raw[:max(0, min(written.value, size))].decode(errors="replace").strip()
 
 
+def mapped_buffer(gl, nbytes, flags):
+    """(buffer name, address, 0) of a new buffer of `nbytes` with immutable storage
+    (glBufferStorage), mapped whole with `flags` (persistent mappings stay); (0, None, the GL
+    error or 0) when the driver refuses the storage or the mapping: nothing is left allocated,
+    bound or pending then. `gl`: the GlFunctions of a context current here, with buffer_storage."""
+    handle = ctypes.c_uint(0)
+    gl.gen_buffers(1, ctypes.byref(handle))
+    gl.bind_buffer(GL_COPY_WRITE_BUFFER, handle.value)
+    gl.buffer_storage(GL_COPY_WRITE_BUFFER, nbytes, None, flags)
+    error = gl.get_error()
+    address = None if error else gl.map_buffer_range(GL_COPY_WRITE_BUFFER, 0, nbytes, flags)
+    error = error or (0 if address else gl.get_error())
+    gl.bind_buffer(GL_COPY_WRITE_BUFFER, 0)
+    if not address:
+        gl.delete_buffers(1, ctypes.byref(handle))
+        gl.clear_errors()
+        return 0, None, error
+    return handle.value, address, 0
+
+
 def wait_sync(gl, sync):
     """Block until the fence `sync` (a Sync) signals, flushing the commands before it; GpuError
     if the GPU does not finish in SYNC_TIMEOUT_S. `gl`: the GlFunctions of a context current here."""

@@ -446,20 +446,10 @@ class MappedIo:
         gl = self.gl = context.gl
         self.direct = plan.io_bytes <= DIRECT_IO_MAX_BYTES
         self.device = None if self.direct else create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
-        staging = ctypes.c_uint(0)
-        gl.gen_buffers(1, ctypes.byref(staging))
-        self.staging = staging.value
-        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.staging)
-        gl.buffer_storage(G.GL_COPY_WRITE_BUFFER, plan.io_bytes, None, self.FLAGS)
-        error = gl.get_error()
-        address = None if error else gl.map_buffer_range(G.GL_COPY_WRITE_BUFFER, 0, plan.io_bytes, self.FLAGS)
-        error = error or (0 if address else gl.get_error())
-        gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
-        if not address:  # free what was made, leave no error pending, say what failed
-            gl.delete_buffers(1, ctypes.byref(staging))
+        self.staging, address, error = G.mapped_buffer(gl, plan.io_bytes, self.FLAGS)
+        if not address:  # free what was made (mapped_buffer did its own), say what failed
             if self.device is not None:
                 self.device.release()
-            gl.clear_errors()
             raise out_of_memory(context, plan, "I/O staging", plan.io_bytes,
                                 f"glBufferStorage / glMapBufferRange: {GL_ERRORS.get(error, hex(error))}")
         self.handle = self.staging if self.direct else self.device.glo

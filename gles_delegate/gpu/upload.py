@@ -33,17 +33,8 @@ class StagingRing:
     def create(cls, gl):
         """A ring on the current context, or None when the driver refuses the buffer or its
         mapping (no GL error is left pending then)."""
-        handle = ctypes.c_uint(0)
-        gl.gen_buffers(1, ctypes.byref(handle))
-        gl.bind_buffer(G.GL_COPY_READ_BUFFER, handle.value)
-        gl.buffer_storage(G.GL_COPY_READ_BUFFER, SLOTS * SLOT_BYTES, None, _FLAGS)
-        address = None if gl.get_error() else gl.map_buffer_range(G.GL_COPY_READ_BUFFER, 0, SLOTS * SLOT_BYTES, _FLAGS)
-        gl.bind_buffer(G.GL_COPY_READ_BUFFER, 0)
-        if not address:
-            gl.delete_buffers(1, ctypes.byref(handle))
-            gl.clear_errors()
-            return None
-        return cls(gl, handle.value, address)
+        handle, address, _ = G.mapped_buffer(gl, SLOTS * SLOT_BYTES, _FLAGS)
+        return cls(gl, handle, address) if address else None
 
     def upload(self, target, data):
         """Copy the bytes of `data` (a C-contiguous numpy array or a bytes-like object) to the

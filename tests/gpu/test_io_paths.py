@@ -61,3 +61,16 @@ def test_io_paths_agree(monkeypatch, path):
             np.testing.assert_array_equal(out, np.maximum(values[0] + values[1], 0))
         (partition,) = delegate.partitions
         check_io_path(partition, path)
+
+
+@pytest.mark.parametrize("path", ["direct", "device"])
+def test_a_refused_io_mapping_says_so(monkeypatch, path):
+    """The driver refuses to map the I/O staging buffer: a GpuError naming it and its size,
+    nothing left pending (the conftest fails a test that leaves a GL error)."""
+    from gles_delegate import GpuError
+    delegate = GpuDelegate()
+    use_io_path(monkeypatch, delegate, path)
+    monkeypatch.setattr(delegate.context.gl, "map_buffer_range", lambda *args: 0)
+    interpreter = Interpreter(model_content=add_relu_model(), experimental_delegates=[delegate])
+    with pytest.raises(GpuError, match="I/O staging buffer of"):
+        interpreter.allocate_tensors()
