@@ -4,13 +4,12 @@ and the serialization cache reads an entry.
 Neither file is mapped itself (as TFLite maps its model): a page that a truncation in place
 (`cp` over the file) removed kills the process with SIGBUS when it is read. The cost of the copy
 is mostly the first touch of fresh memory, one page fault per 4 KiB page, which in a fresh
-process on a virtual machine costs more than the copy: 25 MB took 10-15 ms with MAP_POPULATE
-(the pages mapped in one call) and 6-8 ms into memory advised for transparent huge pages (one
-fault per 2 MiB) on the H200 machine, 14-17 and 4-5 ms on a 2-core llvmpipe machine, against
-3-4 ms to read into memory already touched (throwaway timings, indicative; docs/performance.md,
-round 13). Huge pages are asked for where the kernel grants them on request
-(/sys/kernel/mm/transparent_hugepage/enabled is 'always' or 'madvise'); elsewhere the pages
-are populated up front.
+process on a virtual machine costs more than the copy itself. Huge pages make that one fault per
+2 MiB: they are asked for where the kernel grants them on request
+(/sys/kernel/mm/transparent_hugepage/enabled is 'always' or 'madvise'); elsewhere the pages are
+populated up front (MAP_POPULATE). On the H200 machine a warm start of ssd_mnv2_300 read its
+25.9 MB entry in 8.1-9.8 ms this way against 14.2 ms populated (`gles-bench-init --phases`,
+docs/performance.md, round 13).
 """
 import mmap
 import os

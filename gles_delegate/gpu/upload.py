@@ -1,10 +1,10 @@
 """Uploading megabytes (a partition's constants) through a small persistently mapped staging ring.
 
-glBufferData with the data makes the driver stage it in memory of its own: on the H200 machine
-25 MB took 16-25 ms that way in a fresh process, most of it the first touch of the driver's fresh
-staging pages; through a ring of two 1 MiB slots that stay mapped (a memcpy into a slot, then
-glCopyBufferSubData into the destination, a fence per slot before it is written again) the same
-25 MB took 8-12 ms, about 4 ms of it making the ring (throwaway timings, indicative;
+glBufferData with the data makes the driver stage it in fresh memory of its own, whose first
+touch in a fresh process is most of the cost; a ring of two 1 MiB slots that stay mapped (a
+memcpy into a slot, then glCopyBufferSubData into the destination, a fence per slot before it is
+written again) is touched once. On the H200 the constants of ssd_mnv2_300 (25.9 MB) took 6.0-7.2
+ms of a warm start this way against 21.5 ms before (`gles-bench-init --phases`,
 docs/performance.md, round 13). The ring belongs to the GlContext (GlContext.staging_ring) and
 lives as long as it; contexts without glBufferStorage upload with glBufferData as before.
 """
