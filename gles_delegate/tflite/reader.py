@@ -16,19 +16,14 @@ import tflite
 
 from ..errors import ModelError
 from ..private_read import read_private
-from . import schema
+from . import schema, tables
+from .limits import (INT_COST, INT_STRUCTS, MAX_RANK, MAX_TENSOR_ELEMENTS, STRING_COST, TABLE_COST,  # noqa: F401
+                     WORK_BASE, WORK_PER_BYTE)
 from .model import (BackgroundDigest, DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef,
                     Sparsity, SubgraphDef, TensorDef)
 
 FILE_IDENTIFIER = b"TFL3"
-MAX_TENSOR_ELEMENTS = 1 << 31
-MAX_RANK = 16
-# What reading may build, in estimated bytes of Python objects: WORK_PER_BYTE per byte of the
-# file plus WORK_BASE. A flatbuffer may point many times at one table or vector (a DAG), so
-# without a budget a small file could make the reader build millions of objects.
-WORK_PER_BYTE, WORK_BASE = 32, 4 << 20
 PRIVATE_READ_BYTES = 1 << 20  # smaller files are read into bytes
-TABLE_COST, INT_COST, STRING_COST = 256, 40, 64
 _SPARSE_VECTOR_TYPES = {1: (tflite.Int32Vector, np.dtype("<i4")), 2: (tflite.Uint16Vector, np.dtype("<u2")),
                         3: (tflite.Uint8Vector, np.dtype("u1"))}
 _DIM_FORMATS = schema.enum_names(tflite.DimensionType)
@@ -56,7 +51,6 @@ _BUFFER_FIELDS = ("Data", "Offset", "Size")
 _B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
 _SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values())  # slots read of each table (unused ones cost nothing)
 _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
-_INT_STRUCTS = [struct.Struct(f"<{n}i") for n in range(MAX_RANK + 1)]  # shapes, operators' tensor lists
 _T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeSignature"], _T["Buffer"]
 _T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
 _O_OPCODE, _O_INPUTS, _O_OUTPUTS, _O_INTERMEDIATES = _O["OpcodeIndex"], _O["Inputs"], _O["Outputs"], _O["Intermediates"]
@@ -135,8 +129,9 @@ class _Reader:
         """File position of a field of the table at `pos`, or 0 when the table lacks it."""
         data, offset = self.data, schema.vtable_offset(table_class, accessor)
         if pos != self._vtable_of:  # the hot paths read several fields of one table in a row
-            self._vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
-            self._vtable_size, self._vtable_of = _VOFFSET.unpack_from(data, self._vtable)[0], pos
+            vtable = pos - _SOFFSET.unpack_from(data, pos)[0]
+            # All three at once: a read that fails must not leave pos's entry naming another vtable.
+            self._vtable, self._vtable_size, self._vtable_of = vtable, _VOFFSET.unpack_from(data, vtable)[0], pos
         if offset >= self._vtable_size:
             return 0
         field = _VOFFSET.unpack_from(data, self._vtable + offset)[0]
@@ -186,7 +181,7 @@ class _Reader:
         if max_items is not None and n > max_items:
             raise ModelError(f"{self.where}: {accessor} has {n} entries, at most {max_items} are allowed")
         self.spend(INT_COST * n)
-        return (_INT_STRUCTS[n] if n < len(_INT_STRUCTS) else struct.Struct(f"<{n}i")).unpack_from(self.data, start)
+        return (INT_STRUCTS[n] if n < len(INT_STRUCTS) else struct.Struct(f"<{n}i")).unpack_from(self.data, start)
 
     def field_tables(self, pos, table_class, accessor):
         """File positions of the tables of a vector-of-tables field of the table at `pos`."""
@@ -305,13 +300,13 @@ class _Reader:
         self.where = f"subgraph {s}"
         self.table()
         sg = self.root.Subgraphs(s)
-        tensors = [self.tensor(s, t, pos, buffers) for t, pos in enumerate(self.field_tables(sg._tab.Pos, tflite.SubGraph, "Tensors"))]
+        tensors = tables.read_tensors(self, s, self.field_tables(sg._tab.Pos, tflite.SubGraph, "Tensors"), buffers)
         self.where = f"subgraph {s}"
         inputs, outputs = self.ints(sg, "Inputs"), self.ints(sg, "Outputs")
         for index in inputs + outputs:
             self.check_index(index, len(tensors), "graph input/output tensor")
-        ops = [self.operator(s, k, pos, opcodes, len(tensors))
-               for k, pos in enumerate(self.field_tables(sg._tab.Pos, tflite.SubGraph, "Operators"))]
+        ops = tables.read_operators(self, s, self.field_tables(sg._tab.Pos, tflite.SubGraph, "Operators"),
+                                    opcodes, len(tensors))
         return SubgraphDef(name=self.string(sg.Name()), tensors=tensors, inputs=inputs,
                            outputs=outputs, operators=ops)
 
