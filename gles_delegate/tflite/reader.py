@@ -42,14 +42,16 @@ def _slots(table_class, *accessors):
     return tuple((schema.vtable_offset(table_class, accessor) - 4) // 2 for accessor in accessors)
 
 
-# The fields the hot paths read of every tensor, operator and buffer, by vtable slot.
+# The fields the hot paths read of every tensor, operator, buffer and sparse dimension, by vtable slot.
 _TENSOR_FIELDS = ("Shape", "Type", "Buffer", "Name", "Quantization", "IsVariable", "Sparsity", "ShapeSignature")
 _T = dict(zip(_TENSOR_FIELDS, _slots(tflite.Tensor, *_TENSOR_FIELDS)))
 _OPERATOR_FIELDS = ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates")
 _O = dict(zip(_OPERATOR_FIELDS, _slots(tflite.Operator, *_OPERATOR_FIELDS)))
 _BUFFER_FIELDS = ("Data", "Offset", "Size")
 _B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
-_SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values())  # slots read of each table (unused ones cost nothing)
+_DIMENSION_FIELDS = ("Format", "DenseSize", "ArraySegmentsType", "ArraySegments", "ArrayIndicesType", "ArrayIndices")
+_D = dict(zip(_DIMENSION_FIELDS, _slots(tflite.DimensionMetadata, *_DIMENSION_FIELDS)))
+_SLOT_COUNT = 1 + max(*_T.values(), *_O.values(), *_B.values(), *_D.values())  # slots read of each table (unused ones cost nothing)
 _SLOT_STRUCTS = [struct.Struct(f"<{n}H") for n in range(_SLOT_COUNT + 1)]
 _T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeSignature"], _T["Buffer"]
 _T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
@@ -149,9 +151,6 @@ class _Reader:
         return [pos + o if o else 0 for o in _SLOT_STRUCTS[present].unpack_from(data, vtable + 4)] + \
             [0] * (slot_count - present)
 
-    def field_scalar(self, pos, table_class, accessor, default=0):
-        return self.scalar_at(self.field_at(pos, table_class, accessor), accessor, default)
-
     def scalar_at(self, at, accessor, default=0):
         """The scalar field `accessor` at file position `at` (0: absent, `default`)."""
         return _SCALARS[accessor].unpack_from(self.data, at)[0] if at else default
@@ -187,11 +186,6 @@ class _Reader:
         """File positions of the tables of a vector-of-tables field of the table at `pos`."""
         n, start = self.field_vector(pos, table_class, accessor, 4)
         return [start + 4 * i + _UOFFSET.unpack_from(self.data, start + 4 * i)[0] for i in range(n)]
-
-    def subtable(self, pos, table_class, accessor):
-        """File position of the table a table field (or union) of the table at `pos` points
-        to, or 0 when absent."""
-        return self.subtable_at(self.field_at(pos, table_class, accessor))
 
     def subtable_at(self, at):
         """File position of the table the table field at file position `at` points to (0: none)."""
@@ -391,27 +385,30 @@ class _Reader:
         dims = []
         for meta in self.field_tables(pos, S, "DimMetadata"):
             self.table()
-            format_code = self.field_scalar(meta, D, "Format")
+            at = self.slots(meta, _SLOT_COUNT)
+            format_code = self.scalar_at(at[_D["Format"]], "Format")
             dims.append(DimensionMetadata(
-                format=_DIM_FORMATS.get(format_code, str(format_code)), dense_size=self.field_scalar(meta, D, "DenseSize"),
-                array_segments=self.sparse_vector(meta, "ArraySegments"),
-                array_indices=self.sparse_vector(meta, "ArrayIndices")))
+                format=_DIM_FORMATS.get(format_code, str(format_code)),
+                dense_size=self.scalar_at(at[_D["DenseSize"]], "DenseSize"),
+                array_segments=self.sparse_vector(at, "ArraySegments"),
+                array_indices=self.sparse_vector(at, "ArrayIndices")))
         return Sparsity(traversal_order=self.field_ints(pos, S, "TraversalOrder"),
                         block_map=self.field_ints(pos, S, "BlockMap"), dim_metadata=dims)
 
-    def sparse_vector(self, meta, field):
-        """The index vector (a union of int32 / uint16 / uint8 vectors) `field` of the
-        DimensionMetadata at `meta`, as int64; None when absent."""
-        union_type = self.field_scalar(meta, tflite.DimensionMetadata, field + "Type")
-        table = self.subtable(meta, tflite.DimensionMetadata, field)
+    def sparse_vector(self, at, field):
+        """The index vector (a union of int32 / uint16 / uint8 vectors) `field` of a
+        DimensionMetadata whose field positions are `at` (slots()), as int64; None when absent."""
+        union_type = self.scalar_at(at[_D[field + "Type"]], field + "Type")
+        table = self.subtable_at(at[_D[field]])
         if not table or union_type == 0:
             return None
         if union_type not in _SPARSE_VECTOR_TYPES:
             raise ModelError(f"{self.where}: unknown sparse index vector type {union_type}")
         vector_class, dtype = _SPARSE_VECTOR_TYPES[union_type]
-        if not self.field_at(table, vector_class, "Values"):
+        values = self.field_at(table, vector_class, "Values")
+        if not values:
             return np.zeros(0, np.int32)
-        n, start = self.field_vector(table, vector_class, "Values", dtype.itemsize)
+        n, start = self.vector_at(values, "Values", dtype.itemsize)
         self.spend(8 * n)
         return np.frombuffer(self.data, dtype, n, start).astype(np.int64)
 
