@@ -838,6 +838,49 @@ def shared_table_model(n_tensors=20000, n_subgraphs=20000):
     return bytes(b.Output())
 
 
+def shared_vector_model(n_operators=20000, n_inputs=250000):
+    """A valid flatbuffer of one subgraph whose operators vector holds `n_operators` offsets to
+    one ADD whose inputs vector holds `n_inputs` indices of its one tensor: a megabyte that read
+    naively gives n_operators x n_inputs tensor indices (a shared vector, where
+    shared_table_model shares tables)."""
+    import flatbuffers
+    b = flatbuffers.Builder(1024)
+
+    def table(name, **fields):
+        mod = schema.table_module(name)
+        mod.Start(b)
+        for field, value in fields.items():
+            getattr(mod, "Add" + field)(b, value)
+        return mod.End(b)
+
+    inputs = b.CreateNumpyVector(np.zeros(n_inputs, np.int32))
+    outputs = b.CreateNumpyVector(np.zeros(1, np.int32))
+    operator = table("Operator", OpcodeIndex=0, Inputs=inputs, Outputs=outputs)
+    schema.table_module("SubGraph").StartOperatorsVector(b, n_operators)
+    for _ in range(n_operators):
+        b.PrependUOffsetTRelative(operator)
+    operators = b.EndVector()
+    tensor = table("Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
+    schema.table_module("SubGraph").StartTensorsVector(b, 1)
+    b.PrependUOffsetTRelative(tensor)
+    tensors = b.EndVector()
+    subgraph = table("SubGraph", Tensors=tensors, Operators=operators)
+    schema.table_module("Model").StartSubgraphsVector(b, 1)
+    b.PrependUOffsetTRelative(subgraph)
+    subgraphs = b.EndVector()
+    opcode = table("OperatorCode", DeprecatedBuiltinCode=0, BuiltinCode=0, Version=1)
+    schema.table_module("Model").StartOperatorCodesVector(b, 1)
+    b.PrependUOffsetTRelative(opcode)
+    opcodes = b.EndVector()
+    buffer = table("Buffer")
+    schema.table_module("Model").StartBuffersVector(b, 1)
+    b.PrependUOffsetTRelative(buffer)
+    buffers = b.EndVector()
+    b.Finish(table("Model", Version=3, Subgraphs=subgraphs, OperatorCodes=opcodes, Buffers=buffers),
+             file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
 # -- the long run: worker processes under RLIMIT_AS, one timeout per case ------------------------
 MEMORY_FACTOR = 64          # peak RSS growth allowed per byte the file and its tensors declare
 MEMORY_SLACK = 512 << 20    # plus this (GL shader compiles, numpy temporaries, caches)

@@ -126,8 +126,11 @@ def _tensors(reader, s, positions, buffers):
     if buffer_indices.size and buffer_indices.max() >= max(len(buffers), 1):
         raise _Unusual
     variables = gather.where(at["IsVariable"], 1) != 0
-    shapes, ranks, elements = _int_vectors(gather, at["Shape"])
-    signatures, signature_ranks, _ = _int_vectors(gather, at["ShapeSignature"], minimum=-1)
+    shape_spans, signature_spans = _spans(gather, at["Shape"]), _spans(gather, at["ShapeSignature"])
+    ranks, signature_ranks = shape_spans[1], signature_spans[1]
+    _check_affordable(reader, ranks, signature_ranks)
+    shapes, elements = _int_vectors(gather, *shape_spans)
+    signatures, _ = _int_vectors(gather, *signature_spans, minimum=-1, products=False)
     if (elements > MAX_TENSOR_ELEMENTS).any() or ((signature_ranks != ranks) & (signature_ranks != 0)).any():
         raise _Unusual
     special = (at["Sparsity"] != 0) | _has_scales(gather, at["Quantization"])
@@ -149,14 +152,27 @@ def _tensors(reader, s, positions, buffers):
     return tensors
 
 
-def _int_vectors(gather, fields, minimum=0, maximum=None, max_count=MAX_RANK, products=True):
-    """(list of int32 vectors as tuples, their lengths, the float64 product of each or None) of
-    the int32 vector fields at `fields` (0: absent, an empty tuple): shapes and shape signatures,
-    operators' tensor lists. Every length at most `max_count` (None: any) and every item in
-    [minimum, maximum), else _Unusual."""
+def _spans(gather, fields, max_count=MAX_RANK):
+    """(start of item 0, item count) of the int32 vector fields at `fields` (0: absent, count
+    0), every count at most `max_count` (None: any), else _Unusual."""
     starts, counts = gather.vectors(fields, 4)
     if max_count is not None and counts.size and counts.max() > max_count:
         raise _Unusual
+    return starts, counts
+
+
+def _check_affordable(reader, *counts):
+    """_Unusual unless the items of vectors of these counts fit in what is left of the reading
+    budget: checked before they are gathered, since one vector many tables share (a DAG) is
+    gathered once per table."""
+    if INT_COST * sum(int(c.sum()) for c in counts) > reader.budget:
+        raise _Unusual
+
+
+def _int_vectors(gather, starts, counts, minimum=0, maximum=None, products=True):
+    """(list of the int32 vectors of _spans() as tuples, the float64 product of each or None):
+    shapes and shape signatures, operators' tensor lists. Every item in [minimum, maximum), else
+    _Unusual."""
     ends = np.cumsum(counts)
     firsts = ends - counts
     items = np.repeat(starts - 4 * firsts, counts) + 4 * np.arange(int(ends[-1]) if ends.size else 0)
@@ -166,10 +182,10 @@ def _int_vectors(gather, fields, minimum=0, maximum=None, max_count=MAX_RANK, pr
     flat = values.tolist()
     vectors = [tuple(flat[a:b]) for a, b in zip(firsts.tolist(), ends.tolist())]
     if not products:
-        return vectors, counts, None
+        return vectors, None
     product = np.ones(counts.size)
     np.multiply.at(product, np.repeat(np.arange(counts.size), counts), values.astype(np.float64))
-    return vectors, counts, product
+    return vectors, product
 
 
 def _operators(reader, s, positions, opcodes, n_tensors):
@@ -178,9 +194,11 @@ def _operators(reader, s, positions, opcodes, n_tensors):
     opcode_indices = gather.where(at["OpcodeIndex"], 4)
     if opcode_indices.size and opcode_indices.max() >= len(opcodes):
         raise _Unusual
-    inputs, input_counts, _ = _int_vectors(gather, at["Inputs"], -1, n_tensors, None, False)
-    outputs, output_counts, _ = _int_vectors(gather, at["Outputs"], 0, n_tensors, None, False)
-    intermediates, intermediate_counts, _ = _int_vectors(gather, at["Intermediates"], -1, n_tensors, None, False)
+    spans = [_spans(gather, at[field], None) for field in ("Inputs", "Outputs", "Intermediates")]
+    input_counts, output_counts, intermediate_counts = (counts for _, counts in spans)
+    _check_affordable(reader, input_counts, output_counts, intermediate_counts)
+    (inputs, _), (outputs, _), (intermediates, _) = (
+        _int_vectors(gather, *span, minimum, n_tensors, products=False) for span, minimum in zip(spans, (-1, 0, -1)))
     option_types = gather.where(at["BuiltinOptionsType"], 1).tolist()
     option_tables = np.where(at["BuiltinOptions"] != 0, at["BuiltinOptions"] + gather.where(at["BuiltinOptions"], 4), 0)
     codes = [opcodes[k] for k in opcode_indices.tolist()]
