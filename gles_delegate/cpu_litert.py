@@ -75,8 +75,11 @@ def litert_refusal(node, graph):
     tensors = [t for t in node.inputs + node.outputs if t is not None]
     if any(t.is_variable for t in tensors):
         return "it updates a variable tensor in place"
-    if any(t.dtype is None for t in tensors):
-        return "a tensor's type has no numpy dtype"
+    # A RESOURCE tensor holds a variable's id as an int32 here (graph.tensor_dtype), but LiteRT's
+    # kernels take its type as written: a SOFTMAX writing one crashed LiteRT (found by gles-fuzz).
+    unheld = next((t for t in tensors if t.dtype is None or t.type_name == "RESOURCE"), None)
+    if unheld is not None:
+        return f"tensor {unheld.index} is of type {unheld.type_name or 'unknown'}, which numpy does not hold"
     if _intermediates(node, graph):
         return "it has intermediate tensors, which the graph does not keep"
     return None

@@ -89,6 +89,21 @@ def test_without_litert_auto_names_the_node_and_the_package(no_litert):
     assert summary["litert"] is None and summary["reference_nodes"] == ["#0 (ABS)"]
 
 
+@pytest.mark.parametrize("backend", ["auto", "fallback", "litert"])
+def test_a_resource_typed_tensor_is_not_handed_to_litert(backend):
+    """A SOFTMAX writing a RESOURCE tensor (a gles-fuzz dtype mutation): the reference refuses the
+    int32 it holds as, and LiteRT's kernel crashed the process on the type as written; now a
+    ModelError naming the node and the tensor."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4))
+    out = b.tensor("out", (1, 4), type_name="RESOURCE")
+    b.op("SOFTMAX", [x], [out], beta=1.0)
+    b.output(out)
+    with pytest.raises(ModelError, match=r"operator #0 \(SOFTMAX\) cannot run on the CPU: .*nor through LiteRT: "
+                                         r"tensor 1 is of type RESOURCE"):
+        Interpreter(model_content=b.build(), cpu_backend=backend).allocate_tensors()
+
+
 VARIANTS = {"int16_conv": (int16_conv_model, "#0 (CONV_2D)", "input type int16"),
             "hybrid_transpose_conv": (hybrid_transpose_conv_model, "#0 (TRANSPOSE_CONV)", "filter int8")}
 
