@@ -12,6 +12,7 @@ import tflite
 from gles_delegate.tflite import ModelBuilder, tables
 from gles_delegate.tflite.model import DimensionMetadata, Sparsity
 from gles_delegate.tflite.reader import _Reader
+from gles_delegate.tools import fuzz_models
 from gles_delegate.tools.fetch_models import MODEL_NAMES
 
 
@@ -142,3 +143,29 @@ def test_a_corrupted_table_reads_or_fails_as_one_by_one(monkeypatch):
                 assert found[0] == expected[0]
             compared += 1
     assert compared > 800
+
+
+def test_a_mutated_real_model_reads_or_fails_as_one_by_one(mediapipe_models):
+    """gles-fuzz's reader mutations (bytes set, truncation, a field the reader reads set to a
+    boundary value) of a real model, whose tables are batched (>= BATCH_MIN_TABLES entries)."""
+    data = mediapipe_models["face_detection_short_range"].read_bytes()
+    sites = fuzz_models.field_sites(data)
+    rng = random.Random(1)
+    compared = batched = 0
+    for _ in range(150):
+        mutate = rng.choice([fuzz_models.mutate_flip, fuzz_models.mutate_field, fuzz_models.mutate_field,
+                             fuzz_models.mutate_truncate])
+        try:
+            model = Tables(mutate(data, rng, sites)[0])
+            reads = model.reads(0)
+        except Exception:
+            continue  # broken before the tables
+        batched += len(model.tensors[0]) >= tables.BATCH_MIN_TABLES
+        for scalar, _, wrapped in reads:
+            expected, found = charged(model.reader, scalar), charged(model.reader, wrapped)
+            if expected[0][0] == "ok":
+                assert found[0][0] == "ok" and same(found[0][1], expected[0][1]) and found[1] == expected[1]
+            else:
+                assert found[0] == expected[0]
+            compared += 1
+    assert compared > 150 and batched > 60
