@@ -808,6 +808,23 @@ def run_case(data, delegate_factory=None, input_seed=0, max_invoke_bytes=1 << 28
 
 
 # -- hand-made hostile files -----------------------------------------------------------------------
+def _table(builder, name, **fields):
+    """Build one table of the schema (`name`, e.g. "Tensor") with the given fields (AddX values)."""
+    module = schema.table_module(name)
+    module.Start(builder)
+    for field, value in fields.items():
+        getattr(module, "Add" + field)(builder, value)
+    return module.End(builder)
+
+
+def _repeated(builder, owner, field, item, n):
+    """`owner`'s vector field `field` holding n offsets to the one table `item`."""
+    getattr(schema.table_module(owner), f"Start{field}Vector")(builder, n)
+    for _ in range(n):
+        builder.PrependUOffsetTRelative(item)
+    return builder.EndVector()
+
+
 def shared_table_model(n_tensors=20000, n_subgraphs=20000):
     """A valid flatbuffer whose subgraphs vector holds `n_subgraphs` offsets to one subgraph
     whose tensors vector holds `n_tensors` offsets to one tensor: a few hundred kilobytes that
@@ -815,26 +832,11 @@ def shared_table_model(n_tensors=20000, n_subgraphs=20000):
     bound)."""
     import flatbuffers
     b = flatbuffers.Builder(1024)
-
-    def table(name, **fields):
-        mod = schema.table_module(name)
-        mod.Start(b)
-        for field, value in fields.items():
-            getattr(mod, "Add" + field)(b, value)
-        return mod.End(b)
-
-    def repeated(owner, field, item, n):
-        """`owner`'s vector field `field` holding n offsets to the one table `item`."""
-        getattr(schema.table_module(owner), f"Start{field}Vector")(b, n)
-        for _ in range(n):
-            b.PrependUOffsetTRelative(item)
-        return b.EndVector()
-
-    tensor = table("Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
-    subgraph = table("SubGraph", Tensors=repeated("SubGraph", "Tensors", tensor, n_tensors))
-    subgraphs = repeated("Model", "Subgraphs", subgraph, n_subgraphs)
-    buffers = repeated("Model", "Buffers", table("Buffer"), 1)
-    b.Finish(table("Model", Version=3, Subgraphs=subgraphs, Buffers=buffers), file_identifier=b"TFL3")
+    tensor = _table(b, "Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
+    subgraph = _table(b, "SubGraph", Tensors=_repeated(b, "SubGraph", "Tensors", tensor, n_tensors))
+    subgraphs = _repeated(b, "Model", "Subgraphs", subgraph, n_subgraphs)
+    buffers = _repeated(b, "Model", "Buffers", _table(b, "Buffer"), 1)
+    b.Finish(_table(b, "Model", Version=3, Subgraphs=subgraphs, Buffers=buffers), file_identifier=b"TFL3")
     return bytes(b.Output())
 
 
@@ -845,39 +847,15 @@ def shared_vector_model(n_operators=20000, n_inputs=250000):
     shared_table_model shares tables)."""
     import flatbuffers
     b = flatbuffers.Builder(1024)
-
-    def table(name, **fields):
-        mod = schema.table_module(name)
-        mod.Start(b)
-        for field, value in fields.items():
-            getattr(mod, "Add" + field)(b, value)
-        return mod.End(b)
-
-    inputs = b.CreateNumpyVector(np.zeros(n_inputs, np.int32))
-    outputs = b.CreateNumpyVector(np.zeros(1, np.int32))
-    operator = table("Operator", OpcodeIndex=0, Inputs=inputs, Outputs=outputs)
-    schema.table_module("SubGraph").StartOperatorsVector(b, n_operators)
-    for _ in range(n_operators):
-        b.PrependUOffsetTRelative(operator)
-    operators = b.EndVector()
-    tensor = table("Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
-    schema.table_module("SubGraph").StartTensorsVector(b, 1)
-    b.PrependUOffsetTRelative(tensor)
-    tensors = b.EndVector()
-    subgraph = table("SubGraph", Tensors=tensors, Operators=operators)
-    schema.table_module("Model").StartSubgraphsVector(b, 1)
-    b.PrependUOffsetTRelative(subgraph)
-    subgraphs = b.EndVector()
-    opcode = table("OperatorCode", DeprecatedBuiltinCode=0, BuiltinCode=0, Version=1)
-    schema.table_module("Model").StartOperatorCodesVector(b, 1)
-    b.PrependUOffsetTRelative(opcode)
-    opcodes = b.EndVector()
-    buffer = table("Buffer")
-    schema.table_module("Model").StartBuffersVector(b, 1)
-    b.PrependUOffsetTRelative(buffer)
-    buffers = b.EndVector()
-    b.Finish(table("Model", Version=3, Subgraphs=subgraphs, OperatorCodes=opcodes, Buffers=buffers),
-             file_identifier=b"TFL3")
+    operator = _table(b, "Operator", OpcodeIndex=0, Inputs=b.CreateNumpyVector(np.zeros(n_inputs, np.int32)),
+                      Outputs=b.CreateNumpyVector(np.zeros(1, np.int32)))
+    operators = _repeated(b, "SubGraph", "Operators", operator, n_operators)
+    tensor = _table(b, "Tensor", Shape=b.CreateNumpyVector(np.array([1, 4], np.int32)))
+    subgraph = _table(b, "SubGraph", Tensors=_repeated(b, "SubGraph", "Tensors", tensor, 1), Operators=operators)
+    opcode = _table(b, "OperatorCode", DeprecatedBuiltinCode=0, BuiltinCode=0, Version=1)
+    b.Finish(_table(b, "Model", Version=3, Subgraphs=_repeated(b, "Model", "Subgraphs", subgraph, 1),
+                    OperatorCodes=_repeated(b, "Model", "OperatorCodes", opcode, 1),
+                    Buffers=_repeated(b, "Model", "Buffers", _table(b, "Buffer"), 1)), file_identifier=b"TFL3")
     return bytes(b.Output())
 
 

@@ -119,47 +119,17 @@ def test_every_kind_of_table_reads_in_batches_as_one_by_one():
     assert_batched_as_scalar(varied_model())
 
 
-def test_a_corrupted_table_reads_or_fails_as_one_by_one(monkeypatch):
-    """Bytes of the model flipped at random (seeded): read_tensors and read_operators give what
-    reading the tables one by one gives, value or error, and charge the same budget."""
-    monkeypatch.setattr(tables, "BATCH_MIN_TABLES", 1)  # batch this small model's tables too
-    data = varied_model()
-    rng = random.Random(0)
-    compared = 0
-    for _ in range(800):
-        corrupted = bytearray(data)
-        for _ in range(rng.randint(1, 3)):
-            corrupted[rng.randrange(8, len(corrupted))] = rng.randrange(256)
+def compare_mutants(mutants):
+    """For each mutated model's bytes in `mutants`: read_tensors and read_operators give what the
+    one-by-one reads give, value (and budget charged) or error. Returns (tables compared, of
+    which tensor tables large enough to batch)."""
+    compared = batched = 0
+    for data in mutants:
         try:
-            model = Tables(bytes(corrupted))
+            model = Tables(data)
             reads = model.reads(0)
         except Exception:
             continue  # broken before the tables: not this module's concern
-        for scalar, _, wrapped in reads:
-            expected, found = charged(model.reader, scalar), charged(model.reader, wrapped)
-            if expected[0][0] == "ok":
-                assert found[0][0] == "ok" and same(found[0][1], expected[0][1]) and found[1] == expected[1]
-            else:
-                assert found[0] == expected[0]
-            compared += 1
-    assert compared > 800
-
-
-def test_a_mutated_real_model_reads_or_fails_as_one_by_one(mediapipe_models):
-    """gles-fuzz's reader mutations (bytes set, truncation, a field the reader reads set to a
-    boundary value) of a real model, whose tables are batched (>= BATCH_MIN_TABLES entries)."""
-    data = mediapipe_models["face_detection_short_range"].read_bytes()
-    sites = fuzz_models.field_sites(data)
-    rng = random.Random(1)
-    compared = batched = 0
-    for _ in range(150):
-        mutate = rng.choice([fuzz_models.mutate_flip, fuzz_models.mutate_field, fuzz_models.mutate_field,
-                             fuzz_models.mutate_truncate])
-        try:
-            model = Tables(mutate(data, rng, sites)[0])
-            reads = model.reads(0)
-        except Exception:
-            continue  # broken before the tables
         batched += len(model.tensors[0]) >= tables.BATCH_MIN_TABLES
         for scalar, _, wrapped in reads:
             expected, found = charged(model.reader, scalar), charged(model.reader, wrapped)
@@ -168,4 +138,32 @@ def test_a_mutated_real_model_reads_or_fails_as_one_by_one(mediapipe_models):
             else:
                 assert found[0] == expected[0]
             compared += 1
+    return compared, batched
+
+
+def test_a_corrupted_table_reads_or_fails_as_one_by_one(monkeypatch):
+    """Bytes of the model flipped at random (seeded): read_tensors and read_operators give what
+    reading the tables one by one gives, value or error, and charge the same budget."""
+    monkeypatch.setattr(tables, "BATCH_MIN_TABLES", 1)  # batch this small model's tables too
+    data = varied_model()
+    rng = random.Random(0)
+
+    def corrupted():
+        for _ in range(800):
+            mutant = bytearray(data)
+            for _ in range(rng.randint(1, 3)):
+                mutant[rng.randrange(8, len(mutant))] = rng.randrange(256)
+            yield bytes(mutant)
+    assert compare_mutants(corrupted())[0] > 800
+
+
+def test_a_mutated_real_model_reads_or_fails_as_one_by_one(mediapipe_models):
+    """gles-fuzz's reader mutations (bytes set, truncation, a field the reader reads set to a
+    boundary value) of a real model, whose tables are batched (>= BATCH_MIN_TABLES entries)."""
+    data = mediapipe_models["face_detection_short_range"].read_bytes()
+    sites = fuzz_models.field_sites(data)
+    rng = random.Random(1)
+    mutators = [fuzz_models.mutate_flip, fuzz_models.mutate_field, fuzz_models.mutate_field,
+                fuzz_models.mutate_truncate]
+    compared, batched = compare_mutants(rng.choice(mutators)(data, rng, sites)[0] for _ in range(150))
     assert compared > 150 and batched > 60
