@@ -17,8 +17,8 @@ import tflite
 from ..errors import ModelError
 from ..private_read import read_private
 from . import schema, tables
-from .limits import (INT_COST, INT_STRUCTS, MAX_RANK, MAX_TENSOR_ELEMENTS, STRING_COST, TABLE_COST,  # noqa: F401
-                     WORK_BASE, WORK_PER_BYTE)
+from .limits import (INT_COST, INT_STRUCTS, MAX_RANK, MAX_TENSOR_ELEMENTS, STRING_COST, TABLE_COST, WORK_BASE,
+                     WORK_PER_BYTE)
 from .model import (BackgroundDigest, DimensionMetadata, ModelDef, OperatorDef, Quantization, SignatureDef,
                     Sparsity, SubgraphDef, TensorDef)
 
@@ -381,7 +381,7 @@ class _Reader:
         if not pos:
             return None
         self.table()
-        S, D = tflite.SparsityParameters, tflite.DimensionMetadata
+        S = tflite.SparsityParameters
         dims = []
         for meta in self.field_tables(pos, S, "DimMetadata"):
             self.table()
