@@ -7,6 +7,9 @@
     gles-bench-init --models ... --warm-starts 5   (the warm columns: the median of 5 a repetition)
     gles-bench-init --dispatch      (per-dispatch cost: our ctypes Program vs moderngl's)
     gles-bench-init --merge H200=a.md,b.md llvmpipe=c.md   (one table of earlier runs' --out files)
+    gles-bench-init --models ... --against OLD_TREE   (an A/B: each repetition also runs the
+                    gles_delegate of another source tree, in alternating order, so that a machine
+                    drifting between minutes moves both sides alike)
 
 For every model and repetition, with a new empty serialization_dir and a new empty driver
 shader cache (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH point into a temp dir):
@@ -154,18 +157,23 @@ def worker(model, serialization_dir, precision, gl_api, profile=0, phases=False)
             "partition_ms": summary["init_ms"], "init_ms": init_ms, "context_ms": context_ms,
             "store_ms": sum(store_ms),
             "invoke_ms": invoke_ms, "steady_ms": statistics.median(steady), "cache_hit": summary["cache_hit"], "outputs": digest.hexdigest(),
-            "renderer": summary["renderer"], "gl_version": summary["gl_version"],
+            "renderer": summary["renderer"], "gl_version": summary["gl_version"], "package": _package_root(),
             "gpu_nodes": summary["gpu_nodes"], "cpu_nodes": summary["cpu_nodes"]}
 
 
-def _start(model, serialization_dir, driver_cache, args, profile=0, phases=False):
+def _start(model, serialization_dir, driver_cache, args, profile=0, phases=False, package_root=None):
+    """One start in a fresh worker process (JSON of worker()); package_root: another source tree
+    (--against), whose own tools/bench_init.py worker runs its own gles_delegate (None: this
+    tool's worker and package)."""
     env = dict(os.environ)
     env.update({"MESA_SHADER_CACHE_DIR": driver_cache, "__GL_SHADER_DISK_CACHE_PATH": driver_cache,
                 "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache})
     env.pop("MESA_SHADER_CACHE_DISABLE", None)  # Mesa gives no program binaries without its cache
-    package_root = _package_root()
+    worker_command = [sys.executable, os.path.join(package_root, "tools", "bench_init.py")] if package_root \
+        else _worker_command()
+    package_root = package_root or _package_root()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = _worker_command() + ["--worker", model, "--precision", args.precision, "--gl-api", args.gl_api]
+    command = worker_command + ["--worker", model, "--precision", args.precision, "--gl-api", args.gl_api]
     if profile:
         command += ["--profile", str(profile)]
     if phases:
@@ -195,22 +203,42 @@ def _package_root():
 def measure(model, args):
     """{'cold' | 'driver' | 'warm': [result per repetition]}, 'entry_bytes': [...], and with
     --profile the 'profile' of the last repetition's extra warm start, with --phases 'phases':
-    [result of each repetition's extra warm start with its phases timed]."""
-    runs = {"cold": [], "driver": [], "warm": [], "entry_bytes": []}
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="gles-bench-init-") as temp:
-            cache, driver = os.path.join(temp, "entries"), os.path.join(temp, "driver")
-            os.makedirs(driver)
-            runs["cold"].append(_start(model, cache, driver, args))
-            runs["driver"].append(_start(model, None, driver, args))
-            for _ in range(args.warm_starts):
-                runs["warm"].append(_start(model, cache, driver, args))
-            runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
-            if args.profile:  # one more warm start, under cProfile: not in the table
-                runs["profile"] = _start(model, cache, driver, args, args.profile)["profile"]
-            if args.phases:  # and one with its phases timed (a few wrapped calls): not in the table either
-                runs.setdefault("phases", []).append(_start(model, cache, driver, args, phases=True))
+    [result of each repetition's extra warm start with its phases timed]. With --against, also
+    'against': the same of the other tree's package (no profile or phases: its functions may
+    differ), each repetition running both, this tree first in even repetitions."""
+    runs = _empty_runs()
+    other = _empty_runs() if args.against else None
+    for k in range(args.repeat):
+        sides = [(runs, None), (other, args.against)] if other is not None else [(runs, None)]
+        for side, root in sides if k % 2 == 0 else sides[::-1]:
+            _repetition(model, args, side, root)
+    if other is not None:
+        runs["against"] = other
+        other["tree"] = args.against
     return runs
+
+
+def _empty_runs():
+    return {"cold": [], "driver": [], "warm": [], "entry_bytes": []}
+
+
+def _repetition(model, args, runs, package_root=None):
+    """One repetition's starts (cold, driver cache only, the warm ones) into `runs`, in fresh
+    caches; the extra profiled and phased warm starts only for this tree (package_root None)."""
+    with tempfile.TemporaryDirectory(prefix="gles-bench-init-") as temp:
+        cache, driver = os.path.join(temp, "entries"), os.path.join(temp, "driver")
+        os.makedirs(driver)
+        runs["cold"].append(_start(model, cache, driver, args, package_root=package_root))
+        runs["driver"].append(_start(model, None, driver, args, package_root=package_root))
+        for _ in range(args.warm_starts):
+            runs["warm"].append(_start(model, cache, driver, args, package_root=package_root))
+        runs["entry_bytes"].append(sum(p.stat().st_size for p in Path(cache).glob("*") if p.is_file()))
+        if package_root is not None:
+            return
+        if args.profile:  # one more warm start, under cProfile: not in the table
+            runs["profile"] = _start(model, cache, driver, args, args.profile)["profile"]
+        if args.phases:  # and one with its phases timed (a few wrapped calls): not in the table either
+            runs.setdefault("phases", []).append(_start(model, cache, driver, args, phases=True))
 
 
 def _median(runs, key):
@@ -254,6 +282,8 @@ def table(results, command, args):
                      f"| {_median(warm, 'steady_ms'):.1f} "
                      f"| {statistics.median(runs['entry_bytes']) / 1e6:.1f} "
                      f"| {'yes' if same else 'NO'}{'' if hits else ' (cache not hit!)'} |")
+    if any(runs.get("against") for runs in results.values()):
+        lines += ["", *against_table(results)]
     if any(runs.get("phases") for runs in results.values()):
         lines += ["", *phases_table(results)]
     for name, runs in results.items():
@@ -261,6 +291,42 @@ def table(results, command, args):
             lines += ["", f"A warm start of {name} under cProfile (Interpreter + allocate_tensors + the first "
                       "invoke; the functions with the most own time):", "", "```", runs["profile"], "```"]
     return "\n".join(lines)
+
+
+def against_table(results):
+    """Markdown lines of an --against run: per model, this tree's and the other tree's medians of
+    warm start-up, Interpreter + allocate and partition() and cold start-up, and the median of
+    the per-repetition ratios this / other of warm start-up (each repetition ran both sides
+    back to back, so the ratio holds where the machine drifts between repetitions)."""
+    # Where the other side's worker found gles_delegate (older workers do not say: its tree then).
+    other_root = next(runs["against"]["cold"][0].get("package", runs["against"]["tree"])
+                      for runs in results.values() if runs.get("against"))
+    lines = [f"A/B (`--against`): this tree's package ({_package_root()}) / the other tree's ({other_root}), "
+             "medians, ms; 'ratio' is the median over repetitions of this / other warm start-up, each "
+             "repetition having run both:", "",
+             "| model | start-up warm | ratio | Interpreter+allocate warm | partition() warm | start-up cold "
+             "| same outputs |", "|---|---:|---:|---:|---:|---:|---|"]
+    for name, runs in results.items():
+        other = runs.get("against")
+        if not other:
+            continue
+        warm_pairs = list(zip(_per_repetition(runs), _per_repetition(other)))
+        ratio = statistics.median(a / b for a, b in warm_pairs)
+        same = {r["outputs"] for r in runs["cold"] + other["cold"]}
+        pair = [(statistics.median(_startup(r) for r in side["warm"]), _median(side["warm"], "init_ms"),
+                 _median(side["warm"], "partition_ms"), statistics.median(_startup(r) for r in side["cold"]))
+                for side in (runs, other)]
+        cells = [f"{a:.1f} / {b:.1f}" for a, b in zip(*pair)]
+        lines.append(f"| {name} | {cells[0]} | {ratio:.2f} | {cells[1]} | {cells[2]} | {cells[3]} "
+                     f"| {'yes' if len(same) == 1 else 'NO'} |")
+    return lines
+
+
+def _per_repetition(runs):
+    """The median warm start-up of each repetition (its --warm-starts consecutive warm runs)."""
+    warm = runs["warm"]
+    per = len(warm) // len(runs["cold"])
+    return [statistics.median(_startup(r) for r in warm[k:k + per]) for k in range(0, len(warm), per)]
 
 
 def _warm_count(args):
@@ -389,6 +455,16 @@ def merge_group(text):
     return label, paths.split(",")
 
 
+def source_tree(text):
+    """argparse type of --against: a source tree (its gles_delegate package and its
+    tools/bench_init.py, whose worker measures it), as an absolute path."""
+    path = Path(text).resolve()
+    for needed in ("gles_delegate/__init__.py", "tools/bench_init.py"):
+        if not (path / needed).is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a gles_delegate source tree: it has no {needed}")
+    return str(path)
+
+
 def build_parser():
     parser = common.tool_parser("gles-bench-init", __doc__)
     parser.add_argument("--models", nargs="+", type=common.model_files,
@@ -414,6 +490,10 @@ def build_parser():
     parser.add_argument("--phases", action="store_true",
                         help="also time one more warm start per repetition phase by phase (reading the model, "
                              "the entry, buffers, programs, ...) and print their medians after the table")
+    parser.add_argument("--against", type=source_tree, metavar="TREE",
+                        help="also run, in every repetition and in alternating order, the starts of the "
+                             "gles_delegate in this source tree (a checkout of another commit: "
+                             "`git archive REV | tar -x -C TREE`) and print an A/B table of the two")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # MODEL: one start in this process, JSON out
     parser.add_argument("--serialization-dir", help=argparse.SUPPRESS)  # the worker's
     return parser

@@ -2,6 +2,7 @@
 only that every runtime was measured or says why not)."""
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,6 +119,31 @@ def test_bench_init_warm_start_hits_the_cache(small_model, tmp_path, capsys):
     assert float(timed["partition()"]) > 0, timed
 
 
+def test_bench_init_against_another_tree(small_model, tmp_path):
+    """--against: every repetition also runs the other tree's worker on the other tree's package
+    (a copy of this tree here: the worker reports where it imported gles_delegate from), and the
+    A/B table gives both sides, the ratio and whether their outputs agree."""
+    import shutil
+    from gles_delegate.tools import bench_init
+    root = Path(__file__).resolve().parents[2]
+    other = tmp_path / "other tree"
+    shutil.copytree(root / "gles_delegate", other / "gles_delegate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "tools", other / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    if (root / "kernels_glsl").is_dir():
+        shutil.copytree(root / "kernels_glsl", other / "kernels_glsl")
+    out = tmp_path / "ab.md"
+    assert bench_init.main(["--models", str(small_model), "--repeat", "2", "--against", str(other),
+                            "--out", str(out)]) == 0
+    text = out.read_text().split("A/B (`--against`)", 1)[1]
+    assert f"the other tree's ({other})" in text
+    row = next(line for line in text.splitlines() if line.startswith("| small |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert re.fullmatch(r"\d+\.\d+", cells[2]) and cells[-1] == "yes", cells
+    assert all(re.fullmatch(r"\d+\.\d / \d+\.\d", c) for c in cells[1:2] + cells[3:6]), cells
+    with pytest.raises(SystemExit):
+        bench_init.main(["--models", str(small_model), "--against", str(tmp_path)])  # not a source tree
+
+
 def test_profile_ab_runs_each_setting_and_restores_it(small_model, capsys):
     import pytest
     from gles_delegate.gpu import runtime
@@ -149,7 +175,6 @@ def test_bench_init_runs_from_an_installed_copy(small_model, tmp_path):
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
     root = Path(__file__).resolve().parents[2]
     site = tmp_path / "site"
     shutil.copytree(root / "gles_delegate", site / "gles_delegate")
