@@ -32,7 +32,7 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .ops.checks import check_output_elements, inferring_shapes
-from .tflite.reader import MAX_TENSOR_ELEMENTS
+from .tflite.limits import MAX_TENSOR_ELEMENTS
 
 # Ops whose output values depend only on their input's shape, never on its values.
 _SHAPE_ONLY = {"SHAPE"}

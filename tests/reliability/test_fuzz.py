@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gles_delegate import GpuDelegate, ModelError
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import read_model
-from gles_delegate.tflite.reader import WORK_BASE, WORK_PER_BYTE
+from gles_delegate.tflite.limits import WORK_BASE, WORK_PER_BYTE
 from gles_delegate.tools import fuzz_models as fm
 
 REAL = ("selfie_segmentation", "face_detection_short_range", "hand_recrop", "pose_detection")
