@@ -10,6 +10,8 @@ They crop a region of interest inside the face landmark model with attention:
                              mapped by the matrix (z unchanged)
 Options come as a flexbuffer map in node.custom_options (TransformLandmarks has none).
 """
+import functools
+
 import numpy as np
 from flatbuffers import flexbuffers
 
@@ -23,25 +25,42 @@ MATRIX_OPTION_KINDS = {
     "scale_x": "scale", "scale_y": "scale",
 }
 BILINEAR_OPTION_KINDS = {"output_height": "size", "output_width": "size"}
+CACHED_OPTION_BYTES = 4096  # MediaPipe's option maps are 40-400 bytes
 
 
 # -- options ------------------------------------------------------------------------------
 def parse_custom_options(node, kinds):
     """The node's flexbuffer options checked against {key: kind}; ModelError if one is missing
     or of the wrong kind. Kinds: index (int >= 0), indices (non-empty list of those), size
-    (int > 0), scale (number > 0), number."""
+    (int > 0), scale (number > 0), number. A fresh dict (its lists copied) on every call."""
+    data = bytes(node.custom_options or b"")
+    check = _cached_options if len(data) <= CACHED_OPTION_BYTES else _checked_options
+    options, problem = check(data, tuple(kinds.items()))
+    if problem is not None:
+        raise node_error(node, problem)
+    return {key: list(value) if isinstance(value, list) else value for key, value in options.items()}
+
+
+def _checked_options(data, kinds):
+    """(options, None) for valid option bytes, else (None, why not)."""
     try:
-        options = flexbuffers.Loads(bytes(node.custom_options or b""))
+        options = flexbuffers.Loads(data)
     except Exception as exc:  # the decoder raises assorted errors on malformed bytes
-        raise node_error(node, f"custom options are not a flexbuffer ({type(exc).__name__}: {exc})") from None
+        return None, f"custom options are not a flexbuffer ({type(exc).__name__}: {exc})"
     if not isinstance(options, dict):
-        raise node_error(node, "custom options are not a flexbuffer map")
-    for key, kind in kinds.items():
+        return None, "custom options are not a flexbuffer map"
+    for key, kind in kinds:
         if key not in options:
-            raise node_error(node, f"custom option {key!r} is missing")
+            return None, f"custom option {key!r} is missing"
         if not _is_kind(options[key], kind):
-            raise node_error(node, f"custom option {key!r} = {options[key]!r} is not a valid {kind}")
-    return options
+            return None, f"custom option {key!r} = {options[key]!r} is not a valid {kind}"
+    return options, None
+
+
+# The flexbuffers decoder is pure Python (0.1-0.3 ms an option map), and a node's options are
+# read by the support check, the shape rule, the kernel and the GPU's, at every allocation.
+# Only small maps are kept: a hostile model's megabytes of options are not held on to.
+_cached_options = functools.lru_cache(maxsize=64)(_checked_options)
 
 
 def _is_kind(value, kind):

@@ -417,3 +417,23 @@ def test_valid_option_models_are_supported():
     """The rejection cases above differ from these in one thing only."""
     for model in (matrix_model(), bilinear_model(), landmarks_model()):
         assert reason_of(model) is None
+
+
+def test_options_parsed_once_are_a_fresh_dict_and_a_bad_map_names_each_node():
+    """parse_custom_options keeps small maps it parsed: a caller changing what it got must not
+    change what the next node with the same bytes gets, and a bad map cached once still names the
+    node it is read for."""
+    from gles_delegate.ops import mediapipe
+    from gles_delegate.graph import Node
+    good = Node(index=3, op="Landmarks2TransformMatrix", inputs=[], outputs=[], custom=True,
+                custom_options=matrix_options([0, 1], 0, 1, 4, 4))
+    first = mediapipe.parse_custom_options(good, mediapipe.MATRIX_OPTION_KINDS)
+    first["subset_idxs"].append(99)
+    first["scale_x"] = -1
+    again = mediapipe.parse_custom_options(good, mediapipe.MATRIX_OPTION_KINDS)
+    assert again["subset_idxs"] == [0, 1] and again["scale_x"] == 1.0
+    for index in (5, 6):
+        bad = Node(index=index, op="TransformTensorBilinear", inputs=[], outputs=[], custom=True,
+                   custom_options=flexbuffers.Dumps({"output_height": 3}))
+        with pytest.raises(ModelError, match=f"#{index} .*output_width"):
+            mediapipe.parse_custom_options(bad, mediapipe.BILINEAR_OPTION_KINDS)
