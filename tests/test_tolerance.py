@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tests.oplib import SAME, In, assert_close, conv_options, first_node, single_op_model
-from tests.tolerance import F32_U, gamma, sum_bound
+from tests.tolerance import F32_U, gamma, sum_bound, ulp_bound
 
 
 def _cancelling_conv():
@@ -43,3 +43,14 @@ def test_sum_bound_covers_a_reordered_sum_and_not_a_wrong_tap():
 def test_sum_bound_skips_ops_that_do_not_sum():
     x = In(np.ones((1, 2, 2, 1), np.float32))
     assert sum_bound(first_node(single_op_model("TANH", [x])), [x.value]) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_ulp_bound_at_the_largest_finite_value_is_finite(dtype):
+    """np.spacing of a dtype's max is inf (the next value up): a bound built on it would pass any
+    answer. The bound there is the spacing of the top binade, as just below it."""
+    info = np.finfo(dtype)
+    below = dtype(float(info.max) * 0.75)
+    at_max = ulp_bound(np.array([info.max], dtype), ulps=2, dtype=dtype)
+    assert np.isfinite(at_max)
+    assert at_max == ulp_bound(np.array([below], dtype), ulps=2, dtype=dtype)

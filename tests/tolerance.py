@@ -142,5 +142,8 @@ def ulp_bound(reference, ulps=F32_ULPS, dtype=np.float32):
     finite = np.abs(reference[np.isfinite(reference)]).astype(np.float64)
     scale = float(np.max(finite, initial=0.0))
     info = np.finfo(dtype)
-    spacing = float(np.spacing(dtype(min(scale, float(info.max)))))
+    top = dtype(min(scale, float(info.max)))
+    # The spacing above the largest finite value is infinite (the next value is inf): use the
+    # spacing of its binade, the distance down to the value before it.
+    spacing = float(top) - float(np.nextafter(top, dtype(0))) if top == info.max else float(np.spacing(top))
     return ulps * spacing + 2 * float(info.tiny)

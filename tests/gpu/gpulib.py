@@ -10,6 +10,7 @@ from tests.oplib import In, feeds, run_ours, single_op_model, single_op_node
 from tests.tolerance import F16_U, F16_ULPS, F32_U, sum_bound, ulp_bound
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+F16_MAX = float(np.finfo(np.float16).max)
 # Python source of a start in a fresh process (argv: model path, serialization_dir, seed): a
 # delegate with that serialization_dir, the model allocated, seeded U(-1, 1) inputs set, one
 # invoke timed (first_invoke_s); `delegate` and `interpreter` are left for the code after it.
@@ -45,12 +46,20 @@ def tolerance(precision, reference, node=None, inputs=None):
 
 def assert_gpu_matches(reference, gpu, precision, what="", node=None, inputs=None, extra=0.0):
     """The GPU's output within tolerance(precision, reference, node, inputs) + `extra` (per
-    element, broadcastable) of the reference, NaN where it has NaN."""
+    element, broadcastable) of the reference, NaN where it has NaN. In half storage a reference
+    value beyond half's range (+-FLT_MAX, say) must come back as an overflow of its sign."""
     assert gpu.shape == reference.shape, f"{what}: shape {gpu.shape} != {reference.shape}"
     assert np.array_equal(np.isnan(gpu), np.isnan(reference)), f"{what}: NaN positions differ"
     finite = ~np.isnan(reference)
+    if precision != "fp32" and reference.dtype.kind == "f":
+        beyond = finite & (np.abs(reference) > F16_MAX)
+        overflowed = (np.sign(gpu) == np.sign(reference)) & (np.abs(gpu) >= F16_MAX)
+        assert np.all(overflowed[beyond]), f"{what} [{precision}]: a value beyond half's range did not overflow"
+        finite &= ~beyond
     limit = np.broadcast_to(tolerance(precision, reference, node, inputs) + extra, reference.shape)[finite]
-    err = np.abs(gpu[finite].astype(np.float64) - reference[finite])
+    ours, theirs = gpu[finite].astype(np.float64), reference[finite].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf: an infinity where the reference has it, no error
+        err = np.where(ours == theirs, 0.0, np.abs(ours - theirs))
     if np.any(err > limit):
         k = int(np.argmax(err - limit))
         raise AssertionError(f"{what} [{precision}]: max abs error {err.max():.3g}; {err[k]:.3g} > its bound "
