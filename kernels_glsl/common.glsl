@@ -117,6 +117,30 @@ vec4 tfl_finite(vec4 x) { return tfl_clamp(x, vec4(-TFL_FLT_MAX), vec4(TFL_FLT_M
 // half math); tanh(+-10) is +-1 to float precision.
 vec4 tfl_tanh(vec4 x) { return mix(tanh(clamp(x, vec4(-10.0), vec4(10.0))), x, tfl_isnan(x)); }
 
+// Infinity, and every lane that is +-inf, tested on the bits as tfl_isnan is.
+#define TFL_INF uintBitsToFloat(0x7f800000u)
+bvec4 tfl_isinf(vec4 x) { return equal(floatBitsToUint(x) & uvec4(0x7fffffffu), uvec4(0x7f800000u)); }
+
+// x^y as TFLite's POW computes it, C's powf: GLSL's pow is undefined for x < 0 and for x = 0
+// with y <= 0 (llvmpipe gives NaN for (-2)^3, 0 for 0^0 and 0^-1, even 0 for NaN^1), so it only
+// computes |x|^y for a finite |x| > 0 and a finite y; the rest is C's: |x|^y is 0 or +inf at
+// |x| = 0 or inf and at y = +-inf (+inf where |x| > 1 and y > 0, or |x| < 1 and y < 0); a
+// sign bit on x (-0 and -inf too) makes an odd integer power negative; a finite negative x to a
+// non-integer power is NaN, as is a NaN operand, except that x^0 = 1 and 1^y = 1 for every x and
+// y (NaN included), and (-1)^+-inf = 1.
+vec4 tfl_pow(vec4 x, vec4 y) {
+  vec4 ax = abs(x);
+  bvec4 limit = bvec4(uvec4(equal(ax, vec4(0.0))) | uvec4(tfl_isinf(ax)) | uvec4(tfl_isinf(y)));
+  vec4 beyond = mix(vec4(0.0), vec4(TFL_INF), equal(greaterThan(ax, vec4(1.0)), greaterThan(y, vec4(0.0))));
+  vec4 r = mix(pow(ax, y), beyond, limit);
+  bvec4 odd = equal(fract(0.5 * y), vec4(0.5));  // only an odd integer y halves to k + 0.5
+  r = mix(r, -r, bvec4(uvec4(odd) & (floatBitsToUint(x) >> 31u)));
+  bvec4 complex = bvec4(uvec4(lessThan(x, vec4(0.0))) & uvec4(not(tfl_isinf(x))) & uvec4(notEqual(y, trunc(y))));
+  r = mix(r, vec4(uintBitsToFloat(0x7fc00000u)), bvec4(uvec4(complex) | uvec4(tfl_either_nan(x, y))));
+  bvec4 one = bvec4(uvec4(equal(y, vec4(0.0))) | uvec4(equal(x, vec4(1.0))) | (uvec4(equal(ax, vec4(1.0))) & uvec4(tfl_isinf(y))));
+  return mix(r, vec4(1.0), one);
+}
+
 // TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
 // 4 tanh. NaN stays NaN (tfl_clamp). CLAMP_FINITE: the kernel's TFLite op ends in
 // ActivationFunctionWithMinMax (conv, depthwise, transpose conv, FC, pooling), whose range is

@@ -117,7 +117,7 @@ vec4 ep_binary(int op, vec4 a, vec4 b) {
   if (op == EP_OP_MAXIMUM) return tfl_max(b, a);
   if (op == EP_OP_MINIMUM) return tfl_min(b, a);
   if (op == EP_OP_SQUARED_DIFFERENCE) return (a - b) * (a - b);
-  if (op == EP_OP_POW) return pow(a, b);
+  if (op == EP_OP_POW) return tfl_pow(a, b);  // C's powf, not GLSL's pow (common.glsl)
   return a;
 }
 

@@ -9,6 +9,9 @@
 // and with MASK_C (max, min, product over channels that are not a multiple of 4) the padded
 // channels, which hold 0, become the identity first.
 // Accumulation is highp in every precision: a half-float sum overflows at 65504.
+// Max and min skip NaN (common.glsl's tfl_max / tfl_min from a non-NaN start, as TFLite's max
+// pooling does); with SCANNED (REDUCE_MAX / MIN) the result is instead that of LiteRT's builtin
+// kernel, which scans the elements in row-major order (see scanned()).
 // With ADDEND (rule fuse_add_into_reduce) each element is the sum of the input's and the
 // addend's at addend_offset (a tensor of the input's shape and layout): the reduction of an ADD.
 //
@@ -20,12 +23,16 @@
 //   GATHER 1: the output's PHWC4 layout differs from the keep-dims layout (channels reduced or
 //     dims dropped without keep_dims): each output channel is found by its row-major index.
 
+// combine(acc, x): GLSL's max / min on NaN are undefined; tfl_max / tfl_min keep acc, which is
+// never NaN, so a NaN x is skipped. START: LiteRT's start value (numeric_limits lowest / max).
 #if OP == 2
 #define IDENTITY uintBitsToFloat(0xff800000u)  // -inf
-highp vec4 combine(highp vec4 a, highp vec4 b) { return max(a, b); }
+#define START -TFL_FLT_MAX
+highp vec4 combine(highp vec4 a, highp vec4 b) { return tfl_max(a, b); }
 #elif OP == 3
 #define IDENTITY uintBitsToFloat(0x7f800000u)  // +inf
-highp vec4 combine(highp vec4 a, highp vec4 b) { return min(a, b); }
+#define START TFL_FLT_MAX
+highp vec4 combine(highp vec4 a, highp vec4 b) { return tfl_min(a, b); }
 #elif OP == 4
 #define IDENTITY 1.0
 highp vec4 combine(highp vec4 a, highp vec4 b) { return a * b; }
@@ -55,21 +62,105 @@ int offset_of(int i) {
 #endif
 }
 
-// Combines elements first, first + step, ... of the reduction at PHWC4 index `base`. (Unrolling
-// into four accumulators measured slower on an H200.)
-highp vec4 reduce_at(int base, int first, int step) {
+#define NO_RANK vec4(-1.0)
+#if SCANNED
+// LiteRT's builtin REDUCE_MAX scans acc = x < acc ? acc : x from acc = START in row-major order
+// (MIN: x > acc): a NaN x becomes acc and the next element replaces it. So with no NaN the result
+// is the extreme of START and every element; after the last NaN, the extreme of the elements
+// after it; and NaN when a NaN is last. The kernel visits the elements in another order (lanes,
+// a tree), so it finds each lane's last NaN by its row-major rank (max, an order-free fold), and
+// only if there is one, folds again over the elements ranked after it.
+
+// The extent of each axis (w, h, c, batch) within one output's reduction: the input's on a
+// reduced axis, where k_size is 1 (or on an axis of size 1), else 1.
+ivec4 scan_extent() {
+  return ivec4(k_size.x == 1 ? in_size.x : 1, k_size.y == 1 ? in_size.y : 1, REDUCE_C == 1 ? in_channels : 1,
+               k_size.w == 1 ? in_size.w : 1);
+}
+
+// The row-major rank of each lane of element e among the elements of its output (as a float:
+// exact up to 2^24 elements an output).
+highp vec4 ranks(int e) {
+  ivec4 n = scan_extent();
+  int plane = in_size.x * in_size.y;
+  ivec3 p = ivec3(e % in_size.x, (e / in_size.x) % in_size.y, e / (plane * in_size.z)) % n.xyw;
+  int pixel = (p.z * n.y + p.y) * n.x + p.x;
+#if REDUCE_C
+  return vec4(ivec4(pixel * n.z + 4 * ((e / plane) % in_size.z)) + ivec4(0, 1, 2, 3));
+#else
+  return vec4(pixel);
+#endif
+}
+
+// The result from the extreme `acc` of the elements ranked after `last_nan` (all of them when
+// it is NO_RANK).
+highp vec4 scanned(highp vec4 acc, highp vec4 last_nan) {
+  ivec4 n = scan_extent();
+  acc = mix(acc, combine(acc, vec4(START)), lessThan(last_nan, vec4(0.0)));
+  bvec4 nan_last = equal(last_nan, vec4(float(n.x * n.y * n.z * n.w - 1)));
+  return mix(acc, vec4(uintBitsToFloat(0x7fc00000u)), nan_last);
+}
+#endif
+
+// Combines elements first, first + step, ... of the reduction at PHWC4 index `base`; with
+// SCANNED, only those ranked after `after`, and the largest rank of a NaN lane goes to last_nan.
+// (Unrolling into four accumulators measured slower on an H200.)
+highp vec4 reduce_at(int base, int first, int step, highp vec4 after, inout highp vec4 last_nan) {
   highp vec4 acc = vec4(IDENTITY);
-  for (int i = first; i < elements; i += step) acc = combine(acc, element(base + offset_of(i)));
+  for (int i = first; i < elements; i += step) {
+    int e = base + offset_of(i);
+    highp vec4 v = element(e);
+#if SCANNED
+    // Ranks cost integer divisions: only with a NaN or after one.
+    bvec4 nan = tfl_isnan(v);
+    if (any(nan) || any(greaterThanEqual(after, vec4(0.0)))) {
+      highp vec4 rank = ranks(e);
+      last_nan = max(last_nan, mix(NO_RANK, rank, nan));
+      v = mix(vec4(IDENTITY), v, greaterThan(rank, after));
+    }
+#endif
+    acc = combine(acc, v);
+  }
   return acc;
+}
+
+// The largest rank of the lanes of one output: with REDUCE_C, the four lanes are one output.
+highp vec4 output_rank(highp vec4 rank) {
+#if REDUCE_C
+  return vec4(max(max(rank.x, rank.y), max(rank.z, rank.w)));
+#else
+  return rank;
+#endif
+}
+
+// With SCANNED and a NaN (ranked last_nan, the output's), the reduction again over the elements
+// ranked after it; else acc.
+highp vec4 after_last_nan(highp vec4 acc, int base, int first, int step, highp vec4 last_nan) {
+  highp vec4 unused = NO_RANK;
+  if (SCANNED == 1 && any(greaterThanEqual(last_nan, vec4(0.0)))) acc = reduce_at(base, first, step, last_nan, unused);
+  return acc;
+}
+
+// The reduction at `base` by one invocation, and the output's last NaN rank in last_nan.
+highp vec4 reduce_whole(int base, out highp vec4 last_nan) {
+  last_nan = NO_RANK;
+  highp vec4 acc = reduce_at(base, 0, 1, NO_RANK, last_nan);
+  last_nan = output_rank(last_nan);
+  return after_last_nan(acc, base, 0, 1, last_nan);
 }
 
 // The reduced value(s) of a keep-dims position: a vec4 of 4 channels, or with REDUCE_C one value
 // in x. MEAN divides by the number of values combined; ACTIVATION and CLAMP_FINITE are set when a pooling node
 // runs as a reduction.
-vec4 finish(highp vec4 acc) {
+vec4 finish(highp vec4 acc, highp vec4 last_nan) {
 #if REDUCE_C
   acc = combine(acc, acc.yxwz);
   acc = combine(acc, acc.zwxy);
+#endif
+#if SCANNED
+  acc = scanned(acc, last_nan);
+#endif
+#if REDUCE_C
   acc = vec4(acc.x, 0.0, 0.0, 0.0);
 #endif
 #if OP == 1
@@ -89,8 +180,24 @@ ivec4 unravel(int o, ivec4 size) {
 #if PARALLEL
 #define LANES (WG_X * WG_Y)
 shared highp vec4 partial[WG_X * WG_Y * WG_Z];
-highp vec4 fold(highp vec4 a, highp vec4 b, int op) { return combine(a, b); }  // one way: op unused
+#define FOLD_VALUE 0
+#define FOLD_RANK 1  // by max: the ranks of the last NaNs (SCANNED)
+highp vec4 fold(highp vec4 a, highp vec4 b, int op) { return op == FOLD_RANK ? max(a, b) : combine(a, b); }
 #include "fold_lanes.glsl"
+
+// The last NaN's rank among the workgroup's elements of the output, from each lane's in `rank`
+// (NO_RANK without SCANNED).
+highp vec4 fold_rank(int lane, int slot, highp vec4 rank) {
+#if SCANNED
+  partial[slot] = rank;
+  fold_lanes(lane, slot, FOLD_RANK);
+  memoryBarrierShared();
+  barrier();
+  rank = output_rank(partial[slot - lane]);
+  barrier();  // every lane has read it before partial is written again
+#endif
+  return rank;
+}
 
 void main() {
   int lane = int(gl_LocalInvocationID.x) + WG_X * int(gl_LocalInvocationID.y);
@@ -99,10 +206,14 @@ void main() {
   // No early return: every invocation of the workgroup must reach the barriers.
   bool live = gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u && o < grid.z;
   ivec4 k = unravel(o, k_size);
-  partial[slot] = live ? reduce_at(input_index(k), lane, LANES) : vec4(IDENTITY);
-  fold_lanes(lane, slot, OP);
+  highp vec4 last_nan = NO_RANK;
+  highp vec4 acc = live ? reduce_at(input_index(k), lane, LANES, NO_RANK, last_nan) : vec4(IDENTITY);
+  last_nan = fold_rank(lane, slot, last_nan);
+  if (live) acc = after_last_nan(acc, input_index(k), lane, LANES, last_nan);
+  partial[slot] = acc;
+  fold_lanes(lane, slot, FOLD_VALUE);
   // o is also the output's PHWC4 index: the keep-dims layout is the output's in this variant.
-  if (live && lane == 0) store(out_offset + o, keep_channels(finish(partial[slot]), out_channels, k.z));
+  if (live && lane == 0) store(out_offset + o, keep_channels(finish(partial[slot], last_nan), out_channels, k.z));
 }
 
 #elif GATHER
@@ -119,7 +230,9 @@ void main() {
     int o = first + j;
     int c = o % k_channels;
     ivec4 k = unravel(o / k_channels, ivec4(k_size.xy, 1, k_size.w));
-    r[j] = finish(reduce_at(input_index(ivec4(k.xy, c / 4, k.w)), 0, 1))[REDUCE_C == 1 ? 0 : c % 4];
+    highp vec4 last_nan;
+    highp vec4 acc = reduce_whole(input_index(ivec4(k.xy, c / 4, k.w)), last_nan);
+    r[j] = finish(acc, last_nan)[REDUCE_C == 1 ? 0 : c % 4];
   }
   store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), keep_channels(r, out_channels, s));
 }
@@ -129,7 +242,9 @@ void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   if (any(greaterThanEqual(gid, grid))) return;
   ivec4 k = ivec4(gid.xy, gid.z % k_size.z, gid.z / k_size.z);
-  vec4 r = finish(reduce_at(input_index(k), 0, 1));
+  highp vec4 last_nan;
+  highp vec4 acc = reduce_whole(input_index(k), last_nan);
+  vec4 r = finish(acc, last_nan);
   store(out_offset + phwc4_index(k_size, gid.x, gid.y, gid.z), keep_channels(r, out_channels, k.z));
 }
 #endif

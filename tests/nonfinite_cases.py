@@ -8,6 +8,10 @@ LiteRT's builtin kernels do (tests/ops/test_nonfinite.py), the GPU where the ref
 - MAXIMUM / MINIMUM: a > b ? a : b and a < b ? a : b: NaN wins as the second operand only.
 - MAX_POOL_2D: acc = lowest float, acc = std::max(acc, tap): a NaN tap never wins; a window of
   NaNs gives -FLT_MAX.
+- REDUCE_MAX / REDUCE_MIN: acc = lowest (max) float, then acc = x < acc ? acc : x (x > acc) in
+  row-major order: a NaN is replaced by the next element, only a NaN last survives.
+- POW of two runtime tensors: C's powf (x^0 = 1 and 1^y = 1 even for NaN, 0^-y = +inf, a negative
+  base to a non-integer power NaN, to an integer one signed).
 """
 import numpy as np
 
@@ -70,7 +74,9 @@ def cases():
         out.append((f"MAX_POOL_2D-act{act}", "MAX_POOL_2D", [In(_pairs())], _pool(act)))
         out.append((f"AVERAGE_POOL_2D-act{act}", "AVERAGE_POOL_2D", [In(_pairs())], _pool(act)))
     pairs = np.array(PAIRS, F32).reshape(1, len(PAIRS), 2, 1)
-    out.append(("MEAN", "MEAN", [In(pairs), In(np.array([2], np.int32), const=True)], dict(keep_dims=True)))
+    for op in ["MEAN", "REDUCE_MAX", "REDUCE_MIN"]:
+        out.append((op, op, [In(pairs), In(np.array([2], np.int32), const=True)], dict(keep_dims=True)))
+    out.append(("POW", "POW", [In(_x()), In(_x(SPECIALS[::-1]))], None))
     out.append(("SOFTMAX", "SOFTMAX", [In(np.array(PAIRS, F32).reshape(len(PAIRS), 2))], dict(beta=1.0)))
     grid = np.array([[NAN, 1.0, 2.0], [INF, -INF, 3.0], [BIG, -BIG, 0.5]], F32).reshape(1, 3, 3, 1)
     size = In(np.array([6, 6], np.int32), const=True)

@@ -53,3 +53,39 @@ def test_a_runtime_operand_stored_in_another_layout(shapes, precision):
     big, small = (In(rng.standard_normal(s).astype(np.float32)) for s in shapes)
     check_gpu("ADD", [big, small], {"fused_activation_function": 0}, precision)
     check_gpu("MUL", [small, big], {"fused_activation_function": 0}, precision)
+
+
+NAN, INF = np.float32(np.nan), np.float32(np.inf)
+# (base, exponent, C's powf): negative bases to even, odd and negative integer powers; to a
+# non-integer power (NaN); zeros (0^0 = 1, 0^-y = +inf, -0 to an odd power keeps its sign);
+# NaN (x^0 = 1, 1^y = 1); infinities.
+POW_CASES = [(-2, 2, 4), (-2, 3, -8), (-1.5, 2, 2.25), (-1.5, -1, -1 / 1.5), (-3, 1, -3), (-0.5, -2, 4),
+             (-8, 2, 64), (-2, -3, -0.125), (-2, 0.5, NAN), (-1.5, -0.25, NAN), (0, 0, 1), (0, -1, INF),
+             (0, -2, INF), (0, -0.5, INF), (0, 2, 0), (0, 0.5, 0), (-0.0, -1, -INF), (-0.0, 3, -0.0), (-0.0, 0, 1),
+             (NAN, 0, 1), (1, NAN, 1), (NAN, 1, NAN), (-1, NAN, NAN), (2, 3, 8), (2.5, 1.5, 2.5 ** 1.5),
+             (-1, INF, 1), (-2, INF, INF), (-0.5, INF, 0), (2, -INF, 0), (-INF, 3, -INF), (-INF, -3, -0.0),
+             (-INF, 0.5, INF), (INF, -1, 0), (-1, 7, -1), (-1, 8, 1)]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_pow_runtime_exponent(precision):
+    """TFLite's POW is C's powf: GLSL's pow is undefined for a negative base and for 0 to a power
+    <= 0 (llvmpipe gave NaN for (-2)^3 and 0 for 0^0); the reference is checked too."""
+    base, exponent, expected = (np.array(column, np.float32).reshape(1, -1) for column in zip(*POW_CASES))
+    reference, _ = check_gpu("POW", [In(base), In(exponent)], {}, precision)
+    np.testing.assert_allclose(reference[0], expected, rtol=1e-6)
+    signed = ~np.isnan(expected)
+    np.testing.assert_array_equal(np.signbit(reference[0])[signed], np.signbit(expected)[signed])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("exponent", [3.0, 2.0, -1.0, -2.0, 0.0, 0.5, 1.0])
+def test_pow_constant_exponent(exponent, precision):
+    """tf.pow(x, c): a constant scalar exponent (the kernel's scalar operand) on negative, zero
+    and NaN bases, as either operand. (No infinite base: there the reference, numpy's sqrt for a
+    scalar 0.5, gives NaN for -inf, and LiteRT's FLT_MAX for inf^2 and inf^3; C's powf, which the
+    GPU computes, and LiteRT's POW of two runtime tensors give +inf.)"""
+    x = np.array([-2, -1.5, -0.5, -0.0, 0, 0.5, 3, NAN, -1, 1, -3], np.float32).reshape(1, 11)
+    c = In(np.array(exponent, np.float32), const=True)
+    check_gpu("POW", [In(x), c], {}, precision)
+    check_gpu("POW", [c, In(x)], {}, precision)

@@ -90,6 +90,40 @@ def test_sum_with_partial_sums_beyond_half_range(size, precision):
     check_gpu("SUM", reduce_inputs(x, [1, 2]), {"keep_dims": False}, precision)
 
 
+def with_nonfinite(x, rng):
+    """x with NaN (every row's last element in some rows: the NaN that survives LiteRT's scan)
+    and -inf / +inf scattered, and one row all -inf (the result is then LiteRT's start value,
+    -FLT_MAX for REDUCE_MAX, not -inf)."""
+    x = x.copy()
+    x.reshape(-1, x.shape[-1])[0] = -np.inf
+    x[rng.random(x.shape) < 0.05] = np.inf
+    x[rng.random(x.shape) < 0.05] = -np.inf
+    x[rng.random(x.shape) < 0.1] = np.nan
+    x[..., -1][rng.random(x.shape[:-1]) < 0.3] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("x_shape,axes,keep_dims,expected", CASES)
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_max_min_with_nan(op, x_shape, axes, keep_dims, expected, precision):
+    """LiteRT's scan in row-major order (ops/reduce.py): a NaN is replaced by the next element,
+    so only a NaN last in its run survives. GLSL's max / min on NaN are undefined (llvmpipe
+    skipped every NaN), and the kernel visits elements in its own order; every variant."""
+    rng = np.random.default_rng(sum(x_shape) + len(axes))
+    x = with_nonfinite(sample(op, rng, x_shape), rng)
+    check_gpu(op, reduce_inputs(x, axes), {"keep_dims": keep_dims}, precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_max_with_nan_rows(precision):
+    """[[1, nan, 3, 2], [nan, -1, -5, nan]] over the last axis: LiteRT gives [3, nan] (the GPU
+    gave [3, -1])."""
+    x = np.array([[1, np.nan, 3, 2], [np.nan, -1, -5, np.nan]], np.float32)
+    reference, _ = check_gpu("REDUCE_MAX", reduce_inputs(x, [1]), {"keep_dims": False}, precision)
+    np.testing.assert_array_equal(reference[0], [3, np.nan])
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.sampled_from(OPS), st.lists(st.integers(1, 9), min_size=1, max_size=4), st.booleans(),
        st.sampled_from(PRECISIONS), st.integers(0, 2 ** 31))

@@ -16,7 +16,7 @@ from .base import Dispatch
 from .conv import EXPLICIT_PADDING, geometry
 
 OP_CODES = {"MAX_POOL_2D": 0, "AVERAGE_POOL_2D": 1}
-AS_REDUCTION = {"MAX_POOL_2D": "REDUCE_MAX", "AVERAGE_POOL_2D": "MEAN"}
+AS_REDUCTION = {"MAX_POOL_2D": "MAX_POOL_2D", "AVERAGE_POOL_2D": "MEAN"}  # reduce.TEMPLATE_CODES
 NO_PADDING = (0, 0, 0, 0)
 
 

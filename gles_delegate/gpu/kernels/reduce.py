@@ -17,6 +17,10 @@ from ..phwc4 import BHWC_AXES, Shape4, bhwc
 from .base import Dispatch
 
 OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
+# The template's ops: also MAX_POOL_2D (pool.py's global pools), a max that skips NaN as TFLite's
+# max pooling does, where REDUCE_MAX / MIN give what LiteRT's row-major scan gives (SCANNED).
+TEMPLATE_CODES = {**OP_CODES, "MAX_POOL_2D": OP_CODES["REDUCE_MAX"]}
+SCANNED_OPS = ("REDUCE_MAX", "REDUCE_MIN")
 # node.options[INPUT_ADDEND] = a runtime tensor of the input's shape added to each input element
 # as it is loaded (the ADD that computed the input, fused in).
 INPUT_ADDEND = INPUT_ADDEND_KEY
@@ -92,7 +96,7 @@ def _runs(in4, axes4):
 def reduction(x, out, axes4, op, env, stage=None, addend=None):
     """Dispatches reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into out.
 
-    op: a key of OP_CODES; stage: the output stage of a pooling node run as a reduction
+    op: a key of TEMPLATE_CODES; stage: the output stage of a pooling node run as a reduction
     (KernelEnv.output_stage), None for a reduction op (it has no fused activation); addend: a
     tensor of x's shape added to x element by element before the reduction, or None."""
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
@@ -110,7 +114,8 @@ def reduction(x, out, axes4, op, env, stage=None, addend=None):
     outputs = keep.elements
     parallel = not gather and elements >= PARALLEL_MIN_ELEMENTS and outputs <= PARALLEL_MAX_OUTPUTS
     reduce_c = 3 in axes4
-    defines = {"OP": OP_CODES[op], **(stage or {}), "RUNS": len(runs), "REDUCE_C": int(reduce_c),
+    defines = {"OP": TEMPLATE_CODES[op], **(stage or {}), "RUNS": len(runs), "REDUCE_C": int(reduce_c),
+               "SCANNED": int(op in SCANNED_OPS),
                "MASK_C": int(reduce_c and in4.c % 4 != 0 and op in MASKED_OPS),
                "PARALLEL": int(parallel), "GATHER": int(gather), "ADDEND": int(addend is not None)}
     if addend is not None:
