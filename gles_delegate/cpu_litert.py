@@ -100,6 +100,21 @@ def lacks_kernel(node):
     return node.op not in ops.KERNELS or isinstance(ops.unsupported_reason(node), Unimplemented)
 
 
+def reads_dynamic(node, dynamic):
+    """Whether `node` reads one of the `dynamic` tensors ({id(tensor)}:
+    shape_propagation.dynamic_tensors), whose declared shapes are placeholders until the invoke
+    decides them (a WHILE's growing [1, None] output declared [1, 1])."""
+    return any(t is not None and id(t) in dynamic for t in node.inputs)
+
+
+def checked_at_invoke(node, reason, dynamic):
+    """Whether the reference's refusal of `node` (`reason`) waits for invoke, where its step
+    checks the node again on the shapes its inputs have then: it reads dynamic tensors, and its
+    op has a reference kernel whose variant is not the reason (that one decides LiteRT's
+    kernels at allocate)."""
+    return reads_dynamic(node, dynamic) and node.op in ops.KERNELS and not isinstance(reason, Unimplemented)
+
+
 class CpuBackend:
     """Which CPU nodes of an Interpreter run through LiteRT, and the steps that run them."""
 
@@ -137,26 +152,28 @@ class CpuBackend:
                 message += f"; {INSTALL_HINT}"
         raise ModelError(message)
 
-    def place(self, graph, steps, reference_step, pinned=frozenset()):
+    def place(self, graph, steps, reference_step, pinned=frozenset(), dynamic=frozenset()):
         """`steps` (delegate steps, and Node objects where the CPU runs a node) with the CPU nodes
         made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node). `pinned`:
-        {id(node)} of nodes that stay on the reference (those of dynamic tensors)."""
+        {id(node)} of nodes that stay on the reference (those of dynamic tensors), except one the
+        reference lacks, which LiteRT runs alone with dynamic shapes (a SEGMENT_SUM of runtime ids).
+        `dynamic`: {id(tensor)} of the dynamic tensors (checked_at_invoke)."""
         placed, run = [], []
         for step in steps + [None]:
             if isinstance(step, Node):
                 run.append(step)
                 continue
-            placed += self._place_run(graph, run, reference_step, pinned)
+            placed += self._place_run(graph, run, reference_step, pinned, dynamic)
             run = []
             if step is not None:
                 placed.append(step)
         return placed
 
-    def _place_run(self, graph, run, reference_step, pinned):
+    def _place_run(self, graph, run, reference_step, pinned, dynamic):
         """The steps of one run of consecutive CPU nodes."""
         for node in run:
             reason = ops.unsupported_reason(node)
-            if reason is not None:
+            if reason is not None and not checked_at_invoke(node, reason, dynamic):
                 self.check(node, reason, graph)  # a node a delegate could take but did not
         free = [n for n in run if id(n) not in pinned]
         whole = self.backend == "litert" or (self.backend == "auto" and any(self.on_litert(n, graph) for n in free))
@@ -169,7 +186,9 @@ class CpuBackend:
             if group:
                 steps.append(LiteRTStep(graph, group, self.num_threads, self.preserve_all_tensors))
                 group = []
-            if node is not None:
+            if node is not None and id(node) in pinned and lacks_kernel(node) and self.on_litert(node, graph):
+                steps.append(LiteRTStep(graph, [node], self.num_threads, self.preserve_all_tensors, dynamic=True))
+            elif node is not None:
                 steps.append(reference_step(node))
         return steps
 
@@ -249,11 +268,15 @@ def run_once(node, inputs, num_threads=None):
 
 class LiteRTStep:
     """A run of consecutive CPU nodes as one LiteRT interpreter over a sub-model (see the module
-    docstring); run(storage, capture) as every step of the Interpreter's plan."""
+    docstring); run(storage, capture) as every step of the Interpreter's plan. `dynamic`: one
+    node of dynamic tensors (shape_propagation.dynamic_tensors): its inputs are resized to the
+    shapes they have at invoke, and its outputs take the shapes LiteRT gives them, as TFLite's
+    dynamic tensors."""
     backend = "litert"
 
-    def __init__(self, graph, nodes, num_threads=None, preserve_all_tensors=False):
+    def __init__(self, graph, nodes, num_threads=None, preserve_all_tensors=False, dynamic=False):
         self.nodes = list(nodes)
+        self.dynamic = dynamic
         spec = boundary(graph, self.nodes)
         content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
         self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
@@ -269,7 +292,7 @@ class LiteRTStep:
         reported = {d["index"]: tuple(int(k) for k in d["shape"]) for d in self.interpreter.get_output_details()}
         for tensor, node, _ in self.outputs:
             shape = reported[index[id(tensor)]]
-            if shape != tuple(tensor.shape):
+            if shape != tuple(tensor.shape) and not dynamic:
                 raise ModelError(f"operator {node.label}: LiteRT computes shape {list(shape)} for its output tensor "
                                  f"{tensor.index} ({tensor.name!r}), the model declares {list(tensor.shape)}")
 
@@ -277,6 +300,8 @@ class LiteRTStep:
         """Copy the inputs in, invoke LiteRT, copy the outputs out (and, with `capture`, every
         intermediate: preserve_all_tensors)."""
         with self._lock:
+            if self.dynamic:
+                self._resize_inputs(storage)
             for index, theirs, view in self.inputs:
                 _copy_in(self.interpreter, theirs, view, storage[index])
             try:
@@ -284,10 +309,32 @@ class LiteRTStep:
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"operator {_labels(self.nodes)} failed in LiteRT: {str(exc).strip()[:400]}") from None
             for tensor, node, view in self.outputs:
+                if self.dynamic:
+                    # As TFLite resizes a dynamic tensor: the details show the shape it now has.
+                    storage[tensor.index] = np.array(view(), tensor.dtype)
+                    tensor.shape = storage[tensor.index].shape
+                    continue
                 _copy_out(node, tensor, view(), storage[tensor.index])
             if capture is not None:
                 for index, theirs in self.intermediates:
                     np.copyto(capture[index], self.interpreter.get_tensor(theirs))
+
+    def _resize_inputs(self, storage):
+        """Give LiteRT's inputs the shapes our tensors have now (a dynamic tensor's shape is
+        decided at invoke), re-running its Prepare when one changed; a ModelError naming the
+        node when its Prepare refuses them."""
+        details = {d["index"]: tuple(d["shape"]) for d in self.interpreter.get_input_details()}
+        changed = [(theirs, np.shape(storage[index])) for index, theirs, _ in self.inputs
+                   if tuple(np.shape(storage[index])) != details[theirs]]
+        if not changed:
+            return
+        try:
+            for theirs, shape in changed:
+                self.interpreter.resize_tensor_input(theirs, list(shape))
+            self.interpreter.allocate_tensors()
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"operator {_labels(self.nodes)} cannot take input shapes "
+                             f"{[list(shape) for _, shape in changed]} in LiteRT: {str(exc).strip()[:400]}") from None
 
 
 def _copy_in(interpreter, index, view, value):

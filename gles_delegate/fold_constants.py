@@ -107,9 +107,10 @@ def fold_shapes(graph, dynamic):
     allocate_tensors, which plans again from the model (after resize_tensor_input, say). A SHAPE
     whose output is a graph output stays a node. Returns the folded nodes."""
     graph_outputs = {id(t) for t in graph.outputs}
+    # One the reference refuses stays a node, for allocate_tensors' checks to name it.
     shapes = [n for n in graph.nodes if n.op == "SHAPE" and n.inputs and n.inputs[0] is not None
               and id(n.inputs[0]) not in dynamic and n.outputs[0] is not None
-              and id(n.outputs[0]) not in graph_outputs]
+              and id(n.outputs[0]) not in graph_outputs and ops.unsupported_reason(n) is None]
     for node in shapes:
         node.outputs[0].data = folded_value(node, node.outputs[0], np.array(node.inputs[0].shape))
     graph.remove_nodes(shapes)

@@ -13,7 +13,7 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import ops
-from .cpu_litert import CpuBackend, litert_interpreter_class
+from .cpu_litert import CpuBackend, checked_at_invoke, litert_interpreter_class, reads_dynamic
 from .errors import ModelError
 from .graph import Graph, Node
 from .shape_propagation import dynamic_tensors, propagate_shapes
@@ -200,15 +200,20 @@ def _delegate_can_run(delegate, node, cpu_reason):
 
 class _CpuStep:
     """One node run on the reference kernels. `dynamic`: its outputs are dynamic tensors
-    (shape_propagation.dynamic_tensors), which take whatever shape the kernel gives."""
+    (shape_propagation.dynamic_tensors), which take whatever shape the kernel gives. `check`:
+    it reads dynamic tensors, so its checks (ops SUPPORT) run at every invoke, on the shapes
+    the invoke gave them (cpu_litert.checked_at_invoke)."""
     backend = "reference"
 
-    def __init__(self, node, dynamic=False):
+    def __init__(self, node, dynamic=False, check=False):
         self.nodes = [node]
         self.dynamic = dynamic
+        self.check = check
 
     def run(self, storage, capture=None):
         node = self.nodes[0]
+        if self.check:
+            _check_at_invoke(node)
         inputs = [None if t is None else storage[t.index] for t in node.inputs]
         outputs = ops.run_node(node, inputs, self.dynamic)
         for tensor, value in zip(node.outputs, outputs):
@@ -222,6 +227,16 @@ class _CpuStep:
                 raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor "
                                  f"{tensor.index}, the model declares {list(target.shape)}")
             np.copyto(target, value, casting="unsafe")
+
+
+def _check_at_invoke(node):
+    """A ModelError naming the node when its checks refuse the shapes its dynamic tensors have
+    now (their declared shapes were only placeholders at allocate_tensors)."""
+    reason = ops.unsupported_reason(node)
+    if reason is not None:
+        shapes = [None if t is None else list(t.shape) for t in node.inputs]
+        raise ModelError(f"operator {node.label} cannot run on the CPU with the input shapes {shapes} this invoke "
+                         f"gave it: {reason}")
 
 
 def unwritten_outputs(graph):
@@ -262,15 +277,16 @@ class _Executor:
         propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         densify_sparse_reads(graph)
         fold_constants(graph)
-        for node in graph.nodes:
-            reason = ops.unsupported_reason(node)
-            if reason is not None and not any(_delegate_can_run(d, node, reason) for d in delegates):
-                self.cpu.check(node, reason, graph)
         dynamic = dynamic_tensors(graph)
         # Folding only makes values known: the dynamic tensors can only become fewer, so none
         # before means none after (a dynamic-batch Keras model: a whole pass saved).
         if fold_shapes(graph, dynamic) and dynamic:
             dynamic = dynamic_tensors(graph)
+        for node in graph.nodes:
+            reason = ops.unsupported_reason(node)
+            if reason is not None and not checked_at_invoke(node, reason, dynamic) \
+                    and not any(_delegate_can_run(d, node, reason) for d in delegates):
+                self.cpu.check(node, reason, graph)
         check_declared_shapes(graph, dynamic)
         storage = self.make_storage(graph)
         self.release()
@@ -347,7 +363,9 @@ class _Executor:
             pinned = {id(n) for n in graph.nodes if any(t is not None and id(t) in self.dynamic
                                                         for t in [*n.inputs, *n.outputs])}
             return self.cpu.place(graph, steps, lambda node: _CpuStep(node, any(id(t) in self.dynamic
-                                                                                 for t in node.outputs)), pinned)
+                                                                                 for t in node.outputs),
+                                                                      reads_dynamic(node, self.dynamic)),
+                                  pinned, self.dynamic)
         except BaseException:  # LiteRT refused a run: free what the delegates compiled
             for step in steps:
                 if hasattr(step, "release"):

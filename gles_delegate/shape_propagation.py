@@ -31,7 +31,7 @@ import numpy as np
 
 from . import ops
 from .errors import ModelError
-from .ops.checks import check_output_elements, inferring_shapes
+from .ops.checks import Unimplemented, check_output_elements, inferring_shapes
 from .tflite.limits import MAX_TENSOR_ELEMENTS
 
 # Ops whose output values depend only on their input's shape, never on its values.
@@ -80,6 +80,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
             changed.add(id(tensor))
     if not changed and not any(placeholder(t) for t in graph.tensors if not t.is_const):
         return
+    resized = bool(changed)  # else the placeholders' shapes are computed, nothing was resized
     # known: id(tensor) -> exact value (constants, and values computed from known values only).
     known = {id(t): t.data for t in graph.tensors if t.is_const}
     values = dict(known)  # id(tensor) -> value used for the next nodes (exact or stand-in based)
@@ -101,7 +102,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
                 unknown.update(id(t) for t in node.outputs if t is not None)
             continue
         if symbolic and not (exact and integer_out):
-            shapes = _rule_shapes(node, known, growth)
+            shapes = _rule_shapes(node, known, growth, resized)
             if shapes is not None:
                 for tensor, shape in zip(node.outputs, shapes):
                     if tensor is not None:
@@ -120,9 +121,9 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
             with inferring_shapes(growth), np.errstate(all="ignore"):
                 outputs = run_node(node, inputs)
         except (ModelError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError) as exc:
-            raise ModelError(_failure(node, exc, known)) from None
+            raise ModelError(_failure(node, exc, known, resized)) from None
         if len(outputs) != len(node.outputs):
-            raise ModelError(f"operator {node.label} gave {len(outputs)} outputs for the resized shapes, "
+            raise ModelError(f"operator {node.label} gave {len(outputs)} outputs for {_inputs(resized)}, "
                              f"the model declares {len(node.outputs)}")
         for tensor, value in zip(node.outputs, outputs):
             value = np.asarray(value)
@@ -195,11 +196,21 @@ def value_dependent(node, values):
     declares one of them as a placeholder: TFLite makes such outputs dynamic (a SLICE or RESHAPE
     whose begin, size or shape operand is not constant) and prepares the nodes after them at
     invoke. An output declared with a known shape keeps it (checked at invoke); a node the
-    reference cannot run (or that has no rule) keeps its declared shapes."""
+    reference refuses as possibly malformed (_refused), or that has no rule, keeps its declared
+    shapes. A node LiteRT runs for us (SEGMENT_SUM, whose output segment_sum.cc sizes from runtime
+    ids at invoke) follows its rule too: stand-in values would make up its shape."""
     if node.op in ops.RUNTIME_OPS or node.op not in ops.OUTPUT_SHAPES \
-            or not any(t is not None and placeholder(t) for t in node.outputs) or ops.unsupported_reason(node):
+            or not any(t is not None and placeholder(t) for t in node.outputs) or _refused(node):
         return False
     return ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs], values) is None
+
+
+def _refused(node):
+    """Whether the reference refuses the node for a reason other than lacking its kernel (for
+    its op, or its variant: ops.checks.Unimplemented, which LiteRT's kernels run): a node that
+    may be malformed, which allocate_tensors reports."""
+    reason = ops.unsupported_reason(node)
+    return reason is not None and node.op in ops.KERNELS and not isinstance(reason, Unimplemented)
 
 
 def _exact(tensor, exact):
@@ -236,7 +247,7 @@ def _shape_values(node, exact):
         exact[id(tensor)] = np.asarray(value)
 
 
-def _rule_shapes(node, known, growth):
+def _rule_shapes(node, known, growth, resized=True):
     """The node's output shapes from its op's rule (ops.OUTPUT_SHAPES), checked against the size
     limits; None when the op has no rule or runtime values (or inputs the kernel would refuse,
     for it to say why) decide."""
@@ -247,19 +258,19 @@ def _rule_shapes(node, known, growth):
     try:
         result = ops.OUTPUT_SHAPES[node.op](node, shapes, given)
     except ModelError as exc:
-        raise ModelError(_failure(node, exc, known)) from None
+        raise ModelError(_failure(node, exc, known, resized)) from None
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as exc:
         # Inputs the rule cannot take (shapes that do not broadcast, a wrong rank): the kernel
         # says why on small stand-ins; on large ones the rule's reason, before any array is made.
         if sum(_elements(s) for s in shapes if s is not None) <= _KERNEL_FALLBACK_ELEMENTS:
             return None
-        raise ModelError(_failure(node, exc, known)) from None
+        raise ModelError(_failure(node, exc, known, resized)) from None
     result = None if result is None else [tuple(int(d) for d in shape) for shape in result]
     if result is None or len(result) != len(node.outputs) or any(min(shape, default=1) < 1 for shape in result):
         return None  # an empty output: the kernel says why its window does not fit, or makes it
     for k, (tensor, shape) in enumerate(zip(node.outputs, result)):
         if tensor is not None and _elements(shape) > MAX_TENSOR_ELEMENTS:
-            raise ModelError(f"operator {node.label} cannot take the resized input shapes: output {k} (tensor "
+            raise ModelError(f"operator {node.label} cannot take {_inputs(resized)}: output {k} (tensor "
                              f"{tensor.index}) would have shape {list(shape)}, more than a tensor may hold "
                              f"({MAX_TENSOR_ELEMENTS:,} elements)")
     with inferring_shapes(growth):
@@ -281,10 +292,16 @@ def _check_size(tensor, shape):
                          f"{_elements(shape):,} elements, more than a tensor may hold ({MAX_TENSOR_ELEMENTS:,})")
 
 
-def _failure(node, exc, known):
-    """The message of a node that cannot take the resized shapes, naming the runtime integer
-    inputs its shape may depend on (their values are not known before invoke)."""
-    message = f"operator {node.label} cannot take the resized input shapes: {exc}"
+def _inputs(resized):
+    """What a node's shapes were computed for: the inputs a resize gave, or the declared ones
+    (a placeholder's shape is computed at every allocation)."""
+    return "the resized input shapes" if resized else "its input shapes"
+
+
+def _failure(node, exc, known, resized=True):
+    """The message of a node that cannot take its (resized) input shapes, naming the runtime
+    integer inputs its shape may depend on (their values are not known before invoke)."""
+    message = f"operator {node.label} cannot take {_inputs(resized)}: {exc}"
     unknown = [t for t in node.inputs if t is not None and id(t) not in known and t.dtype is not None
                and t.dtype.kind in "iu" and t.quantization is None]
     if unknown:

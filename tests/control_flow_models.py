@@ -142,6 +142,31 @@ def growing_loop(width):
     return b.build()
 
 
+def growing_then_select(width, steps):
+    """growing_loop's loop, then SELECT(keep [width * 2**steps] bool, the loop's x, other of that
+    shape): SELECT's x is a dynamic tensor declared [width], which its checks saw as not matching
+    the condition before invoke (tf.compat.v1.where after a tf.while_loop growing [1, None]).
+    Inputs n, x [width], keep, other; output the SELECT's."""
+    size = width * 2 ** steps
+    specs = [("i", (), np.int32), ("n", (), np.int32), ("x", (width,), np.float32)]
+    b = ModelBuilder()
+    n, x = b.input("n", (), np.int32), b.input("x", (width,), np.float32)
+    keep, other = b.input("keep", (size,), np.bool_), b.input("other", (size,), np.float32)
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    _, _, grown = _while(b, [b.const("zero", np.array(0, np.int32)), n, x], specs, cond, body)
+    selected = b.tensor("selected", (size,), np.float32)
+    b.op("SELECT", [keep, grown, other], [selected])
+    b.output(selected)
+    _less_than(cond, *_inputs(cond, specs)[:2])
+    bi, bn, bx = _inputs(body, specs)
+    i2, x2 = body.tensor("i2", (), np.int32), body.tensor("x2", (2 * width,), np.float32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
+    body.op("CONCATENATION", [bx, bx], [x2], axis=0, fused_activation_function=NONE)
+    for out in (i2, bn, x2):
+        body.output(out)
+    return b.build()
+
+
 def if_model(shape, same_shapes=True):
     """IF(c, x, y): then = x * y; else = x - y, or with same_shapes False concat(x, y) (the
     branches' outputs differ in shape: the IF's output is dynamic)."""

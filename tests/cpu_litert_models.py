@@ -89,3 +89,66 @@ def hybrid_transpose_conv_model():
                         {"padding": 0, "stride_w": 2, "stride_h": 2})
     return model, x
 
+
+
+_CONV_3D_OPTIONS = {"padding": 0, "stride_d": 1, "stride_h": 2, "stride_w": 1, "dilation_d_factor": 1,
+                    "dilation_h_factor": 1, "dilation_w_factor": 1, "fused_activation_function": 1}
+
+
+def conv3d_model(transpose=False):
+    """(model, input) of a CONV_3D (x [1, 3, 4, 4, 2], filter [2, 3, 3, 2, 4] -> y [1, 3, 2, 4, 4],
+    SAME, strides (1, 2, 1), RELU) or of a CONV_3D_TRANSPOSE (x [1, 3, 2, 4, 4], filter
+    [2, 3, 3, 2, 4] -> y [1, 3, 4, 4, 2]): ops whose options table (Conv3DOptions) is not named
+    after them, and that no reference kernel runs."""
+    rng = np.random.default_rng(5)
+    shapes = [(1, 3, 4, 4, 2), (1, 3, 2, 4, 4)]
+    x_shape, y_shape = shapes[::-1] if transpose else shapes
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    b = ModelBuilder()
+    xi = b.input("x", x_shape)
+    w = b.const("w", rng.standard_normal((2, 3, 3, 2, 4)).astype(np.float32))
+    y = b.tensor("y", y_shape)
+    if transpose:
+        b.op("CONV_3D_TRANSPOSE", [b.const("shape", np.array(y_shape, np.int32)), w, xi, -1], [y], **_CONV_3D_OPTIONS)
+    else:
+        b.op("CONV_3D", [xi, w, -1], [y], **_CONV_3D_OPTIONS)
+    b.output(y)
+    return b.build(), x
+
+
+def random_model():
+    """x [2, 3] -> (x + RANDOM_UNIFORM([2, 3]), x * RANDOM_STANDARD_NORMAL([2, 3])), seeded
+    (RandomOptions: seed, seed2) as TF's converter writes tf.random.uniform(seed=...)."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    shape = b.const("shape", np.array([2, 3], np.int32))
+    for k, (op, combine) in enumerate([("RANDOM_UNIFORM", "ADD"), ("RANDOM_STANDARD_NORMAL", "MUL")]):
+        noise, out = b.tensor(f"noise{k}", (2, 3)), b.tensor(f"out{k}", (2, 3))
+        b.op(op, [shape], [noise], seed=7 + k, seed2=11)
+        b.op(combine, [x, noise], [out], fused_activation_function=0)
+        b.output(out)
+    return b.build()
+
+
+def runtime_segment_model(rows=6):
+    """x [rows] float, seg [rows] int32 (runtime ids: 0, then steps of 0 or 1) -> SEGMENT_SUM ->
+    y declared [1], shape_signature [-1], as TF's converter writes it: segment_sum.cc makes y a
+    dynamic tensor, sized by the ids at invoke."""
+    b = ModelBuilder()
+    x, seg = b.input("x", (rows,)), b.input("seg", (rows,), np.int32)
+    y = b.tensor("y", (1,), shape_signature=(-1,))
+    b.op("SEGMENT_SUM", [x, seg], [y])
+    b.output(y)
+    return b.build()
+
+
+def runtime_shape_random_model():
+    """shape [2] int32 (a runtime input) -> RANDOM_UNIFORM (seeded) -> ABS -> y declared [1, 1],
+    shape_signature [-1, -1]: the output's shape is the input's value, decided at invoke."""
+    b = ModelBuilder()
+    shape = b.input("shape", (2,), np.int32)
+    noise, y = (b.tensor(name, (1, 1), shape_signature=(-1, -1)) for name in ("noise", "y"))
+    b.op("RANDOM_UNIFORM", [shape], [noise], seed=3, seed2=4)
+    b.op("ABS", [noise], [y])
+    b.output(y)
+    return b.build()

@@ -9,8 +9,9 @@ import pytest
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.tflite import ModelBuilder
-from tests.cpu_litert_models import (LITERT_ONLY, diag_model, hybrid_transpose_conv_model, int16_conv_model,
-                                     litert_outputs, random_input, segment_model)
+from tests.cpu_litert_models import (LITERT_ONLY, conv3d_model, diag_model, hybrid_transpose_conv_model,
+                                     int16_conv_model, litert_outputs, random_input, random_model,
+                                     runtime_segment_model, runtime_shape_random_model, segment_model)
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, first_node, single_op_model, unknown_custom_op_model
 from tests.tolerance import sum_bound
@@ -267,3 +268,79 @@ def test_scalar_tensors_through_litert(dtype):
     (ours,), summary = run(model, values, cpu_backend="litert")
     assert summary["litert_nodes"] == ["#0 (ADD)", "#1 (MUL)"]
     assert ours.shape == () and ours.dtype == dtype and ours == litert_outputs(model, values)[0] == 21
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("backend", ["auto", "fallback"])
+def test_conv3d_runs_on_litert_with_its_options(transpose, backend):
+    """CONV_3D and CONV_3D_TRANSPOSE read their options from Conv3DOptions: the LiteRT
+    sub-model once could not be written ('takes no builtin options')."""
+    model, x = conv3d_model(transpose)
+    (ours,), summary = run(model, [x], cpu_backend=backend)
+    (theirs,) = litert_outputs(model, [x])
+    assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
+    assert summary["litert_nodes"] == [f"#0 ({'CONV_3D_TRANSPOSE' if transpose else 'CONV_3D'})"]
+
+
+def test_seeded_random_ops_give_litert_s_values_invoke_after_invoke():
+    """RANDOM_UNIFORM / RANDOM_STANDARD_NORMAL run on LiteRT's kernels with their seeds
+    (RandomOptions): each invoke draws the next values, as LiteRT's own interpreter does."""
+    model, x = random_model(), random_input((2, 3))
+    ours, theirs = Interpreter(model_content=model), LiteRTInterpreter(model_content=model)
+    for interpreter in (ours, theirs):
+        interpreter.allocate_tensors()
+    for _ in range(2):
+        outputs = []
+        for interpreter in (ours, theirs):
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+            interpreter.invoke()
+            outputs.append([interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()])
+        for mine, litert in zip(*outputs):
+            np.testing.assert_array_equal(mine, litert)
+    assert ours.cpu_summary()["litert_nodes"] == ["#0 (RANDOM_UNIFORM)", "#1 (ADD)", "#2 (RANDOM_STANDARD_NORMAL)",
+                                                  "#3 (MUL)"]
+
+
+SEGMENT_IDS = [np.int32([0, 0, 1, 2, 2, 2]), np.int32([0, 1, 2, 3, 4, 5]), np.int32([0, 0, 0, 0, 0, 0])]
+
+
+@pytest.mark.parametrize("backend", ["auto", "fallback", "litert"])
+def test_an_output_the_runtime_ids_size_is_dynamic(backend):
+    """SEGMENT_SUM of runtime ids, its output declared [-1]: a dynamic tensor whose shape each
+    invoke takes from LiteRT, as LiteRT's own interpreter gives it (allocate once ran it on
+    stand-in ids of 1, which LiteRT refuses: 'current_segment_id != 0')."""
+    model, x = runtime_segment_model(), np.arange(6, dtype=np.float32)
+    ours = Interpreter(model_content=model, cpu_backend=backend)
+    ours.allocate_tensors()
+    for ids in SEGMENT_IDS:
+        ours.set_tensor(0, x)
+        ours.set_tensor(1, ids)
+        ours.invoke()
+        (theirs,) = litert_outputs(model, [x, ids])
+        out = ours.get_tensor(ours.get_output_details()[0]["index"])
+        np.testing.assert_array_equal(out, theirs)
+        assert list(ours.get_output_details()[0]["shape"]) == [ids[-1] + 1]
+    ours.set_tensor(1, np.int32([1, 1, 2, 2, 2, 2]))
+    with pytest.raises(ModelError, match=r"operator #0 \(SEGMENT_SUM\) failed in LiteRT: .*segment_sum"):
+        ours.invoke()
+
+
+def test_reference_backend_refuses_runtime_ids_without_a_lookup_key():
+    with pytest.raises(ModelError) as raised:
+        Interpreter(model_content=runtime_segment_model(), cpu_backend="reference").allocate_tensors()
+    message = str(raised.value)
+    assert re.match(r"operator #0 \(SEGMENT_SUM\) cannot run on the CPU: no reference kernel for op SEGMENT_SUM",
+                    message)
+    assert "resized" not in message and "'SEGMENT_SUM'" not in message
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 1)])
+def test_a_runtime_shape_operand_makes_a_dynamic_output(shape):
+    """RANDOM_UNIFORM of a runtime shape (its output declared [-1, -1]): LiteRT's shape and
+    values, and the reference's ABS after it on the dynamic tensor."""
+    model, value = runtime_shape_random_model(), np.int32(shape)
+    (ours,), summary = run(model, [value])
+    (theirs,) = litert_outputs(model, [value])
+    assert ours.shape == tuple(shape)
+    np.testing.assert_array_equal(ours, theirs)
+    assert summary["litert_nodes"] == ["#0 (RANDOM_UNIFORM)"] and summary["reference_nodes"] == ["#1 (ABS)"]

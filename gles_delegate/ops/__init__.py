@@ -4,9 +4,12 @@ Each module holds one op family and exposes two plain dicts:
   KERNELS = {"OP_NAME": fn}   fn(node, inputs) -> list of output arrays, where `inputs` holds
                               one numpy array per node input (None for an omitted optional one)
   SUPPORT = {"OP_NAME": fn}   optional; fn(node) -> None if the kernel can run this exact node,
-                              else a string saying why not (checked at allocate_tensors)
-  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but DENSIFY has
-                              one): shape_propagation.py computes shapes with it after a resize
+                              else a string saying why not (checked at allocate_tensors; for
+                              a node that reads a dynamic tensor, at every invoke)
+  OUTPUT_SHAPES = {"OP_NAME": fn}  the op's shape rule (every op but DENSIFY has one,
+                              and so do the ops LiteRT's kernels run for us whose shape runtime
+                              values decide: SEGMENT_SUM, RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL):
+                              shape_propagation.py computes shapes with it after a resize
                               without running kernels on full-size arrays;
                               fn(node, shapes, values) -> the output shapes, from the input shapes
                               and the input values where known (values[k] None: a runtime input);
@@ -83,6 +86,8 @@ def run_node(node, inputs, dynamic=False):
     shapes = output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
     if shapes is not None:
         check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None), dynamic)
+    if node.op not in KERNELS:
+        raise node_error(node, f"no reference kernel for op {node.op}")
     try:
         return KERNELS[node.op](node, inputs)
     except MemoryError as exc:

@@ -6,7 +6,8 @@ Their outputs are made from shapes and scalars, so their size comes from input v
 dims, RANGE's bounds, BROADCAST_TO's shape, ONE_HOT's depth): the shape rules compute it when
 those values are known (constants, or the actual inputs when run_node checks a kernel's output
 before it allocates) and return None for runtime values. TFLite has no ONES_LIKE builtin
-(tf.ones_like converts to FILL).
+(tf.ones_like converts to FILL). RANDOM_UNIFORM and RANDOM_STANDARD_NORMAL have a shape rule only
+(LiteRT's kernels run them, with their seeds): their output is shaped by their shape operand.
 """
 import numpy as np
 
@@ -237,6 +238,13 @@ def _broadcast_to_shape(node, shapes, values):
     return None if values[1] is None else [_broadcast_target(node, shapes[0], values[1])]
 
 
+def _random_shape(node, shapes, values):
+    """RANDOM_UNIFORM / RANDOM_STANDARD_NORMAL (LiteRT's kernels run them: the reference has
+    none): shape [rank] -> an array of that shape; a runtime shape makes the output dynamic
+    (random_ops.cc), so None then."""
+    return None if values[0] is None else [_fill_shape_of(node, values[0])]
+
+
 def _one_hot_shape(node, shapes, values):
     if values[1] is None:
         return None
@@ -247,4 +255,5 @@ def _one_hot_shape(node, shapes, values):
 OUTPUT_SHAPES = {"FILL": _filled_shape, "ZEROS_LIKE": lambda node, shapes, values: [shapes[0]],
                  "RANGE": _range_shape, "BROADCAST_TO": _broadcast_to_shape,
                  "BROADCAST_ARGS": lambda node, shapes, values: [(max(shapes[0][0], shapes[1][0]),)],
-                 "RANK": lambda node, shapes, values: [()], "ONE_HOT": _one_hot_shape}
+                 "RANK": lambda node, shapes, values: [()], "ONE_HOT": _one_hot_shape,
+                 "RANDOM_UNIFORM": _random_shape, "RANDOM_STANDARD_NORMAL": _random_shape}

@@ -1,5 +1,6 @@
 """Segment reductions: UNSORTED_SEGMENT_SUM / PROD / MAX / MIN (float32, int32), with TFLite's
-semantics (unsorted_segment.cc, reference_ops::UnsortedSegmentRef).
+semantics (unsorted_segment.cc, reference_ops::UnsortedSegmentRef); SEGMENT_SUM's output shape
+only (LiteRT's kernels run it: the reference has no kernel).
 
 segment_ids (int32) has the shape of a prefix of data's; each slice of data under an id is
 folded into output[id] in data order, starting from the op's identity (0, 1, the lowest or the
@@ -85,6 +86,21 @@ def _shapes(node, shapes, values):
     return [_segment_shape(node, shapes[0], shapes[1], values[1], _num_segments(node, values[2]))]
 
 
+def _sorted_segment_shapes(node, shapes, values):
+    """SEGMENT_SUM: data [n, ...], segment_ids [n] (int32: 0, then steps of 0 or 1) -> [last id
+    + 1, ...]; None while the ids are runtime values (segment_sum.cc makes the output a dynamic
+    tensor then, sized at invoke: the shape cannot come from stand-in ids)."""
+    if values[1] is None:
+        return None
+    ids = np.asarray(values[1]).reshape(-1)
+    if len(shapes[1]) != 1 or not shapes[0] or shapes[0][0] != ids.size:
+        raise node_error(node, f"segment_ids shape {list(shapes[1])} must be [n] for data shape {list(shapes[0])}")
+    steps = np.diff(ids)
+    if ids.size and (ids[0] != 0 or ((steps != 0) & (steps != 1)).any()):
+        raise node_error(node, f"segment ids {ids.tolist()[:16]} must start at 0 and grow by 0 or 1")
+    return [(int(ids[-1]) + 1 if ids.size else 0,) + tuple(shapes[0][1:])]
+
+
 KERNELS = {op: unsorted_segment for op in FOLDS}
 SUPPORT = {op: _support for op in FOLDS}
-OUTPUT_SHAPES = {op: _shapes for op in FOLDS}
+OUTPUT_SHAPES = {op: _shapes for op in FOLDS} | {"SEGMENT_SUM": _sorted_segment_shapes}

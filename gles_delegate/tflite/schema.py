@@ -27,28 +27,38 @@ NUMPY_DTYPES = {
 }
 DTYPE_TO_TENSOR_TYPE = {np.dtype(v): TENSOR_TYPE_CODES[k] for k, v in NUMPY_DTYPES.items()}
 
-# The options tables whose names do not follow from the op's (CONV_2D -> Conv2DOptions would not).
+# Ops whose options table is not named after the op: tables several ops share (TFLite's
+# flatbuffer_conversions.cc reads CONV_3D_TRANSPOSE's options from Conv3DOptions, MULTINOMIAL's
+# from RandomOptions) and abbreviated names. Every other op's table is the union member whose
+# name, without "Options", is the op's name up to case and underscores (CONV_3D: Conv3DOptions,
+# BATCH_TO_SPACE_ND: BatchToSpaceNDOptions); tests/tflite/test_schema.py checks that every
+# table of the BuiltinOptions union is some op's.
 _OPTIONS_OVERRIDES = {
     "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions", "L2_POOL_2D": "Pool2DOptions",
     "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
     "REDUCE_MIN": "ReducerOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
     "REDUCE_ALL": "ReducerOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
-    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
-    "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
-    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "RNN": "RNNOptions",
-    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
-    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
-    "TOPK_V2": "TopKV2Options", "L2_NORMALIZATION": "L2NormOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions", "RANDOM_UNIFORM": "RandomOptions",
+    "RANDOM_STANDARD_NORMAL": "RandomOptions", "MULTINOMIAL": "RandomOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions", "L2_NORMALIZATION": "L2NormOptions",
 }
+
+
+def _name_key(name):
+    """'CONV_3D' and 'Conv3D' -> 'conv3d': names compared up to case and underscores."""
+    return name.replace("_", "").lower()
+
+
+# {_name_key(table name without "Options"): table name} over the BuiltinOptions union.
+_OPTIONS_BY_KEY = {_name_key(name[:-len("Options")]): name for name in OPTIONS_TYPE_CODES
+                   if name.endswith("Options")}
 
 
 def options_table_name(op_name):
     """The schema's options table name for a builtin op name, or None if it has none."""
     if op_name in _OPTIONS_OVERRIDES:
         return _OPTIONS_OVERRIDES[op_name]
-    camel = "".join(part.capitalize() for part in op_name.split("_")) + "Options"
-    return camel if camel in OPTIONS_TYPE_CODES else None
+    return _OPTIONS_BY_KEY.get(_name_key(op_name))
 
 
 def table_module(table_name):

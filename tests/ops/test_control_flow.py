@@ -10,8 +10,9 @@ from gles_delegate.graph import Graph
 from gles_delegate.subgraphs import MAX_NESTING
 from gles_delegate.tflite import read_model, write_model
 from gles_delegate.tflite.model import SubgraphDef
-from tests.control_flow_models import (check_keras_rnn, counter_loop, growing_loop, if_model, invoke_resized,
-                                      keras_rnn_loop, rnn_bounds, rnn_case, rnn_loop, stateful_counter)
+from tests.control_flow_models import (check_keras_rnn, counter_loop, growing_loop, growing_then_select, if_model,
+                                      invoke_resized, keras_rnn_loop, rnn_bounds, rnn_case, rnn_loop,
+                                      stateful_counter)
 from tests.litert import LiteRTInterpreter, run_litert
 from tests.oplib import assert_close
 
@@ -93,6 +94,28 @@ def test_loop_with_growing_tensors_is_dynamic(n):
         for a, b in zip(mine, reference):
             np.testing.assert_array_equal(a, b)
         assert mine[1].shape == (3 * 2 ** (n + repeat),)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference"])
+def test_a_node_reading_a_dynamic_tensor_is_checked_on_its_invoke_shapes(backend):
+    """SELECT reads the loop's x, declared [3] (a placeholder): allocate_tensors once refused it
+    ('x and y must match' against the [12] condition). It runs as in LiteRT when the loop makes
+    x [12], and is a ModelError naming it at invoke when the loop makes x [6]."""
+    model = growing_then_select(3, 2)
+    rng = np.random.default_rng(0)
+    inputs = [np.array(2, np.int32), rng.standard_normal(3).astype(np.float32), rng.random(12) > 0.5,
+              rng.standard_normal(12).astype(np.float32)]
+    ours = Interpreter(model_content=model, cpu_backend=backend)
+    ours.allocate_tensors()
+    for detail, value in zip(ours.get_input_details(), inputs):
+        ours.set_tensor(detail["index"], value)
+    ours.invoke()
+    (theirs,) = run_litert(model, inputs)
+    np.testing.assert_array_equal(ours.get_tensor(ours.get_output_details()[0]["index"]), theirs)
+    ours.set_tensor(ours.get_input_details()[0]["index"], np.array(1, np.int32))
+    with pytest.raises(ModelError, match=r"operator #1 \(SELECT\) cannot run on the CPU with the input shapes "
+                                         r"\[\[12\], \[6\], \[12\]\] this invoke gave it: .*must match"):
+        ours.invoke()
 
 
 def test_loop_follows_a_resized_input():
