@@ -8,20 +8,29 @@ import ctypes
 
 import numpy as np
 
+from .. import ops
+from ..errors import ModelError
 from . import abi
 
 
 class Kernel:
     """The partitions of `plan` (plan.SubgraphPlan) whose nodes LiteRT gave this kernel (`nodes`,
-    operator indices); a RuntimeError if LiteRT split one of them over several kernels."""
+    operator indices; `boundary`: the tensor indices LiteRT passes in and out of its node); a
+    RuntimeError if LiteRT split one of them over several kernels.
 
-    def __init__(self, plan, nodes, delegate):
+    After a re-plan, a node of the kernel that the GPU no longer takes (plan.py: at the new
+    shapes its GPU kernel refuses it) runs on the numpy reference, between the partitions, in
+    the subgraph's order: LiteRT cannot take a node back from a delegate."""
+
+    def __init__(self, plan, nodes, boundary, delegate):
         self.delegate = delegate
         self.nodes = sorted(nodes)  # what LiteRT replaced by this kernel's node
+        self.boundary = set(boundary)  # LiteRT's tensors: the only ones with memory of LiteRT's
         self.bind(plan)
 
     def bind(self, plan):
-        """Take this kernel's partitions from `plan` (again after a re-plan)."""
+        """Take this kernel's partitions from `plan` (again after a re-plan), and its nodes that
+        no partition runs as reference steps."""
         nodes = set(self.nodes)
         self.plan = plan
         self.partitions = [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)]
@@ -30,20 +39,41 @@ class Kernel:
         if split:
             raise RuntimeError(f"LiteRT split the GPU partition {_span(split[0].nodes)} over several delegate "
                                "kernels; it cannot run in pieces")
-        stray = sorted(nodes - ours - plan.folded)
+        self.reference = [n for n in plan.graph.nodes if n.index in nodes - ours]
+        stray = sorted(nodes - ours - plan.folded - {n.index for n in self.reference})
         if stray:
             raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it does not run: {stray[:8]}")
-        graph_nodes = [n for p in self.partitions for n in p.nodes]
+        self.steps = self._steps()
+        graph_nodes = sorted([n for p in self.partitions for n in p.nodes] + self.reference, key=lambda n: n.index)
         self.label = f"GpuDelegate kernel of {_span(graph_nodes)}" if graph_nodes else "GpuDelegate kernel"
-        # {tensor index: graph Tensor} of every partition input and output.
-        self.tensors = {slot.tensor_index: plan.graph.tensors[slot.tensor_index]
-                        for p in self.partitions for slot in list(p.plan.inputs) + list(p.plan.outputs)}
-        self.input_indices = sorted({slot.tensor_index for p in self.partitions for slot in p.plan.inputs})
+        used = {slot.tensor_index for p in self.partitions for slot in list(p.plan.inputs) + list(p.plan.outputs)}
+        used |= {t.index for n in self.reference for t in n.inputs + n.outputs if t is not None}
+        tensors = plan.graph.tensors
+        # {tensor index: graph Tensor} of the tensors read from and written into LiteRT's memory;
+        # the others (between a partition and a reference step) are arrays of the kernel's own.
+        self.tensors = {i: tensors[i] for i in sorted(used) if i in self.boundary and not tensors[i].is_const}
+        self.outputs = sorted(i for i in self.tensors if self._writes(i))
+        self.input_indices = sorted(set(self.tensors) - set(self.outputs))
+        self._private = {i: tensors[i].data if tensors[i].is_const else np.zeros(tensors[i].shape, tensors[i].dtype)
+                         for i in sorted(used) if i not in self.tensors}
         self._forget_views()
+
+    def _steps(self):
+        """The partitions and reference nodes in the subgraph's order (each partition is a run
+        of consecutive nodes, so it goes where its first node is)."""
+        first = {p.nodes[0].index: p for p in self.partitions}
+        ordered = sorted([n.index for n in self.reference] + list(first))
+        reference = {n.index: n for n in self.reference}
+        return [first[k] if k in first else _ReferenceStep(reference[k]) for k in ordered]
+
+    def _writes(self, index):
+        """Whether a step of this kernel computes tensor `index`."""
+        return any(slot.tensor_index == index for p in self.partitions for slot in p.plan.outputs) or \
+            any(t is not None and t.index == index for n in self.reference for t in n.outputs)
 
     def _forget_views(self):
         """Drop the views over LiteRT's memory (rebuilt at the next invoke)."""
-        self._views = {}      # tensor index -> numpy view over LiteRT's memory (the storage partitions run on)
+        self._views = dict(self._private)  # tensor index -> the array the steps run on
         self._addresses = {}  # tensor index -> the data address its view covers
         self._base, self._cells = None, []  # context.tensors, and (index, its data field) cells
 
@@ -51,8 +81,7 @@ class Kernel:
         """The kernel's prepare (context: the TfLiteContext at `address`): resize the outputs
         LiteRT holds at another shape than the plan's; then a RuntimeError naming the tensor
         when any input or output still has another size (its memory comes later)."""
-        outputs = {slot.tensor_index for p in self.partitions for slot in p.plan.outputs}
-        for index in sorted(outputs):
+        for index in self.outputs:
             shape = self.plan.graph.tensors[index].shape
             if tuple(abi.int_array(context.tensors[index].dims)) != tuple(shape):
                 if context.ResizeTensor(address, ctypes.pointer(context.tensors[index]),
@@ -71,8 +100,8 @@ class Kernel:
             raise RuntimeError("its GpuDelegate was closed: this interpreter can no longer run the GPU nodes "
                                "(make a new Interpreter with an open GpuDelegate)")
         storage = self._storage(context)
-        for partition in self.partitions:
-            partition.run(storage)
+        for step in self.steps:
+            step.run(storage)
 
     def _storage(self, context):
         """{tensor index: numpy view over LiteRT's memory of it}, the same dict every invoke while
@@ -106,12 +135,32 @@ class Kernel:
         self._forget_views()
 
 
+class _ReferenceStep:
+    """One node the GPU does not take at the shapes LiteRT holds, run on the numpy reference
+    (the package's CPU fallback and oracle) over the kernel's storage."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def run(self, storage):
+        node = self.node
+        outputs = ops.run_node(node, [None if t is None else storage[t.index] for t in node.inputs])
+        for tensor, value in zip(node.outputs, outputs):
+            target = storage[tensor.index]
+            if np.shape(value) != target.shape:
+                raise ModelError(f"operator {node.label} produced shape {list(np.shape(value))} for tensor "
+                                 f"{tensor.index}, the plan expects {list(target.shape)}")
+            np.copyto(target, value, casting="unsafe")
+
+
 def _span(nodes):
     """'#3 (CONV_2D) .. #40 (ADD)' (Node.label of the first and last node)."""
     return nodes[0].label if len(nodes) == 1 else f"nodes {nodes[0].label} .. {nodes[-1].label}"
 
 
 def kernel_nodes(buffer):
-    """The operator indices of TfLiteDelegateParams* `buffer` (what init() receives)."""
+    """The operator indices, and the tensor indices it reads and writes, of
+    TfLiteDelegateParams* `buffer` (what init() receives)."""
     params = ctypes.cast(buffer, ctypes.POINTER(abi.TfLiteDelegateParams)).contents
-    return set(abi.int_array(params.nodes_to_replace))
+    return (set(abi.int_array(params.nodes_to_replace)),
+            set(abi.int_array(params.input_tensors)) | set(abi.int_array(params.output_tensors)))

@@ -13,6 +13,7 @@ import logging
 import threading
 import weakref
 
+from .. import ops
 from ..tflite import read_model
 from . import abi
 from .kernel import Kernel, kernel_nodes
@@ -58,6 +59,8 @@ class NativeDelegate:
         nodes our partitions run."""
         ctx = context.contents
         nodes = _original_nodes(ctx, context)
+        if not nodes:  # an empty subgraph (or one an earlier delegate took whole): nothing to claim
+            return abi.OK
         index = match_subgraph(self.model, nodes)
         if index is None:
             return abi.OK
@@ -79,7 +82,7 @@ class NativeDelegate:
     # -- the kernel's TfLiteRegistration ----------------------------------------------------
     def _init(self, context, buffer, _length):
         try:
-            kernel = Kernel(self._preparing, kernel_nodes(buffer), self.delegate)
+            kernel = Kernel(self._preparing, *kernel_nodes(buffer), self.delegate)
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
@@ -110,16 +113,30 @@ class NativeDelegate:
 
     def _replan(self, kernel, ctx):
         """Compile the kernel's nodes again at the shapes LiteRT holds. LiteRT cannot take nodes
-        back from a delegate: a shape at which the GPU would run other nodes is an error."""
-        before = {n.index for p in kernel.partitions for n in p.nodes}
+        back from a delegate: a node the GPU no longer takes at these shapes runs on the numpy
+        reference inside the kernel (a warning names it and the GPU kernel's reason); one the
+        reference cannot run either is an error naming it."""
         new = replan_kernel(self.delegate, self.model, kernel.plan, set(kernel.nodes), lambda i: _dims(ctx, i))
-        if new.gpu_nodes != before:
+        try:  # the kernel's nodes that neither a partition runs nor fold into constants
+            for node in new.graph.nodes:
+                if node.index in set(kernel.nodes) - new.gpu_nodes:
+                    _check_reference(node, self._why_not_gpu(node))
+        except BaseException:
             new.release()
-            raise RuntimeError(f"at the new input shapes the GPU would not run operators "
-                               f"{sorted(before - new.gpu_nodes)[:8]} (see the warnings); make a new Interpreter "
-                               "with these shapes so that LiteRT keeps them on its CPU kernels")
+            raise
         kernel.release()
         kernel.bind(new)
+
+    def _why_not_gpu(self, node):
+        """Why the GPU does not run `node`, just re-planned (the GPU kernel's reason, a compile
+        failure, or the partition limit); logged as a warning."""
+        why = self.delegate.fallbacks.get(node.label) or self.delegate._reason(node)
+        if why is None:
+            why = (f"its GPU partition is not among the max_delegated_partitions="
+                   f"{self.delegate.options.max_delegated_partitions} largest at these shapes")
+        log.warning("GpuDelegate: at the new input shapes the GPU does not run operator %s (%s): it runs on the "
+                    "numpy reference inside the delegate kernel", node.label, why)
+        return why
 
     def _invoke(self, context, node):
         return self._call(context, node, lambda kernel, ctx: kernel.run(ctx))
@@ -150,6 +167,17 @@ class NativeDelegate:
         for plan in self.plans.values():
             plan.release()
         self.plans = {}
+
+
+def _check_reference(node, why):
+    """A RuntimeError naming `node` unless the numpy reference runs it (why: the GPU's reason)."""
+    reason = ops.unsupported_reason(node)
+    if reason is not None:
+        raise RuntimeError(f"at the new input shapes the GPU does not run operator {node.label} ({why}), and "
+                           f"the numpy reference cannot run it either ({reason}); LiteRT's Interpreter applies the "
+                           "delegate at the model's declared shapes only: convert the model with these input "
+                           "shapes declared, or run it with gles_delegate.Interpreter, which plans at every "
+                           "allocate_tensors()")
 
 
 def _original_nodes(ctx, context):

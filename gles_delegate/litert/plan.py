@@ -3,6 +3,7 @@ partitioner, compiler and cache as this package's Interpreter, so the same nodes
 import logging
 from dataclasses import dataclass, field
 
+from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
 from ..shape_propagation import dynamic_tensors, propagate_shapes
@@ -61,7 +62,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     sg = model.subgraphs[index]
     graph = Graph.from_model(model, index)
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
-    propagate_shapes(graph, resized)
+    candidates = set(candidates) - _decline_unplannable(graph, resized)
     densify_sparse_reads(graph)
     fold_constants(graph)
     fold_shapes(graph, dynamic_tensors(graph))
@@ -76,20 +77,78 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     """The operators `nodes` (one LiteRT kernel's) of plan's subgraph compiled again at the shapes
     LiteRT now holds for the tensors they read (shape_of(tensor index) -> tuple): after a resize,
     LiteRT prepares the nodes before a kernel first, so those shapes are final, while nodes
-    after it (whose shapes our reference might not infer) are not needed."""
+    after it (whose shapes our reference might not infer) are not needed.
+
+    The claimed folds (plan.folded) that compute the kernel's constants fold again at the new
+    shapes, also those LiteRT put in another kernel (which runs nothing: our constants are its
+    outputs); the graph holds no claimed fold, as plan_subgraph's does not, since such a node left
+    between two of the kernel's would cut their partition."""
     graph = Graph.from_model(model, plan.index)
     densify_sparse_reads(graph)
     fold_constants(graph)
-    mine = [node for node in graph.nodes if node.index in nodes]
+    sources = _fold_sources(graph, nodes, plan.folded)
+    mine = [node for node in graph.nodes if node.index in nodes or node.index in sources]
     spec = boundary(graph, mine)
-    kernel = Graph(mine, spec.inputs, spec.outputs, graph.tensors)
+    # A fold's value is a constant here; the other kernels that read it fold it themselves.
+    computed = {id(t) for node in mine if node.index in sources for t in node.outputs}
+    outputs = [t for t in spec.outputs if id(t) not in computed]
+    kernel = Graph(mine, spec.inputs, outputs, graph.tensors)
     propagate_shapes(kernel, {t.index: shape_of(t.index) for t in spec.inputs})
-    # The kernel's SHAPE chains (claimed as folds) fold again, at the shapes just propagated, and
-    # leave the graph too: a node left between two others would cut their partition.
     graph.remove_nodes(fold_shapes(kernel, dynamic_tensors(kernel)))
+    unfolded = [node for node in kernel.nodes if node.index in sources]
+    if unfolded:
+        raise RuntimeError(f"operator {unfolded[0].label}, which computes a constant of this kernel, does not "
+                           "fold at the new input shapes (its value is decided at invoke)")
+    graph.remove_nodes([node for node in graph.nodes if node.index in plan.folded and node.index not in nodes])
     partitions = delegate.partition(graph, kernel.nodes)
     gpu = {node.index for p in partitions for node in p.nodes}
-    return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded & set(nodes))
+    return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded)
+
+
+def _decline_unplannable(graph, resized):
+    """Propagate `resized` through `graph`, leaving out the nodes it cannot take, and return their
+    indices. LiteRT applies a delegate when the Interpreter is built, at the declared shapes,
+    where a dynamic batch is a placeholder 1 (shape_signature -1): a node can be invalid there
+    (a RESHAPE of [1, 4] to [B // 8, 8, 4]) though LiteRT runs it once the input is resized. Such
+    a node, and what reads its outputs (their shapes are unknown), stay on LiteRT's CPU kernels,
+    which allocate_tensors() prepares at the real shapes; the delegate cannot claim them later."""
+    declined = set()
+    while True:
+        try:
+            propagate_shapes(graph, resized)
+            return declined
+        except ModelError as exc:
+            failed = [n for n in graph.nodes if f"operator {n.label}" in str(exc)]
+            gone = _downstream(graph, failed[:1] or graph.nodes)
+            log.warning("GpuDelegate: at the shapes LiteRT declares, %s; %d operator(s) from there on (%s) stay on "
+                        "LiteRT's CPU kernels", exc, len(gone), ", ".join(n.label for n in gone[:8]))
+            declined |= {n.index for n in gone}
+            graph.remove_nodes(gone)
+
+
+def _downstream(graph, start):
+    """`start` (nodes of `graph`) and every node that reads what they compute, in graph order."""
+    reached = {id(n) for n in start}
+    computed = {id(t) for n in start for t in n.outputs if t is not None}
+    for node in graph.nodes:
+        if id(node) not in reached and any(t is not None and id(t) in computed for t in node.inputs):
+            reached.add(id(node))
+            computed |= {id(t) for t in node.outputs if t is not None}
+    return [n for n in graph.nodes if id(n) in reached]
+
+
+def _fold_sources(graph, nodes, folded):
+    """The claimed folds outside `nodes` whose values the operators `nodes` read, directly or
+    through other such folds (operator indices)."""
+    producer = {id(t): n for n in graph.nodes for t in n.outputs if t is not None}
+    sources, todo = set(), [n for n in graph.nodes if n.index in nodes]
+    while todo:
+        for t in todo.pop().inputs:
+            node = producer.get(id(t)) if t is not None else None
+            if node is not None and node.index in folded and node.index not in nodes | sources:
+                sources.add(node.index)
+                todo.append(node)
+    return sources
 
 
 def _claimed_folds(sg, gpu, folded):

@@ -31,3 +31,60 @@ def add_model(shape=(1, 4, 4, 3)):
     b.op("ADD", [x, b.const("c", np.full(shape[-1], 0.5, np.float32))], [y], fused_activation_function=1)
     b.output(y)
     return b.build()
+
+
+def _batch_of(b, x, rank):
+    """SHAPE(x) -> STRIDED_SLICE: x's batch as an int32 scalar, as Keras computes it."""
+    shape, size = b.tensor(f"shape_{x}", (rank,), np.int32), b.tensor(f"batch_{x}", (), np.int32)
+    b.op("SHAPE", [x], [shape], out_type=2)
+    one = np.array([1], np.int32)
+    b.op("STRIDED_SLICE", [shape, b.const(f"begin_{x}", np.array([0], np.int32)), b.const(f"end_{x}", one),
+                           b.const(f"strides_{x}", one)], [size], shrink_axis_mask=1)
+    return size
+
+
+def batch_div8_model():
+    """x [None, 4] -> ADD 1 -> RESHAPE to [B // 8, 8, 4] (SHAPE, STRIDED_SLICE, FLOOR_DIV, PACK)
+    -> MUL 2 -> SUM over axis 1 -> [B // 8, 4]. Declared at batch 1, the RESHAPE's target is
+    [0, 8, 4]: invalid until the input is resized to a multiple of 8."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4), shape_signature=(-1, 4))
+    a = b.tensor("a", (1, 4), shape_signature=(-1, 4))
+    b.op("ADD", [x, b.const("one", np.float32(1.0))], [a], fused_activation_function=0)
+    groups, target = b.tensor("groups", (), np.int32), b.tensor("target", (3,), np.int32)
+    b.op("FLOOR_DIV", [_batch_of(b, x, 2), b.const("eight", np.int32(8))], [groups])
+    b.op("PACK", [groups, b.const("d8", np.int32(8)), b.const("d4", np.int32(4))], [target], values_count=3, axis=0)
+    r, m = (b.tensor(name, (1, 8, 4), shape_signature=(-1, 8, 4)) for name in "rm")
+    b.op("RESHAPE", [a, target], [r])
+    b.op("MUL", [r, b.const("two", np.float32(2.0))], [m], fused_activation_function=0)
+    y = b.tensor("y", (1, 4), shape_signature=(-1, 4))
+    b.op("SUM", [m, b.const("axis", np.array([1], np.int32))], [y], keep_dims=False)
+    b.output(y)
+    return b.build()
+
+
+def unpack_fc_model():
+    """x [None, 2, 3] -> UNPACK (LiteRT's CPU: no GPU kernel) -> FULLY_CONNECTED of each half;
+    logistic(fc0 + FILL([B, 5], 0.25)) + fc1 -> LOGISTIC, the FILL's shape from SHAPE(x) (a
+    Keras zero state), in TF's order: operators 0, 1 (SHAPE, STRIDED_SLICE) before the UNPACK #2,
+    5, 6 (PACK, FILL) between the FCs #3, #4 and the rest. The SHAPE chain folds into a constant
+    (claimed), and LiteRT puts it in a delegate kernel of its own, apart from the GPU nodes."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 2, 3), shape_signature=(-1, 2, 3))
+    batch = _batch_of(b, x, 3)
+    halves = [b.tensor(f"x{k}", (1, 3), shape_signature=(-1, 3)) for k in range(2)]
+    b.op("UNPACK", [x], halves, num=2, axis=1)
+    w = b.const("w", np.random.default_rng(7).standard_normal((5, 3)).astype(np.float32))
+    f0, f1, fill, s0, a0, s1, y = (b.tensor(n, (1, 5), shape_signature=(-1, 5))
+                                   for n in ("f0", "f1", "fill", "s0", "a0", "s1", "y"))
+    for half, out in zip(halves, (f0, f1)):
+        b.op("FULLY_CONNECTED", [half, w, -1], [out], fused_activation_function=0, keep_num_dims=False)
+    dims = b.tensor("dims", (2,), np.int32)
+    b.op("PACK", [batch, b.const("units", np.int32(5))], [dims], values_count=2, axis=0)
+    b.op("FILL", [dims, b.const("quarter", np.float32(0.25))], [fill])
+    b.op("ADD", [f0, fill], [a0], fused_activation_function=0)
+    b.op("LOGISTIC", [a0], [s0])
+    b.op("ADD", [f1, s0], [s1], fused_activation_function=0)
+    b.op("LOGISTIC", [s1], [y])
+    b.output(y)
+    return b.build()

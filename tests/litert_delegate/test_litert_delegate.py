@@ -13,7 +13,7 @@ from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.litert import abi
 from gles_delegate.litert.native import _LIVE, native_delegates
 from tests.gpu.test_float_view import masked_model
-from tests.litert_delegate.models import add_model, mixed_model
+from tests.litert_delegate.models import add_model, batch_div8_model, mixed_model, unpack_fc_model
 from tests.oplib import run_ours
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
@@ -302,3 +302,66 @@ def test_sparse_weights_read_directly_run_on_the_gpu(case):
     else:
         bound = 32 * EPS32 * (np.abs(x).astype(np.float64) @ np.abs(weights).T + np.abs(bias))
         assert np.all(np.abs(out - theirs) <= bound)
+
+
+def resized_run(data, shape, x, delegates=()):
+    """LiteRT's Interpreter (with `delegates`) resized to `shape`, run on x: (interpreter, output)."""
+    interp = LiteRT(model_content=data, experimental_delegates=list(delegates))
+    interp.resize_tensor_input(0, shape)
+    interp.allocate_tensors()
+    return interp, run(interp, x)
+
+
+def test_a_node_invalid_at_the_declared_shapes_stays_on_litert(caplog):
+    """Built at the declared batch 1, the RESHAPE to [B // 8, 8, 4] is [0, 8, 4]: the delegate
+    leaves it, and what reads it, to LiteRT's CPU kernels with a warning instead of failing the
+    Interpreter; the ADD before it stays on the GPU and follows the resize to [16, 4]."""
+    data = batch_div8_model()
+    x = np.random.default_rng(8).standard_normal((16, 4)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        interp, out = resized_run(data, [16, 4], x, [delegate])
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0]
+        del interp
+    assert "#5 (RESHAPE): cannot reshape [1, 4] (4 elements) to [0, 8, 4]" in caplog.text
+    _, ref = resized_run(data, [16, 4], x)
+    assert out.shape == (2, 4) and np.abs(out - ref).max() <= 8 * EPS32 * np.abs(ref).max()
+
+
+def test_a_fold_in_another_kernel_follows_a_resize():
+    """LiteRT puts the claimed SHAPE -> FILL chain (a constant of the GPU partition) in a kernel of
+    its own, apart from the GPU nodes after the CPU's UNPACK: after a resize the GPU kernel folds
+    that chain again at the new batch, and keeps every node it claimed."""
+    data = unpack_fc_model()
+    x = np.random.default_rng(9).standard_normal((3, 2, 3)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        interp, out = resized_run(data, [3, 2, 3], x, [delegate])
+        kernels = [k for n in native_delegates(delegate) for k in n.kernels.values() if k.partitions]
+        assert [[n.index for p in k.partitions for n in p.nodes] for k in kernels] == [[3, 4, 7, 8, 9, 10]]
+        del interp
+    _, ref = resized_run(data, [3, 2, 3], x)
+    assert out.shape == (3, 5) and np.abs(out - ref).max() <= 8 * EPS32
+
+
+def test_a_node_the_gpu_refuses_at_new_shapes_runs_on_the_reference(monkeypatch, caplog):
+    """A GPU kernel that refuses LOGISTIC past batch 1: after the resize, the kernel runs both
+    LOGISTICs on the numpy reference between its partitions (the ADD between them, cut off by
+    max_delegated_partitions=1, too), with a warning naming each node and why."""
+    reason = GpuDelegate._reason
+
+    def refuse(self, node):
+        if node.op == "LOGISTIC" and node.inputs[0].shape[0] > 1:
+            return "refused past batch 1 (test)"
+        return reason(self, node)
+
+    monkeypatch.setattr(GpuDelegate, "_reason", refuse)
+    data = unpack_fc_model()
+    x = np.random.default_rng(10).standard_normal((3, 2, 3)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        interp, out = resized_run(data, [3, 2, 3], x, [delegate])
+        (kernel,) = [k for n in native_delegates(delegate) for k in n.kernels.values() if k.partitions]
+        assert [n.index for n in kernel.reference] == [8, 9, 10]  # the partition: #3, #4, #7
+        del interp
+    assert "operator #8 (LOGISTIC) (refused past batch 1 (test))" in caplog.text
+    assert "operator #9 (ADD) (its GPU partition is not among the max_delegated_partitions=1" in caplog.text
+    _, ref = resized_run(data, [3, 2, 3], x)
+    assert out.shape == (3, 5) and np.abs(out - ref).max() <= 8 * EPS32
