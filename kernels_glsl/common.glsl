@@ -108,9 +108,14 @@ vec4 tfl_min(vec4 a, vec4 b) { return mix(min(a, b), a, tfl_either_nan(a, b)); }
 vec4 tfl_clamp(vec4 x, vec4 lo, vec4 hi) { return mix(clamp(x, lo, hi), x, tfl_isnan(x)); }
 
 // The largest finite float: TFLite's ActivationFunctionWithMinMax clamps to [lowest, max] even
-// without an activation, so an overflow to +-inf is stored as +-FLT_MAX; NaN stays NaN.
+// without an activation, so an overflow to +-inf is stored as +-FLT_MAX; NaN stays NaN. highp
+// throughout: in half math (mediump, which NVIDIA runs as fp16) FLT_MAX is +inf, and NVIDIA's
+// clamp to [-inf, inf] gave -inf for every finite value (seen on an H200).
 #define TFL_FLT_MAX 3.40282347e38
-vec4 tfl_finite(vec4 x) { return tfl_clamp(x, vec4(-TFL_FLT_MAX), vec4(TFL_FLT_MAX)); }
+highp vec4 tfl_finite(highp vec4 x) {
+  highp vec4 bound = vec4(TFL_FLT_MAX);
+  return mix(clamp(x, -bound, bound), x, tfl_isnan(x));
+}
 
 // tanh as TFLite's std::tanh: NaN in, NaN out (llvmpipe's tanh returns -1 for NaN). The argument
 // is clamped first: some drivers build tanh from exp and return NaN once exp overflows (early in
