@@ -644,13 +644,16 @@ def _litert_version():
 
 
 def _checked_shape(tensor, tensor_size, strict):
-    """tensor_size as a shape the input `tensor` can take: its rank, every dimension >= 1, and
-    with `strict` only the dimensions its shape signature leaves free (-1) changed."""
+    """tensor_size as a shape the input `tensor` can take: every dimension >= 0, any rank (as
+    LiteRT's ResizeInputTensor: the nodes' checks then say what they cannot take), and with
+    `strict` only the dimensions its shape signature leaves free (-1) changed, at its rank."""
     shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
-    if len(shape) != len(tensor.shape) or any(d < 1 for d in shape):
+    if any(d < 0 for d in shape):
         raise ValueError(f"cannot resize input {tensor.index} of shape {list(tensor.shape)} to {list(shape)}")
     if strict:
         signature = tensor.shape_signature or tensor.shape
+        if len(shape) != len(signature):
+            raise ValueError(f"strict resize of input {tensor.index}: rank {len(shape)}, the model's is {len(signature)}")
         for dim, (old, new) in enumerate(zip(signature, shape)):
             if old != -1 and old != new:
                 raise ValueError(f"strict resize of input {tensor.index}: dimension {dim} is fixed at {old}")

@@ -266,8 +266,12 @@ def _rule_shapes(node, known, growth, resized=True):
             return None
         raise ModelError(_failure(node, exc, known, resized)) from None
     result = None if result is None else [tuple(int(d) for d in shape) for shape in result]
-    if result is None or len(result) != len(node.outputs) or any(min(shape, default=1) < 1 for shape in result):
-        return None  # an empty output: the kernel says why its window does not fit, or makes it
+    # An empty output of non-empty inputs: the kernel says why its window does not fit, or makes
+    # it. Of an empty input (a batch resized to 0) it is what TFLite gives.
+    empty_input = any(s is not None and _elements(s) == 0 for s in shapes)
+    if result is None or len(result) != len(node.outputs) or \
+            any(min(shape, default=1) < (0 if empty_input else 1) for shape in result):
+        return None
     for k, (tensor, shape) in enumerate(zip(node.outputs, result)):
         if tensor is not None and _elements(shape) > MAX_TENSOR_ELEMENTS:
             raise ModelError(f"operator {node.label} cannot take {_inputs(resized)}: output {k} (tensor "

@@ -221,14 +221,12 @@ def test_signature_runner_resizes_inputs_as_litert_does():
     x = np.random.default_rng(0).uniform(-1, 1, (3, 4, 4, 3)).astype(np.float32)
     ours = Interpreter(model_content=add_model()).get_signature_runner()
     theirs = LiteRT(model_content=add_model()).get_signature_runner()
-    for value in (x, x[:1], x[:2]):
+    for value in (x, x[:1], x[:2], x[0]):  # x[0]: another rank, which LiteRT resizes to as well
         result, expected = ours(input=value), theirs(input=value)
         assert result["output"].shape == value.shape
         assert np.array_equal(result["output"], expected["output"])
         assert np.array_equal(ours.get_output_details()["output"]["shape"],
                               theirs.get_output_details()["output"]["shape"])
-    with pytest.raises(ValueError, match=r"cannot resize input 0 of shape \[2, 4, 4, 3\] to \[4, 4, 3\]"):
-        ours(input=x[0])
 
 
 def test_resize_input_replans_shapes():

@@ -77,6 +77,12 @@ def output_shapes(node, shapes, values=None):
     return None if result is None else [tuple(int(d) for d in s) for s in result]
 
 
+def _all_empty(node, shapes, inputs):
+    """Whether an input and every output of `shapes` hold no element, and every output has a type."""
+    return (any(x is not None and np.size(x) == 0 for x in inputs) and len(shapes) == len(node.outputs)
+            and all(t is not None and t.dtype is not None and 0 in shape for t, shape in zip(node.outputs, shapes)))
+
+
 def run_node(node, inputs, dynamic=False):
     """Run one node on the reference kernels; returns its output arrays. An output larger than
     the model declares fails before the kernel runs (checks.check_output_elements; `dynamic`:
@@ -86,6 +92,10 @@ def run_node(node, inputs, dynamic=False):
     shapes = output_shapes(node, [None if x is None else np.shape(x) for x in inputs], inputs)
     if shapes is not None:
         check_output_elements(node, shapes, sum(int(np.size(x)) for x in inputs if x is not None), dynamic)
+        if _all_empty(node, shapes, inputs):
+            # TFLite's kernels compute nothing for empty tensors (a batch resized to 0); ours
+            # would reshape them with -1, which numpy refuses at size 0.
+            return [np.zeros(shape, t.dtype) for t, shape in zip(node.outputs, shapes)]
     if node.op not in KERNELS:
         raise node_error(node, f"no reference kernel for op {node.op}")
     try:

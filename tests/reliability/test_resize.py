@@ -316,3 +316,67 @@ def test_symbolic_shapes_are_the_kernels_shapes_on_every_mediapipe_model(mediapi
             assert symbolic == _outcome(interpreter, shape, False, start_from), (name, shape)
             if shape == own:
                 assert symbolic == declared, name
+
+
+def litert_run(model, shape, x):
+    """LiteRT's outputs of `model` with input 0 resized to `shape` and set to x."""
+    interpreter = LiteRTInterpreter(model_content=model)
+    interpreter.resize_tensor_input(0, shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+@pytest.mark.usefixtures("gpu_available")
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
+def test_a_batch_resized_to_zero_gives_empty_outputs_then_resizes_back(gpu):
+    """LiteRT takes a 0 dimension (an empty batch): its kernels compute nothing and the outputs
+    are empty, of the shapes the nodes give. A later resize to a real batch runs again."""
+    rng = np.random.default_rng(0)
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 3), shape_signature=(-1, 8, 8, 3))
+    conv = b.tensor("conv", (1, 8, 8, 4))
+    b.op("CONV_2D", [x, b.const("w", rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)),
+                     b.const("bias", rng.uniform(-1, 1, 4).astype(np.float32))], [conv],
+         padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
+    mean = b.tensor("mean", (1, 1, 1, 4))
+    b.op("MEAN", [conv, b.const("axes", np.array([1, 2], np.int32))], [mean], keep_dims=True)
+    b.output(conv)
+    b.output(mean)
+    model = b.build()
+    with GpuDelegate() as delegate:
+        interpreter = Interpreter(model_content=model, experimental_delegates=[delegate] if gpu else None)
+        for shape in [(0, 8, 8, 3), (2, 8, 8, 3)]:
+            x = np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
+            interpreter.resize_tensor_input(0, shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(0, x)
+            interpreter.invoke()
+            got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+            expected = litert_run(model, shape, x)
+            assert [g.shape for g in got] == [e.shape for e in expected]
+            for g, e in zip(got, expected):
+                assert_close(g, e)
+
+
+@pytest.mark.usefixtures("gpu_available")
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
+def test_an_input_resized_to_another_rank_runs_as_in_litert(gpu):
+    """LiteRT's ResizeInputTensor takes another rank; the nodes then say whether they can run
+    it (an ADD broadcasting a [3] constant can). A strict resize keeps the rank."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 3), shape_signature=(-1, 4, 3))
+    y = b.tensor("y", (1, 4, 3))
+    b.op("ADD", [x, b.const("c", np.array([0.5, -1.0, 2.0], np.float32))], [y], fused_activation_function=0)
+    b.output(y)
+    model = b.build()
+    shape = (2, 5, 4, 3)
+    x = np.random.default_rng(2).uniform(-1, 1, shape).astype(np.float32)
+    with GpuDelegate() as delegate:
+        _, got = run(model, shape, x, delegate if gpu else None)
+    expected = litert_run(model, shape, x)
+    assert got[0].shape == expected[0].shape == shape
+    assert_close(got[0], expected[0])
+    with pytest.raises(ValueError, match="strict resize of input 0: rank 4, the model's is 3"):
+        Interpreter(model_content=model).resize_tensor_input(0, shape, strict=True)
