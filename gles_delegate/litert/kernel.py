@@ -115,7 +115,7 @@ class Kernel:
         storage, addresses = self._views, self._addresses
         for index, cell in self._cells:
             address = cell.value
-            if address != addresses.get(index):
+            if address != addresses.get(index) or index not in storage:
                 storage[index] = self._view(address, index, self.tensors[index])
                 addresses[index] = address
         return storage
@@ -123,6 +123,8 @@ class Kernel:
     @staticmethod
     def _view(address, index, tensor):
         """A numpy array over LiteRT's memory of tensor `index` at `address`."""
+        if tensor.size == 0:  # an empty tensor (a batch resized to 0): LiteRT gives it no memory
+            return np.zeros(tensor.shape, tensor.dtype)
         if not address:
             raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
         dtype = np.dtype(tensor.dtype)

@@ -71,6 +71,21 @@ def test_resize_replans(x8):
         assert kernel.partitions[0].plan.inputs[0].shape == (3, 4, 4, 3)
 
 
+def test_a_batch_resized_to_zero_runs_and_resizes_back():
+    """LiteRT resizes a batch to 0 (empty tensors, which it gives no memory): the delegate's
+    kernel gives the empty outputs, then runs the GPU again at batch 3."""
+    data = add_model()
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        for batch in (0, 3, 0):
+            x = np.linspace(-2, 2, batch * 48, dtype=np.float32).reshape(batch, 4, 4, 3)
+            interp.resize_tensor_input(0, list(x.shape))
+            interp.allocate_tensors()
+            out = run(interp, x)
+            assert out.shape == x.shape
+            np.testing.assert_allclose(out, np.maximum(x + 0.5, 0))
+
+
 def test_two_interpreters_share_one_delegate(x8):
     data = mixed_model()
     ref = litert_alone(data, x8)
