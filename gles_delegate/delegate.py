@@ -583,6 +583,8 @@ def parse_plugin_options(options):
     """GpuDelegateOptions from TFLite-style string options {key: str}. Each key maps to the field
     of the same name (TFLite's own GPU plugin parser maps most keys to the wrong field); enums
     take a name or TFLite's integer code. Unknown keys: ValueError."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"GPU delegate options are a dict of {{name: str}}, not {type(options).__name__}")
     fields = {}
     for key, value in (options or {}).items():
         if key not in _PARSERS:

@@ -239,6 +239,18 @@ def _check_at_invoke(node):
                          f"gave it: {reason}")
 
 
+def _compute_fused_away(partition, storage):
+    """Preserving all tensors: the tensors of a GPU partition that a rewrite fused away (no
+    dispatch computes them: partition.fused_away) from the reference kernels, on the values the
+    GPU computed for their inputs, in the partition's node order; they kept their zero fill."""
+    for node in partition.nodes:
+        if any(t is not None and t.index in partition.fused_away for t in node.outputs):
+            outputs = ops.run_node(node, [None if t is None else storage[t.index] for t in node.inputs])
+            for tensor, value in zip(node.outputs, outputs):
+                if tensor is not None and tensor.index in partition.fused_away:
+                    np.copyto(storage[tensor.index], value, casting="unsafe")
+
+
 def unwritten_outputs(graph):
     """Indices of the graph outputs that no node writes and that are neither graph inputs nor
     constants (folded ones included) nor variables. LiteRT gives such a tensor no memory: the
@@ -378,6 +390,8 @@ class _Executor:
         capture = self.storage if self.preserve_all_tensors else None
         for step in self.steps:
             step.run(self.storage, capture=capture)
+            if capture is not None and getattr(step, "fused_away", None):
+                _compute_fused_away(step, self.storage)
 
     def release(self):
         """Free what delegates compiled for the previous plan (before re-planning, or when the
@@ -437,7 +451,9 @@ class Interpreter:
 
     def _tensor(self, index, executor=None):
         executor = executor or self._main
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(executor.graph.tensors):
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"a tensor index is an int, not {type(index).__name__} ({index!r})")
+        if not 0 <= index < len(executor.graph.tensors):
             raise ValueError(f"tensor index {index} out of range [0, {len(executor.graph.tensors)})")
         return executor.graph.tensors[int(index)]
 
@@ -523,13 +539,25 @@ class Interpreter:
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current contents. ValueError for a graph output nothing writes
         (see unwritten_outputs)."""
-        executor = self._executors.get(subgraph_index) or self._main
+        executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
         if tensor.index in executor.unwritten:
             raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
                              "operator writes, and neither a graph input nor a constant")
         return executor.storage.output_copy(tensor.index)
+
+    def _subgraph_executor(self, subgraph_index):
+        """The executor of subgraph `subgraph_index`: a ValueError for an index the model does not
+        have (as LiteRT's), or a subgraph no invoke has run yet (its tensors hold no data)."""
+        count = len(self._model.subgraphs)
+        if not isinstance(subgraph_index, (int, np.integer)) or not 0 <= subgraph_index < count:
+            raise ValueError(f"invalid subgraph index {subgraph_index!r}: the model has subgraphs 0 to {count - 1}")
+        executor = self._executors.get(int(subgraph_index))
+        if executor is None:
+            raise ValueError(f"subgraph {subgraph_index} has not run yet (a control-flow op runs it at invoke): "
+                             "its tensors hold no data")
+        return executor
 
     def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
         """A function returning a numpy view of the tensor's storage (no copy), as in LiteRT: the

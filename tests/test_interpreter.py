@@ -270,3 +270,22 @@ def test_public_api_is_typed():
     setup = configparser.ConfigParser()
     setup.read(Path(__file__).parents[1] / "setup.cfg")
     assert "py.typed" in setup["options.package_data"]["gles_delegate"].split()
+
+
+def test_bad_tensor_and_subgraph_indices_are_refused_as_in_litert():
+    """get_tensor of a subgraph the model lacks read the main subgraph's tensor; a tensor index
+    of another type was reported as out of range."""
+    ours, theirs = Interpreter(model_content=add_model()), LiteRT(model_content=add_model())
+    for interpreter in (ours, theirs):
+        interpreter.allocate_tensors()
+        for subgraph in (1, -1):
+            with pytest.raises(ValueError, match="subgraph index"):
+                interpreter.get_tensor(0, subgraph)
+    assert ours.get_tensor(0, 0).shape == theirs.get_tensor(0, 0).shape
+    with pytest.raises(TypeError, match="a tensor index is an int, not str"):
+        ours.set_tensor("0", np.zeros((1, 4, 4, 3), np.float32))
+
+
+def test_load_delegate_options_must_be_a_dict():
+    with pytest.raises(TypeError, match="dict of {name: str}, not str"):
+        gles_delegate.load_delegate("gles", "notadict")
