@@ -4,9 +4,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, get_args
+
+import numpy as np
 
 from . import __version__
 from . import partition as partitioning
@@ -167,6 +169,7 @@ class GpuDelegateOptions:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"GpuDelegateOptions.{name} must be a str or None, got {value!r}")
+        _check_calibration_inputs(self.calibration_inputs)
 
     @property
     def resolved_precision(self) -> Precision:
@@ -223,6 +226,22 @@ def _log_summary(exc):
     lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
     return (errors or lines or [_first_line(exc)])[0]
+
+
+def _check_calibration_inputs(value):
+    """calibration_inputs: None or a non-empty sequence (of arrays, or of samples of arrays): an
+    empty one would calibrate on nothing and report no error, a str or a number is no sample
+    (calibrate.sample_inputs checks the arrays against the model's inputs)."""
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)) or len(value) == 0:
+        raise ValueError("GpuDelegateOptions.calibration_inputs must be None or a non-empty list (of arrays, one per "
+                         f"model input, or of such samples), got {type(value).__name__} {_brief(value)}")
+
+
+def _brief(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_choice(name, value, choices, allow_none=False):

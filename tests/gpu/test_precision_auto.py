@@ -280,3 +280,8 @@ def test_calibration_inputs_are_checked():
         run(model, "auto", inputs(), calibration_inputs=[np.zeros((1, 2), np.float32)])
     with pytest.raises(ValueError, match="auto_tolerance"):
         GpuDelegate(precision="auto", auto_tolerance=0)
+    # Nothing to calibrate on (an empty list calibrated on 0 samples and reported no error), and
+    # values that are no samples: a ValueError naming the option, at construction.
+    for value in ([], 5, "abc"):
+        with pytest.raises(ValueError, match="calibration_inputs must be None or a non-empty list"):
+            GpuDelegate(precision="auto", calibration_inputs=value)
