@@ -35,7 +35,7 @@ class Kernel:
         self.plan = plan
         self.partitions = [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)]
         ours = {n.index for p in self.partitions for n in p.nodes}
-        split = [p for p in self.partitions if not {n.index for n in p.nodes} <= nodes]
+        split = split_partitions(plan, nodes)
         if split:
             raise RuntimeError(f"LiteRT split the GPU partition {_span(split[0].nodes)} over several delegate "
                                "kernels; it cannot run in pieces")
@@ -153,6 +153,12 @@ class _ReferenceStep:
                 raise ModelError(f"operator {node.label} produced shape {list(np.shape(value))} for tensor "
                                  f"{tensor.index}, the plan expects {list(target.shape)}")
             np.copyto(target, value, casting="unsafe")
+
+
+def split_partitions(plan, nodes):
+    """The partitions of `plan` that the operators `nodes` (one LiteRT kernel's) hold only part of."""
+    return [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)
+            and not {n.index for n in p.nodes} <= nodes]
 
 
 def _span(nodes):

@@ -16,7 +16,7 @@ import weakref
 from .. import ops
 from ..tflite import read_model
 from . import abi
-from .kernel import Kernel, kernel_nodes
+from .kernel import Kernel, kernel_nodes, split_partitions
 from .plan import match_subgraph, plan_subgraph, replan_kernel
 
 log = logging.getLogger("gles_delegate")
@@ -82,7 +82,8 @@ class NativeDelegate:
     # -- the kernel's TfLiteRegistration ----------------------------------------------------
     def _init(self, context, buffer, _length):
         try:
-            kernel = Kernel(self._preparing, *kernel_nodes(buffer), self.delegate)
+            nodes, boundary = kernel_nodes(buffer)
+            kernel = Kernel(self._kernel_plan(nodes), nodes, boundary, self.delegate)
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
@@ -90,6 +91,17 @@ class NativeDelegate:
         handle, self._next_handle = self._next_handle, self._next_handle + 1
         self.kernels[handle] = kernel
         return handle
+
+    def _kernel_plan(self, nodes):
+        """The plan a kernel of operators `nodes` runs: the subgraph's, or where LiteRT gave this
+        kernel only part of a partition (experimental_preserve_all_tensors gives every node a
+        kernel of its own, to keep its outputs), one compiled for these nodes alone."""
+        plan = self._preparing
+        if not split_partitions(plan, nodes):
+            return plan
+        log.info("GpuDelegate: LiteRT gave a delegate kernel part of a GPU partition (operators %s); compiling "
+                 "them alone", sorted(nodes)[:8])
+        return replan_kernel(self.delegate, self.model, plan, nodes, lambda i: tuple(plan.graph.tensors[i].shape))
 
     def _free(self, _context, buffer):
         try:

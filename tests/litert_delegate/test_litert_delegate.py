@@ -86,6 +86,27 @@ def test_a_batch_resized_to_zero_runs_and_resizes_back():
             np.testing.assert_allclose(out, np.maximum(x + 0.5, 0))
 
 
+def test_preserve_all_tensors_gives_every_node_a_kernel_that_runs_on_the_gpu(x8):
+    """LiteRT's experimental_preserve_all_tensors hands the delegate one kernel per node (each
+    node's outputs kept): each kernel compiles its node alone, where it made the Interpreter
+    fail ("LiteRT split the GPU partition"); every intermediate is LiteRT's."""
+    data = mixed_model()
+    theirs = LiteRT(model_content=data, experimental_preserve_all_tensors=True)
+    theirs.allocate_tensors()
+    with GpuDelegate() as delegate:
+        ours = LiteRT(model_content=data, experimental_delegates=[delegate], experimental_preserve_all_tensors=True)
+        ours.allocate_tensors()
+        kernels = [k for n in native_delegates(delegate) for k in n.kernels.values()]
+        assert len(kernels) > 1 and all(k.partitions and len(k.nodes) == 1 for k in kernels)
+        run(ours, x8)
+        run(theirs, x8)
+        for detail in theirs.get_tensor_details():
+            want = theirs.get_tensor(detail["index"])
+            if want.dtype == np.float32 and want.size:
+                got = ours.get_tensor(detail["index"])
+                assert np.abs(got - want).max() <= 1e-5 * max(np.abs(want).max(), 1.0), detail["name"]
+
+
 def test_two_interpreters_share_one_delegate(x8):
     data = mixed_model()
     ref = litert_alone(data, x8)
