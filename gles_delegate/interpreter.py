@@ -496,6 +496,8 @@ class Interpreter:
             raise ValueError(f"tensor {input_index} is not an input of the model")
         shape = _checked_shape(tensor, tensor_size, strict)
         with self._lock:
+            if self._main.storage is not None and not self._resize_pending and tuple(tensor.shape) == shape:
+                return  # allocated at this shape already: nothing changes, as in LiteRT's ResizeInputTensor
             self._main.resize_input(tensor, shape)
             self._resize_pending = True
 

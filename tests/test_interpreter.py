@@ -289,3 +289,17 @@ def test_bad_tensor_and_subgraph_indices_are_refused_as_in_litert():
 def test_load_delegate_options_must_be_a_dict():
     with pytest.raises(TypeError, match="dict of {name: str}, not str"):
         gles_delegate.load_delegate("gles", "notadict")
+
+
+def test_a_resize_to_the_allocated_shape_changes_nothing_as_in_litert():
+    """LiteRT's ResizeInputTensor returns at once when the input is allocated at that shape: the
+    next invoke needs no allocate_tensors(), and a live tensor() view stays valid."""
+    x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(1, 4, 4, 3)
+    for interpreter in (Interpreter(model_content=add_model()), LiteRT(model_content=add_model())):
+        interpreter.allocate_tensors()
+        view = interpreter.tensor(0)
+        interpreter.resize_tensor_input(0, [1, 4, 4, 3])
+        view()[...] = x
+        interpreter.invoke()
+        np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                   np.maximum(x + 0.5, 0))
