@@ -214,19 +214,14 @@ class _CpuStep:
         node = self.nodes[0]
         if self.check:
             _check_at_invoke(node)
-        inputs = [None if t is None else storage[t.index] for t in node.inputs]
-        outputs = ops.run_node(node, inputs, self.dynamic)
+        if not self.dynamic:
+            ops.run_into(node, storage)
+            return
+        outputs = ops.run_node(node, [None if t is None else storage[t.index] for t in node.inputs], dynamic=True)
         for tensor, value in zip(node.outputs, outputs):
-            if self.dynamic:
-                # As TFLite resizes a dynamic tensor: the details show the shape it now has.
-                storage[tensor.index] = np.array(value, tensor.dtype)
-                tensor.shape = storage[tensor.index].shape
-                continue
-            target = storage[tensor.index]
-            if value.shape != target.shape:
-                raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor "
-                                 f"{tensor.index}, the model declares {list(target.shape)}")
-            np.copyto(target, value, casting="unsafe")
+            # As TFLite resizes a dynamic tensor: the details show the shape it now has.
+            storage[tensor.index] = np.array(value, tensor.dtype)
+            tensor.shape = storage[tensor.index].shape
 
 
 def _check_at_invoke(node):
@@ -245,10 +240,7 @@ def _compute_fused_away(partition, storage):
     GPU computed for their inputs, in the partition's node order; they kept their zero fill."""
     for node in partition.nodes:
         if any(t is not None and t.index in partition.fused_away for t in node.outputs):
-            outputs = ops.run_node(node, [None if t is None else storage[t.index] for t in node.inputs])
-            for tensor, value in zip(node.outputs, outputs):
-                if tensor is not None and tensor.index in partition.fused_away:
-                    np.copyto(storage[tensor.index], value, casting="unsafe")
+            ops.run_into(node, storage, only=partition.fused_away)
 
 
 def unwritten_outputs(graph):

@@ -9,7 +9,6 @@ import ctypes
 import numpy as np
 
 from .. import ops
-from ..errors import ModelError
 from . import abi
 
 
@@ -145,14 +144,7 @@ class _ReferenceStep:
         self.node = node
 
     def run(self, storage):
-        node = self.node
-        outputs = ops.run_node(node, [None if t is None else storage[t.index] for t in node.inputs])
-        for tensor, value in zip(node.outputs, outputs):
-            target = storage[tensor.index]
-            if np.shape(value) != target.shape:
-                raise ModelError(f"operator {node.label} produced shape {list(np.shape(value))} for tensor "
-                                 f"{tensor.index}, the plan expects {list(target.shape)}")
-            np.copyto(target, value, casting="unsafe")
+        ops.run_into(self.node, storage)
 
 
 def split_partitions(plan, nodes):

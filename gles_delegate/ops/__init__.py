@@ -77,6 +77,21 @@ def output_shapes(node, shapes, values=None):
     return None if result is None else [tuple(int(d) for d in s) for s in result]
 
 
+def run_into(node, storage, only=None):
+    """Run `node` on the reference kernels over `storage` ({tensor index: array}): its inputs
+    read from there, its outputs copied into the arrays there (those of the indices in `only`,
+    else all); a ModelError naming the node when an output comes out in another shape."""
+    outputs = run_node(node, [None if t is None else storage[t.index] for t in node.inputs])
+    for tensor, value in zip(node.outputs, outputs):
+        if tensor is None or (only is not None and tensor.index not in only):
+            continue
+        target = storage[tensor.index]
+        if np.shape(value) != target.shape:
+            raise ModelError(f"operator {node.label} produced shape {list(np.shape(value))} for tensor "
+                             f"{tensor.index}, the model declares {list(target.shape)}")
+        np.copyto(target, value, casting="unsafe")
+
+
 def _all_empty(node, shapes, inputs):
     """Whether an input and every output of `shapes` hold no element, and every output has a type."""
     return (any(x is not None and np.size(x) == 0 for x in inputs) and len(shapes) == len(node.outputs)
