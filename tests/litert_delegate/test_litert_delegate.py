@@ -14,7 +14,7 @@ from gles_delegate.litert import abi
 from gles_delegate.litert.native import _LIVE, native_delegates
 from tests.gpu.test_float_view import masked_model
 from tests.litert_delegate.models import add_model, batch_div8_model, mixed_model, unpack_fc_model
-from tests.oplib import run_ours
+from tests.oplib import assert_close, run_ours
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
 EPS32 = np.finfo(np.float32).eps
@@ -103,8 +103,7 @@ def test_preserve_all_tensors_gives_every_node_a_kernel_that_runs_on_the_gpu(x8)
         for detail in theirs.get_tensor_details():
             want = theirs.get_tensor(detail["index"])
             if want.dtype == np.float32 and want.size:
-                got = ours.get_tensor(detail["index"])
-                assert np.abs(got - want).max() <= 1e-5 * max(np.abs(want).max(), 1.0), detail["name"]
+                assert_close(ours.get_tensor(detail["index"]), want, what=detail["name"])
 
 
 def test_two_interpreters_share_one_delegate(x8):
