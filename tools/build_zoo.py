@@ -66,9 +66,35 @@ def op_counts(data):
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
+def input_types(data):
+    """The dtype names of the main subgraph's inputs of .tflite bytes ('float32', 'int32', 'int8', ...)."""
+    import tflite
+    model = tflite.Model.GetRootAsModel(data, 0)
+    names = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+    subgraph = model.Subgraphs(0)
+    return [names.get(subgraph.Tensors(subgraph.Inputs(k)).Type(), "?") for k in range(subgraph.InputsLength())]
+
+
+class Ints(collections.namedtuple("Ints", "shape high")):
+    """An input spec of int64 token ids uniform over [0, high) (a plain shape tuple is float32 in
+    [-1, 1)). litert-torch makes such an input int32 in the .tflite."""
+
+
+def shape_of(spec):
+    return tuple(spec.shape) if isinstance(spec, Ints) else tuple(spec)
+
+
+def batched(spec, batch):
+    """The spec with its first dimension replaced by `batch`."""
+    shape = (batch,) + shape_of(spec)[1:]
+    return Ints(shape, spec.high) if isinstance(spec, Ints) else shape
+
+
 def random_inputs(shapes, rng):
-    """Seeded float32 arrays uniform in [-1, 1) of the given shapes."""
-    return [rng.uniform(-1, 1, shape).astype(np.float32) for shape in shapes]
+    """Seeded arrays of the given specs: float32 uniform in [-1, 1) for a shape, int64 uniform in
+    [0, high) for Ints."""
+    return [rng.integers(0, s.high, s.shape).astype(np.int64) if isinstance(s, Ints)
+            else rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
 
 
 def input_sensitivity(first, second):
@@ -105,7 +131,6 @@ def relative_error(ours, theirs):
 # -- torch ----------------------------------------------------------------------------------------
 def torch_models():
     """{name: (source, builder, input shapes)}: builder() returns an nn.Module."""
-    import timm
     import torch
     from torch import nn
     import torchvision.models as tv
@@ -174,7 +199,42 @@ def torch_models():
         def forward(self, x):
             return self.head(self.rnn(x)[0][:, -1])
 
-    image = [(1, 3, 224, 224)]
+    def timm_model(name):
+        def build():
+            import timm
+            return timm.create_model(name, pretrained=False)
+        return build
+
+    def convnextv2_atto():
+        """timm's convnextv2_atto with each GRN's scale and shift drawn at random: timm zeroes both,
+        which makes GRN the identity, and the converter then drops it."""
+        model = timm_model("convnextv2_atto")()
+        with torch.no_grad():
+            for module in model.modules():
+                if type(module).__name__ == "GlobalResponseNorm":
+                    module.weight.normal_(0.0, 0.5)
+                    module.bias.normal_(0.0, 0.1)
+        return model
+
+    class LastHidden(nn.Module):
+        """A transformers model's last_hidden_state only."""
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model(x).last_hidden_state
+
+    def transformer(kind, config_kind, **config):
+        """A transformers model (class name `kind`) built from a config with random weights."""
+        def build():
+            import transformers
+            from transformers.models.whisper.modeling_whisper import WhisperEncoder
+            cls = WhisperEncoder if kind == "WhisperEncoder" else getattr(transformers, kind)
+            return LastHidden(cls(getattr(transformers, config_kind)(**config)))
+        return build
+
+    image, image160, tokens = [(1, 3, 224, 224)], [(1, 3, 160, 160)], [Ints((1, 32), 1000)]
     return {
         "resnet18": ("torchvision resnet18", lambda: tv.resnet18(), image),
         "mobilenet_v3_small": ("torchvision mobilenet_v3_small", lambda: tv.mobilenet_v3_small(), image),
@@ -193,10 +253,33 @@ def torch_models():
         "transformer_encoder": ("nn.TransformerEncoder: 2 layers, dim 128, 4 heads, seq 32", Encoder,
                                 [(1, 32, 128)]),
         "audio_conv1d": ("hand-written Conv1d keyword spotter on 4000 samples", audio_conv1d, [(1, 1, 4000)]),
-        "convnext_atto": ("timm convnext_atto (LayerNorm2d, 7x7 depthwise, GELU)",
-                          lambda: timm.create_model("convnext_atto", pretrained=False), image),
-        "mobilevit_xxs": ("timm mobilevit_xxs (unfold attention), 256x256",
-                          lambda: timm.create_model("mobilevit_xxs", pretrained=False), [(1, 3, 256, 256)]),
+        "convnext_atto": ("timm convnext_atto (LayerNorm2d, 7x7 depthwise, GELU)", timm_model("convnext_atto"), image),
+        "mobilevit_xxs": ("timm mobilevit_xxs (unfold attention), 256x256", timm_model("mobilevit_xxs"),
+                          [(1, 3, 256, 256)]),
+        "edgenext_xx_small": ("timm edgenext_xx_small (cross-covariance attention: F.normalize), 160x160",
+                              timm_model("edgenext_xx_small"), image160),
+        "convnextv2_atto": ("timm convnextv2_atto (GRN, its scale and shift random), 160x160", convnextv2_atto,
+                            image160),
+        "mixnet_s": ("timm mixnet_s (mixed-kernel depthwise: split, concat), 160x160", timm_model("mixnet_s"),
+                     image160),
+        "ghostnet_100": ("timm ghostnet_100 (ghost modules: concat), 160x160", timm_model("ghostnet_100"), image160),
+        "bert_tiny": ("transformers BertModel: 2 layers, hidden 128, 2 heads, vocab 1000, seq 32; last hidden state",
+                      transformer("BertModel", "BertConfig", vocab_size=1000, hidden_size=128, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=512, max_position_embeddings=64), tokens),
+        "gpt2_tiny": ("transformers GPT2Model: 2 layers, n_embd 128, 2 heads, vocab 1000, seq 32, causal; last hidden "
+                      "state", transformer("GPT2Model", "GPT2Config", vocab_size=1000, n_embd=128, n_layer=2, n_head=2,
+                                           n_positions=64), tokens),
+        "t5_encoder_tiny": ("transformers T5EncoderModel: 2 layers, d_model 128, 4 heads, vocab 1000, seq 32, "
+                            "relative position buckets; last hidden state",
+                            transformer("T5EncoderModel", "T5Config", vocab_size=1000, d_model=128, d_kv=32, d_ff=256,
+                                        num_layers=2, num_heads=4), tokens),
+        # init_std 0.1, not Whisper's 0.02: at 0.02 the convolutions' output is small next to the sinusoidal
+        # positions and the outputs barely depend on the input (input sensitivity 0.04).
+        "whisper_encoder_tiny": ("transformers WhisperEncoder: 2 layers, d_model 128, 2 heads, 80 mel bins x 100 "
+                                 "frames, init_std 0.1; last hidden state",
+                                 transformer("WhisperEncoder", "WhisperConfig", num_mel_bins=80, d_model=128,
+                                             encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=256,
+                                             max_source_positions=50, init_std=0.1), [(1, 80, 100)]),
         "torch_lstm": ("nn.LSTM: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("LSTM"),
                        [(1, 20, 16)]),
         "torch_gru": ("nn.GRU: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("GRU"), [(1, 20, 16)]),
@@ -216,7 +299,7 @@ def reestimate_batch_norm(model, shapes, rng):
         model.train()
         with torch.no_grad():
             for _ in range(BN_BATCHES):
-                model(*[torch.from_numpy(x) for x in random_inputs([(BN_BATCH_SIZE,) + s[1:] for s in shapes], rng)])
+                model(*[torch.from_numpy(x) for x in random_inputs([batched(s, BN_BATCH_SIZE) for s in shapes], rng)])
     return model.eval()
 
 
@@ -245,9 +328,11 @@ def build_torch(name, builder, shapes, out_dir, rng):
     def framework(inputs):
         with torch.no_grad():
             return as_arrays(model(*[torch.from_numpy(x) for x in inputs]))
+
+    def converted(inputs):  # litert-torch's .tflite takes int64 token ids as int32
+        return as_arrays(edge(*[torch.from_numpy(x.astype(np.int32) if x.dtype == np.int64 else x) for x in inputs]))
     return {"framework": f"torch {torch.__version__}", "converter": f"litert-torch {litert_torch.__version__}",
-            **check(framework, lambda inputs: as_arrays(edge(*[torch.from_numpy(x) for x in inputs])),
-                    sample, other)}
+            **check(framework, converted, sample, other)}
 
 
 # -- Keras ----------------------------------------------------------------------------------------
@@ -354,7 +439,9 @@ def build_one(name, source, builder, shapes, build, out_dir):
         update_manifest(out_dir / "manifest.json", name, skipped=f"{source}: {why}")
         return None
     data = path.read_bytes()
-    record = {"file": path.name, "source": source, "inputs": [list(s) for s in shapes], **record,
+    record = {"file": path.name, "source": source, "inputs": [list(shape_of(s)) for s in shapes],
+              "input_dtypes": input_types(data),
+              "input_ranges": [[0, s.high - 1] if isinstance(s, Ints) else [-1, 1] for s in shapes], **record,
               "bytes": len(data), "ops": op_counts(data), "build_s": round(time.perf_counter() - start, 1)}
     print(f"  ok: {len(data) / 1e6:.2f} MB, {sum(record['ops'].values())} ops, output std {record['output_std']}, "
           f"input sensitivity {record['input_sensitivity']:.2g}, "
