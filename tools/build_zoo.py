@@ -391,6 +391,191 @@ def build_keras(name, builder, shapes, out_dir, rng):
                     random_inputs(shapes, rng), random_inputs(shapes, rng))}
 
 
+# -- TensorFlow modules ---------------------------------------------------------------------------
+STREAM_FEATURES, STREAM_CALLS = 40, 12  # the keyword spotter's features per frame; calls per check
+
+
+def tf_models():
+    """{name: (source, builder, input shapes, build function)}: tf.Module models with seeded random
+    weights (He-normal from a tf.random.Generator)."""
+    import tensorflow as tf
+
+    def he(generator, shape, fan_in):
+        return tf.Variable(generator.normal(shape, stddev=(2.0 / fan_in) ** 0.5), trainable=False)
+
+    class StreamingKws(tf.Module):
+        """A keyword spotter built as microWakeWord's streaming models are: each call takes one
+        feature frame (1, 1, 40); ring buffers (resource variables, read and assigned each call) keep
+        the frames each layer still needs. Conv 3 -> MixConv (channels split, depthwise 3 and 5) +
+        pointwise -> depthwise 5 -> dense over the last 5 steps -> 2 logits. New states are slices
+        of the concatenation (x[:, 1:]: STRIDED_SLICE; tf.split: SPLIT_V)."""
+        def __init__(self):
+            super().__init__()
+            g = tf.random.Generator.from_seed(SEED)
+            self.conv, self.conv_bias = he(g, (3, 1, STREAM_FEATURES, 32), 3 * STREAM_FEATURES), he(g, (32,), 200)
+            self.mix3, self.mix5 = he(g, (3, 1, 16, 1), 3), he(g, (5, 1, 16, 1), 5)
+            self.point, self.point_bias = he(g, (1, 1, 32, 48), 32), he(g, (48,), 200)
+            self.depth = he(g, (5, 1, 48, 1), 5)
+            self.dense, self.dense_bias = he(g, (5 * 48, 2), 5 * 48), he(g, (2,), 200)
+            self.states = [tf.Variable(tf.zeros((1, steps, 1, channels)), trainable=False, name=f"stream_{k}")
+                           for k, (steps, channels) in enumerate(((2, STREAM_FEATURES), (4, 32), (4, 48), (4, 48)))]
+
+        def reset(self):
+            for state in self.states:
+                state.assign(tf.zeros_like(state))
+
+        @tf.function(input_signature=[tf.TensorSpec((1, 1, STREAM_FEATURES), tf.float32)])
+        def __call__(self, frame):
+            s0, s1, s2, s3 = self.states
+            x = tf.concat([s0, tf.reshape(frame, (1, 1, 1, STREAM_FEATURES))], axis=1)  # (1, 3, 1, 40)
+            s0.assign(x[:, 1:])
+            x = tf.nn.relu(tf.nn.conv2d(x, self.conv, 1, "VALID") + self.conv_bias)
+            x = tf.concat([s1, x], axis=1)  # (1, 5, 1, 32)
+            s1.assign(tf.split(x, [1, 4], axis=1)[1])
+            a, b = tf.split(x, [16, 16], axis=3)
+            a = tf.nn.depthwise_conv2d(a[:, 2:], self.mix3, [1, 1, 1, 1], "VALID")
+            b = tf.nn.depthwise_conv2d(b, self.mix5, [1, 1, 1, 1], "VALID")
+            x = tf.nn.relu(tf.nn.conv2d(tf.concat([a, b], axis=3), self.point, 1, "VALID") + self.point_bias)
+            x = tf.concat([s2, x], axis=1)  # (1, 5, 1, 48)
+            s2.assign(x[:, 1:])
+            x = tf.nn.relu(tf.nn.depthwise_conv2d(x, self.depth, [1, 1, 1, 1], "VALID"))
+            x = tf.concat([s3, x], axis=1)  # (1, 5, 1, 48)
+            s3.assign(x[:, 1:])
+            return tf.matmul(tf.reshape(x, (1, 5 * 48)), self.dense) + self.dense_bias
+
+    class Spectrogram(tf.Module):
+        """A log-mel spectrogram in the graph (tf.signal.stft: 256-sample Hann frames every 128
+        samples, 256-point RFFT; |.|; a 32-bin mel matrix; log) and a small conv classifier (two
+        3x3 stride-2 convs, flatten, dense to 12: a global mean would average white noise's spectra
+        into nearly the same output for every random input)."""
+        def __init__(self):
+            super().__init__()
+            g = tf.random.Generator.from_seed(SEED)
+            self.mel = tf.signal.linear_to_mel_weight_matrix(32, 129, 4000, 20.0, 2000.0)
+            self.c1, self.c2, self.fc = he(g, (3, 3, 1, 16), 9), he(g, (3, 3, 16, 32), 144), he(g, (2048, 12), 2048)
+
+        @tf.function(input_signature=[tf.TensorSpec((1, 4000), tf.float32)])
+        def __call__(self, wave):
+            magnitude = tf.abs(tf.signal.stft(wave, 256, 128, 256))  # (1, 30, 129): RFFT2D, COMPLEX_ABS
+            x = tf.math.log(tf.matmul(magnitude, self.mel) + 1e-6)[..., None]
+            x = tf.nn.relu(tf.nn.conv2d(x, self.c1, 2, "SAME"))
+            x = tf.nn.relu(tf.nn.conv2d(x, self.c2, 2, "SAME"))
+            return tf.matmul(tf.reshape(x, (1, 2048)), self.fc)  # x: (1, 8, 8, 32)
+
+    stream = "streaming keyword spotter (resource-variable ring buffers, conv/MixConv/depthwise), 40 features a frame"
+    return {
+        "streaming_kws_int8": (f"tf.Module {stream}; full-integer PTQ, int8 in and out", StreamingKws,
+                               [(1, 1, STREAM_FEATURES)], build_streaming(quantized=True)),
+        "streaming_kws_float32": (f"tf.Module {stream}; float32", StreamingKws, [(1, 1, STREAM_FEATURES)],
+                                  build_streaming(quantized=False)),
+        "spectrogram_cnn": ("tf.Module log-mel spectrogram in graph (stft: RFFT2D, COMPLEX_ABS) + conv classifier, "
+                            "4000 samples", Spectrogram, [(1, 4000)], build_tf_function),
+    }
+
+
+def litert_interpreter():
+    """(its name and version, Interpreter class): ai-edge-litert's when installed, else tf.lite's."""
+    try:
+        from importlib.metadata import version
+        from ai_edge_litert.interpreter import Interpreter
+        return f"ai-edge-litert {version('ai-edge-litert')}", Interpreter
+    except ImportError:
+        import tensorflow as tf
+        return f"tf.lite {tf.__version__}", tf.lite.Interpreter
+
+
+def quantize(x, detail):
+    """A float array as the input `detail` takes it (int8 through its scale and zero point)."""
+    if np.dtype(detail["dtype"]) == np.float32:
+        return x
+    scale, zero = detail["quantization"]
+    info = np.iinfo(detail["dtype"])
+    return np.clip(np.round(x / scale + zero), info.min, info.max).astype(detail["dtype"])
+
+
+def dequantize(x, detail):
+    if np.dtype(detail["dtype"]) == np.float32:
+        return x
+    scale, zero = detail["quantization"]
+    return (x.astype(np.float32) - zero) * scale
+
+
+def build_streaming(quantized):
+    """The build function of the streaming keyword spotter: SavedModel -> TFLiteConverter (the
+    variables stay variables: VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE, CALL_ONCE), full-integer
+    post-training quantization when `quantized`. The check runs STREAM_CALLS successive calls from
+    a zero state through the module and through a fresh LiteRT interpreter, and fails the build
+    unless the converted model's output to one frame given twice changes (its state does)."""
+    def build(name, builder, shapes, out_dir, rng):
+        import tempfile
+        import tensorflow as tf
+        tf.random.set_seed(SEED)
+        module = builder()
+        sample, other, calibration = ([random_inputs(shapes, rng)[0] for _ in range(n)]
+                                      for n in (STREAM_CALLS, STREAM_CALLS, 200))
+        with tempfile.TemporaryDirectory() as saved:
+            tf.saved_model.save(module, saved, signatures=module.__call__.get_concrete_function())
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+            if quantized:
+                converter.optimizations = {tf.lite.Optimize.DEFAULT}
+                converter._experimental_variable_quantization = True  # int8 states, as microWakeWord converts
+                converter.target_spec.supported_ops = {tf.lite.OpsSet.TFLITE_BUILTINS_INT8}
+                converter.inference_input_type = converter.inference_output_type = tf.int8
+                converter.representative_dataset = lambda: ([x] for x in calibration)  # one stream, in order
+            data = converter.convert()
+        (out_dir / f"{name}.tflite").write_bytes(data)
+        runtime, interpreter_class = litert_interpreter()
+
+        def framework(frames):
+            module.reset()
+            return [np.concatenate([module(x).numpy() for x in frames])]
+
+        def converted(frames):  # a fresh interpreter: its variables start at CALL_ONCE's zeros
+            interpreter = interpreter_class(model_content=data)
+            interpreter.allocate_tensors()
+            (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+            outputs = []
+            for x in frames:
+                interpreter.set_tensor(inp["index"], quantize(x, inp))
+                interpreter.invoke()
+                outputs.append(dequantize(interpreter.get_tensor(out["index"]), out))
+            return [np.concatenate(outputs)]
+        twice = converted([sample[0], sample[0]])[0]
+        if np.array_equal(twice[0], twice[1]):
+            raise RuntimeError(f"{runtime}: one frame given twice gave the same outputs (the state did not change)")
+        how = ", full-integer PTQ (int8 in/out, variables quantized)" if quantized else ""
+        checked = check(framework, converted, sample, other)
+        checked["outputs"] = [[1, *shape[1:]] for shape in checked["outputs"]]  # one call's, not the calls'
+        return {"framework": f"tensorflow {tf.__version__}", "converter": f"TFLiteConverter.from_saved_model{how}",
+                "runtime": runtime, "stream_calls": STREAM_CALLS, "state_changes_between_invokes": True, **checked}
+    return build
+
+
+def build_tf_function(name, builder, shapes, out_dir, rng):
+    """A stateless tf.Module: its __call__'s concrete function through the TF converter with
+    TFLite builtins only, checked against the module."""
+    import tensorflow as tf
+    tf.random.set_seed(SEED)
+    module = builder()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.__call__.get_concrete_function()], module)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    data = converter.convert()
+    (out_dir / f"{name}.tflite").write_bytes(data)
+    runtime, interpreter_class = litert_interpreter()
+    interpreter = interpreter_class(model_content=data)
+    interpreter.allocate_tensors()
+
+    def converted(inputs):
+        for detail, x in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return {"framework": f"tensorflow {tf.__version__}", "converter": "TFLiteConverter.from_concrete_functions, "
+            "TFLITE_BUILTINS only", "runtime": runtime,
+            **check(lambda inputs: as_arrays(module(*inputs)), converted, random_inputs(shapes, rng),
+                    random_inputs(shapes, rng))}
+
+
 # -- main -----------------------------------------------------------------------------------------
 def frameworks():
     """[(models, build function)] of the frameworks this interpreter can import."""
@@ -403,7 +588,7 @@ def frameworks():
     try:
         import tensorflow  # noqa: F401  (the TensorFlow venv)
         import tf_keras  # noqa: F401
-        found.append((keras_models, build_keras))
+        found += [(keras_models, build_keras), (tf_models, None)]
     except ImportError:
         pass
     return found
@@ -463,10 +648,10 @@ def main(argv=None):
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for models, build in found:
-        for name, (source, builder, shapes) in models().items():
+        for name, (source, builder, shapes, *own) in models().items():  # own: the model's own build function
             if not args.only or name in args.only:
                 print(f"{name}: {source}", flush=True)
-                build_one(name, source, builder, shapes, build, out_dir)
+                build_one(name, source, builder, shapes, own[0] if own else build, out_dir)
     print(f"manifest: {out_dir / 'manifest.json'}")
     return 0
 
