@@ -1,36 +1,50 @@
 """Build a zoo of small random-weight models as .tflite files, outside CI, for
 `python -m gles_delegate.tools.zoo_report ZOO_DIR` (docs/model_zoo.md is its report).
 
-Not part of the package's dependencies, nor imported by it or by the tests: PyTorch, litert-torch
-and TensorFlow live in two venvs of their own (litert-torch alone pulls a multi-GB torch, jax and
-transformers). Setup, once:
+Not part of the package's dependencies, nor imported by it or by the tests: PyTorch, litert-torch,
+TensorFlow and onnx2tf live in three venvs of their own (litert-torch alone pulls a multi-GB torch,
+jax and transformers; onnx2tf pins TensorFlow 2.19 and numpy 1.26). Setup, once (torch and
+torchvision come from this machine's local wheel index; transformers 5.25.0 is what litert-torch
+0.10.0 pulls in):
 
     python3 -m venv /work/venvs/zoo-torch
     /work/venvs/zoo-torch/bin/pip install torch==2.14.1 torchvision==0.29.1
-    /work/venvs/zoo-torch/bin/pip install litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0
+    /work/venvs/zoo-torch/bin/pip install litert-torch==0.10.0 timm==1.0.31 tflite==2.18.0 transformers==5.25.0
     python3 -m venv /work/venvs/zoo-tf
-    /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0
+    /work/venvs/zoo-tf/bin/pip install tensorflow==2.21.0 tf_keras==2.21.0 tflite==2.18.0 ai-edge-litert==2.3.0
+    python3 -m venv /work/venvs/zoo-onnx
+    /work/venvs/zoo-onnx/bin/pip install torch==2.14.1
+    /work/venvs/zoo-onnx/bin/pip install onnx2tf==1.29.24 sng4onnx sne4onnx   # onnx2tf pins the rest
+    /work/venvs/zoo-onnx/bin/pip install torchvision==0.29.1 tflite==2.18.0
 
 Build (each venv builds the models of its framework into the same directory; manifest.json there
-merges both runs; default directory /work/zoo):
+merges the runs; default directory /work/zoo):
 
     /work/venvs/zoo-torch/bin/python tools/build_zoo.py [OUT_DIR] [--only NAME ...]
     /work/venvs/zoo-tf/bin/python tools/build_zoo.py [OUT_DIR] [--only NAME ...]
+    /work/venvs/zoo-onnx/bin/python tools/build_zoo.py [OUT_DIR] [--only NAME ...]
     python -m gles_delegate.tools.zoo_report OUT_DIR --write docs/model_zoo.md
 
-Torch models (torchvision, timm and hand-written modules; batch 1, NCHW as litert-torch keeps it)
-are converted with litert_torch.convert(model, sample_args).export(path); Keras 3 and tf_keras
-models with tf.lite.TFLiteConverter. Weights are random and seeded (seed 0): each framework's
+Torch models (torchvision, timm, transformers encoders from configs and hand-written modules;
+batch 1, NCHW as litert-torch keeps it) are converted with litert_torch.convert(model,
+sample_args).export(path); token-id inputs are int64 in torch and int32 in the .tflite. Keras 3 and
+tf_keras models, and tf.Module models (a streaming keyword spotter whose state is resource
+variables, float32 and full-integer int8; an in-graph spectrogram), with tf.lite.TFLiteConverter.
+The zoo-onnx venv exports a few of the torch models with torch.onnx and converts them with onnx2tf
+(channels-last inputs). Weights are random and seeded (seed 0): each framework's
 default initialisation, then, for models with batch norm, the running statistics re-estimated from
 a few random batches (train-mode forward passes without gradients, cumulative average), so that
 activations keep their scale through deep networks and outputs are not near-constant.
-Random inputs are uniform in [-1, 1), as gles_delegate.tools.common.seeded_inputs draws them.
+Random inputs are uniform in [-1, 1), as gles_delegate.tools.common.seeded_inputs draws them;
+token ids uniform over the vocabulary (the manifest's input_ranges: seeded_inputs draws integers
+in [-1000, 1000], which an embedding lookup refuses). The stateful model is checked over
+STREAM_CALLS successive calls from a zero state.
 A model whose build or conversion fails is skipped with its reason (printed, and kept under
 "skipped" in the manifest). The manifest holds, per model: file, source, framework, converter,
-input and output shapes, op counts over every subgraph, the standard deviation of its outputs on
-a random input, its input sensitivity (std of the change of the outputs between two random inputs
-/ std of the outputs: near 0 would mean near-constant outputs), and the converted model's error
-against the framework (max abs / max |framework|).
+input shapes, dtypes (of the .tflite) and value ranges, output shapes, op counts over every subgraph,
+the standard deviation of its outputs on a random input, its input sensitivity (std of the change
+of the outputs between two random inputs / std of the outputs: near 0 would mean near-constant
+outputs), and the converted model's error against the framework (max abs / max |framework|).
 """
 import argparse
 import collections
@@ -396,80 +410,19 @@ STREAM_FEATURES, STREAM_CALLS = 40, 12  # the keyword spotter's features per fra
 
 
 def tf_models():
-    """{name: (source, builder, input shapes, build function)}: tf.Module models with seeded random
-    weights (He-normal from a tf.random.Generator)."""
-    import tensorflow as tf
-
-    def he(generator, shape, fan_in):
-        return tf.Variable(generator.normal(shape, stddev=(2.0 / fan_in) ** 0.5), trainable=False)
-
-    class StreamingKws(tf.Module):
-        """A keyword spotter built as microWakeWord's streaming models are: each call takes one
-        feature frame (1, 1, 40); ring buffers (resource variables, read and assigned each call) keep
-        the frames each layer still needs. Conv 3 -> MixConv (channels split, depthwise 3 and 5) +
-        pointwise -> depthwise 5 -> dense over the last 5 steps -> 2 logits. New states are slices
-        of the concatenation (x[:, 1:]: STRIDED_SLICE; tf.split: SPLIT_V)."""
-        def __init__(self):
-            super().__init__()
-            g = tf.random.Generator.from_seed(SEED)
-            self.conv, self.conv_bias = he(g, (3, 1, STREAM_FEATURES, 32), 3 * STREAM_FEATURES), he(g, (32,), 200)
-            self.mix3, self.mix5 = he(g, (3, 1, 16, 1), 3), he(g, (5, 1, 16, 1), 5)
-            self.point, self.point_bias = he(g, (1, 1, 32, 48), 32), he(g, (48,), 200)
-            self.depth = he(g, (5, 1, 48, 1), 5)
-            self.dense, self.dense_bias = he(g, (5 * 48, 2), 5 * 48), he(g, (2,), 200)
-            self.states = [tf.Variable(tf.zeros((1, steps, 1, channels)), trainable=False, name=f"stream_{k}")
-                           for k, (steps, channels) in enumerate(((2, STREAM_FEATURES), (4, 32), (4, 48), (4, 48)))]
-
-        def reset(self):
-            for state in self.states:
-                state.assign(tf.zeros_like(state))
-
-        @tf.function(input_signature=[tf.TensorSpec((1, 1, STREAM_FEATURES), tf.float32)])
-        def __call__(self, frame):
-            s0, s1, s2, s3 = self.states
-            x = tf.concat([s0, tf.reshape(frame, (1, 1, 1, STREAM_FEATURES))], axis=1)  # (1, 3, 1, 40)
-            s0.assign(x[:, 1:])
-            x = tf.nn.relu(tf.nn.conv2d(x, self.conv, 1, "VALID") + self.conv_bias)
-            x = tf.concat([s1, x], axis=1)  # (1, 5, 1, 32)
-            s1.assign(tf.split(x, [1, 4], axis=1)[1])
-            a, b = tf.split(x, [16, 16], axis=3)
-            a = tf.nn.depthwise_conv2d(a[:, 2:], self.mix3, [1, 1, 1, 1], "VALID")
-            b = tf.nn.depthwise_conv2d(b, self.mix5, [1, 1, 1, 1], "VALID")
-            x = tf.nn.relu(tf.nn.conv2d(tf.concat([a, b], axis=3), self.point, 1, "VALID") + self.point_bias)
-            x = tf.concat([s2, x], axis=1)  # (1, 5, 1, 48)
-            s2.assign(x[:, 1:])
-            x = tf.nn.relu(tf.nn.depthwise_conv2d(x, self.depth, [1, 1, 1, 1], "VALID"))
-            x = tf.concat([s3, x], axis=1)  # (1, 5, 1, 48)
-            s3.assign(x[:, 1:])
-            return tf.matmul(tf.reshape(x, (1, 5 * 48)), self.dense) + self.dense_bias
-
-    class Spectrogram(tf.Module):
-        """A log-mel spectrogram in the graph (tf.signal.stft: 256-sample Hann frames every 128
-        samples, 256-point RFFT; |.|; a 32-bin mel matrix; log) and a small conv classifier (two
-        3x3 stride-2 convs, flatten, dense to 12: a global mean would average white noise's spectra
-        into nearly the same output for every random input)."""
-        def __init__(self):
-            super().__init__()
-            g = tf.random.Generator.from_seed(SEED)
-            self.mel = tf.signal.linear_to_mel_weight_matrix(32, 129, 4000, 20.0, 2000.0)
-            self.c1, self.c2, self.fc = he(g, (3, 3, 1, 16), 9), he(g, (3, 3, 16, 32), 144), he(g, (2048, 12), 2048)
-
-        @tf.function(input_signature=[tf.TensorSpec((1, 4000), tf.float32)])
-        def __call__(self, wave):
-            magnitude = tf.abs(tf.signal.stft(wave, 256, 128, 256))  # (1, 30, 129): RFFT2D, COMPLEX_ABS
-            x = tf.math.log(tf.matmul(magnitude, self.mel) + 1e-6)[..., None]
-            x = tf.nn.relu(tf.nn.conv2d(x, self.c1, 2, "SAME"))
-            x = tf.nn.relu(tf.nn.conv2d(x, self.c2, 2, "SAME"))
-            return tf.matmul(tf.reshape(x, (1, 2048)), self.fc)  # x: (1, 8, 8, 32)
+    """{name: (source, builder, input shapes, build function)}: the tf.Module models of
+    tools/zoo_tf_modules.py (seeded random weights)."""
+    from zoo_tf_modules import tf_modules  # beside this file, on sys.path when run as a script
+    modules = tf_modules(SEED, STREAM_FEATURES)
 
     stream = "streaming keyword spotter (resource-variable ring buffers, conv/MixConv/depthwise), 40 features a frame"
     return {
-        "streaming_kws_int8": (f"tf.Module {stream}; full-integer PTQ, int8 in and out", StreamingKws,
+        "streaming_kws_int8": (f"tf.Module {stream}; full-integer PTQ, int8 in and out", modules["StreamingKws"],
                                [(1, 1, STREAM_FEATURES)], build_streaming(quantized=True)),
-        "streaming_kws_float32": (f"tf.Module {stream}; float32", StreamingKws, [(1, 1, STREAM_FEATURES)],
+        "streaming_kws_float32": (f"tf.Module {stream}; float32", modules["StreamingKws"], [(1, 1, STREAM_FEATURES)],
                                   build_streaming(quantized=False)),
         "spectrogram_cnn": ("tf.Module log-mel spectrogram in graph (stft: RFFT2D, COMPLEX_ABS) + conv classifier, "
-                            "4000 samples", Spectrogram, [(1, 4000)], build_tf_function),
+                            "4000 samples", modules["Spectrogram"], [(1, 4000)], build_tf_function),
     }
 
 
@@ -576,9 +529,77 @@ def build_tf_function(name, builder, shapes, out_dir, rng):
                     random_inputs(shapes, rng))}
 
 
+# -- onnx2tf ---------------------------------------------------------------------------------------
+def onnx_models():
+    """{name: (source, builder, input shapes)}: torch models of torch_models(), exported with
+    torch.onnx (the TorchScript exporter, opset 17) and converted by onnx2tf (NCHW -> NHWC).
+    transformer_encoder is not among them: onnx2tf 1.29.24 made its GELU a Flex op (CUSTOM:FlexErf)
+    and read its (1, 32, 128) input as NCW, and the result was 0.28 off torch."""
+    torch = torch_models()
+    return {f"{name}_onnx2tf": (f"{torch[name][0]}; torch.onnx -> onnx2tf", *torch[name][1:])
+            for name in ("mobilenet_v3_small", "audio_conv1d")}
+
+
+def to_layout(x, shape):
+    """x as a tensor of `shape`: itself, or with its channel axis (1) moved last, as onnx2tf lays
+    out ranks 3 and 4."""
+    for candidate in (x, np.moveaxis(x, 1, -1)):
+        if list(candidate.shape) == list(shape):
+            return np.ascontiguousarray(candidate)
+    raise ValueError(f"onnx2tf's tensor has shape {list(shape)}; torch's {list(x.shape)}")
+
+
+def build_onnx(name, builder, shapes, out_dir, rng):
+    """Build as build_torch does, export to ONNX, convert with onnx2tf (its float32 .tflite), check
+    against torch (inputs and outputs moved to onnx2tf's channels-last layout where it moved them)."""
+    import tempfile
+    import onnx2tf
+    import onnx2tf.onnx2tf as internals
+    import torch
+    torch.manual_seed(SEED)
+    model = reestimate_batch_norm(randomize_zero_weights(builder()), shapes, rng)
+    sample, other = random_inputs(shapes, rng), random_inputs(shapes, rng)
+    # onnx2tf downloads sample images from GitHub to check a model with 3-channel image inputs, and
+    # fails without a network: seeded random ones instead.
+    internals.download_test_image_data = lambda: np.random.default_rng(SEED).random((20, 128, 128, 3), np.float32)
+    with tempfile.TemporaryDirectory() as work:
+        onnx_path = Path(work) / f"{name}.onnx"
+        torch.onnx.export(model, tuple(torch.from_numpy(x) for x in sample), str(onnx_path), dynamo=False,
+                          opset_version=17, input_names=[f"input_{k}" for k in range(len(shapes))])
+        onnx2tf.convert(input_onnx_file_path=str(onnx_path), output_folder_path=f"{work}/tf", non_verbose=True)
+        data = (Path(work) / "tf" / f"{name}_float32.tflite").read_bytes()
+    (out_dir / f"{name}.tflite").write_bytes(data)
+    runtime, interpreter_class = litert_interpreter()
+    interpreter = interpreter_class(model_content=data)
+    interpreter.allocate_tensors()
+    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
+
+    def framework(values):
+        with torch.no_grad():
+            return as_arrays(model(*[torch.from_numpy(x) for x in values]))
+
+    def converted(values):
+        for detail, x in zip(inputs, values):
+            interpreter.set_tensor(detail["index"], to_layout(x, detail["shape"]))
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]) for d in outputs]
+    expected = framework(sample)
+    checked = check(lambda values: [to_layout(e, d["shape"]) for e, d in zip(framework(values), outputs)],
+                    converted, sample, other)
+    return {"framework": f"torch {torch.__version__}",
+            "converter": f"torch.onnx (TorchScript, opset 17) + onnx2tf {onnx2tf.__version__}", "runtime": runtime,
+            "inputs": [[int(n) for n in d["shape"]] for d in inputs], "torch_inputs": [list(s) for s in shapes],
+            "torch_outputs": [list(e.shape) for e in expected], **checked}
+
+
 # -- main -----------------------------------------------------------------------------------------
 def frameworks():
     """[(models, build function)] of the frameworks this interpreter can import."""
+    try:
+        import onnx2tf  # noqa: F401  (the onnx2tf venv: only its models; its TensorFlow is onnx2tf's pin)
+        return [(onnx_models, build_onnx)]
+    except ImportError:
+        pass
     found = []
     try:
         import litert_torch  # noqa: F401  (the torch venv)
@@ -643,7 +664,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     found = frameworks()
     if not found:
-        parser.error("neither litert_torch nor tensorflow + tf_keras can be imported: run this under one of the "
+        parser.error("none of onnx2tf, litert_torch, tensorflow + tf_keras can be imported: run this under one of the "
                      "venvs named at the top of tools/build_zoo.py")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
