@@ -1,5 +1,5 @@
 // ARG_MAX / ARG_MIN over the channel axis (the last) of a PHWC4 input. Each invocation writes
-// one vec4 of the int32 output, in the float view (an index as a float): 4 output elements, each
+// one vec4 of the int32 output (each index as its bits: the int view): 4 output elements, each
 // the index of the extreme of one input row. The output's element of row-major index f reduces
 // input row f, at (b, h, w) = f unravelled by the input's (batch, height, width): the output's
 // shape is the input's without its last axis, whatever the rank.
@@ -41,7 +41,7 @@ float row_extreme(int row) {
       }
     }
   }
-  return float(index);
+  return intBitsToFloat(index);
 }
 
 void main() {

@@ -36,12 +36,20 @@ vec4 erfc4(vec4 z) {
   return mix(2.0 - tail, tail, greaterThanEqual(z, vec4(0.0)));
 }
 
-// The float view (gpu/kernels/base.py) holds a bool as 0.0 / 1.0 and an int32 as its float
-// value; any nonzero value is true. A comparison with a NaN operand is false (NOT_EQUAL: true),
-// as in C++: tested on the bits, since a compiler may assume there is no NaN.
+// The float view (gpu/kernels/base.py) holds a bool as 0.0 / 1.0; any nonzero value is true. A
+// comparison with a NaN operand is false (NOT_EQUAL: true), as in C++: tested on the bits, since
+// a compiler may assume there is no NaN.
 vec4 ep_truth(vec4 x) { return vec4(bvec4(uvec4(notEqual(x, vec4(0.0))) | uvec4(tfl_isnan(x)))); }
 vec4 ep_compare(bvec4 holds, vec4 a, vec4 b, float if_nan) {
   return mix(vec4(holds), vec4(if_nan), tfl_either_nan(a, b));
+}
+
+// LiteRT's float -> int32 CAST (ops/elementwise.py float_to_integer): truncate toward zero,
+// saturate at the bounds, NaN gives INT_MAX. 2147483520 is the largest float below 2^31.
+ivec4 tfl_to_int(vec4 x) {
+  ivec4 r = ivec4(clamp(trunc(x), vec4(-2147483648.0), vec4(2147483520.0)));
+  bvec4 high = bvec4(uvec4(greaterThanEqual(x, vec4(2147483648.0))) | uvec4(tfl_isnan(x)));
+  return mix(r, ivec4(2147483647), high);
 }
 
 // The RELU family and HARD_SWISH clamp as TFLite's C++ does (common.glsl's tfl_clamp): NaN in,
@@ -49,12 +57,13 @@ vec4 ep_compare(bvec4 holds, vec4 a, vec4 b, float if_nan) {
 vec4 ep_unary(int op, vec4 x, vec4 a) {
   // -- the float view's steps --
   if (op == EP_OP_LOGICAL_NOT) return 1.0 - ep_truth(x);
-  if (op == EP_OP_CAST_TO_FLOAT) return x;  // a bool's or an int32's view is its float value
+  if (op == EP_OP_CAST_TO_FLOAT) return x;  // a bool's view is its float value
   if (op == EP_OP_CAST_TO_BOOL) return ep_truth(x);  // static_cast<bool>: NaN is true
-  // Truncate toward zero and saturate; NaN gives INT_MAX. 2^31 is INT_MAX's view (the nearest
-  // float), which the download saturates back to INT_MAX.
-  if (op == EP_OP_CAST_TO_INT32)
-    return mix(clamp(trunc(x), vec4(-2147483648.0), vec4(2147483648.0)), vec4(2147483648.0), tfl_isnan(x));
+  if (op == EP_OP_CAST_TO_INT32) return intBitsToFloat(tfl_to_int(x));
+  // The value of an int32 tensor is its bits (the int view).
+  if (op == EP_OP_CAST_INT_TO_FLOAT) return vec4(floatBitsToInt(x));
+  if (op == EP_OP_CAST_INT_TO_BOOL) return vec4(notEqual(floatBitsToInt(x), ivec4(0)));
+  if (op == EP_OP_CAST_INT_TO_INT) return x;
   // -- float math --
   if (op == EP_OP_RELU) return tfl_max(x, vec4(0.0));
   if (op == EP_OP_RELU6) return tfl_clamp(x, vec4(0.0), vec4(6.0));

@@ -1,4 +1,4 @@
-// GATHER with indices computed at run time (int32, in the float view: exact below 2^24):
+// GATHER and EMBEDDING_LOOKUP with indices computed at run time (int32, as their bits: the int view):
 // out[outer, i, inner] = params[outer, indices[i], inner], every tensor read and written through
 // its row-major index. Each invocation writes one vec4 of the output (4 channels), gathering
 // each channel on its own. TFLite fails the invoke on an index outside [0, axis_size); a shader
@@ -27,12 +27,12 @@ float gathered(int f) {
   int rest = f % outer_stride;
   int component;
   int element = element_of(rest / inner, idx_size, idx_channels, component);
-  float position = load(idx_offset + element)[component];
-  if (!(position >= 0.0 && position < float(axis_size))) {
+  int position = floatBitsToInt(load(idx_offset + element)[component]);
+  if (position < 0 || position >= axis_size) {
     io[status_offset] = 1.0;  // every invocation that sees one writes the same value: no atomics
     return 0.0;
   }
-  int source = (outer * axis_size + int(position)) * inner + rest % inner;
+  int source = (outer * axis_size + position) * inner + rest % inner;
   element = element_of(source, in_size, in_channels, component);
 #if SOURCE_CONST
   return weight(in_offset + element)[component];

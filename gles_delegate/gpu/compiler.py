@@ -256,7 +256,10 @@ def _variants(d, values, env, limits, tune, mode="plain"):
     for wg in workgroups:
         defines = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
         tensors_half = env.storage_half and mode not in storage.FLOAT_TENSOR_MODES
-        source = shader.assemble(d.template, defines, values, tensors_half, env.precision == "fp16")
+        # In 'fp16' only int32 tensors and constants make a dispatch other than plain: it moves
+        # their bits through float variables, which mediump may hold in 16 bits (NVIDIA's does).
+        math_half = env.precision == "fp16" and mode == "plain"
+        source = shader.assemble(d.template, defines, values, tensors_half, math_half)
         out.append((wg, source, group_counts(d.grid, wg)))
     return out
 

@@ -87,10 +87,12 @@ def dims_in_box(shape, axis, start, stop):
 
 
 def to_phwc4(array):
-    """BHWC (any rank <= MAX_RANK) numpy array -> float32 PHWC4 array of shape [B, S, H, W, 4]."""
+    """BHWC (any rank <= MAX_RANK) numpy array -> PHWC4 array of shape [B, S, H, W, 4]: float32,
+    or int32 for an int32 array (the int view keeps its values)."""
     s4 = bhwc(array.shape)
-    x = np.asarray(array, np.float32).reshape(s4.b, s4.h, s4.w, s4.c)
-    padded = np.zeros((s4.b, s4.h, s4.w, s4.slices * 4), np.float32)
+    dtype = np.int32 if np.asarray(array).dtype == np.int32 else np.float32
+    x = np.asarray(array, dtype).reshape(s4.b, s4.h, s4.w, s4.c)
+    padded = np.zeros((s4.b, s4.h, s4.w, s4.slices * 4), dtype)
     padded[..., :s4.c] = x
     return padded.reshape(s4.b, s4.h, s4.w, s4.slices, 4).transpose(0, 3, 1, 2, 4).copy()
 

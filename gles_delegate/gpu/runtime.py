@@ -19,6 +19,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError, ModelError
 from . import gl as G
+from .kernels.base import io_values
 from .phwc4 import bhwc, from_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
@@ -288,6 +289,9 @@ class GpuPartition:
         that writes one) is reported once: a warning on the 'gles_delegate' logger and
         self.nonfinite['first_nonfinite'] (GpuDelegate.summary()). Slow: for debugging."""
         found, stored = None, {}
+        # int32 tensors hold their bits (kernels/base.py): no value of theirs is a NaN.
+        ints = {t.index for node in self.nodes for t in node.inputs + node.outputs
+                if t is not None and t.dtype == np.int32}
         for slot in self.plan.inputs:
             value = storage[slot.tensor_index]
             if found is None and not _all_finite(value):
@@ -307,7 +311,7 @@ class GpuPartition:
                             stored.setdefault(index, k)  # in the I/O buffer: checked once read out
                             continue
                         values = self._read_tensor(arena_offset, shape)
-                        if found is None and not np.isfinite(values).all():
+                        if found is None and index not in ints and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
                         if capture is not None and index in capture:
                             self._store_capture(capture, index, values)
@@ -372,12 +376,10 @@ class GpuPartition:
 
 
 def store_output(target, values):
-    """Write an output's float view (gpu/kernels/base.py) into the tensor's storage `target`:
-    float32 as it is, bool as nonzero, int32 saturating (the view of INT_MAX is 2^31, which a
-    plain float -> int cast would wrap)."""
-    if target.dtype.kind in "iu":
-        info = np.iinfo(target.dtype)
-        values = np.clip(values, info.min, info.max, dtype=np.float64)
+    """Write an output as the GPU stores it (float32 words, gpu/kernels/base.py) into the
+    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits."""
+    if target.dtype == np.int32:
+        values = np.asarray(values, np.float32).view(np.int32)
     np.copyto(target, values, casting="unsafe")
 
 
@@ -483,7 +485,7 @@ class MappedIo:
     def write_inputs(self, storage):
         # A coherent mapping: these writes are visible to every GL command issued after them.
         for index, view in self.inputs:
-            np.copyto(view, storage[index], casting="unsafe")
+            np.copyto(view, io_values(storage[index]), casting="unsafe")
         if self.status is not None:
             self.status[:] = 0
         if self.in_bytes and not self.direct:
@@ -561,7 +563,7 @@ class CopiedIo:
 
     def write_inputs(self, storage):
         for slot in self.plan.inputs:
-            self.buffer.write(np.ascontiguousarray(storage[slot.tensor_index], np.float32), slot.offset)
+            self.buffer.write(np.ascontiguousarray(io_values(storage[slot.tensor_index]), np.float32), slot.offset)
         if self.plan.status_errors:
             self.buffer.write(np.zeros(len(self.plan.status_errors), np.float32), self.plan.status_offset)
 

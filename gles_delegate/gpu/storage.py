@@ -1,9 +1,11 @@
 """Where a plan's tensors and weights live, and in which precision (the storage layout).
 
 In 'fp32', 'fp16' and 'fp16_fp32acc' every tensor lives in the one arena and every weight in the
-one constants buffer, all in the plan's storage type. Precision 'auto' stores them as halves too,
-except those a Promotion names (calibrate.py chooses them): those live in a float buffer (vec4,
-binding 3): the promoted weights first, then the promoted tensors, planned like the arena. A
+one constants buffer, all in the plan's storage type, except that in the half precisions int32
+tensors and constants (their bits: kernels/base.py) live in the float buffer below. Precision
+'auto' stores them as halves too, except those a Promotion names (calibrate.py chooses them):
+those live in a float buffer (vec4, binding 3): the promoted weights first, then the promoted
+tensors, planned like the arena. A
 dispatch then runs in one of four modes (its #defines, common.glsl):
   'plain'  it touches nothing promoted: the plan's own storage, exactly as without promotions;
   'float'  it touches only promoted tensors and weights: FLOAT_BUFFER, plain float offsets into
@@ -27,6 +29,7 @@ from .kernels.base import ArenaRef, ConstRef
 
 HALF_MAX = 65504.0  # the largest finite half: a value above it is stored as inf
 FLOAT_BASE = 1 << 30  # offsets from here on name the float buffer (no arena reaches it: 8 GiB of halves)
+INT32_WHY = "int32: its 32 bits (kernels/base.py)"  # why an int32 tensor or constant is in the float buffer
 
 
 @dataclass(frozen=True)
@@ -99,25 +102,20 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     """The Layout of a partition's dispatches (built with `env`, a KernelEnv, from `nodes`).
     promotion: a Promotion, used only in precision 'auto', where weights of more than HALF_MAX
     are promoted whatever it says (a half would hold inf), and the weights of a node that a half
-    holds exactly stay half."""
-    if env.precision != "auto":
+    holds exactly stay half. In every half precision, int32 tensors and constants (their bits:
+    kernels/base.py) live in the float buffer, as promoted ones do."""
+    ints = {t.index: INT32_WHY for t in _tensors(dispatches, env.aliases) if t.dtype == np.int32}
+    if not env.storage_half or (env.precision != "auto" and not ints and not env.int_constants):
         arena = memory.plan_arena(dispatches, strategy, env.aliases)
         const_offsets, constants = _pack(env.constants, range(len(env.constants)), env.storage_half, 1)
         return Layout(arena.offsets, const_offsets, constants, np.zeros((0, 4), np.float32), arena)
-    promotion = promotion or Promotion()
-    promoted_tensors = _promoted_tensors(dispatches, env, promotion)
+    promotion = promotion if env.precision == "auto" and promotion else Promotion()
+    promoted_tensors = _promoted_tensors(dispatches, env, Promotion({**promotion.tensors, **ints}, promotion.nodes))
     float_ids = {id(t) for t, _ in promoted_tensors}
-    promoted_nodes = _promoted_nodes(dispatches, env, nodes, promotion, float_ids)
-    # A node's weights move together (one of them in half storage would make its dispatch mixed).
-    lossy = {id(node) for node, rows in zip(env.constant_nodes, env.constants)
-             if id(node) in promoted_nodes and not exact_in_half(rows)}
-    float_consts = {k for k, node in enumerate(env.constant_nodes) if id(node) in lossy}
-    float_consts |= {k for k, rows in enumerate(env.constants) if np.abs(rows).max(initial=0) > HALF_MAX}
-    owners = {id(env.constant_nodes[k]) for k in float_consts}
-    promoted_nodes = {key: item for key, item in promoted_nodes.items() if key in owners}
-    for k in float_consts:
-        promoted_nodes.setdefault(id(env.constant_nodes[k]), (env.constant_nodes[k], f"a weight of magnitude "
-                                  f"{float(np.abs(env.constants[k]).max()):.4g} > {HALF_MAX:g} (overflows half)"))
+    float_consts = set(env.int_constants)
+    promoted_nodes = {id(env.constant_nodes[k]): (env.constant_nodes[k], INT32_WHY) for k in float_consts}
+    if env.precision == "auto":
+        float_consts, promoted_nodes = _auto_weights(dispatches, env, nodes, promotion, float_ids, float_consts)
     plain_consts = [k for k in range(len(env.constants)) if k not in float_consts]
     float_list = sorted(float_consts)
     half_offsets, constants = _pack(env.constants, plain_consts, True, 1)
@@ -141,7 +139,26 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
         float_elements = len(float_constants)
     return Layout(offsets, const_offsets, constants, float_constants, arena, float_elements, float_ids,
                   float_consts, {t.index: why for t, why in promoted_tensors},
-                  {node.label: why for node, why in promoted_nodes.values()})
+                  {node.label: why for node, why in promoted_nodes.values() if node is not None})
+
+
+def _auto_weights(dispatches, env, nodes, promotion, float_ids, float_consts):
+    """(the constants stored as float, {id(node): (node, why)} of the nodes owning them) of
+    precision 'auto': besides `float_consts` (int32 ones), the weights of promoted nodes a half
+    does not hold exactly, and every weight beyond HALF_MAX."""
+    promoted_nodes = _promoted_nodes(dispatches, env, nodes, promotion, float_ids)
+    # A node's weights move together (one of them in half storage would make its dispatch mixed).
+    lossy = {id(node) for node, rows in zip(env.constant_nodes, env.constants)
+             if id(node) in promoted_nodes and not exact_in_half(rows)}
+    float_consts = set(float_consts) | {k for k, node in enumerate(env.constant_nodes) if id(node) in lossy}
+    float_consts |= {k for k, rows in enumerate(env.constants) if np.abs(rows).max(initial=0) > HALF_MAX}
+    owners = {id(env.constant_nodes[k]) for k in float_consts}
+    promoted_nodes = {key: item for key, item in promoted_nodes.items() if key in owners}
+    for k in float_consts:
+        why = INT32_WHY if k in env.int_constants else \
+            f"a weight of magnitude {float(np.abs(env.constants[k]).max()):.4g} > {HALF_MAX:g} (overflows half)"
+        promoted_nodes.setdefault(id(env.constant_nodes[k]), (env.constant_nodes[k], why))
+    return float_consts, promoted_nodes
 
 
 def _pack(constants, chosen, half, min_rows):

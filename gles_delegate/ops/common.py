@@ -104,9 +104,16 @@ def clamp_to_activation(x, activation):
     integer array: clamp to the activation's range intersected with the type's finite range, so
     float +-inf become +-FLT_MAX even with no activation, and TANH / SIGN_BIT clamp like NONE
     (LiteRT does exactly that). NaN stays NaN."""
+    return np.clip(x, *activation_bounds(activation, x.dtype))
+
+
+def activation_bounds(activation, dtype):
+    """(low, high) of clamp_to_activation for values of `dtype`: the activation's range
+    intersected with the type's finite range, as that type's scalars."""
     low, high = _clamp_range(activation)
-    info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
-    return np.clip(x, x.dtype.type(max(low, info.min)), x.dtype.type(min(high, info.max)))
+    dtype = np.dtype(dtype)
+    info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+    return dtype.type(max(low, info.min)), dtype.type(min(high, info.max))
 
 
 def apply_activation(x, activation):

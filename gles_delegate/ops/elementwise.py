@@ -15,7 +15,7 @@ from .checks import Unimplemented, node_error, quantization_reason, with_arity
 from .common import (inv_sqrt_quantized_multiplier, multiply_by_quantized_multiplier, quantize_bound,
                      quantized_multiplier, round_half_away, saturate, scale_of, zero_point_of)
 
-F32, I8 = np.dtype(np.float32), np.dtype(np.int8)
+F32, I8, I32 = np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.int32)
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8)}
 CAST_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_)}
 
@@ -112,6 +112,9 @@ FLOAT_FUNCTIONS = {
 }
 QUANTIZED_BY_TABLE = {"LOGISTIC", "TANH", "HARD_SWISH", "ELU", "GELU"}
 QUANTIZED_OPS = set(RELU_BOUNDS) | QUANTIZED_BY_TABLE | {"LEAKY_RELU", "PRELU", "RSQRT"}
+# The ops TFLite also runs on int32 (abs, neg: wrapping, so |INT_MIN| and -INT_MIN are INT_MIN).
+INT32_FUNCTIONS = {"ABS": np.abs, "NEG": np.negative}
+
 # The quantized ops TFLite runs on int8 only (elementwise.cc: RSQRT's int8 path is fixed point).
 INT8_ONLY = {"RSQRT"}
 RSQRT_SHIFT = 20  # elementwise.cc: keeps the intermediate 1 / sqrt an integer
@@ -234,6 +237,9 @@ def unary(node, inputs):
     x = np.asarray(inputs[0])
     if x.dtype in QUANTIZED:
         return [np.asarray(quantized_unary(node, x))]
+    if x.dtype == I32:
+        with np.errstate(over="ignore"):
+            return [np.asarray(INT32_FUNCTIONS[node.op](x))]
     return float_unary(node, inputs)
 
 
@@ -297,7 +303,7 @@ def unary_support(node):
         return f"{node.op} input {inp.dtype} and output {out.dtype} differ"
     if inp.dtype in QUANTIZED and node.op in QUANTIZED_OPS and (inp.dtype == I8 or node.op not in INT8_ONLY):
         return quantization_reason(node, [inp, out])
-    if inp.dtype != F32:
+    if inp.dtype != F32 and not (inp.dtype == I32 and node.op in INT32_FUNCTIONS):
         return Unimplemented(f"{node.op} on {inp.dtype} is not supported")
     return None
 

@@ -1,14 +1,12 @@
-"""The float view (gpu/kernels/base.py): bool and int32 tensors on the GPU, and the kernels that
-take them (comparisons, LOGICAL_*, CAST, SELECT / SELECT_V2, ARG_MAX / ARG_MIN, GATHER with
-runtime indices, layout ops on masks), against the reference in every precision. Bool and
-int32 outputs must match exactly."""
-import logging
-
+"""The float and int views (gpu/kernels/base.py): bool tensors as 0.0 / 1.0 and int32 tensors as
+their bits on the GPU, and the kernels that take them (comparisons, LOGICAL_*, CAST, SELECT /
+SELECT_V2, ARG_MAX / ARG_MIN, GATHER with runtime indices, layout ops on masks), against the
+reference in every precision. Bool and int32 outputs must match exactly (integer arithmetic:
+tests/gpu/test_integer.py)."""
 import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
-from gles_delegate.gpu.kernels.base import EXACT_INT, exact_int_reason
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
 from tests.gpu.test_io_paths import IO_PATHS, check_io_path, use_io_path
@@ -16,6 +14,10 @@ from tests.oplib import In, run_ours, single_op_model
 
 COMPARISONS = ["GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"]
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -7.0, 1e-30], np.float32)
+# int32 values whose bits are float specials: a denormal (1), NaNs (INT_MAX, -1), inf, -0 (INT_MIN),
+# and values past 2^24 (a float would round them): stored as bits, each must come back exact.
+INT_SPECIALS = np.array([0, 1, -1, 7, 2 ** 23 - 1, 2 ** 24 + 1, -(2 ** 24) - 3, 0x7f800000, 0x7fc00001,
+                         2 ** 31 - 1, -2 ** 31, -2 ** 31 + 1], np.int32)
 INT32 = 2  # ArgMaxOptions.output_type
 
 
@@ -76,17 +78,17 @@ def test_cast_from_float(precision):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_cast_from_bool_and_int32(precision):
-    """int32 inputs as their nearest float (exact within the storage's range: values past 2^24
-    are checked in FP32 only, where CAST int32 -> float32 rounds them the same way)."""
+    """int32 inputs over the whole range in every precision (their bits: CAST int32 -> float32
+    rounds past 2^24 as the CPU does; -> float32 in half precisions is a float output, rounded
+    to half there, so only fp32 compares it exactly)."""
     rng = np.random.default_rng(5)
     mask = rng.random((2, 3, 5)) < 0.5
     for out_dtype in (np.float32, np.int32):
         check_exact("CAST", [In(mask)], precision=precision, out_dtype=out_dtype)
-    ints = rng.integers(-EXACT_INT[True], EXACT_INT[True], (3, 7)).astype(np.int32)
-    ints[0, :3] = 0
-    if precision == "fp32":
-        ints[1, :4] = [2 ** 31 - 1, -2 ** 31, 2 ** 24 + 1, -(2 ** 24) - 3]
-    for out_dtype in (np.float32, np.bool_):
+    ints = rng.integers(-2 ** 31, 2 ** 31, (3, 7), dtype=np.int64).astype(np.int32)
+    ints[0, :INT_SPECIALS.size // 2] = INT_SPECIALS[:INT_SPECIALS.size // 2]
+    ints[1, :INT_SPECIALS.size - INT_SPECIALS.size // 2] = INT_SPECIALS[INT_SPECIALS.size // 2:]
+    for out_dtype in (np.bool_, np.int32) + ((np.float32,) if precision == "fp32" else ()):
         check_exact("CAST", [In(ints)], precision=precision, out_dtype=out_dtype)
 
 
@@ -132,22 +134,14 @@ def test_arg_extreme_over_the_last_axis(op, precision):
                 out_dtype=np.int32)
 
 
-def test_arg_extreme_past_the_exact_range_of_half_storage_runs_on_the_cpu(caplog):
-    """2049 channels: indices up to 2048 are exact in half storage only up to 2^11 = 2048, so in
-    fp16 the node moves to the CPU, naming the limit; in fp32 it runs on the GPU."""
-    x = np.random.default_rng(9).standard_normal((2, 2 * EXACT_INT[True] + 1)).astype(np.float32)
-    inputs = [In(x), In(np.array([-1], np.int32), const=True)]
-    check_exact("ARG_MAX", inputs, {"output_type": INT32}, "fp32", out_dtype=np.int32)
-    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
-        check_exact("ARG_MAX", inputs, {"output_type": INT32}, "fp16", out_dtype=np.int32, gpu_nodes=0)
-    assert "largest integer half storage holds exactly" in caplog.text
-
-
-def test_exact_int_limits():
-    assert exact_int_reason(1 << 24, "indices") is None
-    assert "float32" in exact_int_reason((1 << 24) + 1, "indices")
-    assert exact_int_reason(2048, "indices", storage_half=True) is None
-    assert "half" in exact_int_reason(2049, "indices", storage_half=True)
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_arg_extreme_indices_past_what_a_half_holds(precision):
+    """4099 channels: indices past 2^11 (the last integer a half holds exactly), stored as their
+    bits, are exact in half precisions too: the node runs on the GPU."""
+    x = np.random.default_rng(9).standard_normal((2, 4099)).astype(np.float32)
+    x[0, 4097], x[1, 2049] = 10.0, 10.0
+    check_exact("ARG_MAX", [In(x), In(np.array([-1], np.int32), const=True)], {"output_type": INT32}, precision,
+                out_dtype=np.int32)
 
 
 # -- GATHER with runtime indices ----------------------------------------------------------------
@@ -165,6 +159,27 @@ def test_gather_with_runtime_indices(precision):
                     out_dtype=np.float32)
     mask = rng.random((6, 3)) < 0.5
     check_exact("GATHER", [In(mask), In(np.array([5, 0, 0, 2], np.int32))], {"axis": 0}, precision)
+    # int32 values, runtime and constant, over the whole range; an axis past 2^11 (half's exact range).
+    ints = np.resize(INT_SPECIALS, (6, 4))
+    for const in (False, True):
+        check_exact("GATHER", [In(ints, const=const), In(np.array([5, 0, 3, 2], np.int32))], {"axis": 0},
+                    precision, out_dtype=np.int32)
+    long = rng.standard_normal((3, 5000)).astype(np.float32)
+    check_exact("GATHER", [In(long), In(np.array([4999, 2049, 0], np.int32))], {"axis": 1}, precision,
+                out_dtype=np.float32)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_embedding_lookup(precision):
+    """EMBEDDING_LOOKUP: rows of a constant or runtime table (float32, int32) by runtime ids."""
+    rng = np.random.default_rng(12)
+    table = rng.standard_normal((50, 3, 6)).astype(np.float32)
+    ids = np.array([49, 0, 7, 7, 12], np.int32)
+    for const in (True, False):
+        check_exact("EMBEDDING_LOOKUP", [In(ids), In(table, const=const)], precision=precision,
+                    out_dtype=np.float32)
+    check_exact("EMBEDDING_LOOKUP", [In(ids[:3] % 6), In(np.resize(INT_SPECIALS, (6, 5)), const=True)],
+                precision=precision, out_dtype=np.int32)
 
 
 def computed_indices_model(table, count):
@@ -208,21 +223,16 @@ def test_gather_out_of_range_indices_fail_the_invoke(monkeypatch, computed, path
 
 # -- what stays on the CPU ----------------------------------------------------------------------
 @pytest.mark.parametrize("op,inputs,options,out_dtype", [
-    ("LESS", [In(np.arange(6, dtype=np.int32)), In(np.arange(6, dtype=np.int32)[::-1].copy())], {}, np.bool_),
-    ("SELECT_V2", [In(np.ones(4, bool)), In(np.arange(4, dtype=np.int32)), In(np.zeros(4, np.int32))], {}, np.int32),
-    ("CAST", [In(np.arange(4, dtype=np.int32))], {}, np.int32),
     ("CAST", [In(np.arange(4, dtype=np.float32))], {}, np.int64),
     ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([0], np.int32), const=True)], {"output_type": INT32},
      np.int32),
     ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([1], np.int32), const=True)], {"output_type": 4},
      np.int64),
     ("GATHER", [In(np.ones((3, 4), np.float32)), In(np.array([0, 2], np.int64))], {"axis": 0}, np.float32),
-    ("RESHAPE", [In(np.arange(4, dtype=np.int32)), In(np.array([2, 2], np.int32), const=True)], {}, np.int32),
 ])
-def test_inexact_or_unsupported_variants_run_on_the_cpu(op, inputs, options, out_dtype):
-    """int32 values that the float view would round (runtime comparisons, selects, copies), int64
-    tensors, and ARG_MAX over another axis than the last stay on the CPU, and still compute
-    the reference's result."""
+def test_unsupported_variants_run_on_the_cpu(op, inputs, options, out_dtype):
+    """int64 tensors and ARG_MAX over another axis than the last stay on the CPU, and still
+    compute the reference's result."""
     check_exact(op, inputs, options, out_dtype=out_dtype, gpu_nodes=0)
 
 

@@ -225,6 +225,14 @@ def test_constant_scalar_input_folds(op, dtype, out_dtype, quant):
              output_quant=output_quant)
 
 
+@pytest.mark.parametrize("op", ["ABS", "NEG"])
+def test_int32_abs_and_neg_wrap_as_litert(op):
+    """TFLite's int32 ABS / NEG: |INT_MIN| and -INT_MIN are INT_MIN (two's complement)."""
+    x = np.int32([[0, 1, -1, 7, -7], [2 ** 31 - 1, -2 ** 31, -2 ** 31 + 1, 123456789, -99]])
+    ours, theirs = check_op(op, [In(x)])
+    assert ours[0].dtype == np.int32 and np.array_equal(ours[0], theirs[0])
+
+
 # -- support ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("op,dtypes,out_dtype,quant,shapes,expected", [
     ("EXP", [np.int8], np.int8, (0.1, 0), None, "EXP on int8"),

@@ -8,9 +8,9 @@ exact node; the checks every kernel shares (float32 tensors of rank <= 4, or up 
 phwc4.MAX_RANK where the kernel allows) are made here.
 A module whose kernels apply epilogue steps (epilogue.py) to their output also exposes
 EPILOGUE = {"OP": None, or fn(node) -> None | reason for a kernel that does so only for some nodes}.
-A module whose kernels take bool / int32 tensors through the float view (base.py) exposes
-FLOAT_VIEW = {"OP": None}: those ops' runtime tensors may be bool / int32 too, and their SUPPORT
-(each candidate's) checks which.
+A module whose kernels take bool / int32 tensors (base.py: bool as 0.0 / 1.0, int32 as its bits)
+exposes FLOAT_VIEW = {"OP": None}: those ops' runtime tensors may be bool / int32 too (for every
+candidate of the op: several modules may say so), and each candidate's SUPPORT checks which.
 A module whose kernels take tensors of rank 5 to phwc4.MAX_RANK through their BHWC view (phwc4.py:
 the leading dims merged into B) exposes HIGH_RANK = {"OP": None}: its SUPPORT checks what the view
 allows (an axis or a broadcast across merged dims it cannot index is refused there, with why).
@@ -21,14 +21,17 @@ import numpy as np
 from ... import registry
 from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
-from . import (binary, conv, depthwise, elementwise, fully_connected, gather, layer_norm, layout, lstm, matmul,
-               mediapipe, pool, quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
+from . import (binary, conv, depthwise, elementwise, fully_connected, gather, integer, layer_norm, layout, lstm,
+               matmul, mediapipe, pool, quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
 
-MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, layer_norm, layout, lstm, matmul, mediapipe,
-           pool, quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
+MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, integer, layer_norm, layout, lstm, matmul,
+           mediapipe, pool, quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
 # op -> its kernel modules in the order tried, for an op of several (registry.candidates):
-# GATHER with constant indices (layout.py), else with runtime ones (gather.py).
-ORDER = {"GATHER": (layout, gather)}
+# GATHER with constant indices (layout.py), else with runtime ones (gather.py); float arithmetic
+# and comparisons (binary.py, elementwise.py), else int32 ones (integer.py).
+ORDER = {"GATHER": (layout, gather),
+         **{op: (binary, integer) for op in integer.BINARY_CODES if op in binary.OP_CODES},
+         **{op: (elementwise, integer) for op in integer.UNARY_CODES}}
 
 CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
 SUPPORT, BUILD = {}, {}
@@ -36,8 +39,8 @@ for _op, _owners in CANDIDATES.items():
     SUPPORT[_op], BUILD[_op] = registry.resolve(_op, _owners, "BUILD")
 FACTS = registry.merge(MODULES, "FACTS")
 NO_FACTS = registry.OpFacts()
-FLOAT_VIEW = registry.merge(MODULES, "FLOAT_VIEW")
-HIGH_RANK = registry.merge(MODULES, "HIGH_RANK")
+FLOAT_VIEW = frozenset(op for module in MODULES for op in getattr(module, "FLOAT_VIEW", {}))
+HIGH_RANK = frozenset(op for module in MODULES for op in getattr(module, "HIGH_RANK", {}))
 
 VIEW_RANK = 4  # the rank every kernel takes; its module's HIGH_RANK lets an op take up to MAX_RANK
 

@@ -6,12 +6,17 @@ A kernel module exposes plain dicts, like the reference ops:
 Params may hold ArenaRef / ConstRef placeholders; the compiler replaces them with element
 offsets once memory is planned and constants are packed.
 
-The float view: the GPU holds every tensor as floats. A bool tensor holds 0.0 / 1.0, an int32
-tensor x holds float32(x), the nearest float (what CAST int32 -> float32 gives), which is x
-itself for |x| <= 2^24 (2^11 in half storage); the partition's upload converts a bool / int32
-input so, its download converts back (bool: nonzero; int32: saturating). A kernel takes bool /
-int32 tensors only when its op is in its module's FLOAT_VIEW, and then only where the float view
-gives TFLite's answer for every value (see exact_int_reason).
+The float view and the int view: the GPU holds every tensor in float storage. A bool tensor holds
+0.0 / 1.0 (exact in every precision); an int32 tensor holds its 32 bits (intBitsToFloat: the int
+view), so every int32 value is exact, and kernels that compute on it read it back with
+floatBitsToInt. Bits are only moved (loads, stores, selects), never computed on as floats, and
+an int32 tensor always lives in a 32-bit buffer: in half precisions it is kept in the float
+buffer (gpu/storage.py), and a dispatch touching one runs its math in highp (gpu/compiler.py),
+since mediump may be fp16 (NVIDIA's is). The partition's upload copies a bool input as 0.0 /
+1.0 and an int32 one bit for bit (io_values); the download converts back (store_output). A kernel
+takes bool / int32 tensors only when its op is in its module's FLOAT_VIEW, and its SUPPORT then
+says which of its variants read them as what they are (a float kernel must refuse a runtime
+int32 operand it would compute on: epilogue.operand_reason).
 """
 from dataclasses import dataclass, field
 
@@ -21,24 +26,27 @@ from ...errors import GpuError
 from ...ops.common import fused_activation
 from ..phwc4 import bhwc
 
-VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held as floats (the float view)
-EXACT_INT = {False: 1 << 24, True: 1 << 11}  # |integers| a float / a half holds exactly, by storage_half
+VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
+INT32 = np.dtype(np.int32)
 
 
 class KernelLimitError(GpuError):
-    """A kernel cannot run its node in this plan's precision (an index past what half storage
-    holds exactly): the compiler reports it as a PlanLimitError naming the node, and the delegate
-    moves the node to the CPU."""
+    """A kernel cannot run its node in this plan's precision or on this device: the compiler
+    reports it as a PlanLimitError naming the node, and the delegate moves the node to the CPU."""
 
 
-def exact_int_reason(count, what, storage_half=False):
-    """Why indices in [0, count) (an ARG_MAX result, GATHER's indices into an axis of `count`)
-    are not exact in the float view of this storage, or None."""
-    limit = EXACT_INT[storage_half]
-    if count <= limit:
-        return None
-    return (f"{what} reach {count - 1}, past {limit}, the largest integer "
-            f"{'half' if storage_half else 'float32'} storage holds exactly")
+def stored_values(data):
+    """A tensor's values as the GPU stores them, for packing as a constant: int32 as they are
+    (KernelEnv.constant keeps their bits), anything else as float32 (bool: 0.0 / 1.0)."""
+    data = np.asarray(data)
+    return data if data.dtype == INT32 else data.astype(np.float32)
+
+
+def io_values(array):
+    """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits
+    (a view, no copy), anything else as a float32 array or view (bool: 0.0 / 1.0)."""
+    array = np.asarray(array)
+    return array.view(np.float32) if array.dtype == INT32 else array
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,7 @@ class KernelEnv:
         self.precision = precision
         self.limits = limits
         self.constants = []
+        self.int_constants = set()  # indices of constants holding int32 bits: kept in 32-bit storage
         self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
         self.node = None  # the node whose dispatches are being built (the compiler sets it)
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
@@ -101,13 +110,6 @@ class KernelEnv:
     @property
     def storage_half(self):
         return self.precision in ("fp16", "fp16_fp32acc", "auto")
-
-    def require_exact_indices(self, node, count, what):
-        """KernelLimitError naming `node` unless indices in [0, count) are exact in this
-        precision's storage (a node whose SUPPORT checked float32 storage already)."""
-        reason = exact_int_reason(count, what, self.storage_half)
-        if reason:
-            raise KernelLimitError(f"{node.label}: {reason}")
 
     def status_word(self, message):
         """The float index, in the I/O buffer, of a status word of its own: the runtime zeroes it
@@ -120,8 +122,14 @@ class KernelEnv:
         return bhwc(tensor.shape)
 
     def constant(self, vec4_rows):
-        """Register a float32 array of shape [..., 4] as a constant; returns its ConstRef."""
-        rows = np.ascontiguousarray(vec4_rows, np.float32).reshape(-1, 4)
+        """Register an array of shape [..., 4] as a constant; returns its ConstRef. A float32
+        array is packed in the plan's storage type; an int32 one keeps its bits (the int view,
+        in 32-bit storage whatever the precision: storage.lay_out)."""
+        rows = np.asarray(vec4_rows)
+        if rows.dtype == INT32:
+            self.int_constants.add(len(self.constants))
+            rows = np.ascontiguousarray(rows).view(np.float32)
+        rows = np.ascontiguousarray(rows, np.float32).reshape(-1, 4)
         self.constants.append(rows)
         self.constant_nodes.append(self.node)
         return ConstRef(len(self.constants) - 1)

@@ -1,5 +1,5 @@
-"""Elementwise unary ops (activations and math functions; on the float view, CAST between float32,
-bool and int32 and LOGICAL_NOT) on kernels_glsl/elementwise.glsl, the kernel the broadcasting
+"""Elementwise unary ops (activations and math functions; CAST between float32, bool and int32, and
+LOGICAL_NOT) on kernels_glsl/elementwise.glsl, the kernel the broadcasting
 binary ops (binary.py) run too.
 
 The node's own op is the first epilogue step (epilogue.py) of a kernel that reads its first
@@ -31,6 +31,8 @@ def supports(node):
     if reason:
         return reason
     x, out = node.inputs[0], node.outputs[0]
+    if x.dtype == np.int32 and node.op != "CAST":  # its bits: integer.py computes on them
+        return f"{node.op} of int32 runs on the integer kernel"
     if x.shape != out.shape:
         return f"output shape {list(out.shape)} differs from input {list(x.shape)}"
     if node.op == "CAST":
@@ -39,13 +41,11 @@ def supports(node):
 
 
 def cast_reason(x, out):
-    """CAST between float32, bool and int32 gives TFLite's result on the float view for every
-    value, except int32 -> int32, whose output would be float32(x) (exact only to 2^24)."""
+    """CAST between float32, bool and int32 (base.py: bool as 0.0 / 1.0, int32 as its bits) gives
+    TFLite's result for every value; other dtypes stay on the CPU."""
     for tensor in (x, out):
-        if tensor.dtype not in epilogue.CAST_STEPS:
+        if tensor.dtype not in epilogue.CAST_DTYPES:
             return f"CAST of {tensor.dtype} (tensor {tensor.index}) does not run on the GPU"
-    if x.dtype == out.dtype == np.int32:
-        return "CAST int32 -> int32 would copy int32 values through the float view, exact only to 2^24"
     return None
 
 

@@ -14,8 +14,12 @@ import numpy as np
 from ...graph import EPILOGUE_KEY
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
 from ..phwc4 import bhwc, to_phwc4
+from .base import stored_values
 
 KEY = EPILOGUE_KEY  # node.options[KEY]: a tuple of Steps (graph.fused_reads reads their operands)
+# node.options[CAST_OUTPUT]: a CAST's own output dtype (its name), kept when fused steps make it write another
+# tensor (absorb): its own step converts to that dtype, the fused ones go on from there.
+CAST_OUTPUT = "cast_output_dtype"
 MAX_STEPS = 8     # what the template holds: a kernel's own steps plus the fused ones
 # Step op codes: the numbers live only here; kernels_glsl/epilogue.glsl names them EP_OP_<op>
 # (glsl_defines()). A unary op's code is its own, a binary op's BINARY_BASE + its code.
@@ -29,20 +33,28 @@ BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM":
                 "POW": 7}
 BINARY_BASE = 64
 
-# -- steps of the float view (base.py: bool and int32 tensors held as floats) -------------------
+# -- steps of the float and int views (base.py: bool as 0.0 / 1.0, int32 as its bits) ------------
 # Codes in ranges of their own (unary 48-63, binary from 16), so the float codes above grow
 # without meeting them (tests/gpu/test_epilogue.py checks that no two ops share a code).
-# Comparisons and logical ops yield 0.0 / 1.0; CAST's step is that of its output dtype.
-VIEW_UNARY_CODES = {"LOGICAL_NOT": 48, "CAST_TO_FLOAT": 49, "CAST_TO_BOOL": 50, "CAST_TO_INT32": 51}
+# Comparisons and logical ops yield 0.0 / 1.0 (of float or bool operands); CAST's step is named
+# by its input and output kinds (CAST_STEPS): the value of an int32 tensor in an epilogue is its
+# bits, which only an int step reads.
+VIEW_UNARY_CODES = {"LOGICAL_NOT": 48, "CAST_TO_FLOAT": 49, "CAST_TO_BOOL": 50, "CAST_TO_INT32": 51,
+                    "CAST_INT_TO_FLOAT": 52, "CAST_INT_TO_BOOL": 53, "CAST_INT_TO_INT": 54}
 VIEW_BINARY_CODES = {"GREATER": 16, "GREATER_EQUAL": 17, "LESS": 18, "LESS_EQUAL": 19, "EQUAL": 20,
                      "NOT_EQUAL": 21, "LOGICAL_AND": 22, "LOGICAL_OR": 23}
-CAST_STEPS = {np.dtype(np.float32): "CAST_TO_FLOAT", np.dtype(np.bool_): "CAST_TO_BOOL",
-              np.dtype(np.int32): "CAST_TO_INT32"}
+_F32, _BOOL, _I32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
+CAST_DTYPES = (_F32, _BOOL, _I32)
+# (input dtype, output dtype) -> the step; bool -> int32 is float -> int32 of 0.0 / 1.0.
+CAST_STEPS = {**{(x, _F32): "CAST_TO_FLOAT" for x in (_F32, _BOOL)},
+              **{(x, _BOOL): "CAST_TO_BOOL" for x in (_F32, _BOOL)},
+              **{(x, _I32): "CAST_TO_INT32" for x in (_F32, _BOOL)},
+              (_I32, _F32): "CAST_INT_TO_FLOAT", (_I32, _BOOL): "CAST_INT_TO_BOOL", (_I32, _I32): "CAST_INT_TO_INT"}
 UNARY_CODES.update(VIEW_UNARY_CODES)
 BINARY_CODES.update(VIEW_BINARY_CODES)
 
 # Codes of steps that are no graph op of their own (SWISH: x * LOGISTIC(x), two nodes, fuse_swish).
-STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY", "SWISH", *CAST_STEPS.values())
+STEP_ONLY = ("GELU_EXACT", "ROUND_HALF_AWAY", "SWISH", *sorted(set(CAST_STEPS.values())))
 UNARY_OPS = tuple(op for op in UNARY_CODES if op not in STEP_ONLY) + ("CAST",)
 SRC_NONE, SRC_SCALAR, SRC_CONST, SRC_ARENA = range(4)
 # TFLite fused activations as steps (SIGN_BIT has no float meaning and no step).
@@ -93,7 +105,11 @@ def activation_steps(node):
 
 def node_steps(node, value):
     """The steps that compute elementwise `node` (a unary op of UNARY_CODES or a binary op of
-    BINARY_CODES) from its input tensor `value`, one of node.inputs; the first is `stored`."""
+    BINARY_CODES) from its input tensor `value`, one of node.inputs; the first is `stored`
+    (but after an int32 value, which no storage rounds)."""
+    if node.op == "CAST":
+        target = np.dtype(node.options.get(CAST_OUTPUT, node.outputs[0].dtype))
+        return [Step(CAST_STEPS[node.inputs[0].dtype, target], stored=value.dtype != _I32)]
     if node.op in BINARY_CODES:
         a, b = node.inputs[:2]
         other, swap = (b, False) if value is a else (a, True)
@@ -106,8 +122,6 @@ def node_steps(node, value):
         return [Step("GELU_EXACT", stored=True)]
     if node.op == FAKE_QUANT:
         return fake_quant_steps(node)
-    if node.op == "CAST":
-        return [Step(CAST_STEPS[node.outputs[0].dtype], stored=True)]
     return [Step(node.op, stored=True)]
 
 
@@ -140,10 +154,11 @@ def aligned_shape4(tensor, rank):
     return bhwc((1,) * (rank - len(tensor.shape)) + tuple(tensor.shape))
 
 
-def operand_reason(operand, out):
+def operand_reason(operand, out, moves_int=False):
     """None when a kernel writing `out` can read `operand` (a Tensor) at each output position:
-    it broadcasts to out's shape without growing it, and a runtime operand is one the float view
-    holds exactly. Else why not."""
+    it broadcasts to out's shape without growing it, and a runtime operand is float32 or bool
+    (an int32 one holds bits, which float steps do not compute on: kernels/integer.py does), or
+    with `moves_int` int32 too (a kernel that only selects or copies it). Else why not."""
     if len(operand.shape) > len(out.shape):
         return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
     s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
@@ -153,8 +168,7 @@ def operand_reason(operand, out):
             return (f"operand {list(operand.shape)} broadcasts along some but not all of the dims that the "
                     f"rank-{len(out.shape)} view of {list(out.shape)} merges into its batch")
         return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
-    # The float view holds bools exactly; an int32 operand is exact only to 2^24 (base.py).
-    if not operand.is_const and operand.dtype not in (np.float32, np.bool_):
+    if not operand.is_const and operand.dtype not in ((_F32, _BOOL, _I32) if moves_int else (_F32, _BOOL)):
         return f"runtime operand {operand.index} is {operand.dtype}"
     return None
 
@@ -195,7 +209,7 @@ def tensor_source(x, out, env):
     s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
     scalar_c = s4.c == 1 and o4.c > 1
     if x.is_const:
-        data = np.asarray(x.data, np.float32).reshape(s4.b, s4.h, s4.w, s4.c)
+        data = stored_values(x.data).reshape(s4.b, s4.h, s4.w, s4.c)
         return Source(SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c)
     stored = bhwc(x.shape)
     plane = stored.h * stored.w if stored != s4 else 0
@@ -209,7 +223,7 @@ def _operand(step, out, env):
         return Source(SRC_NONE, 0, (1, 1, 1, 1), False), 0.0
     if isinstance(x, float):
         return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), x
-    if x.is_const and x.size == 1:  # a scalar constant needs no memory read
+    if x.is_const and x.size == 1 and x.dtype != _I32:  # a scalar constant needs no memory read (an int's bits: no float param)
         return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), float(np.asarray(x.data, np.float32).reshape(-1)[0])
     return tensor_source(x, out, env), 0.0
 

@@ -24,7 +24,9 @@ from ...ops.common import ACT_TANH
 from ...registry import BINARY, UNARY, OpFacts
 from ..phwc4 import BHWC_AXES, bhwc, dims_in_box, merged_dim_reason, to_phwc4
 from . import epilogue
-from .base import Dispatch
+from .base import Dispatch, stored_values
+
+MOVED_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))
 
 EDGE_NONE, EDGE_CONSTANT, EDGE_WRAP, EDGE_MIRROR = range(4)
 # options[ALIAS] (rule alias_reshape): a reshape whose output is its input's storage; no dispatch.
@@ -179,7 +181,7 @@ def gather_dispatch(out, g, env, activation=0, node=None):
               "channel_begin": c_lo, "channel_end": c_lo + nc, "lead": g.lead, "base": g.base, "stride_outer": outer,
               "in_size": src4.as_ivec4(), "in_channels": src4.c}
     if src.is_const:
-        data = np.asarray(src.data, np.float32).reshape(src4.b, src4.h, src4.w, src4.c)
+        data = stored_values(src.data).reshape(src4.b, src4.h, src4.w, src4.c)
         params["in_offset"] = env.constant(to_phwc4(data))
     else:
         params["in_offset"] = env.arena(src)
@@ -453,9 +455,15 @@ def _pad(node, env):
         shift = int(node.options.get("mode", 0) == MIRROR_SYMMETRIC)
         edge = Edge(EDGE_MIRROR, _dims(x.shape), mirror_shift=shift)
     else:
-        value = node.inputs[2].data if len(node.inputs) > 2 and node.inputs[2] is not None else 0.0
-        edge = Edge(EDGE_CONSTANT, _dims(x.shape), value=float(np.asarray(value).reshape(-1)[0]))
+        edge = Edge(EDGE_CONSTANT, _dims(x.shape), value=float(_pad_value(node) or 0.0))
     return [gather_dispatch(out, Gather(*_source_axes(node, x), lead=before, edge=edge), env)]
+
+
+def _pad_value(node):
+    """A PAD / PADV2's constant pad value (a number), None for any other op or when omitted."""
+    if node.op not in ("PAD", "PADV2") or len(node.inputs) < 3 or node.inputs[2] is None:
+        return None
+    return np.asarray(node.inputs[2].data).reshape(-1)[0]
 
 
 def _tile(node, env):
@@ -591,11 +599,13 @@ DENSE_READS = {"CONCATENATION": None, "PAD": 1, "PADV2": 1, "MIRROR_PAD": 1, "TI
 
 
 def _moved_dtype_reason(node):
-    """Why the values moved are of a dtype the float view (base.py) does not move exactly, or
-    None: float32 and bool are exact, int32 values would come out as float32(x)."""
+    """Why the values moved are of a dtype the GPU does not hold exactly, or None: float32,
+    bool (0.0 / 1.0) and int32 (its bits: base.py) are moved as they are stored."""
     for tensor in node.outputs:
-        if tensor.dtype not in (np.float32, np.bool_):
-            return f"moving {tensor.dtype} values (tensor {tensor.index}): the GPU moves float32 and bool"
+        if tensor.dtype not in MOVED_DTYPES:
+            return f"moving {tensor.dtype} values (tensor {tensor.index}): the GPU moves float32, bool and int32"
+    if node.inputs[0].dtype == np.int32 and _pad_value(node) not in (None, 0):
+        return "a pad of int32 values with a nonzero pad value (the kernel pads with a float)"
     return None
 
 
@@ -633,7 +643,7 @@ def _epilogue_reason(node):
 # A remap applies its epilogue as it stores each vec4: the scale MUL of an attention's query lands
 # in the gather that lays it out for BATCH_MATMUL.
 EPILOGUE = {op: _epilogue_reason for op in REMAP_OPS}
-FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks move exactly (_moved_dtype_reason)
+FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks and int32 values move exactly (_moved_dtype_reason)
 # Ranks 5, 6 through the view (module docstring): the ops whose map is read off the reference, and
 # CONCATENATION; the edge rules and block ops index their dims one BHWC axis each.
 HIGH_RANK = {op: None for op in REMAP_OPS + ("CONCATENATION",)}

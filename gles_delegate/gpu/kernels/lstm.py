@@ -44,6 +44,7 @@ class Scratch:
     index: int
     shape: tuple
     name: str = "lstm scratch"
+    dtype: np.dtype = np.dtype(np.float32)
 
 
 def _scratch(node, k, shape):

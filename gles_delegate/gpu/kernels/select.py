@@ -1,5 +1,6 @@
-"""Selection ops on the float view (base.py): SELECT / SELECT_V2 (kernels_glsl/select.glsl,
-with an epilogue) and ARG_MAX / ARG_MIN over the last axis (kernels_glsl/arg_extreme.glsl)."""
+"""Selection ops: SELECT / SELECT_V2 (kernels_glsl/select.glsl, with an epilogue) of float32, bool
+or int32 values (a select moves an int32's bits: base.py), and ARG_MAX / ARG_MIN over the last axis
+(kernels_glsl/arg_extreme.glsl), whose int32 indices are exact at any length."""
 import numpy as np
 
 from ...ops import select as reference
@@ -7,28 +8,26 @@ from ...ops.checks import normalized_axis
 from ...registry import BINARY, OpFacts
 from ..phwc4 import bhwc
 from . import epilogue
-from .base import Dispatch, exact_int_reason
+from .base import Dispatch
 
-VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_))
+VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_))  # what ARG_MAX / ARG_MIN compare
 IS_MAX = {"ARG_MAX": 1, "ARG_MIN": 0}
 
 
 # -- SELECT / SELECT_V2 ---------------------------------------------------------------------------
 def select_supports(node):
-    """The reference's checks; float32 or bool values (int32 ones would pass through the float
-    view, exact only to 2^24); a condition that broadcasts right-aligned (SELECT's per-row
-    condition does not); each operand readable at every output position (epilogue.operand_reason)."""
+    """The reference's checks; a condition that broadcasts right-aligned (SELECT's per-row
+    condition does not); each operand readable at every output position (epilogue.operand_reason;
+    int32 values are selected as their bits)."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
     condition, x, y = node.inputs
     out = node.outputs[0]
-    if x.dtype not in VALUE_DTYPES:
-        return f"{node.op} of {x.dtype} values: int32 values are exact in the float view only to 2^24"
     if node.op == "SELECT" and condition.size > 1 and tuple(condition.shape) != tuple(x.shape):
         return "SELECT's per-row condition does not broadcast like the GPU's operands"
     for operand in (condition, x, y):
-        reason = epilogue.operand_reason(operand, out)
+        reason = epilogue.operand_reason(operand, out, moves_int=True)
         if reason:
             return reason
     return None
@@ -53,8 +52,7 @@ def select_build(node, env):
 # -- ARG_MAX / ARG_MIN ----------------------------------------------------------------------------
 def arg_supports(node):
     """The reference's checks; a runtime float32 or bool input; a constant axis that is the last
-    one; an int32 output whose indices float32 storage holds exactly (half storage: checked
-    when the plan is built, arg_build)."""
+    one; an int32 output (int64 stays on the CPU)."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
@@ -64,17 +62,16 @@ def arg_supports(node):
     if not axis.is_const:
         return "the axis must be constant"
     if out.dtype != np.int32:
-        return f"{node.op} output of {out.dtype}: the GPU's float view holds int32 indices only"
+        return f"{node.op} output of {out.dtype}: the GPU holds int32 indices only"
     rank = len(x.shape)
     if normalized_axis(node, np.asarray(axis.data).reshape(-1)[0], rank) != rank - 1:
         return f"{node.op} over an axis other than the last"
-    return exact_int_reason(x.shape[-1], "the indices")
+    return None
 
 
 def arg_build(node, env):
     """One arg_extreme.glsl dispatch: one invocation per vec4 of the output."""
     x, out = node.inputs[0], node.outputs[0]
-    env.require_exact_indices(node, x.shape[-1], "the indices")
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     params = {"in_size": in4.as_ivec4(), "in_channels": in4.c, "in_offset": env.arena(x),
               "out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}

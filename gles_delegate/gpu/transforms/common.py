@@ -113,6 +113,8 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
     many nodes read `value` (the ones the steps replace)."""
     if producer is None:
         return "its input is not computed in this partition"
+    if node.op != "CAST" and any(t is not None and t.dtype == np.int32 for t in node.inputs[:2] + node.outputs):
+        return "it computes on int32 values, which the integer kernel runs (epilogue steps are float math)"
     reason = kernels.epilogue_reason(producer)
     if reason:
         return f"{producer.label}: {reason}"
@@ -153,6 +155,8 @@ def absorb(graph, producer, node, steps):
     to the producer's epilogue; the producer then writes the node's output and the node leaves
     the graph."""
     producer.options[epilogue.KEY] = epilogue.steps_of(producer) + tuple(steps) + epilogue.steps_of(node)
+    if producer.op == "CAST":  # its own step names its own output's dtype, not the one it now writes
+        producer.options.setdefault(epilogue.CAST_OUTPUT, producer.outputs[0].dtype.name)
     graph.remove_node(node)
     graph.set_outputs(producer, [node.outputs[0]])
 
