@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate
+from gles_delegate.gpu import shader
 from gles_delegate.gpu.kernels import softmax
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches, check_gpu, dispatches
@@ -44,6 +45,14 @@ def test_cases_cover_both_variants(shape, expected):
     (d,) = dispatches(OP, [In(np.zeros(shape, np.float32))])
     assert d.template == "softmax" and d.defines["OP"] == softmax.TEMPLATE_CODES[OP]
     assert bool(d.defines["PARALLEL"]) == (expected == "parallel")
+
+
+def test_template_is_highp_in_every_precision():
+    """The sum of squares (and the square of a half above 256) overflows fp16 math: the template
+    is compiled highp in the half modes too. llvmpipe runs mediump as fp32, so test_magnitudes
+    alone cannot see a mediump template; GPUs that honour mediump (NVIDIA's GLES) would."""
+    (d,) = dispatches(OP, [In(np.zeros((1, 8), np.float32))])
+    assert d.template in shader.FULL_PRECISION_TEMPLATES
 
 
 @pytest.mark.parametrize("precision", ALL_PRECISIONS)
