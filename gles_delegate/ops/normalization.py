@@ -40,15 +40,15 @@ def _l2_normalization_8bit(node, x):
     """reference_integer_ops::L2Normalization (int8) and reference_ops::L2Normalization (uint8),
     step for step: out = 128 diff / sqrt(sum diff^2), diff = q - zero point."""
     diff = x.astype(np.int64) - zero_point_of(node.inputs[0])
-    rows = diff.reshape(-1, x.shape[-1])
-    out = np.empty_like(rows)
-    for k, (row, total) in enumerate(zip(rows, np.sum(rows * rows, axis=-1))):
-        multiplier, shift = inv_sqrt_quantized_multiplier(int(total))
-        if x.dtype == np.int8:
-            out[k] = multiply_by_quantized_multiplier(row, multiplier, shift + L2_OUTPUT_SHIFT)
-        else:  # MultiplyByQuantizedMultiplierSmallerThanOneExp(128 diff, ...) + 128 (shift <= 0)
-            out[k] = multiply_by_quantized_multiplier(128 * row, multiplier, shift) + 128
-    return saturate(out.reshape(x.shape), x.dtype)
+    # 1 / sqrt of each row's sum of squares, once per distinct sum (a Python loop of fixed point).
+    totals, row_of = np.unique(np.sum(diff * diff, axis=-1, keepdims=True), return_inverse=True)
+    pairs = np.array([inv_sqrt_quantized_multiplier(int(t)) for t in totals], np.int64).reshape(-1, 2)
+    multiplier, shift = (pairs[:, k][row_of].reshape(diff.shape[:-1] + (1,)) for k in (0, 1))
+    if x.dtype == np.int8:
+        out = multiply_by_quantized_multiplier(diff, multiplier, shift + L2_OUTPUT_SHIFT)
+    else:  # MultiplyByQuantizedMultiplierSmallerThanOneExp(128 diff, ...) + 128 (shift <= 0)
+        out = multiply_by_quantized_multiplier(128 * diff, multiplier, shift) + 128
+    return saturate(out, x.dtype)
 
 
 def _l2_support(node):
