@@ -166,3 +166,25 @@ def test_uint8_through_the_float_view(precision):
     (theirs,) = run_litert(model, [q], resolver="builtin")
     assert gpu.dtype == np.uint8 and gpu[0, 0].tolist() == [128] * 11 and gpu[0, 1, 3] == 255
     assert_within_one_step(gpu, theirs, 1)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("shape", [(2, 5, 4, 70), (2, 5, 4, 6), (3, 600)])
+def test_residual_add_and_relu_run_in_the_epilogue(shape, precision):
+    """L2(x) + y, then RELU: both fused into the L2 dispatch, whose epilogue reads y at each
+    output's own position in either variant (a workgroup a pixel: (2, 5, 4, 70), (3, 600))."""
+    b = ModelBuilder()
+    x, y = b.input("x", shape), b.input("y", shape)
+    unit, total, out = (b.tensor(name, shape) for name in ("unit", "total", "out"))
+    b.op(OP, [x], [unit])
+    b.op("ADD", [unit, y], [total])
+    b.op("RELU", [total], [out])
+    b.output(out)
+    model = b.build()
+    values = [sample(shape, 1), sample(shape, 2, 0.1)]
+    with GpuDelegate(precision=precision) as delegate:
+        (gpu,) = run_ours(model, values, experimental_delegates=[delegate])
+        templates = delegate.partitions[0].plan.templates
+    assert templates == ["convert_in", "convert_in", "softmax"], templates
+    stored = values if precision == "fp32" else [v.astype(np.float16).astype(np.float32) for v in values]
+    assert_gpu_matches(run_ours(model, stored)[0], gpu, precision, "L2 + y, RELU")
