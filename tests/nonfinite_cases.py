@@ -5,6 +5,9 @@ LiteRT's builtin kernels do (tests/ops/test_nonfinite.py), the GPU where the ref
   hi), NaN in, NaN out; +-inf clamp to the bounds (fused RELU / NONE: +-FLT_MAX).
 - LEAKY_RELU / PRELU, HARD_SWISH, LOGISTIC, TANH, SOFTMAX, MEAN, AVERAGE_POOL_2D, resizes: plain
   arithmetic, NaN propagates (-inf * 0 in HARD_SWISH and inf - inf in a bilinear blend make NaN).
+- L2_NORMALIZATION: x / std::max(sqrt(sum x^2), 1e-6): a NaN anywhere in a row makes the row NaN
+  (std::max keeps a NaN norm); +-inf or +-FLT_MAX (its square overflows) make the norm inf, so
+  +-inf / inf is NaN and every finite value 0.
 - MAXIMUM / MINIMUM: a > b ? a : b and a < b ? a : b: NaN wins as the second operand only.
 - MAX_POOL_2D: acc = lowest float, acc = std::max(acc, tap): a NaN tap never wins; a window of
   NaNs gives -FLT_MAX.
@@ -78,6 +81,8 @@ def cases():
         out.append((op, op, [In(pairs), In(np.array([2], np.int32), const=True)], dict(keep_dims=True)))
     out.append(("POW", "POW", [In(_x()), In(_x(SPECIALS[::-1]))], None))
     out.append(("SOFTMAX", "SOFTMAX", [In(np.array(PAIRS, F32).reshape(len(PAIRS), 2))], dict(beta=1.0)))
+    out.append(("L2_NORMALIZATION", "L2_NORMALIZATION", [In(np.array(PAIRS, F32).reshape(len(PAIRS), 2))], None))
+    out.append(("L2_NORMALIZATION-rows", "L2_NORMALIZATION", [In(specials((3, 5)))], None))
     grid = np.array([[NAN, 1.0, 2.0], [INF, -INF, 3.0], [BIG, -BIG, 0.5]], F32).reshape(1, 3, 3, 1)
     size = In(np.array([6, 6], np.int32), const=True)
     for ac, hp in [(False, False), (True, False), (False, True)]:

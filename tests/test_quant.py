@@ -172,6 +172,14 @@ def _softmax(rng):
     return "SOFTMAX", [q_input(rng.normal(0, 3, (4, 10)).astype(np.float32))], {"beta": 1.0}, (1 / 256, -128)
 
 
+def _l2_normalization(rng):
+    """TFLite's fixed output grid (1/128, 0): the fake-quant step snaps 128 x the normalized value."""
+    x = rng.normal(0, 2, (2, 3, 9)).astype(np.float32)
+    x[0, 0] = 0.0  # an all-zero row: zeros (TFLite's integer kernel has no epsilon)
+    x[0, 1] = np.eye(9)[4] * 3  # a lone channel: 1.0, clamped to 127 / 128
+    return "L2_NORMALIZATION", [q_input(x)], {}, (1 / 128, 0)
+
+
 def _resize(rng, align_corners, half_pixel):
     x_spec = q_input(rng.normal(0, 1, (1, 5, 4, 3)).astype(np.float32))
     return ("RESIZE_BILINEAR", [x_spec, In(np.array([9, 7], np.int32), const=True)],
@@ -193,6 +201,7 @@ ONE_OP = {
     "max pool": lambda rng: _pool(rng, "MAX_POOL_2D"),
     "concatenation": _concat,
     "softmax": _softmax,
+    "l2 normalization": _l2_normalization,
     "resize bilinear": lambda rng: _resize(rng, False, False),
     "resize bilinear half pixel": lambda rng: _resize(rng, False, True),
     "resize bilinear align corners": lambda rng: _resize(rng, True, False),

@@ -1,16 +1,16 @@
 """Run a row-wise op between a RESHAPE and the RESHAPE that undoes it on the tensor before both:
-a SOFTMAX (or LOG_SOFTMAX) normalizes each row of its last axis, so it gives the same values
-however the leading dims are grouped. mobilevit's attention, as litert-torch writes it, reshapes
-its [16, N, N] scores to [4, 4, N, N] for the SOFTMAX and back to [16, N, N] for the next
-BATCH_MATMUL: both reshapes regroup the batch dims, which moves values in PHWC4 (a copy
-dispatch each), and both go."""
+a SOFTMAX (or LOG_SOFTMAX, L2_NORMALIZATION) normalizes each row of its last axis, so it gives
+the same values however the leading dims are grouped. mobilevit's attention, as litert-torch
+writes it, reshapes its [16, N, N] scores to [4, 4, N, N] for the SOFTMAX and back to [16, N, N]
+for the next BATCH_MATMUL: both reshapes regroup the batch dims, which moves values in PHWC4 (a
+copy dispatch each), and both go."""
 import numpy as np
 
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue
 from .common import constant_parameters, fused_operands, sole_reader
 
-ROW_OPS = ("SOFTMAX", "LOG_SOFTMAX")
+ROW_OPS = ("SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION")
 
 
 def apply(graph, log):

@@ -1,4 +1,4 @@
-"""row_op_through_reshapes: a SOFTMAX between a RESHAPE that regroups the leading dims and the
+"""row_op_through_reshapes: a SOFTMAX (LOG_SOFTMAX, L2_NORMALIZATION) between a RESHAPE that regroups the leading dims and the
 RESHAPE that undoes it runs on the tensor before both, and both reshapes go; reshapes that
 regroup the last axis, or do not undo each other, stay."""
 import numpy as np
@@ -20,7 +20,7 @@ def attention_scores(c, split, back, op="SOFTMAX"):
     return c.op("NEG", reshape(c, c.op(op, reshape(c, scores, split), **options), back))
 
 
-@pytest.mark.parametrize("op", ["SOFTMAX", "LOG_SOFTMAX"])
+@pytest.mark.parametrize("op", ["SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
 def test_a_softmax_between_a_reshape_and_its_inverse_loses_both(op, precision):
     c = Chain((6, 5, 8))
