@@ -102,7 +102,7 @@ def guarded(fn, *a):
 
 def bench_model(path, args):
     details = Interpreter(model_path=str(path)).get_input_details()
-    inputs = common.seeded_inputs(details, 0)
+    inputs = common.seeded_inputs(details, 0, common.index_ranges(path))
     row = {"model": path.stem}
     for precision in PRECISIONS:
         row[f"ours_{precision}"] = guarded(ours, path, inputs, precision, args)

@@ -158,7 +158,7 @@ def bench_model(name, data, args):
         interpreter = Interpreter(model_content=data, experimental_delegates=[delegate])
         interpreter.allocate_tensors()
         delegate.context.prepare_thread_context()  # the steady state: this thread's own context made
-        inputs = common.seeded_inputs(interpreter.get_input_details())
+        inputs = common.seeded_inputs(interpreter.get_input_details(), 0, common.index_ranges(data))
         run = end_to_end_runner(interpreter, inputs)
         row = {"model": name, "dispatches": sum(len(p.steps) for p in delegate.partitions)}
         ours = run()[2]

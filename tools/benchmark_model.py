@@ -197,7 +197,7 @@ def bench_ours(path, args):
               "kernels; numpy/BLAS choose their own threads)")
     print(f"Initialized session in {init_ms:.1f} ms.")
 
-    inputs = common.seeded_inputs(interpreter.get_input_details(), args.seed)
+    inputs = common.seeded_inputs(interpreter.get_input_details(), args.seed, common.index_ranges(path))
     run_once, last = end_to_end(interpreter, inputs)
     first, warmup, inference = benchmark(run_once, args, "gles_delegate")
     memory = {

@@ -193,9 +193,10 @@ def _check_writable(directory, text):
 
 
 # -- models and inputs ----------------------------------------------------------------------
-def seeded_inputs(details, seed=0):
+def seeded_inputs(details, seed=0, ranges=None):
     """One seeded random array per input detail dict: floats uniform in [-1, 1), integers over
-    their range clipped to [-1000, 1000], booleans 0/1 (as benchmark_model does, seeded)."""
+    their range clipped to [-1000, 1000], or over [low, high) where `ranges` ({tensor index:
+    (low, high)}, index_ranges) bounds them, booleans 0/1 (as benchmark_model does, seeded)."""
     rng = np.random.default_rng(seed)
     values = []
     for d in details:
@@ -206,8 +207,48 @@ def seeded_inputs(details, seed=0):
             values.append(rng.integers(0, 2, shape).astype(bool))
         else:
             info = np.iinfo(dtype)
-            values.append(rng.integers(max(info.min, -1000), min(info.max, 1000) + 1, shape).astype(dtype))
+            low, high = (ranges or {}).get(d["index"], (max(info.min, -1000), min(info.max, 1000) + 1))
+            values.append(rng.integers(low, high, shape).astype(dtype))
     return values
+
+
+# Ops that pass their first input's values on (so an index stays an index), and the ops that read
+# indices: {op: (input holding the indices, fn(node) -> the size of the indexed axis)}.
+_INDEX_MOVES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CAST", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "BROADCAST_TO",
+                "TILE", "GATHER")
+_INDEX_READERS = {
+    "GATHER": (1, lambda node: node.inputs[0].shape[node.options.get("axis", 0) % len(node.inputs[0].shape)]),
+    "EMBEDDING_LOOKUP": (0, lambda node: node.inputs[1].shape[0]),
+    "GATHER_ND": (1, lambda node: min(node.inputs[0].shape[:node.inputs[1].shape[-1]], default=1)),
+}
+
+
+def index_ranges(model):
+    """{input tensor index: (0, n)} of the integer model inputs read as indices (token ids into an
+    embedding, say), directly or through ops that only move them: n is the smallest axis they
+    index, so seeded_inputs draws valid ones. model: a path or .tflite bytes."""
+    from gles_delegate.graph import Graph
+    from gles_delegate.tflite import read_model
+    graph = Graph.from_model(read_model(model if isinstance(model, (bytes, bytearray)) else str(model)))
+    ranges = {}
+    for tensor in graph.inputs:
+        if np.dtype(tensor.dtype).kind not in "iu":
+            continue
+        sizes, frontier, seen = [], [tensor], set()
+        while frontier:
+            value = frontier.pop()
+            for node in graph.readers_of(value):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                reader = _INDEX_READERS.get(node.op)
+                if reader and node.inputs[reader[0]] is value:
+                    sizes.append(int(reader[1](node)))
+                elif node.op in _INDEX_MOVES and node.inputs[0] is value:
+                    frontier.extend(node.outputs)
+        if sizes and min(sizes) > 0:
+            ranges[tensor.index] = (0, min(sizes))
+    return ranges
 
 
 def set_inputs(interpreter, inputs):

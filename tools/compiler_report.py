@@ -61,7 +61,7 @@ def parity(path, precision):
     """(largest relative error of the rules-on delegate over the outputs, what it was compared
     with: 'LiteRT' or 'reference')."""
     details = Interpreter(model_path=str(path)).get_input_details()
-    values = common.seeded_inputs(details)
+    values = common.seeded_inputs(details, 0, common.index_ranges(path))
     theirs, against = None, "LiteRT"
     module = common.litert()
     if module is not None:
@@ -81,7 +81,8 @@ def parity(path, precision):
 
 def gpu_time(path, precision):
     """{config: (GPU us per invoke or None, init s)} for GPU_CONFIGS, measured in turns."""
-    values = common.seeded_inputs(Interpreter(model_path=str(path)).get_input_details())
+    values = common.seeded_inputs(Interpreter(model_path=str(path)).get_input_details(), 0,
+                                  common.index_ranges(path))
     runs = {}
     for name, options in GPU_CONFIGS.items():
         delegate = GpuDelegate(precision=precision, **options)

@@ -148,7 +148,7 @@ def litert_delegate_parity(path, args):
         delegate = GpuDelegate(GpuDelegateOptions(**fields))
         interpreter = runtime(model_path=str(path), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
-        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), args.seed))
+        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), args.seed, common.index_ranges(path)))
         interpreter.invoke()
         outputs.append([(d["name"], interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()])
         summary = delegate.summary()
@@ -211,7 +211,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
     reference = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
                             cpu_backend=ORACLE_BACKEND)
     reference.allocate_tensors()
-    inputs = common.seeded_inputs(reference.get_input_details(), seed)
+    inputs = common.seeded_inputs(reference.get_input_details(), seed, common.index_ranges(path))
     common.set_inputs(reference, inputs)
     reference.invoke()
     timings["reference_s"] = time.perf_counter() - start

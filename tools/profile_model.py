@@ -161,7 +161,7 @@ def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SE
     delegate = GpuDelegate(precision=precision, tune_workgroups=tune)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
-    run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0))
+    run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0, common.index_ranges(path)))
     common.warm_up(run_once, 10, warmup_secs)
     e2e = statistics.median(run_once() for _ in range(runs)) * 1e3
     invoke_gpu = gpu_ms(delegate.context, interpreter.invoke)

@@ -147,7 +147,7 @@ def _run_ours(path, delegate, seed, result):
         result["partitions"] = len(set(on_gpu.values()))
         result["cpu_ops"] = cpu_ops(graph, on_gpu, delegate)
         stage = "invoke"
-        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed))
+        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed, common.index_ranges(path)))
         interpreter.invoke()
         result["outputs"] = common.read_outputs(interpreter)
     except Exception as exc:  # any failure of ours on a real model is what the report is for
@@ -182,7 +182,7 @@ def _compare_litert(path, seed, result):
 def _litert_outputs(module, path, seed):
     interpreter = module.Interpreter(model_path=str(path))
     interpreter.allocate_tensors()
-    common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed))
+    common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed, common.index_ranges(path)))
     interpreter.invoke()
     return common.read_outputs(interpreter)
 

@@ -133,3 +133,34 @@ def test_control_flow_is_no_reference_refusal():
     model = counter_loop((1, 4), np.full((1, 4), 1.5, np.float32))
     reference, _ = zoo_report.refusals(read_model(model))
     assert "WHILE" not in reference
+
+
+def token_model_bytes(vocabulary=50):
+    """ids (int32 [1, 6]) -> RESHAPE [6] -> EMBEDDING_LOOKUP of a [vocabulary, 4] table, and a
+    second int32 input `offset` added to nothing but a float CAST (not an index)."""
+    b = ModelBuilder()
+    ids, offset = b.input("ids", (1, 6), np.int32), b.input("offset", (1,), np.int32)
+    flat, rows, as_float = b.tensor("flat", (6,), np.int32), b.tensor("rows", (6, 4)), b.tensor("f", (1,))
+    b.op("RESHAPE", [ids, b.const("shape", np.int32([6]))], [flat])
+    table = np.arange(vocabulary * 4, dtype=np.float32).reshape(vocabulary, 4)
+    b.op("EMBEDDING_LOOKUP", [flat, b.const("table", table)], [rows])
+    b.op("CAST", [offset], [as_float])
+    b.output(rows)
+    b.output(as_float)
+    return b.build()
+
+
+def test_token_ids_are_drawn_within_the_vocabulary(tmp_path):
+    """Integer inputs read as indices (through moves) are drawn in [0, the indexed axis): a model
+    with token ids runs in every tool instead of failing on an out-of-range id; other integer
+    inputs keep the default range."""
+    from gles_delegate.tools import common
+    path = tmp_path / "tokens.tflite"
+    path.write_bytes(token_model_bytes())
+    ranges = common.index_ranges(path)
+    assert ranges == {0: (0, 50)}
+    details = [{"index": 0, "dtype": np.int32, "shape": (1, 6)}, {"index": 1, "dtype": np.int32, "shape": (64,)}]
+    ids, other = common.seeded_inputs(details, 3, ranges)
+    assert ids.min() >= 0 and ids.max() < 50 and other.min() < 0
+    result = zoo_report.examine(path)
+    assert result.get("error") is None and result["gpu_nodes"] == result["nodes"], result
