@@ -4,13 +4,19 @@ As in TFLite (tensorflow/lite/kernels/var_handle.cc, read_variable.cc, assign_va
 VAR_HANDLE gives the resource tensor the id of the variable its (container, shared_name)
 names, the same id in every subgraph of the interpreter; ASSIGN_VARIABLE stores a copy of a
 value (any type and shape) as that variable; READ_VARIABLE copies it out, a dynamic output
-whose shape is the variable's. Variables live in the interpreter (node.runtime.variables) and
-keep their values across invokes; reset_all_variables() leaves them, as LiteRT's does.
+whose shape is the variable's. Variables live in the interpreter (node.runtime.variables, a
+variable_store.VariableStore: a GPU partition may hold the latest value, which reading it here
+downloads) and keep their values across invokes; reset_all_variables() leaves them, as LiteRT's
+does. Where allocate_tensors() fixed the variable's shape (resource_variables.annotate),
+READ_VARIABLE's output is static, of that shape.
 """
 import numpy as np
 
 from .checks import node_error
 
+# The node option under which allocate_tensors() records the variable a READ_VARIABLE /
+# ASSIGN_VARIABLE uses (resource_variables.VariableRef), when a VAR_HANDLE of its subgraph makes its handle.
+VARIABLE = "variable"
 RUNTIME_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})
 _NO_RUNTIME = "uses the interpreter's resource variables, which only the Interpreter holds"
 
@@ -50,6 +56,11 @@ def _assign_reason(node):
     return _handle_reason(node.inputs[0], "input 0")
 
 
+def ref_of(node):
+    """The resource_variables.VariableRef of a READ_VARIABLE / ASSIGN_VARIABLE node, or None."""
+    return node.options.get(VARIABLE)
+
+
 def var_handle(node, inputs):
     """The resource id of the variable (container, shared_name), in the output's shape."""
     resource = node.runtime.resource_id(node.options.get("container", ""), node.options.get("shared_name", ""))
@@ -63,23 +74,35 @@ def _resource(handle):
 def read_variable(node, inputs):
     """A copy of the variable's value; a ModelError naming the node when nothing assigned it
     yet or its type is not the output's (TFLite's checks)."""
-    value = node.runtime.variables.get(_resource(inputs[0]))
+    value = node.runtime.variables.read(_resource(inputs[0]))
     if value is None:
         raise node_error(node, f"reads resource variable {_resource(inputs[0])}, which nothing has assigned yet")
     if value.dtype != node.outputs[0].dtype:
         raise node_error(node, f"reads a {value.dtype} variable into a {node.outputs[0].dtype} output")
+    ref = ref_of(node)
+    if ref is not None and ref.shape is not None and tuple(value.shape) != ref.shape:
+        raise node_error(node, f"reads {ref.label} of shape {list(value.shape)}, which something assigned during "
+                               f"this invoke; allocate_tensors() fixed it at {list(ref.shape)} (the next invoke "
+                               "plans again)")
     return [value.copy()]
 
 
 def assign_variable(node, inputs):
     """Store a copy of input 1 as the variable input 0 names (creating it)."""
-    node.runtime.variables[_resource(inputs[0])] = np.array(inputs[1], copy=True)
+    node.runtime.variables.assign(_resource(inputs[0]), np.array(inputs[1], copy=True))
     return []
+
+
+def _read_shapes(node, shapes, values):
+    """The variable's shape where allocate_tensors() fixed it, else None (decided at invoke)."""
+    ref = ref_of(node)
+    return None if ref is None or ref.shape is None else [ref.shape]
 
 
 KERNELS = {"VAR_HANDLE": var_handle, "READ_VARIABLE": read_variable, "ASSIGN_VARIABLE": assign_variable}
 SUPPORT = {"VAR_HANDLE": _var_handle_reason, "READ_VARIABLE": _read_reason, "ASSIGN_VARIABLE": _assign_reason}
-# READ_VARIABLE's output is dynamic, as TFLite makes it: its shape is the variable's at invoke.
+# READ_VARIABLE's output is dynamic, as TFLite makes it (its shape is the variable's at invoke),
+# unless allocate_tensors() fixed the variable's shape.
 OUTPUT_SHAPES = {"VAR_HANDLE": lambda node, shapes, values: [tuple(node.outputs[0].shape)],
-                 "READ_VARIABLE": lambda node, shapes, values: None,
+                 "READ_VARIABLE": _read_shapes,
                  "ASSIGN_VARIABLE": lambda node, shapes, values: []}

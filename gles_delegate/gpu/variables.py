@@ -1,0 +1,207 @@
+"""Resource variables held in a GPU partition's memory between invokes.
+
+A GPU partition that reads or assigns a resource variable keeps it in its arena, in storage the
+memory planner lends to no other tensor (memory.plan_arena's `persistent`), as the float values
+of its float view: a float32 variable as it is, an int8 / uint8 one as the real values of its
+integers (all on one grid: resource_variables.VariableRef.gpu_reason). The stages:
+
+  bind()         before the rewrite rules: each READ_VARIABLE / ASSIGN_VARIABLE of the partition
+                 reads / writes one storage tensor per variable (its input 0, in place of its
+                 handle), the VAR_HANDLEs go (gpu/kernels/variables.py then copies in and out);
+  slots()        after memory planning: Plan.variables, where each variable lives and whether
+                 the partition reads it before assigning it;
+  GpuVariables   per GpuPartition: its part of the interpreter's holder protocol
+                 (variable_store.py): before a run it uploads the variables it reads whose copy is
+                 stale (the CPU wrote them, or another partition assigned them), after a run it
+                 holds the latest value of those it assigned; the CPU side downloads them from
+                 it when it reads them, and it hands them to the CPU when it goes away.
+
+Conversions at that boundary: an 8-bit variable's integers become their real values on upload
+and are quantized back (to the same integers: its values are on its grid) on download.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import partition as partitioning
+from .. import quant
+from ..errors import ModelError
+from ..graph import Tensor
+from ..ops.checks import node_error
+from ..ops.variables import ref_of
+from . import gl as G
+
+ACCESS_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
+F32 = np.dtype(np.float32)
+
+
+# -- compile time --------------------------------------------------------------------------------
+def bind(nodes, inputs, outputs, next_index):
+    """A partition's view (its nodes, input and output tensors) with its variables bound: each
+    READ_VARIABLE / ASSIGN_VARIABLE reads / writes the storage tensor of its variable (a new
+    float32 tensor of the variable's shape per variable, indices from `next_index`: past every
+    model tensor, so a capture never takes it for one) as input 0; the VAR_HANDLE nodes go, and
+    so do the handles among the inputs and outputs (GpuVariables writes the ones read outside).
+    Edits the nodes' input lists; returns (nodes, inputs, outputs)."""
+    handles = {id(n.outputs[0]) for n in nodes if n.op == "VAR_HANDLE"}
+    storage = {}
+    for node in nodes:
+        if node.op in ACCESS_OPS:
+            ref, value = ref_of(node), node.outputs[0] if node.op == "READ_VARIABLE" else node.inputs[1]
+            if ref.key not in storage:
+                storage[ref.key] = Tensor(index=next_index + len(storage), name=f"variable {ref.shared_name}",
+                                          shape=ref.shape, dtype=F32, quantization=value.quantization,
+                                          type_name="FLOAT32")
+            handles.add(id(node.inputs[0]))
+            node.inputs = [storage[ref.key], *node.inputs[1:]]
+    kept = [n for n in nodes if n.op != "VAR_HANDLE"]
+    read = {id(t) for n in kept for t in n.inputs if t is not None}
+    return (kept, [t for t in inputs if id(t) not in handles or id(t) in read],
+            [t for t in outputs if id(t) not in handles])
+
+
+@dataclass
+class VariableSlot:
+    """A resource variable a partition holds: its VAR_HANDLE's (container, shared_name), its
+    storage's offset (vec4 elements, encoded as Plan.writes encodes them) and shape, whether the
+    partition reads it before assigning it (`reads`: the value must be there) and whether it
+    assigns it (`writes`)."""
+    container: str
+    shared_name: str
+    offset: int
+    shape: tuple
+    reads: bool
+    writes: bool
+
+
+def slots(dispatches, persistent, offsets):
+    """The VariableSlots of a partition: `persistent` is KernelEnv.persistent, `offsets` the
+    storage layout's {id(tensor): offset}."""
+    out = []
+    for tensor, (container, shared_name) in persistent.values():
+        touching = [d for d in dispatches if any(t is tensor for t in d.reads + d.writes)]
+        out.append(VariableSlot(container, shared_name, offsets[id(tensor)], tuple(tensor.shape),
+                                reads=any(t is tensor for t in touching[0].reads),
+                                writes=any(t is tensor for d in touching for t in d.writes)))
+    return out
+
+
+def check_slots(plan, arena_elements, float_elements, float_base):
+    """Why a decoded plan's variable slots do not lie inside its buffers, or None (the
+    serialization cache's check)."""
+    from .phwc4 import bhwc
+    for slot in plan.variables:
+        if not isinstance(slot, VariableSlot) or not isinstance(slot.offset, int):
+            return "a malformed variable slot"
+        offset, size = slot.offset, bhwc(slot.shape).elements
+        limit = arena_elements
+        if offset >= float_base:
+            offset, limit = offset - float_base, float_elements
+        if offset < 0 or offset + size > limit:
+            return f"variable {slot.shared_name!r} lies outside its buffer"
+    return None
+
+
+# -- run time ------------------------------------------------------------------------------------
+class _Codec:
+    """Values of a variable between the model's dtype (the CPU's copy) and the float view (the
+    GPU's): `like` is a model tensor of the variable (a READ_VARIABLE output, an assigned value)."""
+
+    def __init__(self, like):
+        self.like, self.dtype = like, np.dtype(like.dtype)
+
+    def to_gpu(self, value):
+        return np.asarray(value, F32) if self.dtype == F32 else quant.dequantize_integers(value, self.like)
+
+    def to_cpu(self, values):
+        if self.dtype == F32:
+            return np.array(values, F32)
+        return quant.quantize_to_integers(values, self.like, *quant.integer_range(self.like)).astype(self.dtype)
+
+
+class GpuVariables:
+    """A GpuPartition's resource variables (GpuPartition.variables): the holder of its slots in
+    the interpreter's VariableStore (variable_store.py), and the handles it writes."""
+
+    def __init__(self, partition, graph):
+        self.partition = partition
+        uses = {ref_of(n).key: n for n in partition.nodes if n.op in ACCESS_OPS and ref_of(n) is not None}
+        runtime = next(n.runtime for n in partition.nodes if n.runtime is not None)
+        self.store = runtime.variables
+        self.slots = {}  # resource id -> (VariableSlot, _Codec, the node named in errors)
+        for slot in partition.plan.variables:
+            node = uses[(slot.container, slot.shared_name)]
+            like = node.outputs[0] if node.op == "READ_VARIABLE" else node.inputs[1]
+            self.slots[runtime.resource_id(slot.container, slot.shared_name)] = (slot, _Codec(like), node)
+        read_outside = {id(t) for t in partitioning.boundary(graph, partition.nodes).outputs}
+        # {tensor index: resource id} of the VAR_HANDLE outputs read outside the partition.
+        self.handles = {n.outputs[0].index: runtime.resource_id(n.options.get("container", ""),
+                                                                n.options.get("shared_name", ""))
+                        for n in partition.nodes if n.op == "VAR_HANDLE" and id(n.outputs[0]) in read_outside}
+
+    def run(self, run, storage, capture):
+        """run(storage, capture) (the partition's run) between the uploads it needs and the
+        holder's bookkeeping of what it assigned."""
+        self._upload_stale()
+        try:
+            run(storage, capture)
+        except BaseException:
+            for rid, (slot, _, _) in self.slots.items():
+                if slot.writes:
+                    self.store.forget(rid, self)
+            raise
+        for rid, (slot, _, _) in self.slots.items():
+            if slot.writes:
+                self.store.assigned(rid, self)
+        for index, rid in self.handles.items():
+            storage[index][...] = rid
+
+    def _upload_stale(self):
+        """Upload the latest value of each variable the partition reads before assigning it,
+        where its copy is not current: a ModelError naming the reader when nothing assigned it
+        yet (as the CPU's READ_VARIABLE), or when it holds another shape or dtype than the plan
+        fixed (something assigned it during this invoke)."""
+        for rid, (slot, codec, node) in self.slots.items():
+            if not slot.reads or self.store.is_current(rid, self):
+                continue
+            value = self.store.read(rid)
+            if value is None:
+                raise node_error(node, f"reads resource variable {rid}, which nothing has assigned yet")
+            if tuple(value.shape) != slot.shape or value.dtype != codec.dtype:
+                raise node_error(node, f"{ref_of(node).label} holds a {value.dtype} value of shape "
+                                       f"{list(value.shape)}, assigned during this invoke; the GPU partition holds "
+                                       f"it as {codec.dtype} {list(slot.shape)} (the next invoke plans again)")
+            with self.partition.context.current():
+                self.partition.write_tensor(slot.offset, codec.to_gpu(value))
+            self.store.uploaded(rid, self)
+
+    # -- the holder protocol (variable_store.VariableStore) ------------------------------------
+    def download(self, rid):
+        """The partition's value of variable `rid`, in the model's dtype."""
+        slot, codec, _ = self.slots[rid]
+        context = self.partition.context
+        if self.partition.released or context.ctx is None or context.forked:
+            raise ModelError(f"resource variable {slot.shared_name!r} was held by a GPU partition that is gone")
+        with context.current():
+            context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)  # shader writes, then a read
+            return codec.to_cpu(self.partition.read_tensor(slot.offset, slot.shape))
+
+    def describe(self, rid):
+        slot, codec, _ = self.slots[rid]
+        return slot.shape, codec.dtype
+
+    def release(self):
+        """The partition goes: the values only it holds move to the CPU (while its buffers exist)."""
+        context = self.partition.context
+        if context.ctx is None or context.forked:  # nothing to read them from: the CPU's copy stays
+            for rid in self.slots:
+                self.store.forget(rid, self)
+            return
+        self.store.release(self, list(self.slots))
+
+
+def attach(partitions, graph):
+    """Give each GpuPartition of `graph` that holds variables or writes handles its GpuVariables."""
+    for partition in partitions:
+        if partition.plan.variables or any(n.op == "VAR_HANDLE" for n in partition.nodes):
+            partition.variables = GpuVariables(partition, graph)
