@@ -270,7 +270,7 @@ class _Executor:
         self.input_shapes = {}
         self.unwritten = frozenset()  # see unwritten_outputs
         self.delegates = []  # what allocate() planned with
-        self.fixed_variables = {}  # resource_variables.fixed(graph): checked before each invoke
+        self.fixed_variables = {}  # resource_variables.fixed(): checked before each invoke
 
     def allocate(self, delegates):
         self.check_unreferenced("allocate_tensors()")
@@ -283,7 +283,7 @@ class _Executor:
         propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         densify_sparse_reads(graph)
         fold_constants(graph)
-        dynamic = resource_variables.annotate(graph, self.runtime)  # dynamic_tensors, variables' shapes fixed
+        dynamic = resource_variables.annotate(graph, self.runtime)  # dynamic_tensors; the variables' shapes
         # Folding only makes values known: the dynamic tensors can only become fewer, so none
         # before means none after (a dynamic-batch Keras model: a whole pass saved).
         if fold_shapes(graph, dynamic) and dynamic:
@@ -298,8 +298,11 @@ class _Executor:
         self.release()
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
-        self.delegates, self.fixed_variables = delegates, resource_variables.fixed(graph)
         self.steps = self.plan(graph, delegates)
+        # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
+        self.delegates = delegates
+        self.fixed_variables = resource_variables.fixed(n for s in self.steps if not hasattr(s, "backend")
+                                                        for n in s.nodes)
         self.storage = storage
         # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
         # now, so that a malformed sparse tensor is an error of allocate_tensors, not of invoke.

@@ -1,26 +1,24 @@
 """Which resource variable each READ_VARIABLE / ASSIGN_VARIABLE uses, and whether its shape is
 fixed before invoke (an allocate_tensors() stage of the Interpreter's executors).
 
-TFLite makes READ_VARIABLE's output dynamic: its shape is the variable's, whatever was assigned
-last. A delegate plans for fixed shapes, so annotate() fixes a variable's shape where nothing can
-assign it another one: every READ_VARIABLE of it here declares the same shape (not a
-placeholder), every ASSIGN_VARIABLE of it, here (at the shapes shape propagation gave) and in
-the model's other subgraphs (as declared: CALL_ONCE's initializer assigns constants), assigns
-values of that shape and dtype, none a dynamic tensor, and the value it holds now (a later
-allocate_tensors, after a resize) has it too. Then READ_VARIABLE's output is static (its shape
-rule gives that shape) and the nodes around it may run on the GPU; else it stays dynamic, on
-the CPU, as in TFLite. A model where some ASSIGN_VARIABLE gets its handle from elsewhere than a
-VAR_HANDLE of its own subgraph fixes no variable (that handle may name any of them).
+A GPU partition holds a variable in storage of a fixed shape (gpu/variables.py). annotate()
+fixes a variable's shape and dtype where nothing can assign it others: every ASSIGN_VARIABLE
+of it, here (at the shapes shape propagation gave, none a dynamic tensor) and in the model's
+other subgraphs (as declared: CALL_ONCE's initializer assigns constants), assigns values of one
+shape and dtype, and the value it holds now (at a later allocate_tensors, after a resize) has
+them too. A model where some ASSIGN_VARIABLE gets its handle from elsewhere than a VAR_HANDLE
+of its own subgraph fixes no variable (that handle may name any of them). READ_VARIABLE's
+output shape does not depend on it (ops/variables.py: declared, as LiteRT keeps it).
 
-The shape fixed here is checked again at invoke (stale()): a value of another shape assigned
-since (a signature that assigns its own input, resized) makes the executor plan again.
+The shapes fixed here are checked again before each invoke (stale()): a value of another shape
+assigned since (a signature that assigns its own input, resized) makes the executor plan again.
 """
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .graph import tensor_dtype
-from .ops.variables import VARIABLE, ref_of
+from .ops.variables import DYNAMIC_READ, VARIABLE, ref_of
 from .shape_propagation import dynamic_tensors, placeholder
 
 ACCESS_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
@@ -99,24 +97,27 @@ def _gpu_reason(tensors, dtype):
     return None
 
 
-def _fix(ref, nodes, elsewhere, untraceable, held):
+def _fix(ref, nodes, elsewhere, untraceable, held, dynamic):
     """`ref` with the shape and dtype of the variable its `nodes` (this graph's reads and
     assignments of it) use when nothing can change them (the module docstring), else with why."""
     reads = [n.outputs[0] for n in nodes if n.op == "READ_VARIABLE"]
     values = [n.inputs[1] for n in nodes if n.op == "ASSIGN_VARIABLE"]
-    shapes = {tuple(t.shape) for t in reads + values} | {shape for shape, _ in elsewhere}
+    shapes = {tuple(t.shape) for t in values} | {shape for shape, _ in elsewhere}
     dtypes = {t.dtype for t in reads + values} | {dtype for _, dtype in elsewhere}
+    if held is not None:
+        shapes.add(tuple(held[0]))
+        dtypes.add(np.dtype(held[1]))
     why = None
     if untraceable:
         why = "an ASSIGN_VARIABLE of the model takes its handle from elsewhere than a VAR_HANDLE"
-    elif any(placeholder(t) for t in reads):
-        why = "a READ_VARIABLE of it declares a placeholder shape"
+    elif any(id(t) in dynamic for t in values):
+        why = "it is assigned a dynamic tensor"
+    elif not shapes:
+        why = "nothing assigns it"
     elif len(shapes) != 1 or None in shapes:
         why = f"it is assigned values of shapes {sorted(str(list(s)) if s else 'unknown' for s in shapes)}"
     elif len(dtypes) != 1:
         why = f"it is read or assigned as {sorted(str(d) for d in dtypes)}"
-    elif held is not None and held != (next(iter(shapes)), next(iter(dtypes))):
-        why = f"it holds a {held[1]} value of shape {list(held[0])} now"
     if why is not None:
         return replace(ref, why=f"{ref.label} has no fixed shape: {why}")
     dtype = next(iter(dtypes))
@@ -124,12 +125,18 @@ def _fix(ref, nodes, elsewhere, untraceable, held):
 
 
 def annotate(graph, runtime):
-    """Give every READ_VARIABLE / ASSIGN_VARIABLE of `graph` whose handle a VAR_HANDLE of it
-    makes its VariableRef (options[VARIABLE]), its shape fixed where the module docstring says;
-    returns shape_propagation.dynamic_tensors(graph) as it then is. Call after shape propagation.
-    runtime: subgraphs.Runtime (None: nothing to annotate)."""
+    """Record on every READ_VARIABLE of `graph` whether its output is dynamic (ops/variables.py:
+    declared of rank 0, which shape propagation leaves as it is), and give every READ_VARIABLE /
+    ASSIGN_VARIABLE whose handle a VAR_HANDLE of `graph` makes its VariableRef
+    (options[VARIABLE]), its shape fixed where the module docstring says. Call after shape
+    propagation; returns shape_propagation.dynamic_tensors(graph). runtime: subgraphs.Runtime
+    (None: only the dynamic tensors)."""
     if runtime is None:
         return dynamic_tensors(graph)
+    for node in graph.nodes:
+        if node.op == "READ_VARIABLE" and node.outputs and node.outputs[0] is not None:
+            node.options[DYNAMIC_READ] = len(node.outputs[0].shape) == 0
+    dynamic = dynamic_tensors(graph)
     handles = _handles(graph.nodes, lambda t: id(t))
     uses = {}
     for node in graph.nodes:
@@ -137,29 +144,19 @@ def annotate(graph, runtime):
             uses.setdefault(handles[id(node.inputs[0])], []).append(node)
     model = getattr(graph, "source_model", None)
     elsewhere, untraceable = ({}, False) if model is None else _declared_assigns(model, graph.subgraph_index)
-    refs = {}
     for key, nodes in uses.items():
         rid = runtime.resource_id(*key)
-        refs[key] = _fix(VariableRef(*key, rid), nodes, elsewhere.get(key, []), untraceable,
-                         runtime.variables.describe(rid))
-    while True:
-        for key, nodes in uses.items():
-            for node in nodes:
-                node.options[VARIABLE] = refs[key]
-        dynamic = dynamic_tensors(graph)
-        # A value decided at invoke may have any shape: its variable's is not fixed either.
-        moved = [key for key, nodes in uses.items() if refs[key].shape is not None and
-                 any(n.op == "ASSIGN_VARIABLE" and id(n.inputs[1]) in dynamic for n in nodes)]
-        if not moved:
-            return dynamic
-        for key in moved:
-            refs[key] = replace(refs[key], shape=None, dtype=None, gpu_reason=None,
-                                why=f"{refs[key].label} has no fixed shape: it is assigned a dynamic tensor")
+        ref = _fix(VariableRef(*key, rid), nodes, elsewhere.get(key, []), untraceable,
+                   runtime.variables.describe(rid), dynamic)
+        for node in nodes:
+            node.options[VARIABLE] = ref
+    return dynamic
 
 
-def fixed(graph):
-    """{resource id: (shape, dtype)} of the variables whose shape annotate() fixed in `graph`."""
-    return {ref.rid: (ref.shape, ref.dtype) for node in graph.nodes for ref in [ref_of(node)]
+def fixed(nodes):
+    """{resource id: (shape, dtype)} of the variables whose shape annotate() fixed that `nodes`
+    (those GPU partitions hold) read or assign."""
+    return {ref.rid: (ref.shape, ref.dtype) for node in nodes for ref in [ref_of(node)]
             if ref is not None and ref.shape is not None}
 
 

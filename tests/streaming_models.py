@@ -16,8 +16,9 @@ I8 = np.dtype(np.int8)
 class Ring:
     """The model's sizes: `frames` new frames of `channels` per invoke, a buffer of `history`
     past frames; the convolution (CONV_2D to `filters` channels, or DEPTHWISE_CONV_2D) spans the
-    whole buffer in time. `keep_from`: the first buffer frame the STRIDED_SLICE keeps (frames:
-    the newest `history`; anything else assigns a value of another shape). `quantized`: int8
+    whole buffer in time. `keep_from`: the first buffer frame the STRIDED_SLICE keeps (None:
+    `frames`, the newest `history`; -history: those too, at any frame count, as TF writes
+    buf[:, -history:]; anything else assigns a value of another shape). `quantized`: int8
     tensors (one grid for the frames, the buffer and the state) and weights."""
     frames: int = 3
     history: int = 2
@@ -76,14 +77,40 @@ def _init(b, ring, shared_name="ring"):
     return init
 
 
-def ring_model(ring, seed=0):
+def _state_subgraphs(b, ring):
+    """Subgraphs and signatures 'state' (output: the variable, read) and 'set_state' (input s:
+    assigned to the variable), each with its own VAR_HANDLE, as a converter writes a tf.Module's
+    other tf.functions."""
+    shape = (1, ring.history, 1, ring.channels)
+    read, write = b.subgraph("state"), b.subgraph("set_state")
+    for sg in (read, write):
+        handle = sg.tensor("handle", (), type_name="RESOURCE")
+        sg.op("VAR_HANDLE", [], [handle], container="", shared_name="ring")
+        value = _tensor(sg, ring, "state", shape)
+        if sg is read:
+            sg.op("READ_VARIABLE", [handle], [value])
+            sg.output(value)
+            sg.signature("state", {}, {"state": value})
+        else:
+            sg.inputs.append(value)
+            sg.op("ASSIGN_VARIABLE", [handle, value], [])
+            sg.signature("set_state", {"s": value}, {})
+
+
+def ring_model(ring, seed=0, reader=False, signatures=False, init=True):
     """One streaming layer (see the module docstring). Input x [1, frames, 1, channels]; output
-    the convolution's [1, 1, 1, filters or channels]."""
+    the convolution's [1, 1, 1, filters or channels]. `reader`: then ADD_N(x, x) (an op with no
+    GPU kernel) and a second READ_VARIABLE of the state, assigned by then, as a second output
+    (a CPU node, or another partition, reads what the GPU assigned). `signatures`: signatures
+    'step' (this), 'state' and 'set_state' (_state_subgraphs). `init`: CALL_ONCE of the init
+    subgraph first (else the first READ_VARIABLE reads a variable nothing assigned)."""
+    assert not (reader and ring.quantized), "ADD_N takes float32 only"
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
     x = b.input("x", (1, ring.frames, 1, ring.channels), I8 if ring.quantized else np.float32,
                 quantization=GRID if ring.quantized else None)
-    b.op("CALL_ONCE", [], [], init_subgraph_index=_init(b, ring).index)
+    if init:
+        b.op("CALL_ONCE", [], [], init_subgraph_index=_init(b, ring).index)
     handle = b.tensor("handle", (), type_name="RESOURCE")
     b.op("VAR_HANDLE", [], [handle], container="", shared_name="ring")
     state = _tensor(b, ring, "state", (1, ring.history, 1, ring.channels))
@@ -98,12 +125,22 @@ def ring_model(ring, seed=0):
         conv_options["depth_multiplier"] = 1
     b.op(ring.conv, [buffer, *_conv_inputs(b, ring, rng)], [y], **conv_options)
     keep_from = ring.frames if ring.keep_from is None else ring.keep_from
-    newest = _tensor(b, ring, "newest", (1, ring.span - keep_from, 1, ring.channels))
+    kept = ring.history if keep_from < 0 else ring.span - keep_from  # a negative begin counts from the end
+    newest = _tensor(b, ring, "newest", (1, kept, 1, ring.channels))
     b.op("STRIDED_SLICE", [buffer, b.const("begin", np.array([0, keep_from, 0, 0], np.int32)),
                            b.const("end", np.zeros(4, np.int32)), b.const("strides", np.ones(4, np.int32))],
          [newest], begin_mask=13, end_mask=15, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, offset=False)
     b.op("ASSIGN_VARIABLE", [handle, newest], [])
     b.output(y)
+    if reader:
+        doubled = _tensor(b, ring, "doubled", (1, ring.frames, 1, ring.channels))
+        b.op("ADD_N", [x, x], [doubled])
+        after = _tensor(b, ring, "state_after", (1, ring.history, 1, ring.channels))
+        b.op("READ_VARIABLE", [handle], [after])
+        b.output(after)
+    if signatures:
+        b.signature("step", {"x": x}, {"y": y})
+        _state_subgraphs(b, ring)
     return b.build()
 
 

@@ -86,22 +86,6 @@ def slots(dispatches, persistent, offsets):
     return out
 
 
-def check_slots(plan, arena_elements, float_elements, float_base):
-    """Why a decoded plan's variable slots do not lie inside its buffers, or None (the
-    serialization cache's check)."""
-    from .phwc4 import bhwc
-    for slot in plan.variables:
-        if not isinstance(slot, VariableSlot) or not isinstance(slot.offset, int):
-            return "a malformed variable slot"
-        offset, size = slot.offset, bhwc(slot.shape).elements
-        limit = arena_elements
-        if offset >= float_base:
-            offset, limit = offset - float_base, float_elements
-        if offset < 0 or offset + size > limit:
-            return f"variable {slot.shared_name!r} lies outside its buffer"
-    return None
-
-
 # -- run time ------------------------------------------------------------------------------------
 class _Codec:
     """Values of a variable between the model's dtype (the CPU's copy) and the float view (the
@@ -125,7 +109,10 @@ class GpuVariables:
 
     def __init__(self, partition, graph):
         self.partition = partition
-        uses = {ref_of(n).key: n for n in partition.nodes if n.op in ACCESS_OPS and ref_of(n) is not None}
+        uses = {}  # (container, shared_name) -> its first node in the partition (errors name it)
+        for node in partition.nodes:
+            if node.op in ACCESS_OPS and ref_of(node) is not None:
+                uses.setdefault(ref_of(node).key, node)
         runtime = next(n.runtime for n in partition.nodes if n.runtime is not None)
         self.store = runtime.variables
         self.slots = {}  # resource id -> (VariableSlot, _Codec, the node named in errors)

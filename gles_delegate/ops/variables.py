@@ -1,14 +1,16 @@
 """Resource variables: VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE.
 
-As in TFLite (tensorflow/lite/kernels/var_handle.cc, read_variable.cc, assign_variable.cc): a
+As in LiteRT (tflite/kernels/var_handle.cc, read_variable.cc, assign_variable.cc): a
 VAR_HANDLE gives the resource tensor the id of the variable its (container, shared_name)
 names, the same id in every subgraph of the interpreter; ASSIGN_VARIABLE stores a copy of a
-value (any type and shape) as that variable; READ_VARIABLE copies it out, a dynamic output
-whose shape is the variable's. Variables live in the interpreter (node.runtime.variables, a
-variable_store.VariableStore: a GPU partition may hold the latest value, which reading it here
-downloads) and keep their values across invokes; reset_all_variables() leaves them, as LiteRT's
-does. Where allocate_tensors() fixed the variable's shape (resource_variables.annotate),
-READ_VARIABLE's output is static, of that shape.
+value (any type and shape) as that variable; READ_VARIABLE copies it out. Its output is dynamic,
+of the variable's shape, only where the model declares it of rank 0 (scalar or unranked);
+otherwise it keeps its declared shape and LiteRT copies that many elements (their bytes) from
+the start of the variable: a larger variable is read truncated, in row-major order, and one
+with fewer elements (LiteRT would read past it) is a ModelError naming the node.
+Variables live in the interpreter (node.runtime.variables, a variable_store.VariableStore: a
+GPU partition may hold the latest value, which reading it here downloads) and keep their values
+across invokes; reset_all_variables() leaves them, as LiteRT's does.
 """
 import numpy as np
 
@@ -17,6 +19,9 @@ from .checks import node_error
 # The node option under which allocate_tensors() records the variable a READ_VARIABLE /
 # ASSIGN_VARIABLE uses (resource_variables.VariableRef), when a VAR_HANDLE of its subgraph makes its handle.
 VARIABLE = "variable"
+# The node option that records, at allocate_tensors(), whether READ_VARIABLE's output is dynamic
+# (declared of rank 0): a dynamic read's output takes the shape of each value it reads.
+DYNAMIC_READ = "dynamic_output"
 RUNTIME_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})
 _NO_RUNTIME = "uses the interpreter's resource variables, which only the Interpreter holds"
 
@@ -71,20 +76,28 @@ def _resource(handle):
     return int(np.asarray(handle).reshape(-1)[0])
 
 
+def dynamic_read(node):
+    """Whether READ_VARIABLE `node`'s output is dynamic (declared of rank 0, LiteRT's Prepare)."""
+    return node.options.get(DYNAMIC_READ, len(node.outputs[0].shape) == 0)
+
+
 def read_variable(node, inputs):
-    """A copy of the variable's value; a ModelError naming the node when nothing assigned it
-    yet or its type is not the output's (TFLite's checks)."""
+    """A copy of the variable's value (of the declared output's size unless dynamic: the module
+    docstring); a ModelError naming the node when nothing assigned it yet, its type is not the
+    output's (LiteRT's checks) or it has fewer elements than the output."""
     value = node.runtime.variables.read(_resource(inputs[0]))
     if value is None:
         raise node_error(node, f"reads resource variable {_resource(inputs[0])}, which nothing has assigned yet")
     if value.dtype != node.outputs[0].dtype:
         raise node_error(node, f"reads a {value.dtype} variable into a {node.outputs[0].dtype} output")
-    ref = ref_of(node)
-    if ref is not None and ref.shape is not None and tuple(value.shape) != ref.shape:
-        raise node_error(node, f"reads {ref.label} of shape {list(value.shape)}, which something assigned during "
-                               f"this invoke; allocate_tensors() fixed it at {list(ref.shape)} (the next invoke "
-                               "plans again)")
-    return [value.copy()]
+    if dynamic_read(node):
+        return [value.copy()]
+    shape = tuple(node.outputs[0].shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    if value.size < size:
+        raise node_error(node, f"reads resource variable {_resource(inputs[0])} of shape {list(value.shape)} into "
+                               f"an output of shape {list(shape)}: LiteRT would copy past its end")
+    return [value.reshape(-1)[:size].reshape(shape).copy()]
 
 
 def assign_variable(node, inputs):
@@ -94,15 +107,13 @@ def assign_variable(node, inputs):
 
 
 def _read_shapes(node, shapes, values):
-    """The variable's shape where allocate_tensors() fixed it, else None (decided at invoke)."""
-    ref = ref_of(node)
-    return None if ref is None or ref.shape is None else [ref.shape]
+    """The declared shape, or None for a dynamic read (decided at invoke)."""
+    return None if dynamic_read(node) else [tuple(node.outputs[0].shape)]
 
 
 KERNELS = {"VAR_HANDLE": var_handle, "READ_VARIABLE": read_variable, "ASSIGN_VARIABLE": assign_variable}
 SUPPORT = {"VAR_HANDLE": _var_handle_reason, "READ_VARIABLE": _read_reason, "ASSIGN_VARIABLE": _assign_reason}
-# READ_VARIABLE's output is dynamic, as TFLite makes it (its shape is the variable's at invoke),
-# unless allocate_tensors() fixed the variable's shape.
+# READ_VARIABLE's output is dynamic only where declared of rank 0, as in LiteRT.
 OUTPUT_SHAPES = {"VAR_HANDLE": lambda node, shapes, values: [tuple(node.outputs[0].shape)],
                  "READ_VARIABLE": _read_shapes,
                  "ASSIGN_VARIABLE": lambda node, shapes, values: []}
