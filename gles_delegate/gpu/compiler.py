@@ -305,7 +305,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
                 io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
-                variables=variable_slots(dispatches, env.persistent, offsets))
+                variables=variable_slots(dispatches, env, offsets))
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

@@ -30,6 +30,7 @@ from ..graph import Tensor
 from ..ops.checks import node_error
 from ..ops.variables import ref_of
 from . import gl as G
+from . import memory
 
 ACCESS_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
 F32 = np.dtype(np.float32)
@@ -74,20 +75,23 @@ class VariableSlot:
     writes: bool
 
 
-def slots(dispatches, persistent, offsets):
-    """The VariableSlots of a partition: `persistent` is KernelEnv.persistent, `offsets` the
+def slots(dispatches, env, offsets):
+    """The VariableSlots of a partition built with KernelEnv `env` (its `persistent` variables
+    and the tensors sharing their storage, `aliases`: a value written in place), `offsets` the
     storage layout's {id(tensor): offset}."""
+    groups = memory.alias_groups(env.aliases)
     out = []
-    for tensor, (container, shared_name) in persistent.values():
-        touching = [d for d in dispatches if any(t is tensor for t in d.reads + d.writes)]
+    for tensor, (container, shared_name) in env.persistent.values():
+        members = {id(t) for t in groups.get(id(tensor), [tensor])}
+        touching = [d for d in dispatches if any(id(t) in members for t in d.reads + d.writes)]
         out.append(VariableSlot(container, shared_name, offsets[id(tensor)], tuple(tensor.shape),
-                                reads=any(t is tensor for t in touching[0].reads),
-                                writes=any(t is tensor for d in touching for t in d.writes)))
+                                reads=any(id(t) in members for t in touching[0].reads),
+                                writes=any(id(t) in members for d in touching for t in d.writes)))
     return out
 
 
 # -- run time ------------------------------------------------------------------------------------
-class _Codec:
+class Codec:
     """Values of a variable between the model's dtype (the CPU's copy) and the float view (the
     GPU's): `like` is a model tensor of the variable (a READ_VARIABLE output, an assigned value)."""
 
@@ -115,11 +119,11 @@ class GpuVariables:
                 uses.setdefault(ref_of(node).key, node)
         runtime = next(n.runtime for n in partition.nodes if n.runtime is not None)
         self.store = runtime.variables
-        self.slots = {}  # resource id -> (VariableSlot, _Codec, the node named in errors)
+        self.slots = {}  # resource id -> (VariableSlot, Codec, the node named in errors)
         for slot in partition.plan.variables:
             node = uses[(slot.container, slot.shared_name)]
             like = node.outputs[0] if node.op == "READ_VARIABLE" else node.inputs[1]
-            self.slots[runtime.resource_id(slot.container, slot.shared_name)] = (slot, _Codec(like), node)
+            self.slots[runtime.resource_id(slot.container, slot.shared_name)] = (slot, Codec(like), node)
         read_outside = {id(t) for t in partitioning.boundary(graph, partition.nodes).outputs}
         # {tensor index: resource id} of the VAR_HANDLE outputs read outside the partition.
         self.handles = {n.outputs[0].index: runtime.resource_id(n.options.get("container", ""),

@@ -10,6 +10,9 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.errors import ModelError
 from gles_delegate.gpu.runtime import GpuPartition
+from gles_delegate.gpu.variables import Codec
+from gles_delegate.graph import Tensor
+from gles_delegate.tflite.writer import quantize_params
 from tests.gpu.gpulib import PRECISIONS
 from tests.litert import RESOLVERS, LiteRTInterpreter
 from tests.oplib import assert_close
@@ -317,3 +320,19 @@ def test_float_state_in_half_storage(precision):
         for x in frames(ring, 4):
             ours, expected = _step(gpu, x)[0], _step(reference, x)[0]
             assert_close(ours, expected, bound=2 * _conv_bound(reference, F16_U) + 1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_the_codec_round_trips_every_integer_through_half_storage(dtype):
+    """An 8-bit variable's integers -> their real values -> half storage -> the same integers,
+    on grids of any zero point and scales up to 1 (255 steps of half's 11-bit significand stay
+    within a quarter step)."""
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    q = np.arange(info.min, info.max + 1).astype(dtype)
+    for _ in range(50):
+        grid = (float(10 ** rng.uniform(-5, 0)), int(rng.integers(info.min, info.max + 1)))
+        codec = Codec(Tensor(0, "v", q.shape, np.dtype(dtype), quantization=quantize_params(*grid)))
+        real = codec.to_gpu(q)
+        for stored in (real, real.astype(np.float16).astype(np.float32)):
+            np.testing.assert_array_equal(codec.to_cpu(stored), q)

@@ -18,6 +18,9 @@ from ...ops.variables import ref_of
 from ...registry import OpFacts
 from .layout import copy_of, gather_dispatch
 
+# options[IN_PLACE] (rule assign_in_place): the ASSIGN_VARIABLE's value (input 1) is its
+# variable's storage (its producer writes it there); no dispatch.
+IN_PLACE = "assign_in_place"
 _LITERT = "its resource variables are the interpreter's own (on LiteRT's Interpreter, LiteRT's CPU runs it)"
 
 
@@ -59,9 +62,12 @@ def _read(node, env):
 
 
 def _assign(node, env):
-    """Copy the value (input 1) into the variable."""
+    """Copy the value (input 1) into the variable, or with IN_PLACE let it be the variable."""
     var = _variable(node)
     env.persist(var, ref_of(node).key)
+    if node.options.get(IN_PLACE):
+        env.alias(node.inputs[1], var)
+        return []
     return [gather_dispatch(var, copy_of(node.inputs[1]), env)]
 
 
