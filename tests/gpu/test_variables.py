@@ -336,3 +336,17 @@ def test_the_codec_round_trips_every_integer_through_half_storage(dtype):
         real = codec.to_gpu(q)
         for stored in (real, real.astype(np.float16).astype(np.float32)):
             np.testing.assert_array_equal(codec.to_cpu(stored), q)
+
+
+def test_calibration_runs_neither_the_initializer_nor_an_assignment():
+    """Precision 'auto' runs the model's CPU nodes on sample inputs to calibrate the GPU
+    partition: it must not run CALL_ONCE's initializer nor a CPU ASSIGN_VARIABLE (keep_from=1
+    leaves the variable's nodes on the CPU), or the first invoke would read calibration data."""
+    ring = Ring(keep_from=1)
+    model = ring_model(ring)
+    theirs = _litert(model)
+    with GpuDelegate(precision="auto") as delegate:
+        gpu = _ours(model, delegate)
+        assert gpu._subgraphs.variables.read(0) is None and not gpu._subgraphs.initialized
+        for x in frames(ring, 3):
+            assert_close(_step(gpu, x)[0], _step(theirs, x)[0], bound=0.05)

@@ -4,10 +4,11 @@ buffer's STRIDED_SLICE of the newest frames writes the state itself).
 
 The value then is the variable's storage from its producer on, so the rule takes an assignment
 only where that changes nothing the partition reads: the variable's only assignment in the
-partition (gpu/variables.bind made input 0 its storage), of a value computed in the partition by
-a node writing only it (not an alias of another tensor's storage), assigned to no other
+partition (gpu/variables.bind made input 0 its storage), of a value computed in the partition (by
+a node that is no alias of another tensor's storage: rule alias_reshape), assigned to no other
 variable, and no READ_VARIABLE of the variable between that node and the assignment (it would
-read the new value early)."""
+read the new value early). A SPLIT_V's output (the frames a ring buffer keeps) qualifies: the
+variable shares that output's storage only."""
 from ..kernels.layout import ALIAS
 from ..kernels.variables import IN_PLACE
 
@@ -36,8 +37,8 @@ def _reason(graph, node, assigns, taken):
         return "the partition assigns the variable more than once"
     if producer is None:
         return f"tensor {value.index} comes from outside the partition"
-    if len(producer.outputs) != 1 or producer.options.get(ALIAS):
-        return f"{producer.label} writes other outputs, or shares another tensor's storage"
+    if producer.options.get(ALIAS):
+        return f"{producer.label}'s output shares its input's storage (rule alias_reshape)"
     if id(value) in taken:
         return f"tensor {value.index} is assigned to another variable in place already"
     start, end = graph.position(producer), graph.position(node)
