@@ -19,7 +19,7 @@ import numpy as np
 
 from .graph import tensor_dtype
 from .ops.variables import DYNAMIC_READ, VARIABLE, ref_of
-from .shape_propagation import dynamic_tensors, placeholder
+from .shape_propagation import dynamic_tensors
 
 ACCESS_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
 GPU_DTYPES = (np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.uint8))
@@ -115,7 +115,7 @@ def _fix(ref, nodes, elsewhere, untraceable, held, dynamic):
     elif not shapes:
         why = "nothing assigns it"
     elif len(shapes) != 1 or None in shapes:
-        why = f"it is assigned values of shapes {sorted(str(list(s)) if s else 'unknown' for s in shapes)}"
+        why = f"it is assigned values of shapes {sorted('unknown' if s is None else str(list(s)) for s in shapes)}"
     elif len(dtypes) != 1:
         why = f"it is read or assigned as {sorted(str(d) for d in dtypes)}"
     if why is not None:

@@ -1,7 +1,7 @@
 """The resource variables of one interpreter, and who holds their latest value.
 
 A variable's value lives on the CPU (an array of the model's dtype and the variable's shape), or
-in the GPU memory of the GPU partitions that read and assign it (gpu/variables.py), which keep
+in the GPU memory of the GPU partitions that read and assign it (gpu/variable_sync.py), which keep
 it there between invokes. Each variable has one current holder:
 
   - the CPU: `values[rid]` is the latest value; a GPU partition whose copy is not `current`
@@ -37,7 +37,7 @@ class _Entry:
 
 class VariableStore:
     """{resource id: value} with the holder protocol of the module docstring. A GPU holder
-    (gpu/variables.GpuVariables) offers download(rid) -> array (model dtype) and describe(rid)
+    (gpu/variable_sync.GpuVariables) offers download(rid) -> array (model dtype) and describe(rid)
     -> (shape, dtype) of its copy."""
 
     def __init__(self):

@@ -135,7 +135,7 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
-        self.variables = None  # the resource variables it holds (gpu/variables.GpuVariables), or None
+        self.variables = None  # the resource variables it holds (gpu/variable_sync.GpuVariables), or None
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:

@@ -10,7 +10,7 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.errors import ModelError
 from gles_delegate.gpu.runtime import GpuPartition
-from gles_delegate.gpu.variables import Codec
+from gles_delegate.gpu.variable_sync import Codec
 from gles_delegate.graph import Tensor
 from gles_delegate.tflite.writer import quantize_params
 from tests.gpu.gpulib import PRECISIONS

@@ -5,7 +5,7 @@ planner lends to no other tensor (KernelEnv.persist), so it keeps its value betw
 gpu/variables.bind() first rewrites the partition: each READ_VARIABLE / ASSIGN_VARIABLE reads /
 writes that storage tensor (its input 0) instead of its handle, and the VAR_HANDLEs go; then
 READ_VARIABLE copies the variable into its output and ASSIGN_VARIABLE copies its value into the
-variable (layout_map.glsl). gpu/variables.GpuVariables keeps that storage in step with the
+variable (layout_map.glsl). gpu/variable_sync.GpuVariables keeps that storage in step with the
 interpreter's other copies (variable_store.py).
 
 Only our Interpreter's variables can live there (node.runtime, set by the Interpreter): LiteRT's
