@@ -182,7 +182,11 @@ def held_out_split(samples):
 
 
 def _run_cpu(node, values):
-    """Run a CPU node on the reference kernels into `values` where its inputs are known."""
+    """Run a CPU node on the reference kernels into `values` where its inputs are known; never a
+    node that calls back into the interpreter (ops.RUNTIME_OPS: calibrating must not run an init
+    subgraph or assign a resource variable)."""
+    if node.op in ops.RUNTIME_OPS:
+        return
     inputs = []
     for t in node.inputs:
         if t is None:

@@ -25,6 +25,8 @@ from .gpu.runtime import GpuPartition
 from .gpu.serialization import Package, PlanCache
 from .gpu.workgroup_tuner import WorkgroupTuner
 from .gpu.transforms import RULES, Record, rewrite_partition
+from .gpu import variable_sync
+from .gpu.variables import bind as bind_variables
 
 Precision = Literal["fp32", "fp16", "fp16_fp32acc", "auto"]
 Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]
@@ -314,6 +316,7 @@ class GpuDelegate:
             with cache.recording():  # the partitioner's log lines, repeated on a cache hit
                 made = self._build(graph, candidates, precision)
             cache.store(made, self.rewrite_log)
+        variable_sync.attach(made, graph)  # the resource variables each holds between invokes
         self._nonfinite = {"first_nonfinite": None}
         for p in made:
             p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
@@ -378,8 +381,10 @@ class GpuDelegate:
         over a device limit."""
         # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
         view = _float_view(graph, spec)
-        rewritten, rewrite_log = rewrite_partition(view.nodes, view.inputs, view.outputs,
-                                                   RULES if self.options.rewrite_rules else (), len(graph.tensors))
+        # Resource variables: READ_VARIABLE / ASSIGN_VARIABLE use storage of the partition's own.
+        bound = bind_variables(view.nodes, view.inputs, view.outputs, max(len(graph.tensors), view.next_index))
+        rewritten, rewrite_log = rewrite_partition(*bound, RULES if self.options.rewrite_rules else (),
+                                                   len(graph.tensors))
         tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
         try:
             try:

@@ -20,7 +20,7 @@ from .. import quant
 from ..errors import GpuError, ModelError
 from . import gl as G
 from .kernels.base import io_values
-from .phwc4 import bhwc, from_phwc4
+from .phwc4 import bhwc, from_phwc4, to_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
 from .upload import STAGED_MIN_BYTES
@@ -135,6 +135,7 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
+        self.variables = None  # the resource variables it holds (gpu/variable_sync.GpuVariables), or None
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
@@ -179,6 +180,11 @@ class GpuPartition:
         if self.released:
             raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
+        if self.variables is not None:  # uploads the variables it reads and lacks, then holds those it assigns
+            return self.variables.run(self._run, storage, capture)
+        return self._run(storage, capture)
+
+    def _run(self, storage, capture=None):
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
         context = self.context
@@ -254,17 +260,28 @@ class GpuPartition:
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for index, offset, shape in written:
             if index in capture and index not in self.plan.io_stores:
-                self._store_capture(capture, index, self._read_tensor(offset, shape))
+                self._store_capture(capture, index, self.read_tensor(offset, shape))
 
-    def _read_tensor(self, offset, shape):
-        """The arena tensor at `offset` (elements; FLOAT_BASE + k: element k of the float buffer)
-        of `shape`, as BHWC float32 (call after a GL_BUFFER_UPDATE barrier)."""
-        buffer, element_bytes, dtype = self.arena, self.plan.element_bytes, np.float16 if self.plan.storage_half \
-            else np.float32
+    def _buffer_at(self, offset):
+        """(buffer, element bytes, element dtype, byte offset) of the tensor at `offset` (elements;
+        FLOAT_BASE + k: element k of the float buffer)."""
         if offset >= FLOAT_BASE:
-            buffer, element_bytes, dtype, offset = self.floats, 16, np.float32, offset - FLOAT_BASE
-        raw = buffer.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
+            return self.floats, 16, np.float32, (offset - FLOAT_BASE) * 16
+        dtype = np.float16 if self.plan.storage_half else np.float32
+        return self.arena, self.plan.element_bytes, dtype, offset * self.plan.element_bytes
+
+    def read_tensor(self, offset, shape):
+        """The arena tensor at `offset` (elements; FLOAT_BASE + k: element k of the float buffer)
+        of `shape`, as BHWC float32 (inside current(), after a GL_BUFFER_UPDATE barrier)."""
+        buffer, element_bytes, dtype, start = self._buffer_at(offset)
+        raw = buffer.read(bhwc(shape).elements * element_bytes, start)
         return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
+
+    def write_tensor(self, offset, values):
+        """Store BHWC `values` as the arena tensor at `offset` (as read_tensor), in its storage
+        type (inside current(); the dispatches issued after it read them)."""
+        buffer, _, dtype, start = self._buffer_at(offset)
+        buffer.write(to_phwc4(values).astype(dtype).tobytes(), start)
 
     def _capture_io_stores(self, storage, capture):
         """The outputs the kernels stored straight into the I/O buffer, as run() left them in
@@ -310,7 +327,7 @@ class GpuPartition:
                         if index in self.plan.io_stores:
                             stored.setdefault(index, k)  # in the I/O buffer: checked once read out
                             continue
-                        values = self._read_tensor(arena_offset, shape)
+                        values = self.read_tensor(arena_offset, shape)
                         if found is None and index not in ints and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
                         if capture is not None and index in capture:
@@ -359,6 +376,8 @@ class GpuPartition:
         fork() child the buffers are the parent's: only the references go."""
         if self.released:
             return
+        if self.variables is not None:  # the values only it holds go to the CPU, while its buffers exist
+            self.variables.release()
         self.released = True
         if self.context.ctx is None or self.context.forked:
             self.steps = []

@@ -106,6 +106,7 @@ class KernelEnv:
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
         self.status_errors = []  # per status word: the error its kernel reports there (status_word)
+        self.persistent = {}  # id(tensor) -> (tensor, variable key): see persist()
 
     @property
     def storage_half(self):
@@ -139,6 +140,12 @@ class KernelEnv:
         being computed: a kernel calls it for a node that only relabels an identical PHWC4
         layout (a free reshape) and returns no dispatch."""
         self.aliases.append((tensor, source))
+
+    def persist(self, tensor, key):
+        """Keep `tensor`, the storage of resource variable `key` ((container, shared_name)), in
+        arena storage of its own for the partition's life: its value outlives the invoke
+        (memory.plan_arena's `persistent`; gpu/variables.py)."""
+        self.persistent[id(tensor)] = (tensor, key)
 
     @staticmethod
     def arena(tensor):
