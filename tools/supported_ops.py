@@ -43,7 +43,6 @@ NO_REFERENCE_GROUPS = (
      ("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE")),
     ("Strings and fingerprints (SKIP_GRAM reads strings, LSH_PROJECTION farmhash fingerprints of bytes)",
      ("LSH_PROJECTION", "SKIP_GRAM")),
-    ("Complex numbers (complex64 tensors)", ("COMPLEX_ABS", "IMAG", "REAL")),
 )
 
 
