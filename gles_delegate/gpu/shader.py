@@ -15,7 +15,7 @@ from .kernels import epilogue
 
 SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
-FULL_PRECISION_TEMPLATES = frozenset({"reduce", "se_gate", "softmax"})
+FULL_PRECISION_TEMPLATES = frozenset({"fft", "reduce", "se_gate", "softmax"})
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 
 

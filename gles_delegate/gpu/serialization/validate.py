@@ -9,6 +9,7 @@ import struct
 import numpy as np
 
 from ..compiler import IoSlot
+from ..complex_view import view_shape
 from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
 from ..storage import FLOAT_BASE
@@ -170,7 +171,8 @@ def check_plan(plan, graph, limits):
             if not isinstance(slot, IoSlot) or not is_index(slot.tensor_index, len(graph.tensors)):
                 fail(f"I/O slot {slot!r}")
             tensor = graph.tensors[slot.tensor_index]
-            if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
+            shape = view_shape(tensor)  # a complex64 tensor's pairs (gpu/complex_view.py)
+            if slot.shape != shape or slot.nbytes != math.prod(shape) * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
 
