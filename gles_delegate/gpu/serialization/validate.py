@@ -152,7 +152,8 @@ def check_plan(plan, graph, limits):
         if not isinstance(written, list):
             fail("writes")
         for item in written:
-            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
+            # A negative tensor index names a kernel's scratch tensor (kernels/base.py Scratch).
+            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0], -(1 << 31)) and is_count(item[1])
                     and isinstance(item[2], tuple) and len(item[2]) <= MAX_RANK and all(is_count(d) for d in item[2])):
                 fail(f"write {item!r}")
             if item[1] >= FLOAT_BASE:
