@@ -53,7 +53,7 @@ def as_floats(array):
     be C-contiguous, as storage arrays are), any other array as it is."""
     if array.dtype != C64:
         return array
-    return array.view(F32).reshape(array.shape + (2,))
+    return array.reshape(array.shape or (1,)).view(F32).reshape(array.shape + (2,))  # numpy views no 0-d array
 
 
 def as_complex(values):
@@ -107,7 +107,7 @@ def _expand_dims(node, rank):
 
 
 def _transpose(node, rank):
-    return {1: np.array([_axis(node, p, rank) for p in _operand(node, 1)] + [rank])}, {}
+    return {1: np.append(_operand(node, 1), rank)}, {}  # the pair axis stays last
 
 
 def _strided_slice(node, rank):
