@@ -116,14 +116,15 @@ def test_the_view_keeps_indices_and_numbers_new_constants_past_the_model():
     assert complex_view.complex_view(Graph([], [], [], [])).nodes == []
 
 
-def boundary_model():
-    """complex z -> TRANSPOSE -> complex output t (a partition output), and |t| -> float output."""
+def layout_then_abs(op="TRANSPOSE", operand=(1, 0), shape=(3, 5), out_shape=(5, 3), expose=True):
+    """complex z -> op(z, operand) = t -> |t|, a float output; t a (complex) output too when `expose`."""
     b = ModelBuilder()
-    z = b.input("z", (3, 5), C64)
-    t, m = b.tensor("t", (5, 3), C64), b.tensor("m", (5, 3), F32)
-    b.op("TRANSPOSE", [z, b.const("perm", np.array([1, 0], I32))], [t])
+    z = b.input("z", shape, C64)
+    t, m = b.tensor("t", out_shape, C64), b.tensor("m", out_shape, F32)
+    b.op(op, [z, b.const("operand", np.array(operand, I32))], [t])
     b.op("COMPLEX_ABS", [t], [m])
-    b.output(t)
+    if expose:
+        b.output(t)
     b.output(m)
     return b.build()
 
@@ -138,7 +139,7 @@ def invoke(interpreter, z):
 def test_complex_inputs_and_outputs_on_every_io_path(monkeypatch, path):
     with GpuDelegate() as delegate:
         use_io_path(monkeypatch, delegate, path)
-        interpreter = Interpreter(model_content=boundary_model(), experimental_delegates=[delegate])
+        interpreter = Interpreter(model_content=layout_then_abs(), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
         for seed in (1, 2):  # a second invoke reads the input anew
             z = random_complex((3, 5), seed)
@@ -154,7 +155,7 @@ def test_a_warm_start_loads_a_complex_plan(tmp_path):
     results = []
     for _ in range(2):
         with GpuDelegate(serialization_dir=str(tmp_path)) as delegate:
-            interpreter = Interpreter(model_content=boundary_model(), experimental_delegates=[delegate])
+            interpreter = Interpreter(model_content=layout_then_abs(), experimental_delegates=[delegate])
             interpreter.allocate_tensors()
             results.append((delegate.summary()["cache_hit"], invoke(interpreter, z)))
     assert [hit for hit, _ in results] == [False, True]
@@ -163,13 +164,7 @@ def test_a_warm_start_loads_a_complex_plan(tmp_path):
 
 def test_captured_complex_intermediates_are_complex():
     """preserve_all_tensors: a complex tensor the GPU computed reads back as the model's complex64."""
-    b = ModelBuilder()
-    z = b.input("z", (2, 6), C64)
-    r, m = b.tensor("r", (3, 4), C64), b.tensor("m", (3, 4), F32)
-    b.op("RESHAPE", [z, b.const("shape", np.array([3, 4], I32))], [r])
-    b.op("COMPLEX_ABS", [r], [m])
-    b.output(m)
-    model = b.build()
+    model = layout_then_abs("RESHAPE", [3, 4], (2, 6), (3, 4), expose=False)
     value = random_complex((2, 6))
     with GpuDelegate() as delegate:
         interpreter = Interpreter(model_content=model, experimental_delegates=[delegate],
@@ -177,7 +172,8 @@ def test_captured_complex_intermediates_are_complex():
         interpreter.allocate_tensors()
         invoke(interpreter, value)
         assert delegate.summary()["gpu_nodes"] == 2
-        captured = interpreter.get_tensor(r)
+        captured = interpreter.get_tensor(next(d["index"] for d in interpreter.get_tensor_details()
+                                                if d["name"] == "t"))
     assert captured.dtype == C64 and np.array_equal(captured, value.reshape(3, 4))
 
 
@@ -185,7 +181,7 @@ def test_debug_nonfinite_sees_an_imaginary_nan(caplog):
     z = random_complex((3, 5))
     z.imag[1, 2] = np.nan
     with GpuDelegate(debug_nonfinite=True) as delegate:
-        interpreter = Interpreter(model_content=boundary_model(), experimental_delegates=[delegate])
+        interpreter = Interpreter(model_content=layout_then_abs(), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
         with caplog.at_level(logging.WARNING, logger="gles_delegate"):
             invoke(interpreter, z)
@@ -197,10 +193,10 @@ def test_litert_runs_the_complex_partition_through_the_delegate():
     """LiteRT's own Interpreter hands our kernel its complex64 tensors' memory."""
     litert = pytest.importorskip("ai_edge_litert.interpreter")
     z = random_complex((3, 5))
-    alone = litert.Interpreter(model_content=boundary_model())
+    alone = litert.Interpreter(model_content=layout_then_abs())
     alone.allocate_tensors()
     with GpuDelegate() as delegate:
-        delegated = litert.Interpreter(model_content=boundary_model(), experimental_delegates=[delegate])
+        delegated = litert.Interpreter(model_content=layout_then_abs(), experimental_delegates=[delegate])
         delegated.allocate_tensors()
         ours, theirs = invoke(delegated, z), invoke(alone, z)
         assert delegate.summary()["gpu_nodes"] == 2
