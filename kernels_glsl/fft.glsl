@@ -8,7 +8,8 @@
 // (hi, lo) parts, and bins k < out_count are stored as (re, im, 0, 0) at pixel
 // a * out_outer + b * out_inner + k * out_step of the target. Highp throughout
 // (shader.FULL_PRECISION_TEMPLATES); the barriers stay outside control flow (GLSL ES 3.10): the
-// stages are unrolled, and a workgroup past the last line runs them on zeros.
+// stages are unrolled (up to N = 2048, spectral.MAX_FFT_LENGTH), and a workgroup past the last
+// line runs them on zeros.
 
 #define N (1 << LOG2N)
 shared vec2 values[N];
@@ -52,7 +53,8 @@ void stage(int lane, int span) {
 void main() {
   int lane = int(gl_LocalInvocationID.x);
   int l = int(gl_WorkGroupID.z) * grid.y + int(gl_WorkGroupID.y);
-  bool live = l < lines;
+  // Only the first workgroup along x (a device whose workgroups are narrower than asked gets more).
+  bool live = l < lines && gl_WorkGroupID.x == 0u;
   int a = l / line_div, b = l % line_div;
   int first = a * in_outer + b * in_inner;
   for (int i = lane; i < N; i += WG_X) values[bit_reversed(i)] = live ? source_value(first, i) : vec2(0.0);

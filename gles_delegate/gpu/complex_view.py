@@ -13,7 +13,7 @@ partition, the partition itself untouched:
       input (PAIR_OPS): gpu/kernels/spectral.py runs these view nodes;
   (c) a layout op moving complex64 values (AXIS_RULES) becomes the same op on the views, its axis
       operands rewritten so that the pair axis, the last, moves whole: axes counted from the end
-      made non-negative, shapes, begins, sizes, paddings, permutations and multiples extended by
+      made non-negative, shapes, begins, sizes, strides, permutations and multiples extended by
       the pair axis. unsupported_reason() checks each such node on an iota: its view must move
       every pair where the node moves the value, else it has none;
   (d) any other node touching a complex64 tensor has no view: its op would mix the real and
@@ -230,10 +230,10 @@ def unsupported_reason(node, reason_of):
     except NoView as exc:
         return f"no complex view: {exc}"
     reason = _pairs_reason(node, view) if node.op in AXIS_RULES else None
-    if reason is None:
-        reason = reason_of(view)
-        return None if reason is None else f"complex view {view.op}: {reason}"
-    return f"no complex view: {reason}"
+    if reason:
+        return f"no complex view: {reason}"
+    reason = reason_of(view)
+    return None if reason is None else f"complex view {view.op}: {reason}"
 
 
 def complex_view(graph, tensor_count=0):

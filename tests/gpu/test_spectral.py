@@ -102,6 +102,23 @@ def test_longer_transforms_stay_on_the_cpu(lengths, why):
         assert why in delegate._reason(first_node(model))
 
 
+def test_small_devices(monkeypatch):
+    """Workgroups narrower than the lanes asked (32): the lines are still transformed once each;
+    less shared memory than a line needs: the node goes to the CPU, saying why."""
+    x = np.random.default_rng(2).uniform(-1, 1, (3, 5, 1024)).astype(F32)
+    model = single_op_model("RFFT2D", [In(x), In(np.array([2, 1024], I32), const=True)], output_dtypes=[C64])
+    (reference,) = run_ours(model, [x])
+    with GpuDelegate() as delegate:
+        limits = delegate.context.limits
+        monkeypatch.setitem(limits, "max_workgroup_invocations", 32)
+        (gpu,) = run_ours(model, [x], experimental_delegates=[delegate])
+        assert delegate.summary()["gpu_nodes"] == 1
+        np.testing.assert_allclose(gpu, reference, rtol=0, atol=float(fft_bound(x, [2, 1024]).max()))
+        monkeypatch.setitem(limits, "max_shared_memory_bytes", 4096)
+        run_ours(model, [x], experimental_delegates=[delegate])
+        assert "needs 8192 bytes of shared memory" in delegate.summary()["fallbacks"]["#0 (RFFT2D)"]
+
+
 # -- COMPLEX_ABS, REAL, IMAG ------------------------------------------------------------------------
 def check_parts(op, z, precision):
     """The GPU against the reference on the values as stored: REAL and IMAG exactly, COMPLEX_ABS
