@@ -17,6 +17,7 @@ import pytest
 
 from gles_delegate import GpuDelegate
 from gles_delegate.gpu.kernels import spectral
+from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, as_stored, check_gpu, run_gpu
 from tests.oplib import In, first_node, run_ours, single_op_model
 from tests.ops.test_spectral import SPECIAL_PARTS, complex_values
@@ -159,20 +160,24 @@ def test_parts_of_special_values(op, precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_log_magnitude_is_one_dispatch(precision):
-    """COMPLEX_ABS -> ADD eps -> LOG: the elementwise nodes run in COMPLEX_ABS's epilogue."""
-    from gles_delegate.tflite import ModelBuilder
+@pytest.mark.parametrize("op", PART_OPS)
+def test_elementwise_nodes_after_a_part_run_in_its_epilogue(op, precision):
+    """part -> MUL -> ADD -> ABS -> LOG (a log-magnitude spectrogram's tail): one dispatch."""
     b = ModelBuilder()
     z = b.input("z", (3, 33), C64)
-    magnitude, shifted, out = (b.tensor(name, (3, 33), F32) for name in ("abs", "shifted", "log"))
-    b.op("COMPLEX_ABS", [z], [magnitude])
-    b.op("ADD", [magnitude, b.const("eps", np.array(1e-3, F32))], [shifted], fused_activation_function=0)
-    b.op("LOG", [shifted], [out])
-    b.output(out)
+    value = b.tensor("part", (3, 33), F32)
+    b.op(op, [z], [value])
+    for k, (name, operand) in enumerate([("MUL", 0.5), ("ADD", 1e-3), ("ABS", None), ("LOG", None)]):
+        out = b.tensor(f"t{k}", (3, 33), F32)
+        operands = [] if operand is None else [b.const(f"c{k}", np.array(operand, F32))]
+        options = {} if operand is None else {"fused_activation_function": 0}
+        b.op(name, [value, *operands], [out], **options)
+        value = out
+    b.output(value)
     model = b.build()
     rng = np.random.default_rng(1)
-    value = [complex_values(rng.normal(size=(3, 33)), rng.normal(size=(3, 33)), C64)]
-    reference = run_ours(model, [as_stored([In(value[0])], precision)[0].value])
-    (gpu,), summary = run_gpu(model, value, precision)
-    assert summary["gpu_nodes"] == 3 and summary["dispatches"] == 2, summary  # convert in, the three nodes
-    np.testing.assert_allclose(gpu, reference[0], rtol=0, atol=1e-5 if precision == "fp32" else 1e-2)
+    z = complex_values(rng.normal(size=(3, 33)), rng.normal(size=(3, 33)), C64)
+    (reference,) = run_ours(model, [as_stored([In(z)], precision)[0].value])
+    (gpu,), summary = run_gpu(model, [z], precision)
+    assert summary["gpu_nodes"] == 5 and summary["dispatches"] == 2, summary  # convert_in, the part + its epilogue
+    np.testing.assert_allclose(gpu, reference, rtol=0, atol=1e-5 if precision == "fp32" else 1e-2)
