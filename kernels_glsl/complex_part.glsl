@@ -1,7 +1,7 @@
 // REAL (PART 0), IMAG (PART 1) and COMPLEX_ABS (PART 2) of a complex view [..., 2]
 // (gpu/complex_view.py): one invocation per output vec4 (out_size, out_channels); output value e
-// (row-major) reads the pair at pixel e of the view, its vec4 (re, im, 0, 0). Then the epilogue
-// steps fused after the node.
+// (row-major) reads the pair at pixel e of the view, its vec4 (re, im, 0, 0); then the epilogue
+// steps fused after the node. Highp in every precision (shader.FULL_PRECISION_TEMPLATES).
 
 // |re + i im| as hypot: both parts scaled by the power of 2 of the larger (exact), so the squares
 // neither overflow nor vanish; an infinite part gives +inf (even beside NaN), else NaN gives NaN.

@@ -16,10 +16,10 @@ Numerical Algorithms, 24.1: the FFT's norm-wise bound, ||X||_2 = sqrt(N) ||x||_2
 rounding of the stored output: tests/gpu/test_spectral.py holds the GPU to that.
 
 COMPLEX_ABS, REAL, IMAG (kernels_glsl/complex_part.glsl, PART 0 / 1 / 2): one invocation per
-output vec4, reading its four pairs; COMPLEX_ABS scales each pair by a power of 2 (exact) before
-summing the squares, as hypot does, so no component of float range overflows; an infinite
-component gives +inf, else a NaN one NaN, as std::abs. Their epilogue applies the elementwise ops
-fused after them (a log-magnitude spectrogram's ADD and LOG).
+output vec4, reading its four pairs, in highp in every precision; COMPLEX_ABS scales each pair by
+a power of 2 (exact) before summing the squares, as hypot does, so no component of float range
+overflows; an infinite component gives +inf, else a NaN one NaN, as std::abs. Their epilogue
+applies the elementwise ops fused after them (a log-magnitude spectrogram's ADD and LOG).
 """
 import numpy as np
 
