@@ -13,7 +13,7 @@ import numpy as np
 from . import __version__
 from . import partition as partitioning
 from . import quant
-from .gpu import kernels
+from .gpu import complex_view, kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .graph import Graph, Node
@@ -40,9 +40,15 @@ log = logging.getLogger("gles_delegate")
 
 def _float_view(graph, spec):
     """The float view of a partition (quant.py): a quantized partition as float nodes with
-    fake-quant steps; what a cold start compiles, and what maps captured values back to the
-    model's integers."""
-    return quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+    fake-quant steps, and complex64 tensors as pairs of floats (gpu/complex_view.py); what a cold
+    start compiles, and what maps captured values back to the model's integers."""
+    view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+    return complex_view.complex_view(view, len(graph.tensors))
+
+
+def _gpu_reason(node):
+    """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors."""
+    return complex_view.unsupported_reason(node, kernels.unsupported_reason)
 
 
 def _loaded_view(graph, nodes):
@@ -298,8 +304,8 @@ class GpuDelegate:
         if quant.touches_quantized(node):
             if not self.options.enable_quantized_inference:
                 return "quantized inference is disabled (enable_quantized_inference=False)"
-            return quant.unsupported_reason(node, kernels.unsupported_reason)
-        return kernels.unsupported_reason(node)
+            return quant.unsupported_reason(node, _gpu_reason)
+        return _gpu_reason(node)
 
     def partition(self, graph: Graph, candidates: list[Node]) -> list[GpuPartition]:
         """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""

@@ -43,7 +43,6 @@ NO_REFERENCE_GROUPS = (
      ("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE")),
     ("Strings and fingerprints (SKIP_GRAM reads strings, LSH_PROJECTION farmhash fingerprints of bytes)",
      ("LSH_PROJECTION", "SKIP_GRAM")),
-    ("Complex numbers (complex64 tensors)", ("COMPLEX_ABS", "IMAG", "REAL")),
 )
 
 
@@ -143,8 +142,8 @@ def render():
         f"and {sum(where == 'none' for where in status.values())} run nowhere (the last section).",
         "",
         "A GPU kernel runs a node only when it says it can run that exact node (op, version, options,",
-        "shapes, float32 tensors of rank <= 4, or <= 6 for the ops that docs/compiler.md lists); every other",
-        "node runs on the CPU reference. `gles-inspect",
+        "shapes, float32 tensors of rank <= 4, or <= 6 for the ops that docs/compiler.md lists; complex64",
+        "ones through the complex view); every other node runs on the CPU reference. `gles-inspect",
         "MODEL` prints, per node, where it runs and why not on the GPU. The note is the summary line of",
         "the GPU kernel's module (else the reference module's).",
         "",

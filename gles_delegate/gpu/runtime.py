@@ -19,6 +19,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError, ModelError
 from . import gl as G
+from .complex_view import as_complex, as_floats
 from .kernels.base import io_values
 from .phwc4 import bhwc, from_phwc4, to_phwc4
 from .shader import PARAMS_BINDING
@@ -294,6 +295,8 @@ class GpuPartition:
         if self.view is not None:
             values = quant.model_value(self.view, index, values)
         target = capture[index]
+        if target.dtype == np.complex64:  # the pairs of its complex view (gpu/complex_view.py)
+            values = as_complex(values)
         if target.shape == values.shape and target.flags.writeable:
             store_output(target, values)
         else:
@@ -312,7 +315,7 @@ class GpuPartition:
         for slot in self.plan.inputs:
             value = storage[slot.tensor_index]
             if found is None and not _all_finite(value):
-                found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
+                found = self._nonfinite_report(None, slot.tensor_index, np.asarray(as_floats(value), np.float32))
         gl = self.context.gl
         with self.context.current():
             try:
@@ -340,7 +343,7 @@ class GpuPartition:
         for index, k in sorted(stored.items(), key=lambda item: item[1]):
             # Nothing in the partition reads these outputs, so one written earlier than the
             # dispatch `found` names is the first non-finite value.
-            values = np.asarray(storage[index], np.float32)
+            values = np.asarray(as_floats(storage[index]), np.float32)
             earlier = found is None or (found["step"] is not None and k < found["step"])
             if earlier and not np.isfinite(values).all():
                 found = self._nonfinite_report(k, index, values)
@@ -396,10 +399,11 @@ class GpuPartition:
 
 def store_output(target, values):
     """Write an output as the GPU stores it (float32 words, gpu/kernels/base.py) into the
-    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits."""
+    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits, complex64
+    from its pairs (gpu/complex_view.py)."""
     if target.dtype == np.int32:
         values = np.asarray(values, np.float32).view(np.int32)
-    np.copyto(target, values, casting="unsafe")
+    np.copyto(as_floats(target), as_floats(values), casting="unsafe")
 
 
 def check_status(words, errors):
@@ -597,7 +601,7 @@ class CopiedIo:
                 self.buffer.read_into(target, slot.nbytes, slot.offset)
             else:
                 data = np.frombuffer(self.buffer.read(slot.nbytes, slot.offset), np.float32)
-                store_output(target, data.reshape(target.shape))
+                store_output(target, data.reshape(slot.shape))
 
     def release(self):
         self.buffer.release()

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import GpuError
 from ...ops.common import fused_activation
+from ..complex_view import as_floats
 from ..phwc4 import bhwc
 
 VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
@@ -43,10 +44,11 @@ def stored_values(data):
 
 
 def io_values(array):
-    """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits
-    (a view, no copy), anything else as a float32 array or view (bool: 0.0 / 1.0)."""
+    """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits, a
+    complex64 array's pairs (gpu/complex_view.py; both views, no copy), anything else as a
+    float32 array or view (bool: 0.0 / 1.0)."""
     array = np.asarray(array)
-    return array.view(np.float32) if array.dtype == INT32 else array
+    return array.view(np.float32) if array.dtype == INT32 else as_floats(array)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,20 @@ class ArenaRef:
 class ConstRef:
     """The element offset of a packed constant in the constants buffer."""
     index: int
+
+
+@dataclass(eq=False)
+class Scratch:
+    """An arena tensor of a node's own (not in the graph): negative index, never a model tensor."""
+    index: int
+    shape: tuple
+    name: str = "scratch"
+    dtype: np.dtype = np.dtype(np.float32)
+
+
+def scratch(node, k, shape):
+    """Scratch tensor k (< 4) of `node`, of `shape`, in the arena."""
+    return Scratch(-(4 * node.index + k + 1), tuple(shape), f"{node.op.lower()} scratch")
 
 
 @dataclass

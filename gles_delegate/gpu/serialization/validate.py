@@ -9,6 +9,7 @@ import struct
 import numpy as np
 
 from ..compiler import IoSlot
+from ..complex_view import view_shape
 from ..variables import VariableSlot
 from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
@@ -152,7 +153,8 @@ def check_plan(plan, graph, limits):
         if not isinstance(written, list):
             fail("writes")
         for item in written:
-            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
+            # A negative tensor index names a kernel's scratch tensor (kernels/base.py Scratch).
+            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0], -(1 << 31)) and is_count(item[1])
                     and isinstance(item[2], tuple) and len(item[2]) <= MAX_RANK and all(is_count(d) for d in item[2])):
                 fail(f"write {item!r}")
             if item[1] >= FLOAT_BASE:
@@ -172,7 +174,8 @@ def check_plan(plan, graph, limits):
             if not isinstance(slot, IoSlot) or not is_index(slot.tensor_index, len(graph.tensors)):
                 fail(f"I/O slot {slot!r}")
             tensor = graph.tensors[slot.tensor_index]
-            if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
+            shape = view_shape(tensor)  # a complex64 tensor's pairs (gpu/complex_view.py)
+            if slot.shape != shape or slot.nbytes != math.prod(shape) * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
 
