@@ -271,7 +271,7 @@ def cpu_reason(node, delegate):
     """Why a node the GPU does not run stays on the CPU (what the partitioner logs)."""
     if delegate is None:
         return "no GPU delegate"
-    reason = kernels.unsupported_reason(node)
+    reason = delegate.unsupported_reason(node)
     if reason is not None:
         return reason
     limit = delegate.options.max_delegated_partitions

@@ -2,15 +2,20 @@
 the model runs fully on the GPU, with CPU nodes (which ops, and why) or fails (the first error),
 and the largest error of its outputs against LiteRT.
 
-    python -m gles_delegate.tools.zoo_report ZOO_DIR [--precision P] [--max_delegated_partitions N]
-                                             [--seed N] [--no-litert] [--write FILE] [--json FILE]
+    python -m gles_delegate.tools.zoo_report ZOO_DIR [--precision P] [--also-precision P ...]
+                                             [--max_delegated_partitions N] [--seed N] [--no-litert]
+                                             [--write FILE] [--json FILE]
 
 ZOO_DIR holds .tflite files and, optionally, the manifest.json that tools/build_zoo.py writes
 there (each model's source and input shapes, and the models whose conversion failed). Each model
 is loaded with a GpuDelegate (max_delegated_partitions 0, no limit, unless told otherwise: the
 report is about which ops the GPU lacks, not TFLite's default of one partition), invoked once on
-seeded random inputs (common.seeded_inputs) and, unless --no-litert, run by ai-edge-litert on the
-same inputs: "max rel vs LiteRT" is max |ours - LiteRT| / max |LiteRT| over all outputs. Ops are
+seeded random inputs (common.seeded_inputs; integer inputs read as indices within the axis they
+index), a model with state (resource variables) STEPS times on successive inputs, and, unless
+--no-litert, run by ai-edge-litert on the same inputs: "max rel vs LiteRT" is max |ours - LiteRT|
+/ max |LiteRT| over all outputs (and steps), with the largest difference of integer outputs in
+steps of 1 (a quantized model's outputs, whose float view rounds to a step apart from LiteRT's
+integer kernels at ties). --also-precision P adds that column for the GPU at precision P. Ops are
 counted over every subgraph (a WHILE body's ops too). Prints Markdown; --write FILE writes it
 (docs/model_zoo.md is its output for the zoo tools/build_zoo.py builds), --json FILE every number.
 `gles-parity MODEL` then finds the first op of a model whose error is over tolerance.
@@ -58,6 +63,8 @@ PREAMBLE = [
     "",
 ]
 FULL_GPU, WITH_CPU, FAILS = "runs fully on the GPU", "runs with CPU nodes", "fails"
+STEPS = 4  # successive invokes of a model with state: its state carries the differences forward
+STATEFUL_OPS = ("VAR_HANDLE", "ASSIGN_VARIABLE")
 
 
 # -- one model --------------------------------------------------------------------------------
@@ -78,12 +85,12 @@ def lacking(histogram):
     return no_reference, no_gpu
 
 
-def refusals(model):
+def refusals(model, delegate):
     """(reference, GPU): {op: {"count", "reason"}} of the nodes of every subgraph that the
-    registry's kernel refuses, judged on the model as written (before constant folding and
-    rewrites; ops with no kernel at all are lacking()'s) at the shapes allocate_tensors gives its
-    tensors (propagate_shapes: a placeholder's declared [1, 1] is no finding). The reason is the
-    first such node's."""
+    registry's kernel refuses (the GPU's: `delegate`'s, through the float and complex views),
+    judged on the model as written (before constant folding and rewrites; ops with no kernel at
+    all are lacking()'s) at the shapes allocate_tensors gives its tensors (propagate_shapes: a
+    placeholder's declared [1, 1] is no finding). The reason is the first such node's."""
     found = ({}, {})
     for k in range(len(model.subgraphs)):
         graph = Graph.from_model(model, k)
@@ -93,10 +100,11 @@ def refusals(model):
             pass  # the load fails and says why (examine); the declared shapes are judged here
         for node in graph.nodes:
             for table, registry, reason in ((found[0], ops.KERNELS, ops.unsupported_reason),
-                                            (found[1], kernels.SUPPORT, kernels.unsupported_reason)):
-                # Control flow and variables run in the Interpreter (node.runtime), which a node
-                # checked on its own here lacks: their reference "refusal" is no finding.
-                runs_in_interpreter = table is found[0] and node.op in ops.RUNTIME_OPS
+                                            (found[1], kernels.SUPPORT, delegate.unsupported_reason)):
+                # Control flow and variables run in the Interpreter (node.runtime), which binds
+                # them to it (and a partition's variables to the GPU): checked on their own here,
+                # their "refusal" is no finding; where they run is the status column's.
+                runs_in_interpreter = node.op in ops.RUNTIME_OPS
                 why = reason(node) if node.op in registry and not runs_in_interpreter else None
                 if why is not None:
                     table.setdefault(node.op, {"count": 0, "reason": why})["count"] += 1
@@ -109,34 +117,51 @@ def first_error(exc):
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
-def examine(path, precision="fp32", max_partitions=0, seed=0, use_litert=True):
-    """The report of one model (a dict, see render); never raises for what the model holds."""
+def examine(path, precision="fp32", max_partitions=0, seed=0, use_litert=True, also=()):
+    """The report of one model (a dict, see render); never raises for what the model holds.
+    also: more precisions whose error against LiteRT the report gives (result["also"])."""
     result = {"model": Path(path).stem, "file": Path(path).name, "histogram": {}, "no_reference": [],
               "no_gpu": [], "reference_refuses": {}, "gpu_refuses": {}, "nodes": None, "gpu_nodes": None,
-              "partitions": None, "cpu_ops": {}, "error": None, "stage": None, "max_rel": None, "litert": None}
+              "partitions": None, "cpu_ops": {}, "error": None, "stage": None, "max_rel": None, "litert": None,
+              "max_steps": None, "also": {}}
     try:
         model = read_model(str(path))
     except Exception as exc:  # a file the reader refuses is a finding, not a crash of the report
         return {**result, "stage": "read", "error": first_error(exc)}
     result["histogram"] = op_histogram(model)
     result["no_reference"], result["no_gpu"] = lacking(result["histogram"])
-    try:
-        result["reference_refuses"], result["gpu_refuses"] = refusals(model)
-    except Exception as exc:  # a graph the IR refuses: the load below names it too
-        return {**result, "stage": "graph", "error": first_error(exc)}
     delegate = GpuDelegate(GpuDelegateOptions(precision=precision, max_delegated_partitions=max_partitions))
     try:
-        _run_ours(path, delegate, seed, result)
+        result["reference_refuses"], result["gpu_refuses"] = refusals(model, delegate)
+    except Exception as exc:  # a graph the IR refuses: the load below names it too
+        delegate.close()
+        return {**result, "stage": "graph", "error": first_error(exc)}
+    steps = STEPS if any(op in result["histogram"] for op in STATEFUL_OPS) else 1
+    try:
+        _run_ours(path, delegate, seed, result, steps)
         if use_litert and result["error"] is None:
-            _compare_litert(path, seed, result)
+            _compare_litert(path, seed, result, steps)
     finally:
         delegate.close()
+    for other in also:
+        result["also"][other] = _error_at(path, other, max_partitions, seed, steps, result.get("theirs"))
+    result.pop("theirs", None)
     return result
 
 
-def _run_ours(path, delegate, seed, result):
-    """Load, place and invoke the model on our Interpreter; fills nodes, partitions, cpu_ops,
-    outputs (or stage and error)."""
+def _error_at(path, precision, max_partitions, seed, steps, theirs):
+    """max rel of the GPU at `precision` against LiteRT's outputs `theirs`, or why there is none."""
+    if theirs is None:
+        return None
+    run = {"error": None}
+    with GpuDelegate(GpuDelegateOptions(precision=precision, max_delegated_partitions=max_partitions)) as delegate:
+        _run_ours(path, delegate, seed, run, steps)
+    return run["error"] or max_relative_error(run["outputs"], theirs)
+
+
+def _run_ours(path, delegate, seed, result, steps=1):
+    """Load, place and invoke the model on our Interpreter `steps` times (seeds seed, seed + 1,
+    ...); fills nodes, partitions, cpu_ops, outputs (every step's, in order; or stage and error)."""
     stage = "load"
     try:
         interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
@@ -147,9 +172,7 @@ def _run_ours(path, delegate, seed, result):
         result["partitions"] = len(set(on_gpu.values()))
         result["cpu_ops"] = cpu_ops(graph, on_gpu, delegate)
         stage = "invoke"
-        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed, common.index_ranges(path)))
-        interpreter.invoke()
-        result["outputs"] = common.read_outputs(interpreter)
+        result["outputs"] = _invoke_steps(interpreter, path, seed, steps)
     except Exception as exc:  # any failure of ours on a real model is what the report is for
         result["stage"], result["error"] = stage, first_error(exc)
 
@@ -164,27 +187,39 @@ def cpu_ops(graph, on_gpu, delegate):
     return found
 
 
-def _compare_litert(path, seed, result):
-    """Run LiteRT on the same seeded inputs; sets max_rel (over all outputs) or why LiteRT did not run."""
+def _invoke_steps(interpreter, path, seed, steps):
+    """The outputs of `steps` successive invokes on seeded inputs (seeds seed, seed + 1, ...)."""
+    ranges, outputs = common.index_ranges(path), []
+    for step in range(steps):
+        common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed + step, ranges))
+        interpreter.invoke()
+        outputs += common.read_outputs(interpreter)
+    return outputs
+
+
+def _compare_litert(path, seed, result, steps=1):
+    """Run LiteRT on the same seeded inputs; sets max_rel (over all outputs), max_steps (of its
+    integer outputs) and theirs, or why LiteRT did not run."""
     module = common.litert()
     if module is None:
         result["litert"] = common.LITERT_MISSING
         return
     try:
-        theirs = common.native_call(_litert_outputs, module, path, seed)
+        theirs = common.native_call(_litert_outputs, module, path, seed, steps)
     except RuntimeError as exc:
         result["litert"] = f"LiteRT cannot run it: {exc}"
         return
-    result["litert"] = "ok"
+    result["litert"], result["theirs"] = "ok", theirs
     result["max_rel"] = max_relative_error(result["outputs"], theirs)
+    integers = [(a, b) for a, b in zip(result["outputs"], theirs) if b.dtype.kind in "iu" and a.shape == b.shape]
+    if integers:
+        result["max_steps"] = max(int(np.abs(a.astype(np.int64) - b).max(initial=0)) for a, b in integers)
 
 
-def _litert_outputs(module, path, seed):
+def _litert_outputs(module, path, seed, steps=1):
     interpreter = module.Interpreter(model_path=str(path))
     interpreter.allocate_tensors()
-    common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), seed, common.index_ranges(path)))
-    interpreter.invoke()
-    return common.read_outputs(interpreter)
+    return _invoke_steps(interpreter, path, seed, steps)
 
 
 def max_relative_error(ours, theirs):
@@ -215,11 +250,18 @@ def status(result):
     return WITH_CPU, ", ".join(f"{op} x{e['count']}" for op, e in sorted(result["cpu_ops"].items()))
 
 
-def _rel_text(result, tolerance):
-    if result["max_rel"] is None:
+def _rel_text(result, tolerance, value=None):
+    """The error cell: the main run's max rel (and its integer outputs' steps), or `value`, another
+    precision's max rel or why it has none."""
+    main = value is None
+    value = result["max_rel"] if main else value
+    if isinstance(value, str):
+        return _cell(value)
+    if value is None:
         return "-" if result["litert"] in (None, "ok") else "LiteRT fails"
-    verdict = "" if result["max_rel"] <= tolerance else " (over)"
-    return f"{result['max_rel']:.2g}{verdict}"
+    verdict = "" if value <= tolerance else " (over)"
+    steps = result.get("max_steps")
+    return f"{value:.2g}{verdict}" + (f", integers {steps} step(s) apart" if main and steps is not None else "")
 
 
 def _cell(text):
@@ -234,15 +276,18 @@ def render(results, manifest, precision="fp32", max_partitions=0):
     """The Markdown report of `results` (examine() dicts), with sources and input shapes from the
     build manifest ({} without one) and the models whose conversion failed."""
     tolerance = TOLERANCES[precision]
+    also = sorted({p for r in results for p in r.get("also", {})})
     entries = manifest.get("models", {})
     tally = collections.Counter(status(r)[0] for r in results)
     out = [*PREAMBLE,
            f"{len(results)} models: {tally[FULL_GPU]} run fully on the GPU, {tally[WITH_CPU]} run with CPU nodes,"
            f" {tally[FAILS]} fail. Precision {precision}, max_delegated_partitions {max_partitions}"
            f"{' (no limit)' if not max_partitions else ''}; max rel is max |ours - LiteRT| / max |LiteRT| over the "
-           f"outputs, \"(over)\" when above {tolerance:g}.", "",
-           "| Model | Source | Input | Nodes | GPU nodes | Partitions | Status | Max rel vs LiteRT |",
-           "|---|---|---|---|---|---|---|---|"]
+           f"outputs, \"(over)\" when above {tolerance:g}"
+           + "".join(f"; at {p}, above {TOLERANCES[p]:g}" for p in also) + ".", "",
+           "| Model | Source | Input | Nodes | GPU nodes | Partitions | Status | Max rel vs LiteRT |"
+           + "".join(f" Max rel ({p}) |" for p in also),
+           "|---|---|---|---|---|---|---|---|" + "---|" * len(also)]
     for r in results:
         entry = entries.get(r["model"], {})
         shapes = " ".join(common.shape_text(s) for s in entry.get("inputs", [])) or "-"
@@ -250,7 +295,8 @@ def render(results, manifest, precision="fp32", max_partitions=0):
         text = f"{word}: {detail}" if detail else word
         out.append(f"| {r['model']} | {_cell(entry.get('source', '-'))} | {shapes} | "
                    f"{_none(r['nodes'])} | {_none(r['gpu_nodes'])} | {_none(r['partitions'])} | {_cell(text)} | "
-                   f"{_rel_text(r, tolerance)} |")
+                   f"{_rel_text(r, tolerance)} |"
+                   + "".join(f" {_rel_text(r, TOLERANCES[p], r.get('also', {}).get(p))} |" for p in also))
     out += ["", "## Ops each model needs that we lack", "",
             "Over every subgraph, as the model is written (before constant folding and rewrites), at the shapes",
             "allocate_tensors gives its tensors. No reference",
@@ -291,6 +337,8 @@ def build_parser():
     p = common.tool_parser("python -m gles_delegate.tools.zoo_report", __doc__)
     p.add_argument("zoo", type=common.model_files, help="a directory of .tflite models (or one model)")
     common.add_precision(p)
+    p.add_argument("--also-precision", dest="also", action="append", default=[], choices=list(TOLERANCES),
+                   metavar="P", help="also give the error against LiteRT at GPU precision P (repeatable)")
     p.add_argument("--max_delegated_partitions", type=common.non_negative_int, default=0, metavar="N",
                    help="GpuDelegateOptions.max_delegated_partitions (default 0: no limit)")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
@@ -310,7 +358,7 @@ def run(args):
     results = []
     for path in paths:
         print(f"{path.name} ...", file=sys.stderr, flush=True)
-        result = examine(path, args.precision, args.max_delegated_partitions, args.seed, args.litert)
+        result = examine(path, args.precision, args.max_delegated_partitions, args.seed, args.litert, args.also)
         result.pop("outputs", None)
         results.append(result)
     text = render(results, manifest, args.precision, args.max_delegated_partitions)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from gles_delegate import ops
+from gles_delegate import GpuDelegate, ops
 from gles_delegate.gpu import kernels
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tools import zoo_report
@@ -59,7 +59,8 @@ def test_refusals_count_nodes_per_op_with_the_first_reason(monkeypatch):
     model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))
     monkeypatch.setitem(ops.SUPPORT, "RELU", lambda node: f"reference refuses {node.label}")
     monkeypatch.setitem(kernels.SUPPORT, "LOGISTIC", lambda node: f"GPU refuses {node.label}")
-    reference, gpu = zoo_report.refusals(model)
+    with GpuDelegate() as delegate:
+        reference, gpu = zoo_report.refusals(model, delegate)
     assert reference == {"RELU": {"count": 2, "reason": "reference refuses #3 (RELU)"}}
     assert gpu == {"LOGISTIC": {"count": 2, "reason": "GPU refuses #1 (LOGISTIC)"}}
 
@@ -131,8 +132,20 @@ def test_control_flow_is_no_reference_refusal():
     WHILE's reference check says only the Interpreter can call it, which is no missing support."""
     from tests.control_flow_models import counter_loop
     model = counter_loop((1, 4), np.full((1, 4), 1.5, np.float32))
-    reference, _ = zoo_report.refusals(read_model(model))
+    with GpuDelegate() as delegate:
+        reference, _ = zoo_report.refusals(read_model(model), delegate)
     assert "WHILE" not in reference
+
+
+def test_quantized_nodes_are_judged_through_their_float_view():
+    """An int8 node the GPU runs through its float view is no GPU refusal (the raw kernel check,
+    which sees int8 tensors, would say it is)."""
+    from tests.test_quant import ONE_OP, quantized_model
+    op, inputs, options = ONE_OP["add"](np.random.default_rng(0))
+    model = read_model(quantized_model(op, inputs, options))
+    with GpuDelegate() as delegate:
+        _, gpu = zoo_report.refusals(model, delegate)
+    assert gpu == {}, gpu
 
 
 def token_model_bytes(vocabulary=50):
