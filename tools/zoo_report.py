@@ -170,19 +170,20 @@ def _run_ours(path, delegate, seed, result, steps=1):
         result["nodes"] = len(graph.nodes)
         result["gpu_nodes"] = sum(id(n) in on_gpu for n in graph.nodes)
         result["partitions"] = len(set(on_gpu.values()))
-        result["cpu_ops"] = cpu_ops(graph, on_gpu, delegate)
+        result["cpu_ops"] = cpu_ops(graph, on_gpu, delegate, interpreter._main.dynamic)
         stage = "invoke"
         result["outputs"] = _invoke_steps(interpreter, path, seed, steps)
     except Exception as exc:  # any failure of ours on a real model is what the report is for
         result["stage"], result["error"] = stage, first_error(exc)
 
 
-def cpu_ops(graph, on_gpu, delegate):
-    """{op: {"count": nodes of it on the CPU, "reason": why the first of them is not on the GPU}}."""
+def cpu_ops(graph, on_gpu, delegate, dynamic=frozenset()):
+    """{op: {"count": nodes of it on the CPU, "reason": why the first of them is not on the GPU}};
+    dynamic: common.cpu_reason's."""
     found = {}
     for node in graph.nodes:
         if id(node) not in on_gpu:
-            entry = found.setdefault(node.op, {"count": 0, "reason": common.cpu_reason(node, delegate)})
+            entry = found.setdefault(node.op, {"count": 0, "reason": common.cpu_reason(node, delegate, dynamic)})
             entry["count"] += 1
     return found
 

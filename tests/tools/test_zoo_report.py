@@ -177,3 +177,15 @@ def test_token_ids_are_drawn_within_the_vocabulary(tmp_path):
     assert ids.min() >= 0 and ids.max() < 50 and other.min() < 0
     result = zoo_report.examine(path)
     assert result.get("error") is None and result["gpu_nodes"] == result["nodes"], result
+
+
+def test_a_node_kept_off_the_gpu_by_a_dynamic_tensor_says_so(tmp_path):
+    """The TF converter's Keras RNN loop: the nodes after it read what the loop body makes of
+    dynamic tensors; the reason names the dynamic tensor, not the partition limit (0 = none)."""
+    from tests.control_flow_models import keras_rnn_loop, rnn_case
+    case = rnn_case(4, 2, n_in=3, n_hidden=8)
+    path = tmp_path / "rnn.tflite"
+    path.write_bytes(keras_rnn_loop(*case[:4], 4, 2))
+    result = zoo_report.examine(path, use_litert=False)
+    reasons = [entry["reason"] for entry in result["cpu_ops"].values()]
+    assert reasons and not any("max_delegated_partitions" in r for r in reasons), result["cpu_ops"]
