@@ -100,6 +100,21 @@ def litert_refusal(node, graph):
         return f"tensor {unheld.index} is of type {unheld.type_name or 'unknown'}, which numpy does not hold"
     if _intermediates(node, graph):
         return "it has intermediate tensors, which the graph does not keep"
+    return next((why for why in map(_unsafe_quantization, tensors) if why is not None), None)
+
+
+def _unsafe_quantization(tensor):
+    """Why LiteRT's kernels are not safe with integer `tensor`'s quantization, or None: a scale
+    that is not a positive normal float, or zero points outside its type's range or not one per
+    scale (gles-fuzz: each crashed LiteRT 2.3's QUANTIZE; the reference computes with them)."""
+    q = tensor.quantization
+    if q is None or np.dtype(tensor.dtype).kind not in "iu":
+        return None
+    scales, zero_points, info = np.asarray(q.scales, np.float64), np.asarray(q.zero_points), np.iinfo(tensor.dtype)
+    if not np.all(np.isfinite(scales) & (scales >= np.finfo(np.float32).tiny)):
+        return f"tensor {tensor.index} has a quantization scale LiteRT's kernels are not safe with (not a positive normal float)"
+    if zero_points.size not in (0, 1, scales.size) or np.any((zero_points < info.min) | (zero_points > info.max)):
+        return f"tensor {tensor.index} has zero points LiteRT's kernels are not safe with (outside {tensor.dtype} or not one per scale)"
     return None
 
 
@@ -302,12 +317,22 @@ def sub_model(nodes, inputs, outputs, shapes=None):
         type_name = t.type_name or schema.TENSOR_TYPE_NAMES[schema.DTYPE_TO_TENSOR_TYPE[np.dtype(t.dtype)]]
         defs.append(TensorDef(name=t.name, shape=tuple(shapes.get(id(t), t.shape)), type_name=type_name,
                               buffer=buffer, quantization=t.quantization, sparsity=t.sparsity))
-    operators = [OperatorDef(op=n.op, inputs=tuple(-1 if t is None else index[id(t)] for t in n.inputs),
-                             outputs=tuple(index[id(t)] for t in n.outputs), version=n.version,
-                             options=dict(n.options)) for n in nodes]
+    operators = [OperatorDef(op=n.op, inputs=_operands(n, index), outputs=tuple(index[id(t)] for t in n.outputs),
+                             version=n.version, options=dict(n.options)) for n in nodes]
     subgraph = SubgraphDef(name="cpu_litert", tensors=defs, inputs=tuple(index[id(t)] for t in inputs),
                            outputs=tuple(index[id(t)] for t in outputs), operators=operators)
     return write_model(ModelDef(subgraphs=[subgraph], buffers=buffers)), index
+
+
+def _operands(node, index):
+    """`node`'s input indices in the sub-model ({id(tensor): index}), -1 where omitted; a
+    RESHAPE's omitted shape left out: the reference reads it as absent, LiteRT's kernel reads
+    the -1 (a crash, found by gles-fuzz) but takes the 1-input form (new_shape, else the
+    output's shape)."""
+    operands = [-1 if t is None else index[id(t)] for t in node.inputs]
+    if node.op == "RESHAPE" and operands[-1:] == [-1]:
+        operands.pop()
+    return tuple(operands)
 
 
 def _why(error):
@@ -362,6 +387,7 @@ class LiteRTStep:
         self.nodes = list(nodes)
         self.dynamic = dynamic
         spec = boundary(graph, self.nodes)
+        spec.inputs += _read_then_written(self.nodes)
         content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
         self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
         producer = {id(t): n for n in self.nodes for t in n.outputs}
@@ -422,6 +448,19 @@ class LiteRTStep:
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"operator {_labels(self.nodes)} cannot take input shapes "
                              f"{[list(shape) for _, shape in changed]} in LiteRT: {str(exc).strip()[:400]}") from None
+
+
+def _read_then_written(nodes):
+    """The tensors a node of `nodes` reads before a later one writes them (a graph input the
+    model overwrites): inputs of the sub-model, which partition.boundary leaves out as written
+    inside it."""
+    written, found = set(), {}
+    for node in nodes:
+        for t in node.inputs:
+            if t is not None and not t.is_const and id(t) not in written:
+                found.setdefault(id(t), t)
+        written |= {id(t) for t in node.outputs}
+    return [t for key, t in found.items() if key in written]
 
 
 def _copy_in(interpreter, index, view, value):

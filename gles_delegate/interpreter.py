@@ -576,15 +576,18 @@ class Interpreter:
         _set(self._main, self._tensor(tensor_index), value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
-        """A copy of a tensor's current contents. ValueError for a graph output nothing writes
-        (see unwritten_outputs)."""
+        """A copy of a tensor's current contents (after the invoke running on another thread, if
+        any). ValueError for a graph output nothing writes (see unwritten_outputs)."""
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
         if tensor.index in executor.unwritten:
             raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
                              "operator writes, and neither a graph input nor a constant")
-        return executor.storage.output_copy(tensor.index)
+        # Not during an invoke: the copy may read a LiteRT sub-model's output buffer, whose view
+        # would make LiteRT's invoke() refuse to run (cpu_litert.LiteRTStep.run).
+        with self._lock:
+            return executor.storage.output_copy(tensor.index)
 
     def _subgraph_executor(self, subgraph_index):
         """The executor of subgraph `subgraph_index`: a ValueError for an index the model does not
@@ -609,7 +612,8 @@ class Interpreter:
 
     def _view(self, index):
         self._require_allocated()
-        return self._main.storage.view(index)
+        with self._lock:  # as get_tensor's copy
+            return self._main.storage.view(index)
 
     def reset_all_variables(self) -> None:
         """Zero every variable tensor (LSTM state) of the allocated subgraphs."""

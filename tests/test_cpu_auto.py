@@ -1,6 +1,8 @@
 """cpu_backend='auto' (the default): every CPU node LiteRT can take runs through LiteRT, each run
 of consecutive ones as one sub-model; the reference runs the rest, and everything without
 ai-edge-litert (gles_delegate/cpu_litert.py). With the GPU delegate: tests/gpu/test_cpu_litert.py."""
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -299,24 +301,55 @@ def test_preserve_all_tensors_reads_every_intermediate_of_the_sub_model():
                      what=detail["name"])
 
 
-def test_two_interpreters_invoked_at_once():
-    """Two interpreters of the model, each invoked from its own threads on its own input (and a
-    third thread reading one's outputs through tensor()), at once: LiteRT's outputs each time."""
-    model = conv_net()
-    inputs = [random_input((1, 6, 6, 3), seed=k) for k in range(2)]
-    expected = [litert_run(model, [x])[0] for x in inputs]
-    interpreters = [Interpreter(model_content=model) for _ in inputs]
-    for interpreter, x in zip(interpreters, inputs):
-        interpreter.allocate_tensors()
-        interpreter.set_tensor(0, x)
+class Signalling:
+    """A delegate taking every ABS: its step runs it on the reference, sets `started` and
+    lingers 50 ms, so that another thread acts while the invoke is under way."""
 
-    def work(k):
-        interpreter = interpreters[k % 2]
-        for _ in range(20):
-            interpreter.invoke()
-            assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected[k % 2],
-                         what=f"thread {k}")
-    run_in_threads([lambda k=k: work(k) for k in range(4)])
+    def __init__(self):
+        self.started = threading.Event()
+
+    def can_run(self, node):
+        return node.op == "ABS"
+
+    def partition(self, graph, candidates):
+        return [_SignallingStep(n, self.started) for n in candidates if n.op == "ABS"]
+
+
+class _SignallingStep(_ReferenceStep):
+    def __init__(self, node, started):
+        super().__init__(node)
+        self.started = started
+
+    def run(self, storage, capture=None):
+        super().run(storage, capture)
+        self.started.set()
+        time.sleep(0.05)
+
+
+def test_get_tensor_during_an_invoke_reads_its_outputs():
+    """get_tensor() called while another thread's invoke runs waits for it (LiteRT's output
+    buffer, which the storage holds, is not read while LiteRT writes it), and tensor() too."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    magnitude = _node(b, "ABS", "magnitude", [x], (2, 3))
+    b.output(_node(b, "TANH", "y", [magnitude], (2, 3)))
+    delegate = Signalling()
+    interpreter = Interpreter(model_content=b.build(), experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    assert interpreter.cpu_summary()["litert_nodes"] == ["#1 (TANH)"]
+    output = interpreter.get_output_details()[0]["index"]
+    for seed, read in enumerate([lambda: interpreter.get_tensor(output), lambda: interpreter.tensor(output)().copy()]):
+        x = random_input((2, 3), seed=seed)
+        interpreter.set_tensor(0, np.zeros((2, 3), np.float32))
+        interpreter.invoke()
+        interpreter.set_tensor(0, x)
+        delegate.started.clear()
+        invoking = threading.Thread(target=interpreter.invoke)
+        invoking.start()
+        assert delegate.started.wait(30)
+        value = read()
+        invoking.join()
+        np.testing.assert_allclose(value, np.tanh(np.abs(x)), rtol=1e-6)
 
 
 def test_outputs_stay_right_when_the_user_holds_a_view():
