@@ -11,7 +11,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError, cpu_litert, ops
 from gles_delegate.tflite import ModelBuilder
 from tests.control_flow_models import growing_loop, loop_between
-from tests.cpu_litert_models import int16_conv_model, random_input, segment_model
+from tests.cpu_litert_models import int16_conv_model, random_input, run, segment_model
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, single_op_model
 from tests.test_quant import two_op_model
@@ -19,18 +19,6 @@ from tests.threads import run_in_threads
 
 NONE, SAME = 0, 0  # fused_activation_function, padding
 INT64 = 4  # the schema's TensorType
-
-
-def run(model, inputs, shape=None, delegates=None, **kwargs):
-    """(our outputs, cpu_summary()) after one invoke (the first input resized to `shape`)."""
-    interpreter = Interpreter(model_content=model, experimental_delegates=delegates, **kwargs)
-    if shape is not None:
-        interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], shape)
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], interpreter.cpu_summary()
 
 
 def conv_net(shape=(1, 6, 6, 3), signature=None):
@@ -175,7 +163,7 @@ def test_quantized_sub_models_give_litert_s_integers(float_io):
     Interpreter gives for the whole model."""
     for seed in range(3):
         model, feed = two_op_model(np.random.default_rng(seed), float_io)
-        (ours,), summary = run(model, [feed], delegates=[ReshapeOnTheReference()])
+        (ours,), summary = run(model, [feed], experimental_delegates=[ReshapeOnTheReference()])
         assert len(summary["litert_partitions"]) == 2 and summary["reference_nodes"] == []
         (theirs,) = litert_run(model, [feed])
         assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), f"seed {seed}"
@@ -350,6 +338,30 @@ def test_get_tensor_during_an_invoke_reads_its_outputs():
         value = read()
         invoking.join()
         np.testing.assert_allclose(value, np.tanh(np.abs(x)), rtol=1e-6)
+
+
+def test_two_interpreters_invoked_and_read_at_once():
+    """Two interpreters of the model, each invoked from one thread and read from another
+    (get_tensor of the output LiteRT's buffer holds), all at once: LiteRT's outputs each time,
+    and no invoke refused for a view a reader holds."""
+    model = conv_net()
+    inputs = [random_input((1, 6, 6, 3), seed=k) for k in range(2)]
+    expected = [litert_run(model, [x])[0] for x in inputs]
+    interpreters = [Interpreter(model_content=model) for _ in inputs]
+    for interpreter, x in zip(interpreters, inputs):
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(0, x)
+        interpreter.invoke()
+    output = interpreters[0].get_output_details()[0]["index"]
+
+    def invoking(k):
+        for _ in range(30):
+            interpreters[k].invoke()
+
+    def reading(k):
+        for _ in range(30):
+            assert_close(interpreters[k].get_tensor(output), expected[k], what=f"interpreter {k}")
+    run_in_threads([lambda k=k, work=work: work(k) for k in range(2) for work in (invoking, reading)])
 
 
 def test_outputs_stay_right_when_the_user_holds_a_view():
