@@ -2,7 +2,7 @@
 the same GpuDelegate, side by side in one process.
 
     gles-bench-split [--graph MODEL] [--blocks 6] [--size 32] [--channels 32]
-        [--cpu-ops L2_NORMALIZATION CUMSUM] [--max_delegated_partitions 0] [--num_threads 1]
+        [--cpu-ops LOCAL_RESPONSE_NORMALIZATION CUMSUM] [--max_delegated_partitions 0] [--num_threads 1]
         [--runs 50] [--warmup 5] [--warmup-secs 0.5] [--precision fp32] [--empty-dispatches]
         [--json FILE]
 
@@ -38,7 +38,7 @@ from gles_delegate.tools import common
 from gles_delegate.tools.bench_invoke import EmptyDispatches, end_to_end_runner
 
 SAME, NONE, RELU = 0, 0, 1  # the schema's Padding and ActivationFunctionType
-CPU_OPS = ("L2_NORMALIZATION", "CUMSUM")
+CPU_OPS = ("LOCAL_RESPONSE_NORMALIZATION", "CUMSUM")
 RUNTIMES = ("ours (auto)", "ours (reference)", "LiteRT + delegate")
 
 
@@ -62,7 +62,8 @@ def split_model(blocks=6, size=32, channels=32, cpu_ops=CPU_OPS):
 
 
 def _conv(b, rng, name, x, weight_shape, out_shape, depthwise=False, activation=NONE):
-    """A 1-stride SAME CONV_2D (DEPTHWISE_CONV_2D) of seeded U(-0.2, 0.2) weights."""
+    """A 1-stride SAME CONV_2D (DEPTHWISE_CONV_2D) of seeded weights, U(-s, s) with s = 1 / sqrt(taps
+    per output) so that the values keep their scale block after block."""
     scale = 1.0 / np.sqrt(np.prod(weight_shape[1:]) if not depthwise else 9)
     weights = b.const(f"{name}_w", rng.uniform(-scale, scale, weight_shape).astype(np.float32))
     bias = b.const(f"{name}_b", rng.uniform(-0.1, 0.1, weight_shape[0 if not depthwise else 3]).astype(np.float32))
@@ -74,11 +75,10 @@ def _conv(b, rng, name, x, weight_shape, out_shape, depthwise=False, activation=
 
 
 def _cpu_op(b, op, name, x, shape, axis):
+    """One of CPU_OPS on x (`axis`: CUMSUM's, the channels)."""
     if op == "CUMSUM":
         return _node(b, op, name, [x, axis], shape, exclusive=False, reverse=False)
-    if op == "L2_NORMALIZATION":
-        return _node(b, op, name, [x], shape, fused_activation_function=NONE)
-    return _node(b, op, name, [x], shape)
+    return _node(b, op, name, [x], shape, radius=2, bias=1.0, alpha=1e-4, beta=0.75)  # AlexNet's
 
 
 def _node(b, op, name, inputs, shape, **options):
