@@ -111,10 +111,11 @@ def _unsafe_quantization(tensor):
     if q is None or np.dtype(tensor.dtype).kind not in "iu":
         return None
     scales, zero_points, info = np.asarray(q.scales, np.float64), np.asarray(q.zero_points), np.iinfo(tensor.dtype)
+    unsafe = f"tensor {tensor.index} has a quantization LiteRT's kernels are not safe with"
     if not np.all(np.isfinite(scales) & (scales >= np.finfo(np.float32).tiny)):
-        return f"tensor {tensor.index} has a quantization scale LiteRT's kernels are not safe with (not a positive normal float)"
+        return f"{unsafe}: a scale that is not a positive normal float"
     if zero_points.size not in (0, 1, scales.size) or np.any((zero_points < info.min) | (zero_points > info.max)):
-        return f"tensor {tensor.index} has zero points LiteRT's kernels are not safe with (outside {tensor.dtype} or not one per scale)"
+        return f"{unsafe}: zero points outside {tensor.dtype} or not one per scale"
     return None
 
 

@@ -763,9 +763,9 @@ def run_case(data, delegate_factory=None, input_seed=0, max_invoke_bytes=1 << 28
     """Read, allocate, invoke and read back one (possibly hostile) model; an Outcome.
 
     delegate_factory: None for the CPU only, else a callable returning a delegate (closed after
-    the case); cpu_backend: the Interpreter's, for the CPU nodes. max_invoke_bytes: a model whose tensors (as allocated) take more
-    than this is read and allocated but not invoked ('big': a valid model that size would take
-    that memory and time in any runtime)."""
+    the case); cpu_backend: the Interpreter's, for the CPU nodes. max_invoke_bytes: a model whose
+    tensors (as allocated) take more than this is read and allocated but not invoked ('big': a
+    valid model that size would take that memory and time in any runtime)."""
     from gles_delegate import Interpreter
     stage = "read"
     delegate = None

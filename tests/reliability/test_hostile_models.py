@@ -216,9 +216,9 @@ def test_huge_declared_input_before_a_small_declared_conv_output():
 
 # -- what gles-fuzz found crashing LiteRT's kernels under cpu_backend 'auto' ----------------------
 @pytest.mark.parametrize("dtype, scale, zero_point, why", [
-    (np.int8, 0.1, 128, "zero points LiteRT's kernels are not safe with"),
-    (np.uint8, 0.1, -3, "zero points LiteRT's kernels are not safe with"),
-    (np.uint8, 1e-45, 128, "a quantization scale LiteRT's kernels are not safe with"),
+    (np.int8, 0.1, 128, "not safe with: zero points outside int8"),
+    (np.uint8, 0.1, -3, "not safe with: zero points outside uint8"),
+    (np.uint8, 1e-45, 128, "not safe with: a scale that is not a positive normal float"),
 ])
 def test_quantization_litert_crashes_on_stays_on_the_reference(dtype, scale, zero_point, why):
     """A QUANTIZE whose output has a zero point outside its type (a retyped tensor, an overlong

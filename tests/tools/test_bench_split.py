@@ -53,7 +53,8 @@ def test_the_model_computes_blocks_then_the_cpu_ops():
         weights = {t.name: t.data for t in graph.tensors if t.is_const}
         assert delegate.summary()["gpu_nodes"] == 4
     padded = np.pad(x[0], ((1, 1), (1, 1), (0, 0)))
-    dw = sum(padded[i:i + 5, j:j + 5] * weights["dw0_w"][0, i, j] for i in range(3) for j in range(3)) + weights["dw0_b"]
+    taps = [padded[i:i + 5, j:j + 5] * weights["dw0_w"][0, i, j] for i in range(3) for j in range(3)]
+    dw = sum(taps) + weights["dw0_b"]
     expand = np.maximum(dw @ weights["expand0_w"][:, 0, 0, :].T + weights["expand0_b"], 0)
     block = x[0] + expand @ weights["project0_w"][:, 0, 0, :].T + weights["project0_b"]
     normal = block / (1 + 1e-4 * np.sum(block ** 2, axis=-1, keepdims=True)) ** 0.75
