@@ -101,7 +101,8 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
       f"{len(cpu_nodes)} on the CPU" + (f" ({len(on_litert)} of them through LiteRT's kernels in "
                                         f"{len(cpu['litert_partitions'])} sub-model(s))" if on_litert else "") + " ==")
     if cpu_nodes:
-        w(common.table([[n.label, _cpu_kernels(n, on_litert), common.cpu_reason(n, delegate, interpreter._main.dynamic)] for n in cpu_nodes],
+        w(common.table([[n.label, _cpu_kernels(n, cpu), common.cpu_reason(n, delegate, interpreter._main.dynamic)]
+                        for n in cpu_nodes],
                        ["CPU node", "kernels", "why not on the GPU"]))
     else:
         w("every node runs on the GPU")
@@ -170,9 +171,13 @@ def _promotions(w, plan):
     w(common.table(rows, ["dispatch", "storage", "promoted (tensor it writes: why)"]))
 
 
-def _cpu_kernels(node, on_litert):
-    """Which kernels run a CPU node: 'LiteRT' (a sub-model, gles_delegate/cpu_litert.py) or 'reference'."""
-    return "LiteRT" if node.label in on_litert else "reference"
+def _cpu_kernels(node, cpu):
+    """Which kernels run a CPU node, from Interpreter.cpu_summary() `cpu`: 'LiteRT' (a sub-model,
+    gles_delegate/cpu_litert.py), or 'reference' and why LiteRT does not run it."""
+    if node.label in cpu["litert_nodes"]:
+        return "LiteRT"
+    why = cpu["reference_reasons"].get(node.label)
+    return f"reference ({why})" if why else "reference"
 
 
 def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset(), dynamic=frozenset()):
