@@ -189,3 +189,20 @@ def test_a_node_kept_off_the_gpu_by_a_dynamic_tensor_says_so(tmp_path):
     result = zoo_report.examine(path, use_litert=False)
     reasons = [entry["reason"] for entry in result["cpu_ops"].values()]
     assert reasons and not any("max_delegated_partitions" in r for r in reasons), result["cpu_ops"]
+
+
+def test_latency_rows_become_a_table(tmp_path, zoo):
+    """--latency renders bench_compare's rows (ms per runtime, ours against XNNPACK 16t and
+    LiteRT GPU); a file that is no results.json is one line and exit 2."""
+    rows = [{"model": "small", "ours_fp32": {"median_ms": 0.5, "renderer": "GPU X"}, "ours_auto": {"median_ms": 0.4},
+             "xnnpack_16": {"median_ms": 0.8}, "litert_gpu": {"error": "refused"}}]
+    (tmp_path / "results.json").write_text(json.dumps(rows))
+    out = tmp_path / "zoo.md"
+    assert zoo_report.main([str(zoo / "small.tflite"), "--no-litert", "--latency", str(tmp_path / "results.json"),
+                            "--write", str(out)]) == 0
+    text = out.read_text()
+    assert "Measured on GPU X" in text and "| small | 0.500 | n/a | 0.400 | n/a | 0.800 | n/a | 0.50 | - |" in text
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        zoo_report.main([str(zoo / "small.tflite"), "--latency", str(tmp_path / "bad.json")])
+    assert exit_info.value.code == 2
