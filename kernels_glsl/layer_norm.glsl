@@ -9,7 +9,9 @@
 // node it replaces (the clamp to the finite floats) and its epilogue (rules fuse_*: an activation,
 // a residual ADD, ...).
 //
-// Defines: ACTIVATION, CLAMP_FINITE and EP_* (the output stage and epilogue, common.glsl).
+// CENTER 0: an RMS normalization (rule fuse_rms_norm): the mean taken as 0, so the second pass
+// sums the squares of x itself and the first is skipped.
+// Defines: CENTER; ACTIVATION, CLAMP_FINITE and EP_* (the output stage and epilogue, common.glsl).
 // Params: size (w, h, slices, batch); channels; epsilon; in_offset, out_offset (arena);
 //   gamma_offset, beta_offset (constants, one vec4 per slice).
 
@@ -18,12 +20,15 @@ void main() {
   if (any(greaterThanEqual(gid, grid))) return;
   int plane = size.x * size.y;
   int base = gid.z * size.z * plane + gid.y * size.x + gid.x;  // slice 0 of pixel (x, y, batch z)
+  highp float mean = 0.0;
+#if CENTER
   highp float sum = 0.0;
   for (int s = 0; s < size.z; ++s) {
     highp vec4 v = load(in_offset + base + s * plane);  // highp before the dot: fp16's is mediump
     sum += dot(v, vec4(1.0));
   }
-  highp float mean = sum / float(channels);
+  mean = sum / float(channels);
+#endif
   highp float squares = 0.0;
   for (int s = 0; s < size.z; ++s) {
     highp vec4 d = keep_channels(load(in_offset + base + s * plane) - mean, channels, s);

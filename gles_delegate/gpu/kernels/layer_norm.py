@@ -4,8 +4,10 @@ more nodes (MEAN, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT and the MUL / ADD / SUB /
 and shift), in one dispatch of kernels_glsl/layer_norm.glsl.
 
 Node: inputs [x, gamma, beta], x float32 [..., C], gamma and beta constant [C]; one output of
-x's shape; option `epsilon` (the constant the variance is offset by before its RSQRT). Like
-every kernel with an output stage, it applies a fused activation and an epilogue (rules fuse_*).
+x's shape; options `epsilon` (the constant the variance is offset by before its RSQRT) and `center`
+(default True; False: an RMS normalization, x * rsqrt(mean(x^2) + epsilon) * gamma + beta, which
+the rule fuse_rms_norm makes). Like every kernel with an output stage, it applies a fused
+activation and an epilogue (rules fuse_*).
 """
 import numpy as np
 
@@ -16,7 +18,8 @@ from .base import Dispatch
 from .conv import pack_bias
 
 OP = "LAYER_NORM"
-EPSILON = "epsilon"  # node.options key
+EPSILON = "epsilon"  # node.options keys
+CENTER = "center"
 
 
 def support(node):
@@ -44,7 +47,7 @@ def build(node, env):
               "in_offset": env.arena(x), "out_offset": env.arena(out),
               "gamma_offset": env.constant(pack_bias(gamma.data, s4.c)),
               "beta_offset": env.constant(pack_bias(beta.data, s4.c))}
-    defines = env.output_stage(node)
+    defines = {**env.output_stage(node), "CENTER": int(node.options.get(CENTER, True))}
     reads, _ = epilogue.apply(node, env, out, defines, params, (x,))
     return [Dispatch("layer_norm", (s4.w, s4.h, s4.b), defines, params, reads=reads, writes=(out,))]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ...graph import Graph
 from . import (alias_reshape, assign_in_place, channel_gate, conv_to_fully_connected, depthwise_tile_sums,
                elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm,
-               fuse_residual_add, fuse_swish, global_pool_to_mean, merge_padding, pad_into_operand,
+               fuse_residual_add, fuse_rms_norm, fuse_swish, global_pool_to_mean, merge_padding, pad_into_operand,
                read_through_layout, remove_dead, remove_noops, row_op_through_reshapes, se_gate, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
@@ -35,6 +35,7 @@ RULES = (
     ("remove_dead", remove_dead.apply),
     ("row_op_through_reshapes", row_op_through_reshapes.apply),
     ("fuse_layer_norm", fuse_layer_norm.apply),
+    ("fuse_rms_norm", fuse_rms_norm.apply),
     ("elementwise_after_layout", elementwise_after_layout.apply),
     ("unflatten_dense", unflatten_dense.apply),
     ("merge_padding", merge_padding.apply),

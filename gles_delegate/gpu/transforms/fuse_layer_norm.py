@@ -34,7 +34,7 @@ TAIL_ROUNDINGS = 16
 def apply(graph, log):
     gone, operands = set(), fused_operands(graph)  # no rule before this one fuses operands in
     for mean in list(graph.nodes):
-        if id(mean) in gone or not _last_axis_mean(mean):
+        if id(mean) in gone or not last_axis_mean(mean):
             continue
         fused = _fuse(graph, mean, operands)
         if isinstance(fused, str):
@@ -44,7 +44,7 @@ def apply(graph, log):
             log.applied(mean, f"with {len(fused) - 1} nodes after it as one LAYER_NORM dispatch")
 
 
-def _last_axis_mean(node):
+def last_axis_mean(node):
     """A MEAN over the last axis (and, at most, dims of size 1: litert-torch's axes [0, 2] of a
     [1, N, C]), kept as a size-1 axis or not, with no epilogue."""
     if node.op != "MEAN" or len(node.inputs) < 2 or not node.inputs[1].is_const or epilogue.steps_of(node):
@@ -55,20 +55,20 @@ def _last_axis_mean(node):
     return last in axes and all(x.shape[a] == 1 for a in axes - {last}) and x.dtype == np.float32
 
 
-def _only_reader(graph, tensor, operands, op):
+def only_reader(graph, tensor, operands, op):
     """The one node reading `tensor` (common.sole_reader) when it is an `op` without epilogue
     steps, else None."""
     reader = sole_reader(graph, tensor, operands)
     return reader if reader is not None and reader.op == op and not epilogue.steps_of(reader) else None
 
 
-def _scalar(tensor):
+def scalar(tensor):
     if tensor.is_const and tensor.size == 1 and tensor.dtype == np.float32:
         return float(np.asarray(tensor.data).reshape(-1)[0])
     return None
 
 
-def _unit_reshape(node):
+def unit_reshape(node):
     """A RESHAPE (constant or no shape input) whose output has its input's dims of more than one
     element, in order: it only adds or drops size-1 dims, so a row vector stays one."""
     if node.op != "RESHAPE" or not constant_parameters(node) or epilogue.steps_of(node):
@@ -79,11 +79,11 @@ def _unit_reshape(node):
 def _kept_mean(graph, x, m):
     """The tensors that hold the mean m with x's last axis kept as size 1: m itself when the MEAN
     kept it, and every unit RESHAPE of m to that shape."""
-    return [t for t in [m] + [n.outputs[0] for n in readers_of(graph, m) if _unit_reshape(n)]
-            if tuple(t.shape) == _rows(x)]
+    return [t for t in [m] + [n.outputs[0] for n in readers_of(graph, m) if unit_reshape(n)]
+            if tuple(t.shape) == rows_of(x)]
 
 
-def _rows(x):
+def rows_of(x):
     """The shape of a per-row statistic of x, its last axis kept (it broadcasts against x)."""
     return tuple(x.shape[:-1]) + (1,)
 
@@ -96,25 +96,27 @@ def _statistics(graph, mean, operands):
                    and {id(t) for t in n.inputs} == {id(x), id(kept)}), None)
     if square is None:
         return "its mean is not read by a SQUARED_DIFFERENCE with its input"
-    variance = _only_reader(graph, square.outputs[0], operands, "MEAN")
-    if variance is None or not _last_axis_mean(variance):
+    variance = only_reader(graph, square.outputs[0], operands, "MEAN")
+    if variance is None or not last_axis_mean(variance):
         return f"{square.label} is not read by a MEAN over the last axis alone"
-    add = _only_reader(graph, variance.outputs[0], operands, "ADD")
-    epsilon = None if add is None else next((_scalar(t) for t in add.inputs if _scalar(t) is not None), None)
+    add = only_reader(graph, variance.outputs[0], operands, "ADD")
+    epsilon = None if add is None else next((scalar(t) for t in add.inputs if scalar(t) is not None), None)
     if epsilon is None or fused_activation(add) != ACT_NONE:
         return f"{variance.label} is not read by an ADD of a constant epsilon alone"
-    rsqrt = _only_reader(graph, add.outputs[0], operands, "RSQRT")
+    rsqrt = only_reader(graph, add.outputs[0], operands, "RSQRT")
     if rsqrt is None:
         return f"{add.label} is not read by an RSQRT alone"
     return [mean, square, variance, add, rsqrt], epsilon
 
 
-def _tail(graph, x, m, r):
-    """The MUL / ADD / SUB / NEG nodes after the mean that compute from x, m, r, constants and
-    each other, and read m, r or each other's outputs (in graph order; a NEG of the mean may
-    come before the RSQRT)."""
-    known, computed, tail = {id(x), id(m), id(r)}, {id(m), id(r)}, []
-    start = graph.position(graph.producer_of(m))
+def tail_nodes(graph, x, statistics, first):
+    """The MUL / ADD / SUB / NEG / RESHAPE nodes after node `first` (the statistics' first node)
+    that compute from x, the `statistics` tensors (the mean, the RSQRT), constants and each other,
+    and read a statistic or each other's outputs (in graph order; a NEG of the mean may come
+    before the RSQRT)."""
+    computed = {id(t) for t in statistics}
+    known, tail = computed | {id(x)}, []
+    start = graph.position(first)
     for node in graph.nodes:
         if graph.position(node) <= start or node.op not in TAIL_OPS or len(tail) == MAX_TAIL_NODES:
             continue
@@ -129,7 +131,7 @@ def _tail(graph, x, m, r):
     return tail
 
 
-def _result(graph, x, core, tail, operands):
+def result_of(graph, x, core, tail, operands):
     """The tail's one result (the tensor read outside core + tail, or leaving the partition, of
     x's shape), or why there is none."""
     inside = {id(n) for n in core + tail}
@@ -143,7 +145,7 @@ def _result(graph, x, core, tail, operands):
     return leaving[0]
 
 
-def _run_tail(tail, x, m, r, values):
+def run_tail(tail, x, m, r, values):
     """Run the tail on the reference kernels with x, m, r given by `values` (three arrays)."""
     env = dict(zip((id(x), id(m), id(r)), values))
     for node in tail:
@@ -152,23 +154,26 @@ def _run_tail(tail, x, m, r, values):
     return env
 
 
-def _affine(tail, x, m, r, result):
-    """(gamma, beta) [C] when the tail computes (x - m) * r * gamma + beta, else why not."""
+def affine(tail, x, m, r, result, centered=True):
+    """(gamma, beta) [C] when the tail computes (x - m) * r * gamma + beta (m = 0 when not
+    `centered`: an RMS normalization has no mean), else why not."""
     channels = x.shape[-1]
-    zeros, ones = np.zeros(m.shape, np.float32), np.ones(r.shape, np.float32)
-    at = [_run_tail(tail, x, m, r, (np.full(x.shape, v, np.float32), zeros, ones))[id(result)].reshape(-1, channels)
+    zeros, ones = np.zeros((r if m is None else m).shape, np.float32), np.ones(r.shape, np.float32)
+    at = [run_tail(tail, x, m, r, (np.full(x.shape, v, np.float32), zeros, ones))[id(result)].reshape(-1, channels)
           for v in (0.0, 1.0)]
     beta, gamma = at[0][0], at[1][0] - at[0][0]
     if not all(np.array_equal(a, a[:1].repeat(len(a), 0)) for a in at):
         return "the nodes after its statistics scale or shift rows differently"
     rng = np.random.default_rng(0)
-    sample = (rng.standard_normal(x.shape).astype(np.float32), rng.standard_normal(m.shape).astype(np.float32),
+    sample = (rng.standard_normal(x.shape).astype(np.float32),
+              rng.standard_normal(m.shape).astype(np.float32) if centered else zeros,
               rng.uniform(0.5, 2.0, r.shape).astype(np.float32))
-    got = _run_tail(tail, x, m, r, sample)[id(result)].astype(np.float64)
-    xs, ms, rs = (v.astype(np.float64).reshape(s) for v, s in zip(sample, (x.shape, _rows(x), _rows(x))))
+    got = run_tail(tail, x, m, r, sample)[id(result)].astype(np.float64)
+    xs, ms, rs = (v.astype(np.float64).reshape(s) for v, s in zip(sample, (x.shape, rows_of(x), rows_of(x))))
     terms = np.abs(xs * rs * gamma) + np.abs(ms * rs * gamma) + np.abs(beta)
     if np.any(np.abs(got - ((xs - ms) * rs * gamma + beta)) > TAIL_ROUNDINGS * np.finfo(np.float32).eps * terms):
-        return "the nodes after its statistics do not compute (x - mean) * rsqrt(variance + epsilon) * gamma + beta"
+        return ("the nodes after its statistics do not compute "
+                + ("(x - mean)" if centered else "x") + " * rsqrt(variance + epsilon) * gamma + beta")
     return gamma, beta
 
 
@@ -180,22 +185,30 @@ def _fuse(graph, mean, operands):
         return found
     core, epsilon = found
     x, m, r = mean.inputs[0], mean.outputs[0], core[-1].outputs[0]
-    tail = _tail(graph, x, m, r)
-    # The longest prefix of the tail that is a layer normalization: a residual ADD of x after it
-    # also reads only x and the tail, and stays a node of its own (an epilogue, later).
+    return replace_with_norm(graph, x, core, epsilon, tail_nodes(graph, x, (m, r), mean), operands, m)
+
+
+def replace_with_norm(graph, x, core, epsilon, tail, operands, m=None):
+    """Replace `core` (the statistics' nodes, the RSQRT last) and the longest prefix of `tail` that
+    computes (x - m) * r * gamma + beta (x * r * gamma + beta without a mean `m`: an RMS
+    normalization) by one LAYER_NORM node; returns the nodes it replaced, or why not."""
+    r = core[-1].outputs[0]
+    # The longest prefix of the tail that is a normalization: a residual ADD of x after it also
+    # reads only x and the tail, and stays a node of its own (an epilogue, later).
     reasons = []
     for end in range(len(tail), 0, -1):
-        result = _result(graph, x, core, tail[:end], operands)
-        affine = result if isinstance(result, str) else _affine(tail[:end], x, m, r, result)
-        if not isinstance(affine, str):
+        result = result_of(graph, x, core, tail[:end], operands)
+        fitted = result if isinstance(result, str) else affine(tail[:end], x, m, r, result, centered=m is not None)
+        if not isinstance(fitted, str):
             break
-        reasons.append(affine)
+        reasons.append(fitted)
     else:
         return reasons[0] if reasons else "no MUL / ADD / SUB / NEG reads its statistics"  # the whole tail's
     tail = tail[:end]
-    gamma, beta = (new_constant(graph, f"layer_norm_{mean.index}_{name}", v) for name, v in zip(("gamma", "beta"), affine))
-    node = Node(index=mean.index, op=layer_norm.OP, inputs=[x, gamma, beta], outputs=[result],
-                options={layer_norm.EPSILON: epsilon})
+    first = core[0]
+    gamma, beta = (new_constant(graph, f"layer_norm_{first.index}_{name}", v) for name, v in zip(("gamma", "beta"), fitted))
+    node = Node(index=first.index, op=layer_norm.OP, inputs=[x, gamma, beta], outputs=[result],
+                options={layer_norm.EPSILON: epsilon, layer_norm.CENTER: m is not None})
     reason = kernels.unsupported_reason(node)
     if reason:
         return reason
