@@ -245,9 +245,10 @@ def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
 
 def bench_litert(data, inputs, ours, args):
     """LiteRT's interpreter (XNNPACK, one thread) on the same model: its times, and the largest
-    absolute difference from our outputs."""
-    interpreter = common.litert().Interpreter(model_content=data, num_threads=1)
-    interpreter.allocate_tensors()
+    absolute difference from our outputs; {"error": why} where LiteRT cannot load the model."""
+    interpreter, why_not = common.litert_loaded(model_content=data, num_threads=1)
+    if interpreter is None:
+        return {"error": why_not}
     run = end_to_end_runner(interpreter, inputs)
     result = measure(run, args.runs, args.warmup, args.warmup_secs)
     theirs = run()[2]
@@ -279,10 +280,14 @@ def report(rows, context_line, args):
     for row in rows:
         cells = [row["model"], str(row["dispatches"]), "%.1f / %.1f" % row["wall_us"], "%.1f / %.1f" % row["cpu_us"]]
         if args.litert:
-            cells += ["%.1f / %.1f" % row["litert"]["wall_us"], "%.3g" % row["litert"]["max_abs_diff"]]
+            litert = row["litert"]
+            cells += ["n/a", "n/a"] if "error" in litert else \
+                ["%.1f / %.1f" % litert["wall_us"], "%.3g" % litert["max_abs_diff"]]
         table.append(cells)
     lines.append(common.table(table, headers))
     for row in rows:
+        if "error" in row.get("litert", {}):
+            lines.append(f"{row['model']}: {row['litert']['error']}")
         if "gl_calls" in row:
             calls = row["gl_calls"]
             lines.append(f"\n{row['model']}: {sum(calls.values())} GL/EGL calls per end-to-end run: "

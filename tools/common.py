@@ -357,6 +357,26 @@ def litert():
     return interpreter
 
 
+def litert_loaded(**kwargs):
+    """(LiteRT's Interpreter(**kwargs) with its tensors allocated, None), or (None, why not in one
+    line): ai-edge-litert is not installed, or LiteRT cannot load the model (an op it lacks, such
+    as MediaPipe's custom ops: failure_reason of what it logged). A tool then says why and goes on
+    with what it can do without LiteRT."""
+    module = litert()
+    if module is None:
+        return None, LITERT_MISSING
+    try:
+        return native_call(_allocated, module.Interpreter, kwargs), None
+    except RuntimeError as exc:
+        return None, f"LiteRT cannot run this model: {exc}"
+
+
+def _allocated(interpreter_class, kwargs):
+    interpreter = interpreter_class(**kwargs)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
 @contextlib.contextmanager
 def captured_native_stderr():
     """Redirect file descriptor 2 (where native libraries log) to a temporary file; yields a

@@ -4,7 +4,8 @@
 
 Fetches MediaPipe's selfie_segmentation (from the mediapipe wheel on PyPI) unless given a
 model, runs it on the GPU delegate, and prints what ran where, each output's agreement with
-the reference runtime (ai-edge-litert) and with our numpy reference, and timings.
+the reference runtime (ai-edge-litert, where it can load the model: it says why not in one line
+otherwise) and with our numpy reference, and timings.
 """
 import statistics
 import sys
@@ -30,13 +31,21 @@ def median_ms(interpreter, inputs, runs):
     return statistics.median(run(interpreter, inputs)[1] for _ in range(runs)) * 1000
 
 
-def litert_interpreter(path):
-    """An allocated LiteRT interpreter (default resolver: XNNPACK), or None if not installed."""
-    module = common.litert()
-    if module is None:
-        return None
-    interpreter = module.Interpreter(model_path=str(path))
-    interpreter.allocate_tensors()
+def gpu_interpreter(path, delegate, runtime):
+    """The interpreter the delegate runs in, its tensors allocated: ours, or LiteRT's (--runtime
+    litert: a model LiteRT cannot load even with the GPU taking what it can is a ToolError)."""
+    if runtime == "gles":
+        interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        return interpreter
+    if common.litert() is None:
+        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
+    try:  # not common.litert_loaded: its capture of native stderr would hide the delegate's warnings
+        interpreter = common.litert().Interpreter(model_path=str(path), experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        raise common.ToolError(f"--runtime litert: LiteRT cannot run this model: {common.failure_reason(exc)}") \
+            from None
     return interpreter
 
 
@@ -75,11 +84,7 @@ def demo(args):
 
     delegate = GpuDelegate(precision=args.precision)
     start = time.perf_counter()
-    if args.runtime == "litert" and common.litert() is None:
-        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
-    runtime = Interpreter if args.runtime == "gles" else common.litert().Interpreter
-    gpu = runtime(model_path=str(path), experimental_delegates=[delegate])
-    gpu.allocate_tensors()
+    gpu = gpu_interpreter(path, delegate, args.runtime)
     init_ms = (time.perf_counter() - start) * 1000
     summary = delegate.summary()
     print(f"GPU: {summary['renderer']} ({summary['gl_version']}), precision {summary['precision']}")
@@ -97,7 +102,9 @@ def demo(args):
     reference = Interpreter(model_path=str(path))
     reference.allocate_tensors()
     numpy_outputs, _ = run(reference, inputs)
-    litert = litert_interpreter(path)
+    litert, why_not = common.litert_loaded(model_path=str(path))  # default resolver: XNNPACK
+    if litert is None:
+        print(f"{why_not}: compared with the numpy reference only")
     litert_results = run(litert, inputs)[0] if litert is not None else None
 
     print("agreement per output (max abs error, and relative to max|reference|):")

@@ -35,5 +35,19 @@ def small_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def litert_refused_model(tmp_path_factory):
+    """A model LiteRT cannot load (a RELU of an op version it does not know), which this package
+    runs: the tools then say why LiteRT is missing from their report and go on."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 4))
+    y = b.tensor("y", (1, 4, 4, 4))
+    b.op("RELU", [x], [y], version=99)
+    b.output(y)
+    path = tmp_path_factory.mktemp("models") / "future.tflite"
+    path.write_bytes(b.build())
+    return path
+
+
+@pytest.fixture(scope="session")
 def selfie(mediapipe_models):
     return mediapipe_models["selfie_segmentation"]
