@@ -20,6 +20,7 @@ import numpy as np
 
 from gles_delegate import GpuError, ModelError, __version__
 from gles_delegate.delegate import PRECISIONS
+from gles_delegate.gpu.context import default_gl_api
 from gles_delegate.gpu import kernels
 from gles_delegate.tflite.reader import FILE_IDENTIFIER
 
@@ -52,11 +53,17 @@ def tool_parser(prog, doc):
 
 def run_main(parser, body, argv=None):
     """body(parsed argv)'s exit status. An ordinary mistake ends the tool with one line and exit
-    status 2: a bad argument (argparse), a model that turns out malformed (ModelError), a GPU
-    that cannot do the work (GpuError), a file that cannot be read or written (OSError), a
-    ToolError. Any other exception is a bug and keeps its traceback."""
+    status 2: a bad argument (argparse) or environment variable (GLES_DELEGATE_GL_API), a model
+    that turns out malformed (ModelError), a GPU that cannot do the work (GpuError), a file that
+    cannot be read or written (OSError), a ToolError. Any other exception is a bug and keeps its
+    traceback."""
+    args = parser.parse_args(argv)
     try:
-        return body(parser.parse_args(argv))
+        default_gl_api()  # checked before any work: every GpuDelegate would refuse it later
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        return body(args)
     except argparse.ArgumentTypeError as exc:  # a check the body made (a derived default path)
         parser.error(str(exc))
     except (ModelError, GpuError, OSError, ToolError) as exc:

@@ -77,10 +77,11 @@ def main(argv=None):
 
 
 def run(args):
-    print("| model | precision | top-1 agreeing | max output difference | GPU nodes | CPU nodes | compared with |")
-    print("|---|---|---|---|---|---|---|")
-    for path in args.models:
+    for k, path in enumerate(args.models):
         agreeing, seeds, worst, summary, against = agreement(path, args.seeds, args.precision)
+        if k == 0:  # after the first model ran: a malformed one is then a single line on stderr
+            print("| model | precision | top-1 agreeing | max output difference | GPU nodes | CPU nodes | compared with |")
+            print("|---|---|---|---|---|---|---|")
         print(f"| {path.stem} | {args.precision} | {agreeing}/{seeds} | {worst:.3g} | {summary['gpu_nodes']} | "
               f"{summary['cpu_nodes']} | {against} |", flush=True)
     return 0

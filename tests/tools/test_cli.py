@@ -116,6 +116,36 @@ def test_profile_refuses_a_bad_setting(setting, why, small_model, capsys):
     assert f"argument --set: {why}" in refused(profile_model.main, [small_model, "--set", setting], capsys)
 
 
+def failed_in_one_line(main, argv, capsys):
+    """The error line main(argv) ends with, asserting it exits with status 2 and says why in that
+    one line, without a traceback (progress lines before it, on either stream, are allowed)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert exit_info.value.code == 2 and errors == err.splitlines()[-1:] and "Traceback" not in err, err
+    return errors[0]
+
+
+@pytest.mark.parametrize("tool", list(MODEL_ARGS), ids=tool_id)
+def test_a_truncated_model_is_refused_in_one_line(tool, small_model, tmp_path, capsys):
+    """A file that passes the argument check (the TFL3 identifier) but not the reader: one line
+    naming the ModelError, exit status 2, in every tool (gles-bench-init: from its worker)."""
+    truncated = tmp_path / "truncated.tflite"
+    truncated.write_bytes(small_model.read_bytes()[:len(small_model.read_bytes()) // 2])
+    extra = ["--out", tmp_path / "report"] if tool is parity_report else []
+    err = failed_in_one_line(tool.main, MODEL_ARGS[tool] + [truncated] + extra, capsys)
+    assert "ModelError: " in err
+
+
+@pytest.mark.parametrize("tool", [*MODEL_ARGS, supported_ops], ids=tool_id)
+def test_a_bad_gl_api_variable_is_refused_before_any_work(tool, small_model, monkeypatch, capsys):
+    monkeypatch.setenv("GLES_DELEGATE_GL_API", "bogus")
+    argv = MODEL_ARGS[tool] + [small_model] if tool in MODEL_ARGS else []
+    err = refused(tool.main, argv, capsys)
+    assert "error: environment variable GLES_DELEGATE_GL_API must be one of" in err and "'bogus'" in err
+
+
 def test_run_main_states_ordinary_failures_in_one_line_and_leaves_bugs_their_traceback(capsys):
     parser = common.tool_parser("gles-test", "A tool.")
     for failure in (ModelError("tensor 3:\nbad shape"), FileNotFoundError(2, "No such file or directory", "x"),
