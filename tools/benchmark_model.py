@@ -1,6 +1,6 @@
 """Benchmark a .tflite model on the GPU delegate, in the manner of TFLite's benchmark_model.
 
-    gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc]
+    gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc|auto]
                    [--num_runs=50] [--min_secs=1] [--max_secs=150] [--warmup_runs=1]
                    [--warmup_min_secs=0.5] [--num_threads=-1] [--max_delegated_partitions=1]
                    [--serialization_dir=DIR] [--model_token=TOKEN] [--compare=litert]

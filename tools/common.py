@@ -93,8 +93,9 @@ thread_count = _checked(int, lambda v: v == -1 or v >= 1, "-1 (the runtime's def
 def add_precision(parser, default="fp32"):
     """--precision; default None leaves GpuDelegateOptions to choose (fp32 unless told otherwise)."""
     parser.add_argument("--precision", choices=PRECISIONS, default=default,
-                        help="GPU precision: fp32 (float storage and math), fp16 (half storage and math) or "
-                             "fp16_fp32acc (half storage, float accumulation); default: "
+                        help="GPU precision: fp32 (float storage and math), fp16 (half storage and math), "
+                             "fp16_fp32acc (half storage, float accumulation) or auto (fp16_fp32acc, with the "
+                             "tensors a calibration run finds need it stored as float); default: "
                              + (default or "GpuDelegateOptions' default, fp32"))
 
 

@@ -1,8 +1,9 @@
 """Per-op parity of the GPU delegate against the numpy reference, and of the reference against
 LiteRT: where error first appears and how it grows along the graph.
 
-    gles-parity MODEL [--precision fp32|fp16|fp16_fp32acc] [--out DIR] [--seed N]
-                      [--max_delegated_partitions N] [--no-litert] [--table all|over|none]
+    gles-parity MODEL [--precision fp32|fp16|fp16_fp32acc|auto] [--out DIR] [--seed N]
+                      [--max_delegated_partitions N] [--no-litert] [--runtime gles|litert]
+                      [--table all|over|none]
 
 The model runs on seeded random inputs three times, each keeping every intermediate
 (experimental_preserve_all_tensors=True): on the GPU delegate (each dispatch's output is read
