@@ -109,12 +109,10 @@ def demo(args):
 
     print("agreement per output (max abs error, and relative to max|reference|):")
     for k, detail in enumerate(gpu.get_output_details()):
-        line = f"  {detail['name']} {detail['shape'].tolist()}:"
-        if litert_results is not None:
-            err, rel = agreement(ours[k], litert_results[k])
-            line += f" vs LiteRT {err:.2e} ({rel:.2e})"
-        err, rel = agreement(ours[k], numpy_outputs[k])
-        print(line + f"   vs numpy reference {err:.2e} ({rel:.2e})")
+        oracles = ([("LiteRT", litert_results[k])] if litert_results is not None else []) + \
+            [("numpy reference", numpy_outputs[k])]
+        said = ["vs {} {:.2e} ({:.2e})".format(name, *agreement(ours[k], theirs)) for name, theirs in oracles]
+        print(f"  {detail['name']} {detail['shape'].tolist()}: " + "   ".join(said))
 
     print(f"timings: init {init_ms:.0f} ms, first invoke {first_ms:.1f} ms")
     print(f"  GPU delegate       median {median_ms(gpu, inputs, args.runs):8.2f} ms over {args.runs} runs")
