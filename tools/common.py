@@ -20,8 +20,8 @@ import numpy as np
 
 from gles_delegate import GpuError, ModelError, __version__
 from gles_delegate.delegate import PRECISIONS
-from gles_delegate.gpu.context import default_gl_api
 from gles_delegate.gpu import kernels
+from gles_delegate.gpu.context import default_gl_api
 from gles_delegate.tflite.reader import FILE_IDENTIFIER
 
 
