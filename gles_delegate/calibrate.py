@@ -40,6 +40,7 @@ from . import ops
 from .errors import GpuError
 from .gpu import memory
 from .gpu.compiler import build_dispatches, compile_plan
+from .gpu.complex_view import as_floats
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
 from .gpu.storage import HALF_MAX, Promotion, exact_in_half
@@ -142,6 +143,8 @@ def _random(tensor, rng, float_range=(-1.0, 1.0)):
     dtype, shape = np.dtype(tensor.dtype), tuple(tensor.shape)
     if dtype.kind == "f":
         return rng.uniform(*float_range, shape).astype(dtype)
+    if dtype.kind == "c":  # both parts over the range
+        return (rng.uniform(*float_range, shape) + 1j * rng.uniform(*float_range, shape)).astype(dtype)
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     quantized = tensor.quantization is not None and tensor.quantization.scales.size > 0
@@ -182,7 +185,11 @@ def held_out_split(samples):
 
 
 def _run_cpu(node, values):
-    """Run a CPU node on the reference kernels into `values` where its inputs are known."""
+    """Run a CPU node on the reference kernels into `values` where its inputs are known; never a
+    node that calls back into the interpreter (ops.RUNTIME_OPS: calibrating must not run an init
+    subgraph or assign a resource variable)."""
+    if node.op in ops.RUNTIME_OPS:
+        return
     inputs = []
     for t in node.inputs:
         if t is None:
@@ -227,11 +234,12 @@ class _Runner:
         """Per sample: ({output index: array}, {tensor index: array} of every tensor it wrote,
         or {} without `capture`)."""
         results = []
-        dtypes = {t.index: t.dtype for t in self.spec.outputs}
+        # The model's tensors: a complex64 one is of the shape of its slot (its pairs) but the last axis.
+        kinds = {t.index: (t.shape, t.dtype) for t in self.spec.outputs}
         for sample in self.samples:
             storage = dict(sample)
             for slot in partition.plan.outputs:
-                storage[slot.tensor_index] = np.zeros(slot.shape, dtypes.get(slot.tensor_index, np.float32))
+                storage[slot.tensor_index] = np.zeros(*kinds.get(slot.tensor_index, (slot.shape, np.float32)))
             unread = np.empty(0)  # replaced by what the capture reads back
             captured = {index: unread for written in partition.plan.writes for index, _, _ in written} \
                 if capture else None
@@ -244,7 +252,8 @@ class _Runner:
 def error(value, reference):
     """max |value - reference| / max |reference| (MIN_SCALE at least); inf where the value is
     NaN or infinite and the reference is not."""
-    a, b = np.asarray(value, np.float64), np.asarray(reference, np.float64)
+    # complex64 outputs as their pairs (gpu/complex_view.py)
+    a, b = (np.asarray(as_floats(np.ascontiguousarray(x)), np.float64) for x in (value, reference))
     if a.shape != b.shape or a.size == 0:
         return 0.0 if a.shape == b.shape else math.inf
     same = (a == b) | (np.isnan(a) & np.isnan(b))

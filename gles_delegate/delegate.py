@@ -13,7 +13,7 @@ import numpy as np
 from . import __version__
 from . import partition as partitioning
 from . import quant
-from .gpu import kernels
+from .gpu import complex_view, kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .graph import Graph, Node
@@ -25,6 +25,8 @@ from .gpu.runtime import GpuPartition
 from .gpu.serialization import Package, PlanCache
 from .gpu.workgroup_tuner import WorkgroupTuner
 from .gpu.transforms import RULES, Record, rewrite_partition
+from .gpu import variable_sync
+from .gpu.variables import bind as bind_variables
 
 Precision = Literal["fp32", "fp16", "fp16_fp32acc", "auto"]
 Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]
@@ -38,9 +40,15 @@ log = logging.getLogger("gles_delegate")
 
 def _float_view(graph, spec):
     """The float view of a partition (quant.py): a quantized partition as float nodes with
-    fake-quant steps; what a cold start compiles, and what maps captured values back to the
-    model's integers."""
-    return quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+    fake-quant steps, and complex64 tensors as pairs of floats (gpu/complex_view.py); what a cold
+    start compiles, and what maps captured values back to the model's integers."""
+    view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
+    return complex_view.complex_view(view, len(graph.tensors))
+
+
+def _gpu_reason(node):
+    """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors."""
+    return complex_view.unsupported_reason(node, kernels.unsupported_reason)
 
 
 def _loaded_view(graph, nodes):
@@ -296,8 +304,8 @@ class GpuDelegate:
         if quant.touches_quantized(node):
             if not self.options.enable_quantized_inference:
                 return "quantized inference is disabled (enable_quantized_inference=False)"
-            return quant.unsupported_reason(node, kernels.unsupported_reason)
-        return kernels.unsupported_reason(node)
+            return quant.unsupported_reason(node, _gpu_reason)
+        return _gpu_reason(node)
 
     def partition(self, graph: Graph, candidates: list[Node]) -> list[GpuPartition]:
         """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
@@ -314,6 +322,7 @@ class GpuDelegate:
             with cache.recording():  # the partitioner's log lines, repeated on a cache hit
                 made = self._build(graph, candidates, precision)
             cache.store(made, self.rewrite_log)
+        variable_sync.attach(made, graph)  # the resource variables each holds between invokes
         self._nonfinite = {"first_nonfinite": None}
         for p in made:
             p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
@@ -378,8 +387,10 @@ class GpuDelegate:
         over a device limit."""
         # Quantized nodes run as float nodes with fake-quant steps; float nodes are unchanged.
         view = _float_view(graph, spec)
-        rewritten, rewrite_log = rewrite_partition(view.nodes, view.inputs, view.outputs,
-                                                   RULES if self.options.rewrite_rules else (), len(graph.tensors))
+        # Resource variables: READ_VARIABLE / ASSIGN_VARIABLE use storage of the partition's own.
+        bound = bind_variables(view.nodes, view.inputs, view.outputs, max(len(graph.tensors), view.next_index))
+        rewritten, rewrite_log = rewrite_partition(*bound, RULES if self.options.rewrite_rules else (),
+                                                   len(graph.tensors))
         tuner = WorkgroupTuner(self.context) if self.options.resolved_tune_workgroups else None
         try:
             try:

@@ -12,7 +12,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from . import ops
+from . import ops, resource_variables
 from .cpu_litert import CpuBackend, checked_at_invoke, litert_interpreter_class, reads_dynamic
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
@@ -284,6 +284,8 @@ class _Executor:
         self.input_shapes = {}
         self.unwritten = frozenset()  # see unwritten_outputs
         self.kept = frozenset()  # see kept_inside
+        self.delegates = []  # what allocate() planned with
+        self.fixed_variables = {}  # resource_variables.fixed(): checked before each invoke
 
     def allocate(self, delegates):
         self.check_unreferenced("allocate_tensors()")
@@ -296,7 +298,7 @@ class _Executor:
         propagate_shapes(graph, self.input_shapes, run_node=self.cpu.node_runner(graph))
         densify_sparse_reads(graph)
         fold_constants(graph)
-        dynamic = dynamic_tensors(graph)
+        dynamic = resource_variables.annotate(graph, self.runtime)  # dynamic_tensors; the variables' shapes
         # Folding only makes values known: the dynamic tensors can only become fewer, so none
         # before means none after (a dynamic-batch Keras model: a whole pass saved).
         if fold_shapes(graph, dynamic) and dynamic:
@@ -313,6 +315,10 @@ class _Executor:
         self.unwritten = unwritten_outputs(graph)
         self.steps = self.plan(graph, delegates)
         self.kept = frozenset() if self.preserve_all_tensors else kept_inside(graph, self.steps)
+        # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
+        self.delegates = delegates
+        self.fixed_variables = resource_variables.fixed(n for s in self.steps if not hasattr(s, "backend")
+                                                        for n in s.nodes)
         self.storage = storage
         # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
         # now, so that a malformed sparse tensor is an error of allocate_tensors, not of invoke.
@@ -393,6 +399,8 @@ class _Executor:
             raise
 
     def invoke(self):
+        if self.fixed_variables and resource_variables.stale(self.fixed_variables, self.runtime.variables):
+            self.replan_keeping_inputs()
         # Preserving all tensors: delegates read back every intermediate they compute (into
         # storage itself), so get_tensor() shows what the GPU computed for every tensor.
         capture = self.storage if self.preserve_all_tensors else None
@@ -400,6 +408,14 @@ class _Executor:
             step.run(self.storage, capture=capture)
             if capture is not None and getattr(step, "fused_away", None):
                 _compute_fused_away(step, self.storage)
+
+    def replan_keeping_inputs(self):
+        """allocate() again, the inputs set before kept: a variable whose shape the plan fixed
+        holds a value of another shape now (resource_variables.stale)."""
+        inputs = {t.index: np.array(self.storage[t.index], copy=True) for t in self.graph.inputs}
+        self.allocate(self.delegates)
+        for index, value in inputs.items():
+            self.storage[index][...] = value
 
     def release(self):
         """Free what delegates compiled for the previous plan (before re-planning, or when the

@@ -59,6 +59,9 @@ BIAS_INPUTS = {"CONV_2D": (2, 0, 1), "DEPTHWISE_CONV_2D": (2, 0, 1), "FULLY_CONN
 # Ops whose result stays on the grid its inputs share, and that rescale inputs of other grids
 # (CONCATENATION: TFLite's uint8 kernel does; its int8 kernel refuses them).
 GRID_KEEPING = {"CONCATENATION"}
+# Ops whose output is on its grid already: a variable holds the values assigned to it, each on
+# the grid every read and assignment of it shares (gpu/kernels/variables.py checks it).
+GRID_HELD = {"READ_VARIABLE"}
 # Ops whose quantized kernels compute on the integers themselves (not on the real values), or
 # with intermediate quantizations the view does not have: no float view. (8-bit comparisons
 # compare rounded fixed-point rescalings, which can tie where the real values differ.)
@@ -255,6 +258,8 @@ def _is_quantized_bias(node, index):
 def _keeps_grid(node, out):
     """True when the op's float result is already on `out`'s grid: it moves or selects values of
     quantized inputs that all share out's quantization, with no fused activation."""
+    if node.op in GRID_HELD:
+        return True
     if not (kernels.facts(node.op).integer_move or node.op in GRID_KEEPING) or fused_activation(node) != 0:
         return False
     quantized = [t for t in node.inputs if t is not None and t.dtype in QUANTIZED_DTYPES]
@@ -344,6 +349,7 @@ def _view_node(b, node):
             steps.append((raw, target, _range_options(out)))
     copy = b.add(node.index, node.op, inputs, outputs, node.options)
     copy.version, copy.custom, copy.custom_options = node.version, node.custom, node.custom_options
+    copy.runtime = node.runtime  # the interpreter's variables (resource variable ops)
     for raw, target, options in steps:
         b.add(node.index, FAKE_QUANT, [raw], [target], options)
 

@@ -8,13 +8,16 @@ get_tensor(..., subgraph_index) reads). It is planned for the input shapes its c
 with the delegates the first time after allocate_tensors() (TFLite's WHILE / IF Prepare
 allocates its subgraphs there, so the body of a loop gets GPU partitions), and again, on the
 reference kernels only, whenever the shapes change during invoke (a loop whose carried tensors
-change shape: planning GPU partitions at every iteration would cost more than it saves).
+change shape: planning GPU partitions at every iteration would cost more than it saves). A
+CALL_ONCE initializer runs on the reference kernels too: it runs once, and the values it assigns
+stay on the CPU until the GPU partitions that use them upload them (variable_store.py).
 """
 import contextlib
 
 from .errors import ModelError
 from .graph import tensor_dtype
 from .ops.control_flow import SUBGRAPH_OPTIONS
+from .variable_store import VariableStore
 
 
 # Control flow nested deeper than this (a WHILE in a body in a branch ...) is refused: each level
@@ -22,10 +25,10 @@ from .ops.control_flow import SUBGRAPH_OPTIONS
 MAX_NESTING = 32
 
 
-def _callees(subgraph):
-    """The subgraph indices the operators of a SubgraphDef name in their options."""
+def _callees(subgraph, ops=SUBGRAPH_OPTIONS):
+    """The subgraph indices the operators of a SubgraphDef of `ops` name in their options."""
     return {op.options[option] for op in subgraph.operators if not op.custom
-            for option in SUBGRAPH_OPTIONS.get(op.op, ()) if isinstance(op.options.get(option), int)}
+            for option in ops.get(op.op, ()) if isinstance(op.options.get(option), int)}
 
 
 @contextlib.contextmanager
@@ -51,8 +54,11 @@ class Subgraphs:
         self.delegates = delegates
         self.calls = [_callees(sg) for sg in model.subgraphs]
         self.resource_ids = {}  # (container, shared_name) -> resource id
-        self.variables = {}  # resource id -> array
+        self.variables = VariableStore()  # resource id -> value, and which GPU partition holds it
         self.initialized = set()  # the init subgraphs CALL_ONCE has run
+        # The init subgraphs CALL_ONCE runs: planned on the reference kernels only (see the docstring).
+        once = {"CALL_ONCE": SUBGRAPH_OPTIONS["CALL_ONCE"]}
+        self.once = set().union(*(_callees(sg, once) for sg in model.subgraphs))
         self.planned = set()  # the subgraphs planned (with the delegates) since allocate_tensors()
         self._nesting = {}  # subgraph index -> nesting(index)
 
@@ -128,7 +134,7 @@ class Subgraphs:
             for tensor, shape in zip(executor.graph.inputs, shapes):
                 if tuple(tensor.shape) != shape:
                     executor.resize_input(tensor, shape)
-            executor.allocate([] if index in self.planned else self.delegates)
+            executor.allocate([] if index in self.planned or index in self.once else self.delegates)
         self.planned.add(index)
         return executor
 
@@ -142,7 +148,7 @@ class Runtime:
 
     @property
     def variables(self):
-        """{resource id: array}: the interpreter's resource variables."""
+        """The interpreter's resource variables (a variable_store.VariableStore)."""
         return self.subgraphs.variables
 
     def resource_id(self, container, shared_name):

@@ -43,7 +43,6 @@ NO_REFERENCE_GROUPS = (
      ("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE")),
     ("Strings and fingerprints (SKIP_GRAM reads strings, LSH_PROJECTION farmhash fingerprints of bytes)",
      ("LSH_PROJECTION", "SKIP_GRAM")),
-    ("Complex numbers (complex64 tensors)", ("COMPLEX_ABS", "IMAG", "REAL")),
 )
 
 
@@ -143,8 +142,8 @@ def render():
         f"and {sum(where == 'none' for where in status.values())} run nowhere (the last section).",
         "",
         "A GPU kernel runs a node only when it says it can run that exact node (op, version, options,",
-        "shapes, float32 tensors of rank <= 4, or <= 6 for the ops that docs/compiler.md lists); every other",
-        "node runs on the CPU reference. `gles-inspect",
+        "shapes, float32 tensors of rank <= 4, or <= 6 for the ops that docs/compiler.md lists; complex64",
+        "ones through the complex view); every other node runs on the CPU reference. `gles-inspect",
         "MODEL` prints, per node, where it runs and why not on the GPU. The note is the summary line of",
         "the GPU kernel's module (else the reference module's).",
         "",
@@ -161,7 +160,29 @@ def render():
             "`STRIDED_SLICE` -> `PACK` chain a dynamic-batch Keras 3 model builds a `RESHAPE`'s target with).",
             "",
             ", ".join(f"`{op}`" for op in cpu_only) or "none"]
+    whys = [f"- `{op}`: {CPU_ONLY_WHY[op]}" for op in cpu_only if op in CPU_ONLY_WHY]
+    if whys:
+        out += ["", "Some stay on the CPU by their nature (TFLite's own GPU delegate takes none of these either):",
+                ""] + whys
     return "\n".join(out + _without_reference(status))
+
+
+# Why an op with a reference kernel has no GPU kernel, where that is its nature rather than work
+# not done yet (a kernel of one of these would not save a crossing between CPU and GPU).
+CPU_ONLY_WHY = {
+    "CALL_ONCE": "runs its initializer subgraph at the first invoke only (it then costs nothing); the "
+                 "values it assigns move to the GPU once, where a partition holds the variables "
+                 "(docs/architecture.md, resource variables on the GPU)",
+    "WHILE": "control flow: the loop's condition decides on the CPU; its body's nodes get GPU partitions of their own",
+    "IF": "control flow: the branch is chosen on the CPU; each branch's nodes get GPU partitions of their own",
+    "SHAPE": "a tensor's shape, known before invoke: folded at allocation wherever the shape is fixed",
+    "RANK": "a tensor's rank, known before invoke: folded as a constant",
+    "BROADCAST_ARGS": "shape arithmetic on shape tensors, folded where its inputs are fixed",
+    "WHERE": "an output whose shape depends on the values (a dynamic tensor)",
+    "UNIQUE": "an output whose shape depends on the values (a dynamic tensor)",
+    "NON_MAX_SUPPRESSION_V4": "a sequential, data-dependent selection with a dynamic number of boxes",
+    "NON_MAX_SUPPRESSION_V5": "a sequential, data-dependent selection with a dynamic number of boxes",
+}
 
 
 def build_parser():

@@ -19,6 +19,7 @@ from ..errors import GpuError
 from . import kernels, memory, shader, storage
 from .kernels.base import ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
+from .variables import slots as variable_slots
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
 
 # Kernels store partition outputs straight into the I/O buffer where they can (fuse_output_stores);
@@ -74,6 +75,8 @@ class Plan:
     # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
     # calibrate.py).
     calibration: dict = field(default_factory=dict)
+    # The resource variables the partition holds in its arena between invokes (variables.VariableSlot).
+    variables: list = field(default_factory=list)
 
     @property
     def element_bytes(self):
@@ -301,7 +304,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
                 io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}),
-                status_offset=env.status_base * 4, status_errors=list(env.status_errors))
+                status_offset=env.status_base * 4, status_errors=list(env.status_errors),
+                variables=variable_slots(dispatches, env, offsets))
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

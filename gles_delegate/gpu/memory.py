@@ -171,11 +171,13 @@ class ArenaPlan:
     naive: int
 
 
-def plan_arena(dispatches, strategy="best", aliases=()):
+def plan_arena(dispatches, strategy="best", aliases=(), persistent=()):
     """The ArenaPlan of a dispatch list (their reads, writes and inplace) and the (tensor, source)
-    pairs of KernelEnv.aliases, under a strategy (see STRATEGIES)."""
+    pairs of KernelEnv.aliases, under a strategy (see STRATEGIES). `persistent` tensors (resource
+    variables: KernelEnv.persist) keep storage no other tensor ever shares."""
     storage = _Storage(dispatches)
     _join_aliases(storage, aliases)
+    _pin(storage, persistent, len(dispatches))
     naive = sum(u.size for u in storage.usages())
     _join_inplace(storage, dispatches)
     usages = storage.usages()
@@ -257,6 +259,15 @@ def _join_aliases(storage, aliases):
         if len(left) == len(pending):
             break  # aliases of tensors no dispatch uses at all
         pending = left
+
+
+def _pin(storage, tensors, end):
+    """The storage of `tensors` lives from the first dispatch to past the last one (`end`): no
+    lifetime ends before it, so nothing is placed over it, and no in-place output takes it."""
+    for tensor in tensors:
+        if id(tensor) in storage.parent:
+            root = storage.root(id(tensor))
+            storage.first[root], storage.last[root] = 0, end
 
 
 def _join_inplace(storage, dispatches):

@@ -19,8 +19,9 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError, ModelError, StateError
 from . import gl as G
+from .complex_view import as_complex, as_floats
 from .kernels.base import io_values
-from .phwc4 import bhwc, from_phwc4
+from .phwc4 import bhwc, from_phwc4, to_phwc4
 from .shader import PARAMS_BINDING
 from .storage import FLOAT_BASE
 from .upload import STAGED_MIN_BYTES
@@ -135,6 +136,7 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
+        self.variables = None  # the resource variables it holds (gpu/variable_sync.GpuVariables), or None
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
             try:
@@ -180,6 +182,11 @@ class GpuPartition:
         if self.released:
             raise StateError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
+        if self.variables is not None:  # uploads the variables it reads and lacks, then holds those it assigns
+            return self.variables.run(self._run, storage, capture)
+        return self._run(storage, capture)
+
+    def _run(self, storage, capture=None):
         if self.nonfinite is not None:
             return self._run_checked(storage, capture)
         context = self.context
@@ -255,17 +262,28 @@ class GpuPartition:
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for index, offset, shape in written:
             if index in capture and index not in self.plan.io_stores:
-                self._store_capture(capture, index, self._read_tensor(offset, shape))
+                self._store_capture(capture, index, self.read_tensor(offset, shape))
 
-    def _read_tensor(self, offset, shape):
-        """The arena tensor at `offset` (elements; FLOAT_BASE + k: element k of the float buffer)
-        of `shape`, as BHWC float32 (call after a GL_BUFFER_UPDATE barrier)."""
-        buffer, element_bytes, dtype = self.arena, self.plan.element_bytes, np.float16 if self.plan.storage_half \
-            else np.float32
+    def _buffer_at(self, offset):
+        """(buffer, element bytes, element dtype, byte offset) of the tensor at `offset` (elements;
+        FLOAT_BASE + k: element k of the float buffer)."""
         if offset >= FLOAT_BASE:
-            buffer, element_bytes, dtype, offset = self.floats, 16, np.float32, offset - FLOAT_BASE
-        raw = buffer.read(bhwc(shape).elements * element_bytes, offset * element_bytes)
+            return self.floats, 16, np.float32, (offset - FLOAT_BASE) * 16
+        dtype = np.float16 if self.plan.storage_half else np.float32
+        return self.arena, self.plan.element_bytes, dtype, offset * self.plan.element_bytes
+
+    def read_tensor(self, offset, shape):
+        """The arena tensor at `offset` (elements; FLOAT_BASE + k: element k of the float buffer)
+        of `shape`, as BHWC float32 (inside current(), after a GL_BUFFER_UPDATE barrier)."""
+        buffer, element_bytes, dtype, start = self._buffer_at(offset)
+        raw = buffer.read(bhwc(shape).elements * element_bytes, start)
         return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
+
+    def write_tensor(self, offset, values):
+        """Store BHWC `values` as the arena tensor at `offset` (as read_tensor), in its storage
+        type (inside current(); the dispatches issued after it read them)."""
+        buffer, _, dtype, start = self._buffer_at(offset)
+        buffer.write(to_phwc4(values).astype(dtype).tobytes(), start)
 
     def _capture_io_stores(self, storage, capture):
         """The outputs the kernels stored straight into the I/O buffer, as run() left them in
@@ -278,6 +296,8 @@ class GpuPartition:
         if self.view is not None:
             values = quant.model_value(self.view, index, values)
         target = capture[index]
+        if target.dtype == np.complex64:  # the pairs of its complex view (gpu/complex_view.py)
+            values = as_complex(values)
         if target.shape == values.shape and target.flags.writeable:
             store_output(target, values)
         else:
@@ -296,7 +316,7 @@ class GpuPartition:
         for slot in self.plan.inputs:
             value = storage[slot.tensor_index]
             if found is None and not _all_finite(value):
-                found = self._nonfinite_report(None, slot.tensor_index, np.asarray(value, np.float32))
+                found = self._nonfinite_report(None, slot.tensor_index, np.asarray(as_floats(value), np.float32))
         gl = self.context.gl
         with self.context.current():
             try:
@@ -311,7 +331,7 @@ class GpuPartition:
                         if index in self.plan.io_stores:
                             stored.setdefault(index, k)  # in the I/O buffer: checked once read out
                             continue
-                        values = self._read_tensor(arena_offset, shape)
+                        values = self.read_tensor(arena_offset, shape)
                         if found is None and index not in ints and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
                         if capture is not None and index in capture:
@@ -324,7 +344,7 @@ class GpuPartition:
         for index, k in sorted(stored.items(), key=lambda item: item[1]):
             # Nothing in the partition reads these outputs, so one written earlier than the
             # dispatch `found` names is the first non-finite value.
-            values = np.asarray(storage[index], np.float32)
+            values = np.asarray(as_floats(storage[index]), np.float32)
             earlier = found is None or (found["step"] is not None and k < found["step"])
             if earlier and not np.isfinite(values).all():
                 found = self._nonfinite_report(k, index, values)
@@ -360,6 +380,8 @@ class GpuPartition:
         fork() child the buffers are the parent's: only the references go."""
         if self.released:
             return
+        if self.variables is not None:  # the values only it holds go to the CPU, while its buffers exist
+            self.variables.release()
         self.released = True
         if self.context.ctx is None or self.context.forked:
             self.steps = []
@@ -378,10 +400,11 @@ class GpuPartition:
 
 def store_output(target, values):
     """Write an output as the GPU stores it (float32 words, gpu/kernels/base.py) into the
-    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits."""
+    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits, complex64
+    from its pairs (gpu/complex_view.py)."""
     if target.dtype == np.int32:
         values = np.asarray(values, np.float32).view(np.int32)
-    np.copyto(target, values, casting="unsafe")
+    np.copyto(as_floats(target), as_floats(values), casting="unsafe")
 
 
 def check_status(words, errors):
@@ -579,7 +602,7 @@ class CopiedIo:
                 self.buffer.read_into(target, slot.nbytes, slot.offset)
             else:
                 data = np.frombuffer(self.buffer.read(slot.nbytes, slot.offset), np.float32)
-                store_output(target, data.reshape(target.shape))
+                store_output(target, data.reshape(slot.shape))
 
     def release(self):
         self.buffer.release()

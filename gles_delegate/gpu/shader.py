@@ -15,7 +15,9 @@ from .kernels import epilogue
 
 SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
-FULL_PRECISION_TEMPLATES = frozenset({"reduce", "se_gate", "softmax"})
+# Templates compiled in highp in every mode (assemble): sums, and complex_part, whose |z| scales by
+# exponents and tests infinities and NaN on the bits, which fp16 registers would not hold.
+FULL_PRECISION_TEMPLATES = frozenset({"complex_part", "fft", "reduce", "se_gate", "softmax"})
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 
 

@@ -106,7 +106,7 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     kernels/base.py) live in the float buffer, as promoted ones do."""
     ints = {t.index: INT32_WHY for t in _tensors(dispatches, env.aliases) if t.dtype == np.int32}
     if not env.storage_half or (env.precision != "auto" and not ints and not env.int_constants):
-        arena = memory.plan_arena(dispatches, strategy, env.aliases)
+        arena = memory.plan_arena(dispatches, strategy, env.aliases, _persistent(env))
         const_offsets, constants = _pack(env.constants, range(len(env.constants)), env.storage_half, 1)
         return Layout(arena.offsets, const_offsets, constants, np.zeros((0, 4), np.float32), arena)
     promotion = promotion if env.precision == "auto" and promotion else Promotion()
@@ -126,12 +126,14 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     for k, offset in zip(float_list, float_offsets):
         const_offsets[k] = FLOAT_BASE + offset
     arena = memory.plan_arena(_restricted(dispatches, float_ids, False), strategy,
-                              [a for a in env.aliases if id(a[0]) not in float_ids])
+                              [a for a in env.aliases if id(a[0]) not in float_ids],
+                              [t for t in _persistent(env) if id(t) not in float_ids])
     offsets = dict(arena.offsets)
     float_elements = 0
     if float_ids:
         floats = memory.plan_arena(_restricted(dispatches, float_ids, True), strategy,
-                                   [a for a in env.aliases if id(a[0]) in float_ids])
+                                   [a for a in env.aliases if id(a[0]) in float_ids],
+                                   [t for t in _persistent(env) if id(t) in float_ids])
         base = FLOAT_BASE + len(float_constants)
         offsets.update({key: base + offset for key, offset in floats.offsets.items()})
         float_elements = len(float_constants) + floats.elements
@@ -159,6 +161,11 @@ def _auto_weights(dispatches, env, nodes, promotion, float_ids, float_consts):
             f"a weight of magnitude {float(np.abs(env.constants[k]).max()):.4g} > {HALF_MAX:g} (overflows half)"
         promoted_nodes.setdefault(id(env.constant_nodes[k]), (env.constant_nodes[k], why))
     return float_consts, promoted_nodes
+
+
+def _persistent(env):
+    """The tensors KernelEnv.persist kept (resource variables)."""
+    return [tensor for tensor, _ in env.persistent.values()]
 
 
 def _pack(constants, chosen, half, min_rows):

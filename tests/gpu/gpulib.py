@@ -5,6 +5,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate
 from gles_delegate.gpu import kernels
+from gles_delegate.gpu.complex_view import as_complex, as_floats
 from gles_delegate.gpu.kernels.base import KernelEnv
 from tests.oplib import In, feeds, run_ours, single_op_model, single_op_node
 from tests.tolerance import F16_U, F16_ULPS, F32_U, sum_bound, ulp_bound
@@ -47,8 +48,10 @@ def tolerance(precision, reference, node=None, inputs=None):
 def assert_gpu_matches(reference, gpu, precision, what="", node=None, inputs=None, extra=0.0):
     """The GPU's output within tolerance(precision, reference, node, inputs) + `extra` (per
     element, broadcastable) of the reference, NaN where it has NaN. In half storage a reference
-    value beyond half's range (+-FLT_MAX, say) must come back as an overflow of its sign."""
+    value beyond half's range (+-FLT_MAX, say) must come back as an overflow of its sign.
+    complex64 outputs compare as their pairs [..., 2] (`extra` broadcast over those)."""
     assert gpu.shape == reference.shape, f"{what}: shape {gpu.shape} != {reference.shape}"
+    reference, gpu = as_floats(reference), as_floats(gpu)
     assert np.array_equal(np.isnan(gpu), np.isnan(reference)), f"{what}: NaN positions differ"
     finite = ~np.isnan(reference)
     if precision != "fp32" and reference.dtype.kind == "f":
@@ -86,8 +89,15 @@ def as_stored(inputs, precision):
     make larger than any tolerance relative to a small result)."""
     if precision == "fp32":
         return inputs
-    return [s if s is None or s.value.dtype != np.float32 else
-            In(s.value.astype(np.float16).astype(np.float32), const=s.const, quant=s.quant) for s in inputs]
+    return [s if s is None or s.value.dtype not in (np.float32, np.complex64) else
+            In(_half_rounded(s.value), const=s.const, quant=s.quant) for s in inputs]
+
+
+def _half_rounded(value):
+    """A float32 array, or the parts of a complex64 one, rounded to half (+-inf past its range)."""
+    with np.errstate(over="ignore"):
+        rounded = as_floats(value).astype(np.float16).astype(np.float32)
+    return as_complex(rounded) if value.dtype == np.complex64 else rounded
 
 
 def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, extra=0.0, **model_kwargs):

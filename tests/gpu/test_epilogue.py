@@ -127,9 +127,11 @@ def test_every_kernel_with_an_epilogue_is_covered():
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
     # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/;
     # SPLIT, SPLIT_V (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror): the
-    # remap kernel's refusals and SQUEEZE's case
+    # remap kernel's refusals and SQUEEZE's case; COMPLEX_ABS, REAL, IMAG (complex64 inputs):
+    # tests/gpu/test_spectral.py
     assert with_epilogue - set(KINDS) - set(REMAPS) - elementwise_ops <= {
-        "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "EXPAND_DIMS"}
+        "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "EXPAND_DIMS",
+        "COMPLEX_ABS", "REAL", "IMAG"}
     assert elementwise_ops <= with_epilogue
 
 

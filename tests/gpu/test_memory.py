@@ -144,6 +144,28 @@ def test_random_plans_keep_their_invariants_under_every_strategy(program):
         assert (again.elements, again.lower_bound, again.naive) == (arena.elements, arena.lower_bound, arena.naive)
 
 
+@settings(max_examples=100, deadline=None)
+@given(programs(), st.data())
+def test_persistent_storage_is_shared_with_nothing(program, data):
+    """A persistent tensor (a resource variable's storage) overlaps no tensor outside its alias
+    class, whatever their lifetimes, and no output takes it in place: it keeps its value from
+    one invoke to the next."""
+    dispatches, aliases = program
+    touched = list({id(t): t for d in dispatches for t in d.writes + d.reads}.values())
+    persistent = data.draw(st.lists(st.sampled_from(touched), max_size=2, unique_by=id)) if touched else []
+    classes = alias_classes(dispatches, aliases)
+    for strategy in memory.STRATEGIES:
+        arena = memory.plan_arena(dispatches, strategy, aliases, persistent)
+        for kept in persistent:
+            members, _, _, kept_size = next(c for c in classes if kept in c[0])
+            start = arena.offsets[id(kept)]
+            for other, _, _, other_size in classes:
+                offset = arena.offsets.get(id(other[0]))
+                if other is members or offset is None:
+                    continue
+                assert offset + other_size <= start or start + kept_size <= offset, (strategy, kept.index)
+
+
 def test_the_checker_sees_an_overlap():
     """check_plan fails a plan that puts two live tensors on the same storage (so the tests above
     can fail)."""
@@ -237,9 +259,9 @@ def test_plans_of_small_models_keep_their_invariants(monkeypatch, name, rules):
     """The compiler's own calls, recorded: every strategy's plan of the model's dispatches."""
     calls = []
 
-    def plan_arena(dispatches, strategy="best", aliases=()):
+    def plan_arena(dispatches, strategy="best", aliases=(), persistent=()):
         calls.append((dispatches, list(aliases)))
-        return original(dispatches, strategy, aliases)
+        return original(dispatches, strategy, aliases, persistent)
     original = memory.plan_arena
     monkeypatch.setattr(memory, "plan_arena", plan_arena)
     build, shape = MODELS[name]

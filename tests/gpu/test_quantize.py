@@ -246,19 +246,38 @@ def run_view(context, view, feeds, outputs, precision):
         partition.release()
 
 
+# A value whose step count x / scale lies this close (relative) to a half-integer is a tie of the
+# output's rounding: GPUs need not divide correctly rounded (GLSL ES allows 2.5 ulps; NVIDIA's does
+# not, seen on an H200), so such a value may round either way. 8 float32 ulps of the step count.
+TIE = 8 * 2.0 ** -23
+
+
+def rounding_ties(view, values, tensor):
+    """Where view output `tensor` was rounded from a value that lies on a tie (TIE) of its grid, by
+    the reference's own values (run_on_reference every_tensor: the fake-quant or QUANTIZE node's
+    input); all False for an output no rounding node computes."""
+    producer = next(n for n in view.nodes if any(t is tensor for t in n.outputs))
+    if producer.op not in ("QUANTIZE", "QUANTIZE_AND_DEQUANTIZE"):
+        return np.zeros(tensor.shape, bool)
+    steps = np.abs(values[producer.inputs[0].index].astype(np.float64) / float(tensor.quantization.scales[0]))
+    return np.abs(steps - np.floor(steps) - 0.5) <= TIE * np.maximum(steps, 1.0)
+
+
 def assert_view_matches(context, model, feeds, precision):
     """The GPU run of the model's float view against the view on the numpy reference: within one
-    step everywhere (a float output: one step of the grid its view carries, plus half rounding),
-    and equal on >= 99% of the elements in FP32, >= 85% in half storage: there real values are
-    rounded to half, which moves those within 2^-11 of a rounding boundary across it, and an
-    average of on-grid values (pools, MEAN, bilinear) often lands exactly on a boundary."""
+    step everywhere (a float output: one step of the grid its view carries, plus half rounding).
+    In FP32 equal everywhere but on ties of the output's rounding (rounding_ties: a value the
+    GPU's division may land on either side of); in half storage equal on >= 85% of the elements:
+    there real values are rounded to half, which moves those within 2^-11 of a rounding boundary
+    across it, and an average of on-grid values (pools, MEAN, bilinear) often lands exactly on
+    a boundary."""
     graph, view = the_view(model)
     assert all(kernels.unsupported_reason(n) is None for n in view.nodes)
-    expected = quant.run_on_reference(view, {t.index: v for t, v in zip(graph.inputs, feeds)})
+    expected = quant.run_on_reference(view, {t.index: v for t, v in zip(graph.inputs, feeds)}, every_tensor=True)
     for tensor, view_tensor, got in zip(graph.outputs, view.outputs,
                                         run_view(context, view, feeds, graph.outputs, precision)):
         assert got.dtype == tensor.dtype
-        want = expected[tensor.index].astype(np.float64)
+        want = expected[view_tensor.index].astype(np.float64)
         diff = np.abs(got.astype(np.float64) - want)
         if tensor.dtype.kind in "iu":
             step, rounding = 1.0, 0.0
@@ -266,8 +285,12 @@ def assert_view_matches(context, model, feeds, precision):
             step = float(view_tensor.quantization.scales[0])
             rounding = 1e-6 if precision == "fp32" else 2.0 ** -10 * np.abs(want)
         assert np.all(diff <= step + rounding), f"{precision}: off by up to {diff.max()} (step {step})"
-        share = np.mean(diff <= rounding)
-        assert share >= (0.99 if precision == "fp32" else 0.85), f"{precision}: {share:.3f} equal"
+        equal = diff <= rounding
+        if precision == "fp32":
+            off = ~equal & ~rounding_ties(view, expected, view_tensor)
+            assert not off.any(), f"fp32: {int(off.sum())} of {off.size} values off a step away from a tie"
+        else:
+            assert np.mean(equal) >= 0.85, f"{precision}: {np.mean(equal):.3f} equal"
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -8,7 +8,7 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter
 from tests.gpu.gpulib import PRECISIONS
 from tests.litert import run_litert
-from tests.oplib import run_ours
+from tests.oplib import In, run_ours, single_op_model
 from tests.test_quant import ONE_OP, quantized_model, two_op_model
 
 
@@ -95,3 +95,44 @@ def test_fake_quant_steps_fuse_into_the_producing_kernels():
     assert any(r.rule == "fuse_elementwise" and r.status == "APPLIED" and "QUANTIZE_AND_DEQUANTIZE" in r.node
                for r in log)
     assert_within_one_step(ours[0], run_litert(model, [feed], resolver="builtin")[0], 1)
+
+
+def _moves(rng):
+    """One-op int8 / uint8 models of the layout ops streaming models use, {name: (model, feeds,
+    quantum)}: quantum 0 where the op only moves integers of one grid (exact), 1 where TFLite's
+    kernel requantizes (uint8 CONCATENATION of inputs on other grids)."""
+    grid = (0.05, -3)
+    x = In(rng.integers(-128, 128, (1, 6, 1, 8)).astype(np.int8), quant=grid)
+    ints = [In(np.array(v, np.int32), const=True) for v in ([0, 4, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1])]
+    slice_options = dict(begin_mask=13, end_mask=15, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, offset=False)
+    parts = [In(rng.integers(0, 256, (1, 2, 3, c)).astype(np.uint8), quant=(s, z)) for c, s, z in
+             ((3, 0.02, 128), (5, 0.07, 10), (4, 0.04, 200))]
+    cases = {
+        "strided slice": (single_op_model("STRIDED_SLICE", [x, *ints], slice_options, output_quant=[grid]), [x.value], 0),
+        "split_v": (single_op_model("SPLIT_V", [x, In(np.array([4, 2], np.int32), const=True),
+                                               In(np.array(1, np.int32), const=True)], {"num_splits": 2},
+                                    output_quant=[grid, grid], n_outputs=2), [x.value], 0),
+        "split": (single_op_model("SPLIT", [In(np.array(3, np.int32), const=True), x], {"num_splits": 2},
+                                  output_dtypes=[np.dtype(np.int8)] * 2, output_quant=[grid, grid], n_outputs=2),
+                  [x.value], 0),
+        "concatenation int8": (single_op_model("CONCATENATION", [x, x], {"axis": 1, "fused_activation_function": 0},
+                                               output_quant=[grid]), [x.value, x.value], 0),
+        "concatenation uint8 requantized": (
+            single_op_model("CONCATENATION", parts, {"axis": 3, "fused_activation_function": 0},
+                            output_quant=[(0.06, 100)]), [p.value for p in parts], 1),
+    }
+    return cases
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("name", ["strided slice", "split_v", "split", "concatenation int8",
+                                  "concatenation uint8 requantized"])
+def test_quantized_layout_ops_of_streaming_models(name, precision):
+    """The ops a streaming keyword spotter moves its int8 frames with run on the GPU through the
+    float view and give LiteRT's integers (a requantizing uint8 CONCATENATION within one step)."""
+    model, feeds, quantum = _moves(np.random.default_rng(5))[name]
+    ours, summary = run_on_gpu(model, feeds, precision)
+    assert summary["cpu_nodes"] == 0, summary
+    for got, expected in zip(ours, run_litert(model, feeds, resolver="builtin")):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert np.abs(got.astype(np.int64) - expected).max(initial=0) <= quantum

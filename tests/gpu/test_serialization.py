@@ -139,6 +139,33 @@ def test_warm_start_is_identical(cold, mediapipe_models):
 
 
 
+def scratch_models():
+    """{name: model bytes} of kernels with scratch tensors (negative indices in Plan.writes): an
+    LSTM's input contributions, a 2-D RFFT2D's transformed rows."""
+    from tests.oplib import In, single_op_model
+    from tests.ops.test_lstm import full_lstm_model, random_spec
+    spec, rng = random_spec(3, time_major=False)
+    rfft = single_op_model("RFFT2D", [In(np.zeros((6, 10), np.float32)), In(np.array([8, 16], np.int32), const=True)],
+                           output_dtypes=[np.complex64])
+    return {"lstm": full_lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", spec, rng)[0], "rfft2d": rfft}
+
+
+@pytest.mark.parametrize("name", ["lstm", "rfft2d"])
+def test_kernels_with_scratch_tensors_warm_start(name, tmp_path):
+    """A scratch tensor's negative index in Plan.writes was refused as a malformed write: every
+    warm start of an LSTM rebuilt the entry."""
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(scratch_models()[name])
+    _, cold, cold_outputs = start(str(path), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        _, warm, warm_outputs = start(str(path), tmp_path)
+    assert (cold.summary()["cache_hit"], warm.summary()["cache_hit"]) == (False, True)
+    assert any(index < 0 for p in warm.partitions for written in p.plan.writes for index, _, _ in written)
+    for a, b in zip(cold_outputs, warm_outputs):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_half_storage_warm_start_uploads_the_entrys_halves(mediapipe_models, tmp_path):
     """With half storage the plan's constants are float16 from the compiler on, so the entry
     holds halves and a warm start uploads views of it as they are (no conversion in numpy)."""

@@ -23,11 +23,12 @@ from ...partition import EmptyTensor
 from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
 from . import (binary, conv, depthwise, elementwise, fully_connected, gather, integer, layer_norm, layout, lstm,
-               matmul, mediapipe, normalization, pool, quantize, reduce, resize, select, softmax, squeeze_excite,
-               transpose_conv)
+               matmul, mediapipe, normalization, pool, quantize, reduce, resize, select, softmax, spectral,
+               squeeze_excite, transpose_conv, variables)
 
 MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, integer, layer_norm, layout, lstm, matmul,
-           mediapipe, normalization, pool, quantize, reduce, resize, select, softmax, squeeze_excite, transpose_conv)
+           mediapipe, normalization, pool, quantize, reduce, resize, select, softmax, spectral, squeeze_excite,
+           transpose_conv, variables)
 # op -> its kernel modules in the order tried, for an op of several (registry.candidates):
 # GATHER with constant indices (layout.py), else with runtime ones (gather.py); float arithmetic
 # and comparisons (binary.py, elementwise.py), else int32 ones (integer.py).
@@ -55,7 +56,7 @@ def facts(op):
 def arity_reason(node):
     """Why `node` does not have the inputs and outputs its op takes (counts, omitted inputs),
     or None: checked before a kernel's own check, which may assume them."""
-    if not node.outputs or any(t is None for t in node.outputs):
+    if (not node.outputs and _output_count(node.op) != 0) or any(t is None for t in node.outputs):
         return f"{node.op} needs its outputs, got {len(node.outputs)} (some omitted)" if node.outputs \
             else f"{node.op} has no outputs"
     if node.op == "CONCATENATION":
@@ -73,6 +74,11 @@ def arity_reason(node):
         if tensor is None and k not in optional:
             return f"{node.op} input {k} is omitted" + (f" (only inputs {list(optional)} may be)" if optional else "")
     return None
+
+
+def _output_count(op):
+    """The output count its OpFacts.arity states (0: ASSIGN_VARIABLE), or None."""
+    return facts(op).arity[2] if facts(op).arity else None
 
 
 def _rank_reason(tensor, role, op):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import GpuError
 from ...ops.common import fused_activation
+from ..complex_view import as_floats
 from ..phwc4 import bhwc
 
 VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
@@ -43,10 +44,11 @@ def stored_values(data):
 
 
 def io_values(array):
-    """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits
-    (a view, no copy), anything else as a float32 array or view (bool: 0.0 / 1.0)."""
+    """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits, a
+    complex64 array's pairs (gpu/complex_view.py; both views, no copy), anything else as a
+    float32 array or view (bool: 0.0 / 1.0)."""
     array = np.asarray(array)
-    return array.view(np.float32) if array.dtype == INT32 else array
+    return array.view(np.float32) if array.dtype == INT32 else as_floats(array)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,20 @@ class ArenaRef:
 class ConstRef:
     """The element offset of a packed constant in the constants buffer."""
     index: int
+
+
+@dataclass(eq=False)
+class Scratch:
+    """An arena tensor of a node's own (not in the graph): negative index, never a model tensor."""
+    index: int
+    shape: tuple
+    name: str = "scratch"
+    dtype: np.dtype = np.dtype(np.float32)
+
+
+def scratch(node, k, shape):
+    """Scratch tensor k (< 4) of `node`, of `shape`, in the arena."""
+    return Scratch(-(4 * node.index + k + 1), tuple(shape), f"{node.op.lower()} scratch")
 
 
 @dataclass
@@ -106,6 +122,7 @@ class KernelEnv:
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
         self.status_errors = []  # per status word: the error its kernel reports there (status_word)
+        self.persistent = {}  # id(tensor) -> (tensor, variable key): see persist()
 
     @property
     def storage_half(self):
@@ -139,6 +156,12 @@ class KernelEnv:
         being computed: a kernel calls it for a node that only relabels an identical PHWC4
         layout (a free reshape) and returns no dispatch."""
         self.aliases.append((tensor, source))
+
+    def persist(self, tensor, key):
+        """Keep `tensor`, the storage of resource variable `key` ((container, shared_name)), in
+        arena storage of its own for the partition's life: its value outlives the invoke
+        (memory.plan_arena's `persistent`; gpu/variables.py)."""
+        self.persistent[id(tensor)] = (tensor, key)
 
     @staticmethod
     def arena(tensor):

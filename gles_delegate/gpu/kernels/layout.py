@@ -109,6 +109,11 @@ def _dense_axes(shape):
     return tuple(((None, s),) for s in (h * w * c, w * c, c, 1))
 
 
+def copy_of(source):
+    """The Gather that copies all of `source` into an output of its shape."""
+    return Gather(source, 0, _dense_axes(source.shape))
+
+
 def _entries(node, read_through):
     """The READ_THROUGH entries of `node`, or `read_through` in their place when given."""
     return node.options.get(READ_THROUGH, ()) if read_through is None else read_through

@@ -22,33 +22,18 @@ State tensors are variable tensors: the partition uploads their value each invok
 what the kernels wrote into the same arena tensor (see partition.boundary), so the state
 carries over between invokes and Interpreter.reset_all_variables() resets it.
 """
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...ops import lstm as reference
 from ...ops.common import fused_activation
 from ..phwc4 import bhwc
-from .base import Dispatch
+from .base import Dispatch, scratch
 from .conv import pack_bias
 from .fully_connected import pack_weights
 
 MAX_SPLIT = 16        # lanes sharing the recurrent matmul of one output vec4 (the workgroup width)
 CHUNKS_PER_LANE = 2   # split the recurrent matmul only while every lane keeps this many chunks
 GATE_SLOTS = reference.GATES  # scratch / weight order: input, forget, cell, output
-
-
-@dataclass(eq=False)
-class Scratch:
-    """An arena tensor of a node's own (not in the graph): negative index, never a model tensor."""
-    index: int
-    shape: tuple
-    name: str = "lstm scratch"
-    dtype: np.dtype = np.dtype(np.float32)
-
-
-def _scratch(node, k, shape):
-    return Scratch(-(4 * node.index + k + 1), tuple(shape))
 
 
 def recurrent_split(chunks):
@@ -182,7 +167,7 @@ def build_full(node, env):
         stacked_w[g, :n_cell] = const(f"input_to_{gate}_weights")
         stacked_b[g, :n_cell] = const(f"{gate}_gate_bias")
     units = 16 * slices
-    pre = _scratch(node, 0, (n_time * n_batch * 4 * slices, 4))  # flat vec4s: row (t, b), gate, slice
+    pre = scratch(node, 0, (n_time * n_batch * 4 * slices, 4))  # flat vec4s: row (t, b), gate, slice
     x_strides = _strides(x.shape, time_major, sequence)
     pre_strides = (n_batch * 4 * slices, 4 * slices, 1)
     dispatches = [_input_dispatch(x, x_strides, stacked_w.reshape(units, n_input), stacked_b.reshape(-1), pre,

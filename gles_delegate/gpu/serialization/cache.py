@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import compiler, memory, phwc4
+from .. import compiler, memory, phwc4, variables
 from ..kernels import base
 from ..runtime import GpuPartition
 from . import validate
@@ -31,8 +31,8 @@ from .key import check_key, code_fingerprint, file_name, graph_signature, option
 
 ENTRY_SLACK_BYTES = 64 << 20       # an entry may exceed 32x the model's constants by this much
 BACKGROUND_DIGEST_BYTES = 1 << 20  # smaller models are hashed in the calling thread
-# Modules of gpu/ whose dataclasses a plan may contain (Plan, IoSlot, ...).
-PLAN_MODULES = (compiler, base, memory, phwc4)
+# Modules of gpu/ whose dataclasses a plan may contain (Plan, IoSlot, VariableSlot, ...).
+PLAN_MODULES = (compiler, base, memory, phwc4, variables)
 
 log = logging.getLogger("gles_delegate")
 # What a warning about an entry it could not use says happens next (nothing to do but wait once).

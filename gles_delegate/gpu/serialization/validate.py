@@ -9,6 +9,8 @@ import struct
 import numpy as np
 
 from ..compiler import IoSlot
+from ..complex_view import view_shape
+from ..variables import VariableSlot
 from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
 from ..storage import FLOAT_BASE
@@ -151,7 +153,8 @@ def check_plan(plan, graph, limits):
         if not isinstance(written, list):
             fail("writes")
         for item in written:
-            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0]) and is_count(item[1])
+            # A negative tensor index names a kernel's scratch tensor (kernels/base.py Scratch).
+            if not (isinstance(item, tuple) and len(item) == 3 and is_count(item[0], -(1 << 31)) and is_count(item[1])
                     and isinstance(item[2], tuple) and len(item[2]) <= MAX_RANK and all(is_count(d) for d in item[2])):
                 fail(f"write {item!r}")
             if item[1] >= FLOAT_BASE:
@@ -160,6 +163,7 @@ def check_plan(plan, graph, limits):
             elif item[1] + vec4_elements(item[2]) > plan.arena_elements:
                 fail(f"write {item!r} beyond the arena")
     check_status_words(plan, fail)
+    check_variable_slots(plan, fail)
     if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
             + 64 * (len(plan.inputs) + len(plan.outputs) + 1) + 4 * len(plan.status_errors):
         fail(f"io_bytes {plan.io_bytes}")
@@ -170,9 +174,27 @@ def check_plan(plan, graph, limits):
             if not isinstance(slot, IoSlot) or not is_index(slot.tensor_index, len(graph.tensors)):
                 fail(f"I/O slot {slot!r}")
             tensor = graph.tensors[slot.tensor_index]
-            if slot.shape != tuple(tensor.shape) or slot.nbytes != tensor.size * 4 \
+            shape = view_shape(tensor)  # a complex64 tensor's pairs (gpu/complex_view.py)
+            if slot.shape != shape or slot.nbytes != math.prod(shape) * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
+
+
+def check_variable_slots(plan, fail):
+    """The resource variables' storage (variables.VariableSlot) lies inside its buffer."""
+    if not isinstance(plan.variables, list):
+        fail("variables")
+    for slot in plan.variables:
+        if not isinstance(slot, VariableSlot) or not all(isinstance(n, str) for n in (slot.container, slot.shared_name)) \
+                or not is_count(slot.offset) or not isinstance(slot.shape, tuple) or len(slot.shape) > MAX_RANK \
+                or not all(is_count(d) for d in slot.shape) or not isinstance(slot.reads, bool) \
+                or not isinstance(slot.writes, bool):
+            fail(f"variable slot {slot!r}")
+        offset, limit = slot.offset, plan.arena_elements
+        if offset >= FLOAT_BASE:
+            offset, limit = offset - FLOAT_BASE, plan.float_elements
+        if offset + vec4_elements(slot.shape) > limit:
+            fail(f"variable slot {slot!r} beyond its buffer")
 
 
 def check_status_words(plan, fail):

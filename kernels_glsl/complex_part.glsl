@@ -1,0 +1,40 @@
+// REAL (PART 0), IMAG (PART 1) and COMPLEX_ABS (PART 2) of a complex view [..., 2]
+// (gpu/complex_view.py): one invocation per output vec4 (out_size, out_channels); output value e
+// (row-major) reads the pair at pixel e of the view, its vec4 (re, im, 0, 0); then the epilogue
+// steps fused after the node. Highp in every precision (shader.FULL_PRECISION_TEMPLATES).
+
+// |re + i im| as hypot: both parts scaled by the power of 2 of the larger (exact), so the squares
+// neither overflow nor vanish; an infinite part gives +inf (even beside NaN), else NaN gives NaN.
+vec4 magnitude(vec4 re, vec4 im) {
+  vec4 a = abs(re), b = abs(im);
+  ivec4 e;
+  frexp(max(a, b), e);
+  vec4 sa = ldexp(a, -e), sb = ldexp(b, -e);
+  vec4 r = ldexp(sqrt(sa * sa + sb * sb), e);
+  r = mix(r, vec4(uintBitsToFloat(0x7fc00000u)), tfl_either_nan(re, im));
+  return mix(r, vec4(TFL_INF), bvec4(uvec4(tfl_isinf(re)) | uvec4(tfl_isinf(im))));
+}
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int s = gid.z % out_size.z, batch = gid.z / out_size.z;
+  int first = ((batch * out_size.y + gid.y) * out_size.x + gid.x) * out_channels + 4 * s;
+  vec4 re = vec4(0.0), im = vec4(0.0);
+  for (int k = 0; k < 4; k++) {
+    if (4 * s + k < out_channels) {
+      vec2 pair = load(in_offset + first + k).xy;
+      re[k] = pair.x;
+      im[k] = pair.y;
+    }
+  }
+#if PART == 0
+  vec4 r = re;
+#elif PART == 1
+  vec4 r = im;
+#else
+  vec4 r = magnitude(re, im);
+#endif
+  r = epilogue(r, ivec4(gid.x, gid.y, s, batch));
+  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), keep_channels(r, out_channels, s));
+}

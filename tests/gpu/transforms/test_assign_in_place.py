@@ -1,0 +1,98 @@
+"""assign_in_place: the node computing an ASSIGN_VARIABLE's value writes it into the variable's
+storage, and the assignment's copy goes; not where that would change what the partition reads
+(a read of the variable after the value is computed, a second assignment, a value from outside,
+one value assigned to two variables)."""
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.gpu.transforms import assign_in_place
+from gles_delegate.tflite import ModelBuilder
+from tests.gpu.transforms.rulelib import statuses, why
+from tests.streaming_models import Ring, frames, ring_model
+
+RULE = "assign_in_place"
+
+
+def _steps(model, inputs, steps=4, **options):
+    """Outputs of `steps` invokes on the GPU and on the reference (each equal), the delegate's
+    rewrite log and dispatch count."""
+    reference = Interpreter(model_content=model)
+    with GpuDelegate(precision="fp32", **options) as delegate:
+        gpu = Interpreter(model_content=model, experimental_delegates=[delegate])
+        for interpreter in (gpu, reference):
+            interpreter.allocate_tensors()
+        for step in range(steps):
+            outputs = []
+            for interpreter in (gpu, reference):
+                for detail, value in zip(interpreter.get_input_details(), inputs(step)):
+                    interpreter.set_tensor(detail["index"], value)
+                interpreter.invoke()
+                outputs.append([interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()])
+            for ours, expected in zip(*outputs):
+                np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
+        return list(delegate.rewrite_log), delegate.summary()["dispatches"]
+
+
+def test_a_ring_buffers_slice_writes_the_state(monkeypatch):
+    ring = Ring()
+    xs = frames(ring, 4)
+    log, count = _steps(ring_model(ring), lambda k: [xs[k]])
+    assert statuses(log, RULE) == [("APPLIED", "#6 (ASSIGN_VARIABLE)")]
+    assert "#5 (STRIDED_SLICE) writes tensor" in why(log, RULE, "#6 (ASSIGN_VARIABLE)")
+    monkeypatch.setattr(assign_in_place, "ENABLED", False)
+    _, without = _steps(ring_model(ring), lambda k: [xs[k]])
+    assert count == without - 1
+
+
+def _counter(case):
+    """A variable v (initialized to zeros) and, by case, its assignments: 'read between' v = x + v
+    read after x + v is computed too; 'twice' v = x, then v = x * 2; 'from outside' v = x (a
+    model input); 'two variables' v = w = x + 1. Outputs: what the variables hold after."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    init = b.subgraph("init")
+    b.op("CALL_ONCE", [], [], init_subgraph_index=init.index)
+    names = ("v", "w") if case == "two variables" else ("v",)
+    handles = {}
+    for name in names:
+        handles[name] = b.tensor(f"{name}_handle", (), type_name="RESOURCE")
+        b.op("VAR_HANDLE", [], [handles[name]], container="", shared_name=name)
+        init_handle = init.tensor(f"{name}_handle", (), type_name="RESOURCE")
+        init.op("VAR_HANDLE", [], [init_handle], container="", shared_name=name)
+        init.op("ASSIGN_VARIABLE", [init_handle, init.const(f"{name}_zeros", np.zeros((2, 3), np.float32))], [])
+    value, total = b.tensor("value", (2, 3)), b.tensor("total", (2, 3))
+    b.op("READ_VARIABLE", [handles["v"]], [value])
+    b.op("ADD", [value, x], [total], fused_activation_function=0)
+    if case == "read between":
+        again = b.tensor("again", (2, 3))
+        b.op("READ_VARIABLE", [handles["v"]], [again])
+        b.op("ASSIGN_VARIABLE", [handles["v"], total], [])
+        b.output(again)
+    elif case == "twice":
+        doubled = b.tensor("doubled", (2, 3))
+        b.op("ASSIGN_VARIABLE", [handles["v"], total], [])
+        b.op("ADD", [total, total], [doubled], fused_activation_function=0)
+        b.op("ASSIGN_VARIABLE", [handles["v"], doubled], [])
+    elif case == "from outside":
+        b.op("ASSIGN_VARIABLE", [handles["v"], x], [])
+    else:
+        for name in names:
+            b.op("ASSIGN_VARIABLE", [handles[name], total], [])
+    after = b.tensor("after", (2, 3))
+    b.op("READ_VARIABLE", [handles["v"]], [after])
+    b.output(after)
+    return b.build()
+
+
+@pytest.mark.parametrize("case, skipped, reason", [
+    ("read between", "#5 (ASSIGN_VARIABLE)", "read between"),
+    ("twice", "#4 (ASSIGN_VARIABLE)", "more than once"),
+    ("from outside", "#4 (ASSIGN_VARIABLE)", "from outside the partition"),
+    ("two variables", "#6 (ASSIGN_VARIABLE)", "to another variable in place already")])
+def test_assignments_that_would_change_what_is_read_stay_copies(case, skipped, reason):
+    rng = np.random.default_rng(2)
+    xs = [rng.normal(0, 1, (2, 3)).astype(np.float32) for _ in range(4)]
+    log, _ = _steps(_counter(case), lambda k: [xs[k]])
+    assert ("SKIPPED", skipped) in statuses(log, RULE)
+    assert reason in why(log, RULE, skipped)
