@@ -6,21 +6,20 @@ from them), so that a quoted output cannot go stale.
 
 A quoted output is the fenced block after a line `<!-- output of: COMMAND -->`: COMMAND is one of
 this package's console scripts (setup.cfg), `python -m gles_delegate.tools.NAME`, or `summary
-MODEL` (print(delegate.summary()) after one FP32 invoke), run here in a temporary directory where
-MODELS are written. The lines a block quotes must appear in the output in the block's order; the
-output lines between them are left out (a line `...` marks that for the reader). Figures that
-change from run to run (timings, run counts, the process's memory: VOLATILE) are compared as '#',
-runs of spaces as one, table rules as '--'. The outputs were made on the renderer the docs name
-(DOCS_RENDERER): on another, the figures differ, and the check says so and compares nothing.
+MODEL` (print(delegate.summary()) after one FP32 invoke), each run in a fresh process in a
+temporary directory where MODELS are written. The lines a block quotes must appear in the output in
+the block's order; the output lines between them are left out (a line `...` marks that for the
+reader). Figures that change from run to run (timings, run counts, the process's memory: VOLATILE)
+are compared as '#', runs of spaces as one, table rules as '--'. The outputs were made on the
+renderer the docs name (DOCS_RENDERER): on another, the figures differ, and the check says so and
+compares nothing.
 """
 import configparser
-import contextlib
 import dataclasses
-import importlib
-import io
 import os
 import re
 import shlex
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -72,6 +71,7 @@ def small_model_bytes():
 
 
 
+RUN_TIMEOUT_S = 300
 # Model files a command may name, written where it runs.
 MODELS = {"small.tflite": small_model_bytes}
 
@@ -105,38 +105,44 @@ def console_scripts():
 
 
 def run(command):
-    """The stdout lines of `command`, run in this process in a temporary directory (a tool's
-    default output directory lands there), the models' directory written as the docs write it."""
+    """The stdout lines of `command`, run as a user would, in a fresh process (what an earlier run
+    left in a process, LiteRT's accelerator registry say, changes later outputs) in a temporary
+    directory (a tool's default output directory lands there), on this checkout's package and
+    tools, the models' directory written as the docs write it."""
     words = shlex.split(command)
-    with tempfile.TemporaryDirectory() as temp, _working_directory(temp), \
-            contextlib.redirect_stdout(io.StringIO()) as out:
+    with tempfile.TemporaryDirectory() as temp:
         for name, build in MODELS.items():
-            Path(name).write_bytes(build())
-        if words[0] == "summary":
-            print_summary(words[1])
-        else:
-            _tool_main(words)(words[3:] if words[0] == "python" else words[1:])
-    text = out.getvalue()
+            (Path(temp) / name).write_bytes(build())
+        done = subprocess.run([sys.executable, "-c", _program(words)], cwd=temp, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+    if done.returncode not in (0, 1):  # 1: a verdict (gles-parity over tolerance), not a failure
+        raise common.ToolError(f"{command!r} failed (exit status {done.returncode}): "
+                               f"{done.stderr.strip().splitlines()[-1:]}")
     model_dir = os.path.dirname(common.model_file("selfie_segmentation"))
-    return text.replace(model_dir, DOCS_MODEL_DIR).splitlines()
+    return done.stdout.replace(model_dir, DOCS_MODEL_DIR).splitlines()
 
 
-def _tool_main(words):
-    """The main() of the tool `words` name: a console script, or `python -m MODULE`."""
-    module = words[2] if words[0] == "python" else console_scripts().get(words[0])
-    if module is None or words[0] == "python" and words[1] != "-m":
-        raise ValueError(f"cannot run {' '.join(words)!r}: not a console script of setup.cfg nor python -m MODULE")
-    return importlib.import_module(module).main
+def _program(words):
+    """The Python a fresh process runs for the command `words`: this checkout first on the path,
+    gles_delegate.tools mapped to its tools/ (as tests/conftest.py does), then the tool as
+    __main__ with its arguments (or print_summary)."""
+    setup = (f"import runpy, sys; sys.path.insert(0, {str(ROOT)!r}); import gles_delegate.tools as tools; "
+             f"tools.__path__[:] = [{str(ROOT / 'tools')!r}]; ")
+    if words[0] == "summary":
+        return setup + f"from gles_delegate.tools.doc_examples import print_summary; print_summary({words[1]!r})"
+    module, argv = _tool(words)
+    return setup + f"sys.argv = {argv!r}; runpy.run_module({module!r}, run_name='__main__')"
 
 
-@contextlib.contextmanager
-def _working_directory(path):
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
+def _tool(words):
+    """(module, sys.argv) of the tool `words` run: a console script of setup.cfg, or `python -m
+    MODULE`."""
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        return words[2], words[2:]
+    module = console_scripts().get(words[0])
+    if module is None:
+        raise common.ToolError(f"cannot run {' '.join(words)!r}: not a console script of setup.cfg nor python -m MODULE")
+    return module, words
 
 
 def print_summary(model):
