@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gles_delegate import GpuError, ModelError, __version__
+from gles_delegate import GpuError, Interpreter, ModelError, __version__
 from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.context import default_gl_api
@@ -377,6 +377,29 @@ def litert_loaded(**kwargs):
         return native_call(_allocated, module.Interpreter, kwargs), None
     except RuntimeError as exc:
         return None, f"LiteRT cannot run this model: {exc}"
+
+
+def litert_delegated(delegate, **kwargs):
+    """(LiteRT's Interpreter(**kwargs) with `delegate`, its tensors allocated, None), or (None, why
+    not in one line): ai-edge-litert is not installed, or LiteRT cannot load the model even with
+    the GPU taking what it can (an op version it does not know, a custom op the GPU does not take).
+    Native stderr is not captured, unlike litert_loaded: the delegate's warnings stay visible."""
+    module = litert()
+    if module is None:
+        return None, LITERT_MISSING
+    try:
+        return _allocated(module.Interpreter, {**kwargs, "experimental_delegates": [delegate]}), None
+    except (RuntimeError, ValueError) as exc:  # what LiteRT raises for a model it cannot load
+        return None, f"LiteRT cannot run this model: {failure_reason(exc)}"
+
+
+def delegated_interpreter(runtime, delegate, **kwargs):
+    """(the Interpreter of `runtime` made with `delegate` and kwargs, its tensors allocated, None):
+    'gles' this package's, 'litert' LiteRT's (litert_delegated: (None, why) where it cannot load
+    the model)."""
+    if runtime == "litert":
+        return litert_delegated(delegate, **kwargs)
+    return _allocated(Interpreter, {**kwargs, "experimental_delegates": [delegate]}), None
 
 
 def _allocated(interpreter_class, kwargs):

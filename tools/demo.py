@@ -34,18 +34,9 @@ def median_ms(interpreter, inputs, runs):
 def gpu_interpreter(path, delegate, runtime):
     """The interpreter the delegate runs in, its tensors allocated: ours, or LiteRT's (--runtime
     litert: a model LiteRT cannot load even with the GPU taking what it can is a ToolError)."""
-    if runtime == "gles":
-        interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
-        return interpreter
-    if common.litert() is None:
-        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
-    try:  # not common.litert_loaded: its capture of native stderr would hide the delegate's warnings
-        interpreter = common.litert().Interpreter(model_path=str(path), experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
-    except (RuntimeError, ValueError) as exc:
-        raise common.ToolError(f"--runtime litert: LiteRT cannot run this model: {common.failure_reason(exc)}") \
-            from None
+    interpreter, why_not = common.delegated_interpreter(runtime, delegate, model_path=str(path))
+    if interpreter is None:
+        raise common.ToolError(f"--runtime litert: {why_not}")
     return interpreter
 
 

@@ -186,18 +186,19 @@ def _largest_difference(a, b):
 def litert_delegate_parity(path, args):
     """--runtime litert: the outputs of LiteRT's Interpreter with a GpuDelegate against those of
     our Interpreter with one (same options and inputs): {outputs: [{name, max_abs, relative}],
-    delegation: the LiteRT delegate's summary()}; printed as it goes."""
-    module = common.litert()
-    if module is None:
-        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
+    delegation: the LiteRT delegate's summary()}, or {error: why} where LiteRT cannot load the
+    model; printed as it goes."""
     fields = {"precision": args.precision}
     if args.max_delegated_partitions is not None:
         fields["max_delegated_partitions"] = args.max_delegated_partitions
     outputs = []
-    for runtime in (Interpreter, module.Interpreter):
+    for runtime in ("gles", "litert"):
         delegate = GpuDelegate(GpuDelegateOptions(**fields))
-        interpreter = runtime(model_path=str(path), experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
+        interpreter, why_not = common.delegated_interpreter(runtime, delegate, model_path=str(path))
+        if interpreter is None:
+            delegate.close()
+            print(f"LiteRT Interpreter + gles_delegate: {why_not}")
+            return {"error": why_not}
         common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), args.seed, common.index_ranges(path)))
         interpreter.invoke()
         outputs.append([(d["name"], interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()])

@@ -1,6 +1,10 @@
 """Tools on a model LiteRT cannot load (an op it lacks, as MediaPipe's custom ops in models
 gles-fetch-models fetches): each says so in one line and goes on with what it can do."""
-from gles_delegate.tools import bench_invoke, demo, top1_agreement
+import json
+
+import pytest
+
+from gles_delegate.tools import bench_invoke, benchmark_model, demo, parity_report, top1_agreement
 
 
 def _litert_line(out):
@@ -32,3 +36,29 @@ def test_bench_invoke_times_ours_and_says_why_not_litert(litert_refused_model, c
     assert _litert_line(out).startswith("future: ")
     row = next(line for line in out.splitlines() if line.startswith("future "))
     assert row.split()[-2:] == ["n/a", "n/a"]
+
+
+def test_parity_runtime_litert_says_why_and_reports_the_rest(litert_refused_model, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert parity_report.main([str(litert_refused_model), "--runtime", "litert", "--table", "none",
+                               "--out", str(out)]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("LiteRT Interpreter + ")]
+    assert len(said) == 1 and ": LiteRT cannot run this model: " in said[0]
+    report = json.loads((out / "parity.json").read_text())
+    assert report["litert_delegate"]["error"].startswith("LiteRT cannot run this model: ")
+    assert report["summary"]["compared"] == 1
+
+
+def test_benchmark_runtime_litert_says_why_in_its_row(litert_refused_model, capsys):
+    argv = ["--graph", str(litert_refused_model), "--runtime", "litert", "--num_runs", "1", "--min_secs", "0",
+            "--warmup_min_secs", "0"]
+    assert benchmark_model.main(argv) == 0
+    assert "LiteRT + gles_delegate   unavailable: " in _litert_line(capsys.readouterr().out)
+
+
+def test_demo_runtime_litert_is_one_line(litert_refused_model, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo.main(["--model", str(litert_refused_model), "--runtime", "litert"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+    assert "error: ToolError: --runtime litert: LiteRT cannot run this model: " in err
