@@ -168,3 +168,11 @@ def test_help_describes_the_tool_and_every_option(tool):
     undocumented = [a.option_strings or [a.dest] for a in parser._actions if not a.help]
     assert not undocumented, f"options without help: {undocumented}"
     assert "%(default)" not in parser.format_help()  # argparse fills these in: no placeholder left
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=tool_id)
+def test_help_describes_every_choice_of_an_option_it_explains(tool):
+    """--precision's help explains each precision: every one of its choices is named there (auto was not)."""
+    for action in tool.build_parser()._actions:
+        if action.choices and action.help and "fp32 (" in action.help:
+            assert all(f"{choice} (" in action.help for choice in action.choices), action.help
