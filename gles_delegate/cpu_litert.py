@@ -1,31 +1,41 @@
-"""CPU nodes through LiteRT's kernels (ai-edge-litert, an optional extra) where the reference lacks them.
+"""CPU nodes through LiteRT's kernels (ai-edge-litert, an optional extra) rather than the numpy reference.
 
 Interpreter(..., cpu_backend=...) decides, for the nodes its delegates leave to the CPU, whether the
 numpy reference kernels or LiteRT's run them:
-  'auto' (default)  a node the reference has no kernel for (its op, or its variant: a reason of
-                    type ops.checks.Unimplemented, e.g. int16 activations) runs through LiteRT when
-                    ai-edge-litert is importable, together with the CPU nodes next to it (its run
-                    of consecutive CPU nodes is one sub-model: few LiteRT interpreters, few copies
-                    between them);
-  'fallback'        only the nodes without a reference kernel run through LiteRT (consecutive ones
-                    as one sub-model): the reference stays the oracle wherever it has a kernel
-                    (what gles-parity runs);
-  'litert'          every CPU node LiteRT can take runs through LiteRT (ai-edge-litert required);
+  'auto' (default)  every CPU node LiteRT can take runs through LiteRT when ai-edge-litert is
+                    importable (XNNPACK where LiteRT applies it: its default resolver), each run
+                    of consecutive such nodes as one sub-model (one LiteRT interpreter, one copy
+                    per boundary tensor); the reference runs the others, and everything when
+                    ai-edge-litert is not installed;
+  'fallback'        the reference wherever it has a kernel, LiteRT only for the nodes it lacks
+                    (consecutive ones as one sub-model): the reference stays the oracle (what
+                    gles-parity and the tests comparing the GPU with the reference run);
+  'litert'          as 'auto', but ai-edge-litert is required, and a node the reference's checks
+                    refuse for any reason is handed to LiteRT too;
   'reference'       the reference only: a node it lacks is a ModelError at allocate_tensors.
-A node the reference's checks refuse for any other reason stays a ModelError under 'auto' and
-'fallback': those checks also catch malformed nodes, which LiteRT's kernels are not guaranteed to
-survive. Nodes LiteRT cannot take from us stay on the reference: custom ops (LiteRT's
-builtin resolver lacks MediaPipe's), ops with subgraphs (WHILE, IF, CALL_ONCE), variable tensors
-(state the reference updates in place, which reset_all_variables() zeroes), tensors numpy cannot
-hold (strings, resources) and operators with intermediate tensors (integer LSTMs).
+A node the reference's checks refuse stays a ModelError under 'auto' and 'fallback' unless the
+reason is a variant it has no kernel for (ops.checks.Unimplemented, e.g. int16 activations): those
+checks also catch malformed nodes, which LiteRT's kernels are not guaranteed to survive, so under
+'auto' LiteRT only sees nodes they accept. Nodes LiteRT cannot take from us stay on the reference
+(litert_refusal): custom ops (LiteRT's builtin resolver lacks MediaPipe's), ops with subgraphs
+(WHILE, IF, CALL_ONCE), variable tensors (state the reference updates in place, which
+reset_all_variables() zeroes), tensors numpy cannot hold (strings, resources) and operators with
+intermediate tensors (integer LSTMs); so do the nodes of dynamic tensors (shapes decided at invoke;
+a LiteRT sub-model is planned for fixed shapes), except one the reference lacks, which LiteRT runs
+alone. Where LiteRT refuses a sub-model at allocate_tensors (an op version its resolver lacks, a
+failed Prepare), the nodes it refuses alone run on the reference (one warning), or are a ModelError
+naming the node when the reference lacks them too.
 
 A run is written with our .tflite writer as a sub-model (its nodes, its constants copied, the
 boundary tensors as its inputs and outputs) and run by one LiteRT Interpreter, made again at every
 allocate_tensors() (so with the shapes a resize gave). Per invoke each boundary tensor is copied
-once: into LiteRT's input through a numpy view of its buffer, out of its output the same way
-(LiteRT's Python API cannot adopt our arrays, and holding its views across invoke() is refused by
-LiteRT). That is never slower than set_tensor / get_tensor, and get_tensor copies twice (docs/
-architecture.md has the figures). LiteRT's interpreters are not thread-safe: each runs under a lock.
+once at most: into LiteRT's input through a numpy view of its buffer, from the producer's own
+memory (a GPU partition's mapped output is not copied into our storage first: _Storage.current);
+LiteRT's output is not copied out at all: the storage keeps the view as the tensor's value
+(_Storage.defer_output) until the next invoke of the sub-model, and a GPU partition uploads from
+it directly. LiteRT's Python API cannot adopt our arrays, and invoke() refuses to run while one of
+its views is alive, so the step drops its outputs' views before it invokes (docs/architecture.md
+has the figures). LiteRT's interpreters are not thread-safe: each runs under a lock.
 """
 import threading
 import warnings
@@ -64,6 +74,14 @@ def litert_interpreter_class():
     return Interpreter
 
 
+def litert_version():
+    """The installed ai-edge-litert's version, or None when it cannot be imported."""
+    if litert_interpreter_class() is None:
+        return None
+    from .litert.source import runtime_version
+    return runtime_version("ai_edge_litert")
+
+
 def litert_refusal(node, graph):
     """None if LiteRT can run `node` of `graph` as part of a sub-model we write, else why not."""
     if node.custom:
@@ -82,6 +100,22 @@ def litert_refusal(node, graph):
         return f"tensor {unheld.index} is of type {unheld.type_name or 'unknown'}, which numpy does not hold"
     if _intermediates(node, graph):
         return "it has intermediate tensors, which the graph does not keep"
+    return next((why for why in map(_unsafe_quantization, tensors) if why is not None), None)
+
+
+def _unsafe_quantization(tensor):
+    """Why LiteRT's kernels are not safe with integer `tensor`'s quantization, or None: a scale
+    that is not a positive normal float, or zero points outside its type's range or not one per
+    scale (gles-fuzz: each crashed LiteRT 2.3's QUANTIZE; the reference computes with them)."""
+    q = tensor.quantization
+    if q is None or np.dtype(tensor.dtype).kind not in "iu":
+        return None
+    scales, zero_points, info = np.asarray(q.scales, np.float64), np.asarray(q.zero_points), np.iinfo(tensor.dtype)
+    unsafe = f"tensor {tensor.index} has a quantization LiteRT's kernels are not safe with"
+    if not np.all(np.isfinite(scales) & (scales >= np.finfo(np.float32).tiny)):
+        return f"{unsafe}: a scale that is not a positive normal float"
+    if zero_points.size not in (0, 1, scales.size) or np.any((zero_points < info.min) | (zero_points > info.max)):
+        return f"{unsafe}: zero points outside {tensor.dtype} or not one per scale"
     return None
 
 
@@ -126,19 +160,37 @@ class CpuBackend:
             raise ValueError("cpu_backend='litert' needs ai-edge-litert, which is not installed: "
                              "`pip install ai-edge-litert`, or pass cpu_backend='auto'")
 
+    def replanning(self):
+        """The backend of a plan for one run (subgraphs.py: a loop body planned again during an
+        invoke because its carried tensors changed shape, a CALL_ONCE initializer): 'auto' as
+        'fallback' there, LiteRT only for the nodes the reference lacks (a LiteRT interpreter
+        made for one run would cost more than it saves)."""
+        if self.backend != "auto":
+            return self
+        return CpuBackend("fallback", self.num_threads, self.preserve_all_tensors)
+
     def on_litert(self, node, graph):
-        """Whether LiteRT runs `node` of `graph` when the CPU does (its run may take neighbours
-        along)."""
+        """Whether LiteRT runs `node` of `graph` when the CPU does (check() decides first whether
+        a node the reference's checks refuse may run at all)."""
         if self.backend == "reference" or litert_refusal(node, graph) is not None:
             return False
         if self.backend == "litert":
             return True
-        return lacks_kernel(node) and litert_interpreter_class() is not None
+        return litert_interpreter_class() is not None and (self.backend == "auto" or lacks_kernel(node))
+
+    def reference_reason(self, node, graph):
+        """Why `node` of `graph` runs on the reference when the CPU runs it (None when LiteRT
+        does): what cpu_summary() reports."""
+        if self.on_litert(node, graph):
+            return None
+        if self.backend in ("reference", "fallback"):
+            return f"cpu_backend={self.backend!r}"
+        return litert_refusal(node, graph) or "ai-edge-litert is not installed"
 
     def check(self, node, reason, graph):
         """A ModelError naming `node`, which the reference refuses for `reason`, unless LiteRT
-        runs it."""
-        if self.on_litert(node, graph):
+        runs it: a variant the reference lacks (or any node, under 'litert')."""
+        if self.on_litert(node, graph) and (self.backend == "litert" or lacks_kernel(node)):
             return
         message = f"operator {node.label} cannot run on the CPU: {reason}"
         # Any other refusal of an op the reference has stays its error (see the module docstring).
@@ -154,10 +206,11 @@ class CpuBackend:
 
     def place(self, graph, steps, reference_step, pinned=frozenset(), dynamic=frozenset()):
         """`steps` (delegate steps, and Node objects where the CPU runs a node) with the CPU nodes
-        made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node). `pinned`:
-        {id(node)} of nodes that stay on the reference (those of dynamic tensors), except one the
-        reference lacks, which LiteRT runs alone with dynamic shapes (a SEGMENT_SUM of runtime ids).
-        `dynamic`: {id(tensor)} of the dynamic tensors (checked_at_invoke)."""
+        made steps: runs of LiteRT nodes as LiteRTStep, the others reference_step(node, why) (why:
+        the reason it is not on LiteRT). `pinned`: {id(node)} of nodes that stay on the reference
+        (those of dynamic tensors), except one the reference lacks, which LiteRT runs alone with
+        dynamic shapes (a SEGMENT_SUM of runtime ids). `dynamic`: {id(tensor)} of the dynamic
+        tensors (checked_at_invoke)."""
         placed, run = [], []
         for step in steps + [None]:
             if isinstance(step, Node):
@@ -175,22 +228,64 @@ class CpuBackend:
             reason = ops.unsupported_reason(node)
             if reason is not None and not checked_at_invoke(node, reason, dynamic):
                 self.check(node, reason, graph)  # a node a delegate could take but did not
-        free = [n for n in run if id(n) not in pinned]
-        whole = self.backend == "litert" or (self.backend == "auto" and any(self.on_litert(n, graph) for n in free))
         steps, group = [], []
         for node in run + [None]:
-            if node is not None and id(node) not in pinned and litert_refusal(node, graph) is None \
-                    and (whole or self.on_litert(node, graph)):
+            if node is not None and id(node) not in pinned and self.on_litert(node, graph):
                 group.append(node)
                 continue
             if group:
-                steps.append(LiteRTStep(graph, group, self.num_threads, self.preserve_all_tensors))
+                steps += self._litert_steps(graph, group, reference_step)
                 group = []
-            if node is not None and id(node) in pinned and lacks_kernel(node) and self.on_litert(node, graph):
-                steps.append(LiteRTStep(graph, [node], self.num_threads, self.preserve_all_tensors, dynamic=True))
-            elif node is not None:
-                steps.append(reference_step(node))
+            if node is None:
+                continue
+            if id(node) in pinned and lacks_kernel(node) and self.on_litert(node, graph):
+                steps.append(self._step(graph, [node], dynamic=True))
+            else:
+                why = "its tensors' shapes are decided at invoke" if id(node) in pinned and \
+                    self.on_litert(node, graph) else self.reference_reason(node, graph)
+                steps.append(reference_step(node, why))
         return steps
+
+    def _step(self, graph, nodes, dynamic=False):
+        return LiteRTStep(graph, nodes, self.num_threads, self.preserve_all_tensors, dynamic)
+
+    def _litert_steps(self, graph, nodes, reference_step):
+        """[one LiteRTStep of `nodes`]; where LiteRT refuses that sub-model at allocate, the
+        nodes it refuses alone run on the reference (one warning for them all) and each run of
+        the others is a LiteRTStep again. The ModelError naming the node where the reference
+        cannot run one LiteRT refuses (it lacks the op or the variant)."""
+        try:
+            return [self._step(graph, nodes)]
+        except ModelError as error:
+            failed = error
+        refusals = {id(n): e for n in nodes if (e := self._refusal(graph, n)) is not None} if len(nodes) > 1 else {}
+        # Each node alone runs but the sub-model of all of them does not: all of them on the reference.
+        refusals = refusals or {id(n): failed for n in nodes}
+        for node in nodes:
+            if id(node) in refusals and ops.unsupported_reason(node) is not None:
+                raise refusals[id(node)]
+        refused = [n for n in nodes if id(n) in refusals]
+        warnings.warn(f"LiteRT refused {_labels(refused)}, which run{'s' if len(refused) == 1 else ''} on the numpy "
+                      f"reference kernels instead: {_why(refusals[id(refused[0])])}", RuntimeWarning, stacklevel=2)
+        steps, group = [], []
+        for node in nodes + [None]:
+            if node is not None and id(node) not in refusals:
+                group.append(node)
+                continue
+            if group:  # smaller than `nodes`: the recursion ends
+                steps += self._litert_steps(graph, group, reference_step)
+                group = []
+            if node is not None:
+                steps.append(reference_step(node, f"LiteRT refused it: {_why(refusals[id(node)])}"))
+        return steps
+
+    def _refusal(self, graph, node):
+        """The ModelError of LiteRT refusing `node` alone at allocate, or None when it takes it."""
+        try:
+            self._step(graph, [node])
+        except ModelError as error:
+            return error
+        return None
 
     def node_runner(self, graph):
         """run(node, inputs) -> outputs for the nodes of `graph`: the reference's, or LiteRT's for
@@ -219,16 +314,33 @@ def sub_model(nodes, inputs, outputs, shapes=None):
         buffer = 0
         if t.is_const:
             buffer = len(buffers)
-            buffers.append(np.frombuffer(np.ascontiguousarray(t.data).tobytes(), np.uint8))
+            buffers.append(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8))
         type_name = t.type_name or schema.TENSOR_TYPE_NAMES[schema.DTYPE_TO_TENSOR_TYPE[np.dtype(t.dtype)]]
         defs.append(TensorDef(name=t.name, shape=tuple(shapes.get(id(t), t.shape)), type_name=type_name,
                               buffer=buffer, quantization=t.quantization, sparsity=t.sparsity))
-    operators = [OperatorDef(op=n.op, inputs=tuple(-1 if t is None else index[id(t)] for t in n.inputs),
-                             outputs=tuple(index[id(t)] for t in n.outputs), version=n.version,
-                             options=dict(n.options)) for n in nodes]
+    operators = [OperatorDef(op=n.op, inputs=_operands(n, index), outputs=tuple(index[id(t)] for t in n.outputs),
+                             version=n.version, options=dict(n.options)) for n in nodes]
     subgraph = SubgraphDef(name="cpu_litert", tensors=defs, inputs=tuple(index[id(t)] for t in inputs),
                            outputs=tuple(index[id(t)] for t in outputs), operators=operators)
-    return write_model(ModelDef(subgraphs=[subgraph], buffers=buffers)), index
+    # Constants after the flatbuffer (Buffer.offset / size): written in a third of the time, and
+    # LiteRT's interpreter of pose_landmark_full made in 31 ms instead of 99.
+    return write_model(ModelDef(subgraphs=[subgraph], buffers=buffers), external_buffers=True), index
+
+
+def _operands(node, index):
+    """`node`'s input indices in the sub-model ({id(tensor): index}), -1 where omitted; a
+    RESHAPE's omitted shape left out: the reference reads it as absent, LiteRT's kernel reads
+    the -1 (a crash, found by gles-fuzz) but takes the 1-input form (new_shape, else the
+    output's shape)."""
+    operands = [-1 if t is None else index[id(t)] for t in node.inputs]
+    if node.op == "RESHAPE" and operands[-1:] == [-1]:
+        operands.pop()
+    return tuple(operands)
+
+
+def _why(error):
+    """What a ModelError naming a node says after the node's label."""
+    return str(error).split(": ", 1)[-1]
 
 
 def _labels(nodes):
@@ -278,6 +390,7 @@ class LiteRTStep:
         self.nodes = list(nodes)
         self.dynamic = dynamic
         spec = boundary(graph, self.nodes)
+        spec.inputs += _read_then_written(self.nodes)
         content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
         self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
         producer = {id(t): n for n in self.nodes for t in n.outputs}
@@ -297,13 +410,16 @@ class LiteRTStep:
                                  f"{tensor.index} ({tensor.name!r}), the model declares {list(tensor.shape)}")
 
     def run(self, storage, capture=None):
-        """Copy the inputs in, invoke LiteRT, copy the outputs out (and, with `capture`, every
-        intermediate: preserve_all_tensors)."""
+        """Copy the inputs in, invoke LiteRT, give the outputs to `storage` (interpreter._Storage)
+        as views of LiteRT's buffers (and, with `capture`, copy every intermediate into it:
+        preserve_all_tensors)."""
         with self._lock:
+            for tensor, _, _ in self.outputs:  # the last invoke's views: invoke() refuses to run while one is alive
+                storage.forget(tensor.index, self)
             if self.dynamic:
                 self._resize_inputs(storage)
             for index, theirs, view in self.inputs:
-                _copy_in(self.interpreter, theirs, view, storage[index])
+                _copy_in(self.interpreter, theirs, view, storage.current(index))
             try:
                 self.interpreter.invoke()
             except (ValueError, RuntimeError) as exc:
@@ -314,7 +430,7 @@ class LiteRTStep:
                     storage[tensor.index] = np.array(view(), tensor.dtype)
                     tensor.shape = storage[tensor.index].shape
                     continue
-                _copy_out(node, tensor, view(), storage[tensor.index])
+                _give_out(storage, node, tensor, view(), self)
             if capture is not None:
                 for index, theirs in self.intermediates:
                     np.copyto(capture[index], self.interpreter.get_tensor(theirs))
@@ -337,6 +453,19 @@ class LiteRTStep:
                              f"{[list(shape) for _, shape in changed]} in LiteRT: {str(exc).strip()[:400]}") from None
 
 
+def _read_then_written(nodes):
+    """The tensors a node of `nodes` reads before a later one writes them (a graph input the
+    model overwrites): inputs of the sub-model, which partition.boundary leaves out as written
+    inside it."""
+    written, found = set(), {}
+    for node in nodes:
+        for t in node.inputs:
+            if t is not None and not t.is_const and id(t) not in written:
+                found.setdefault(id(t), t)
+        written |= {id(t) for t in node.outputs}
+    return [t for key, t in found.items() if key in written]
+
+
 def _copy_in(interpreter, index, view, value):
     """value into LiteRT's input tensor `index` through a fresh view (dropped on return: LiteRT
     refuses to invoke while one is held); a 0-d tensor's view is a numpy scalar, not an array,
@@ -348,11 +477,14 @@ def _copy_in(interpreter, index, view, value):
         interpreter.set_tensor(index, np.asarray(value, type(target)))
 
 
-def _copy_out(node, tensor, value, target):
-    """value (LiteRT's output, in the shape LiteRT reports) into target; a ModelError when a
-    dynamic output came out in another shape than the model declares."""
+def _give_out(storage, node, tensor, value, owner):
+    """LiteRT's output `value` (a view of its buffer, in the shape LiteRT reports) as `tensor`'s
+    value in `storage`: the view itself until `owner` runs again (_Storage.defer_output), else a
+    copy; a ModelError when a dynamic output came out in another shape than the model declares."""
     value = np.asarray(value)  # a 0-d output's view is a numpy scalar
+    target = storage[tensor.index]
     if value.shape != target.shape:
         raise ModelError(f"operator {node.label} produced shape {list(value.shape)} for tensor {tensor.index} "
                          f"through LiteRT, the model declares {list(target.shape)}")
-    np.copyto(target, value)
+    if not storage.defer_output(tensor.index, value, owner):
+        np.copyto(target, value)

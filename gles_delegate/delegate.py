@@ -296,11 +296,11 @@ class GpuDelegate:
 
     def can_run(self, node: Node) -> bool:
         """True if a GPU kernel can run this exact node."""
-        return self._reason(node) is None
+        return self.unsupported_reason(node) is None
 
-    def _reason(self, node):
-        """None if the GPU runs `node` (a quantized node through its float view, quant.py),
-        else why not."""
+    def unsupported_reason(self, node: Node) -> str | None:
+        """None if the GPU runs `node` (a quantized node through its float view, quant.py, a
+        complex64 one through its complex view), else why not (what the partitioner logs)."""
         if quant.touches_quantized(node):
             if not self.options.enable_quantized_inference:
                 return "quantized inference is disabled (enable_quantized_inference=False)"
@@ -341,7 +341,7 @@ class GpuDelegate:
         rejected = {}
 
         def reason(node):
-            return rejected.get(id(node)) or self._reason(node)
+            return rejected.get(id(node)) or self.unsupported_reason(node)
 
         limit = self.options.max_delegated_partitions
         while True:

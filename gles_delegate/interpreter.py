@@ -1,7 +1,8 @@
 """The TFLite-compatible Interpreter: tensors, details dicts, set/get/invoke, resize, signatures.
 
 It builds the graph IR, folds constant subgraphs, lets each delegate claim runs of nodes, and
-runs the rest on the numpy reference kernels.
+runs the rest on the CPU: through LiteRT's kernels when ai-edge-litert is installed, else on the
+numpy reference kernels (cpu_backend, cpu_litert.py).
 """
 import ctypes
 import os
@@ -13,7 +14,7 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import ops, resource_variables
-from .cpu_litert import CpuBackend, checked_at_invoke, litert_interpreter_class, reads_dynamic
+from .cpu_litert import CpuBackend, checked_at_invoke, litert_version, reads_dynamic
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
 from .partition import boundary
@@ -76,16 +77,30 @@ class _Storage(dict):
         super().__setitem__(index, value)
 
     def defer_output(self, index, source, owner):
-        """Take float32 `source` (a partition's mapped output, which `owner` may unmap) as tensor
-        `index`'s value without copying it yet: get_tensor() copies it out once instead of twice,
-        any other access copies it in first. False (copy it now) where the tensor is not float32
-        of that shape or the user holds a view of the storage (Interpreter.tensor: a view must see
-        every invoke's outputs)."""
+        """Take `source` (a GPU partition's mapped output, which `owner` may unmap; a view of a
+        LiteRT sub-model's output buffer) as tensor `index`'s value without copying it yet:
+        get_tensor() copies it out once instead of twice, current() hands it to the next step to
+        copy from, any other access copies it in first. False (copy it now) where the tensor is
+        not of its dtype and shape or the user holds a view of the storage (Interpreter.tensor: a
+        view must see every invoke's outputs)."""
         target = super().__getitem__(index)
-        if target.dtype != np.float32 or target.shape != source.shape or self.referenced():
+        if target.dtype != source.dtype or target.shape != source.shape or self.referenced():
             return False
         self.pending[index] = (source, owner)
         return True
+
+    def current(self, index):
+        """Tensor `index`'s value, a deferred output's source as it is (not copied in): for a
+        step that copies it once into memory of its own (a GPU upload, a LiteRT input)."""
+        entry = self.pending.get(index)
+        return entry[0] if entry is not None else self[index]
+
+    def forget(self, index, owner):
+        """Drop `owner`'s deferred output of tensor `index` without copying it in: `owner` is
+        about to write the tensor again."""
+        entry = self.pending.get(index)
+        if entry is not None and entry[1] is owner:
+            del self.pending[index]
 
     def settle(self, index=None, owner=None):
         """Copy deferred outputs in: tensor `index`'s (when asked for), or all of `owner`'s
@@ -203,13 +218,15 @@ class _CpuStep:
     """One node run on the reference kernels. `dynamic`: its outputs are dynamic tensors
     (shape_propagation.dynamic_tensors), which take whatever shape the kernel gives. `check`:
     it reads dynamic tensors, so its checks (ops SUPPORT) run at every invoke, on the shapes
-    the invoke gave them (cpu_litert.checked_at_invoke)."""
+    the invoke gave them (cpu_litert.checked_at_invoke). `why`: the reason LiteRT does not run
+    it (cpu_summary)."""
     backend = "reference"
 
-    def __init__(self, node, dynamic=False, check=False):
+    def __init__(self, node, dynamic=False, check=False, why=None):
         self.nodes = [node]
         self.dynamic = dynamic
         self.check = check
+        self.why = why
 
     def run(self, storage, capture=None):
         node = self.nodes[0]
@@ -287,7 +304,10 @@ class _Executor:
         self.delegates = []  # what allocate() planned with
         self.fixed_variables = {}  # resource_variables.fixed(): checked before each invoke
 
-    def allocate(self, delegates):
+    def allocate(self, delegates, transient=False):
+        """Plan the graph for the current input shapes with `delegates`. transient: a plan for one
+        run (subgraphs.py: a loop body whose carried tensors changed shape during the invoke, a
+        CALL_ONCE initializer), whose CPU nodes CpuBackend.replanning places."""
         self.check_unreferenced("allocate_tensors()")
         graph, self._unused_graph = self._unused_graph, None
         if graph is None or self.input_shapes:
@@ -313,7 +333,7 @@ class _Executor:
         self.release()
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
-        self.steps = self.plan(graph, delegates)
+        self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu)
         self.kept = frozenset() if self.preserve_all_tensors else kept_inside(graph, self.steps)
         # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
         self.delegates = delegates
@@ -366,7 +386,7 @@ class _Executor:
         storage.place(block, {tensor.index: (tensor.shape, dtype, offset) for tensor, dtype, offset in placed})
         return storage
 
-    def plan(self, graph, delegates):
+    def plan(self, graph, delegates, cpu):
         claimed = {}
         # A delegate plans for fixed shapes: nodes that read or write dynamic tensors stay here.
         fixed = [n for n in graph.nodes if not any(t is not None and id(t) in self.dynamic
@@ -380,7 +400,7 @@ class _Executor:
         for node in graph.nodes:
             partition = claimed.get(id(node))
             if partition is None:
-                steps.append(node)  # the CPU's: the reference's or LiteRT's (self.cpu.place)
+                steps.append(node)  # the CPU's: the reference's or LiteRT's (cpu.place)
             elif id(partition) not in placed:
                 placed.add(id(partition))
                 steps.append(partition)
@@ -388,10 +408,10 @@ class _Executor:
             # Nodes of dynamic tensors stay on the reference: a LiteRT sub-model is planned for fixed shapes.
             pinned = {id(n) for n in graph.nodes if any(t is not None and id(t) in self.dynamic
                                                         for t in [*n.inputs, *n.outputs])}
-            return self.cpu.place(graph, steps, lambda node: _CpuStep(node, any(id(t) in self.dynamic
+            return cpu.place(graph, steps, lambda node, why: _CpuStep(node, any(id(t) in self.dynamic
                                                                                  for t in node.outputs),
-                                                                      reads_dynamic(node, self.dynamic)),
-                                  pinned, self.dynamic)
+                                                                      reads_dynamic(node, self.dynamic), why),
+                             pinned, self.dynamic)
         except BaseException:  # LiteRT refused a run: free what the delegates compiled
             for step in steps:
                 if hasattr(step, "release"):
@@ -431,13 +451,22 @@ class Interpreter:
     num_threads=None, options=None): the API of ai_edge_litert.interpreter.Interpreter.
 
     Delegates come from `experimental_delegates` and from `options.add_delegate(...)`, in that
-    order; each claims the nodes it can run, the rest run on the numpy reference kernels.
+    order; each claims the nodes it can run, the rest run on the CPU (cpu_backend).
+    num_threads: passed to the LiteRT interpreters of the CPU nodes (the numpy path ignores it).
     experimental_preserve_all_tensors: every intermediate stays readable with get_tensor(),
-    including those a GPU partition computes (read back after each dispatch: slow).
-    cpu_backend: which kernels run the nodes no delegate takes: 'auto' (default: the numpy
-    reference, and LiteRT's kernels, when ai-edge-litert is installed, for a run of CPU nodes
-    holding an op the reference lacks), 'fallback' (LiteRT only for those ops), 'litert' (every
-    CPU node LiteRT can take) or 'reference' (see gles_delegate/cpu_litert.py, docs/usage.md).
+    including those a GPU partition computes (read back after each dispatch: slow) and those
+    inside a LiteRT sub-model (its interpreter preserves them too).
+    cpu_backend: which kernels run the nodes no delegate takes:
+      'auto' (default): LiteRT's (XNNPACK where LiteRT uses it) for every CPU node LiteRT can
+        take when ai-edge-litert is installed, each run of consecutive ones as one LiteRT
+        sub-model; the numpy reference kernels for the others (custom ops, control flow,
+        variable tensors, nodes of dynamic shapes, nodes LiteRT refuses: cpu_summary() says
+        which and why), and for every node without ai-edge-litert;
+      'fallback': the reference, LiteRT only for the nodes the reference lacks (the oracle the
+        GPU is compared with: gles-parity);
+      'litert': as 'auto', ai-edge-litert required;
+      'reference': the reference only.
+    See gles_delegate/cpu_litert.py and docs/usage.md.
     """
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None,
@@ -579,14 +608,18 @@ class Interpreter:
         _set(self._main, self._tensor(tensor_index), value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
-        """A copy of a tensor's current contents. ValueError for a graph output nothing writes
-        (see unwritten_outputs) and, as in LiteRT, for an intermediate a GPU partition keeps to
-        itself (kept_inside) unless experimental_preserve_all_tensors."""
+        """A copy of a tensor's current contents (after the invoke running on another thread, if
+        any). ValueError for a graph output nothing writes (see unwritten_outputs) and, as in
+        LiteRT, for an intermediate a GPU partition or a LiteRT sub-model keeps to itself
+        (kept_inside) unless experimental_preserve_all_tensors."""
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
         self._require_data(executor, tensor)
-        return executor.storage.output_copy(tensor.index)
+        # Not during an invoke: the copy may read a LiteRT sub-model's output buffer, whose view
+        # would make LiteRT's invoke() refuse to run (cpu_litert.LiteRTStep.run).
+        with self._lock:
+            return executor.storage.output_copy(tensor.index)
 
     def _subgraph_executor(self, subgraph_index):
         """The executor of subgraph `subgraph_index`: a ValueError for an index the model does not
@@ -612,7 +645,8 @@ class Interpreter:
     def _view(self, index):
         self._require_allocated()
         self._require_data(self._main, self._main.graph.tensors[index])
-        return self._main.storage.view(index)
+        with self._lock:  # as get_tensor's copy
+            return self._main.storage.view(index)
 
     def reset_all_variables(self) -> None:
         """Zero every variable tensor (LSTM state) of the allocated subgraphs."""
@@ -642,13 +676,16 @@ class Interpreter:
     def cpu_summary(self) -> dict[str, Any]:
         """Where the nodes no delegate takes run, after allocate_tensors(): {'cpu_backend': the
         option, 'litert': the ai-edge-litert version or None when it is not importable,
-        'reference_nodes': [node labels], 'litert_nodes': [node labels], 'litert_partitions':
-        [[node labels of one LiteRT sub-model], ...]} over the main subgraph."""
+        'reference_nodes': [node labels], 'reference_reasons': {node label: why LiteRT does not
+        run it}, 'litert_nodes': [node labels], 'litert_partitions': [[node labels of one LiteRT
+        sub-model], ...]} over the main subgraph."""
         self._require_allocated()
         steps = [s for s in self._main.steps if getattr(s, "backend", None) in ("reference", "litert")]
         runs = [[n.label for n in s.nodes] for s in steps if s.backend == "litert"]
-        return {"cpu_backend": self._cpu.backend, "litert": _litert_version(),
-                "reference_nodes": [s.nodes[0].label for s in steps if s.backend == "reference"],
+        reference = [s for s in steps if s.backend == "reference"]
+        return {"cpu_backend": self._cpu.backend, "litert": litert_version(),
+                "reference_nodes": [s.nodes[0].label for s in reference],
+                "reference_reasons": {s.nodes[0].label: s.why for s in reference},
                 "litert_nodes": [label for run in runs for label in run], "litert_partitions": runs}
 
     def num_subgraphs(self) -> int:
@@ -703,14 +740,6 @@ class SignatureRunner:
                 executor.resize_input(tensor, _checked_shape(tensor, value.shape, strict=False))
         if executor.storage is None:
             executor.allocate(self._interpreter._delegates)
-
-
-def _litert_version():
-    """The installed ai-edge-litert's version, or None when it cannot be imported."""
-    if litert_interpreter_class() is None:
-        return None
-    from .litert.source import runtime_version
-    return runtime_version("ai_edge_litert")
 
 
 def _checked_shape(tensor, tensor_size, strict):

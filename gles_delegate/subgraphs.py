@@ -6,10 +6,11 @@ interpreter's Subgraphs as seen from the subgraph the node belongs to.
 A called subgraph runs on the interpreter's executor of that subgraph (the one
 get_tensor(..., subgraph_index) reads). It is planned for the input shapes its caller passes:
 with the delegates the first time after allocate_tensors() (TFLite's WHILE / IF Prepare
-allocates its subgraphs there, so the body of a loop gets GPU partitions), and again, on the
-reference kernels only, whenever the shapes change during invoke (a loop whose carried tensors
-change shape: planning GPU partitions at every iteration would cost more than it saves). A
-CALL_ONCE initializer runs on the reference kernels too: it runs once, and the values it assigns
+allocates its subgraphs there, so the body of a loop gets GPU partitions, and its CPU nodes
+LiteRT sub-models), and again, on the reference kernels only (LiteRT for the nodes the reference
+lacks), whenever the shapes change during invoke (a loop whose carried tensors change shape:
+planning GPU partitions or LiteRT interpreters at every iteration would cost more than it saves).
+A CALL_ONCE initializer runs on the reference kernels too: it runs once, and the values it assigns
 stay on the CPU until the GPU partitions that use them upload them (variable_store.py).
 """
 import contextlib
@@ -134,7 +135,8 @@ class Subgraphs:
             for tensor, shape in zip(executor.graph.inputs, shapes):
                 if tuple(tensor.shape) != shape:
                     executor.resize_input(tensor, shape)
-            executor.allocate([] if index in self.planned or index in self.once else self.delegates)
+            transient = index in self.planned or index in self.once
+            executor.allocate([] if transient else self.delegates, transient=transient)
         self.planned.add(index)
         return executor
 

@@ -52,13 +52,40 @@ def counter_loop(x_shape, step):
     i, _, acc = _while(b, [b.const("zero", np.array(0, np.int32)), n, x], specs, cond, body)
     b.output(i)
     b.output(acc)
+    _counting(cond, body, specs, step)
+    return b.build()
+
+
+def _counting(cond, body, specs, step):
+    """counter_loop's condition (i < n) and body (i += 1, acc += step) over carried `specs`."""
     _less_than(cond, *_inputs(cond, specs)[:2])
     bi, bn, bacc = _inputs(body, specs)
-    i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", x_shape, np.float32)
+    i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", specs[2][1], np.float32)
     body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
     body.op("ADD", [bacc, body.const("step", step)], [acc2], fused_activation_function=NONE)
     for t in (i2, bn, acc2):
         body.output(t)
+
+
+def loop_between(x_shape, step):
+    """counter_loop's WHILE between runs of float nodes: x -> MUL by 2 -> TANH -> WHILE (n times
+    acc += step) -> ADD 0.5 -> LOGISTIC -> y. Inputs n (int32 scalar) and x (float32 x_shape);
+    outputs i and y. The WHILE runs on the reference (it runs subgraphs), the nodes before and
+    after it are two runs of CPU nodes."""
+    specs = [("i", (), np.int32), ("n", (), np.int32), ("acc", x_shape, np.float32)]
+    b = ModelBuilder()
+    n, x = b.input("n", (), np.int32), b.input("x", x_shape, np.float32)
+    doubled, squashed = b.tensor("doubled", x_shape), b.tensor("squashed", x_shape)
+    b.op("MUL", [x, b.const("two", np.float32(2))], [doubled], fused_activation_function=NONE)
+    b.op("TANH", [doubled], [squashed])
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    i, _, acc = _while(b, [b.const("zero", np.array(0, np.int32)), n, squashed], specs, cond, body)
+    shifted, y = b.tensor("shifted", x_shape), b.tensor("y", x_shape)
+    b.op("ADD", [acc, b.const("half", np.float32(0.5))], [shifted], fused_activation_function=NONE)
+    b.op("LOGISTIC", [shifted], [y])
+    b.output(i)
+    b.output(y)
+    _counting(cond, body, specs, step)
     return b.build()
 
 

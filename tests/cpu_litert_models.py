@@ -48,6 +48,20 @@ def diag_model(shape=(2, 3)):
     return b.build()
 
 
+def run(model, inputs, shape=None, **kwargs):
+    """(our outputs, cpu_summary()) after one invoke of our Interpreter (kwargs its arguments),
+    the first input resized to `shape` first, when given."""
+    from gles_delegate import Interpreter
+    interpreter = Interpreter(model_content=model, **kwargs)
+    if shape is not None:
+        interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], shape)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], interpreter.cpu_summary()
+
+
 def random_input(shape, seed=0):
     return np.random.default_rng(seed).uniform(-3, 3, shape).astype(np.float32)
 

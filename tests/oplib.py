@@ -136,8 +136,10 @@ def feeds(inputs):
 
 
 def run_ours(model, values, **kwargs):
-    """Run a model on our interpreter (reference kernels unless delegates are passed)."""
-    interp = Interpreter(model_content=model, **kwargs)
+    """Run a model on our interpreter: its CPU nodes on the reference kernels ('fallback': LiteRT
+    only where the reference lacks a kernel) unless kwargs say otherwise, its GPU ones on the
+    delegates passed."""
+    interp = Interpreter(model_content=model, **{"cpu_backend": "fallback", **kwargs})
     interp.allocate_tensors()
     for detail, value in zip(interp.get_input_details(), values):
         interp.set_tensor(detail["index"], value)

@@ -10,7 +10,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.tflite import ModelBuilder
 from tests.cpu_litert_models import (LITERT_ONLY, conv3d_model, diag_model, hybrid_transpose_conv_model,
-                                     int16_conv_model, litert_outputs, random_input, random_model,
+                                     int16_conv_model, litert_outputs, random_input, random_model, run,
                                      runtime_segment_model, runtime_shape_random_model, segment_model)
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, first_node, single_op_model, unknown_custom_op_model
@@ -18,18 +18,6 @@ from tests.tolerance import sum_bound
 from tests.threads import run_in_threads
 
 ALL = ["#0 (MUL)", "#1 (TANH)", "#2 (SEGMENT_SUM)", "#3 (MATRIX_DIAG)", "#4 (LOGISTIC)", "#5 (ADD)"]
-
-
-def run(model, inputs, shape=None, **kwargs):
-    """(our outputs, cpu_summary()) after one invoke (the first input resized to `shape`)."""
-    interpreter = Interpreter(model_content=model, **kwargs)
-    if shape is not None:
-        interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], shape)
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], interpreter.cpu_summary()
 
 
 @pytest.fixture

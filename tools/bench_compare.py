@@ -2,7 +2,7 @@
 
     python -m gles_delegate.tools.bench_compare MODEL_OR_DIR [...] [--runs 50] [--out results]
 
-For every model: ours at FP32 and fp16_fp32acc, LiteRT's interpreter (XNNPACK) at 1 and 16
+For every model: ours at FP32, fp16_fp32acc and auto, LiteRT's interpreter (XNNPACK) at 1 and 16
 threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
 and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
 --runs runs after --warmup runs (and at least --warmup-secs seconds of them); throughput is
@@ -23,7 +23,7 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner, litert_interpreter
 
-PRECISIONS = ("fp32", "fp16_fp32acc")
+PRECISIONS = ("fp32", "fp16_fp32acc", "auto")
 LITERT_GPU = {"litert_gpu": False, "litert_gpu_f32": True}  # row key -> enforce_f32
 
 
@@ -132,10 +132,10 @@ def ratio(row, baseline_keys):
     return f"{best / base:.2f}" if base != float("inf") and best != float("inf") else "-"
 
 
-COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"),
+COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"), ("ours auto", "ours_auto"),
            ("LiteRT GPU", "litert_gpu"), ("LiteRT GPU f32", "litert_gpu_f32"),
            ("XNNPACK 1t", "xnnpack_1"), ("XNNPACK 16t", "xnnpack_16")]
-ERROR_COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"),
+ERROR_COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"), ("ours auto", "ours_auto"),
                  ("LiteRT GPU", "litert_gpu"), ("LiteRT GPU f32", "litert_gpu_f32")]
 
 

@@ -3,6 +3,7 @@
     gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc|auto]
                    [--num_runs=50] [--min_secs=1] [--max_secs=150] [--warmup_runs=1]
                    [--warmup_min_secs=0.5] [--num_threads=-1] [--max_delegated_partitions=1]
+                   [--cpu_backend=auto|fallback|litert|reference]
                    [--serialization_dir=DIR] [--model_token=TOKEN] [--compare=litert]
                    [--seed=0] [--json=FILE]
 
@@ -16,9 +17,11 @@ delegate ran where. --compare=litert runs ai-edge-litert on the same inputs in t
 process: its interpreter (XNNPACK) and its GPU accelerator where one works.
 
 --use_gpu defaults to true here (benchmark_model's default is false: this tool exists to
-measure the GPU delegate); --use_gpu=false times the numpy reference kernels. --num_threads is
-passed to the interpreters; gles_delegate's CPU path ignores it (numpy decides its own
-threading), LiteRT uses it.
+measure the GPU delegate); --use_gpu=false runs every node on the CPU. --cpu_backend is the
+Interpreter's option for the nodes the GPU does not run (default auto: LiteRT's kernels where
+ai-edge-litert is installed; reference: the numpy reference kernels). --num_threads is passed
+to the interpreters (LiteRT's, and the LiteRT sub-models of ours); the numpy reference kernels
+ignore it (numpy decides its own threading).
 
 --json=FILE writes the same numbers: {tool, gles_delegate_version, model, model_size_mb,
 params, runtime, init_ms, first_inference_ms, warmup, inference, memory, delegation[, compare]}
@@ -39,6 +42,7 @@ import time
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter
+from gles_delegate.cpu_litert import BACKENDS
 from gles_delegate.tools import common
 
 STATS_KEYS = ("count", "first_ms", "avg_ms", "median_ms", "p90_ms", "min_ms", "max_ms", "std_ms")
@@ -71,9 +75,12 @@ def build_parser():
     p.add_argument("--warmup_runs", type=common.non_negative_int, default=1, help="minimum number of warm-up runs (default 1)")
     p.add_argument("--warmup_min_secs", type=common.non_negative_float, default=0.5, help="minimum seconds of warm-up (default 0.5)")
     p.add_argument("--num_threads", type=common.thread_count, default=-1,
-                   help="interpreter threads (-1: default). gles_delegate's numpy CPU path ignores it; "
+                   help="interpreter threads (-1: default). gles_delegate's numpy reference kernels ignore it; "
                         "LiteRT (--compare) uses it")
     common.add_max_delegated_partitions(p)
+    p.add_argument("--cpu_backend", choices=BACKENDS, default="auto",
+                   help="the Interpreter's cpu_backend for the nodes the GPU does not run (default auto: LiteRT's "
+                        "kernels where ai-edge-litert is installed; reference: the numpy reference kernels)")
     p.add_argument("--serialization_dir", "--delegate_serialize_dir", type=common.output_dir, default=None,
                    help="GpuDelegateOptions.serialization_dir (program and plan cache)")
     p.add_argument("--model_token", "--delegate_serialize_token", default=None,
@@ -171,15 +178,17 @@ def bench_ours(path, args):
     start = time.perf_counter()
     delegate = GpuDelegate(delegate_options(args)) if args.use_gpu else None
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate] if delegate else None,
-                              num_threads=args.num_threads if args.num_threads > 0 else None)
+                              num_threads=args.num_threads if args.num_threads > 0 else None,
+                              cpu_backend=args.cpu_backend)
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
+    cpu = interpreter.cpu_summary()
     rss_init = common.current_rss_mb()
     summary = delegate.summary() if delegate else {}
     on_gpu = common.gpu_partition_of(delegate)
     graph = interpreter._main.graph
     ops = {op: {"gpu": g, "cpu": c} for op, (_, g, c) in common.op_counts(graph, on_gpu).items()}
-    runtime = "gles_delegate GPU" if delegate else "gles_delegate CPU (numpy reference kernels)"
+    runtime = "gles_delegate GPU" if delegate else f"gles_delegate CPU ({cpu_kernels(cpu)})"
 
     print(f"Runtime: {runtime}")
     if delegate:
@@ -192,9 +201,12 @@ def bench_ours(path, args):
         records = common.rewrite_log(delegate)
         if records:
             print(f"Rewrites: {common.rewrite_tally(records)} (gles-inspect lists them)")
-    if args.num_threads > 0 or not delegate:
-        print(f"num_threads: [{args.num_threads}] is ignored by gles_delegate's CPU path (numpy reference "
-              "kernels; numpy/BLAS choose their own threads)")
+    print(f"CPU nodes: {len(cpu['litert_nodes'])} on LiteRT's kernels in {len(cpu['litert_partitions'])} "
+          f"sub-model(s), {len(cpu['reference_nodes'])} on the numpy reference kernels (cpu_backend "
+          f"[{args.cpu_backend}])")
+    if cpu["reference_nodes"] and (args.num_threads > 0 or not delegate):
+        print(f"num_threads: [{args.num_threads}] is ignored by the numpy reference kernels (numpy/BLAS choose "
+              "their own threads)")
     print(f"Initialized session in {init_ms:.1f} ms.")
 
     inputs = common.seeded_inputs(interpreter.get_input_details(), args.seed, common.index_ranges(path))
@@ -214,6 +226,13 @@ def bench_ours(path, args):
     if delegate:
         delegate.close()
     return result, inputs, outputs
+
+
+def cpu_kernels(cpu):
+    """What runs the CPU nodes, from Interpreter.cpu_summary() `cpu`."""
+    if not cpu["litert_nodes"]:
+        return "numpy reference kernels"
+    return "LiteRT's kernels" + (" and numpy reference kernels" if cpu["reference_nodes"] else "")
 
 
 # -- LiteRT ---------------------------------------------------------------------------------

@@ -275,13 +275,19 @@ def gpu_partition_of(delegate):
     return {id(node): k for k, p in enumerate(live) for node in p.nodes}
 
 
-def cpu_reason(node, delegate):
-    """Why a node the GPU does not run stays on the CPU (what the partitioner logs)."""
+def cpu_reason(node, delegate, dynamic=frozenset()):
+    """Why a node the GPU does not run stays on the CPU (what the partitioner logs). dynamic: ids
+    of the interpreter's dynamic tensors (shapes known at invoke only), which no delegate is
+    offered."""
     if delegate is None:
         return "no GPU delegate"
-    reason = kernels.unsupported_reason(node)
+    reason = delegate.unsupported_reason(node)
     if reason is not None:
         return reason
+    moving = next((t for t in node.inputs + node.outputs if t is not None and id(t) in dynamic), None)
+    if moving is not None:
+        return (f"tensor {moving.index} is dynamic (its shape is known only at invoke; a GPU plan is made for "
+                "fixed shapes, as in TFLite's GPU delegate)")
     limit = delegate.options.max_delegated_partitions
     return (f"a GPU kernel can run it, but its partition is not among the largest "
             f"max_delegated_partitions={limit}")

@@ -71,7 +71,7 @@ def parity(path, precision):
         except (RuntimeError, ValueError):
             theirs = None
     if theirs is None:
-        theirs, against = _run(Interpreter(model_path=str(path)), values), "reference"
+        theirs, against = _run(Interpreter(model_path=str(path), cpu_backend="fallback"), values), "reference"
     with GpuDelegate(precision=precision) as delegate:
         ours = _run(Interpreter(model_path=str(path), experimental_delegates=[delegate]), values)
     errors = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) / max(float(np.max(np.abs(b))), 1e-30)

@@ -90,7 +90,7 @@ def demo(args):
     first_start = time.perf_counter()
     ours, _ = run(gpu, inputs)
     first_ms = (time.perf_counter() - first_start) * 1000
-    reference = Interpreter(model_path=str(path))
+    reference = Interpreter(model_path=str(path), cpu_backend="fallback")  # the numpy oracle
     reference.allocate_tensors()
     numpy_outputs, _ = run(reference, inputs)
     litert, why_not = common.litert_loaded(model_path=str(path))  # default resolver: XNNPACK

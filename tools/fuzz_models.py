@@ -1,11 +1,15 @@
 """Fuzz the model reader, the graph, the interpreter and the GPU delegate with hostile .tflite files.
 
     gles-fuzz [--cases N] [--minutes M] [--seed S] [--models a,b,...] [--gpu both|on|off]
-              [--timeout SECONDS] [--memory-mb MB] [--out DIR] [--json FILE]
+              [--cpu-backend auto|reference|...] [--timeout SECONDS] [--memory-mb MB] [--out DIR]
+              [--json FILE]
 
 Each case is a seed model (one of four MediaPipe models, or a small model built with our writer)
 changed by one mutation, run through `Interpreter(model_content=...)`, `allocate_tensors()`,
-`invoke()` and `get_tensor()` without a delegate and with a GpuDelegate. The contract: only
+`invoke()` and `get_tensor()` without a delegate and with a GpuDelegate, the CPU nodes on the
+Interpreter's --cpu-backend (default auto, what users run: LiteRT's kernels for the nodes the
+reference's checks accept; reference: the package's own kernels, whose guarantees
+docs/reliability.md states). The contract: only
 ModelError (or another ValueError) may come out; any other exception, a crash, a case that runs
 past --timeout, or one that grows the process's peak memory past a small multiple of the file
 size plus the tensor sizes the file declares is a finding. Findings are written to --out as
@@ -49,6 +53,7 @@ from pathlib import Path
 import flatbuffers.table
 import numpy as np
 
+from gles_delegate.cpu_litert import BACKENDS
 from gles_delegate.errors import ModelError
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite import schema
@@ -754,13 +759,13 @@ def declared_bytes(data):
     return total
 
 
-def run_case(data, delegate_factory=None, input_seed=0, max_invoke_bytes=1 << 28):
+def run_case(data, delegate_factory=None, input_seed=0, max_invoke_bytes=1 << 28, cpu_backend="auto"):
     """Read, allocate, invoke and read back one (possibly hostile) model; an Outcome.
 
-    delegate_factory: None for the reference kernels only, else a callable returning a delegate
-    (closed after the case). max_invoke_bytes: a model whose tensors (as allocated) take more
-    than this is read and allocated but not invoked ('big': a valid model that size would take
-    that memory and time in any runtime)."""
+    delegate_factory: None for the CPU only, else a callable returning a delegate (closed after
+    the case); cpu_backend: the Interpreter's, for the CPU nodes. max_invoke_bytes: a model whose
+    tensors (as allocated) take more than this is read and allocated but not invoked ('big': a
+    valid model that size would take that memory and time in any runtime)."""
     from gles_delegate import Interpreter
     stage = "read"
     delegate = None
@@ -771,7 +776,7 @@ def run_case(data, delegate_factory=None, input_seed=0, max_invoke_bytes=1 << 28
             if delegate_factory is not None:
                 delegate = delegate_factory()
                 delegates = [delegate]
-            interpreter = Interpreter(model_content=data, experimental_delegates=delegates)
+            interpreter = Interpreter(model_content=data, experimental_delegates=delegates, cpu_backend=cpu_backend)
             stage = "allocate"
             interpreter.allocate_tensors()
             stage = "invoke"
@@ -888,9 +893,9 @@ def _quiet():
     warnings.simplefilter("ignore")
 
 
-def _worker(conn, memory_mb):
-    """Run cases sent over `conn` as (data, use_gpu, input_seed); answer (Outcome, peak growth
-    in bytes or None, declared bytes)."""
+def _worker(conn, memory_mb, cpu_backend):
+    """Run cases sent over `conn` as (data, use_gpu, input_seed) on `cpu_backend`; answer
+    (Outcome, peak growth in bytes or None, declared bytes)."""
     if memory_mb:
         limit = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -912,7 +917,7 @@ def _worker(conn, memory_mb):
         declared = declared_bytes(data)
         resettable = _reset_peak_rss()
         before = _rss_bytes("VmRSS")
-        outcome = run_case(data, GpuDelegate if use_gpu else None, input_seed)
+        outcome = run_case(data, GpuDelegate if use_gpu else None, input_seed, cpu_backend=cpu_backend)
         growth = _rss_bytes("VmHWM") - before if resettable else None
         conn.send((outcome, growth, declared))
 
@@ -920,14 +925,15 @@ def _worker(conn, memory_mb):
 class _Pool:
     """Worker processes that each run one case at a time, replaced when one dies or hangs."""
 
-    def __init__(self, memory_mb):
-        self.memory_mb = memory_mb
+    def __init__(self, memory_mb, cpu_backend="auto"):
+        self.memory_mb, self.cpu_backend = memory_mb, cpu_backend
         self.context = multiprocessing.get_context("spawn")
         self.process = self.conn = None
 
     def start(self):
         parent, child = self.context.Pipe()
-        self.process = self.context.Process(target=_worker, args=(child, self.memory_mb), daemon=True)
+        self.process = self.context.Process(target=_worker, args=(child, self.memory_mb, self.cpu_backend),
+                                            daemon=True)
         self.process.start()
         child.close()
         self.conn = parent
@@ -965,10 +971,10 @@ class _Pool:
         self.process = self.conn = None
 
 
-def fuzz(seeds, cases, minutes, seed, gpu_modes, timeout, memory_mb, out_dir, log=print):
+def fuzz(seeds, cases, minutes, seed, gpu_modes, timeout, memory_mb, out_dir, log=print, cpu_backend="auto"):
     """The long fuzz loop; returns the summary dict (also what --json writes)."""
     rng = random.Random(seed)
-    pool = _Pool(memory_mb)
+    pool = _Pool(memory_mb, cpu_backend)
     counts = collections.Counter()           # (mutator, mode, result[@stage]) -> n
     findings = []
     start, tried, unwritable = time.time(), 0, 0
@@ -1049,6 +1055,9 @@ def build_parser():
                         help="seed models: MediaPipe names and/or 'small' (the writer-built ones)")
     parser.add_argument("--gpu", choices=("both", "on", "off"), default="both",
                         help="run each case without a delegate, with the GpuDelegate, or both")
+    parser.add_argument("--cpu-backend", choices=BACKENDS, default="auto",
+                        help="the Interpreter's cpu_backend (default auto, as users run it; reference: the package's "
+                             "own kernels only)")
     parser.add_argument("--timeout", type=common.positive_float, default=60.0, help="seconds per run")
     parser.add_argument("--memory-mb", type=common.non_negative_int, default=8192, help="RLIMIT_AS of the worker (0: none)")
     parser.add_argument("--out", type=common.output_dir, default="fuzz_findings", help="where findings are written")
@@ -1067,7 +1076,7 @@ def run(args):
     seeds = [Seed(name, data) for name, data in corpus.items()]
     modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.gpu]
     summary = fuzz(seeds, cases, args.minutes, args.seed, modes, args.timeout, args.memory_mb, args.out,
-                   log=lambda line: print(line, file=sys.stderr, flush=True))
+                   log=lambda line: print(line, file=sys.stderr, flush=True), cpu_backend=args.cpu_backend)
     print_summary(summary)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))

@@ -101,7 +101,8 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
       f"{len(cpu_nodes)} on the CPU" + (f" ({len(on_litert)} of them through LiteRT's kernels in "
                                         f"{len(cpu['litert_partitions'])} sub-model(s))" if on_litert else "") + " ==")
     if cpu_nodes:
-        w(common.table([[n.label, _cpu_kernels(n, on_litert), common.cpu_reason(n, delegate)] for n in cpu_nodes],
+        w(common.table([[n.label, _cpu_kernels(n, cpu), common.cpu_reason(n, delegate, interpreter._main.dynamic)]
+                        for n in cpu_nodes],
                        ["CPU node", "kernels", "why not on the GPU"]))
     else:
         w("every node runs on the GPU")
@@ -149,7 +150,7 @@ def report(path, interpreter, delegate, log_lines, show_nodes=False):
     if show_nodes:
         w("")
         w("== Nodes ==")
-        w(common.table(node_rows(graph, live, on_gpu, delegate, on_litert),
+        w(common.table(node_rows(graph, live, on_gpu, delegate, on_litert, interpreter._main.dynamic),
                        ["node", "on", "dispatches", "templates", "output", "note"]))
     return "\n".join(out)
 
@@ -170,12 +171,16 @@ def _promotions(w, plan):
     w(common.table(rows, ["dispatch", "storage", "promoted (tensor it writes: why)"]))
 
 
-def _cpu_kernels(node, on_litert):
-    """Which kernels run a CPU node: 'LiteRT' (a sub-model, gles_delegate/cpu_litert.py) or 'reference'."""
-    return "LiteRT" if node.label in on_litert else "reference"
+def _cpu_kernels(node, cpu):
+    """Which kernels run a CPU node, from Interpreter.cpu_summary() `cpu`: 'LiteRT' (a sub-model,
+    gles_delegate/cpu_litert.py), or 'reference' and why LiteRT does not run it."""
+    if node.label in cpu["litert_nodes"]:
+        return "LiteRT"
+    why = cpu["reference_reasons"].get(node.label)
+    return f"reference ({why})" if why else "reference"
 
 
-def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset()):
+def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset(), dynamic=frozenset()):
     """One row per node: where it runs ('CPU' on the reference, 'LiteRT' through LiteRT's
     kernels), its dispatches (by label) and their templates."""
     per_label = collections.defaultdict(list)
@@ -189,7 +194,7 @@ def node_rows(graph, live, on_gpu, delegate, on_litert=frozenset()):
         outputs = ", ".join(common.shape_text(t.shape) for t in node.outputs)
         if k is None:
             where = "LiteRT" if node.label in on_litert else "CPU"
-            rows.append([node.label, where, "", "", outputs, common.cpu_reason(node, delegate)])
+            rows.append([node.label, where, "", "", outputs, common.cpu_reason(node, delegate, dynamic)])
             continue
         templates = per_label.get((k, node.label), [])
         note = f"rewritten: {rewritten[node.label]}" if node.label in rewritten else ""
@@ -226,7 +231,7 @@ def dot_graph(interpreter, delegate):
         k = on_gpu.get(id(node))
         colour = CPU_COLOUR if k is None else GPU_COLOURS[k % len(GPU_COLOURS)]
         where = "CPU" if k is None else f"GPU p{k}"
-        tooltip = common.cpu_reason(node, delegate) if k is None else where
+        tooltip = common.cpu_reason(node, delegate, interpreter._main.dynamic) if k is None else where
         label = _quote(f"{node.label}\n{where}")
         lines.append(f'  n{node.index} [shape=box, fillcolor="{colour}", label={label}, tooltip={_quote(tooltip)}];')
         for t in node.inputs:

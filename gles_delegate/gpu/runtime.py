@@ -448,6 +448,13 @@ def _all_finite(value):
 _DEFERRING = weakref.WeakSet()
 
 
+def input_reader(storage):
+    """index -> an input's value to upload: where `storage` defers outputs (the Interpreter's
+    _Storage.current), the producer's memory itself (another partition's mapping, a LiteRT
+    sub-model's output buffer), saving the copy into the storage first."""
+    return getattr(storage, "current", storage.__getitem__)
+
+
 def _settle_before_fork():
     for io in list(_DEFERRING):
         io.settle_deferred()
@@ -508,8 +515,9 @@ class MappedIo:
 
     def write_inputs(self, storage):
         # A coherent mapping: these writes are visible to every GL command issued after them.
+        value = input_reader(storage)
         for index, view in self.inputs:
-            np.copyto(view, io_values(storage[index]), casting="unsafe")
+            np.copyto(view, io_values(value(index)), casting="unsafe")
         if self.status is not None:
             self.status[:] = 0
         if self.in_bytes and not self.direct:
@@ -586,8 +594,9 @@ class CopiedIo:
         self.barrier = context.gl.memory_barrier_fast
 
     def write_inputs(self, storage):
+        value = input_reader(storage)
         for slot in self.plan.inputs:
-            self.buffer.write(np.ascontiguousarray(io_values(storage[slot.tensor_index]), np.float32), slot.offset)
+            self.buffer.write(np.ascontiguousarray(io_values(value(slot.tensor_index)), np.float32), slot.offset)
         if self.plan.status_errors:
             self.buffer.write(np.zeros(len(self.plan.status_errors), np.float32), self.plan.status_offset)
 

@@ -145,7 +145,7 @@ class NativeDelegate:
     def _why_not_gpu(self, node):
         """Why the GPU does not run `node`, just re-planned (the GPU kernel's reason, a compile
         failure, or the partition limit)."""
-        why = self.delegate.fallbacks.get(node.label) or self.delegate._reason(node)
+        why = self.delegate.fallbacks.get(node.label) or self.delegate.unsupported_reason(node)
         if why is None:
             why = (f"its GPU partition is not among the max_delegated_partitions="
                    f"{self.delegate.options.max_delegated_partitions} largest at these shapes")

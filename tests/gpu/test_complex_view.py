@@ -86,9 +86,9 @@ def test_ops_that_would_mix_the_parts_stay_on_the_cpu():
     with GpuDelegate() as delegate:
         (gpu,) = run_ours(model, [z], experimental_delegates=[delegate])
         assert (delegate.summary()["gpu_nodes"], delegate.summary()["cpu_nodes"]) == (1, 1)
-        assert "no complex view: MUL has no rule" in delegate._reason(first_node(model))
+        assert "no complex view: MUL has no rule" in delegate.unsupported_reason(first_node(model))
         wide = first_node(single_op_model("REAL", [In(z.astype(np.complex128))], output_dtypes=[np.float64]))
-        assert "float64" in delegate._reason(wide)
+        assert "float64" in delegate.unsupported_reason(wide)
     np.testing.assert_allclose(gpu, np.abs(z * z), rtol=1e-6)
 
 

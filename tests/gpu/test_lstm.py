@@ -35,7 +35,7 @@ FEATURES = {
 def compare(model, feeds, watched, precision, what, gpu_nodes=1, cpu_nodes=0):
     """Reference and GPU runs of run_twice_and_reset, compared result by result (outputs and the
     watched state tensors after each invoke); returns the GPU's results."""
-    ours = run_twice_and_reset(Interpreter(model_content=model), feeds, watched)
+    ours = run_twice_and_reset(Interpreter(model_content=model, cpu_backend="fallback"), feeds, watched)
     with GpuDelegate(precision=precision) as delegate:
         gpu = run_twice_and_reset(Interpreter(model_content=model, experimental_delegates=[delegate]), feeds, watched)
         summary = delegate.summary()

@@ -19,7 +19,7 @@ def test_intermediates_a_rewrite_fused_away_are_read_back(precision):
     e = c.op("EXP", c.op("ABS", c.x))
     model = c.build(c.op("MUL", e, e))
     x = random(SHAPE, 3)
-    reference = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
+    reference = Interpreter(model_content=model, experimental_preserve_all_tensors=True, cpu_backend="fallback")
     reference.allocate_tensors()
     with GpuDelegate(precision=precision) as delegate:
         interp = Interpreter(model_content=model, experimental_delegates=[delegate],

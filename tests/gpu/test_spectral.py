@@ -100,7 +100,7 @@ def test_longer_transforms_stay_on_the_cpu(lengths, why):
     with GpuDelegate() as delegate:
         run_ours(model, [x], experimental_delegates=[delegate])
         assert delegate.summary()["gpu_nodes"] == 0
-        assert why in delegate._reason(first_node(model))
+        assert why in delegate.unsupported_reason(first_node(model))
 
 
 def test_small_devices(monkeypatch):

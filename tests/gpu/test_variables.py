@@ -24,7 +24,10 @@ RINGS = {"float32 conv": Ring(), "int8 conv": Ring(quantized=True),
 
 
 def _ours(model, delegate=None, **kwargs):
-    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate] if delegate else None, **kwargs)
+    """Our Interpreter, allocated: the reference (cpu_backend 'fallback') for the nodes no
+    `delegate` takes, unless kwargs say otherwise."""
+    interpreter = Interpreter(model_content=model, experimental_delegates=[delegate] if delegate else None,
+                              **{"cpu_backend": "fallback", **kwargs})
     interpreter.allocate_tensors()
     return interpreter
 

@@ -403,14 +403,14 @@ def test_a_node_the_gpu_refuses_at_new_shapes_runs_on_the_reference(monkeypatch,
     """A GPU kernel that refuses LOGISTIC past batch 1: after the resize, the kernel runs both
     LOGISTICs on the numpy reference between its partitions (the ADD between them, cut off by
     max_delegated_partitions=1, too), with a warning naming each node and why."""
-    reason = GpuDelegate._reason
+    reason = GpuDelegate.unsupported_reason
 
     def refuse(self, node):
         if node.op == "LOGISTIC" and node.inputs[0].shape[0] > 1:
             return "refused past batch 1 (test)"
         return reason(self, node)
 
-    monkeypatch.setattr(GpuDelegate, "_reason", refuse)
+    monkeypatch.setattr(GpuDelegate, "unsupported_reason", refuse)
     data = unpack_fc_model()
     x = np.random.default_rng(10).standard_normal((3, 2, 3)).astype(np.float32)
     with GpuDelegate() as delegate:

@@ -104,7 +104,7 @@ def test_sequence_length_resize_matches_litert():
     model, states = bidirectional_lstm_model(spec, rng, merge=True)
     longer = (spec.n_time + 3,) + spec.input_shape(OP)[1:]
     results = []
-    for interp in (Interpreter(model_content=model),
+    for interp in (Interpreter(model_content=model, cpu_backend="fallback"),
                    LiteRTInterpreter(model_content=model, experimental_op_resolver_type=RESOLVERS["builtin"])):
         interp.resize_tensor_input(interp.get_input_details()[0]["index"], longer)
         results.append(run_twice_and_reset(interp, feeds(replace(spec, n_time=longer[0]), np.random.default_rng(0),

@@ -18,8 +18,9 @@ from tests.oplib import assert_close
 
 
 def run(model, inputs):
-    """(outputs, interpreter) of our Interpreter on `inputs` (a list in input order)."""
-    interpreter = Interpreter(model_content=model)
+    """(outputs, interpreter) of our Interpreter on `inputs` (a list in input order), its CPU
+    nodes on the reference ('fallback': LiteRT only where the reference lacks a kernel)."""
+    interpreter = Interpreter(model_content=model, cpu_backend="fallback")
     interpreter.allocate_tensors()
     for detail, value in zip(interpreter.get_input_details(), inputs):
         interpreter.set_tensor(detail["index"], value)
@@ -62,7 +63,7 @@ def test_keras_rnn_loop_matches_litert(steps, batch, dynamic_batch):
     With dynamic_batch the caller's resized shapes replace the body's declared ones."""
     case = rnn_case(steps, batch, n_in=3, n_hidden=5)
     model = keras_rnn_loop(*case[:4], steps, batch, dynamic_batch)
-    interpreter = Interpreter(model_content=model)
+    interpreter = Interpreter(model_content=model, cpu_backend="fallback")
     for _ in range(2):  # the second invoke starts from the declared placeholder shapes again
         check_keras_rnn(invoke_resized(interpreter, case[4]), case, model)
     body = interpreter._executors[2]
@@ -76,7 +77,7 @@ def test_loop_with_growing_tensors_is_dynamic(n):
     """The carried x doubles per iteration: the WHILE's outputs, and the ADD after it, take the
     shapes the loop gives, as in LiteRT (details included), at every invoke."""
     model = growing_loop(3)
-    ours = Interpreter(model_content=model)
+    ours = Interpreter(model_content=model, cpu_backend="fallback")
     theirs = LiteRTInterpreter(model_content=model)
     x = np.arange(3, dtype=np.float32) - 1.5
     for interpreter in (ours, theirs):

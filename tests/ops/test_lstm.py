@@ -123,7 +123,7 @@ def run_twice_and_reset(interp, feeds, watched):
 def compare_with_litert(model, feeds, watched, what):
     """Every output and `watched` (state) tensor after each invoke of run_twice_and_reset, ours
     against LiteRT's; the op's output-shape rule must give the shapes LiteRT computes."""
-    ours = run_twice_and_reset(Interpreter(model_content=model), feeds, watched)
+    ours = run_twice_and_reset(Interpreter(model_content=model, cpu_backend="fallback"), feeds, watched)
     theirs = run_twice_and_reset(LiteRTInterpreter(model_content=model,
                                                    experimental_op_resolver_type=RESOLVERS["builtin"]),
                                  feeds, watched)
@@ -214,7 +214,7 @@ def test_sequence_length_resize_matches_litert():
     longer = (spec.n_batch, spec.n_time + 3, spec.n_input)
     x = rng.uniform(-1, 1, longer).astype(np.float32)
     results = []
-    for interp in (Interpreter(model_content=model),
+    for interp in (Interpreter(model_content=model, cpu_backend="fallback"),
                    LiteRTInterpreter(model_content=model, experimental_op_resolver_type=RESOLVERS["builtin"])):
         interp.resize_tensor_input(interp.get_input_details()[0]["index"], longer)
         interp.allocate_tensors()

@@ -351,7 +351,7 @@ def test_refined_landmarks_land_on_the_mesh_regions_they_refine(mediapipe_models
     graph = Graph.from_model(read_model(str(path)))
     subsets = [flexbuffers.Loads(n.custom_options)["subset_idxs"] for n in graph.nodes
                if n.op == "Landmarks2TransformMatrix"]
-    interp = Interpreter(model_path=str(path))
+    interp = Interpreter(model_path=str(path), cpu_backend="fallback")
     interp.allocate_tensors()
     image = interp.get_input_details()[0]
     interp.set_tensor(image["index"], np.random.default_rng(0).uniform(0, 1, image["shape"]).astype(np.float32))

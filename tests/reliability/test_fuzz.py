@@ -60,10 +60,18 @@ def small_seeds():
     return [fm.Seed(name, data) for name, data in fm.small_models().items()]
 
 
-def check_case(data, what, use_gpu):
+def check_case(data, what, use_gpu, cpu_backend="auto"):
     with time_limit(CASE_SECONDS):
-        outcome = fm.run_case(data, GpuDelegate if use_gpu else None)
-    assert outcome.result != "bug", f"{what} ({'gpu' if use_gpu else 'cpu'}): {outcome.error}"
+        outcome = fm.run_case(data, GpuDelegate if use_gpu else None, cpu_backend=cpu_backend)
+    assert outcome.result != "bug", f"{what} ({'gpu' if use_gpu else 'cpu'}, {cpu_backend}): {outcome.error}"
+
+
+def check_cases(data, what):
+    """The CPU on the reference (the package's guarantee) and on LiteRT's kernels ('auto': those
+    of the nodes the reference's checks accept), and the GPU."""
+    check_case(data, what, use_gpu=False, cpu_backend="reference")
+    check_case(data, what, use_gpu=False)
+    check_case(data, what, use_gpu=True)
 
 
 @settings(FUZZ, max_examples=70)
@@ -95,8 +103,7 @@ def test_small_models_only_raise_value_errors(small_seeds, pick, rng):
     data, what, _ = seed.mutate(rng)
     if data is None:
         return
-    check_case(data, what, use_gpu=False)
-    check_case(data, what, use_gpu=True)
+    check_cases(data, what)
 
 
 @settings(FUZZ, max_examples=8)
@@ -107,8 +114,7 @@ def test_real_models_only_raise_value_errors(real_seeds, pick, kind, rng):
     data, what, _ = seed.mutate(rng, kind)
     if data is None:
         return
-    check_case(data, what, use_gpu=False)
-    check_case(data, what, use_gpu=True)
+    check_cases(data, what)
 
 
 def test_worker_pool_records_a_timeout_and_recovers():

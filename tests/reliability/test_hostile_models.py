@@ -1,5 +1,7 @@
 """One test per hostile input the fuzzer (tools/fuzz_models.py) found: each now gives a
-ModelError that says what and where, fast and without allocating what the file asks for."""
+ModelError that says what and where, fast and without allocating what the file asks for. These
+are the package's own guarantees: its CPU nodes on the reference (cpu_backend='reference', what
+docs/usage.md advises for models you do not trust)."""
 import struct
 import time
 import tracemalloc
@@ -10,11 +12,13 @@ import pytest
 from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.model import DimensionMetadata, Quantization, Sparsity
+from gles_delegate.tflite.writer import quantize_params
 from gles_delegate.tools.fuzz_models import shared_table_model, shared_vector_model, small_models
 
 
-def interpreter(model, gpu=False):
-    return Interpreter(model_content=model, experimental_delegates=[GpuDelegate()] if gpu else None)
+def interpreter(model, gpu=False, cpu_backend="reference"):
+    return Interpreter(model_content=model, experimental_delegates=[GpuDelegate()] if gpu else None,
+                       cpu_backend=cpu_backend)
 
 
 def test_shared_offsets_cannot_amplify_reading():
@@ -131,13 +135,19 @@ def test_transpose_conv_bias_with_a_huge_custom_stride():
         interpreter(model).allocate_tensors()
 
 
-def test_runtime_paddings_too_large_fail_at_invoke():
-    """PAD whose paddings are a runtime input: checked against the declared output when set."""
-    it = interpreter(one_op("PAD", [((1, 4, 4, 1), None, np.float32), ((4, 2), None, np.int32)], (1, 6, 6, 1)))
+@pytest.mark.parametrize("cpu_backend, match", [
+    ("reference", r"operator #0 \(PAD\): output 0 \(tensor 2\) would have shape \[1, 1073741828, 4, 1\], the "
+                  r"model declares \[1, 6, 6, 1\]"),
+    ("auto", r"operator #0 \(PAD\) failed in LiteRT: .*Pad output size overflowed"),
+])
+def test_runtime_paddings_too_large_fail_at_invoke(cpu_backend, match):
+    """PAD whose paddings are a runtime input: checked against the declared output when set
+    (on LiteRT, by its kernel)."""
+    it = interpreter(one_op("PAD", [((1, 4, 4, 1), None, np.float32), ((4, 2), None, np.int32)], (1, 6, 6, 1)),
+                     cpu_backend=cpu_backend)
     it.allocate_tensors()
     it.set_tensor(1, np.array([[0, 0], [1 << 30, 0], [0, 0], [0, 0]], np.int32))
-    with pytest.raises(ModelError, match=r"operator #0 \(PAD\): output 0 \(tensor 2\) would have shape "
-                                         r"\[1, 1073741828, 4, 1\], the model declares \[1, 6, 6, 1\]"):
+    with pytest.raises(ModelError, match=match):
         it.invoke()
 
 
@@ -202,3 +212,49 @@ def test_huge_declared_input_before_a_small_declared_conv_output():
                                          r"\[1, 8, 8, 4\], its inputs give \[1, 16711688, 8, 4\]"):
         interpreter(write_model(model)).allocate_tensors()
     assert time.perf_counter() - start < 5
+
+
+# -- what gles-fuzz found crashing LiteRT's kernels under cpu_backend 'auto' ----------------------
+@pytest.mark.parametrize("dtype, scale, zero_point, why", [
+    (np.int8, 0.1, 128, "not safe with: zero points outside int8"),
+    (np.uint8, 0.1, -3, "not safe with: zero points outside uint8"),
+    (np.uint8, 1e-45, 128, "not safe with: a scale that is not a positive normal float"),
+])
+def test_quantization_litert_crashes_on_stays_on_the_reference(dtype, scale, zero_point, why):
+    """A QUANTIZE whose output has a zero point outside its type (a retyped tensor, an overlong
+    zero-point vector) or a denormal scale crashed LiteRT 2.3 (SIGSEGV) once 'auto' handed it
+    every CPU node; the reference runs it."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4))
+    y = b.tensor("y", (1, 4), dtype, quantization=quantize_params(scale, zero_point))
+    b.op("QUANTIZE", [x], [y])
+    b.output(y)
+    values = [np.float32([[-1, 0, 0.5, 2]])]
+    ours = interpreter(b.build(), cpu_backend="auto")
+    ours.allocate_tensors()
+    summary = ours.cpu_summary()
+    assert summary["reference_nodes"] == ["#0 (QUANTIZE)"] and why in summary["reference_reasons"]["#0 (QUANTIZE)"]
+    ours.set_tensor(0, values[0])
+    ours.invoke()
+    reference = interpreter(b.build())
+    reference.allocate_tensors()
+    reference.set_tensor(0, values[0])
+    reference.invoke()
+    np.testing.assert_array_equal(ours.get_tensor(1), reference.get_tensor(1))
+
+
+def test_reshape_with_an_omitted_shape_runs_on_litert():
+    """RESHAPE [x, -1] (its shape input omitted) crashed LiteRT 2.3 (SIGSEGV: its kernel reads
+    the -1); the sub-model writes it in the 1-input form, which LiteRT defines."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    y = b.tensor("y", (3, 2))
+    b.op("RESHAPE", [x, -1], [y], new_shape=[3, 2])
+    b.output(y)
+    ours = interpreter(b.build(), cpu_backend="auto")
+    ours.allocate_tensors()
+    assert ours.cpu_summary()["litert_nodes"] == ["#0 (RESHAPE)"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ours.set_tensor(0, x)
+    ours.invoke()
+    np.testing.assert_array_equal(ours.get_tensor(1), x.reshape(3, 2))

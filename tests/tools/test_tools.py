@@ -116,14 +116,25 @@ def test_benchmark_cli_small_model(small_model, tmp_path):
     assert "compare" not in data
 
 
-def test_benchmark_cpu_path_says_num_threads_is_ignored(small_model, tmp_path, capsys):
+def test_benchmark_reference_cpu_path_says_num_threads_is_ignored(small_model, tmp_path, capsys):
     out = tmp_path / "cpu.json"
-    assert benchmark_model.main([f"--graph={small_model}", "--use_gpu=false", "--num_threads=4", *QUICK_RUNS,
-                                 f"--json={out}"]) == 0
-    assert "is ignored by gles_delegate's CPU path" in capsys.readouterr().out
+    assert benchmark_model.main([f"--graph={small_model}", "--use_gpu=false", "--num_threads=4",
+                                 "--cpu_backend=reference", *QUICK_RUNS, f"--json={out}"]) == 0
+    assert "is ignored by the numpy reference kernels" in capsys.readouterr().out
     data = json.loads(out.read_text())
     check_benchmark_json(data)
-    assert data["runtime"].startswith("gles_delegate CPU") and data["memory"]["gpu_intermediate_bytes"] == 0
+    assert data["runtime"] == "gles_delegate CPU (numpy reference kernels)"
+    assert data["memory"]["gpu_intermediate_bytes"] == 0
+
+
+def test_benchmark_cpu_path_runs_on_litert_by_default(small_model, tmp_path, capsys):
+    out = tmp_path / "cpu.json"
+    assert benchmark_model.main([f"--graph={small_model}", "--use_gpu=false", "--num_threads=2", *QUICK_RUNS,
+                                 f"--json={out}"]) == 0
+    text = capsys.readouterr().out
+    assert "CPU nodes: 5 on LiteRT's kernels in 1 sub-model(s), 0 on the numpy reference kernels" in text
+    assert "is ignored" not in text
+    assert json.loads(out.read_text())["runtime"] == "gles_delegate CPU (LiteRT's kernels)"
 
 
 def test_benchmark_selfie_against_litert(selfie, tmp_path, capsys):

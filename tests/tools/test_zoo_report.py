@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from gles_delegate import ops
+from gles_delegate import GpuDelegate, ops
 from gles_delegate.gpu import kernels
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tools import zoo_report
@@ -59,7 +59,8 @@ def test_refusals_count_nodes_per_op_with_the_first_reason(monkeypatch):
     model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))
     monkeypatch.setitem(ops.SUPPORT, "RELU", lambda node: f"reference refuses {node.label}")
     monkeypatch.setitem(kernels.SUPPORT, "LOGISTIC", lambda node: f"GPU refuses {node.label}")
-    reference, gpu = zoo_report.refusals(model)
+    with GpuDelegate() as delegate:
+        reference, gpu = zoo_report.refusals(model, delegate)
     assert reference == {"RELU": {"count": 2, "reason": "reference refuses #3 (RELU)"}}
     assert gpu == {"LOGISTIC": {"count": 2, "reason": "GPU refuses #1 (LOGISTIC)"}}
 
@@ -131,8 +132,20 @@ def test_control_flow_is_no_reference_refusal():
     WHILE's reference check says only the Interpreter can call it, which is no missing support."""
     from tests.control_flow_models import counter_loop
     model = counter_loop((1, 4), np.full((1, 4), 1.5, np.float32))
-    reference, _ = zoo_report.refusals(read_model(model))
+    with GpuDelegate() as delegate:
+        reference, _ = zoo_report.refusals(read_model(model), delegate)
     assert "WHILE" not in reference
+
+
+def test_quantized_nodes_are_judged_through_their_float_view():
+    """An int8 node the GPU runs through its float view is no GPU refusal (the raw kernel check,
+    which sees int8 tensors, would say it is)."""
+    from tests.test_quant import ONE_OP, quantized_model
+    op, inputs, options = ONE_OP["add"](np.random.default_rng(0))
+    model = read_model(quantized_model(op, inputs, options))
+    with GpuDelegate() as delegate:
+        _, gpu = zoo_report.refusals(model, delegate)
+    assert gpu == {}, gpu
 
 
 def token_model_bytes(vocabulary=50):
@@ -164,3 +177,32 @@ def test_token_ids_are_drawn_within_the_vocabulary(tmp_path):
     assert ids.min() >= 0 and ids.max() < 50 and other.min() < 0
     result = zoo_report.examine(path)
     assert result.get("error") is None and result["gpu_nodes"] == result["nodes"], result
+
+
+def test_a_node_kept_off_the_gpu_by_a_dynamic_tensor_says_so(tmp_path):
+    """The TF converter's Keras RNN loop: the nodes after it read what the loop body makes of
+    dynamic tensors; the reason names the dynamic tensor, not the partition limit (0 = none)."""
+    from tests.control_flow_models import keras_rnn_loop, rnn_case
+    case = rnn_case(4, 2, n_in=3, n_hidden=8)
+    path = tmp_path / "rnn.tflite"
+    path.write_bytes(keras_rnn_loop(*case[:4], 4, 2))
+    result = zoo_report.examine(path, use_litert=False)
+    reasons = [entry["reason"] for entry in result["cpu_ops"].values()]
+    assert reasons and not any("max_delegated_partitions" in r for r in reasons), result["cpu_ops"]
+
+
+def test_latency_rows_become_a_table(tmp_path, zoo):
+    """--latency renders bench_compare's rows (ms per runtime, ours against XNNPACK 16t and
+    LiteRT GPU); a file that is no results.json is one line and exit 2."""
+    rows = [{"model": "small", "ours_fp32": {"median_ms": 0.5, "renderer": "GPU X"}, "ours_auto": {"median_ms": 0.4},
+             "xnnpack_16": {"median_ms": 0.8}, "litert_gpu": {"error": "refused"}}]
+    (tmp_path / "results.json").write_text(json.dumps(rows))
+    out = tmp_path / "zoo.md"
+    assert zoo_report.main([str(zoo / "small.tflite"), "--no-litert", "--latency", str(tmp_path / "results.json"),
+                            "--write", str(out)]) == 0
+    text = out.read_text()
+    assert "Measured on GPU X" in text and "| small | 0.500 | n/a | 0.400 | n/a | 0.800 | n/a | 0.50 | - |" in text
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        zoo_report.main([str(zoo / "small.tflite"), "--latency", str(tmp_path / "bad.json")])
+    assert exit_info.value.code == 2

@@ -17,7 +17,7 @@ RULE = "assign_in_place"
 def _steps(model, inputs, steps=4, **options):
     """Outputs of `steps` invokes on the GPU and on the reference (each equal), the delegate's
     rewrite log and dispatch count."""
-    reference = Interpreter(model_content=model)
+    reference = Interpreter(model_content=model, cpu_backend="fallback")
     with GpuDelegate(precision="fp32", **options) as delegate:
         gpu = Interpreter(model_content=model, experimental_delegates=[delegate])
         for interpreter in (gpu, reference):
