@@ -10,3 +10,19 @@ class ModelError(ValueError):
 
 class GpuError(RuntimeError):
     """The GPU or its driver cannot do what was asked (no EGL, no compute, out of memory)."""
+
+
+class StateError(ValueError, RuntimeError):
+    """A call the interpreter cannot take in its state: set_tensor(), invoke() or get_tensor()
+    before allocate_tensors() (or after a resize_tensor_input() or a failed allocate_tensors()
+    that it has not followed), invoke() after the GpuDelegate of its partitions was closed.
+
+    LiteRT raises RuntimeError for these invokes (ValueError for set_tensor / get_tensor before
+    allocation): this is both, so code written for LiteRT's types, or for our ValueError, catches it.
+    """
+
+
+class ResizeError(ModelError, RuntimeError):
+    """allocate_tensors() after resize_tensor_input(): the model cannot run at the new input shapes
+    (the message names the operator that cannot take them). LiteRT raises RuntimeError there;
+    this is also the ModelError (a ValueError) it was before."""

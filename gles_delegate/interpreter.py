@@ -15,8 +15,9 @@ import numpy as np
 
 from . import ops, resource_variables
 from .cpu_litert import CpuBackend, checked_at_invoke, litert_version, reads_dynamic
-from .errors import ModelError
+from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
+from .partition import boundary
 from .shape_propagation import dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
@@ -269,6 +270,19 @@ def unwritten_outputs(graph):
                      if id(t) not in written and not t.is_const and not t.is_variable)
 
 
+def kept_inside(graph, steps):
+    """Indices of the tensors a step running several nodes (a delegate's partition, a LiteRT
+    sub-model) computes and keeps to itself: no later step reads them and the graph does not
+    output them, so their storage holds no value (LiteRT: 'Tensor data is null')."""
+    kept = set()
+    for step in steps:
+        if isinstance(step, _CpuStep):
+            continue
+        shared = {id(t) for t in boundary(graph, step.nodes).outputs}
+        kept.update(t.index for node in step.nodes for t in node.outputs if t is not None and id(t) not in shared)
+    return frozenset(kept)
+
+
 class _Executor:
     """Runs one subgraph: owns its graph, tensor storage and execution plan."""
 
@@ -286,6 +300,7 @@ class _Executor:
         self.steps = None
         self.input_shapes = {}
         self.unwritten = frozenset()  # see unwritten_outputs
+        self.kept = frozenset()  # see kept_inside
         self.delegates = []  # what allocate() planned with
         self.fixed_variables = {}  # resource_variables.fixed(): checked before each invoke
 
@@ -319,6 +334,7 @@ class _Executor:
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
         self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu)
+        self.kept = frozenset() if self.preserve_all_tensors else kept_inside(graph, self.steps)
         # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
         self.delegates = delegates
         self.fixed_variables = resource_variables.fixed(n for s in self.steps if not hasattr(s, "backend")
@@ -498,16 +514,32 @@ class Interpreter:
         executor = executor or self._main
         if executor.storage is None:
             if self._resize_pending:
-                raise ValueError("resize_tensor_input() changed the input shapes: call allocate_tensors() "
+                raise StateError("resize_tensor_input() changed the input shapes: call allocate_tensors() "
                                  "before set_tensor(), invoke() or get_tensor()")
-            raise ValueError("allocate_tensors() must be called before set_tensor(), invoke() or get_tensor()")
+            raise StateError("allocate_tensors() must be called before set_tensor(), invoke() or get_tensor()")
+
+    def _require_data(self, executor, tensor):
+        """ValueError unless `tensor`'s storage holds a value get_tensor() / tensor() may show."""
+        if tensor.index in executor.unwritten:
+            raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
+                             "operator writes, and neither a graph input nor a constant")
+        if tensor.index in executor.kept:
+            raise ValueError(f"Tensor data is null (as in LiteRT): tensor {tensor.index} ({tensor.name!r}) is an "
+                             "intermediate that a GPU partition or a LiteRT sub-model keeps to itself; pass "
+                             "experimental_preserve_all_tensors=True to the Interpreter to read it")
 
     # -- lifecycle ------------------------------------------------------------------------
     def allocate_tensors(self) -> None:
-        """Plan execution (fold constants, let delegates claim nodes) and allocate tensors."""
+        """Plan execution (fold constants, let delegates claim nodes) and allocate tensors. After
+        resize_tensor_input(), a ModelError is a ResizeError (also a RuntimeError, as LiteRT's)."""
         with self._lock:
             self._subgraphs.replan()
-            self._main.allocate(self._delegates)
+            try:
+                self._main.allocate(self._delegates)
+            except ModelError as exc:
+                if not self._main.input_shapes or isinstance(exc, ResizeError):
+                    raise
+                raise ResizeError(str(exc)).with_traceback(exc.__traceback__) from None
             self._resize_pending = False
 
     def __del__(self):
@@ -577,13 +609,13 @@ class Interpreter:
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current contents (after the invoke running on another thread, if
-        any). ValueError for a graph output nothing writes (see unwritten_outputs)."""
+        any). ValueError for a graph output nothing writes (see unwritten_outputs) and, as in
+        LiteRT, for an intermediate a GPU partition or a LiteRT sub-model keeps to itself
+        (kept_inside) unless experimental_preserve_all_tensors."""
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
-        if tensor.index in executor.unwritten:
-            raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) holds no data: it is a graph output that no "
-                             "operator writes, and neither a graph input nor a constant")
+        self._require_data(executor, tensor)
         # Not during an invoke: the copy may read a LiteRT sub-model's output buffer, whose view
         # would make LiteRT's invoke() refuse to run (cpu_litert.LiteRTStep.run).
         with self._lock:
@@ -612,6 +644,7 @@ class Interpreter:
 
     def _view(self, index):
         self._require_allocated()
+        self._require_data(self._main, self._main.graph.tensors[index])
         with self._lock:  # as get_tensor's copy
             return self._main.storage.view(index)
 

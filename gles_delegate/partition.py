@@ -1,12 +1,18 @@
 """Split a graph into GPU partitions: runs of consecutive nodes a GPU kernel can run.
 
-Like TFLite, every node the GPU cannot take is logged with the reason, the
-`max_delegated_partitions` largest partitions are kept, and the rest run on the CPU.
+Like TFLite, every node the GPU cannot take is logged with the reason (the nodes refused for an
+empty tensor in one line: an empty batch would log every node), the `max_delegated_partitions`
+largest partitions are kept, and the rest run on the CPU.
 """
 import logging
 from dataclasses import dataclass
 
 log = logging.getLogger("gles_delegate")
+
+
+class EmptyTensor(str):
+    """A reason a node stays off the GPU: a tensor it reads or writes is empty (an empty batch:
+    nothing to compute). The nodes refused for it are logged in one line (split_empty)."""
 
 
 @dataclass
@@ -25,7 +31,7 @@ def find_partitions(graph, candidates, reason_of, max_partitions=1):
     """
     candidate_ids = {id(n) for n in candidates}
     graph_inputs = {id(t) for t in graph.inputs}
-    runs, current, rejected = [], [], 0
+    runs, current, refused = [], [], []
     for node in graph.nodes:
         reason = reason_of(node) if id(node) in candidate_ids else "taken by another delegate"
         if reason is None:
@@ -34,19 +40,40 @@ def find_partitions(graph, candidates, reason_of, max_partitions=1):
             current.append(node)
             continue
         if id(node) in candidate_ids:
-            rejected += 1
-            log.warning("op code #%d (%s) cannot be handled by this delegate: %s", node.index, node.op, reason)
+            refused.append((node, reason))
         if current:
             runs.append(current)
         current = []
     if current:
         runs.append(current)
+    empty, others = split_empty(refused)
+    for node, reason in others:
+        log.warning("op code #%d (%s) cannot be handled by this delegate: %s", node.index, node.op, reason)
+    if empty:
+        log.warning("%s cannot be handled by this delegate: a tensor each reads or writes is empty (nothing to "
+                    "compute)", span(empty))
     kept = sorted(runs, key=len, reverse=True)[:max_partitions or None]
     kept = [run for run in runs if any(run is k for k in kept)]  # back in execution order
     on_gpu = sum(len(run) for run in kept)
     log.info("%d operations will run on the GPU, and the remaining %d operations will run on the CPU.",
              on_gpu, len(graph.nodes) - on_gpu)
     return [boundary(graph, run) for run in kept]
+
+
+def split_empty(refused):
+    """(the nodes of `refused`, (node, reason) pairs, refused for an empty tensor (EmptyTensor);
+    the other pairs), each in the order given."""
+    return ([node for node, reason in refused if isinstance(reason, EmptyTensor)],
+            [(node, reason) for node, reason in refused if not isinstance(reason, EmptyTensor)])
+
+
+def span(nodes):
+    """Nodes (in execution order) for a log line: 'op code #2 (CONV_2D)', or '136 operations, op
+    codes #2 (CONV_2D) .. #245 (LOGISTIC)'."""
+    first, last = nodes[0], nodes[-1]
+    if len(nodes) == 1:
+        return f"op code #{first.index} ({first.op})"
+    return f"{len(nodes)} operations, op codes #{first.index} ({first.op}) .. #{last.index} ({last.op})"
 
 
 def _writes_graph_input(node, graph_inputs):

@@ -64,3 +64,19 @@ def test_summary_keys_are_documented_and_the_example_is_a_real_one():
     assert keys <= table, f"summary() keys missing from docs/usage.md: {keys - table}"
     example = _summary_example()
     assert set(example) == keys, f"the printed example's keys differ: {set(example) ^ keys}"
+
+
+# The usage.md section of each console tool documented there, and the tool.
+TOOL_SECTIONS = {"The demo": "demo", "gles-benchmark": "benchmark_model", "gles-inspect": "inspect_model",
+                 "gles-parity": "parity_report", "gles-top1": "top1_agreement", "gles-bench-invoke": "bench_invoke"}
+
+
+def test_every_option_of_a_tool_is_in_its_section():
+    import importlib
+    for title, module in TOOL_SECTIONS.items():
+        parser = importlib.import_module(f"gles_delegate.tools.{module}").build_parser()
+        section = _section(title)
+        missing = [a.option_strings[-1] for a in parser._actions
+                   if a.option_strings and a.help != "==SUPPRESS==" and "-h" not in a.option_strings
+                   and not any(f"`{o}" in section or f"[{o}" in section or f" {o}" in section for o in a.option_strings)]
+        assert not missing, f"docs/usage.md, {title}: options {missing} are not described"

@@ -4,7 +4,7 @@ import logging
 import numpy as np
 
 from gles_delegate.graph import Graph
-from gles_delegate.partition import find_partitions
+from gles_delegate.partition import EmptyTensor, find_partitions
 from gles_delegate.tflite import ModelBuilder, read_model
 
 
@@ -49,3 +49,17 @@ def test_boundary_tensors_include_variable_state_as_input_and_output():
     assert [t.name for t in spec.inputs] == ["t1", "state"]
     # t3 is the graph output; the variable state is downloaded back after every invoke.
     assert [t.name for t in spec.outputs] == ["t3", "state"]
+
+
+def test_nodes_refused_for_an_empty_tensor_are_one_line(caplog):
+    """An empty batch empties every tensor: one line for all such nodes, not one per node."""
+    graph = chain_model()
+
+    def empty_reason(node):
+        return "not on this GPU" if node.op != "ADD" else EmptyTensor(f"output tensor {node.outputs[0].index} is empty")
+    with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+        assert find_partitions(graph, graph.nodes, empty_reason, max_partitions=0) == []
+    assert caplog.messages == [
+        "op code #1 (MysteryOp) cannot be handled by this delegate: not on this GPU",
+        "3 operations, op codes #0 (ADD) .. #3 (ADD) cannot be handled by this delegate: a tensor each reads or "
+        "writes is empty (nothing to compute)"]

@@ -181,7 +181,9 @@ def _start(model, serialization_dir, driver_cache, args, profile=0, phases=False
     if serialization_dir:
         command += ["--serialization-dir", serialization_dir]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
-    if done.returncode != 0:
+    if done.returncode == 2:  # the worker's run_main stated an ordinary failure (a malformed model) in one line
+        raise common.ToolError(f"{model}: {done.stderr.strip().splitlines()[-1].split(' error: ', 1)[-1]}")
+    if done.returncode != 0:  # a bug, or a crash: everything it said
         raise RuntimeError(f"{' '.join(map(shlex.quote, command))} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 

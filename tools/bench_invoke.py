@@ -245,9 +245,10 @@ def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
 
 def bench_litert(data, inputs, ours, args):
     """LiteRT's interpreter (XNNPACK, one thread) on the same model: its times, and the largest
-    absolute difference from our outputs."""
-    interpreter = common.litert().Interpreter(model_content=data, num_threads=1)
-    interpreter.allocate_tensors()
+    absolute difference from our outputs; {"error": why} where LiteRT cannot load the model."""
+    interpreter, why_not = common.litert_loaded(model_content=data, num_threads=1)
+    if interpreter is None:
+        return {"error": why_not}
     run = end_to_end_runner(interpreter, inputs)
     result = measure(run, args.runs, args.warmup, args.warmup_secs)
     theirs = run()[2]
@@ -279,10 +280,14 @@ def report(rows, context_line, args):
     for row in rows:
         cells = [row["model"], str(row["dispatches"]), "%.1f / %.1f" % row["wall_us"], "%.1f / %.1f" % row["cpu_us"]]
         if args.litert:
-            cells += ["%.1f / %.1f" % row["litert"]["wall_us"], "%.3g" % row["litert"]["max_abs_diff"]]
+            litert = row["litert"]
+            cells += ["n/a", "n/a"] if "error" in litert else \
+                ["%.1f / %.1f" % litert["wall_us"], "%.3g" % litert["max_abs_diff"]]
         table.append(cells)
     lines.append(common.table(table, headers))
     for row in rows:
+        if "error" in row.get("litert", {}):
+            lines.append(f"{row['model']}: {row['litert']['error']}")
         if "gl_calls" in row:
             calls = row["gl_calls"]
             lines.append(f"\n{row['model']}: {sum(calls.values())} GL/EGL calls per end-to-end run: "
@@ -295,15 +300,17 @@ def report(rows, context_line, args):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def build_parser():
     parser = common.tool_parser("gles-bench-invoke", __doc__)
     parser.add_argument("--models", nargs="*", choices=sorted(MODELS), default=None,
                         help="the built-in models (default: add conv10, unless --graph is given)")
     parser.add_argument("--graph", nargs="+", type=common.model_file, default=[], metavar="MODEL",
                         help=".tflite files or MediaPipe model names to time as well (the breakdown's set_tensor "
                              "and get_tensor then show what their I/O costs)")
-    parser.add_argument("--runs", type=common.positive_int, default=2000)
-    parser.add_argument("--warmup", type=common.non_negative_int, default=200)
+    parser.add_argument("--runs", type=common.positive_int, default=2000,
+                        help="end-to-end runs timed per model (default 2000)")
+    parser.add_argument("--warmup", type=common.non_negative_int, default=200,
+                        help="runs before them, not timed (default 200; see --warmup-secs)")
     common.add_warmup_secs(parser)
     common.add_precision(parser)
     parser.add_argument("--gl-calls", action="store_true", help="count the GL and EGL calls of one end-to-end run")
@@ -313,20 +320,25 @@ def main(argv=None):
     parser.add_argument("--litert", action="store_true", help="also time LiteRT's interpreter (XNNPACK, 1 thread)")
     parser.add_argument("--cprofile", type=common.non_negative_int, default=0, metavar="N",
                         help="profile N end-to-end runs per model with cProfile")
+    return parser
 
-    def body(args):
-        names = args.models if args.models is not None else ([] if args.graph else ["add", "conv10"])
-        rows = [bench_model(name, MODELS[name](), args) for name in names]
-        rows += [bench_model(path.stem, path.read_bytes(), args) for path in args.graph]
-        delegate = GpuDelegate()
-        try:
-            context = delegate.context
-            context_line = f"{context.renderer}, {context.version}"
-        finally:
-            delegate.close()
-        print(report(rows, context_line, args))
-        return 0
-    return common.run_main(parser, body, argv)
+
+def main(argv=None):
+    return common.run_main(build_parser(), run, argv)
+
+
+def run(args):
+    names = args.models if args.models is not None else ([] if args.graph else ["add", "conv10"])
+    rows = [bench_model(name, MODELS[name](), args) for name in names]
+    rows += [bench_model(path.stem, path.read_bytes(), args) for path in args.graph]
+    delegate = GpuDelegate()
+    try:
+        context = delegate.context
+        context_line = f"{context.renderer}, {context.version}"
+    finally:
+        delegate.close()
+    print(report(rows, context_line, args))
+    return 0
 
 
 if __name__ == "__main__":

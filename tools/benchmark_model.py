@@ -1,6 +1,6 @@
 """Benchmark a .tflite model on the GPU delegate, in the manner of TFLite's benchmark_model.
 
-    gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc]
+    gles-benchmark --graph=model.tflite [--use_gpu=true] [--precision=fp32|fp16|fp16_fp32acc|auto]
                    [--num_runs=50] [--min_secs=1] [--max_secs=150] [--warmup_runs=1]
                    [--warmup_min_secs=0.5] [--num_threads=-1] [--max_delegated_partitions=1]
                    [--cpu_backend=auto|fallback|litert|reference]
@@ -283,13 +283,15 @@ def bench_litert_xnnpack(path, inputs, args, ours):
 
 def bench_litert_delegate(path, inputs, args, ours):
     """LiteRT's Interpreter with our GpuDelegate (--runtime litert), on the same inputs: timings,
-    the delegate's summary and the agreement of its outputs with gles_delegate's."""
-    from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
+    the delegate's summary and the agreement of its outputs with gles_delegate's; where LiteRT
+    cannot load the model, why."""
     start = time.perf_counter()
     delegate = GpuDelegate(delegate_options(args))
-    interpreter = LiteRTInterpreter(model_path=str(path), experimental_delegates=[delegate],
-                                    num_threads=args.num_threads if args.num_threads > 0 else None)
-    interpreter.allocate_tensors()
+    interpreter, why_not = common.litert_delegated(delegate, model_path=str(path),
+                                                   num_threads=args.num_threads if args.num_threads > 0 else None)
+    if interpreter is None:
+        delegate.close()
+        return {"status": f"unavailable: {why_not}"}
     init_ms = (time.perf_counter() - start) * 1000.0
     summary = delegate.summary()
     print(f"LiteRT {litert_version()} Interpreter + gles_delegate: {summary['gpu_nodes']} nodes on the GPU in "

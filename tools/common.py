@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gles_delegate import GpuError, ModelError, __version__
+from gles_delegate import GpuError, Interpreter, ModelError, __version__
 from gles_delegate.delegate import PRECISIONS
 from gles_delegate.gpu import kernels
+from gles_delegate.gpu.context import default_gl_api
 from gles_delegate.tflite.reader import FILE_IDENTIFIER
 
 
@@ -52,11 +53,17 @@ def tool_parser(prog, doc):
 
 def run_main(parser, body, argv=None):
     """body(parsed argv)'s exit status. An ordinary mistake ends the tool with one line and exit
-    status 2: a bad argument (argparse), a model that turns out malformed (ModelError), a GPU
-    that cannot do the work (GpuError), a file that cannot be read or written (OSError), a
-    ToolError. Any other exception is a bug and keeps its traceback."""
+    status 2: a bad argument (argparse) or environment variable (GLES_DELEGATE_GL_API), a model
+    that turns out malformed (ModelError), a GPU that cannot do the work (GpuError), a file that
+    cannot be read or written (OSError), a ToolError. Any other exception is a bug and keeps its
+    traceback."""
+    args = parser.parse_args(argv)
     try:
-        return body(parser.parse_args(argv))
+        default_gl_api()  # checked before any work: every GpuDelegate would refuse it later
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        return body(args)
     except argparse.ArgumentTypeError as exc:  # a check the body made (a derived default path)
         parser.error(str(exc))
     except (ModelError, GpuError, OSError, ToolError) as exc:
@@ -86,8 +93,9 @@ thread_count = _checked(int, lambda v: v == -1 or v >= 1, "-1 (the runtime's def
 def add_precision(parser, default="fp32"):
     """--precision; default None leaves GpuDelegateOptions to choose (fp32 unless told otherwise)."""
     parser.add_argument("--precision", choices=PRECISIONS, default=default,
-                        help="GPU precision: fp32 (float storage and math), fp16 (half storage and math) or "
-                             "fp16_fp32acc (half storage, float accumulation); default: "
+                        help="GPU precision: fp32 (float storage and math), fp16 (half storage and math), "
+                             "fp16_fp32acc (half storage, float accumulation) or auto (fp16_fp32acc, with the "
+                             "tensors a calibration run finds need it stored as float); default: "
                              + (default or "GpuDelegateOptions' default, fp32"))
 
 
@@ -360,6 +368,49 @@ def litert():
         from ai_edge_litert import interpreter
     except ImportError:
         return None
+    return interpreter
+
+
+def litert_loaded(**kwargs):
+    """(LiteRT's Interpreter(**kwargs) with its tensors allocated, None), or (None, why not in one
+    line): ai-edge-litert is not installed, or LiteRT cannot load the model (an op it lacks, such
+    as MediaPipe's custom ops: failure_reason of what it logged). A tool then says why and goes on
+    with what it can do without LiteRT."""
+    module = litert()
+    if module is None:
+        return None, LITERT_MISSING
+    try:
+        return native_call(_allocated, module.Interpreter, kwargs), None
+    except RuntimeError as exc:
+        return None, f"LiteRT cannot run this model: {exc}"
+
+
+def litert_delegated(delegate, **kwargs):
+    """(LiteRT's Interpreter(**kwargs) with `delegate`, its tensors allocated, None), or (None, why
+    not in one line): ai-edge-litert is not installed, or LiteRT cannot load the model even with
+    the GPU taking what it can (an op version it does not know, a custom op the GPU does not take).
+    Native stderr is not captured, unlike litert_loaded: the delegate's warnings stay visible."""
+    module = litert()
+    if module is None:
+        return None, LITERT_MISSING
+    try:
+        return _allocated(module.Interpreter, {**kwargs, "experimental_delegates": [delegate]}), None
+    except (RuntimeError, ValueError) as exc:  # what LiteRT raises for a model it cannot load
+        return None, f"LiteRT cannot run this model: {failure_reason(exc)}"
+
+
+def delegated_interpreter(runtime, delegate, **kwargs):
+    """(the Interpreter of `runtime` made with `delegate` and kwargs, its tensors allocated, None):
+    'gles' this package's, 'litert' LiteRT's (litert_delegated: (None, why) where it cannot load
+    the model)."""
+    if runtime == "litert":
+        return litert_delegated(delegate, **kwargs)
+    return _allocated(Interpreter, {**kwargs, "experimental_delegates": [delegate]}), None
+
+
+def _allocated(interpreter_class, kwargs):
+    interpreter = interpreter_class(**kwargs)
+    interpreter.allocate_tensors()
     return interpreter
 
 

@@ -4,7 +4,8 @@
 
 Fetches MediaPipe's selfie_segmentation (from the mediapipe wheel on PyPI) unless given a
 model, runs it on the GPU delegate, and prints what ran where, each output's agreement with
-the reference runtime (ai-edge-litert) and with our numpy reference, and timings.
+the reference runtime (ai-edge-litert, where it can load the model: it says why not in one line
+otherwise) and with our numpy reference, and timings.
 """
 import statistics
 import sys
@@ -30,13 +31,12 @@ def median_ms(interpreter, inputs, runs):
     return statistics.median(run(interpreter, inputs)[1] for _ in range(runs)) * 1000
 
 
-def litert_interpreter(path):
-    """An allocated LiteRT interpreter (default resolver: XNNPACK), or None if not installed."""
-    module = common.litert()
-    if module is None:
-        return None
-    interpreter = module.Interpreter(model_path=str(path))
-    interpreter.allocate_tensors()
+def gpu_interpreter(path, delegate, runtime):
+    """The interpreter the delegate runs in, its tensors allocated: ours, or LiteRT's (--runtime
+    litert: a model LiteRT cannot load even with the GPU taking what it can is a ToolError)."""
+    interpreter, why_not = common.delegated_interpreter(runtime, delegate, model_path=str(path))
+    if interpreter is None:
+        raise common.ToolError(f"--runtime litert: {why_not}")
     return interpreter
 
 
@@ -75,11 +75,7 @@ def demo(args):
 
     delegate = GpuDelegate(precision=args.precision)
     start = time.perf_counter()
-    if args.runtime == "litert" and common.litert() is None:
-        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
-    runtime = Interpreter if args.runtime == "gles" else common.litert().Interpreter
-    gpu = runtime(model_path=str(path), experimental_delegates=[delegate])
-    gpu.allocate_tensors()
+    gpu = gpu_interpreter(path, delegate, args.runtime)
     init_ms = (time.perf_counter() - start) * 1000
     summary = delegate.summary()
     print(f"GPU: {summary['renderer']} ({summary['gl_version']}), precision {summary['precision']}")
@@ -97,17 +93,17 @@ def demo(args):
     reference = Interpreter(model_path=str(path), cpu_backend="fallback")  # the numpy oracle
     reference.allocate_tensors()
     numpy_outputs, _ = run(reference, inputs)
-    litert = litert_interpreter(path)
+    litert, why_not = common.litert_loaded(model_path=str(path))  # default resolver: XNNPACK
+    if litert is None:
+        print(f"{why_not}: compared with the numpy reference only")
     litert_results = run(litert, inputs)[0] if litert is not None else None
 
     print("agreement per output (max abs error, and relative to max|reference|):")
     for k, detail in enumerate(gpu.get_output_details()):
-        line = f"  {detail['name']} {detail['shape'].tolist()}:"
-        if litert_results is not None:
-            err, rel = agreement(ours[k], litert_results[k])
-            line += f" vs LiteRT {err:.2e} ({rel:.2e})"
-        err, rel = agreement(ours[k], numpy_outputs[k])
-        print(line + f"   vs numpy reference {err:.2e} ({rel:.2e})")
+        oracles = ([("LiteRT", litert_results[k])] if litert_results is not None else []) + \
+            [("numpy reference", numpy_outputs[k])]
+        said = ["vs {} {:.2e} ({:.2e})".format(name, *agreement(ours[k], theirs)) for name, theirs in oracles]
+        print(f"  {detail['name']} {detail['shape'].tolist()}: " + "   ".join(said))
 
     print(f"timings: init {init_ms:.0f} ms, first invoke {first_ms:.1f} ms")
     print(f"  GPU delegate       median {median_ms(gpu, inputs, args.runs):8.2f} ms over {args.runs} runs")

@@ -1,8 +1,9 @@
 """Per-op parity of the GPU delegate against the numpy reference, and of the reference against
 LiteRT: where error first appears and how it grows along the graph.
 
-    gles-parity MODEL [--precision fp32|fp16|fp16_fp32acc] [--out DIR] [--seed N]
-                      [--max_delegated_partitions N] [--no-litert] [--table all|over|none]
+    gles-parity MODEL [--precision fp32|fp16|fp16_fp32acc|auto] [--out DIR] [--seed N]
+                      [--max_delegated_partitions N] [--no-litert] [--runtime gles|litert]
+                      [--table all|over|none]
 
 The model runs on seeded random inputs three times, each keeping every intermediate
 (experimental_preserve_all_tensors=True): on the GPU delegate (each dispatch's output is read
@@ -13,6 +14,9 @@ element and whether that is within the precision's tolerance (TOLERANCES below),
 reference and reference vs LiteRT. "local" is the GPU node's error given the GPU's own inputs
 (the reference kernel re-run on what the GPU fed the node): it separates an op that is wrong
 from one that inherits error. Tensors a rewrite fused away are listed as such.
+Where LiteRT's own kernel sets (its builtin, reference and XNNPACK kernels) disagree on a tensor
+by more than the tolerance allows, the report says so and judges that tensor against twice their
+spread (SPREAD_FACTOR) instead ('spread' in the table): no implementation can be held closer.
 Both our runs use cpu_backend='fallback': the reference kernels stay the oracle wherever they
 exist, and only a node they lack runs through LiteRT's kernels (where "LiteRT" in the table;
 the report's summary lists them as litert_nodes: LiteRT is their only oracle).
@@ -23,7 +27,8 @@ model_explorer_gpu_vs_reference.json / model_explorer_reference_vs_litert.json: 
 that Google's Model Explorer loads as an overlay ({"results": {tensor name: {"value": relative
 error}}, "thresholds": [...]}; keys are each node's output tensor name).
 
-Exit status: 0 when every compared op is within tolerance, 1 when one is not, 2 on bad usage.
+Exit status: 0 when every compared op is within tolerance (or LiteRT's own spread), 1 when one is
+not, 2 on bad usage.
 """
 import base64
 import collections
@@ -53,6 +58,15 @@ REFERENCE_TOLERANCE = TOLERANCES["fp32"]
 MIN_SCALE = 1e-6
 # Integer tensors: a quantized tensor may differ by one step (rounding), others must be exact.
 QUANTIZED_STEPS = 1
+# Where LiteRT's own kernel sets (litert_spread) disagree on a tensor by more than the tolerance
+# allows, no implementation can be held to it there: the tensor is judged against SPREAD_FACTOR x
+# their largest difference instead. 2: an implementation as close to one of LiteRT's kernel sets
+# as they are to each other is within twice that of the other (the triangle inequality).
+SPREAD_FACTOR = 2
+# LiteRT's kernel sets besides the run that keeps every tensor (its default resolver, in 2.3 its
+# builtin kernels while tensors are kept): (op resolver, keep every tensor). Its reference kernels
+# keep every tensor; XNNPACK (its default resolver's delegate) hides intermediates, its outputs count.
+SPREAD_RUNS = (("BUILTIN_REF", True), ("AUTO", False))
 # Model Explorer colours: within tolerance, within 10x tolerance, beyond.
 COLOURS = ("#a5d6a7", "#ffe082", "#ef9a9a")
 ORACLE_BACKEND = "fallback"  # the reference where it has a kernel, LiteRT's kernels only where it has none
@@ -64,9 +78,12 @@ FUSED_AWAY, FOLDED, NOT_CAPTURED, COMPARED = "fused away", "folded", "not captur
 
 
 # -- metrics --------------------------------------------------------------------------------
-def compare(value, reference, rel_tol, quantized=False):
+def compare(value, reference, rel_tol, quantized=False, spread=0.0):
     """Metrics of `value` against `reference`: {max_abs, max_rel, rmse, cosine, worst_index,
-    tolerance (the absolute bound), within}."""
+    tolerance (the absolute bound), within, spread_rel, by_spread}. spread: the largest absolute
+    difference between LiteRT's own kernel sets on this tensor (litert_spread): the bound is at
+    least SPREAD_FACTOR x that; by_spread: within only through it; spread_rel: it relative to
+    max |reference|."""
     a = np.asarray(value)
     b = np.asarray(reference)
     if a.shape != b.shape:
@@ -94,9 +111,11 @@ def compare(value, reference, rel_tol, quantized=False):
         tol = float(QUANTIZED_STEPS if quantized else 0)
     else:
         tol = rel_tol * max(scale, MIN_SCALE)
+    bound = max(tol, SPREAD_FACTOR * spread)
     return {"max_abs": max_abs, "max_rel": max_rel, "rmse": rmse, "cosine": cosine,
             "worst_index": [int(i) for i in np.unravel_index(worst, a.shape)] if a.ndim else [],
-            "tolerance": tol, "within": bool(max_abs <= tol)}
+            "tolerance": bound, "within": bool(max_abs <= bound),
+            "spread_rel": spread / max(scale, 1.0 if integer else MIN_SCALE), "by_spread": bool(tol < max_abs <= bound)}
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -122,32 +141,64 @@ def run_litert(path, inputs):
         return None, f"LiteRT cannot run this model: {exc}"
 
 
-def _litert_invoked(module, path, inputs):
-    """LiteRT's interpreter keeping every tensor, after one invoke on `inputs`."""
+def _litert_invoked(module, path, inputs, resolver="AUTO", keep_all=True):
+    """LiteRT's interpreter with op resolver `resolver` (an OpResolverType name), keeping every
+    tensor unless told not to, after one invoke on `inputs`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": we are
-        interpreter = module.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+        interpreter = module.Interpreter(model_path=str(path), experimental_preserve_all_tensors=keep_all,
+                                         experimental_op_resolver_type=module.OpResolverType[resolver])
     interpreter.allocate_tensors()
     common.set_inputs(interpreter, inputs)
     interpreter.invoke()
     return interpreter
 
 
+def litert_spread(path, inputs, litert):
+    """{tensor index: the largest absolute difference between LiteRT's own kernel sets on it}:
+    `litert` (the run keeping every tensor) against each of SPREAD_RUNS, on every tensor both
+    keep (a run that does not keep them only on the model's outputs: its other tensors' memory
+    is reused). A kernel set that cannot run the model adds nothing."""
+    module, spread = common.litert(), {}
+    for resolver, keep_all in SPREAD_RUNS:
+        try:
+            other = common.native_call(_litert_invoked, module, path, inputs, resolver, keep_all)
+        except RuntimeError:  # an op one kernel set lacks: the others still say something
+            continue
+        details = other.get_tensor_details() if keep_all else other.get_output_details()
+        for detail in details:
+            difference = _largest_difference(litert_tensor(litert, detail["index"]),
+                                             litert_tensor(other, detail["index"]))
+            if difference is not None:
+                spread[detail["index"]] = max(spread.get(detail["index"], 0.0), difference)
+    return spread
+
+
+def _largest_difference(a, b):
+    """max |a - b| over the elements finite in both (None where either is missing, empty, not
+    numeric or of another shape)."""
+    if a is None or b is None or a.shape != b.shape or not a.size or a.dtype.kind not in "fiu":
+        return None
+    difference = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return float(np.max(difference, where=np.isfinite(difference), initial=0.0))
+
+
 def litert_delegate_parity(path, args):
     """--runtime litert: the outputs of LiteRT's Interpreter with a GpuDelegate against those of
     our Interpreter with one (same options and inputs): {outputs: [{name, max_abs, relative}],
-    delegation: the LiteRT delegate's summary()}; printed as it goes."""
-    module = common.litert()
-    if module is None:
-        raise common.ToolError(f"--runtime litert: {common.LITERT_MISSING}")
+    delegation: the LiteRT delegate's summary()}, or {error: why} where LiteRT cannot load the
+    model; printed as it goes."""
     fields = {"precision": args.precision}
     if args.max_delegated_partitions is not None:
         fields["max_delegated_partitions"] = args.max_delegated_partitions
     outputs = []
-    for runtime in (Interpreter, module.Interpreter):
+    for runtime in ("gles", "litert"):
         delegate = GpuDelegate(GpuDelegateOptions(**fields))
-        interpreter = runtime(model_path=str(path), experimental_delegates=[delegate])
-        interpreter.allocate_tensors()
+        interpreter, why_not = common.delegated_interpreter(runtime, delegate, model_path=str(path))
+        if interpreter is None:
+            delegate.close()
+            print(f"LiteRT Interpreter + gles_delegate: {why_not}")
+            return {"error": why_not}
         common.set_inputs(interpreter, common.seeded_inputs(interpreter.get_input_details(), args.seed, common.index_ranges(path)))
         interpreter.invoke()
         outputs.append([(d["name"], interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()])
@@ -220,6 +271,7 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
     timings["gpu_s"] = time.perf_counter() - start
     start = time.perf_counter()
     litert, litert_status = run_litert(path, inputs) if use_litert else (None, "skipped (--no-litert)")
+    spread = litert_spread(path, inputs, litert) if litert is not None else {}
     timings["litert_s"] = time.perf_counter() - start
 
     tol = TOLERANCES[delegate.options.resolved_precision]
@@ -266,13 +318,15 @@ def analyse(path, precision, seed, max_partitions=None, use_litert=True):
             elif where == "GPU" and index not in captured:
                 row["status"] = NOT_CAPTURED
             elif ref_value is not None:
-                row["gpu_vs_reference"] = compare(gpu.get_tensor(index), ref_value, tol, quantized)
+                row["gpu_vs_reference"] = compare(gpu.get_tensor(index), ref_value, tol, quantized,
+                                                  spread.get(index, 0.0))
                 if where == "GPU":
                     row["local"] = _local(gpu_node, index, value, tol, quantized, local_cache)
             if litert is not None and ref_value is not None and row["status"] != FOLDED:
                 theirs = litert_tensor(litert, index)
                 if theirs is not None:
-                    row["reference_vs_litert"] = compare(ref_value, theirs, REFERENCE_TOLERANCE, quantized)
+                    row["reference_vs_litert"] = compare(ref_value, theirs, REFERENCE_TOLERANCE, quantized,
+                                                         spread.get(index, 0.0))
             rows.append(row)
 
     summary = summarize(rows)
@@ -332,7 +386,20 @@ def summarize(rows):
         "litert_over_tolerance": sum(over(r, "reference_vs_litert") for r in rows),
         "first_litert_over_tolerance": _brief(first_litert, "reference_vs_litert"),
         "error_growth": _growth(rows),
+        "within_by_spread": sum(bool(r[k] and r[k].get("by_spread")) for r in rows
+                                for k in ("gpu_vs_reference", "reference_vs_litert")),
+        "largest_litert_spread": _largest_spread(rows),
     }
+
+
+def _largest_spread(rows):
+    """{node, tensor, tensor_index, spread_rel} of the tensor LiteRT's own kernel sets disagree on
+    most (relative to max |reference|), or None where they were not compared."""
+    spreads = [(r["reference_vs_litert"].get("spread_rel", 0.0), r) for r in rows if r["reference_vs_litert"]]
+    if not spreads:
+        return None
+    value, row = max(spreads, key=lambda pair: pair[0])
+    return {"node": row["node"], "tensor": row["tensor"], "tensor_index": row["tensor_index"], "spread_rel": value}
 
 
 def _brief(row, key):
@@ -378,6 +445,28 @@ def _short(text, width=36):
     return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
+def _verdict_cell(metrics):
+    """'ok', 'spread' (over the fixed tolerance, within LiteRT's own spread: compare) or 'OVER'."""
+    return "OVER" if not metrics["within"] else "spread" if metrics.get("by_spread") else "ok"
+
+
+def _by_spread(summary):
+    """' or LiteRT's own spread' where a comparison passed only through it, else ''."""
+    return " or LiteRT's own spread" if summary.get("within_by_spread") else ""
+
+
+def _spread_line(summary, tolerance):
+    """What LiteRT's own kernel sets' disagreement did to the verdicts, or None where it is too
+    small to change one (SPREAD_FACTOR x it within `tolerance`, the tightest one)."""
+    largest = summary.get("largest_litert_spread")
+    if not largest or SPREAD_FACTOR * largest["spread_rel"] <= tolerance:
+        return None
+    return (f"LiteRT's own kernel sets disagree (its builtin, reference and XNNPACK kernels: up to "
+            f"{_e(largest['spread_rel'])} relative, at {largest['node']} tensor {largest['tensor_index']}): a tensor "
+            f"is judged against {SPREAD_FACTOR}x their spread on it where that exceeds the tolerance; "
+            f"{summary['within_by_spread']} comparison(s) within only so (marked 'spread')")
+
+
 def print_report(report, table_mode="all"):
     s = report["summary"]
     print(f"gles-parity: {report['model']}")
@@ -388,7 +477,7 @@ def print_report(report, table_mode="all"):
     if table_mode != "none":
         # Folded constants (fp16 weights' DEQUANTIZE...) have nothing to compare: counted, not listed.
         shown = [r for r in rows if r["status"] != FOLDED] if table_mode == "all" else [
-            r for r in rows if any(r[k] is not None and not r[k]["within"]
+            r for r in rows if any(r[k] is not None and (not r[k]["within"] or r[k].get("by_spread"))
                                    for k in ("gpu_vs_reference", "local", "reference_vs_litert"))]
         body = []
         for r in shown:
@@ -397,14 +486,17 @@ def print_report(report, table_mode="all"):
                 cells = [r["status"], "", "", "", "", ""]
             else:
                 cells = [_e(g["max_abs"]), _e(g["max_rel"]), _e(g["rmse"]), f"{g['cosine']:.6f}",
-                         _e(loc["max_rel"]) if loc else "-", "ok" if g["within"] else "OVER"]
-            cells += ([_e(lr["max_rel"]), "ok" if lr["within"] else "OVER"] if lr else ["-", ""])
+                         _e(loc["max_rel"]) if loc else "-", _verdict_cell(g)]
+            cells += ([_e(lr["max_rel"]), _verdict_cell(lr)] if lr else ["-", ""])
             body.append([r["node"], _short(r["tensor"]), r["where"], common.shape_text(r["shape"])] + cells)
         print(common.table(body, ["node", "tensor", "on", "shape", "max abs", "rel", "rmse", "cosine", "local",
                                   "gpu", "LiteRT rel", "ref"], align="<<<<>>>>>><<"))
     print(f"{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; "
           f"{len(s['fused_away'])} fused away, {s['folded']} folded into constants"
           + (f", {len(s['not_captured'])} not captured" if s["not_captured"] else ""))
+    spread_line = _spread_line(s, report["reference_tolerance"])
+    if spread_line:
+        print(spread_line)
     if s["fused_away"]:
         names = [_short(t, 60) for t in s["fused_away"]]
         more = f" ... ({len(names) - 12} more)" if len(names) > 12 else ""
@@ -414,7 +506,8 @@ def print_report(report, table_mode="all"):
         print(f"first op over tolerance: {first['node']} tensor {first['tensor_index']} {first['tensor']!r}: "
               f"max abs {_e(first['max_abs'])}, relative {_e(first['max_rel'])} at {first['worst_index']}")
     else:
-        print(f"every compared op is within tolerance (largest relative error {_e(s['max_relative_error'])})")
+        print(f"every compared op is within tolerance{_by_spread(s)} (largest relative error "
+              f"{_e(s['max_relative_error'])})")
     if s["kernels_over_tolerance"]:
         print("ops whose own GPU kernel is over tolerance (given the GPU's inputs): "
               + ", ".join(k["node"] for k in s["kernels_over_tolerance"]))
@@ -566,7 +659,7 @@ def _verdict(s):
     """The banner: the first op over tolerance, linked to its row, or that every op is within."""
     first, esc = s["first_over_tolerance"], html.escape
     if not first:
-        return (f'<p class="good">Every compared op is within tolerance (largest relative error '
+        return (f'<p class="good">Every compared op is within tolerance{_by_spread(s)} (largest relative error '
                 f'{_e(s["max_relative_error"])}).</p>')
     return (f'<p class="bad">First op over tolerance: <a href="#{_row_id(first["tensor_index"])}"><b>'
             f'{esc(first["node"])}</b> tensor {first["tensor_index"]} <code>{esc(first["tensor"])}</code></a>: '
@@ -599,6 +692,7 @@ precision <b>{report['precision']}</b>; tolerance {report['tolerance']:g} &times
 (reference vs LiteRT: {report['reference_tolerance']:g}); inputs: seeded uniform [-1, 1), seed {report['seed']};
 LiteRT: {esc(report['litert'])}; gles_delegate {esc(report['gles_delegate_version'])}.</p>
 {_verdict(s)}
+<p>{esc(_spread_line(s, report['reference_tolerance']) or '')}</p>
 <p>{s['compared']} tensors compared, {s['over_tolerance']} over tolerance; {len(s['fused_away'])} fused away;
 {s['folded']} folded into constants. Ops whose own GPU kernel is over tolerance (given the GPU's inputs): {kernels}.
 Reference vs LiteRT: {s['litert_compared']} compared, {s['litert_over_tolerance']} over tolerance.

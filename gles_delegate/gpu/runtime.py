@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 
 from .. import quant
-from ..errors import GpuError, ModelError
+from ..errors import GpuError, ModelError, StateError
 from . import gl as G
 from .complex_view import as_complex, as_floats
 from .kernels.base import io_values
@@ -176,10 +176,11 @@ class GpuPartition:
         """Invoke: inputs from storage[tensor index], outputs written back into storage in
         place (cast to the storage's dtype). With a `capture` dict, every tensor a dispatch
         writes is read back right after that dispatch (before its memory is reused) into
-        capture[index] as a BHWC float32 array: slow, for the parity report. ValueError once the
-        partition was released (release(), or its delegate's close())."""
+        capture[index] as a BHWC float32 array: slow, for the parity report. StateError (a
+        ValueError and a RuntimeError, as LiteRT's) once the partition was released (release(), or
+        its delegate's close())."""
         if self.released:
-            raise ValueError("this GPU partition was released: the delegate that compiled it was closed, or "
+            raise StateError("this GPU partition was released: the delegate that compiled it was closed, or "
                              "its interpreter re-planned; call allocate_tensors() again (with an open delegate)")
         if self.variables is not None:  # uploads the variables it reads and lacks, then holds those it assigns
             return self.variables.run(self._run, storage, capture)

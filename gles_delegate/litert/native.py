@@ -14,6 +14,7 @@ import threading
 import weakref
 
 from .. import ops
+from ..partition import span, split_empty
 from ..tflite import read_model
 from . import abi
 from .kernel import Kernel, kernel_nodes, split_partitions
@@ -126,13 +127,15 @@ class NativeDelegate:
     def _replan(self, kernel, ctx):
         """Compile the kernel's nodes again at the shapes LiteRT holds. LiteRT cannot take nodes
         back from a delegate: a node the GPU no longer takes at these shapes runs on the numpy
-        reference inside the kernel (a warning names it and the GPU kernel's reason); one the
-        reference cannot run either is an error naming it."""
+        reference inside the kernel (a warning names it and the GPU kernel's reason; the nodes
+        of an empty tensor in one); one the reference cannot run either is an error naming it."""
         new = replan_kernel(self.delegate, self.model, kernel.plan, set(kernel.nodes), lambda i: _dims(ctx, i))
         try:  # the kernel's nodes that neither a partition runs nor fold into constants
-            for node in new.graph.nodes:
-                if node.index in set(kernel.nodes) - new.gpu_nodes:
-                    _check_reference(node, self._why_not_gpu(node))
+            off_gpu = [(node, self._why_not_gpu(node)) for node in new.graph.nodes
+                       if node.index in set(kernel.nodes) - new.gpu_nodes]
+            for node, why in off_gpu:
+                _check_reference(node, why)
+            _log_off_gpu(off_gpu)
         except BaseException:
             new.release()
             raise
@@ -141,13 +144,11 @@ class NativeDelegate:
 
     def _why_not_gpu(self, node):
         """Why the GPU does not run `node`, just re-planned (the GPU kernel's reason, a compile
-        failure, or the partition limit); logged as a warning."""
+        failure, or the partition limit)."""
         why = self.delegate.fallbacks.get(node.label) or self.delegate.unsupported_reason(node)
         if why is None:
             why = (f"its GPU partition is not among the max_delegated_partitions="
                    f"{self.delegate.options.max_delegated_partitions} largest at these shapes")
-        log.warning("GpuDelegate: at the new input shapes the GPU does not run operator %s (%s): it runs on the "
-                    "numpy reference inside the delegate kernel", node.label, why)
         return why
 
     def _invoke(self, context, node):
@@ -179,6 +180,18 @@ class NativeDelegate:
         for plan in self.plans.values():
             plan.release()
         self.plans = {}
+
+
+def _log_off_gpu(off_gpu):
+    """A warning per (node, why the GPU does not run it) of a re-planned kernel, those of an empty
+    tensor (an empty batch: every node) in one."""
+    empty, others = split_empty(off_gpu)
+    for node, why in others:
+        log.warning("GpuDelegate: at the new input shapes the GPU does not run operator %s (%s): it runs on the "
+                    "numpy reference inside the delegate kernel", node.label, why)
+    if empty:
+        log.warning("GpuDelegate: at the new input shapes the GPU does not run %s (a tensor each reads or writes "
+                    "is empty): they run on the numpy reference inside the delegate kernel", span(empty))
 
 
 def _check_reference(node, why):

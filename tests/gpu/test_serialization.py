@@ -621,6 +621,26 @@ def test_other_model_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
     assert len(list(tmp_path.glob("*" + entry.SUFFIX))) == 1  # one token, one entry
 
 
+@pytest.mark.parametrize("runtime", ["gles", "litert"])
+def test_a_cache_warning_shows_the_callers_line(runtime, mediapipe_models, tmp_path):
+    """The warning names the line of the user's code that made the delegate work, not one of
+    ours (which tells the user nothing), also through LiteRT's Interpreter, which calls the
+    delegate from native code; and it says what happens next."""
+    interpreter_class = Interpreter if runtime == "gles" else \
+        pytest.importorskip("ai_edge_litert.interpreter").Interpreter
+
+    def build(model):
+        delegate = GpuDelegate(serialization_dir=str(tmp_path), model_token="my-model")
+        interpreter_class(model_path=model, experimental_delegates=[delegate]).allocate_tensors()
+
+    build(mediapipe_models[SMALL])
+    with pytest.warns(CacheWarning, match="give each model its own model_token") as caught:
+        build(mediapipe_models[SAME_INPUT])
+    cache_warnings = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert {w.filename for w in cache_warnings} == {__file__}
+    assert all("the next loads the rewritten entry" in str(w.message) for w in cache_warnings)
+
+
 def test_same_graph_other_weights_under_the_same_token_rebuilds(mediapipe_models, tmp_path):
     """Only the bytes differ (one weight negated): every other field of the key agrees, and
     the model's sha256 alone tells the entry is not this model's."""

@@ -1,6 +1,7 @@
 """GpuDelegate inside LiteRT's own Interpreter (ai_edge_litert): claims, I/O, resize, sharing,
 threads, errors, lifetime."""
 import ctypes
+import logging
 import subprocess
 import sys
 import threading
@@ -84,6 +85,27 @@ def test_a_batch_resized_to_zero_runs_and_resizes_back():
             out = run(interp, x)
             assert out.shape == x.shape
             np.testing.assert_allclose(out, np.maximum(x + 0.5, 0))
+
+
+@pytest.mark.parametrize("runtime", ["gles", "litert"])
+def test_an_empty_batch_logs_one_line_per_layer_not_per_node(runtime, caplog):
+    """Every node's tensors are empty at batch 0: the partitioner says so in one line, and
+    inside LiteRT the delegate kernel in one more (its nodes run on the reference), where each
+    logged every node."""
+    from gles_delegate import Interpreter
+    from tools.bench_invoke import conv10_model
+    interpreter_class = Interpreter if runtime == "gles" else LiteRT
+    with GpuDelegate() as delegate:
+        interp = interpreter_class(model_content=conv10_model(layers=4, size=6, channels=4),
+                                   experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        interp.resize_tensor_input(0, [0, 6, 6, 4])
+        with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+            interp.allocate_tensors()
+        assert run(interp, np.zeros((0, 6, 6, 4), np.float32)).shape == (0, 6, 6, 4)
+    lines = [r.getMessage() for r in caplog.records if r.name == "gles_delegate"]
+    assert len(lines) == (1 if runtime == "gles" else 2), lines
+    assert all("4 operations, op codes #0 (CONV_2D) .. #3 (CONV_2D)" in line for line in lines), lines
 
 
 def test_preserve_all_tensors_gives_every_node_a_kernel_that_runs_on_the_gpu(x8):

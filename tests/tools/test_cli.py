@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 
 from gles_delegate import ModelError
-from gles_delegate.tools import (bench_compare, bench_init, benchmark_model, build_quantized_mobilenet, common,
-                                 compiler_report, demo, fetch_models, fuzz_models, inspect_model, parity_report,
-                                 profile_model, supported_ops, top1_agreement)
+from gles_delegate.tools import (bench_compare, bench_init, bench_invoke, benchmark_model, build_quantized_mobilenet, common,
+                                 compiler_report, demo, doc_examples, fetch_models, fuzz_models, inspect_model,
+                                 parity_report, profile_model, supported_ops, top1_agreement)
 
 TOOLS = [benchmark_model, inspect_model, parity_report, profile_model, bench_compare, bench_init, top1_agreement,
-         compiler_report, fetch_models, fuzz_models, demo, supported_ops, build_quantized_mobilenet]
+         compiler_report, fetch_models, fuzz_models, demo, supported_ops, build_quantized_mobilenet, doc_examples,
+         bench_invoke]
 CHECKED_NUMBERS = {common.positive_int, common.non_negative_int, common.positive_float, common.non_negative_float,
                    common.thread_count}
 
@@ -116,6 +117,36 @@ def test_profile_refuses_a_bad_setting(setting, why, small_model, capsys):
     assert f"argument --set: {why}" in refused(profile_model.main, [small_model, "--set", setting], capsys)
 
 
+def failed_in_one_line(main, argv, capsys):
+    """The error line main(argv) ends with, asserting it exits with status 2 and says why in that
+    one line, without a traceback (progress lines before it, on either stream, are allowed)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert exit_info.value.code == 2 and errors == err.splitlines()[-1:] and "Traceback" not in err, err
+    return errors[0]
+
+
+@pytest.mark.parametrize("tool", list(MODEL_ARGS), ids=tool_id)
+def test_a_truncated_model_is_refused_in_one_line(tool, small_model, tmp_path, capsys):
+    """A file that passes the argument check (the TFL3 identifier) but not the reader: one line
+    naming the ModelError, exit status 2, in every tool (gles-bench-init: from its worker)."""
+    truncated = tmp_path / "truncated.tflite"
+    truncated.write_bytes(small_model.read_bytes()[:len(small_model.read_bytes()) // 2])
+    extra = ["--out", tmp_path / "report"] if tool is parity_report else []
+    err = failed_in_one_line(tool.main, MODEL_ARGS[tool] + [truncated] + extra, capsys)
+    assert "ModelError: " in err
+
+
+@pytest.mark.parametrize("tool", [*MODEL_ARGS, supported_ops], ids=tool_id)
+def test_a_bad_gl_api_variable_is_refused_before_any_work(tool, small_model, monkeypatch, capsys):
+    monkeypatch.setenv("GLES_DELEGATE_GL_API", "bogus")
+    argv = MODEL_ARGS[tool] + [small_model] if tool in MODEL_ARGS else []
+    err = refused(tool.main, argv, capsys)
+    assert "error: environment variable GLES_DELEGATE_GL_API must be one of" in err and "'bogus'" in err
+
+
 def test_run_main_states_ordinary_failures_in_one_line_and_leaves_bugs_their_traceback(capsys):
     parser = common.tool_parser("gles-test", "A tool.")
     for failure in (ModelError("tensor 3:\nbad shape"), FileNotFoundError(2, "No such file or directory", "x"),
@@ -137,3 +168,11 @@ def test_help_describes_the_tool_and_every_option(tool):
     undocumented = [a.option_strings or [a.dest] for a in parser._actions if not a.help]
     assert not undocumented, f"options without help: {undocumented}"
     assert "%(default)" not in parser.format_help()  # argparse fills these in: no placeholder left
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=tool_id)
+def test_help_describes_every_choice_of_an_option_it_explains(tool):
+    """--precision's help explains each precision: every one of its choices is named there (auto was not)."""
+    for action in tool.build_parser()._actions:
+        if action.choices and action.help and "fp32 (" in action.help:
+            assert all(f"{choice} (" in action.help for choice in action.choices), action.help

@@ -19,6 +19,7 @@ Two modules may run one op only as candidates in a stated ORDER (gles_delegate/r
 import numpy as np
 
 from ... import registry
+from ...partition import EmptyTensor
 from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
 from . import (binary, conv, depthwise, elementwise, fully_connected, gather, integer, layer_norm, layout, lstm,
@@ -95,7 +96,7 @@ def _tensor_reason(tensor, role, float_view):
         kinds = "float32, bool and int32" if float_view else "float32"
         return f"{role} tensor {tensor.index} is {tensor.dtype}, the GPU runs {kinds} tensors here"
     if 0 in tensor.shape:
-        return f"{role} tensor {tensor.index} is empty"
+        return EmptyTensor(f"{role} tensor {tensor.index} is empty")
     return None
 
 

@@ -35,6 +35,11 @@ BACKGROUND_DIGEST_BYTES = 1 << 20  # smaller models are hashed in the calling th
 PLAN_MODULES = (compiler, base, memory, phwc4, variables)
 
 log = logging.getLogger("gles_delegate")
+# What a warning about an entry it could not use says happens next (nothing to do but wait once).
+REBUILT = "rebuilding it (this start is a cold one; the next loads the rewritten entry)"
+# Top-level packages whose frames a warning skips, so that it names the caller's line (GpuDelegate(...),
+# allocate_tensors()), also through a runtime's Interpreter that calls the delegate from native code.
+INTERNAL_PACKAGES = ("gles_delegate", "ai_edge_litert", "tflite_runtime", "tensorflow")
 
 
 class CacheWarning(UserWarning):
@@ -109,10 +114,10 @@ class PlanCache:
             check_key(header.get("key"), self.key)
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs, self.modules))
         except EntryError as exc:
-            _warn(f"ignoring cache entry {self.path}: {exc}; rebuilding it")
+            _warn(f"ignoring cache entry {self.path}: {exc}; {REBUILT}")
             return None
         except Exception as exc:  # a bug here must not break the user's start-up
-            _warn(f"ignoring cache entry {self.path} ({type(exc).__name__}: {exc}); rebuilding it")
+            _warn(f"ignoring cache entry {self.path} ({type(exc).__name__}: {exc}); {REBUILT}")
             return None
         made = self._realize(parts, check)
         if made is None:
@@ -180,7 +185,7 @@ class PlanCache:
         except EntryError as exc:
             for partition in made:
                 partition.release()
-            _warn(f"ignoring cache entry {self.path}: {exc}; rebuilding it")
+            _warn(f"ignoring cache entry {self.path}: {exc}; {REBUILT}")
             return None
         except Exception as exc:  # GpuError, or a GL object moderngl refuses
             for partition in made:
@@ -189,7 +194,7 @@ class PlanCache:
                 with self.context.current():
                     self.context.clear_errors()
             _warn(f"ignoring cache entry {self.path}: its partitions could not be created "
-                  f"({type(exc).__name__}: {exc}); rebuilding it")
+                  f"({type(exc).__name__}: {exc}); {REBUILT}")
             return None
 
     def _check_programs(self, made):
@@ -230,7 +235,8 @@ class PlanCache:
             write_atomic(self.directory, self.path, pieces)
         except OSError as exc:
             _warn_once(self.directory, f"cannot write to serialization_dir {self.directory!r} "
-                                       f"({exc.strerror or exc}); running without storing entries there")
+                                       f"({exc.strerror or exc}); running without storing entries there (pass a "
+                                       "directory this process can write, or serialization_dir=None)")
 
     def _encode(self, made, rewrite_log, lines):
         blobs = Blobs()
@@ -319,7 +325,17 @@ _warned_lock = threading.Lock()
 
 
 def _warn(message):
-    warnings.warn(f"gles_delegate serialization: {message}", CacheWarning, stacklevel=4)
+    warnings.warn(f"gles_delegate serialization: {message}", CacheWarning, stacklevel=_caller_level())
+
+
+def _caller_level():
+    """warnings.warn's stacklevel, in _warn, of the first frame outside INTERNAL_PACKAGES: the
+    call depth from the user's line varies (a start, a store, the LiteRT path's callbacks), and a
+    warning that shows one of our own lines tells the user nothing."""
+    level, frame = 1, sys._getframe(2)  # level 1: _warn itself; sys._getframe(2): its caller
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in INTERNAL_PACKAGES:
+        level, frame = level + 1, frame.f_back
+    return level + 1 if frame is not None else level
 
 
 def _warn_once(directory, message):

@@ -23,7 +23,8 @@ from .entry import SUFFIX, EntryError
 NOT_COMPILE_OPTIONS = frozenset({"serialization_dir", "model_token", "device_index", "debug_nonfinite"})
 NAME_SAMPLE_BYTES = 1 << 16  # of each end of the model, hashed into the file name (the digest is checked inside)
 # Why an entry whose key field differs cannot serve (the CacheWarning says it).
-MISMATCHES = {"model_digest": "another model (same model_token, other bytes)",
+MISMATCHES = {"model_digest": "another model (same model_token, other bytes: give each model its own "
+                              "model_token, or leave it None, the model's hash)",
               "renderer": "another GPU", "vendor": "another GPU vendor",
               "gl_version": "another GL driver version", "gl_api": "another GL API",
               "package_version": "another gles_delegate version",
