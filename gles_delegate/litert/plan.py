@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
-from ..shape_propagation import dynamic_tensors, propagate_shapes
+from ..shape_propagation import declared_shape_errors, dynamic_tensors, propagate_shapes
 from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
@@ -65,7 +65,10 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     candidates = set(candidates) - _decline_unplannable(graph, resized)
     densify_sparse_reads(graph)
     fold_constants(graph)
-    fold_shapes(graph, dynamic_tensors(graph))
+    dynamic = dynamic_tensors(graph)
+    if fold_shapes(graph, dynamic) and dynamic:
+        dynamic = dynamic_tensors(graph)
+    candidates -= _decline_contradicted(graph, dynamic)
     partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
@@ -124,6 +127,23 @@ def _decline_unplannable(graph, resized):
                         "LiteRT's CPU kernels", exc, len(gone), ", ".join(n.label for n in gone[:8]))
             declined |= {n.index for n in gone}
             graph.remove_nodes(gone)
+
+
+def _decline_contradicted(graph, dynamic):
+    """The indices of the nodes of `graph` whose declared output shapes their inputs and options
+    contradict (shape_propagation.declared_shape_errors: a pool whose stride gives [1, 4, 4, 4]
+    declared [1, 8, 8, 4]), and of every node that reads what they compute. Our Interpreter
+    refuses such a model; LiteRT runs it, giving those outputs the shapes the options give, so
+    they stay on LiteRT's CPU kernels: a GPU kernel would compute at the declared shape."""
+    errors = list(declared_shape_errors(graph, dynamic))
+    if not errors:
+        return set()
+    gone = _downstream(graph, [node for node, _ in errors])
+    others = f" (and {len(errors) - 1} other operator(s))" if len(errors) > 1 else ""
+    log.warning("GpuDelegate: %s%s; LiteRT computes those shapes from the options: %d operator(s) from there on "
+                "(%s) stay on LiteRT's CPU kernels", errors[0][1], others, len(gone),
+                ", ".join(n.label for n in gone[:8]))
+    return {n.index for n in gone}
 
 
 def _downstream(graph, start):
