@@ -77,3 +77,59 @@ def test_a_declared_shape_the_options_contradict_stays_on_litert(case, caplog):
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
     assert claimed == [0]
     assert "operator #1" in caplog.text and "is declared [1, 8, 8, 4], its inputs give" in caplog.text
+
+
+def weights_model(scale, activation="LOGISTIC"):
+    """x [1, 8, 8, 4] -> CONV_2D (3x3 weights `scale` times a fixed draw) -> `activation`: two
+    scales give two files of the same structure and sizes, and other weights."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 4))
+    w = b.const("w", np.random.default_rng(3).standard_normal((4, 3, 3, 4)).astype(np.float32) * scale)
+    a, y = b.tensor("a", (1, 8, 8, 4)), b.tensor("y", (1, 8, 8, 4))
+    b.op("CONV_2D", [x, w, b.const("bias", np.zeros(4, np.float32))], [a], padding=0, stride_w=1, stride_h=1,
+         fused_activation_function=NONE)
+    b.op(activation, [a], [y])
+    b.output(y)
+    return b.build()
+
+
+REPLACEMENTS = {  # name: (the file's replacement, what the error names)
+    "other_weights": (weights_model(-0.5), "tensor 1 ('w'): the constant's 576 bytes in the file differ from the "
+                                           "576 LiteRT holds"),
+    "other_op": (weights_model(0.3, "TANH"), "operator 1 is LOGISTIC in LiteRT, TANH in the file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPLACEMENTS))
+def test_a_model_file_replaced_while_litert_reads_it_is_refused(case, tmp_path, monkeypatch):
+    """LiteRT reads model_path, then the file is replaced (os.replace: LiteRT's mapping keeps
+    the old file) by one of other weights, or another op, before the delegate reads it: building
+    the Interpreter fails, naming what differs (before: the GPU ran the new file's weights or op
+    inside the model LiteRT loaded, with no error). A file left alone builds and runs as LiteRT
+    alone."""
+    import ai_edge_litert.interpreter as litert
+
+    def output(delegate):
+        interp = LiteRT(model_path=str(path), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        return run(interp, X)
+
+    (new, message), old = REPLACEMENTS[case], weights_model(0.3)
+    path = tmp_path / "model.tflite"
+    path.write_bytes(old)
+    with GpuDelegate() as delegate:
+        np.testing.assert_allclose(output(delegate), litert_alone(old, X), atol=1e-5)
+        create = litert._interpreter_wrapper.CreateWrapperFromFile
+
+        def create_then_replace(*args):
+            wrapper = create(*args)
+            replacement = tmp_path / "replacement.tflite"
+            replacement.write_bytes(new)
+            replacement.replace(path)
+            return wrapper
+
+        monkeypatch.setattr(litert._interpreter_wrapper, "CreateWrapperFromFile", create_then_replace)
+        with pytest.raises((RuntimeError, ValueError)) as caught:
+            output(delegate)
+    assert "the model LiteRT loaded is not the one the GpuDelegate read" in str(caught.value)
+    assert message in str(caught.value)
