@@ -92,7 +92,7 @@ FreeFn = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 # costs more than the rest of a warm invoke callback (node_user_data reads the one field we need).
 NodeFn = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
 USER_DATA_OFFSET = TfLiteNode.user_data.offset
-TENSOR_SIZE, DATA_OFFSET = ctypes.sizeof(TfLiteTensor), TfLiteTensor.data.offset
+TENSOR_SIZE, DATA_OFFSET, BYTES_OFFSET = ctypes.sizeof(TfLiteTensor), TfLiteTensor.data.offset, TfLiteTensor.bytes.offset
 
 
 def node_user_data(node):

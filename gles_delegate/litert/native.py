@@ -63,11 +63,11 @@ class NativeDelegate:
         nodes, codes = _original_nodes(ctx, context)
         if not nodes:  # an empty subgraph (or one an earlier delegate took whole): nothing to claim
             return abi.OK
-        index = match_subgraph(self.model, nodes)
+        index = match_subgraph(self.model, nodes, codes)
         if index is None:
             return abi.OK
         if index not in self.checked:  # at its first Prepare, LiteRT holds the declared shapes
-            check_subgraph(ctx, self.model, index, codes)
+            check_subgraph(ctx, self.model, index)
             self.checked.add(index)
         old = self.plans.pop(index, None)
         if old is not None:

@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
+from ..tflite.schema import BUILTIN_OP_CODES
 from ..shape_propagation import declared_shape_errors, dynamic_tensors, propagate_shapes
 from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
+CUSTOM = BUILTIN_OP_CODES["CUSTOM"]
 
 
 @dataclass
@@ -37,20 +39,27 @@ class SubgraphPlan:
             partition.release()
 
 
-def match_subgraph(model, nodes):
+def match_subgraph(model, nodes, codes):
     """The index of the model subgraph whose operators are `nodes` {operator index: (inputs,
-    outputs)} (LiteRT's execution plan, less nodes an earlier delegate replaced); None when no
-    subgraph, or more than one, matches."""
+    outputs)} (LiteRT's execution plan, less nodes an earlier delegate replaced) with the
+    builtin op `codes` {operator index: code} (an IF's two branches often differ only there);
+    None when no subgraph, or more than one, matches."""
     found = []
     for s, sg in enumerate(model.subgraphs):
         ops = sg.operators
-        if all(k < len(ops) and (list(ops[k].inputs), list(ops[k].outputs)) == io for k, io in nodes.items()):
+        if all(k < len(ops) and (list(ops[k].inputs), list(ops[k].outputs)) == io and op_code(ops[k]) == codes[k]
+               for k, io in nodes.items()):
             found.append(s)
     if len(found) != 1:
         log.warning("GpuDelegate: LiteRT's subgraph of %d nodes matches %s of the model's subgraphs; "
                     "its nodes stay on LiteRT's CPU kernels", len(nodes), len(found) or "none")
         return None
     return found[0]
+
+
+def op_code(op):
+    """The builtin code LiteRT registers for OperatorDef `op` (CUSTOM for a custom op)."""
+    return CUSTOM if op.custom else BUILTIN_OP_CODES.get(op.op)
 
 
 def plan_subgraph(delegate, model, index, candidates, input_shapes):
