@@ -142,8 +142,11 @@ def fused_reads(node):
     gpu/kernels/epilogue.py), a convolution's input gate (options["input_gate"], rule
     channel_gate) and a reduction's input addend (options["input_addend"], rule
     fuse_add_into_reduce)."""
-    operands = [getattr(step, "operand", None) for step in node.options.get(EPILOGUE_KEY, ())]
-    return [t for t in [*operands, node.options.get(INPUT_GATE_KEY), node.options.get(INPUT_ADDEND_KEY)]
+    options = node.options
+    if EPILOGUE_KEY not in options and INPUT_GATE_KEY not in options and INPUT_ADDEND_KEY not in options:
+        return []  # most nodes (the graph's index asks every node)
+    operands = [getattr(step, "operand", None) for step in options.get(EPILOGUE_KEY, ())]
+    return [t for t in [*operands, options.get(INPUT_GATE_KEY), options.get(INPUT_ADDEND_KEY)]
             if isinstance(t, Tensor)]
 
 
@@ -279,9 +282,20 @@ class Graph:
         """A number that orders `node` among the graph's nodes (execution order)."""
         return self._position[node]
 
+    @property
+    def outputs(self):
+        """The graph's output tensors (a list; assign a new one to change them, never edit it)."""
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, outputs):
+        self._outputs = list(outputs)
+        self._output_ids = {id(t) for t in self._outputs}
+
     def is_graph_output(self, tensor):
-        """Whether `tensor` (the object, not an equal one) is an output of the graph."""
-        return any(tensor is t for t in self.outputs)
+        """Whether `tensor` (the object, not an equal one) is an output of the graph: O(1) (a
+        graph whose every node writes an output asks this per node)."""
+        return id(tensor) in self._output_ids
 
     # -- edits ----------------------------------------------------------------------------
     def new_tensor(self, name, shape, dtype, data=None, quantization=None):
@@ -315,7 +329,8 @@ class Graph:
         """Make every reader of `old` (and the graph outputs) read `new` instead."""
         for node in self.readers_of(old):
             self.set_inputs(node, [new if t is old else t for t in node.inputs])
-        self.outputs = [new if t is old else t for t in self.outputs]
+        if self.is_graph_output(old):
+            self.outputs = [new if t is old else t for t in self.outputs]
 
     def remove_nodes(self, nodes):
         """Remove `nodes` in one pass (reindexing once, not once per node)."""

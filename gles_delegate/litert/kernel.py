@@ -38,8 +38,9 @@ class Kernel:
         if split:
             raise RuntimeError(f"LiteRT split the GPU partition {_span(split[0].nodes)} over several delegate "
                                "kernels; it cannot run in pieces")
-        self.reference = [n for n in plan.graph.nodes if n.index in nodes - ours]
-        stray = sorted(nodes - ours - plan.folded - {n.index for n in self.reference})
+        rest = nodes - ours  # once: per node it made building a 100,000-node kernel quadratic
+        self.reference = [n for n in plan.graph.nodes if n.index in rest]
+        stray = sorted(rest - plan.folded - {n.index for n in self.reference})
         if stray:
             raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it does not run: {stray[:8]}")
         self.steps = self._steps()
@@ -51,7 +52,8 @@ class Kernel:
         # {tensor index: graph Tensor} of the tensors read from and written into LiteRT's memory;
         # the others (between a partition and a reference step) are arrays of the kernel's own.
         self.tensors = {i: tensors[i] for i in sorted(used) if i in self.boundary and not tensors[i].is_const}
-        self.outputs = sorted(i for i in self.tensors if self._writes(i))
+        written = self._written()
+        self.outputs = sorted(i for i in self.tensors if i in written)
         self.input_indices = sorted(set(self.tensors) - set(self.outputs))
         self._private = {i: tensors[i].data if tensors[i].is_const else np.zeros(tensors[i].shape, tensors[i].dtype)
                          for i in sorted(used) if i not in self.tensors}
@@ -65,10 +67,10 @@ class Kernel:
         reference = {n.index: n for n in self.reference}
         return [first[k] if k in first else _ReferenceStep(reference[k]) for k in ordered]
 
-    def _writes(self, index):
-        """Whether a step of this kernel computes tensor `index`."""
-        return any(slot.tensor_index == index for p in self.partitions for slot in p.plan.outputs) or \
-            any(t is not None and t.index == index for n in self.reference for t in n.outputs)
+    def _written(self):
+        """The indices of the tensors the steps of this kernel compute."""
+        return {slot.tensor_index for p in self.partitions for slot in p.plan.outputs} | \
+            {t.index for n in self.reference for t in n.outputs if t is not None}
 
     def _forget_views(self):
         """Drop the views over LiteRT's memory (rebuilt at the next invoke)."""
