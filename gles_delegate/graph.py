@@ -253,7 +253,9 @@ class Graph:
 
     def _unindex(self, node):
         for t in read_tensors(node):
-            self._readers.get(id(t), {}).pop(node, None)
+            readers = self._readers.get(id(t))
+            if readers is not None:
+                readers.pop(node, None)
         for t in node.outputs:
             if t is not None and self._producer.get(id(t)) is node:
                 del self._producer[id(t)]
@@ -283,6 +285,16 @@ class Graph:
         return self._position[node]
 
     @property
+    def inputs(self):
+        """The graph's input tensors (a list; assign a new one to change them, never edit it)."""
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, inputs):
+        self._inputs = list(inputs)
+        self._input_ids = {id(t) for t in self._inputs}
+
+    @property
     def outputs(self):
         """The graph's output tensors (a list; assign a new one to change them, never edit it)."""
         return self._outputs
@@ -291,6 +303,10 @@ class Graph:
     def outputs(self, outputs):
         self._outputs = list(outputs)
         self._output_ids = {id(t) for t in self._outputs}
+
+    def is_graph_input(self, tensor):
+        """Whether `tensor` (the object, not an equal one) is an input of the graph: O(1)."""
+        return id(tensor) in self._input_ids
 
     def is_graph_output(self, tensor):
         """Whether `tensor` (the object, not an equal one) is an output of the graph: O(1) (a

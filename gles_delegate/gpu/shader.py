@@ -41,6 +41,8 @@ def glsl_type(value):
     kind = _PLAIN_TYPES.get(type(value))  # most values: asked twice per param of every dispatch
     if kind is not None:
         return kind
+    if type(value) is tuple and 2 <= len(value) <= 4 and all(type(v) is int for v in value):
+        return f"ivec{len(value)}"
     if isinstance(value, (bool, int, np.integer)):
         return "int"
     if isinstance(value, (float, np.floating)):
