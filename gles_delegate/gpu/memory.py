@@ -42,7 +42,7 @@ def lower_bound(usages):
 def _breadths(usages):
     """(steps, totals): the dispatch indices where a usage begins or ends, ascending, and the
     total size of the usages alive at each. One sweep, O(n log n) (a sum over every usage per
-    step was quadratic: 20 s for 2,000 graph outputs)."""
+    step was quadratic: 9 s of the breadth order and lower bound for 2,000 graph outputs)."""
     steps = sorted({u.first for u in usages} | {u.last for u in usages})
     rank = {s: k for k, s in enumerate(steps)}
     change = [0] * (len(steps) + 1)
