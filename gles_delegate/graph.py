@@ -157,6 +157,22 @@ def read_tensors(node):
     return [t for t in node.inputs if t is not None] + fused_reads(node)
 
 
+class _TensorList:
+    """A Graph's inputs or outputs: a list of tensors (assign a new one to change it, never edit
+    it) and the set of their ids, kept with it for is_graph_input / is_graph_output."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, graph, owner=None):
+        return self if graph is None else graph.__dict__["_" + self.name]
+
+    def __set__(self, graph, tensors):
+        tensors = list(tensors)
+        graph.__dict__["_" + self.name] = tensors
+        graph.__dict__[f"_{self.name}_ids"] = {id(t) for t in tensors}
+
+
 class Graph:
     """Nodes in execution order, the tensors they use, and the graph inputs/outputs.
 
@@ -170,6 +186,9 @@ class Graph:
     built from (Graph.from_model; None otherwise): what the serialization cache keys by. The
     digest is computed on first use, once per model.
     """
+
+    inputs = _TensorList()
+    outputs = _TensorList()
 
     def __init__(self, nodes, inputs, outputs, tensors, name=""):
         self.nodes = nodes
@@ -284,34 +303,14 @@ class Graph:
         """A number that orders `node` among the graph's nodes (execution order)."""
         return self._position[node]
 
-    @property
-    def inputs(self):
-        """The graph's input tensors (a list; assign a new one to change them, never edit it)."""
-        return self._inputs
-
-    @inputs.setter
-    def inputs(self, inputs):
-        self._inputs = list(inputs)
-        self._input_ids = {id(t) for t in self._inputs}
-
-    @property
-    def outputs(self):
-        """The graph's output tensors (a list; assign a new one to change them, never edit it)."""
-        return self._outputs
-
-    @outputs.setter
-    def outputs(self, outputs):
-        self._outputs = list(outputs)
-        self._output_ids = {id(t) for t in self._outputs}
-
     def is_graph_input(self, tensor):
         """Whether `tensor` (the object, not an equal one) is an input of the graph: O(1)."""
-        return id(tensor) in self._input_ids
+        return id(tensor) in self._inputs_ids
 
     def is_graph_output(self, tensor):
         """Whether `tensor` (the object, not an equal one) is an output of the graph: O(1) (a
         graph whose every node writes an output asks this per node)."""
-        return id(tensor) in self._output_ids
+        return id(tensor) in self._outputs_ids
 
     # -- edits ----------------------------------------------------------------------------
     def new_tensor(self, name, shape, dtype, data=None, quantization=None):
