@@ -2,7 +2,8 @@
 readers/producers index instead of scanning the graph per node (issue 17, item 3); and in the
 number of graph outputs, the memory planner's search in the number of tensors, and a LiteRT
 delegate kernel in the number of its nodes (issue 40, item 2). Each bound is far above what the
-linear code takes, far below what the quadratic code took (this machine is shared)."""
+linear code takes, far below what the quadratic code took, in CPU seconds (this machine is
+shared: its load stretches the wall clock)."""
 import random
 import time
 from types import SimpleNamespace
@@ -37,11 +38,12 @@ def add_chain(n, shape=(1, 8, 8, 4), every_output=False):
 
 def allocated_within(model, seconds):
     """An Interpreter of `model` with the GpuDelegate whose allocate_tensors() took under
-    `seconds` (wall clock)."""
+    `seconds` of CPU time (the wall clock of a loaded 2-core machine ran the 20,000-op chain's
+    3 s past 10)."""
     interpreter = Interpreter(model_content=model, experimental_delegates=[GpuDelegate()])
-    start = time.perf_counter()
+    start = time.process_time()
     interpreter.allocate_tensors()
-    assert time.perf_counter() - start < seconds
+    assert time.process_time() - start < seconds
     return interpreter
 
 
@@ -83,9 +85,9 @@ def test_memory_search_of_16000_tensors_is_bounded():
         first = rng.randint(0, 16000)
         usages.append(memory.Usage(k, rng.choice([16, 64, 256, 1024]) * rng.randint(1, 4), first,
                                    first + rng.randint(0, 6)))
-    start = time.perf_counter()
+    start = time.process_time()
     offsets, total = memory.plan(usages)
-    assert time.perf_counter() - start < 20
+    assert time.process_time() - start < 20
     assert total >= memory.lower_bound(usages)
     placed = sorted(usages, key=lambda u: u.first)
     for i, u in enumerate(placed):  # no two usages alive at once overlap
@@ -107,9 +109,9 @@ def test_a_litert_kernel_of_100000_nodes_is_made_in_under_10_s():
     partition = SimpleNamespace(nodes=nodes, plan=plan)
     subgraph = SimpleNamespace(partitions=[partition], graph=SimpleNamespace(nodes=nodes, tensors=tensors),
                                folded=set())
-    start = time.perf_counter()
+    start = time.process_time()
     kernel = Kernel(subgraph, set(range(n)), set(range(n + 1)), delegate=None)
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
     assert kernel.outputs == list(range(1, n + 1)) and kernel.input_indices == [0] and not kernel.reference
 
 
