@@ -142,8 +142,11 @@ def fused_reads(node):
     gpu/kernels/epilogue.py), a convolution's input gate (options["input_gate"], rule
     channel_gate) and a reduction's input addend (options["input_addend"], rule
     fuse_add_into_reduce)."""
-    operands = [getattr(step, "operand", None) for step in node.options.get(EPILOGUE_KEY, ())]
-    return [t for t in [*operands, node.options.get(INPUT_GATE_KEY), node.options.get(INPUT_ADDEND_KEY)]
+    options = node.options
+    if EPILOGUE_KEY not in options and INPUT_GATE_KEY not in options and INPUT_ADDEND_KEY not in options:
+        return []  # most nodes (the graph's index asks every node)
+    operands = [getattr(step, "operand", None) for step in options.get(EPILOGUE_KEY, ())]
+    return [t for t in [*operands, options.get(INPUT_GATE_KEY), options.get(INPUT_ADDEND_KEY)]
             if isinstance(t, Tensor)]
 
 
@@ -152,6 +155,22 @@ def read_tensors(node):
     both, so no later rule takes a fused operand for unread (a RESHAPE feeding a fused ADD was
     once removed as if nothing read it)."""
     return [t for t in node.inputs if t is not None] + fused_reads(node)
+
+
+class _TensorList:
+    """A Graph's inputs or outputs: a list of tensors (assign a new one to change it, never edit
+    it) and the set of their ids, kept with it for is_graph_input / is_graph_output."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, graph, owner=None):
+        return self if graph is None else graph.__dict__["_" + self.name]
+
+    def __set__(self, graph, tensors):
+        tensors = list(tensors)
+        graph.__dict__["_" + self.name] = tensors
+        graph.__dict__[f"_{self.name}_ids"] = {id(t) for t in tensors}
 
 
 class Graph:
@@ -167,6 +186,9 @@ class Graph:
     built from (Graph.from_model; None otherwise): what the serialization cache keys by. The
     digest is computed on first use, once per model.
     """
+
+    inputs = _TensorList()
+    outputs = _TensorList()
 
     def __init__(self, nodes, inputs, outputs, tensors, name=""):
         self.nodes = nodes
@@ -250,7 +272,9 @@ class Graph:
 
     def _unindex(self, node):
         for t in read_tensors(node):
-            self._readers.get(id(t), {}).pop(node, None)
+            readers = self._readers.get(id(t))
+            if readers is not None:
+                readers.pop(node, None)
         for t in node.outputs:
             if t is not None and self._producer.get(id(t)) is node:
                 del self._producer[id(t)]
@@ -279,9 +303,14 @@ class Graph:
         """A number that orders `node` among the graph's nodes (execution order)."""
         return self._position[node]
 
+    def is_graph_input(self, tensor):
+        """Whether `tensor` (the object, not an equal one) is an input of the graph: O(1)."""
+        return id(tensor) in self._inputs_ids
+
     def is_graph_output(self, tensor):
-        """Whether `tensor` (the object, not an equal one) is an output of the graph."""
-        return any(tensor is t for t in self.outputs)
+        """Whether `tensor` (the object, not an equal one) is an output of the graph: O(1) (a
+        graph whose every node writes an output asks this per node)."""
+        return id(tensor) in self._outputs_ids
 
     # -- edits ----------------------------------------------------------------------------
     def new_tensor(self, name, shape, dtype, data=None, quantization=None):
@@ -315,7 +344,8 @@ class Graph:
         """Make every reader of `old` (and the graph outputs) read `new` instead."""
         for node in self.readers_of(old):
             self.set_inputs(node, [new if t is old else t for t in node.inputs])
-        self.outputs = [new if t is old else t for t in self.outputs]
+        if self.is_graph_output(old):
+            self.outputs = [new if t is old else t for t in self.outputs]
 
     def remove_nodes(self, nodes):
         """Remove `nodes` in one pass (reindexing once, not once per node)."""

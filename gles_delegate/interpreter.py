@@ -18,30 +18,11 @@ from .cpu_litert import CpuBackend, checked_at_invoke, litert_version, reads_dyn
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
 from .partition import boundary
-from .shape_propagation import dynamic_tensors, propagate_shapes
+from .shape_propagation import check_declared_shapes, dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
 from .tflite.model import SignatureDef
 from .fold_constants import densify_sparse_reads, fold_constants, fold_shapes
-
-
-def check_declared_shapes(graph, dynamic=frozenset()):
-    """A ModelError naming the node when a declared output shape is not what the node's inputs
-    give, for the ops whose output can be far larger than their inputs (ops.OUTPUT_SHAPES): a GPU
-    kernel sizes its dispatches by the declared shapes, and a CPU kernel would compute the
-    larger output before its shape is compared. Outputs declared without a shape are left to
-    the kernels (ops.checks.check_output_elements), and so are `dynamic` ones ({id(tensor)}:
-    their shapes are decided at invoke)."""
-    for node in graph.nodes:
-        if any(id(t) in dynamic for t in node.outputs):
-            continue
-        # A deferred constant is a folded weight, never a shape or size operand: left unknown.
-        shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs],
-                                   [None if t is None or t.is_deferred else t.data for t in node.inputs])
-        for k, (tensor, shape) in enumerate(zip(node.outputs, shapes or ())):
-            if tensor is not None and len(tensor.shape) and tuple(tensor.shape) != tuple(shape):
-                raise ModelError(f"operator {node.label}: output {k} (tensor {tensor.index}, {tensor.name!r}) is "
-                                 f"declared {list(tensor.shape)}, its inputs give {list(shape)}")
 
 
 class _Storage(dict):

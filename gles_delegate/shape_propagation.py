@@ -24,6 +24,10 @@ then their outputs keep the declared shapes as placeholders: they are dynamic te
 outputs of a value-dependent node (value_dependent: runtime values decide its shape and the
 model declares a placeholder shape_signature), and of every node that reads one: stand-ins
 would give them shapes of their own.
+
+declared_shape_errors compares the shapes a model declares with what the same rules give (our
+Interpreter refuses a contradiction at allocate; on LiteRT's path the delegate leaves the node to
+LiteRT, which computes the shape from the options).
 """
 import math
 
@@ -171,6 +175,32 @@ def dynamic_tensors(graph):
         else:
             _shape_values(node, exact)
     return dynamic
+
+
+def declared_shape_errors(graph, dynamic=frozenset()):
+    """(node, message) for each node of `graph` whose declared output shape is not what its
+    inputs and options give (ops.OUTPUT_SHAPES: a pool's stride or padding, a conv's, a
+    RESHAPE's shape operand): a GPU kernel sizes its dispatches by the declared shapes, and a
+    CPU kernel would compute the larger output before its shape is compared. Outputs declared
+    without a shape are left to the kernels (ops.checks.check_output_elements), and so are
+    `dynamic` ones ({id(tensor)}: their shapes are decided at invoke)."""
+    for node in graph.nodes:
+        if any(id(t) in dynamic for t in node.outputs):
+            continue
+        # A deferred constant is a folded weight, never a shape or size operand: left unknown.
+        shapes = ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs],
+                                   [None if t is None or t.is_deferred else t.data for t in node.inputs])
+        for k, (tensor, shape) in enumerate(zip(node.outputs, shapes or ())):
+            if tensor is not None and len(tensor.shape) and tuple(tensor.shape) != tuple(shape):
+                yield node, (f"operator {node.label}: output {k} (tensor {tensor.index}, {tensor.name!r}) is "
+                             f"declared {list(tensor.shape)}, its inputs give {list(shape)}")
+                break
+
+
+def check_declared_shapes(graph, dynamic=frozenset()):
+    """A ModelError for the first node of declared_shape_errors (our Interpreter's allocate)."""
+    for _, message in declared_shape_errors(graph, dynamic):
+        raise ModelError(message)
 
 
 def _decided_at_invoke(node):

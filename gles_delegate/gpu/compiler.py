@@ -151,9 +151,29 @@ def build_dispatches(nodes, inputs, outputs, env):
     env.node = None
     io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
-    dispatches += [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
-                   if id(tensor) not in stored]
-    return dispatches, io_in, io_out, max(io_bytes, 16)
+    converts = [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
+                if id(tensor) not in stored]
+    return _after_last_use(dispatches, converts), io_in, io_out, max(io_bytes, 16)
+
+
+def _after_last_use(dispatches, converts):
+    """`dispatches` with each convert_out of `converts` right after the last dispatch that reads
+    or writes its tensor (at the end for one none touches, an alias read only under another
+    shape): an output's arena storage then dies there and can be reused, where a convert_out at
+    the end kept every output read inside the partition alive to the end (10,000 such outputs:
+    10,000 lifetimes that all overlap, which the memory planner compares pairwise)."""
+    last = {}
+    for i, d in enumerate(dispatches):
+        for t in (*d.reads, *d.writes):
+            last[id(t)] = i
+    after = {}  # dispatch index -> the converts that follow it
+    for convert in converts:
+        after.setdefault(last.get(id(convert.reads[0]), len(dispatches) - 1), []).append(convert)
+    ordered = list(after.get(-1, ()))  # no dispatch at all
+    for i, d in enumerate(dispatches):
+        ordered.append(d)
+        ordered += after.get(i, ())
+    return ordered
 
 
 def _io_slots(tensors, offset):
@@ -173,15 +193,19 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
     reads, that shares no storage with another tensor (an alias is read under another shape), and
     whose every writer stores no other output this way. Returns the ids of the outputs fused."""
     aliased = {id(t) for group in memory.alias_groups(env.aliases).values() for t in group}
+    writers, read = {}, set()  # {id(tensor): [dispatches writing it]}, {id(tensor) some dispatch reads}
+    for d in dispatches:
+        for t in d.writes:
+            writers.setdefault(id(t), []).append(d)
+        read.update(id(t) for t in d.reads)
     fused = set()
     for tensor, slot in zip(outputs, io_out):
-        writers = [d for d in dispatches if any(t is tensor for t in d.writes)]
-        read = any(any(t is tensor for t in d.reads) for d in dispatches)
-        if not writers or read or id(tensor) in aliased or any(d.node is None or d.io_store is not None
-                                                              for d in writers):
+        mine = writers.get(id(tensor), ())
+        if not mine or id(tensor) in read or id(tensor) in aliased or any(d.node is None or d.io_store is not None
+                                                                          for d in mine):
             continue
         s4 = bhwc(tensor.shape)
-        for d in writers:
+        for d in mine:
             d.io_store = tensor
             d.defines["OUT_IO"] = 1
             d.params.update(out_io_tensor=ArenaRef(tensor), out_io_size=s4.as_ivec4(), out_io_channels=s4.c,
@@ -247,10 +271,10 @@ def _barriers(dispatches, offsets):
 
 
 # -- programs --------------------------------------------------------------------------------
-def _variants(d, values, env, limits, tune, mode="plain"):
+def _variants(d, values, env, limits, tune, mode="plain", sources=None):
     """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
     kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
-    (none for a kernel that fixed its workgroup)."""
+    (none for a kernel that fixed its workgroup). sources: shader.assemble's cache."""
     if d.workgroup:
         workgroups = [clamp_workgroup(d.workgroup, limits)]
     else:
@@ -262,7 +286,7 @@ def _variants(d, values, env, limits, tune, mode="plain"):
         # In 'fp16' only int32 tensors and constants make a dispatch other than plain: it moves
         # their bits through float variables, which mediump may hold in 16 bits (NVIDIA's does).
         math_half = env.precision == "fp16" and mode == "plain"
-        source = shader.assemble(d.template, defines, values, tensors_half, math_half)
+        source = shader.assemble(d.template, defines, values, tensors_half, math_half, sources)
         out.append((wg, source, group_counts(d.grid, wg)))
     return out
 
@@ -285,11 +309,11 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     arena, offsets = layout.arena, layout.offsets
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)
-    variants, blocks, params, writes, modes = [], [], bytearray(), [], []
+    variants, blocks, params, writes, modes, sources = [], [], bytearray(), [], [], {}
     for d in dispatches:
         modes.append(layout.mode(d))
         values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
-        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1]))
+        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources))
         block = shader.pack_params(values)
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))

@@ -8,6 +8,8 @@ padding of the grid along that axis wastes at most a quarter of the invocations.
 need a particular workgroup (shared memory across it) set Dispatch.workgroup; any request is
 clamped to the device limits.
 """
+import functools
+
 TARGET_INVOCATIONS = 128   # per workgroup: a multiple of every warp / wavefront width in use
 NARROW_X = 16              # x extent when y or z has work too, so a workgroup covers a 2-D tile
 MAX_WASTE = 0.25           # padding share an axis may add before a smaller extent is preferred
@@ -29,6 +31,7 @@ def _waste(extent, size):
     return (padded - extent) / padded
 
 
+@functools.lru_cache(maxsize=4096)
 def _axis(extent, cap):
     """The largest power of two <= cap (and no larger than needed to cover `extent`) whose
     padding wastes at most MAX_WASTE; else the one wasting least."""

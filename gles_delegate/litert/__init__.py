@@ -3,8 +3,8 @@
     Interpreter(model_path=..., experimental_delegates=[GpuDelegate()])   # ai_edge_litert's
 
 abi.py: the C structs and the supported runtimes; source.py: which interpreter and model;
-plan.py: what to claim; native.py: the TfLiteDelegate and its callbacks; kernel.py: one
-delegate kernel's run over LiteRT's tensor memory.
+verify.py: whether that model is the one LiteRT loaded; plan.py: what to claim; native.py: the
+TfLiteDelegate and its callbacks; kernel.py: one delegate kernel's run over LiteRT's tensor memory.
 """
 from .native import native_delegate_pointer as _native_pointer
 from .source import find_caller

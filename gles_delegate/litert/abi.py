@@ -12,6 +12,11 @@ import ctypes
 import re
 from ctypes import POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 
+# TfLiteType (tflite/core/c/c_api_types.h, `typedef enum { kTfLiteNoType = 0, ... } TfLiteType`), by
+# the schema's TensorType names (tflite/tables.py and the reader's TensorDef.type_name).
+TFLITE_TYPES = {"FLOAT32": 1, "INT32": 2, "UINT8": 3, "INT64": 4, "STRING": 5, "BOOL": 6, "INT16": 7,
+                "COMPLEX64": 8, "INT8": 9, "FLOAT16": 10, "FLOAT64": 11, "COMPLEX128": 12, "UINT64": 13,
+                "RESOURCE": 14, "VARIANT": 15, "UINT32": 16, "UINT16": 17, "INT4": 18, "BFLOAT16": 19}
 # TfLiteStatus (tflite/core/c/c_api_types.h:74-82).
 OK, ERROR, DELEGATE_ERROR = 0, 1, 2
 KERNEL_INIT_FAILED = ctypes.c_void_p(-1).value  # TfLiteKernelInitFailed() (common.cc:867): (void*)-1
@@ -87,7 +92,7 @@ FreeFn = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 # costs more than the rest of a warm invoke callback (node_user_data reads the one field we need).
 NodeFn = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
 USER_DATA_OFFSET = TfLiteNode.user_data.offset
-TENSOR_SIZE, DATA_OFFSET = ctypes.sizeof(TfLiteTensor), TfLiteTensor.data.offset
+TENSOR_SIZE, DATA_OFFSET, BYTES_OFFSET = ctypes.sizeof(TfLiteTensor), TfLiteTensor.data.offset, TfLiteTensor.bytes.offset
 
 
 def node_user_data(node):
@@ -108,6 +113,9 @@ class TfLiteRegistration(Structure):
                 ("registration_external", c_void_p),   # :1298 (NULL)
                 ("async_kernel", c_void_p),            # :1309 (NULL: no async execution)
                 ("inplace_operator", c_uint64)]        # :1314 kTfLiteInplaceOpNone
+
+
+BUILTIN_CODE_OFFSET = TfLiteRegistration.builtin_code.offset
 
 
 # TfLiteDelegateFlags (common.h:1392): we allow dynamic tensors, so LiteRT neither prepares the

@@ -38,8 +38,9 @@ class Kernel:
         if split:
             raise RuntimeError(f"LiteRT split the GPU partition {_span(split[0].nodes)} over several delegate "
                                "kernels; it cannot run in pieces")
-        self.reference = [n for n in plan.graph.nodes if n.index in nodes - ours]
-        stray = sorted(nodes - ours - plan.folded - {n.index for n in self.reference})
+        rest = nodes - ours  # once: per node it made building a 100,000-node kernel quadratic
+        self.reference = [n for n in plan.graph.nodes if n.index in rest]
+        stray = sorted(rest - plan.folded - {n.index for n in self.reference})
         if stray:
             raise RuntimeError(f"LiteRT gave the GpuDelegate kernel nodes it does not run: {stray[:8]}")
         self.steps = self._steps()
@@ -51,7 +52,8 @@ class Kernel:
         # {tensor index: graph Tensor} of the tensors read from and written into LiteRT's memory;
         # the others (between a partition and a reference step) are arrays of the kernel's own.
         self.tensors = {i: tensors[i] for i in sorted(used) if i in self.boundary and not tensors[i].is_const}
-        self.outputs = sorted(i for i in self.tensors if self._writes(i))
+        written = self._written()
+        self.outputs = sorted(i for i in self.tensors if i in written)
         self.input_indices = sorted(set(self.tensors) - set(self.outputs))
         self._private = {i: tensors[i].data if tensors[i].is_const else np.zeros(tensors[i].shape, tensors[i].dtype)
                          for i in sorted(used) if i not in self.tensors}
@@ -65,10 +67,10 @@ class Kernel:
         reference = {n.index: n for n in self.reference}
         return [first[k] if k in first else _ReferenceStep(reference[k]) for k in ordered]
 
-    def _writes(self, index):
-        """Whether a step of this kernel computes tensor `index`."""
-        return any(slot.tensor_index == index for p in self.partitions for slot in p.plan.outputs) or \
-            any(t is not None and t.index == index for n in self.reference for t in n.outputs)
+    def _written(self):
+        """The indices of the tensors the steps of this kernel compute."""
+        return {slot.tensor_index for p in self.partitions for slot in p.plan.outputs} | \
+            {t.index for n in self.reference for t in n.outputs if t is not None}
 
     def _forget_views(self):
         """Drop the views over LiteRT's memory (rebuilt at the next invoke)."""
@@ -79,7 +81,8 @@ class Kernel:
     def fit(self, context, address):
         """The kernel's prepare (context: the TfLiteContext at `address`): resize the outputs
         LiteRT holds at another shape than the plan's; then a RuntimeError naming the tensor
-        when any input or output still has another size (its memory comes later)."""
+        when any input or output still has another size (one without memory yet gets it, and
+        is checked, at invoke)."""
         for index in self.outputs:
             shape = self.plan.graph.tensors[index].shape
             if tuple(abi.int_array(context.tensors[index].dims)) != tuple(shape):
@@ -88,10 +91,11 @@ class Kernel:
                     raise RuntimeError(f"LiteRT refused to resize output tensor {index} to {list(shape)}")
         for index, tensor in self.tensors.items():
             held = context.tensors[index]
-            nbytes = tensor.size * np.dtype(tensor.dtype).itemsize
-            if held.bytes != nbytes:
-                raise RuntimeError(f"tensor {index} ({tensor.name!r}): LiteRT holds {held.bytes} bytes, the GPU "
-                                   f"plan expects {nbytes} ({list(tensor.shape)} {np.dtype(tensor.dtype).name})")
+            # No memory yet: an IF branch's or WHILE body's input, which LiteRT points at its own
+            # tensor's memory after this prepare (control_flow_common.h, the shallow copy);
+            # _storage checks its size at invoke.
+            if held.bytes or held.data:
+                _check_bytes(index, tensor, held.bytes)
 
     def run(self, context):
         """Run the partitions on LiteRT's tensors (context: the TfLiteContext)."""
@@ -115,17 +119,19 @@ class Kernel:
         for index, cell in self._cells:
             address = cell.value
             if address != addresses.get(index) or index not in storage:
-                storage[index] = self._view(address, index, self.tensors[index])
+                held = ctypes.c_size_t.from_address(base + index * abi.TENSOR_SIZE + abi.BYTES_OFFSET).value
+                storage[index] = self._view(address, index, self.tensors[index], held)
                 addresses[index] = address
         return storage
 
     @staticmethod
-    def _view(address, index, tensor):
-        """A numpy array over LiteRT's memory of tensor `index` at `address`."""
+    def _view(address, index, tensor, held):
+        """A numpy array over LiteRT's memory of tensor `index` at `address` (`held` bytes)."""
         if tensor.size == 0:  # an empty tensor (a batch resized to 0): LiteRT gives it no memory
             return np.zeros(tensor.shape, tensor.dtype)
         if not address:
             raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
+        _check_bytes(index, tensor, held)
         dtype = np.dtype(tensor.dtype)
         raw = (ctypes.c_uint8 * (tensor.size * dtype.itemsize)).from_address(address)
         return np.frombuffer(raw, dtype).reshape(tensor.shape)
@@ -134,6 +140,14 @@ class Kernel:
         for partition in self.partitions:
             partition.release()
         self._forget_views()
+
+
+def _check_bytes(index, tensor, held):
+    """A RuntimeError naming tensor `index` (a graph Tensor) unless LiteRT's `held` bytes are its size."""
+    nbytes = tensor.size * np.dtype(tensor.dtype).itemsize
+    if held != nbytes:
+        raise RuntimeError(f"tensor {index} ({tensor.name!r}): LiteRT holds {held} bytes, the GPU plan expects "
+                           f"{nbytes} ({list(tensor.shape)} {np.dtype(tensor.dtype).name})")
 
 
 class _ReferenceStep:

@@ -19,6 +19,7 @@ from ..tflite import read_model
 from . import abi
 from .kernel import Kernel, kernel_nodes, split_partitions
 from .plan import match_subgraph, plan_subgraph, replan_kernel
+from .verify import check_subgraph
 
 log = logging.getLogger("gles_delegate")
 _LIVE = {}  # TfLiteDelegate address -> NativeDelegate: what a live LiteRT interpreter may call into
@@ -33,6 +34,7 @@ class NativeDelegate:
         self.runtime = f"{caller.package} {caller.version}"
         self.model = read_model(caller.model_bytes)
         self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
+        self.checked = set()  # subgraph indices verify.check_subgraph found equal to LiteRT's
         self.kernels = {}  # handle (the node's user_data) -> Kernel
         self._next_handle = 1
         self._preparing = None  # the SubgraphPlan being applied: init() runs inside Replace...()
@@ -59,12 +61,15 @@ class NativeDelegate:
         """Find the subgraph LiteRT shows, plan it (again, after a resize) and hand LiteRT the
         nodes our partitions run."""
         ctx = context.contents
-        nodes = _original_nodes(ctx, context)
+        nodes, codes = _original_nodes(ctx, context)
         if not nodes:  # an empty subgraph (or one an earlier delegate took whole): nothing to claim
             return abi.OK
-        index = match_subgraph(self.model, nodes)
+        index = match_subgraph(self.model, nodes, codes)
         if index is None:
             return abi.OK
+        if index not in self.checked:  # at its first Prepare, LiteRT holds the declared shapes
+            check_subgraph(ctx, self.model, index)
+            self.checked.add(index)
         old = self.plans.pop(index, None)
         if old is not None:
             old.release()
@@ -207,18 +212,20 @@ def _check_reference(node, why):
 
 def _original_nodes(ctx, context):
     """{node index: (inputs, outputs)} of the execution plan's nodes that are still the model's
-    operators (not a delegate kernel an earlier delegate made)."""
+    operators (not a delegate kernel an earlier delegate made), and {node index: the builtin
+    code of its registration}."""
     plan = ctypes.POINTER(abi.TfLiteIntArray)()
     if ctx.GetExecutionPlan(context, ctypes.byref(plan)) != abi.OK:
         raise RuntimeError("GetExecutionPlan failed")
-    nodes = {}
+    nodes, codes = {}, {}
     for index in abi.int_array(plan):
         node, registration = ctypes.POINTER(abi.TfLiteNode)(), ctypes.c_void_p()
         if ctx.GetNodeAndRegistration(context, index, ctypes.byref(node), ctypes.byref(registration)) != abi.OK:
             raise RuntimeError(f"GetNodeAndRegistration failed for node {index}")
         if not node.contents.delegate:
             nodes[index] = (abi.int_array(node.contents.inputs), abi.int_array(node.contents.outputs))
-    return nodes
+            codes[index] = ctypes.c_int32.from_address(registration.value + abi.BUILTIN_CODE_OFFSET).value
+    return nodes, codes
 
 
 def _dims(ctx, index):

@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
-from ..shape_propagation import dynamic_tensors, propagate_shapes
+from ..tflite.schema import BUILTIN_OP_CODES
+from ..shape_propagation import declared_shape_errors, dynamic_tensors, propagate_shapes
 from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
+CUSTOM = BUILTIN_OP_CODES["CUSTOM"]
 
 
 @dataclass
@@ -37,20 +39,27 @@ class SubgraphPlan:
             partition.release()
 
 
-def match_subgraph(model, nodes):
+def match_subgraph(model, nodes, codes):
     """The index of the model subgraph whose operators are `nodes` {operator index: (inputs,
-    outputs)} (LiteRT's execution plan, less nodes an earlier delegate replaced); None when no
-    subgraph, or more than one, matches."""
+    outputs)} (LiteRT's execution plan, less nodes an earlier delegate replaced) with the
+    builtin op `codes` {operator index: code} (an IF's two branches often differ only there);
+    None when no subgraph, or more than one, matches."""
     found = []
     for s, sg in enumerate(model.subgraphs):
         ops = sg.operators
-        if all(k < len(ops) and (list(ops[k].inputs), list(ops[k].outputs)) == io for k, io in nodes.items()):
+        if all(k < len(ops) and (list(ops[k].inputs), list(ops[k].outputs)) == io and op_code(ops[k]) == codes[k]
+               for k, io in nodes.items()):
             found.append(s)
     if len(found) != 1:
         log.warning("GpuDelegate: LiteRT's subgraph of %d nodes matches %s of the model's subgraphs; "
                     "its nodes stay on LiteRT's CPU kernels", len(nodes), len(found) or "none")
         return None
     return found[0]
+
+
+def op_code(op):
+    """The builtin code LiteRT registers for OperatorDef `op` (CUSTOM for a custom op)."""
+    return CUSTOM if op.custom else BUILTIN_OP_CODES.get(op.op)
 
 
 def plan_subgraph(delegate, model, index, candidates, input_shapes):
@@ -65,7 +74,10 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     candidates = set(candidates) - _decline_unplannable(graph, resized)
     densify_sparse_reads(graph)
     fold_constants(graph)
-    fold_shapes(graph, dynamic_tensors(graph))
+    dynamic = dynamic_tensors(graph)
+    if fold_shapes(graph, dynamic) and dynamic:
+        dynamic = dynamic_tensors(graph)
+    candidates -= _decline_contradicted(graph, dynamic)
     partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
@@ -124,6 +136,23 @@ def _decline_unplannable(graph, resized):
                         "LiteRT's CPU kernels", exc, len(gone), ", ".join(n.label for n in gone[:8]))
             declined |= {n.index for n in gone}
             graph.remove_nodes(gone)
+
+
+def _decline_contradicted(graph, dynamic):
+    """The indices of the nodes of `graph` whose declared output shapes their inputs and options
+    contradict (shape_propagation.declared_shape_errors: a pool whose stride gives [1, 4, 4, 4]
+    declared [1, 8, 8, 4]), and of every node that reads what they compute. Our Interpreter
+    refuses such a model; LiteRT runs it, giving those outputs the shapes the options give, so
+    they stay on LiteRT's CPU kernels: a GPU kernel would compute at the declared shape."""
+    errors = list(declared_shape_errors(graph, dynamic))
+    if not errors:
+        return set()
+    gone = _downstream(graph, [node for node, _ in errors])
+    others = f" (and {len(errors) - 1} other operator(s))" if len(errors) > 1 else ""
+    log.warning("GpuDelegate: %s%s; LiteRT computes those shapes from the options: %d operator(s) from there on "
+                "(%s) stay on LiteRT's CPU kernels", errors[0][1], others, len(gone),
+                ", ".join(n.label for n in gone[:8]))
+    return {n.index for n in gone}
 
 
 def _downstream(graph, start):

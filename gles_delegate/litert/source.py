@@ -65,7 +65,8 @@ def runtime_version(package):
 
 def _model_bytes(local_vars, interpreter):
     """The model the interpreter was given, as bytes (read again from model_path: the file the
-    native interpreter mapped a moment ago)."""
+    native interpreter mapped a moment ago, or another one if it was replaced since, which
+    verify.check_subgraph finds at Prepare)."""
     content = local_vars.get("model_content") or getattr(interpreter, "_model_content", None)
     if content:
         return bytes(content)

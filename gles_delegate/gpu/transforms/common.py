@@ -18,7 +18,7 @@ def new_constant(graph, name, data, dtype=np.float32):
 
 def is_boundary(graph, tensor):
     """A partition input or output: it must keep its identity."""
-    return graph.is_graph_output(tensor) or any(tensor is t for t in graph.inputs)
+    return graph.is_graph_output(tensor) or graph.is_graph_input(tensor)
 
 
 def constant_parameters(node):
@@ -101,7 +101,7 @@ def bypass(graph, node, source, out):
 def runs_before(graph, tensor, node):
     """True when `tensor` exists before `node` runs: a constant, a partition input, or the output
     of an earlier node."""
-    if tensor.is_const or any(tensor is t for t in graph.inputs):
+    if tensor.is_const or graph.is_graph_input(tensor):
         return True
     producer = graph.producer_of(tensor)
     return producer is not None and graph.position(producer) < graph.position(node)
