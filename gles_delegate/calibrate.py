@@ -37,13 +37,16 @@ import math
 import numpy as np
 
 from . import ops
-from .errors import GpuError
+from .errors import GpuError, ModelError
 from .gpu import memory
 from .gpu.compiler import build_dispatches, compile_plan
 from .gpu.complex_view import as_floats
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
 from .gpu.storage import HALF_MAX, Promotion, exact_in_half
+from .graph import Graph
+from .interpreter import trace_subgraph
+from .subgraphs import Subgraphs
 from .tflite import metadata
 
 MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
@@ -60,20 +63,24 @@ MARGIN = 4.0
 HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
 MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
 SEED = 0
+# Runs of a subgraph (a loop body's iterations) each model sample contributes at most, spread over
+# its runs: every run costs each calibration round a GPU run of the partitions inside it.
+SUBGRAPH_RUNS = 4
 log = logging.getLogger("gles_delegate")
 
 
-def sample_inputs(graph, given=None, seed=SEED, count=1):
+def sample_inputs(graph, given=None, seed=SEED, count=1, resizable=False):
     """[{tensor index: array}] the calibration samples: `given` (one sample, a sequence of arrays
     in the order of the graph's inputs, or a sequence of such samples), else `count` seeded
     random samples: floats uniform over input_ranges(graph), quantized integer inputs over their
-    type's range, other integers over [0, 10], booleans 0/1. ValueError naming the input when a
-    given array does not fit."""
+    type's range, other integers over [0, 10], booleans 0/1; never degenerate (see degenerate).
+    ValueError naming the sample and the input when a given array does not fit (its shape: the
+    input's, or with `resizable` any its shape signature allows) or the sample is degenerate."""
     inputs = graph.inputs
     if given is None:
         rng = np.random.default_rng(seed)
         ranges = input_ranges(graph)
-        return [{t.index: _random(t, rng, ranges[t.index][:2]) for t in inputs} for _ in range(count)]
+        return [_drawn(inputs, rng, ranges) for _ in range(count)]
     samples = list(given)
     if samples and not isinstance(samples[0], (list, tuple)):
         samples = [samples]
@@ -85,12 +92,64 @@ def sample_inputs(graph, given=None, seed=SEED, count=1):
         values = {}
         for t, value in zip(inputs, sample):
             value = np.asarray(value)
-            if tuple(value.shape) != tuple(t.shape):
+            if not _fits(t, value.shape, resizable):
                 raise ValueError(f"calibration_inputs sample {k}: input {t.name!r} has shape {list(t.shape)}, "
                                  f"got {list(value.shape)}")
             values[t.index] = value.astype(t.dtype)
+        why = degenerate(values, inputs)
+        if why is not None:
+            raise ValueError(f"calibration_inputs sample {k} cannot measure the error of half storage: {why}; "
+                             "give inputs the model meets in use")
         out.append(values)
     return out
+
+
+def _fits(tensor, shape, resizable):
+    """Whether an array of `shape` fits input `tensor`: its shape, or with `resizable` one its
+    shape signature allows (-1: any size)."""
+    if tuple(shape) == tuple(tensor.shape):
+        return True
+    signature = tensor.shape_signature
+    return resizable and signature is not None and len(signature) == len(shape) and \
+        all(d == -1 or d == s for d, s in zip(signature, shape))
+
+
+def degenerate(sample, inputs):
+    """Why the sample {tensor index: array} of the tensors `inputs` cannot measure the error of
+    a half-storage plan, or None: a NaN or infinity in an input (the FP32 outputs are then
+    NaN or infinite where it reaches, and error() counts NaN against NaN as equal: such a sample
+    reported 0.0), or every input of two or more elements holding one value throughout (all
+    zeros: selfie_segmentation calibrated on zeros measured 1.2e-10 and left other inputs
+    2.3e-2 of max |FP32| off, beyond the 1e-2 bound)."""
+    for t in inputs:
+        value = sample[t.index]
+        if value.dtype.kind in "fc":
+            bad = int(np.count_nonzero(~np.isfinite(value)))
+            if bad:
+                return (f"input {t.name!r} holds {bad} NaN or infinite value(s), so the FP32 outputs are NaN or "
+                        "infinite where they reach, which measures no error")
+    varied = [t for t in inputs if np.size(sample[t.index]) > 1]
+    if varied and all(_constant(sample[t.index]) for t in varied):
+        held = ", ".join(f"{t.name!r} all {sample[t.index].flat[0].item()!r}" for t in varied)
+        return (f"every input holds one value throughout ({held}), which exercises the model on one value only: "
+                "its error there says nothing of other inputs")
+    return None
+
+
+def _constant(value):
+    """Whether every element of `value` equals its first."""
+    return bool(np.all(value == value.flat[0]))
+
+
+def _drawn(inputs, rng, ranges):
+    """{tensor index: array}: one random sample of `inputs` (see sample_inputs), made to hold two
+    values where it happened to hold one (a drawn sample is never degenerate)."""
+    sample = {t.index: _random(t, rng, ranges[t.index][:2]) for t in inputs}
+    varied = [t for t in inputs if np.size(sample[t.index]) > 1]
+    if varied and all(_constant(sample[t.index]) for t in varied):  # 2 booleans, say: 1 in 2
+        value = sample[varied[0].index].reshape(-1)
+        value[0] = value[1] == 0
+    return sample
 
 
 def input_ranges(graph):
@@ -140,11 +199,16 @@ def _grid_range(tensor):
 
 
 def _random(tensor, rng, float_range=(-1.0, 1.0)):
+    """A random array of `tensor`'s shape and type (see sample_inputs); floats (complex numbers:
+    both parts) within its dtype's finite range."""
     dtype, shape = np.dtype(tensor.dtype), tuple(tensor.shape)
+    if dtype.kind in "fc":
+        largest = float(np.finfo(dtype).max)
+        low, high = (min(max(v, -largest), largest) for v in float_range)
     if dtype.kind == "f":
-        return rng.uniform(*float_range, shape).astype(dtype)
+        return rng.uniform(low, high, shape).astype(dtype)
     if dtype.kind == "c":  # both parts over the range
-        return (rng.uniform(*float_range, shape) + 1j * rng.uniform(*float_range, shape)).astype(dtype)
+        return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)).astype(dtype)
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     quantized = tensor.quantization is not None and tensor.quantization.scales.size > 0
@@ -156,7 +220,7 @@ def _random(tensor, rng, float_range=(-1.0, 1.0)):
 def calibrate(delegate, graph, specs, compiled, made):
     """The partitions of `made` (compiled in 'auto' with no promotion) replaced by calibrated
     ones; specs / compiled: what GpuDelegate._build found and compiled for each."""
-    chosen_on, held_out = held_out_split(sample_inputs(graph, delegate.options.calibration_inputs, count=2))
+    chosen_on, held_out, labels = graph_samples(graph, delegate.options.calibration_inputs)
     order = {id(n): k for k, spec in enumerate(specs) for n in spec.nodes}
     values = [dict(sample) for sample in chosen_on + held_out]
     done, out = set(), list(made)
@@ -169,10 +233,54 @@ def calibrate(delegate, graph, specs, compiled, made):
             done.add(k)
             boundary = [_boundary(specs[k].inputs, v) for v in values]
             out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values,
-                                          len(chosen_on))
+                                          len(chosen_on), labels)
             if len(done) == len(specs):
                 break
     return out
+
+
+def graph_samples(graph, given):
+    """(samples to choose on, held-out samples, a label per sample): {tensor index: array} of
+    `graph`'s tensors. The model's samples (`given`: calibration_inputs, always the model's
+    inputs; else drawn) are split by held_out_split. A subgraph that control flow runs (a loop's
+    body or condition, a branch) gets what it really receives: the model run on the CPU on
+    each model sample, its tensors at up to SUBGRAPH_RUNS of its runs there (interpreter.
+    trace_subgraph; a loop counter takes the values it counts through, random ones indexed
+    out of range); the runs of a held-out model sample are held out. A subgraph the model does
+    not run (a signature's own) is calibrated on samples drawn for its own inputs."""
+    model, index = graph.source_model, graph.subgraph_index
+    if model is None or not index:
+        chosen, held = held_out_split(sample_inputs(graph, given, count=2))
+        return chosen, held, [f"sample {k}" for k in range(len(chosen) + len(held))]
+    if not Subgraphs(model, None, []).reaches(0, index):
+        chosen, held = held_out_split(sample_inputs(graph, None, count=2))
+        return chosen, held, [f"drawn sample {k} of subgraph {index}" for k in range(len(chosen) + len(held))]
+    main = Graph.from_model(model, 0)
+    chosen, held = held_out_split(sample_inputs(main, given, count=2, resizable=True))
+    traced = [_runs_of(graph, main, sample, k, given is not None)
+              for k, sample in enumerate(chosen + held)]
+    flat = [(run, label) for runs in traced for run, label in runs]
+    count = sum(len(runs) for runs in traced[:len(chosen)])
+    return [run for run, _ in flat[:count]], [run for run, _ in flat[count:]], [label for _, label in flat]
+
+
+def _runs_of(graph, main, sample, k, given):
+    """[({tensor index: array} of `graph`'s tensors, label)] at its runs when the model runs from
+    its main graph `main` on model sample `k` (see graph_samples), those of the shapes `graph`
+    is planned for. A model that fails on the sample: ValueError for a sample the user `given`,
+    else a warning and no run."""
+    index = graph.subgraph_index
+    try:
+        runs = trace_subgraph(graph.source_model, [sample[t.index] for t in main.inputs], index, SUBGRAPH_RUNS)
+    except ModelError as exc:
+        if given:
+            raise ValueError(f"calibration_inputs sample {k}: the model fails on it: {exc}") from None
+        log.warning("precision 'auto': the model fails on drawn calibration sample %d (%s): it calibrates "
+                    "nothing in subgraph %d", k, exc, index)
+        return []
+    planned = [(t.index, tuple(t.shape)) for t in graph.inputs]
+    return [(run, f"sample {k}, run {r} of subgraph {index}") for r, run in runs
+            if all(np.shape(run[i]) == shape for i, shape in planned)]
 
 
 def held_out_split(samples):
@@ -263,58 +371,104 @@ def error(value, reference):
     return float(diff.max() / max(float(finite.max(initial=0.0)), MIN_SCALE))
 
 
-def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen):
+def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels):
     """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
     checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
     choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
     input than on another: selfie_segmentation at fp16_fp32acc, 2e-4 and 1e-2 of max |FP32| on
     calibration's two seeded samples); else a demotion is kept only if they agree. Its outputs
-    on the fp32 reference run go into `values` for the partitions after it."""
+    on the fp32 reference run go into `values` for the partitions after it. A sample whose FP32
+    outputs cannot measure an error is left out (_measuring); with none left, the partition
+    keeps half storage, its output_error None (unmeasured, never within the bound)."""
     bound = delegate.options.auto_tolerance / MARGIN
-    every = _Runner(delegate, spec, compiled, samples)
-    runner = _Runner(delegate, spec, compiled, samples[:chosen])
-    check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
     try:
-        reference_partition = every.build("fp32")
-        try:
-            every_reference = every.run(reference_partition)
-        finally:
-            reference_partition.release()
-        for sample, (outputs, _) in zip(values, every_reference):
-            sample.update(outputs)
-        reference, held_reference = every_reference[:chosen], every_reference[chosen:]
-        r = runner.rewritten
-        flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
-        promotion = Promotion(_overflowed(every_reference, None, {}), {})
-        partition = runner.build("auto", promotion) if promotion.tensors else half
-        partition, promotion, worst, runs = _choose(runner, flow, reference, bound, half, promotion, partition)
-        held_error, disproved, demoted = None, None, 0
-        if check is not None:
-            held_error = _worst_error(check.run(partition, capture=False), held_reference)
-            runs += 1
-            if worst <= bound < held_error:
-                disproved, check, reference = held_error, None, every_reference
-                log.info("precision 'auto': the choice for %d sample(s) left a held-out one %.3g of max |FP32| from "
-                         "FP32 (bound %g): choosing on all %d", chosen, held_error, bound, len(samples))
-                partition, promotion, worst, more = _choose(every, flow, reference, bound, half, promotion, partition)
-                runs += more
-        if worst <= bound and check is not None:
-            promotion, partition, worst, demoted, more, held_error = _demote_checked(
-                runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
-            runs += more
-        calibration = {"rounds": runs, "output_error": worst, "target": bound, "samples": len(samples),
-                       "held_out": 0 if check is None else len(samples) - chosen, "held_out_error": held_error,
-                       "disproved_by_held_out": disproved, "demoted": demoted}
-        partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
-        partition.plan.calibration = calibration
-        if worst > bound:
-            log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
-                        "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
-                        worst, bound)
-        return partition
+        every_reference = _reference_run(delegate, spec, compiled, samples, values)
+        kept = _measuring(every_reference, labels, spec)
+        calibration = {"rounds": 0, "output_error": None, "target": bound, "samples": len(kept),
+                       "unmeasured": len(samples) - len(kept), "held_out": 0, "held_out_error": None,
+                       "disproved_by_held_out": None, "demoted": 0}
+        if not kept:
+            log.warning("precision 'auto': no calibration sample measures the error of the GPU partition of %s .. %s "
+                        "(%d sample(s) reach it): it keeps half storage, unmeasured", spec.nodes[0].label,
+                        spec.nodes[-1].label, len(samples))
+            half.plan.calibration = calibration
+            return half
+        chosen = sum(k < chosen for k in kept) or len(kept)  # none left to choose on: choose on the held-out
+        samples, every_reference = [samples[k] for k in kept], [every_reference[k] for k in kept]
+        return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration)
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
         return half
+
+
+def _reference_run(delegate, spec, compiled, samples, values):
+    """[({output index: array}, {tensor index: array})] per sample: the partition's plan compiled
+    in 'fp32', every tensor read back; its outputs also go into `values` (one dict per sample)."""
+    every = _Runner(delegate, spec, compiled, samples)
+    partition = every.build("fp32")
+    try:
+        result = every.run(partition)
+    finally:
+        partition.release()
+    for sample, (outputs, _) in zip(values, result):
+        sample.update(outputs)
+    return result
+
+
+def _measuring(reference, labels, spec):
+    """Positions of the samples whose FP32 outputs (`reference`, per sample) can measure an
+    error: every output holds a finite value (NaN against NaN counts as no error, so an output
+    all NaN or infinite would measure 0.0). The others are named in a warning."""
+    names = {t.index: t.name for t in spec.outputs}
+    kept = []
+    for k, (outputs, _) in enumerate(reference):
+        blind = [i for i, value in outputs.items() if np.size(value) and not np.isfinite(value).any()]
+        if blind:
+            log.warning("precision 'auto': calibration %s cannot measure the error of the GPU partition of %s .. %s: "
+                        "its FP32 output tensor %d (%r) holds no finite value; calibrating without it", labels[k],
+                        spec.nodes[0].label, spec.nodes[-1].label, blind[0], names.get(blind[0]))
+        else:
+            kept.append(k)
+    return kept
+
+
+def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration):
+    """_calibrate_partition on samples that measure (their FP32 outputs: every_reference);
+    `calibration`: the summary entry so far, completed here."""
+    bound = calibration["target"]
+    every = _Runner(delegate, spec, compiled, samples)
+    runner = _Runner(delegate, spec, compiled, samples[:chosen])
+    check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
+    reference, held_reference = every_reference[:chosen], every_reference[chosen:]
+    r = runner.rewritten
+    flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
+    promotion = Promotion(_overflowed(every_reference, None, {}), {})
+    partition = runner.build("auto", promotion) if promotion.tensors else half
+    partition, promotion, worst, runs = _choose(runner, flow, reference, bound, half, promotion, partition)
+    held_error, disproved, demoted = None, None, 0
+    if check is not None:
+        held_error = _worst_error(check.run(partition, capture=False), held_reference)
+        runs += 1
+        if worst <= bound < held_error:
+            disproved, check, reference = held_error, None, every_reference
+            log.info("precision 'auto': the choice for %d sample(s) left a held-out one %.3g of max |FP32| from "
+                     "FP32 (bound %g): choosing on all %d", chosen, held_error, bound, len(samples))
+            partition, promotion, worst, more = _choose(every, flow, reference, bound, half, promotion, partition)
+            runs += more
+    if worst <= bound and check is not None:
+        promotion, partition, worst, demoted, more, held_error = _demote_checked(
+            runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
+        runs += more
+    calibration.update({"rounds": runs, "output_error": worst, "held_out_error": held_error,
+                        "held_out": 0 if check is None else len(samples) - chosen,
+                        "disproved_by_held_out": disproved, "demoted": demoted})
+    partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
+    partition.plan.calibration = calibration
+    if worst > bound:
+        log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
+                    "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
+                    worst, bound)
+    return partition
 
 
 def _choose(runner, flow, reference, bound, half, promotion, partition):

@@ -427,6 +427,63 @@ class _Executor:
                 step.release()
 
 
+class _TracedExecutor(_Executor):
+    """An _Executor that offers `record` each of its runs: a function returning copies of its
+    tensors after the run (its inputs as they came in), called only for the runs `record` keeps."""
+
+    def __init__(self, *args, record):
+        super().__init__(*args)
+        self.record = record
+
+    def invoke(self):
+        arrived = {t.index: np.array(self.storage[t.index]) for t in self.graph.inputs}
+        super().invoke()
+        storage = self.storage
+        self.record(lambda: {**{t.index: np.array(storage[t.index]) for t in self.graph.tensors
+                                if not t.is_const and t.dtype is not None}, **arrived})
+
+
+def trace_subgraph(model, inputs, index, limit):
+    """[(run number, {tensor index: array})]: the tensors of subgraph `index` of `model` (a ModelDef) after up to
+    `limit` of its runs (spread evenly over them, the first included; its inputs as they came
+    in), when the model runs once from subgraph 0 on the CPU (reference kernels, LiteRT's where
+    the reference lacks one; no delegate) on `inputs` (arrays in the order of the model's
+    inputs, which take their shapes). What a loop body really receives: precision 'auto'
+    calibrates a GPU partition inside a subgraph on it (calibrate.py). ModelError if the model
+    fails on them."""
+    kept, stride, runs = [], 1, 0
+
+    def record(snapshot):
+        nonlocal stride, runs
+        if runs % stride == 0:
+            kept.append((runs, snapshot()))
+            if len(kept) == 2 * limit:  # keep every other run from now on
+                del kept[1::2]
+                stride *= 2
+        runs += 1
+
+    cpu = CpuBackend("auto", preserve_all_tensors=True)  # every tensor stays readable
+
+    def make(k, runtime):
+        return _TracedExecutor(model, k, True, cpu, runtime, record=record) if k == index else \
+            _Executor(model, k, True, cpu, runtime)
+    subgraphs = Subgraphs(model, make, [])
+    main = subgraphs.executor(0)
+    try:
+        for tensor, value in zip(main.graph.inputs, inputs):
+            if tuple(tensor.shape) != value.shape:
+                main.resize_input(tensor, value.shape)
+        main.allocate([])
+        for tensor, value in zip(main.graph.inputs, inputs):
+            _set(main, tensor, value)
+        main.invoke()
+    finally:
+        for executor in subgraphs.executors.values():
+            executor.release()
+    picks = sorted({round(x) for x in np.linspace(0, len(kept) - 1, min(limit, len(kept)))})
+    return [kept[k] for k in picks]
+
+
 class Interpreter:
     """Interpreter(model_path=None, model_content=None, experimental_delegates=None,
     num_threads=None, options=None): the API of ai_edge_litert.interpreter.Interpreter.
