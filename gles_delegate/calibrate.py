@@ -29,7 +29,11 @@ The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
 Inputs of a partition that CPU nodes compute come from the numpy reference kernels run on the
-calibration inputs (or, where one cannot run, seeded U(-1, 1)).
+calibration inputs (or, where one cannot run, seeded U(-1, 1)). A partition inside a subgraph
+that control flow runs (a loop body) calibrates on the values that subgraph receives when the
+model runs on the CPU on the calibration inputs (graph_samples). Samples that cannot measure an
+error are refused when given (NaN, infinities, one value throughout: sample_inputs), never drawn,
+and left out when their FP32 outputs hold no finite value (_measuring).
 """
 import logging
 import math

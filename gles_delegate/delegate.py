@@ -84,7 +84,11 @@ _OPTIONS_DOC = """
         inputs (calibrate.MARGIN), for inputs it did not see.
     calibration_inputs: a sequence of arrays (one per model input, in input order), or a
         sequence of such samples, or None, None. precision='auto' calibrates on these; None:
-        seeded random inputs (floats U(-1, 1), quantized integers over their range).
+        seeded random inputs (floats over the range the model states, else U(-1, 1); quantized
+        integers over their range). A sample holding NaN or infinities, or whose every input
+        holds one value throughout (all zeros), measures no error: ValueError naming it. Always
+        the model's inputs: a partition inside a loop body calibrates on what the body
+        receives when the model runs on them (calibrate.graph_samples).
     inference_preference: 'fast_single_answer' | 'sustained_speed' | 'balanced',
         'fast_single_answer'. 'sustained_speed' turns tune_workgroups on (a longer init for
         faster invokes); the others change nothing.
@@ -501,10 +505,13 @@ class GpuDelegate:
         promoted_tensors: precision 'auto': {tensor index: why} of the tensors stored as float.
         promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
         calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
-            'samples', 'demoted'}: the calibration runs made (promotion and demotion), the worst
-            output error (relative to max |FP32|) of the chosen plan on the calibration inputs,
-            the error it aimed at (auto_tolerance / calibrate.MARGIN), the number of samples,
-            the promotions the demotion pass took back; a cache hit repeats the stored ones.
+            'samples', 'unmeasured', 'held_out', 'held_out_error', 'disproved_by_held_out',
+            'demoted'}: the calibration runs made (promotion and demotion), the worst output
+            error (relative to max |FP32|) of the chosen plan on the calibration inputs (None
+            when no sample could measure it: the partition keeps half storage), the error it
+            aimed at (auto_tolerance / calibrate.MARGIN), the samples measured on and those left
+            out (FP32 outputs without a finite value), the held-out ones and their error, the
+            promotions the demotion pass took back; a cache hit repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused

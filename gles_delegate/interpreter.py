@@ -13,7 +13,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from . import ops, resource_variables
+from . import ops, resource_variables, tensor_memory
 from .cpu_litert import CpuBackend, checked_at_invoke, litert_version, reads_dynamic
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
@@ -39,6 +39,9 @@ class _Storage(dict):
         self.exposed = None
         self.block = None  # the uint8 array the non-constant tensors are views of
         self.offsets = {}  # tensor index -> byte offset in the block
+        # Indices of the tensors that share memory (tensor_memory.py): a deferred copy into one
+        # could land after a later tensor took that memory.
+        self.shared = set()
         # tensor index -> (float32 array, its owner): a GPU partition output not yet copied in
         # (defer_output); the copy is made when the tensor's array is asked for.
         self.pending = {}
@@ -62,10 +65,11 @@ class _Storage(dict):
         LiteRT sub-model's output buffer) as tensor `index`'s value without copying it yet:
         get_tensor() copies it out once instead of twice, current() hands it to the next step to
         copy from, any other access copies it in first. False (copy it now) where the tensor is
-        not of its dtype and shape or the user holds a view of the storage (Interpreter.tensor: a
-        view must see every invoke's outputs)."""
+        not of its dtype and shape, shares memory (tensor_memory.py: a late copy in could land on
+        a later tensor), or the user holds a view of the storage (Interpreter.tensor: a view must
+        see every invoke's outputs)."""
         target = super().__getitem__(index)
-        if target.dtype != source.dtype or target.shape != source.shape or self.referenced():
+        if target.dtype != source.dtype or target.shape != source.shape or self.referenced() or index in self.shared:
             return False
         self.pending[index] = (source, owner)
         return True
@@ -310,7 +314,6 @@ class _Executor:
                     and not any(_delegate_can_run(d, node, reason) for d in delegates):
                 self.cpu.check(node, reason, graph)
         check_declared_shapes(graph, dynamic)
-        storage = self.make_storage(graph)
         self.release()
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
@@ -320,6 +323,11 @@ class _Executor:
         self.delegates = delegates
         self.fixed_variables = resource_variables.fixed(n for s in self.steps if not hasattr(s, "backend")
                                                         for n in s.nodes)
+        try:
+            storage = self.make_storage(graph, self.steps)
+        except BaseException:
+            self.release()
+            raise
         self.storage = storage
         # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
         # now, so that a malformed sparse tensor is an error of allocate_tensors, not of invoke.
@@ -344,28 +352,46 @@ class _Executor:
         self.release()
         tensor.shape = shape  # the details show the new shape at once, as in LiteRT
 
-    def make_storage(self, graph):
+    def make_storage(self, graph, steps):
         """{tensor index: array}: constants as they are, every other tensor a zeroed view into one
         allocation (one calloc, whose pages the OS maps only once written: the tensors a GPU
-        partition keeps to itself cost no time and no memory)."""
-        storage, placed, total = _Storage(), [], 0
+        partition keeps to itself cost no time and no memory), in which intermediates whose
+        lifetimes over `steps` do not overlap share memory (tensor_memory.py)."""
+        storage, placed = _Storage(), []
         for tensor in graph.tensors:
             if tensor.is_deferred:
                 storage.deferred[tensor.index] = tensor
             elif tensor.is_const:
                 storage[tensor.index] = tensor.data
             elif tensor.dtype is not None:
-                dtype = np.dtype(tensor.dtype)
-                placed.append((tensor, dtype, total))
-                total += -(-tensor.size * dtype.itemsize // 64) * 64
+                placed.append(tensor)
+        offsets, total, storage.shared = tensor_memory.place(placed, steps, self.own_memory(graph, steps))
         try:
             block = np.zeros(total, np.uint8)
         except MemoryError:
-            largest = max((t for t, _, _ in placed), key=lambda t: t.size, default=None)
+            largest = max(placed, key=lambda t: t.size, default=None)
             raise ModelError(f"the model's tensors need {total:,} bytes, which do not fit in memory (the largest: "
                              f"tensor {largest.index} ({largest.name!r}) of shape {list(largest.shape)})") from None
-        storage.place(block, {tensor.index: (tensor.shape, dtype, offset) for tensor, dtype, offset in placed})
+        storage.place(block, {t.index: (t.shape, np.dtype(t.dtype), offsets[t.index]) for t in placed})
         return storage
+
+    def own_memory(self, graph, steps):
+        """Indices of the tensors that keep memory of their own: what the caller reads or writes
+        between invokes (graph inputs and outputs, a signature's tensors), variables, dynamic
+        tensors (their arrays are replaced at invoke), and what a GPU partition or a LiteRT
+        sub-model (a step of no `backend` 'reference') outputs: it may stay in that step's own
+        buffer until read (_Storage.defer_output), and be copied in later, when the memory might
+        be a later tensor's; every tensor when preserving all tensors. Any other intermediate may
+        share its memory once its last reader ran, as in LiteRT (whose intermediates are readable
+        only with experimental_preserve_all_tensors)."""
+        if self.preserve_all_tensors:
+            return {t.index for t in graph.tensors}
+        signatures = [s for s in self.model.signature_defs if s.subgraph_index == self.subgraph_index]
+        held = {t.index for step in steps if getattr(step, "backend", None) != "reference"
+                for node in step.nodes for t in node.outputs if t is not None}
+        return held | {t.index for t in (*graph.inputs, *graph.outputs)} | \
+            {t.index for t in graph.tensors if t.is_variable or id(t) in self.dynamic} | \
+            {i for s in signatures for i in (*s.inputs.values(), *s.outputs.values())}
 
     def plan(self, graph, delegates, cpu):
         claimed = {}
