@@ -11,8 +11,8 @@ import stat
 import subprocess
 import sys
 import textwrap
+import hmac
 import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from gles_delegate.gpu.compiler import IoSlot, Plan
 from gles_delegate.gpu.context import GlContext
 from gles_delegate.gpu.gl import Program
 from gles_delegate.gpu.runtime import GpuPartition
-from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, validate
+from gles_delegate.gpu.serialization import CacheWarning, PlanCache, codec, entry, key, secret, validate
 from gles_delegate.gpu.serialization.entry import EntryError
 from gles_delegate.delegate import CACHE_PACKAGE
 from tests.gpu.gpulib import START_IN_A_PROCESS
@@ -68,12 +68,14 @@ def run_partitions(made, interpreter):
     return [storage[d["index"]] for d in interpreter.get_output_details()]
 
 
-def fix_checksum(data):
-    """An entry's bytes with the prefix's CRC-32 recomputed (a corruption the checksum misses)."""
+def fix_checksum(data, key=None):
+    """An entry's bytes with the prefix's HMAC recomputed under `key` (default: this user's, as
+    only whoever holds it can: an edit the HMAC then misses, which the later checks must catch)."""
     data = bytearray(data)
     prefix = entry.PREFIX
     magic, version, header, payload, _ = prefix.unpack_from(data)
-    prefix.pack_into(data, 0, magic, version, header, payload, zlib.crc32(data[prefix.size:]))
+    mac = hmac.new(key or secret.entry_key(), data[prefix.size:], entry.DIGEST).digest()
+    prefix.pack_into(data, 0, magic, version, header, payload, mac)
     return bytes(data)
 
 
@@ -315,7 +317,7 @@ def test_no_binary_reaches_the_driver_before_the_checksum_passed(cold, tmp_path,
     monkeypatch.setattr(type(private_context), "program",
                         lambda self, source, binary=None: given.append(binary) or program(self, source, binary))
     loaded, caught = load_bytes(bytes(data), cold, tmp_path, private_context)
-    assert loaded is None and len(caught) == 1 and "checksum" in str(caught[0].message)
+    assert loaded is None and len(caught) == 1 and "HMAC" in str(caught[0].message)
     assert not any(given)
 
 
@@ -500,6 +502,66 @@ def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
     forged_start(cold, mediapipe_models, tmp_path, header, blobs, match)
 
 
+def forge_data(header, blobs, forgery):
+    """Edit partition 0's plan as an adversarial trial did: its params blob zeroed, every step's
+    group counts (1, 1, 1), or its constants doubled (each changes the outputs)."""
+    fields = header["partitions"][0]["plan"]["fields"]
+    if forgery == "params zeroed":
+        index = fields["params"]["bytes"]
+        blobs[index] = bytes(len(blobs[index]))
+    elif forgery == "groups (1, 1, 1)":
+        for step in fields["steps"]:
+            step["tuple"][3] = {"tuple": [1, 1, 1]}
+    elif forgery == "constants doubled":
+        encoded = fields["constants"]
+        values = np.frombuffer(blobs[encoded["ndarray"]], encoded["dtype"])
+        blobs[encoded["ndarray"]] = (values * 2).astype(values.dtype).tobytes()
+
+
+@pytest.mark.parametrize("forgery", ["params zeroed", "groups (1, 1, 1)", "constants doubled"])
+def test_an_entry_edited_without_this_users_key_is_refused(cold, mediapipe_models, tmp_path, forgery):
+    # With its CRC-32 recomputed each loaded with cache_hit True and gave wrong outputs: an entry
+    # is now authenticated by an HMAC under this user's key, which whoever edits it lacks (the
+    # checks of the plan, which run before the HMAC is done, may refuse it first).
+    header, blobs = header_of(cold[4])
+    blobs = [bytes(b) for b in blobs]
+    forge_data(header, blobs, forgery)
+    forged = fix_checksum(repack(header, blobs), key=bytes(range(32)))
+    path = tmp_path / entry_path(cold[3]).name
+    path.write_bytes(forged)
+    path.chmod(0o600)
+    with pytest.warns(CacheWarning, match="its HMAC is not this user's key's|do not cover its grid"):
+        _, delegate, outputs = start(mediapipe_models[SMALL], tmp_path)
+    assert delegate.summary()["cache_hit"] is False
+    for a, b in zip(cold[2], outputs):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("forgery", ["params zeroed", "groups (1, 1, 1)"])
+def test_dispatches_that_do_not_cover_their_grid_are_refused(cold, mediapipe_models, tmp_path, forgery):
+    # Even under this user's key (an entry written by a faulty build): every step's group counts
+    # must be what the compiler gives the grid of its params with the workgroup of its source.
+    header, blobs = header_of(cold[4])
+    blobs = [bytes(b) for b in blobs]
+    forge_data(header, blobs, forgery)
+    forged_start(cold, mediapipe_models, tmp_path, header, blobs, "do not cover its grid")
+
+
+def test_the_entry_key_is_this_users_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    made = secret.entry_key()
+    path = Path(secret.key_path())
+    assert path.parent == tmp_path / "gles_delegate" and len(made) == secret.KEY_BYTES
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_bytes() == made
+    secret._keys.clear()
+    assert secret.entry_key() == made  # read back, not made again
+    secret._keys.clear()
+    path.chmod(0o644)
+    with pytest.raises(EntryError, match="not a file of this user's alone"):
+        secret.entry_key()
+    secret._keys.clear()
+
+
 def test_program_binary_of_another_program_is_rejected(cold, tmp_path, private_context):
     """A genuine source paired with the binary of an empty main(): the loaded program lacks the
     blocks the runtime binds; the entry is refused and the program is not kept for the rebuild."""
@@ -541,12 +603,12 @@ def test_serialization_dir_of_another_user_is_refused(cold, mediapipe_models, tm
 
 
 def repack(header, blobs):
-    """Entry bytes from a (possibly edited) header and its blobs, with a valid checksum."""
+    """Entry bytes from a (possibly edited) header and its blobs, with this user's HMAC."""
     table = codec.Blobs()
     for blob in blobs:
         table.add(bytes(blob))
     header = {k: v for k, v in header.items() if k != "blobs"}
-    pieces, _ = entry.pack_entry(header, table)
+    pieces, _ = entry.pack_entry(header, table, secret.entry_key())
     return b"".join(bytes(p) for p in pieces)
 
 

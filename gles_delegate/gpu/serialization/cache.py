@@ -24,7 +24,7 @@ import numpy as np
 from .. import compiler, memory, phwc4, variables
 from ..kernels import base
 from ..runtime import GpuPartition
-from . import validate
+from . import secret, validate
 from .codec import Blobs, Decoder, Encoder
 from .entry import EntryError, PayloadCheck, pack_entry, read_entry, unpack_entry, write_atomic
 from .key import check_key, code_fingerprint, file_name, graph_signature, options_fingerprint
@@ -75,6 +75,9 @@ class PlanCache:
         source = None if model is None else model.source_bytes
         self.enabled = bool(self.directory) and source is not None and safe_directory(self.directory)
         self._recorder = None
+        if self.enabled:
+            self.entry_key = _entry_key()
+            self.enabled = self.entry_key is not None
         if not self.enabled:
             return
         if len(source) >= BACKGROUND_DIGEST_BYTES:
@@ -109,8 +112,8 @@ class PlanCache:
             read = read_entry(self.path, self._max_entry_bytes())
             if read is None:
                 return None
-            header, blobs = unpack_entry(read, checked=False)
-            check = PayloadCheck(read)
+            header, blobs = unpack_entry(read)
+            check = PayloadCheck(read, self.entry_key)
             check_key(header.get("key"), self.key)
             parts, rewrite_log, lines = self._decode(header, Decoder(blobs, self.modules))
         except EntryError as exc:
@@ -171,9 +174,9 @@ class PlanCache:
         return plan, nodes, fused, binaries
 
     def _realize(self, parts, check):
-        """GpuPartitions of decoded parts; None (after a warning) when the entry's checksum
-        fails or GL refuses them. A partition uploads its constants before it loads its programs:
-        the checksum runs beside the upload, and no binary reaches the driver before it passed."""
+        """GpuPartitions of decoded parts; None (after a warning) when the entry's HMAC fails
+        or GL refuses them. A partition uploads its constants before it loads its programs: the
+        HMAC runs beside the upload, and no binary reaches the driver before it passed."""
         made = []
         try:
             for plan, nodes, fused, binaries in parts:
@@ -256,11 +259,11 @@ class PlanCache:
                               "ops": [n.op for n in partition.nodes],
                               "fused_away": encode(set(partition.fused_away)), "binaries": binaries})
         header = {"key": self.key, "partitions": parts, "rewrite_log": encode(list(rewrite_log)), "log": lines}
-        return pack_entry(header, blobs)
+        return pack_entry(header, blobs, self.entry_key)
 
 
 class _CheckedBinaries:
-    """A partition's program binaries, handed out only once the entry's checksum passed."""
+    """A partition's program binaries, handed out only once the entry's HMAC passed."""
 
     def __init__(self, binaries, check):
         self._binaries, self._check = binaries, check
@@ -318,6 +321,16 @@ def safe_directory(directory):
     _warn_once(directory, f"serialization_dir {directory!r} is {why}: its entries could be someone "
                           "else's code; running without the cache (make it private: chmod 700)")
     return False
+
+
+def _entry_key():
+    """This user's entry key (secret.py), or None after a warning (once): without it the cache
+    can neither trust an entry nor write one another start would trust."""
+    try:
+        return secret.entry_key()
+    except EntryError as exc:
+        _warn_once(secret.key_path(), f"{exc}; running without the cache")
+        return None
 
 
 _warned_dirs = set()

@@ -11,6 +11,7 @@ import numpy as np
 from ..compiler import IoSlot
 from ..complex_view import view_shape
 from ..variables import VariableSlot
+from ..workgroups import group_counts
 from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
 from ..storage import FLOAT_BASE
@@ -19,6 +20,7 @@ from .entry import EntryError
 
 _PARAMS_BLOCK = re.compile(r"uniform Params \{\n(.*?)\};", re.DOTALL)
 _PARAMS_FIELD = re.compile(r"highp (int|float|i?vec[234]) (\w+);")
+_WORKGROUP_DEFINE = re.compile(r"^#define WG_([XYZ]) (\d+)$", re.MULTILINE)
 # (kind, name) -> binding of every block a program may have: what the runtime binds
 RUNTIME_BLOCKS = {("uniform", "Params"): PARAMS_BINDING, ("buffer", "Arena"): ARENA_BINDING,
                   ("buffer", "Consts"): CONSTS_BINDING, ("buffer", "Io"): IO_BINDING,
@@ -142,6 +144,7 @@ def check_plan(plan, graph, limits):
         if not isinstance(barrier, bool):
             fail("step barrier")
         check_params(plan, source, offset, size, fail)
+        check_coverage(plan, step, fail)
     check_float_storage(plan, activations, fail)
     for name in ("labels", "writes"):
         value = getattr(plan, name)
@@ -229,17 +232,19 @@ def check_float_storage(plan, activations, fail):
 
 @functools.lru_cache(maxsize=4096)
 def params_layout(source):
-    """(std140 bytes, [(name, byte offset, components)] of the `*_offset` int fields) of a
-    source's Params block, laid out as shader.pack_params packs it; (16, []) without one."""
+    """(std140 bytes, [(name, byte offset, components)] of the `*_offset` int fields, {name: byte
+    offset} of every field) of a source's Params block, laid out as shader.pack_params packs
+    it; (16, [], {}) without one."""
     block = _PARAMS_BLOCK.search(source)
-    fields, position = [], 0
+    fields, positions, position = [], {}, 0
     for kind, name in _PARAMS_FIELD.findall(block.group(1) if block else ""):
         count = int(kind[-1]) if "vec" in kind else 1
         position += -position % (4 if count == 1 else 8 if count == 2 else 16)
         if name.endswith("_offset") and kind.startswith(("int", "ivec")):
             fields.append((name, position, count))
+        positions[name] = position
         position += 4 * count
-    return max(16, position + -position % 16), fields
+    return max(16, position + -position % 16), fields, positions
 
 
 def check_params(plan, source_index, offset, size, fail):
@@ -248,7 +253,7 @@ def check_params(plan, source_index, offset, size, fail):
     field indexes is the kernel's: the plan does not say, so the largest bounds it; an offset
     past all three is forged, and on a GPU an out-of-range storage access is undefined
     behaviour)."""
-    expected, fields = params_layout(plan.sources[source_index])
+    expected, fields, _ = params_layout(plan.sources[source_index])
     if size != expected:
         fail(f"params block of {size} bytes for a source that declares {expected}")
     limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4, plan.float_elements)
@@ -257,6 +262,31 @@ def check_params(plan, source_index, offset, size, fail):
         if not all(0 <= v < limit or 0 <= v - FLOAT_BASE < plan.float_elements for v in values):
             fail(f"params {name} = {values} outside the arena ({plan.arena_elements}), constants "
                  f"({len(plan.constants)}) and I/O ({plan.io_bytes // 4})")
+
+
+@functools.lru_cache(maxsize=4096)
+def local_size(source):
+    """The (x, y, z) workgroup a source declares (its WG_X, WG_Y, WG_Z defines), or None. Only
+    the defines ahead of the Params block are read (a source is 28 kB, its defines the first
+    few hundred bytes; shader.assemble writes them there), and so only they count."""
+    end = source.find("uniform Params")
+    found = dict(_WORKGROUP_DEFINE.findall(source, 0, len(source) if end < 0 else end))
+    return tuple(int(found[axis]) for axis in "XYZ") if found.keys() >= {"X", "Y", "Z"} else None
+
+
+def check_coverage(plan, step, fail):
+    """A step's workgroups must cover its dispatch's grid (the `grid` of its params block, which
+    the kernel compares each invocation's id with), and no more: exactly the group counts the
+    compiler gives that grid with the workgroup its source declares (a forged (1, 1, 1) would run
+    a corner of the grid and leave the rest of the output as it was)."""
+    source, offset, _, groups = step[:4]
+    workgroup = local_size(plan.sources[source])
+    grid = params_layout(plan.sources[source])[2].get("grid")
+    if workgroup is None or grid is None:
+        fail(f"step of source {source} declares no workgroup or no grid")
+    grid = struct.unpack_from("<3i", plan.params, offset + grid)
+    if groups != group_counts(grid, workgroup):
+        fail(f"step groups {groups} do not cover its grid {grid} in workgroups of {workgroup}")
 
 
 def check_program(program):
