@@ -1,5 +1,7 @@
 """The Interpreter's CPU tensors share memory where their lifetimes allow (tensor_memory.py), as
-LiteRT's arena does: the peak RSS of a chain of ADDs stays a few tensors, not one per tensor.
+LiteRT's arena does: the peak RSS of a chain of ADDs on the reference kernels stays a few
+tensors, not one per tensor (cpu_backend 'auto' runs such a chain as one LiteRT sub-model, whose
+intermediates LiteRT plans).
 
 Run as a script for the figures of docs/reliability.md:
     python -m tests.reliability.test_cpu_memory 64 33554432   (64 ADDs of 32 MiB tensors)
@@ -35,9 +37,10 @@ import numpy as np
 runtime, path = sys.argv[1], sys.argv[2]
 if runtime == "litert":
     from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path)
 else:
     from gles_delegate import Interpreter
-interpreter = Interpreter(model_path=path)
+    interpreter = Interpreter(model_path=path, cpu_backend=runtime)
 x = interpreter.get_input_details()[0]
 value = np.zeros(x["shape"], np.float32)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -50,9 +53,10 @@ print(json.dumps({"peak_growth_kib": after - before, "y": float(y[0])}))
 """
 
 
-def peak_growth(tmp_path, count, elements, runtime="ours"):
+def peak_growth(tmp_path, count, elements, runtime="fallback"):
     """(growth of the peak RSS over allocate, set, invoke and get of add_chain(count, elements),
-    in bytes, measured in a fresh process; y[0])."""
+    in bytes, measured in a fresh process; y[0]). runtime: 'litert' (LiteRT's Interpreter), else
+    ours with that cpu_backend."""
     path = tmp_path / f"chain_{count}_{elements}.tflite"
     path.write_bytes(add_chain(count, elements))
     result = subprocess.run([sys.executable, "-c", _MEASURE, runtime, str(path)], capture_output=True, text=True,
@@ -62,7 +66,8 @@ def peak_growth(tmp_path, count, elements, runtime="ours"):
 
 
 def test_a_chain_of_adds_peaks_at_a_few_tensors(tmp_path):
-    # 64 ADDs of 4 MiB tensors: 65 tensors (260 MiB) were all kept, each in memory of its own.
+    # 64 ADDs of 4 MiB tensors on the reference kernels: 65 tensors (260 MiB) were all kept,
+    # each in memory of its own (a peak of +238 MiB).
     growth, y = peak_growth(tmp_path, 64, MiB)
     assert y == 64.0
     assert growth < 16 * 4 * MiB, f"peak RSS grew {growth / MiB:.0f} MiB"
@@ -73,16 +78,18 @@ if __name__ == "__main__":
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
         count, elements = int(sys.argv[1]), int(sys.argv[2]) // 4
-        for runtime in ("ours", "litert"):
+        for runtime in ("fallback", "reference", "auto", "litert"):
             growth, _ = peak_growth(pathlib.Path(folder), count, elements, runtime)
-            print(f"{runtime}: {count} ADDs of {elements * 4 / MiB:g} MiB tensors, peak RSS +{growth / MiB:.0f} MiB")
+            who = "LiteRT" if runtime == "litert" else f"ours, cpu_backend={runtime!r}"
+            print(f"{who}: {count} ADDs of {elements * 4 / MiB:g} MiB tensors, peak RSS +{growth / MiB:.0f} MiB")
 
 
 def test_what_the_caller_reads_keeps_its_value_and_preserving_keeps_every_tensor():
     from gles_delegate import Interpreter
     x = np.arange(16, dtype=np.float32)
     for preserve in (False, True):
-        interpreter = Interpreter(model_content=add_chain(8, 16), experimental_preserve_all_tensors=preserve)
+        interpreter = Interpreter(model_content=add_chain(8, 16), experimental_preserve_all_tensors=preserve,
+                                  cpu_backend="fallback")
         interpreter.allocate_tensors()
         interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
         interpreter.invoke()
