@@ -11,7 +11,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import hmac
 import warnings
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def fix_checksum(data, key=None):
     data = bytearray(data)
     prefix = entry.PREFIX
     magic, version, header, payload, _ = prefix.unpack_from(data)
-    mac = hmac.new(key or secret.entry_key(), data[prefix.size:], entry.DIGEST).digest()
+    mac = entry.payload_mac(key or secret.entry_key(), bytes(data[prefix.size:]))
     prefix.pack_into(data, 0, magic, version, header, payload, mac)
     return bytes(data)
 
@@ -964,3 +963,15 @@ def test_sources_without_a_binary_compile_at_once(cold, private_context, monkeyp
     finally:
         for partition in made:
             partition.release()
+
+
+def test_the_mac_covers_every_chunk_and_the_length(monkeypatch):
+    monkeypatch.setattr(entry, "CHUNK_BYTES", 64)
+    key, payload = bytes(32), bytes(range(256)) * 3
+    mac = entry.payload_mac(key, payload)
+    assert mac != entry.payload_mac(bytes([1]) + key[1:], payload)
+    for position in (0, 63, 64, 700, len(payload) - 1):
+        changed = bytearray(payload)
+        changed[position] ^= 1
+        assert entry.payload_mac(key, bytes(changed)) != mac, position
+    assert entry.payload_mac(key, payload + bytes(64)) != mac

@@ -1,7 +1,7 @@
 """The entry file format, and reading and writing entry files safely.
 
     prefix   magic b"GLESDLGC", u32 format version, u32 header length, u64 payload length,
-             HMAC-SHA256 of the payload under this user's key (secret.py)   (little endian)
+             MAC of the payload under this user's key (payload_mac, secret.py) (little endian)
     payload  the header (UTF-8 JSON), zero padding to 64 bytes, then the blobs, each 64-aligned:
              raw bytes (Plan.params, program binaries) and numpy arrays (Plan.constants, ...)
 
@@ -12,6 +12,7 @@ file, is owned by another user or is writable by others is refused. The HMAC cat
 corruption and forgery: an entry whose HMAC is not this user's key's (edited, corrupt, made
 elsewhere) is refused before anything in it reaches the driver or a buffer.
 """
+import hashlib
 import hmac
 import json
 import os
@@ -20,6 +21,7 @@ import struct
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ...private_read import read_private
 
@@ -32,6 +34,8 @@ MAX_HEADER_BYTES = 256 << 20
 MAX_BLOB_COUNT = 1 << 20
 BACKGROUND_CHECK_BYTES = 1 << 20   # smaller entries are checked in the calling thread
 DIGEST = "sha256"
+CHUNK_BYTES = 4 << 20              # an entry's payload hashes in chunks of this size (payload_mac)
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 class EntryError(Exception):
@@ -51,12 +55,9 @@ def pack_entry(header, blobs, key):
     pieces = [text, b"\0" * (-(PREFIX.size + len(text)) % BLOB_ALIGN)]
     for item in blobs.items:
         pieces += [item, b"\0" * (-len(item) % BLOB_ALIGN)]
-    mac = hmac.new(key, digestmod=DIGEST)
-    for piece in pieces:
-        mac.update(piece)
-    payload = sum(len(p) for p in pieces)
-    prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, len(text), payload, mac.digest())
-    return [prefix] + pieces, PREFIX.size + payload
+    payload = b"".join(pieces)
+    prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, len(text), len(payload), payload_mac(key, payload))
+    return [prefix, payload], PREFIX.size + len(payload)
 
 
 def unpack_entry(data, key=None):
@@ -105,11 +106,29 @@ def _blob_views(view, start, spans):
     return blobs
 
 
+def payload_mac(key, payload):
+    """The MAC of an entry's payload: HMAC-SHA256 under `key` of its length and of the SHA-256 of
+    each of its CHUNK_BYTES chunks in turn (a hash tree of one level, as secure as SHA-256 is
+    collision resistant: the chunks hash in parallel threads, hashlib releasing the GIL, where
+    one HMAC over the whole of a 45 MB entry took 88 ms here, twice the CRC-32 it replaced)."""
+    view = memoryview(payload)
+    chunks = [view[k:k + CHUNK_BYTES] for k in range(0, len(view), CHUNK_BYTES)]
+    if len(chunks) > 1:
+        with ThreadPoolExecutor(min(len(chunks), HASH_THREADS), thread_name_prefix="gles_delegate entry hash") as pool:
+            digests = list(pool.map(_sha256, chunks))
+    else:
+        digests = [_sha256(c) for c in chunks]
+    return hmac.new(key, len(view).to_bytes(8, "little") + b"".join(digests), DIGEST).digest()
+
+
+def _sha256(data):
+    return hashlib.sha256(data).digest()
+
+
 class PayloadCheck:
-    """An entry's HMAC under `key`, computed in a thread when the entry is large (hashlib releases
-    the GIL: the constants upload runs meanwhile); wait() raises EntryError on a mismatch. Call
-    it with the bytes unpack_entry accepted (their prefix is well-formed). HMAC-SHA256 runs at
-    about half the speed of the CRC-32 it replaced (514 against 1,109 MB/s on this machine)."""
+    """An entry's MAC under `key` (payload_mac), computed in a thread when the entry is large
+    (hashlib releases the GIL: the constants upload runs meanwhile); wait() raises EntryError on
+    a mismatch. Call it with the bytes unpack_entry accepted (their prefix is well-formed)."""
 
     def __init__(self, data, key, background=True):
         self._payload, self._expected = memoryview(data)[PREFIX.size:], PREFIX.unpack_from(data)[4]
@@ -119,7 +138,7 @@ class PayloadCheck:
             self._thread.start()
 
     def _compute(self):
-        self._mac = hmac.new(self._key, self._payload, DIGEST).digest()
+        self._mac = payload_mac(self._key, self._payload)
 
     def wait(self):
         if self._thread is not None:

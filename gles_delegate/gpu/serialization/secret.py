@@ -1,13 +1,13 @@
 """The key that authenticates serialization entries: 32 random bytes of this user's, kept outside
 every serialization_dir (in $XDG_CONFIG_HOME/gles_delegate, else ~/.config/gles_delegate),
-made on first use. An entry's prefix holds the HMAC-SHA256 of its payload under this key
-(entry.py), so only this user's delegate can have written an entry it loads: whoever can write
+made on first use. An entry's prefix holds an HMAC-SHA256 of its payload under this key
+(entry.payload_mac), so only this user's delegate can have written an entry it loads: whoever can write
 a serialization_dir (a cache restored from elsewhere, a forged file with its checksum
 recomputed) cannot make the delegate load weights, dispatch sizes or parameters the model does
 not define without also holding this file. Checking an entry against the model instead
 (rewriting the graph, building the kernels and packing the weights again) costs what a cold
-start costs without its shader compiles: 80 ms to 1 s on this machine, against warm starts of
-20-60 ms (docs/reliability.md).
+start costs without its shader compiles: 0.1 to 1.2 s on the development machine, against
+warm partition() calls of 13-93 ms (docs/reliability.md, issue 40).
 """
 import os
 import stat
