@@ -153,7 +153,7 @@ class GpuPartition:
                     floats[:len(plan.float_constants)] = plan.float_constants
                     self.floats = create_buffer(context, ctx, plan, "float", sizes["float"], floats)
                 self.io = (MappedIo if context.persistent_mapping else CopiedIo)(context, plan)
-                # Programs last: on a warm start the entry's checksum runs beside the uploads
+                # Programs last: on a warm start the entry's MAC runs beside the uploads
                 # above, and iterating `binaries` waits for it (serialization.cache._CheckedBinaries).
                 binaries = list(binaries) if binaries else [None] * len(plan.sources)
                 # Sources without a binary (a driver that gives none) compile at once, as a cold start's do.

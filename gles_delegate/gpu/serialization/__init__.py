@@ -9,7 +9,8 @@ plan against the graph.
 
     key.py       what selects an entry (its file name) and what it depends on (its key)
     codec.py     plain data and dataclasses <-> JSON + raw blobs
-    entry.py     the file format (prefix, CRC-32, 64-aligned blobs) and safe reads and writes
+    entry.py     the file format (prefix, MAC, 64-aligned blobs) and safe reads and writes
+    secret.py    this user's key, which the MAC of every entry is made with
     validate.py  checks of a decoded entry against itself and the graph
     cache.py     PlanCache, tying them together for one partition() call
 
