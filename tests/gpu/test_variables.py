@@ -302,7 +302,8 @@ def test_a_cached_partition_holds_its_variables(tmp_path):
 def test_preserved_tensors_show_the_state_read():
     ring = Ring()
     model = ring_model(ring)
-    reference = _ours(model)
+    # An intermediate is readable after invoke only when preserved (its memory is shared after).
+    reference = _ours(model, experimental_preserve_all_tensors=True)
     with GpuDelegate(precision="fp32") as delegate:
         gpu = _ours(model, delegate, experimental_preserve_all_tensors=True)
         state = next(n.outputs[0].index for n in gpu._main.graph.nodes if n.op == "READ_VARIABLE")
