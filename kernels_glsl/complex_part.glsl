@@ -3,14 +3,21 @@
 // (row-major) reads the pair at pixel e of the view, its vec4 (re, im, 0, 0); then the epilogue
 // steps fused after the node. Highp in every precision (shader.FULL_PRECISION_TEMPLATES).
 
+// x * 2^e in two steps of at most 2^+-64 each: NVIDIA's ldexp multiplies by 2^e as a float, which
+// is inf past 2^127 (then 0 * inf = NaN: |2e38| gave NaN on an H200) and 0 below 2^-126.
+vec4 scale2(vec4 x, ivec4 e) {
+  ivec4 half_e = e / 2;
+  return ldexp(ldexp(x, half_e), e - half_e);
+}
+
 // |re + i im| as hypot: both parts scaled by the power of 2 of the larger (exact), so the squares
 // neither overflow nor vanish; an infinite part gives +inf (even beside NaN), else NaN gives NaN.
 vec4 magnitude(vec4 re, vec4 im) {
   vec4 a = abs(re), b = abs(im);
   ivec4 e;
   frexp(max(a, b), e);
-  vec4 sa = ldexp(a, -e), sb = ldexp(b, -e);
-  vec4 r = ldexp(sqrt(sa * sa + sb * sb), e);
+  vec4 sa = scale2(a, -e), sb = scale2(b, -e);
+  vec4 r = scale2(sqrt(sa * sa + sb * sb), e);
   r = mix(r, vec4(uintBitsToFloat(0x7fc00000u)), tfl_either_nan(re, im));
   return mix(r, vec4(TFL_INF), bvec4(uvec4(tfl_isinf(re)) | uvec4(tfl_isinf(im))));
 }

@@ -11,7 +11,8 @@ from tests.gpu.gpulib import START_IN_A_PROCESS
 START = START_IN_A_PROCESS + """
 import json, os
 print(json.dumps({"first_invoke_s": first_invoke_s, "mesa": os.environ.get("MESA_SHADER_CACHE_DIR"),
-                  "nvidia": os.environ.get("__GL_SHADER_DISK_CACHE_PATH")}))
+                  "nvidia": os.environ.get("__GL_SHADER_DISK_CACHE_PATH"),
+                  "renderer": delegate.summary()["gl_version"]}))
 """
 
 
@@ -31,10 +32,11 @@ def test_a_start_with_an_empty_home_is_warm_from_the_serialization_dir(mediapipe
     cold = _start(model, directory, tmp_path / "home1")
     assert cold["mesa"] == str(directory / "driver_shader_cache" / "mesa")
     assert cold["nvidia"] == str(directory / "driver_shader_cache" / "nvidia")
-    assert any((directory / "driver_shader_cache" / "mesa").rglob("*")), "Mesa wrote nothing there"
+    driver = "mesa" if "Mesa" in cold["renderer"] else "nvidia"  # the two this package points
+    assert any((directory / "driver_shader_cache" / driver).rglob("*")), f"{cold['renderer']} wrote nothing there"
     warm = _start(model, directory, tmp_path / "home2")  # another user's machine: nothing in ~/.cache
-    # llvmpipe compiles every shader at the first dispatch (seconds) unless its cache has them.
-    assert warm["first_invoke_s"] < cold["first_invoke_s"] / 2, (cold, warm)
+    if driver == "mesa":  # llvmpipe compiles every shader at the first dispatch (seconds) unless its cache has them
+        assert warm["first_invoke_s"] < cold["first_invoke_s"] / 2, (cold, warm)
 
 
 def test_the_users_own_setting_wins(mediapipe_models, tmp_path):

@@ -44,6 +44,11 @@ def select_build(node, env):
         params.update(source_params)
     runtime = tuple(dict.fromkeys(t for t in node.inputs if not t.is_const))
     reads, inplace = epilogue.apply(node, env, out, defines, params, runtime)
+    # The select's value is one of its operands as stored, so a fused step's rounding of it to
+    # half (EP0_STORED) changes nothing; NVIDIA's compiler got that rounding of a value straight
+    # from unpackHalf2x16 wrong in highp math (fp16_fp32acc: NaN and values off by 6e3 on an H200).
+    if defines.get("EP0_STORED"):
+        defines["EP0_STORED"] = 0
     inplace += tuple(t for t in runtime if epilogue.same_layout(t, out))
     return [Dispatch("select", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=reads,
                      writes=(out,), inplace=inplace)]
