@@ -123,6 +123,16 @@ def as_arrays(outputs):
     return [np.asarray(o) for o in (outputs if isinstance(outputs, (tuple, list)) else [outputs])]
 
 
+def runner(interpreter):
+    """fn(inputs) -> outputs of an allocated TFLite / LiteRT interpreter (lists of arrays)."""
+    def run(inputs):
+        for detail, x in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return run
+
+
 def check(framework, converted, sample, other):
     """The record's checks: framework(inputs) and converted(inputs) run the model before and after
     conversion (lists of arrays in and out); output shapes and standard deviations on `sample`,
@@ -395,11 +405,7 @@ def build_keras(name, builder, shapes, out_dir, rng):
     interpreter = tf.lite.Interpreter(model_content=data)
     interpreter.allocate_tensors()
 
-    def converted(inputs):
-        for detail, x in zip(interpreter.get_input_details(), inputs):
-            interpreter.set_tensor(detail["index"], x)
-        interpreter.invoke()
-        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    converted = runner(interpreter)
     return {"framework": f"tensorflow {tf.__version__}", "converter": f"TFLiteConverter.{how}",
             **check(lambda inputs: as_arrays(model(*inputs, training=False)), converted,
                     random_inputs(shapes, rng), random_inputs(shapes, rng))}
@@ -524,11 +530,7 @@ def build_tf_function(name, builder, shapes, out_dir, rng):
     interpreter = interpreter_class(model_content=data)
     interpreter.allocate_tensors()
 
-    def converted(inputs):
-        for detail, x in zip(interpreter.get_input_details(), inputs):
-            interpreter.set_tensor(detail["index"], x)
-        interpreter.invoke()
-        return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    converted = runner(interpreter)
     return {"framework": f"tensorflow {tf.__version__}", "converter": "TFLiteConverter.from_concrete_functions, "
             "TFLITE_BUILTINS only", "runtime": runtime,
             **check(lambda inputs: as_arrays(module(*inputs)), converted, random_inputs(shapes, rng),

@@ -15,11 +15,7 @@ def supports(node):
     out = node.outputs[0]
     if fused_activation(node) not in (0, *epilogue.ACTIVATION_STEPS):
         return f"fused activation {fused_activation(node)} is not supported"
-    for operand in node.inputs[:2]:
-        reason = epilogue.operand_reason(operand, out)
-        if reason:
-            return reason
-    return None
+    return epilogue.operands_reason(node.inputs[:2], out)
 
 
 def view_supports(node):

@@ -216,6 +216,22 @@ def tensor_source(x, out, env):
     return Source(SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c, plane)
 
 
+def operands_reason(operands, out, moves_int=False):
+    """The first operand_reason of `operands` (Tensors read at each position of `out`), or None."""
+    return next((r for r in (operand_reason(t, out, moves_int) for t in operands) if r), None)
+
+
+def sources(tensors, names, out, env):
+    """(defines, params) passing each of `tensors`, read broadcast over `out`, to a template under
+    its name in `names` (Source.fields)."""
+    defines, params = {}, {}
+    for name, tensor in zip(names, tensors):
+        source_defines, source_params = tensor_source(tensor, out, env).fields(name)
+        defines.update(source_defines)
+        params.update(source_params)
+    return defines, params
+
+
 def _operand(step, out, env):
     """(Source, value) of a step's operand; value: the scalar of SRC_SCALAR."""
     x = step.operand

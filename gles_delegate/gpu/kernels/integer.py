@@ -38,24 +38,17 @@ def supports(node):
     operands = node.inputs[:1 if node.op in UNARY_CODES else 2]
     if any(t.dtype != np.int32 for t in operands):
         return f"the integer kernel takes int32 operands, got {operands[0].dtype}"
-    for operand in operands:
-        reason = epilogue.operand_reason(operand, node.outputs[0], moves_int=True)
-        if reason:
-            return reason
-    return None
+    return epilogue.operands_reason(operands, node.outputs[0], moves_int=True)
 
 
 def build(node, env):
     """One integer.glsl dispatch over the output."""
     out = node.outputs[0]
     out4 = bhwc(out.shape)
-    defines = {"INT_OP": CODES[node.op], "EP_COUNT": 0}  # EP_COUNT: epilogue.glsl's ep_fetch, no steps
-    params = {"out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
     operands = node.inputs[:1 if node.op in UNARY_CODES else 2]
-    for name, tensor in zip("ab", operands):
-        source_defines, source_params = epilogue.tensor_source(tensor, out, env).fields(name)
-        defines.update(source_defines)
-        params.update(source_params)
+    defines, params = epilogue.sources(operands, "ab", out, env)
+    defines.update(INT_OP=CODES[node.op], EP_COUNT=0)  # EP_COUNT: epilogue.glsl's ep_fetch, no steps
+    params.update(out_size=out4.as_ivec4(), out_channels=out4.c, out_offset=env.arena(out))
     if node.op in ACTIVATED:
         low, high = activation_bounds(fused_activation(node), np.int32)
         params.update(clamp_low=int(low), clamp_high=int(high))

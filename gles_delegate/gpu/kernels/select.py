@@ -26,22 +26,15 @@ def select_supports(node):
     out = node.outputs[0]
     if node.op == "SELECT" and condition.size > 1 and tuple(condition.shape) != tuple(x.shape):
         return "SELECT's per-row condition does not broadcast like the GPU's operands"
-    for operand in (condition, x, y):
-        reason = epilogue.operand_reason(operand, out, moves_int=True)
-        if reason:
-            return reason
-    return None
+    return epilogue.operands_reason((condition, x, y), out, moves_int=True)
 
 
 def select_build(node, env):
     """One select.glsl dispatch over the output, then the node's epilogue."""
     out = node.outputs[0]
     out4 = bhwc(out.shape)
-    defines, params = {}, {"out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
-    for name, tensor in zip("cxy", node.inputs):
-        source_defines, source_params = epilogue.tensor_source(tensor, out, env).fields(name)
-        defines.update(source_defines)
-        params.update(source_params)
+    defines, params = epilogue.sources(node.inputs, "cxy", out, env)
+    params.update(out_size=out4.as_ivec4(), out_channels=out4.c, out_offset=env.arena(out))
     runtime = tuple(dict.fromkeys(t for t in node.inputs if not t.is_const))
     reads, inplace = epilogue.apply(node, env, out, defines, params, runtime)
     # The select's value is one of its operands as stored, so a fused step's rounding of it to
