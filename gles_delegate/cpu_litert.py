@@ -415,7 +415,7 @@ class LiteRTStep:
         # The shapes LiteRT's Prepare gave (a dynamic output keeps the declared one until invoke).
         reported = {d["index"]: tuple(int(k) for k in d["shape"]) for d in interpreter.get_output_details()}
         for tensor, node, _ in self.outputs:
-            shape = reported[index[id(tensor)]]
+            shape = reported.get(index[id(tensor)], tuple(tensor.shape))  # a variable: LiteRT holds it as declared
             if shape != tuple(tensor.shape) and not dynamic:
                 raise ModelError(f"operator {node.label}: LiteRT computes shape {list(shape)} for its output tensor "
                                  f"{tensor.index} ({tensor.name!r}), the model declares {list(tensor.shape)}")
@@ -468,8 +468,10 @@ class WholeModelStep(LiteRTStep):
     """The model file whole (subgraph 0 of `graph`, at its inputs' current shapes) through one
     LiteRT interpreter: its resource variables, CALL_ONCE and control flow as LiteRT runs them
     (each subgraph's tensors its own). What placement='fastest' leaves when it moved every GPU
-    partition to the CPU (placement.py): per invoke one copy per model input, and the outputs
-    as views of LiteRT's buffers, as LiteRTStep; a ModelError when LiteRT refuses the model."""
+    partition to the CPU (placement.py): per invoke one copy in per model input and one out per
+    output; its variable tensors (LSTM state) are both, as a GPU partition's are
+    (partition.boundary), so the Interpreter's storage holds their values (get_tensor,
+    set_tensor, reset_all_variables). A ModelError when LiteRT refuses the model."""
 
     def __init__(self, graph, num_threads=None):
         self.nodes = list(graph.nodes)
@@ -478,10 +480,12 @@ class WholeModelStep(LiteRTStep):
         interpreter = _interpreter(content if isinstance(content, bytes) else bytes(content), self.nodes, num_threads,
                                    shapes=shapes)
         index = {id(t): t.index for t in graph.tensors}  # subgraph 0's indices are LiteRT's
-        self._attach(interpreter, index, graph.inputs, graph.outputs, False, False)
+        state = [t for t in graph.tensors if t.is_variable and not t.is_const and t.dtype is not None]
+        self._attach(interpreter, index, list(graph.inputs) + state, list(graph.outputs) + state, False, False)
 
     def reset_variables(self):
-        """Zero the variable tensors LiteRT holds (Interpreter.reset_all_variables)."""
+        """Zero the variable tensors LiteRT holds in the model's other subgraphs too
+        (Interpreter.reset_all_variables)."""
         self.interpreter.reset_all_variables()
 
     def run(self, storage, capture=None):

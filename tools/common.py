@@ -284,6 +284,9 @@ def cpu_reason(node, delegate, dynamic=frozenset()):
     reason = delegate.unsupported_reason(node)
     if reason is not None:
         return reason
+    declined = delegate.declined.get(node.label)  # placement='fastest': the CPU ran its partition faster
+    if declined is not None:
+        return declined
     moving = next((t for t in node.inputs + node.outputs if t is not None and id(t) in dynamic), None)
     if moving is not None:
         return (f"tensor {moving.index} is dynamic (its shape is known only at invoke; a GPU plan is made for "
