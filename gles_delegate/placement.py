@@ -132,7 +132,7 @@ def sub_model_refusal(nodes, graph, backend):
     which can then run them as one sub-model; else why not."""
     for node in nodes:
         if not backend.on_litert(node, graph):
-            return f"{node.label} would run on {backend.reference_reason(node, graph) or 'the reference'}"
+            return f"{node.label} would run on the numpy reference ({backend.reference_reason(node, graph)})"
         reason = ops.unsupported_reason(node)
         if reason is not None and backend.backend != "litert" and not lacks_kernel(node):
             return f"{node.label} is refused by the CPU's checks ({reason})"

@@ -108,6 +108,19 @@ def test_a_resize_measures_again_and_runs_the_model_whole_at_the_new_shape(slow_
         np.testing.assert_array_equal(run(interpreter, x), run(theirs, x))
 
 
+def test_a_warm_start_from_the_serialization_cache_is_placed_too(slow_gpu, tmp_path):
+    """The cache stores the partitions before placement (the option is no part of its key): a
+    warm start measures again and leaves the slow partition to the CPU."""
+    data = tiny_model()
+    with GpuDelegate(serialization_dir=str(tmp_path)) as delegate:
+        ours(data, delegate)
+        assert delegate.summary()["gpu_nodes"] == 3
+    with GpuDelegate(serialization_dir=str(tmp_path), placement="fastest") as delegate:
+        ours(data, delegate)
+        summary = delegate.summary()
+        assert summary["cache_hit"] and summary["gpu_nodes"] == 0 and len(slow_gpu) == 1
+
+
 def test_the_cpu_must_be_faster_by_the_margin(monkeypatch):
     monkeypatch.setattr(placement, "cpu_ms", lambda step, graph: 1.0)
     for gpu, on in ((placement.MARGIN * 0.9, "gpu"), (placement.MARGIN * 1.1, "cpu")):
