@@ -59,6 +59,10 @@ MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
 # selfie_segmentation_landscape (3.1e-4 of FP32 on its calibration inputs) was 2.3e-2 of FP32 on
 # unseen ones, where the undemoted plan was exact (docs/performance.md).
 MAX_DEMOTION_RUNS = 8
+# Runs of the search for what to promote when the error is spread along the graph (_Spread) at
+# most: CHECK_RUNS of them check a choice, the others measure groups of candidates.
+SEARCH_RUNS = 14
+CHECK_RUNS = 4
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -67,6 +71,11 @@ MARGIN = 4.0
 HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
 MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
 SEED = 0
+# Samples drawn when the user gives none: the choice starts on the one the half-storage plan is
+# worst on, the others are held out (selfie_segmentation at fp16_fp32acc ranges from 1.8e-7 to
+# 4.7e-2 of max |FP32| over seeded samples: one sample says little, and the first drawn measured
+# 2.1e-4, where nothing looked worth promoting).
+DRAWN_SAMPLES = 4
 # Runs of a subgraph (a loop body's iterations) each model sample contributes at most, spread over
 # its runs: every run costs each calibration round a GPU run of the partitions inside it.
 SUBGRAPH_RUNS = 4
@@ -237,7 +246,7 @@ def calibrate(delegate, graph, specs, compiled, made):
             done.add(k)
             boundary = [_boundary(specs[k].inputs, v) for v in values]
             out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values,
-                                          len(chosen_on), labels)
+                                          len(chosen_on), labels, delegate.options.calibration_inputs is None)
             if len(done) == len(specs):
                 break
     return out
@@ -254,13 +263,13 @@ def graph_samples(graph, given):
     not run (a signature's own) is calibrated on samples drawn for its own inputs."""
     model, index = graph.source_model, graph.subgraph_index
     if model is None or not index:
-        chosen, held = held_out_split(sample_inputs(graph, given, count=2))
+        chosen, held = held_out_split(sample_inputs(graph, given, count=DRAWN_SAMPLES), given is None)
         return chosen, held, [f"sample {k}" for k in range(len(chosen) + len(held))]
     if not Subgraphs(model, None, []).reaches(0, index):
-        chosen, held = held_out_split(sample_inputs(graph, None, count=2))
+        chosen, held = held_out_split(sample_inputs(graph, None, count=DRAWN_SAMPLES), True)
         return chosen, held, [f"drawn sample {k} of subgraph {index}" for k in range(len(chosen) + len(held))]
     main = Graph.from_model(model, 0)
-    chosen, held = held_out_split(sample_inputs(main, given, count=2, resizable=True))
+    chosen, held = held_out_split(sample_inputs(main, given, count=DRAWN_SAMPLES, resizable=True), given is None)
     traced = [_runs_of(graph, main, sample, k, given is not None)
               for k, sample in enumerate(chosen + held)]
     flat = [(run, label) for runs in traced for run, label in runs]
@@ -287,13 +296,15 @@ def _runs_of(graph, main, sample, k, given):
             if all(np.shape(run[i]) == shape for i, shape in planned)]
 
 
-def held_out_split(samples):
-    """(samples the promotions are chosen on, held-out samples that only check a demotion): the
-    last sample is held out when there are two or more (generated ones: always two); a single
-    sample the user gave is both, and with nothing held out the demotion pass does not run."""
+def held_out_split(samples, drawn):
+    """(samples the promotions are chosen on, held-out samples that check the choice): a
+    `drawn` set (DRAWN_SAMPLES of them) is chosen on one and checks on the others; of those the
+    user gave, the last is held out when there are two or more; a single sample the user gave is
+    both, and with nothing held out the demotion pass does not run."""
     if len(samples) < 2:
         return samples, []
-    return samples[:-1], samples[-1:]
+    chosen = 1 if drawn else len(samples) - 1
+    return samples[:chosen], samples[chosen:]
 
 
 def _run_cpu(node, values):
@@ -375,7 +386,7 @@ def error(value, reference):
     return float(diff.max() / max(float(finite.max(initial=0.0)), MIN_SCALE))
 
 
-def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels):
+def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels, screen):
     """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
     checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
     choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
@@ -399,7 +410,7 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen
             return half
         chosen = sum(k < chosen for k in kept) or len(kept)  # none left to choose on: choose on the held-out
         samples, every_reference = [samples[k] for k in kept], [every_reference[k] for k in kept]
-        return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration)
+        return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration, screen)
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
         return half
@@ -436,35 +447,47 @@ def _measuring(reference, labels, spec):
     return kept
 
 
-def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration):
+def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration, screen):
     """_calibrate_partition on samples that measure (their FP32 outputs: every_reference);
-    `calibration`: the summary entry so far, completed here."""
-    bound = calibration["target"]
+    `calibration`: the summary entry so far, completed here. With `screen` (drawn samples), the
+    `chosen` samples the choice starts on are those the half-storage plan is worst on."""
+    bound, tolerance = calibration["target"], delegate.options.auto_tolerance
     every = _Runner(delegate, spec, compiled, samples)
-    runner = _Runner(delegate, spec, compiled, samples[:chosen])
-    check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
-    reference, held_reference = every_reference[:chosen], every_reference[chosen:]
-    r = runner.rewritten
+    r = every.rewritten
     flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
     promotion = Promotion(_overflowed(every_reference, None, {}), {})
-    partition = runner.build("auto", promotion) if promotion.tensors else half
-    partition, promotion, worst, runs = _choose(runner, flow, reference, bound, half, promotion, partition)
-    held_error, disproved, demoted = None, None, 0
-    if check is not None:
-        held_error = _worst_error(check.run(partition, capture=False), held_reference)
+    partition = every.build("auto", promotion) if promotion.tensors else half
+    order, runs = list(range(len(samples))), 0
+    if screen and chosen < len(samples):
+        errors = _sample_errors(every.run(partition, capture=False), every_reference)
+        order.sort(key=lambda k: -errors[k])
         runs += 1
-        if worst <= bound < held_error:
-            disproved, check, reference = held_error, None, every_reference
-            log.info("precision 'auto': the choice for %d sample(s) left a held-out one %.3g of max |FP32| from "
-                     "FP32 (bound %g): choosing on all %d", chosen, held_error, bound, len(samples))
-            partition, promotion, worst, more = _choose(every, flow, reference, bound, half, promotion, partition)
-            runs += more
-    if worst <= bound and check is not None:
+    choice, held = order[:chosen], order[chosen:]
+    held_error, disproved = None, None
+    while True:
+        runner, reference = _subset(delegate, spec, compiled, samples, every_reference, choice)
+        partition, promotion, worst, more = _choose(runner, flow, reference, bound, half, promotion, partition,
+                                                    search=disproved is None)
+        runs += more
+        if not held or worst > bound:
+            break
+        check, held_reference = _subset(delegate, spec, compiled, samples, every_reference, held)
+        errors = _sample_errors(check.run(partition, capture=False), held_reference)
+        runs += 1
+        held_error = max(errors)
+        over = [k for k, err in zip(held, errors) if err > tolerance]  # unseen inputs: the bound itself
+        if not over:
+            break
+        disproved = held_error if disproved is None else disproved
+        log.info("precision 'auto': the choice for %d sample(s) left %d held-out one(s) up to %.3g of max |FP32| "
+                 "from FP32 (auto_tolerance %g): choosing on them too", len(choice), len(over), held_error, tolerance)
+        choice, held = choice + over, [k for k in held if k not in over]
+    demoted = 0
+    if worst <= bound and held:  # every held-out sample agrees: demotion, checked on them
         promotion, partition, worst, demoted, more, held_error = _demote_checked(
             runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
         runs += more
-    calibration.update({"rounds": runs, "output_error": worst, "held_out_error": held_error,
-                        "held_out": 0 if check is None else len(samples) - chosen,
+    calibration.update({"rounds": runs, "output_error": worst, "held_out_error": held_error, "held_out": len(held),
                         "disproved_by_held_out": disproved, "demoted": demoted})
     partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
     partition.plan.calibration = calibration
@@ -475,21 +498,38 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
     return partition
 
 
-def _choose(runner, flow, reference, bound, half, promotion, partition):
+def _subset(delegate, spec, compiled, samples, every_reference, positions):
+    """(_Runner of the samples at `positions`, their FP32 results)."""
+    return (_Runner(delegate, spec, compiled, [samples[k] for k in positions]),
+            [every_reference[k] for k in positions])
+
+
+def _choose(runner, flow, reference, bound, half, promotion, partition, search):
     """(partition, promotion, worst output error, runs) after promoting from `promotion` (built
     as `partition`) until the outputs on runner's samples are within `bound`, nothing is left to
     promote, or MAX_ROUNDS runs (module docstring, steps 3-4); the partitions it replaces are
-    released (`half` never)."""
+    released (`half` never). An error spread along the graph is left to the search (_Spread)
+    with `search`, else everything upstream of the bad outputs is promoted at once."""
     runs = 0
     while True:
         result = runner.run(partition)
         runs += 1
         errors = _output_errors(result, reference)
         worst = max(errors.values(), default=0.0)
-        following = None if worst <= bound or runs == MAX_ROUNDS else \
-            _promote(flow, result, reference, errors, bound, promotion)
-        if following is None:
+        if worst <= bound or runs == MAX_ROUNDS:
             return partition, promotion, worst, runs
+        following = _promote(flow, result, reference, errors, bound, promotion)
+        units = _upstream_units(flow, errors, bound, promotion) if following is None else []
+        if following is None and not units:
+            return partition, promotion, worst, runs
+        if units and search:  # no overflow and no culprit: the error is spread along the graph
+            spread = _Spread(runner, reference, bound, promotion, units)
+            chosen, built, worst = spread.search(_sample_errors(result, reference))
+            if partition is not half:
+                partition.release()
+            return built, chosen, worst, runs + spread.runs
+        if units:
+            following = _with(promotion, units)
         if partition is not half:
             partition.release()
         promotion = following
@@ -554,10 +594,107 @@ def _demote(runner, flow, reference, bound, promotion, partition, worst):
 def _units(flow, promotion):
     """The promotions demotion may undo, in graph order (by producer; the partition's inputs
     first): ('tensor', index) and ('node', position); overflow promotions are kept."""
-    units = [(flow.producer.get(i, -1), 0, "tensor", i) for i, why in promotion.tensors.items()
-             if not why.startswith("overflow")]
-    units += [(k, 1, "node", k) for k in promotion.nodes]
-    return [unit[2:] for unit in sorted(units)]
+    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith("overflow")]
+    units += [("node", k) for k in promotion.nodes]
+    return sorted(units, key=lambda unit: _graph_position(flow, unit))
+
+
+def _with(promotion, units):
+    """`promotion` plus the [((kind, key), why)] of `units` (module docstring, _units)."""
+    tensors, nodes = dict(promotion.tensors), dict(promotion.nodes)
+    for (kind, key), why in units:
+        (tensors if kind == "tensor" else nodes).setdefault(key, why)
+    return Promotion(tensors, nodes)
+
+
+class _Spread:
+    """What to promote when neither overflow nor a culprit explains the error: it accumulates
+    along the graph, from many tensors a little each, and promoting every candidate (everything
+    upstream of the bad outputs) overshoots. The roundings of different tensors are independent,
+    so their effects on an output add about in quadrature (selfie_segmentation: three tensors
+    alone in half storage 1.2e-3, 6.5e-4 and 2e-5 of max |FP32| from FP32, the three together
+    1.3e-3), and how much each tensor contributes varies 100-fold and follows neither its size,
+    its values nor its depth: it must be measured. The candidates, in graph order, are measured
+    as groups, each alone in half storage (the others float): the heaviest group is split in two
+    and both halves measured, best first, while SEARCH_RUNS allow; then the heaviest groups are
+    promoted until the quadrature sum of the others is within the bound on every sample, and
+    that choice is checked by a run; where it is over, the smallest number of groups that is
+    within is found by bisection (all of them, everything upstream, is within)."""
+
+    def __init__(self, runner, reference, bound, promotion, units):
+        self.runner, self.reference, self.bound = runner, reference, bound
+        self.base, self.units = promotion, units
+        self.everything = _with(promotion, units)
+        self.runs = 0
+
+    def search(self, root):
+        """(Promotion, its GpuPartition, its worst output error); root: the per-sample errors
+        with every candidate in half storage."""
+        order = sorted(self._groups(root), key=lambda group: -max(group[1]))
+        log.debug("precision 'auto': groups of candidates (size, error alone in half storage), heaviest first: %s",
+                  ", ".join(f"({len(units)}, {max(errors):.3g})" for units, errors in order))
+        k = low = self._estimate(order)  # the quadrature's guess first, then bisection
+        high, best = len(order), None  # promoting every group is within
+        while low < high and self.runs < SEARCH_RUNS:
+            promotion = self._promoting(order[:k])
+            partition, worst = self._checked(promotion)
+            if worst <= self.bound:
+                if best is not None:
+                    best[1].release()
+                best, high = (promotion, partition, worst), k
+            else:
+                partition.release()
+                low = k + 1
+            k = (low + high) // 2
+        if best is not None:
+            return best
+        return (self.everything, *self._checked(self.everything))
+
+    def _groups(self, root):
+        """[(units, per-sample errors alone in half storage)]: the candidates split best first."""
+        groups = [(self.units, root)]
+        while self.runs + 2 <= SEARCH_RUNS - CHECK_RUNS:
+            splittable = [g for g in groups if len(g[0]) > 1]
+            if not splittable:
+                break
+            heaviest = max(splittable, key=lambda group: max(group[1]))
+            groups.remove(heaviest)
+            units = heaviest[0]
+            for half in (units[:len(units) // 2], units[len(units) // 2:]):
+                groups.append((half, self._alone(half)))
+        return groups
+
+    def _alone(self, units):
+        """Per-sample errors with `units` in half storage, every other candidate float."""
+        trial = self.runner.build("auto", _without(self.everything, [unit for unit, _ in units]))
+        try:
+            self.runs += 1
+            return _sample_errors(self.runner.run(trial, capture=False), self.reference)
+        finally:
+            trial.release()
+
+    def _estimate(self, order):
+        """The fewest of the heaviest groups to promote for the others' quadrature sum to be
+        within the bound on every sample."""
+        bound2 = self.bound ** 2
+        for k in range(len(order) + 1):
+            rest = [sum(e[s] ** 2 for _, e in order[k:]) for s in range(len(self.reference))]
+            if max(rest, default=0.0) <= bound2:
+                return k
+        return len(order)
+
+    def _promoting(self, groups):
+        """The Promotion of the base promotions and every unit of `groups`, each saying what
+        its group alone in half storage measured."""
+        return _with(self.base, [(unit, f"{why}; {len(units)} such alone in half storage move the outputs "
+                                        f"{max(errors):.3g} of max |x|")
+                                 for units, errors in groups for unit, why in units])
+
+    def _checked(self, promotion):
+        """(GpuPartition of `promotion`, its worst output error on the samples): one run."""
+        partition = self.runner.build("auto", promotion)
+        self.runs += 1
+        return partition, _worst_error(self.runner.run(partition, capture=False), self.reference)
 
 
 def _without(promotion, group):
@@ -574,6 +711,11 @@ def _output_errors(result, reference):
         for index, value in outputs.items():
             out[index] = max(out.get(index, 0.0), error(value, ref_outputs[index]))
     return out
+
+
+def _sample_errors(result, reference):
+    """[the worst output error] per sample."""
+    return [_worst_error([outputs], [ref]) for outputs, ref in zip(result, reference)]
 
 
 def _worst_error(result, reference):
@@ -656,7 +798,9 @@ class Dataflow:
 
 
 def _promote(flow, result, reference, errors, bound, promotion):
-    """The next Promotion, or None when there is nothing left to promote (see the module docstring)."""
+    """The next Promotion: overflow first, else the culprits (nodes whose error grows GROWTH
+    times from their inputs: their inputs and lossy weights); None when there is neither (see
+    the module docstring)."""
     tensors, weights = dict(promotion.tensors), dict(promotion.nodes)
     overflow = _overflowed(reference, result, tensors)
     if overflow:
@@ -664,8 +808,7 @@ def _promote(flow, result, reference, errors, bound, promotion):
         return Promotion(tensors, weights)
     e = _tensor_errors(result, reference)
     bad = [i for i, err in errors.items() if err > bound]
-    upstream = flow.upstream(bad)
-    culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in upstream)
+    culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in flow.upstream(bad))
                 if item is not None and item[0] >= GROWTH]
     for growth, k, todo, has_weights, out_error in culprits:
         why = f"read by {flow.labels[k]}, whose error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)"
@@ -673,19 +816,37 @@ def _promote(flow, result, reference, errors, bound, promotion):
             tensors.setdefault(index, why)
         if has_weights:
             weights.setdefault(k, f"its error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)")
-    if not culprits:  # error that accumulates along the graph: everything upstream of a bad output
-        worst = max(errors.values())
-        for index in bad:  # its own rounding to half may be what the bound does not allow
-            tensors.setdefault(index, f"an output {errors[index]:.3g} of max |x| from FP32")
-        for k in upstream:
-            for index in sorted(flow.reads[k]):
-                tensors.setdefault(index, f"upstream of an output {worst:.3g} of max |x| from FP32, with no node "
-                                          f"whose error grows {GROWTH:g}x or more left to promote")
-            if flow.weights[k]:
-                weights.setdefault(k, f"upstream of an output {worst:.3g} of max |x| from FP32")
     if tensors == promotion.tensors and weights == promotion.nodes:
         return None
     return Promotion(tensors, weights)
+
+
+def _upstream_units(flow, errors, bound, promotion):
+    """[(unit, why)] in graph order: what is left in half storage upstream of the outputs over
+    `bound` (('tensor', index): the tensors the nodes there read, and the bad outputs themselves,
+    whose own rounding may be what the bound does not allow; ('node', position): their weights a
+    half rounds), the candidates of the spread search."""
+    worst = max(errors.values())
+    bad = [i for i, err in errors.items() if err > bound]
+    upstream = flow.upstream(bad)
+    found = {}
+    for index in bad:
+        found[("tensor", index)] = f"an output {errors[index]:.3g} of max |x| from FP32"
+    for k in upstream:
+        for index in flow.reads[k]:
+            found.setdefault(("tensor", index), f"upstream of an output {worst:.3g} of max |x| from FP32")
+        if flow.weights[k]:
+            found[("node", k)] = f"upstream of an output {worst:.3g} of max |x| from FP32"
+    found = {unit: why for unit, why in found.items() if unit[1] not in
+             (promotion.tensors if unit[0] == "tensor" else promotion.nodes)}
+    return sorted(found.items(), key=lambda item: _graph_position(flow, item[0]))
+
+
+def _graph_position(flow, unit):
+    """Where a ('tensor', index) or ('node', position) unit sits in graph order (by producer; the
+    partition's inputs first; a node's weights after the tensors it writes)."""
+    kind, key = unit
+    return (flow.producer.get(key, -1), 0) if kind == "tensor" else (key, 1)
 
 
 def _growth(flow, k, e, tensors, weights):
