@@ -47,6 +47,7 @@ from .gpu.compiler import build_dispatches, compile_plan
 from .gpu.complex_view import as_floats
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
+from .gpu.serialization.calibration import CalibrationCache
 from .gpu.storage import HALF_MAX, Promotion, exact_in_half
 from .graph import Graph
 from .interpreter import trace_subgraph
@@ -63,6 +64,7 @@ MAX_DEMOTION_RUNS = 8
 # most: CHECK_RUNS of them check a choice, the others measure groups of candidates.
 SEARCH_RUNS = 14
 CHECK_RUNS = 4
+SPREAD = "measured: "  # how the reason of a promotion the spread search made begins
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -71,10 +73,9 @@ MARGIN = 4.0
 HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
 MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
 SEED = 0
-# Samples drawn when the user gives none: the choice starts on the one the half-storage plan is
-# worst on, the others are held out (selfie_segmentation at fp16_fp32acc ranges from 1.8e-7 to
-# 4.7e-2 of max |FP32| over seeded samples: one sample says little, and the first drawn measured
-# 2.1e-4, where nothing looked worth promoting).
+# Samples drawn when the user gives none: the choice is made on the first and checked on the
+# others (selfie_segmentation at fp16_fp32acc ranges from 0 to 6.6e-2 of max |FP32| over 8
+# seeded samples: one held-out sample says little; the first drawn measures 2.1e-4).
 DRAWN_SAMPLES = 4
 # Runs of a subgraph (a loop body's iterations) each model sample contributes at most, spread over
 # its runs: every run costs each calibration round a GPU run of the partitions inside it.
@@ -230,13 +231,44 @@ def _random(tensor, rng, float_range=(-1.0, 1.0)):
     return rng.integers(low, high + 1, shape).astype(dtype)
 
 
-def calibrate(delegate, graph, specs, compiled, made):
+def calibrate(delegate, graph, specs, compiled, made, package):
     """The partitions of `made` (compiled in 'auto' with no promotion) replaced by calibrated
-    ones; specs / compiled: what GpuDelegate._build found and compiled for each."""
+    ones; specs / compiled: what GpuDelegate._build found and compiled for each; package: the
+    serialization Package (the calibration cache's key holds its version and sources). A choice
+    the calibration cache holds (gpu/serialization/calibration.py) is built without calibrating."""
+    cache = CalibrationCache(delegate.options, delegate.context, graph, specs, package, settings())
+    stored = cache.load()
+    if stored is not None:
+        return [_stored(delegate, spec, c, half, promotion, calibration)
+                for spec, c, half, (promotion, calibration) in zip(specs, compiled, made, stored)]
+    chosen = _calibrate_graph(delegate, graph, specs, compiled, made)
+    if all(promotion is not None for _, promotion in chosen):  # a calibration that failed is not kept
+        cache.store([(promotion, partition.plan.calibration) for partition, promotion in chosen])
+    return [partition for partition, _ in chosen]
+
+
+def settings():
+    """This module's settings, which decide what calibration chooses (the calibration cache's key)."""
+    return {"MAX_ROUNDS": MAX_ROUNDS, "MAX_DEMOTION_RUNS": MAX_DEMOTION_RUNS, "SEARCH_RUNS": SEARCH_RUNS,
+            "CHECK_RUNS": CHECK_RUNS, "GROWTH": GROWTH, "MARGIN": MARGIN, "HALF_EPS": HALF_EPS,
+            "MIN_SCALE": MIN_SCALE, "SEED": SEED, "DRAWN_SAMPLES": DRAWN_SAMPLES, "SUBGRAPH_RUNS": SUBGRAPH_RUNS}
+
+
+def _stored(delegate, spec, compiled, half, promotion, calibration):
+    """The served partition of a choice the calibration cache held (`half` released)."""
+    partition = _served(delegate, _Runner(delegate, spec, compiled, []), promotion, [half])
+    partition.plan.calibration = {**calibration, "cached": True}
+    return partition
+
+
+def _calibrate_graph(delegate, graph, specs, compiled, made):
+    """[(calibrated GpuPartition, its Promotion, or None where calibration failed)] of each
+    partition: the graph run on the calibration samples, partitions calibrated in graph order,
+    the CPU nodes between them run on the reference kernels."""
     chosen_on, held_out, labels = graph_samples(graph, delegate.options.calibration_inputs)
     order = {id(n): k for k, spec in enumerate(specs) for n in spec.nodes}
     values = [dict(sample) for sample in chosen_on + held_out]
-    done, out = set(), list(made)
+    done, out = set(), [(partition, None) for partition in made]
     for node in graph.nodes:
         k = order.get(id(node))
         if k is None:
@@ -246,7 +278,7 @@ def calibrate(delegate, graph, specs, compiled, made):
             done.add(k)
             boundary = [_boundary(specs[k].inputs, v) for v in values]
             out[k] = _calibrate_partition(delegate, specs[k], compiled[k], made[k], boundary, values,
-                                          len(chosen_on), labels, delegate.options.calibration_inputs is None)
+                                          len(chosen_on), labels)
             if len(done) == len(specs):
                 break
     return out
@@ -386,7 +418,7 @@ def error(value, reference):
     return float(diff.max() / max(float(finite.max(initial=0.0)), MIN_SCALE))
 
 
-def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels, screen):
+def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels):
     """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
     checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
     choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
@@ -401,19 +433,19 @@ def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen
         kept = _measuring(every_reference, labels, spec)
         calibration = {"rounds": 0, "output_error": None, "target": bound, "samples": len(kept),
                        "unmeasured": len(samples) - len(kept), "held_out": 0, "held_out_error": None,
-                       "disproved_by_held_out": None, "demoted": 0}
+                       "disproved_by_held_out": None, "demoted": 0, "cached": False}
         if not kept:
             log.warning("precision 'auto': no calibration sample measures the error of the GPU partition of %s .. %s "
                         "(%d sample(s) reach it): it keeps half storage, unmeasured", spec.nodes[0].label,
                         spec.nodes[-1].label, len(samples))
             half.plan.calibration = calibration
-            return half
+            return half, Promotion()
         chosen = sum(k < chosen for k in kept) or len(kept)  # none left to choose on: choose on the held-out
         samples, every_reference = [samples[k] for k in kept], [every_reference[k] for k in kept]
-        return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration, screen)
+        return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration)
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
-        return half
+        return half, None
 
 
 def _reference_run(delegate, spec, compiled, samples, values):
@@ -447,27 +479,25 @@ def _measuring(reference, labels, spec):
     return kept
 
 
-def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration, screen):
+def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration):
     """_calibrate_partition on samples that measure (their FP32 outputs: every_reference);
-    `calibration`: the summary entry so far, completed here. With `screen` (drawn samples), the
-    `chosen` samples the choice starts on are those the half-storage plan is worst on."""
+    `calibration`: the summary entry so far, completed here."""
     bound, tolerance = calibration["target"], delegate.options.auto_tolerance
     every = _Runner(delegate, spec, compiled, samples)
     r = every.rewritten
     flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
     promotion = Promotion(_overflowed(every_reference, None, {}), {})
     partition = every.build("auto", promotion) if promotion.tensors else half
-    order, runs = list(range(len(samples))), 0
-    if screen and chosen < len(samples):
-        errors = _sample_errors(every.run(partition, capture=False), every_reference)
-        order.sort(key=lambda k: -errors[k])
+    runs, steady = 0, True
+    if len(samples) > 1:
+        steady = _steady(_sample_errors(every.run(partition, capture=False), every_reference))
         runs += 1
-    choice, held = order[:chosen], order[chosen:]
+    choice, held = list(range(chosen)), list(range(chosen, len(samples)))
     held_error, disproved = None, None
     while True:
         runner, reference = _subset(delegate, spec, compiled, samples, every_reference, choice)
         partition, promotion, worst, more = _choose(runner, flow, reference, bound, half, promotion, partition,
-                                                    search=disproved is None)
+                                                    search=steady and disproved is None)
         runs += more
         if not held or worst > bound:
             break
@@ -483,7 +513,7 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
                  "from FP32 (auto_tolerance %g): choosing on them too", len(choice), len(over), held_error, tolerance)
         choice, held = choice + over, [k for k in held if k not in over]
     demoted = 0
-    if worst <= bound and held:  # every held-out sample agrees: demotion, checked on them
+    if worst <= bound and held and steady:  # every held-out sample agrees: demotion, checked on them
         promotion, partition, worst, demoted, more, held_error = _demote_checked(
             runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
         runs += more
@@ -495,7 +525,18 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
         log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
                     "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
                     worst, bound)
-    return partition
+    return partition, promotion
+
+
+def _steady(errors):
+    """Whether the per-sample errors of the half-storage plan vary within MARGIN, the variation
+    the bound leaves room for. Where they vary more (selfie_segmentation: 0 to 6.6e-2 of max
+    |FP32| over 8 seeded samples, its output in the logistic's tail on most), which tensors
+    matter depends on the input, and a choice measured on a few samples does not hold on the
+    next (the spread search's choice for selfie_segmentation_landscape, within the bound on
+    its 4 samples, was 1.2e-2 from FP32 on one of 8 others): no spread search then, and no
+    demotion either (a choice of the same kind)."""
+    return max(errors, default=0.0) <= MARGIN * min(errors, default=0.0)
 
 
 def _subset(delegate, spec, compiled, samples, every_reference, positions):
@@ -593,9 +634,12 @@ def _demote(runner, flow, reference, bound, promotion, partition, worst):
 
 def _units(flow, promotion):
     """The promotions demotion may undo, in graph order (by producer; the partition's inputs
-    first): ('tensor', index) and ('node', position); overflow promotions are kept."""
-    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith("overflow")]
-    units += [("node", k) for k in promotion.nodes]
+    first): ('tensor', index) and ('node', position); overflow promotions are kept, and so are
+    those the spread search measured (_Spread: the graph-order halves the demotion pass tries
+    would cut across its groups, and it demoted none of them on the 6 models it promoted on)."""
+    kept = ("overflow", SPREAD)
+    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith(kept)]
+    units += [("node", k) for k, why in promotion.nodes.items() if not why.startswith(kept)]
     return sorted(units, key=lambda unit: _graph_position(flow, unit))
 
 
@@ -686,7 +730,7 @@ class _Spread:
     def _promoting(self, groups):
         """The Promotion of the base promotions and every unit of `groups`, each saying what
         its group alone in half storage measured."""
-        return _with(self.base, [(unit, f"{why}; {len(units)} such alone in half storage move the outputs "
+        return _with(self.base, [(unit, f"{SPREAD}{why}; {len(units)} such alone in half storage move the outputs "
                                         f"{max(errors):.3g} of max |x|")
                                  for units, errors in groups for unit, why in units])
 

@@ -343,7 +343,7 @@ def test_outputs_without_a_finite_value_measure_nothing(caplog):
     _, summary, _ = run(sqrt_model(), "auto", inputs())
     calibration = summary["calibration"][0]
     assert calibration["output_error"] is None and calibration["samples"] == 0
-    assert calibration["unmeasured"] == 2 and summary["promoted_tensors"] == {}
+    assert calibration["unmeasured"] == calibrate.DRAWN_SAMPLES and summary["promoted_tensors"] == {}
     assert "calibration sample 0 cannot measure the error" in caplog.text
     assert "no calibration sample measures the error of the GPU partition" in caplog.text
 
@@ -371,7 +371,9 @@ def test_a_loop_body_calibrates_on_what_the_model_gives_it(given):
                                                 case[4])
             body = [p.plan.calibration for p in delegate.partitions if "GATHER" in {n.op for n in p.nodes}]
     assert len(body) == 1 and body[0]["output_error"] <= body[0]["target"]
-    # The body's 4 runs of each model sample: those of the second are held out.
-    assert body[0]["samples"] == 8 and body[0]["held_out"] == 4
+    # The body's 4 runs of each model sample: with the user's two samples those of the second are
+    # held out, with drawn ones those of all but one (calibrate.DRAWN_SAMPLES).
+    count = 2 if given else calibrate.DRAWN_SAMPLES
+    assert body[0]["samples"] == 4 * count and body[0]["held_out"] == 4 * (count - 1)
     for ours, reference in zip(outputs["auto"], outputs["fp32"]):
         assert error(ours, reference) <= 1e-2
