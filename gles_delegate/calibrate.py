@@ -60,11 +60,10 @@ MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
 # selfie_segmentation_landscape (3.1e-4 of FP32 on its calibration inputs) was 2.3e-2 of FP32 on
 # unseen ones, where the undemoted plan was exact (docs/performance.md).
 MAX_DEMOTION_RUNS = 8
-# Runs of the search for what to promote when the error is spread along the graph (_Spread) at
-# most: CHECK_RUNS of them check a choice, the others measure groups of candidates.
-SEARCH_RUNS = 14
-CHECK_RUNS = 4
-SPREAD = "measured: "  # how the reason of a promotion the spread search made begins
+# Runs of the search for what to promote when the error is spread along the graph (_Spread) that
+# measure groups of candidates, at most (6 splits); checking its choice takes one run, or a
+# bisection over the groups where that is over the bound (3 more for 7 groups).
+SEARCH_RUNS = 12
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -250,7 +249,7 @@ def calibrate(delegate, graph, specs, compiled, made, package):
 def settings():
     """This module's settings, which decide what calibration chooses (the calibration cache's key)."""
     return {"MAX_ROUNDS": MAX_ROUNDS, "MAX_DEMOTION_RUNS": MAX_DEMOTION_RUNS, "SEARCH_RUNS": SEARCH_RUNS,
-            "CHECK_RUNS": CHECK_RUNS, "GROWTH": GROWTH, "MARGIN": MARGIN, "HALF_EPS": HALF_EPS,
+            "GROWTH": GROWTH, "MARGIN": MARGIN, "HALF_EPS": HALF_EPS,
             "MIN_SCALE": MIN_SCALE, "SEED": SEED, "DRAWN_SAMPLES": DRAWN_SAMPLES, "SUBGRAPH_RUNS": SUBGRAPH_RUNS}
 
 
@@ -634,12 +633,9 @@ def _demote(runner, flow, reference, bound, promotion, partition, worst):
 
 def _units(flow, promotion):
     """The promotions demotion may undo, in graph order (by producer; the partition's inputs
-    first): ('tensor', index) and ('node', position); overflow promotions are kept, and so are
-    those the spread search measured (_Spread: the graph-order halves the demotion pass tries
-    would cut across its groups, and it demoted none of them on the 6 models it promoted on)."""
-    kept = ("overflow", SPREAD)
-    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith(kept)]
-    units += [("node", k) for k, why in promotion.nodes.items() if not why.startswith(kept)]
+    first): ('tensor', index) and ('node', position); overflow promotions are kept."""
+    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith("overflow")]
+    units += [("node", k) for k in promotion.nodes]
     return sorted(units, key=lambda unit: _graph_position(flow, unit))
 
 
@@ -674,12 +670,12 @@ class _Spread:
     def search(self, root):
         """(Promotion, its GpuPartition, its worst output error); root: the per-sample errors
         with every candidate in half storage."""
-        order = sorted(self._groups(root), key=lambda group: -max(group[1]))
+        order = _heaviest_first(self._groups(root))
         log.debug("precision 'auto': groups of candidates (size, error alone in half storage), heaviest first: %s",
                   ", ".join(f"({len(units)}, {max(errors):.3g})" for units, errors in order))
         k = low = self._estimate(order)  # the quadrature's guess first, then bisection
         high, best = len(order), None  # promoting every group is within
-        while low < high and self.runs < SEARCH_RUNS:
+        while low < high:
             promotion = self._promoting(order[:k])
             partition, worst = self._checked(promotion)
             if worst <= self.bound:
@@ -695,15 +691,18 @@ class _Spread:
         return (self.everything, *self._checked(self.everything))
 
     def _groups(self, root):
-        """[(units, per-sample errors alone in half storage)]: the candidates split best first."""
+        """[(units, per-sample errors alone in half storage)]: the candidates, split while the
+        runs allow: the largest of the groups the quadrature would promote first (a group it
+        leaves in half storage needs no split; a small one frees few units at best)."""
         groups = [(self.units, root)]
-        while self.runs + 2 <= SEARCH_RUNS - CHECK_RUNS:
-            splittable = [g for g in groups if len(g[0]) > 1]
-            if not splittable:
+        while self.runs + 2 <= SEARCH_RUNS:
+            order = _heaviest_first(groups)
+            promoted = [group for group in order[:self._estimate(order)] if len(group[0]) > 1]
+            if not promoted:
                 break
-            heaviest = max(splittable, key=lambda group: max(group[1]))
-            groups.remove(heaviest)
-            units = heaviest[0]
+            largest = max(promoted, key=lambda group: len(group[0]))
+            groups.remove(largest)
+            units = largest[0]
             for half in (units[:len(units) // 2], units[len(units) // 2:]):
                 groups.append((half, self._alone(half)))
         return groups
@@ -730,7 +729,7 @@ class _Spread:
     def _promoting(self, groups):
         """The Promotion of the base promotions and every unit of `groups`, each saying what
         its group alone in half storage measured."""
-        return _with(self.base, [(unit, f"{SPREAD}{why}; {len(units)} such alone in half storage move the outputs "
+        return _with(self.base, [(unit, f"{why}; {len(units)} such alone in half storage move the outputs "
                                         f"{max(errors):.3g} of max |x|")
                                  for units, errors in groups for unit, why in units])
 
@@ -755,6 +754,11 @@ def _output_errors(result, reference):
         for index, value in outputs.items():
             out[index] = max(out.get(index, 0.0), error(value, ref_outputs[index]))
     return out
+
+
+def _heaviest_first(groups):
+    """Groups (units, per-sample errors) by their worst error, largest first."""
+    return sorted(groups, key=lambda group: -max(group[1]))
 
 
 def _sample_errors(result, reference):
