@@ -73,7 +73,7 @@ class CalibrationCache:
     def load(self):
         """[(Promotion, calibration dict)] per partition from the entry, or None (a miss, or a
         warning)."""
-        if not self.enabled:
+        if not self.enabled or not os.path.isdir(self.directory):  # none yet (or no directory: store() says so)
             return None
         try:
             data = read_entry(self.path, MAX_ENTRY_BYTES)
