@@ -2,29 +2,38 @@
 within a bound of an FP32 run.
 
 For each GPU partition, in graph order, on calibration inputs (GpuDelegateOptions.
-calibration_inputs, else seeded random ones in the ranges the model states: see
-input_ranges):
-  1. run the partition's plan compiled in 'fp32', reading back every tensor (the reference);
-  2. promote every tensor whose reference exceeds the largest half (65504) at once: overflow;
-  3. run the plan in half storage with the promotions so far (gpu/storage.py), reading back every
-     tensor; stop when every partition output is within auto_tolerance / MARGIN x max |reference|
-     (a margin for inputs calibration did not see);
+calibration_inputs, else DRAWN_SAMPLES seeded random ones in the ranges the model states: see
+input_ranges), the choice made on the first (of the user's: all but the last) and checked on
+the others (held out):
+  1. run the partition's plan compiled in 'fp32' on every sample, reading back every tensor (the
+     reference); promote every tensor whose reference exceeds the largest half (65504): overflow;
+  2. run the half-storage plan on every sample: where its error varies between them by more
+     than MARGIN (the variation the margin below is for), which tensors matter depends on the
+     input, and no measured choice (step 4's search, step 6) is made (_steady);
+  3. run the plan in half storage with the promotions so far (gpu/storage.py) on the samples
+     chosen on, reading back every tensor; stop when every partition output is within
+     auto_tolerance / MARGIN x max |reference| (a margin for inputs calibration did not see);
   4. else promote, in this order: tensors that became non-finite or exceed a half where the
      reference does not (overflow); else the inputs and weights (those a half does not hold
-     exactly) of the nodes upstream of a bad output whose error grows most from their inputs to
-     their outputs (the error of a tensor is max |x - reference| / max |reference|): 1, 2, 4 ...
-     nodes a round, for MAX_ROUNDS rounds, then everything upstream of the bad outputs;
-and go back to 3. Once the outputs are within the bound, the choice is run on a held-out
-sample (inputs no choice was made on: the second seeded sample, or the last of the user's when
-they gave two or more); where that is over the bound, steps 3-4 go on over every sample, and
-nothing is demoted. Else, as promotion overshoots (a culprit's every input and weight, or
-everything upstream, at once):
-  5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
-     then each half of a group that failed, then each quarter ... (breadth first, at most
-     MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
-     promotions are never tried. The demoted plan is then run on the held-out sample and kept
-     only when it is within the bound there too (or no worse than the plan before demotion): a
-     demotion fitted to one sample can be far off on the next.
+     exactly) of every node upstream of a bad output whose error grows GROWTH times or more from
+     its inputs to its outputs (the error of a tensor is max |x - reference| / max |reference|),
+     and go back to 3 (MAX_ROUNDS runs at most); else the error is spread along the graph: the
+     spread search (_Spread) measures groups of what is upstream of the bad outputs alone in half
+     storage and promotes the heaviest, checked by a run; without it (step 2, or nothing to find
+     there: _searchable), everything upstream at once, and back to 3.
+  5. run the choice on the held-out samples: those over auto_tolerance itself (inputs the
+     choice did not see: the bound the option promises) join the samples chosen on and steps
+     3-4 go on over them, everything upstream promoted at once where the error is spread (a
+     measured choice that failed an unseen input is not measured again); until every held-out
+     sample is within, or none is left.
+  6. As promotion overshoots (a culprit's every input and weight; the search's groups; or
+     everything upstream), demote where held-out samples are left: try the promotions back in
+     half storage, in graph order, by bisection: all of them, then each half of a group that
+     failed, then each quarter ... (breadth first, at most MAX_DEMOTION_RUNS runs); keep a
+     demotion when every output stays within the bound. Overflow promotions are never tried.
+     The demoted plan is then run on the held-out samples and kept only when it is within the
+     bound there too (or no worse than the plan before demotion): a demotion fitted to one
+     sample can be far off on the next.
 The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
@@ -418,14 +427,12 @@ def error(value, reference):
 
 
 def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels):
-    """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
-    checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
-    choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
-    input than on another: selfie_segmentation at fp16_fp32acc, 2e-4 and 1e-2 of max |FP32| on
-    calibration's two seeded samples); else a demotion is kept only if they agree. Its outputs
-    on the fp32 reference run go into `values` for the partitions after it. A sample whose FP32
-    outputs cannot measure an error is left out (_measuring); with none left, the partition
-    keeps half storage, its output_error None (unmeasured, never within the bound)."""
+    """(The calibrated GpuPartition of one partition, its Promotion; None where calibration
+    failed): promotions chosen on samples[:chosen] and checked on samples[chosen:] (held out;
+    module docstring). Its outputs on the fp32 reference run go into `values` for the partitions
+    after it. A sample whose FP32 outputs cannot measure an error is left out (_measuring); with
+    none left, the partition keeps half storage, its output_error None (unmeasured, never within
+    the bound)."""
     bound = delegate.options.auto_tolerance / MARGIN
     try:
         every_reference = _reference_run(delegate, spec, compiled, samples, values)
@@ -662,11 +669,12 @@ class _Spread:
     alone in half storage 1.2e-3, 6.5e-4 and 2e-5 of max |FP32| from FP32, the three together
     1.3e-3), and how much each tensor contributes varies 100-fold and follows neither its size,
     its values nor its depth: it must be measured. The candidates, in graph order, are measured
-    as groups, each alone in half storage (the others float): the heaviest group is split in two
-    and both halves measured, best first, while SEARCH_RUNS allow; then the heaviest groups are
-    promoted until the quadrature sum of the others is within the bound on every sample, and
-    that choice is checked by a run; where it is over, the smallest number of groups that is
-    within is found by bisection (all of them, everything upstream, is within)."""
+    as groups, each alone in half storage (the others float), starting from all of them at once:
+    while SEARCH_RUNS allow, the largest group the estimate would promote is split in two and
+    both halves measured; then the heaviest groups are promoted until the quadrature sum of the
+    others is within the bound on every sample (_estimate), and that choice is checked by a run;
+    where it is over, the fewest groups that are within are found by bisection (all of them,
+    everything upstream, are within)."""
 
     def __init__(self, runner, reference, bound, promotion, units):
         self.runner, self.reference, self.bound = runner, reference, bound

@@ -513,12 +513,15 @@ class GpuDelegate:
         promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
         calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
             'samples', 'unmeasured', 'held_out', 'held_out_error', 'disproved_by_held_out',
-            'demoted'}: the calibration runs made (promotion and demotion), the worst output
-            error (relative to max |FP32|) of the chosen plan on the calibration inputs (None
-            when no sample could measure it: the partition keeps half storage), the error it
-            aimed at (auto_tolerance / calibrate.MARGIN), the samples measured on and those left
-            out (FP32 outputs without a finite value), the held-out ones and their error, the
-            promotions the demotion pass took back; a cache hit repeats the stored ones.
+            'demoted', 'cached'}: the calibration runs made (promotion, search and demotion), the
+            worst output error (relative to max |FP32|) of the chosen plan on the samples chosen
+            on (None when no sample could measure it: the partition keeps half storage), the
+            error it aimed at (auto_tolerance / calibrate.MARGIN), the samples measured on and
+            those left out (FP32 outputs without a finite value), the held-out ones left and their
+            error, the held-out error that made the choice go on over more samples (else None),
+            the promotions the demotion pass took back, and whether the choice came from the
+            calibration cache (calibration_cache_dir: no run made); a serialization cache hit
+            repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused

@@ -10,12 +10,15 @@ model's metadata states, else U(-1, 1); not the calibration's inputs, nor those 
 as the largest max |x - x_fp32| / max |x_fp32| over the outputs and the samples; also auto's
 error on its first calibration input, what it promoted (tensors, nodes, float buffer bytes),
 its calibration runs and init time (calibrating: the calibration cache is a new temporary
-directory, which the second 'auto' start, on the calibration input, loads the choice from),
+directory, which the second 'auto' start, on the calibration input, loads the choice from; the
+tool also measures another source tree's package: PYTHONPATH=TREE),
 and with --latency-runs N the median invoke latency (ms) of fp16_fp32acc and
 auto and their ratio: both interpreters live at once, --warmup invokes each first (for at least
 --warmup-secs seconds), then timed in alternation (A B B A A B ...) so that a clock or load
 change falls on both alike. Prints a Markdown table (written to --out too).
 """
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -26,16 +29,18 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.calibrate import error, sample_inputs
 from gles_delegate.tools import common
 
+# gpu/serialization/calibration.ENV, not imported: the tool also measures trees without it.
+ENV = "GLES_DELEGATE_CALIBRATION_CACHE"
 HEADERS = ["model", "fp16_fp32acc", "auto", "auto (calib. inputs)", "promoted tensors", "promoted nodes",
            "float MB", "runs", "auto init s", "fp16_fp32acc ms", "auto ms", "auto / fp16_fp32acc"]
 
 
 class _Loaded:
-    """A model's interpreter on a GpuDelegate of one precision (options: more GpuDelegate
-    options), the first of `samples` set; init: seconds."""
+    """A model's interpreter on a GpuDelegate of one precision, the first of `samples` set;
+    init: seconds."""
 
-    def __init__(self, path, precision, samples, **options):
-        self.delegate = GpuDelegate(precision=precision, **options)
+    def __init__(self, path, precision, samples):
+        self.delegate = GpuDelegate(precision=precision)
         start = time.perf_counter()
         self.interpreter = Interpreter(model_path=str(path), experimental_delegates=[self.delegate])
         self.interpreter.allocate_tensors()
@@ -63,9 +68,9 @@ class _Loaded:
         self.delegate.close()
 
 
-def _outputs(path, precision, samples, **options):
+def _outputs(path, precision, samples):
     """([outputs] per sample, summary) of one fresh interpreter."""
-    loaded = _Loaded(path, precision, samples, **options)
+    loaded = _Loaded(path, precision, samples)
     try:
         return loaded.outputs(), loaded.delegate.summary()
     finally:
@@ -85,6 +90,22 @@ def alternate(a, b, runs, warmup, warmup_secs=common.WARMUP_SECONDS):
     return tuple(statistics.median(t) * 1000 for t in times)
 
 
+@contextlib.contextmanager
+def _calibration_cache():
+    """A new empty calibration cache while it lasts (the default calibration_cache_dir, through
+    its environment variable: the tool also runs a source tree of a version without one)."""
+    saved = os.environ.get(ENV)
+    with tempfile.TemporaryDirectory(prefix="precision-report-") as directory:
+        os.environ[ENV] = directory
+        try:
+            yield
+        finally:
+            if saved is None:
+                del os.environ[ENV]
+            else:
+                os.environ[ENV] = saved
+
+
 def _worst(per_sample, reference):
     """The largest error over the outputs of every sample."""
     return max((error(a, b) for outputs, ref in zip(per_sample, reference) for a, b in zip(outputs, ref)),
@@ -101,9 +122,8 @@ def measure(path, seed, runs, warmup=5, warmup_secs=common.WARMUP_SECONDS, sampl
     calibration = [[sample_inputs(graph)[0][i] for i in indices]]
     del probe
     reference, _ = _outputs(path, "fp32", compared)
-    with tempfile.TemporaryDirectory(prefix="precision-report-") as choices:
-        half, auto = _Loaded(path, "fp16_fp32acc", compared), _Loaded(path, "auto", compared,
-                                                                         calibration_cache_dir=choices)
+    with _calibration_cache():
+        half, auto = _Loaded(path, "fp16_fp32acc", compared), _Loaded(path, "auto", compared)
         try:
             half_out, auto_out, summary, init = half.outputs(), auto.outputs(), auto.delegate.summary(), auto.init
             half_ms, auto_ms = alternate(half.timed, auto.timed, runs, warmup, warmup_secs) if runs else (None, None)
@@ -111,7 +131,7 @@ def measure(path, seed, runs, warmup=5, warmup_secs=common.WARMUP_SECONDS, sampl
             half.close()
             auto.close()
         calib_reference, _ = _outputs(path, "fp32", calibration)
-        calib_auto, _ = _outputs(path, "auto", calibration, calibration_cache_dir=choices)
+        calib_auto, _ = _outputs(path, "auto", calibration)
     rounds = "/".join(str(c["rounds"]) for c in summary["calibration"])
     timing = [f"{half_ms:.3g}", f"{auto_ms:.3g}", f"{auto_ms / half_ms:.2f}"] if runs else ["-"] * 3
     return [path.stem, f"{_worst(half_out, reference):.2e}", f"{_worst(auto_out, reference):.2e}",
