@@ -488,35 +488,36 @@ def _measuring(reference, labels, spec):
 def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration):
     """_calibrate_partition on samples that measure (their FP32 outputs: every_reference);
     `calibration`: the summary entry so far, completed here."""
-    bound, tolerance = calibration["target"], delegate.options.auto_tolerance
+    bound = calibration["target"]
     every = _Runner(delegate, spec, compiled, samples)
     r = every.rewritten
     flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
     promotion = Promotion(_overflowed(every_reference, None, {}), {})
     partition = every.build("auto", promotion) if promotion.tensors else half
-    runs, steady = 0, True
-    if len(samples) > 1:
-        steady = _steady(_sample_errors(every.run(partition, capture=False), every_reference))
-        runs += 1
+    # One run on every sample, every tensor read back: whether the error is steady (step 2), the
+    # first run of the choice, and the held-out check of a choice that promotes nothing more.
+    first, measured = every.run(partition), partition
+    errors = _sample_errors(first, every_reference)
+    steady = _steady(errors)
     choice, held = list(range(chosen)), list(range(chosen, len(samples)))
-    held_error, disproved = None, None
+    runs, held_error, disproved = 1, None, None
     while True:
         runner, reference = _subset(delegate, spec, compiled, samples, every_reference, choice)
+        known = [first[k] for k in choice] if partition is measured else None
         partition, promotion, worst, more = _choose(runner, flow, reference, bound, half, promotion, partition,
-                                                    search=steady and disproved is None)
+                                                    steady and disproved is None, known)
         runs += more
         if not held or worst > bound:
             break
         check, held_reference = _subset(delegate, spec, compiled, samples, every_reference, held)
-        errors = _sample_errors(check.run(partition, capture=False), held_reference)
-        runs += 1
-        held_error = max(errors)
-        over = [k for k, err in zip(held, errors) if err > tolerance]  # unseen inputs: the bound itself
+        if partition is measured:
+            held_errors = [errors[k] for k in held]
+        else:
+            held_errors, runs = _sample_errors(check.run(partition, capture=False), held_reference), runs + 1
+        held_error, over = max(held_errors), _over(held, held_errors, delegate.options.auto_tolerance)
         if not over:
             break
         disproved = held_error if disproved is None else disproved
-        log.info("precision 'auto': the choice for %d sample(s) left %d held-out one(s) up to %.3g of max |FP32| "
-                 "from FP32 (auto_tolerance %g): choosing on them too", len(choice), len(over), held_error, tolerance)
         choice, held = choice + over, [k for k in held if k not in over]
     demoted = 0
     if worst <= bound and held and steady:  # every held-out sample agrees: demotion, checked on them
@@ -532,6 +533,16 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
                     "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
                     worst, bound)
     return partition, promotion
+
+
+def _over(held, errors, tolerance):
+    """The held-out samples (positions `held`, their `errors`) over `tolerance` itself: inputs
+    the choice did not see are held to the bound the option promises, not to the target."""
+    over = [k for k, err in zip(held, errors) if err > tolerance]
+    if over:
+        log.info("precision 'auto': %d held-out sample(s) up to %.3g of max |FP32| from FP32 (auto_tolerance %g): "
+                 "choosing on them too", len(over), max(errors), tolerance)
+    return over
 
 
 def _steady(errors):
@@ -551,19 +562,22 @@ def _subset(delegate, spec, compiled, samples, every_reference, positions):
             [every_reference[k] for k in positions])
 
 
-def _choose(runner, flow, reference, bound, half, promotion, partition, search):
+def _choose(runner, flow, reference, bound, half, promotion, partition, search, known=None):
     """(partition, promotion, worst output error, runs) after promoting from `promotion` (built
     as `partition`) until the outputs on runner's samples are within `bound`, nothing is left to
-    promote, or MAX_ROUNDS runs (module docstring, steps 3-4); the partitions it replaces are
+    promote, or MAX_ROUNDS rounds (module docstring, steps 3-4); the partitions it replaces are
     released (`half` never). An error spread along the graph is left to the search (_Spread)
-    with `search`, else everything upstream of the bad outputs is promoted at once."""
+    with `search`, else everything upstream of the bad outputs is promoted at once. known: the
+    result of `partition` on runner's samples, already run (the first round makes no run)."""
     runs = 0
-    while True:
-        result = runner.run(partition)
-        runs += 1
+    for rounds in range(1, MAX_ROUNDS + 1):
+        if known is None:
+            result, runs = runner.run(partition), runs + 1
+        else:
+            result, known = known, None
         errors = _output_errors(result, reference)
         worst = max(errors.values(), default=0.0)
-        if worst <= bound or runs == MAX_ROUNDS:
+        if worst <= bound or rounds == MAX_ROUNDS:
             return partition, promotion, worst, runs
         following = _promote(flow, result, reference, errors, bound, promotion)
         if following is None:  # no overflow and no culprit: the error is spread along the graph
