@@ -2,29 +2,38 @@
 within a bound of an FP32 run.
 
 For each GPU partition, in graph order, on calibration inputs (GpuDelegateOptions.
-calibration_inputs, else seeded random ones in the ranges the model states: see
-input_ranges):
-  1. run the partition's plan compiled in 'fp32', reading back every tensor (the reference);
-  2. promote every tensor whose reference exceeds the largest half (65504) at once: overflow;
-  3. run the plan in half storage with the promotions so far (gpu/storage.py), reading back every
-     tensor; stop when every partition output is within auto_tolerance / MARGIN x max |reference|
-     (a margin for inputs calibration did not see);
+calibration_inputs, else DRAWN_SAMPLES seeded random ones in the ranges the model states: see
+input_ranges), the choice made on the first (of the user's: all but the last) and checked on
+the others (held out):
+  1. run the partition's plan compiled in 'fp32' on every sample, reading back every tensor (the
+     reference); promote every tensor whose reference exceeds the largest half (65504): overflow;
+  2. run the half-storage plan on every sample: where its error varies between them by more
+     than MARGIN (the variation the margin below is for), which tensors matter depends on the
+     input, and no measured choice (step 4's search, step 6) is made (_steady);
+  3. run the plan in half storage with the promotions so far (gpu/storage.py) on the samples
+     chosen on, reading back every tensor; stop when every partition output is within
+     auto_tolerance / MARGIN x max |reference| (a margin for inputs calibration did not see);
   4. else promote, in this order: tensors that became non-finite or exceed a half where the
      reference does not (overflow); else the inputs and weights (those a half does not hold
-     exactly) of the nodes upstream of a bad output whose error grows most from their inputs to
-     their outputs (the error of a tensor is max |x - reference| / max |reference|): 1, 2, 4 ...
-     nodes a round, for MAX_ROUNDS rounds, then everything upstream of the bad outputs;
-and go back to 3. Once the outputs are within the bound, the choice is run on a held-out
-sample (inputs no choice was made on: the second seeded sample, or the last of the user's when
-they gave two or more); where that is over the bound, steps 3-4 go on over every sample, and
-nothing is demoted. Else, as promotion overshoots (a culprit's every input and weight, or
-everything upstream, at once):
-  5. demote: try the promotions back in half storage, in graph order, by bisection: all of them,
-     then each half of a group that failed, then each quarter ... (breadth first, at most
-     MAX_DEMOTION_RUNS runs); keep a demotion when every output stays within the bound. Overflow
-     promotions are never tried. The demoted plan is then run on the held-out sample and kept
-     only when it is within the bound there too (or no worse than the plan before demotion): a
-     demotion fitted to one sample can be far off on the next.
+     exactly) of every node upstream of a bad output whose error grows GROWTH times or more from
+     its inputs to its outputs (the error of a tensor is max |x - reference| / max |reference|),
+     and go back to 3 (MAX_ROUNDS runs at most); else the error is spread along the graph: the
+     spread search (_Spread) measures groups of what is upstream of the bad outputs alone in half
+     storage and promotes the heaviest, checked by a run; without it (step 2, or nothing to find
+     there: _searchable), everything upstream at once, and back to 3.
+  5. run the choice on the held-out samples: those over auto_tolerance itself (inputs the
+     choice did not see: the bound the option promises) join the samples chosen on and steps
+     3-4 go on over them, everything upstream promoted at once where the error is spread (a
+     measured choice that failed an unseen input is not measured again); until every held-out
+     sample is within, or none is left.
+  6. As promotion overshoots (a culprit's every input and weight; the search's groups; or
+     everything upstream), demote where held-out samples are left: try the promotions back in
+     half storage, in graph order, by bisection: all of them, then each half of a group that
+     failed, then each quarter ... (breadth first, at most MAX_DEMOTION_RUNS runs); keep a
+     demotion when every output stays within the bound. Overflow promotions are never tried.
+     The demoted plan is then run on the held-out samples and kept only when it is within the
+     bound there too (or no worse than the plan before demotion): a demotion fitted to one
+     sample can be far off on the next.
 The promotions are part of the plan (the serialization cache keeps them) and
 Plan.promoted_tensors / promoted_nodes say why each was made.
 
@@ -47,6 +56,7 @@ from .gpu.compiler import build_dispatches, compile_plan
 from .gpu.complex_view import as_floats
 from .gpu.kernels.base import KernelEnv
 from .gpu.runtime import GpuPartition
+from .gpu.serialization.calibration import CalibrationCache
 from .gpu.storage import HALF_MAX, Promotion, exact_in_half
 from .graph import Graph
 from .interpreter import trace_subgraph
@@ -59,6 +69,10 @@ MAX_ROUNDS = 8      # calibration runs at most, after the FP32 one
 # selfie_segmentation_landscape (3.1e-4 of FP32 on its calibration inputs) was 2.3e-2 of FP32 on
 # unseen ones, where the undemoted plan was exact (docs/performance.md).
 MAX_DEMOTION_RUNS = 8
+# Runs of the search for what to promote when the error is spread along the graph (_Spread) that
+# measure groups of candidates, at most (6 splits); checking its choice takes one run, or a
+# bisection over the groups where that is over the bound (3 more for 7 groups).
+SEARCH_RUNS = 12
 GROWTH = 4.0        # a node whose error grows this much from its inputs to its outputs is a culprit
 # Calibration aims at auto_tolerance / MARGIN: on seeded random inputs the output error of one
 # plan varies about 3x from input to input (mobilenet_v2 at fp16_fp32acc: 4.2e-3 on seed 0,
@@ -67,6 +81,10 @@ MARGIN = 4.0
 HALF_EPS = 2.0 ** -11  # a half's relative rounding error: the floor of a tensor's error
 MIN_SCALE = 1e-6    # below this max |reference| a tensor counts as all-zero
 SEED = 0
+# Samples drawn when the user gives none: the choice is made on the first and checked on the
+# others (selfie_segmentation at fp16_fp32acc ranges from 0 to 6.6e-2 of max |FP32| over 8
+# seeded samples: one held-out sample says little; the first drawn measures 2.1e-4).
+DRAWN_SAMPLES = 4
 # Runs of a subgraph (a loop body's iterations) each model sample contributes at most, spread over
 # its runs: every run costs each calibration round a GPU run of the partitions inside it.
 SUBGRAPH_RUNS = 4
@@ -221,13 +239,44 @@ def _random(tensor, rng, float_range=(-1.0, 1.0)):
     return rng.integers(low, high + 1, shape).astype(dtype)
 
 
-def calibrate(delegate, graph, specs, compiled, made):
+def calibrate(delegate, graph, specs, compiled, made, package):
     """The partitions of `made` (compiled in 'auto' with no promotion) replaced by calibrated
-    ones; specs / compiled: what GpuDelegate._build found and compiled for each."""
+    ones; specs / compiled: what GpuDelegate._build found and compiled for each; package: the
+    serialization Package (the calibration cache's key holds its version and sources). A choice
+    the calibration cache holds (gpu/serialization/calibration.py) is built without calibrating."""
+    cache = CalibrationCache(delegate.options, delegate.context, graph, specs, package, settings())
+    stored = cache.load()
+    if stored is not None:
+        return [_stored(delegate, spec, c, half, promotion, calibration)
+                for spec, c, half, (promotion, calibration) in zip(specs, compiled, made, stored)]
+    chosen = _calibrate_graph(delegate, graph, specs, compiled, made)
+    if all(promotion is not None for _, promotion in chosen):  # a calibration that failed is not kept
+        cache.store([(promotion, partition.plan.calibration) for partition, promotion in chosen])
+    return [partition for partition, _ in chosen]
+
+
+def settings():
+    """This module's settings, which decide what calibration chooses (the calibration cache's key)."""
+    return {"MAX_ROUNDS": MAX_ROUNDS, "MAX_DEMOTION_RUNS": MAX_DEMOTION_RUNS, "SEARCH_RUNS": SEARCH_RUNS,
+            "GROWTH": GROWTH, "MARGIN": MARGIN, "HALF_EPS": HALF_EPS,
+            "MIN_SCALE": MIN_SCALE, "SEED": SEED, "DRAWN_SAMPLES": DRAWN_SAMPLES, "SUBGRAPH_RUNS": SUBGRAPH_RUNS}
+
+
+def _stored(delegate, spec, compiled, half, promotion, calibration):
+    """The served partition of a choice the calibration cache held (`half` released)."""
+    partition = _served(delegate, _Runner(delegate, spec, compiled, []), promotion, [half])
+    partition.plan.calibration = {**calibration, "cached": True}
+    return partition
+
+
+def _calibrate_graph(delegate, graph, specs, compiled, made):
+    """[(calibrated GpuPartition, its Promotion, or None where calibration failed)] of each
+    partition: the graph run on the calibration samples, partitions calibrated in graph order,
+    the CPU nodes between them run on the reference kernels."""
     chosen_on, held_out, labels = graph_samples(graph, delegate.options.calibration_inputs)
     order = {id(n): k for k, spec in enumerate(specs) for n in spec.nodes}
     values = [dict(sample) for sample in chosen_on + held_out]
-    done, out = set(), list(made)
+    done, out = set(), [(partition, None) for partition in made]
     for node in graph.nodes:
         k = order.get(id(node))
         if k is None:
@@ -254,13 +303,13 @@ def graph_samples(graph, given):
     not run (a signature's own) is calibrated on samples drawn for its own inputs."""
     model, index = graph.source_model, graph.subgraph_index
     if model is None or not index:
-        chosen, held = held_out_split(sample_inputs(graph, given, count=2))
+        chosen, held = held_out_split(sample_inputs(graph, given, count=DRAWN_SAMPLES), given is None)
         return chosen, held, [f"sample {k}" for k in range(len(chosen) + len(held))]
     if not Subgraphs(model, None, []).reaches(0, index):
-        chosen, held = held_out_split(sample_inputs(graph, None, count=2))
+        chosen, held = held_out_split(sample_inputs(graph, None, count=DRAWN_SAMPLES), True)
         return chosen, held, [f"drawn sample {k} of subgraph {index}" for k in range(len(chosen) + len(held))]
     main = Graph.from_model(model, 0)
-    chosen, held = held_out_split(sample_inputs(main, given, count=2, resizable=True))
+    chosen, held = held_out_split(sample_inputs(main, given, count=DRAWN_SAMPLES, resizable=True), given is None)
     traced = [_runs_of(graph, main, sample, k, given is not None)
               for k, sample in enumerate(chosen + held)]
     flat = [(run, label) for runs in traced for run, label in runs]
@@ -287,13 +336,15 @@ def _runs_of(graph, main, sample, k, given):
             if all(np.shape(run[i]) == shape for i, shape in planned)]
 
 
-def held_out_split(samples):
-    """(samples the promotions are chosen on, held-out samples that only check a demotion): the
-    last sample is held out when there are two or more (generated ones: always two); a single
-    sample the user gave is both, and with nothing held out the demotion pass does not run."""
+def held_out_split(samples, drawn):
+    """(samples the promotions are chosen on, held-out samples that check the choice): a
+    `drawn` set (DRAWN_SAMPLES of them) is chosen on one and checks on the others; of those the
+    user gave, the last is held out when there are two or more; a single sample the user gave is
+    both, and with nothing held out the demotion pass does not run."""
     if len(samples) < 2:
         return samples, []
-    return samples[:-1], samples[-1:]
+    chosen = 1 if drawn else len(samples) - 1
+    return samples[:chosen], samples[chosen:]
 
 
 def _run_cpu(node, values):
@@ -376,33 +427,31 @@ def error(value, reference):
 
 
 def _calibrate_partition(delegate, spec, compiled, half, samples, values, chosen, labels):
-    """The calibrated GpuPartition of one partition: promotions chosen on samples[:chosen] and
-    checked on samples[chosen:] (held out): where the held-out samples are over the bound, the
-    choice goes on over every sample (the error of a half-storage plan can be 100x larger on one
-    input than on another: selfie_segmentation at fp16_fp32acc, 2e-4 and 1e-2 of max |FP32| on
-    calibration's two seeded samples); else a demotion is kept only if they agree. Its outputs
-    on the fp32 reference run go into `values` for the partitions after it. A sample whose FP32
-    outputs cannot measure an error is left out (_measuring); with none left, the partition
-    keeps half storage, its output_error None (unmeasured, never within the bound)."""
+    """(The calibrated GpuPartition of one partition, its Promotion; None where calibration
+    failed): promotions chosen on samples[:chosen] and checked on samples[chosen:] (held out;
+    module docstring). Its outputs on the fp32 reference run go into `values` for the partitions
+    after it. A sample whose FP32 outputs cannot measure an error is left out (_measuring); with
+    none left, the partition keeps half storage, its output_error None (unmeasured, never within
+    the bound)."""
     bound = delegate.options.auto_tolerance / MARGIN
     try:
         every_reference = _reference_run(delegate, spec, compiled, samples, values)
         kept = _measuring(every_reference, labels, spec)
         calibration = {"rounds": 0, "output_error": None, "target": bound, "samples": len(kept),
                        "unmeasured": len(samples) - len(kept), "held_out": 0, "held_out_error": None,
-                       "disproved_by_held_out": None, "demoted": 0}
+                       "disproved_by_held_out": None, "demoted": 0, "cached": False}
         if not kept:
             log.warning("precision 'auto': no calibration sample measures the error of the GPU partition of %s .. %s "
                         "(%d sample(s) reach it): it keeps half storage, unmeasured", spec.nodes[0].label,
                         spec.nodes[-1].label, len(samples))
             half.plan.calibration = calibration
-            return half
+            return half, Promotion()
         chosen = sum(k < chosen for k in kept) or len(kept)  # none left to choose on: choose on the held-out
         samples, every_reference = [samples[k] for k in kept], [every_reference[k] for k in kept]
         return _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen, calibration)
     except GpuError as exc:
         log.warning("precision 'auto': calibration failed (%s); the partition keeps half storage", exc)
-        return half
+        return half, None
 
 
 def _reference_run(delegate, spec, compiled, samples, values):
@@ -441,30 +490,41 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
     `calibration`: the summary entry so far, completed here."""
     bound = calibration["target"]
     every = _Runner(delegate, spec, compiled, samples)
-    runner = _Runner(delegate, spec, compiled, samples[:chosen])
-    check = _Runner(delegate, spec, compiled, samples[chosen:]) if len(samples) > chosen else None
-    reference, held_reference = every_reference[:chosen], every_reference[chosen:]
-    r = runner.rewritten
+    r = every.rewritten
     flow = Dataflow(r.nodes, r.inputs, r.outputs, delegate.context.limits)
     promotion = Promotion(_overflowed(every_reference, None, {}), {})
-    partition = runner.build("auto", promotion) if promotion.tensors else half
-    partition, promotion, worst, runs = _choose(runner, flow, reference, bound, half, promotion, partition)
-    held_error, disproved, demoted = None, None, 0
-    if check is not None:
-        held_error = _worst_error(check.run(partition, capture=False), held_reference)
-        runs += 1
-        if worst <= bound < held_error:
-            disproved, check, reference = held_error, None, every_reference
-            log.info("precision 'auto': the choice for %d sample(s) left a held-out one %.3g of max |FP32| from "
-                     "FP32 (bound %g): choosing on all %d", chosen, held_error, bound, len(samples))
-            partition, promotion, worst, more = _choose(every, flow, reference, bound, half, promotion, partition)
-            runs += more
-    if worst <= bound and check is not None:
+    partition = every.build("auto", promotion) if promotion.tensors else half
+    # One run on every sample, every tensor read back: whether the error is steady (step 2), the
+    # first run of the choice, and the held-out check of a choice that promotes nothing more.
+    first, measured = every.run(partition), partition
+    errors = _sample_errors(first, every_reference)
+    steady = _steady(errors)
+    choice, held = list(range(chosen)), list(range(chosen, len(samples)))
+    runs, held_error, disproved, hopeless = 1, None, None, False
+    while True:
+        runner, reference = _subset(delegate, spec, compiled, samples, every_reference, choice)
+        known = [first[k] for k in choice] if partition is measured else None
+        partition, promotion, worst, more, spread_out = _choose(runner, flow, reference, bound, half, promotion,
+                                                                partition, steady and disproved is None, known)
+        runs, hopeless = runs + more, hopeless or spread_out
+        if not held or worst > bound:
+            break
+        check, held_reference = _subset(delegate, spec, compiled, samples, every_reference, held)
+        if partition is measured:
+            held_errors = [errors[k] for k in held]
+        else:
+            held_errors, runs = _sample_errors(check.run(partition, capture=False), held_reference), runs + 1
+        held_error, over = max(held_errors), _over(held, held_errors, delegate.options.auto_tolerance)
+        if not over:
+            break
+        disproved = held_error if disproved is None else disproved
+        choice, held = choice + over, [k for k in held if k not in over]
+    demoted = 0
+    if worst <= bound and held and steady and not hopeless:  # the held-out samples agree: demotion, checked on them
         promotion, partition, worst, demoted, more, held_error = _demote_checked(
             runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error)
         runs += more
-    calibration.update({"rounds": runs, "output_error": worst, "held_out_error": held_error,
-                        "held_out": 0 if check is None else len(samples) - chosen,
+    calibration.update({"rounds": runs, "output_error": worst, "held_out_error": held_error, "held_out": len(held),
                         "disproved_by_held_out": disproved, "demoted": demoted})
     partition = _served(delegate, runner, promotion, {id(p): p for p in (partition, half)}.values())
     partition.plan.calibration = calibration
@@ -472,28 +532,80 @@ def _calibrated(delegate, spec, compiled, half, samples, every_reference, chosen
         log.warning("precision 'auto': the outputs of the GPU partition of %s .. %s are %.3g of max |FP32| "
                     "from FP32 after calibration (bound %g)", spec.nodes[0].label, spec.nodes[-1].label,
                     worst, bound)
-    return partition
+    return partition, promotion
 
 
-def _choose(runner, flow, reference, bound, half, promotion, partition):
-    """(partition, promotion, worst output error, runs) after promoting from `promotion` (built
-    as `partition`) until the outputs on runner's samples are within `bound`, nothing is left to
-    promote, or MAX_ROUNDS runs (module docstring, steps 3-4); the partitions it replaces are
-    released (`half` never)."""
-    runs = 0
-    while True:
-        result = runner.run(partition)
-        runs += 1
+def _over(held, errors, tolerance):
+    """The held-out samples (positions `held`, their `errors`) over `tolerance` itself: inputs
+    the choice did not see are held to the bound the option promises, not to the target."""
+    over = [k for k, err in zip(held, errors) if err > tolerance]
+    if over:
+        log.info("precision 'auto': %d held-out sample(s) up to %.3g of max |FP32| from FP32 (auto_tolerance %g): "
+                 "choosing on them too", len(over), max(errors), tolerance)
+    return over
+
+
+def _steady(errors):
+    """Whether the per-sample errors of the half-storage plan vary within MARGIN, the variation
+    the bound leaves room for. Where they vary more (selfie_segmentation: 0 to 6.6e-2 of max
+    |FP32| over 8 seeded samples, its output in the logistic's tail on most), which tensors
+    matter depends on the input, and a choice measured on a few samples does not hold on the
+    next (the spread search's choice for selfie_segmentation_landscape, within the bound on
+    its 4 samples, was 1.2e-2 from FP32 on one of 8 others): no spread search then, and no
+    demotion either (a choice of the same kind)."""
+    return max(errors, default=0.0) <= MARGIN * min(errors, default=0.0)
+
+
+def _subset(delegate, spec, compiled, samples, every_reference, positions):
+    """(_Runner of the samples at `positions`, their FP32 results)."""
+    return (_Runner(delegate, spec, compiled, [samples[k] for k in positions]),
+            [every_reference[k] for k in positions])
+
+
+def _choose(runner, flow, reference, bound, half, promotion, partition, search, known=None):
+    """(partition, promotion, worst output error, runs, spread_out) after promoting from
+    `promotion` (built as `partition`) until the outputs on runner's samples are within `bound`,
+    nothing is left to promote, or MAX_ROUNDS rounds (module docstring, steps 3-4); the
+    partitions it replaces are released (`half` never). An error spread along the graph is left
+    to the search (_Spread) with `search`, else everything upstream of the bad outputs is
+    promoted at once; spread_out: whether that was because the error was spread too evenly to
+    leave anything in half storage (_searchable). known: the result of `partition` on runner's
+    samples, already run (the first round makes no run)."""
+    runs, spread_out = 0, False
+    for rounds in range(1, MAX_ROUNDS + 1):
+        if known is None:
+            result, runs = runner.run(partition), runs + 1
+        else:
+            result, known = known, None
         errors = _output_errors(result, reference)
         worst = max(errors.values(), default=0.0)
-        following = None if worst <= bound or runs == MAX_ROUNDS else \
-            _promote(flow, result, reference, errors, bound, promotion)
-        if following is None:
-            return partition, promotion, worst, runs
+        if worst <= bound or rounds == MAX_ROUNDS:
+            return partition, promotion, worst, runs, spread_out
+        following = _promote(flow, result, reference, errors, bound, promotion)
+        if following is None:  # no overflow and no culprit: the error is spread along the graph
+            units = _upstream_units(flow, errors, bound, promotion)
+            if not units:
+                return partition, promotion, worst, runs, spread_out
+            spread_out = spread_out or not _searchable(units, bound, worst)
+            if search and not spread_out:
+                spread = _Spread(runner, reference, bound, promotion, units)
+                chosen, built, worst = spread.search(_sample_errors(result, reference))
+                if partition is not half:
+                    partition.release()
+                return built, chosen, worst, runs + spread.runs, False
+            following = _with(promotion, units)
         if partition is not half:
             partition.release()
         promotion = following
         partition = runner.build("auto", promotion)
+
+
+def _searchable(units, bound, worst):
+    """Whether the spread search (or the demotion pass) may find candidates to leave in half
+    storage: an error spread evenly over n of them leaves n (bound / error)^2 in half storage;
+    below one there is nothing to find (pose_landmark_full: 105 candidates at 88 times the
+    bound, 0.014; its demotion pass spent 18 runs on 2 samples, 5 s on llvmpipe, demoting none)."""
+    return len(units) * (bound / worst) ** 2 >= 1
 
 
 def _demote_checked(runner, check, flow, reference, held_reference, bound, promotion, partition, worst, held_error):
@@ -554,10 +666,115 @@ def _demote(runner, flow, reference, bound, promotion, partition, worst):
 def _units(flow, promotion):
     """The promotions demotion may undo, in graph order (by producer; the partition's inputs
     first): ('tensor', index) and ('node', position); overflow promotions are kept."""
-    units = [(flow.producer.get(i, -1), 0, "tensor", i) for i, why in promotion.tensors.items()
-             if not why.startswith("overflow")]
-    units += [(k, 1, "node", k) for k in promotion.nodes]
-    return [unit[2:] for unit in sorted(units)]
+    units = [("tensor", i) for i, why in promotion.tensors.items() if not why.startswith("overflow")]
+    units += [("node", k) for k in promotion.nodes]
+    return sorted(units, key=lambda unit: _graph_position(flow, unit))
+
+
+def _with(promotion, units):
+    """`promotion` plus the [((kind, key), why)] of `units` (module docstring, _units)."""
+    tensors, nodes = dict(promotion.tensors), dict(promotion.nodes)
+    for (kind, key), why in units:
+        (tensors if kind == "tensor" else nodes).setdefault(key, why)
+    return Promotion(tensors, nodes)
+
+
+class _Spread:
+    """What to promote when neither overflow nor a culprit explains the error: it accumulates
+    along the graph, from many tensors a little each, and promoting every candidate (everything
+    upstream of the bad outputs) overshoots. The roundings of different tensors are independent,
+    so their effects on an output add about in quadrature (selfie_segmentation: three tensors
+    alone in half storage 1.2e-3, 6.5e-4 and 2e-5 of max |FP32| from FP32, the three together
+    1.3e-3), and how much each tensor contributes varies 100-fold and follows neither its size,
+    its values nor its depth: it must be measured. The candidates, in graph order, are measured
+    as groups, each alone in half storage (the others float), starting from all of them at once:
+    while SEARCH_RUNS allow, the largest group the estimate would promote is split in two and
+    both halves measured; then the heaviest groups are promoted until the quadrature sum of the
+    others is within the bound on every sample (_estimate), and that choice is checked by a run;
+    where it is over, the fewest groups that are within are found by bisection (all of them,
+    everything upstream, are within)."""
+
+    def __init__(self, runner, reference, bound, promotion, units):
+        self.runner, self.reference, self.bound = runner, reference, bound
+        self.base, self.units = promotion, units
+        self.everything = _with(promotion, units)
+        self.runs, self.root = 0, None
+
+    def search(self, root):
+        """(Promotion, its GpuPartition, its worst output error); root: the per-sample errors
+        with every candidate in half storage."""
+        self.root = root
+        order = _heaviest_first(self._groups())
+        log.debug("precision 'auto': groups of candidates (size, error alone in half storage), heaviest first: %s",
+                  ", ".join(f"({len(units)}, {max(errors):.3g})" for units, errors in order))
+        k = low = self._estimate(order)  # the quadrature's guess first, then bisection
+        high, best = len(order), None  # promoting every group is within
+        while low < high:
+            promotion = self._promoting(order[:k])
+            partition, worst = self._checked(promotion)
+            if worst <= self.bound:
+                if best is not None:
+                    best[1].release()
+                best, high = (promotion, partition, worst), k
+            else:
+                partition.release()
+                low = k + 1
+            k = (low + high) // 2
+        if best is not None:
+            return best
+        return (self.everything, *self._checked(self.everything))
+
+    def _groups(self):
+        """[(units, per-sample errors alone in half storage)]: the candidates, split while the
+        runs allow: the largest of the groups the quadrature would promote first (a group it
+        leaves in half storage needs no split; a small one frees few units at best)."""
+        groups = [(self.units, self.root)]
+        while self.runs + 2 <= SEARCH_RUNS:
+            order = _heaviest_first(groups)
+            promoted = [group for group in order[:self._estimate(order)] if len(group[0]) > 1]
+            if not promoted:
+                break
+            largest = max(promoted, key=lambda group: len(group[0]))
+            groups.remove(largest)
+            units = largest[0]
+            for half in (units[:len(units) // 2], units[len(units) // 2:]):
+                groups.append((half, self._alone(half)))
+        return groups
+
+    def _alone(self, units):
+        """Per-sample errors with `units` in half storage, every other candidate float."""
+        trial = self.runner.build("auto", _without(self.everything, [unit for unit, _ in units]))
+        try:
+            self.runs += 1
+            return _sample_errors(self.runner.run(trial, capture=False), self.reference)
+        finally:
+            trial.release()
+
+    def _estimate(self, order):
+        """The fewest of the heaviest groups to promote for the others' quadrature sum to be
+        within the bound on every sample, scaled by how much the error of every candidate at
+        once (root) exceeds the quadrature sum of all the groups' (roundings that are not
+        independent add up faster: hand_landmark_lite's 7 groups 2.7e-3 in quadrature, 5.2e-3
+        together)."""
+        bound2, squares = self.bound ** 2, [[e ** 2 for e in errors] for _, errors in order]
+        scale = [max(1.0, r ** 2 / total) if total else 1.0 for r, total in zip(self.root, map(sum, zip(*squares)))]
+        for k in range(len(order) + 1):
+            if all(c * sum(rest) <= bound2 for c, rest in zip(scale, zip(*squares[k:]))):
+                return k
+        return len(order)
+
+    def _promoting(self, groups):
+        """The Promotion of the base promotions and every unit of `groups`, each saying what
+        its group alone in half storage measured."""
+        return _with(self.base, [(unit, f"{why}; {len(units)} such alone in half storage move the outputs "
+                                        f"{max(errors):.3g} of max |x|")
+                                 for units, errors in groups for unit, why in units])
+
+    def _checked(self, promotion):
+        """(GpuPartition of `promotion`, its worst output error on the samples): one run."""
+        partition = self.runner.build("auto", promotion)
+        self.runs += 1
+        return partition, _worst_error(self.runner.run(partition, capture=False), self.reference)
 
 
 def _without(promotion, group):
@@ -574,6 +791,16 @@ def _output_errors(result, reference):
         for index, value in outputs.items():
             out[index] = max(out.get(index, 0.0), error(value, ref_outputs[index]))
     return out
+
+
+def _heaviest_first(groups):
+    """Groups (units, per-sample errors) by their worst error, largest first."""
+    return sorted(groups, key=lambda group: -max(group[1]))
+
+
+def _sample_errors(result, reference):
+    """[the worst output error] per sample."""
+    return [_worst_error([outputs], [ref]) for outputs, ref in zip(result, reference)]
 
 
 def _worst_error(result, reference):
@@ -656,7 +883,9 @@ class Dataflow:
 
 
 def _promote(flow, result, reference, errors, bound, promotion):
-    """The next Promotion, or None when there is nothing left to promote (see the module docstring)."""
+    """The next Promotion: overflow first, else the culprits (nodes whose error grows GROWTH
+    times from their inputs: their inputs and lossy weights); None when there is neither (see
+    the module docstring)."""
     tensors, weights = dict(promotion.tensors), dict(promotion.nodes)
     overflow = _overflowed(reference, result, tensors)
     if overflow:
@@ -664,8 +893,7 @@ def _promote(flow, result, reference, errors, bound, promotion):
         return Promotion(tensors, weights)
     e = _tensor_errors(result, reference)
     bad = [i for i, err in errors.items() if err > bound]
-    upstream = flow.upstream(bad)
-    culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in upstream)
+    culprits = [item for item in (_growth(flow, k, e, tensors, weights) for k in flow.upstream(bad))
                 if item is not None and item[0] >= GROWTH]
     for growth, k, todo, has_weights, out_error in culprits:
         why = f"read by {flow.labels[k]}, whose error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)"
@@ -673,19 +901,37 @@ def _promote(flow, result, reference, errors, bound, promotion):
             tensors.setdefault(index, why)
         if has_weights:
             weights.setdefault(k, f"its error grows {growth:.3g}x from its inputs (to {out_error:.3g} of max |x|)")
-    if not culprits:  # error that accumulates along the graph: everything upstream of a bad output
-        worst = max(errors.values())
-        for index in bad:  # its own rounding to half may be what the bound does not allow
-            tensors.setdefault(index, f"an output {errors[index]:.3g} of max |x| from FP32")
-        for k in upstream:
-            for index in sorted(flow.reads[k]):
-                tensors.setdefault(index, f"upstream of an output {worst:.3g} of max |x| from FP32, with no node "
-                                          f"whose error grows {GROWTH:g}x or more left to promote")
-            if flow.weights[k]:
-                weights.setdefault(k, f"upstream of an output {worst:.3g} of max |x| from FP32")
     if tensors == promotion.tensors and weights == promotion.nodes:
         return None
     return Promotion(tensors, weights)
+
+
+def _upstream_units(flow, errors, bound, promotion):
+    """[(unit, why)] in graph order: what is left in half storage upstream of the outputs over
+    `bound` (('tensor', index): the tensors the nodes there read, and the bad outputs themselves,
+    whose own rounding may be what the bound does not allow; ('node', position): their weights a
+    half rounds), the candidates of the spread search."""
+    worst = max(errors.values())
+    bad = [i for i, err in errors.items() if err > bound]
+    upstream = flow.upstream(bad)
+    found = {}
+    for index in bad:
+        found[("tensor", index)] = f"an output {errors[index]:.3g} of max |x| from FP32"
+    for k in upstream:
+        for index in flow.reads[k]:
+            found.setdefault(("tensor", index), f"upstream of an output {worst:.3g} of max |x| from FP32")
+        if flow.weights[k]:
+            found[("node", k)] = f"upstream of an output {worst:.3g} of max |x| from FP32"
+    found = {unit: why for unit, why in found.items() if unit[1] not in
+             (promotion.tensors if unit[0] == "tensor" else promotion.nodes)}
+    return sorted(found.items(), key=lambda item: _graph_position(flow, item[0]))
+
+
+def _graph_position(flow, unit):
+    """Where a ('tensor', index) or ('node', position) unit sits in graph order (by producer; the
+    partition's inputs first; a node's weights after the tensors it writes)."""
+    kind, key = unit
+    return (flow.producer.get(key, -1), 0) if kind == "tensor" else (key, 1)
 
 
 def _growth(flow, k, e, tensors, weights):

@@ -24,6 +24,7 @@ from .gpu.egl import SOFTWARE_RENDERERS
 from .gpu.memory import STRATEGIES
 from .gpu.runtime import GpuPartition
 from .gpu.serialization import Package, PlanCache
+from .gpu.serialization.calibration import default_calibration_cache_dir
 from .gpu.workgroup_tuner import WorkgroupTuner
 from .gpu.transforms import RULES, Record, rewrite_partition
 from .gpu import variable_sync
@@ -109,6 +110,11 @@ _OPTIONS_DOC = """
         (summary()['cache_hit'] says which happened); None: compile at every start.
     model_token: str | None, None. The model's key in serialization_dir; None: a hash of the
         model's bytes.
+    calibration_cache_dir: str | None, $GLES_DELEGATE_CALIBRATION_CACHE (empty: None) else
+        $XDG_CACHE_HOME/gles_delegate/calibration (~/.cache/...). precision='auto': where what
+        calibration chose is kept (a few KB per model), so that a later start of the same model,
+        options and GPU skips calibrating (summary()['calibration'][k]['cached']); None: calibrate
+        at every start (unless serialization_dir holds the plans).
     object_type: 'auto' | 'buffer', 'auto'. The GPU object type; tensors live in SSBO buffers
         (PHWC4 layout) either way.
     memory_strategy: 'naive' | 'greedy_in_order' | 'greedy_by_size' | 'greedy_by_breadth' |
@@ -157,6 +163,7 @@ class GpuDelegateOptions:
     max_delegated_partitions: int = 1
     serialization_dir: str | None = None
     model_token: str | None = None
+    calibration_cache_dir: str | None = field(default_factory=default_calibration_cache_dir)
     object_type: ObjectType = "auto"
     memory_strategy: str = "best"
     device_index: int | None = None
@@ -190,7 +197,7 @@ class GpuDelegateOptions:
         if isinstance(self.auto_tolerance, bool) or not isinstance(self.auto_tolerance, (int, float)) \
                 or not 0 < self.auto_tolerance < float("inf"):
             raise ValueError(f"GpuDelegateOptions.auto_tolerance must be a finite number > 0, got {self.auto_tolerance!r}")
-        for name in ("serialization_dir", "model_token"):
+        for name in ("serialization_dir", "model_token", "calibration_cache_dir"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"GpuDelegateOptions.{name} must be a str or None, got {value!r}")
@@ -426,7 +433,7 @@ class GpuDelegate:
         self.rewrite_log = records
         if precision == "auto":
             from .calibrate import calibrate
-            made = calibrate(self, graph, specs, compiled, made)
+            made = calibrate(self, graph, specs, compiled, made, CACHE_PACKAGE)
         return made
 
     def _compile_partition(self, graph, spec, precision):
@@ -553,12 +560,15 @@ class GpuDelegate:
         promoted_nodes: precision 'auto': {node label: why} of the nodes whose weights are float.
         calibration: precision 'auto': per partition {'rounds', 'output_error', 'target',
             'samples', 'unmeasured', 'held_out', 'held_out_error', 'disproved_by_held_out',
-            'demoted'}: the calibration runs made (promotion and demotion), the worst output
-            error (relative to max |FP32|) of the chosen plan on the calibration inputs (None
-            when no sample could measure it: the partition keeps half storage), the error it
-            aimed at (auto_tolerance / calibrate.MARGIN), the samples measured on and those left
-            out (FP32 outputs without a finite value), the held-out ones and their error, the
-            promotions the demotion pass took back; a cache hit repeats the stored ones.
+            'demoted', 'cached'}: the calibration runs made (promotion, search and demotion), the
+            worst output error (relative to max |FP32|) of the chosen plan on the samples chosen
+            on (None when no sample could measure it: the partition keeps half storage), the
+            error it aimed at (auto_tolerance / calibrate.MARGIN), the samples measured on and
+            those left out (FP32 outputs without a finite value), the held-out ones left and their
+            error, the held-out error that made the choice go on over more samples (else None),
+            the promotions the demotion pass took back, and whether the choice came from the
+            calibration cache (calibration_cache_dir: no run made); a serialization cache hit
+            repeats the stored ones.
         init_ms: partitioning + rewriting + compiling (or loading from serialization_dir), ms.
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused
@@ -659,6 +669,7 @@ _PARSERS = {
     "inference_priority3": _parse_enum(_PRIORITY_CODES),
     "max_delegated_partitions": _parse_int, "device_index": _parse_int,
     "serialization_dir": lambda key, text: text, "model_token": lambda key, text: text,
+    "calibration_cache_dir": lambda key, text: text or None,
     "object_type": lambda key, text: text.strip().lower(),
     "memory_strategy": lambda key, text: text.strip().lower(),
     "gl_api": lambda key, text: text.strip().lower(),

@@ -10,6 +10,10 @@ settings.load_profile("deterministic")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# No calibration cache unless a test asks for one (calibration_cache_dir): precision 'auto' tests
+# watch calibration run, and one test's choice kept in ~/.cache would serve the next run's.
+os.environ["GLES_DELEGATE_CALIBRATION_CACHE"] = ""
+
 # setup.cfg maps gles_delegate.tools to tools/ (package_dir); an editable install made from another
 # checkout maps it to that checkout's tools/: the tests of this checkout import its own.
 import gles_delegate.tools  # noqa: E402

@@ -14,7 +14,8 @@
 For every model and repetition, with a new empty serialization_dir and a new empty driver
 shader cache (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH point into a temp dir):
   cold    first start: nothing cached anywhere; builds and stores the entry
-  driver  second start without serialization_dir: only the driver's own shader cache helps
+  driver  second start without serialization_dir: only the driver's own shader cache helps, and
+          in precision 'auto' the calibration cache (the choice the cold start stored there)
   warm    third start with the entry the cold start stored
 Each start is its own Python process, so the process-wide program cache never helps. It times
 GpuDelegate.partition() (summary()['init_ms']), Interpreter(...) + allocate_tensors() (the GL
@@ -167,7 +168,8 @@ def _start(model, serialization_dir, driver_cache, args, profile=0, phases=False
     tool's worker and package)."""
     env = dict(os.environ)
     env.update({"MESA_SHADER_CACHE_DIR": driver_cache, "__GL_SHADER_DISK_CACHE_PATH": driver_cache,
-                "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache})
+                "__GL_SHADER_DISK_CACHE": "1", "XDG_CACHE_HOME": driver_cache,
+                "GLES_DELEGATE_CALIBRATION_CACHE": os.path.join(driver_cache, "calibration")})
     env.pop("MESA_SHADER_CACHE_DISABLE", None)  # Mesa gives no program binaries without its cache
     worker_command = [sys.executable, os.path.join(package_root, "tools", "bench_init.py")] if package_root \
         else _worker_command()
@@ -258,7 +260,8 @@ def table(results, command, args):
              f"{any_run['renderer']}, {any_run['gl_version']}; precision {args.precision}; milliseconds, "
              f"median of {args.repeat}{_warm_count(args)}. Each repetition: a cold start (empty serialization_dir, "
              "empty driver shader cache), a start without serialization_dir (only the driver's shader cache "
-             "helps), a warm start from the entry the cold start wrote; each in a fresh process. "
+             "helps, and in precision 'auto' the calibration cache), a warm start from the entry the cold start "
+             "wrote; each in a fresh process. "
              "partition(): GpuDelegate.partition (summary()['init_ms']); 'store': what writing the "
              "entry added to the cold start; warm/cold compares with the cold start minus that. "
              "Interpreter+allocate: Interpreter(...) + allocate_tensors(), the GL context made before. "

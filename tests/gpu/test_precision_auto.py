@@ -37,18 +37,26 @@ def chain_model(steps):
 
 def run(model, precision, x, **options):
     """(output, delegate summary, {tensor name: index}); x: the input, or a tuple of one per input."""
+    outputs, summary, names = run_each(model, precision, [x], **options)
+    return outputs[0], summary, names
+
+
+def run_each(model, precision, xs, **options):
+    """run() of each input of `xs` on one interpreter: ([output per input], summary, names)."""
     delegate = GpuDelegate(precision=precision, rewrite_rules=False, **options)
     interpreter = Interpreter(model_content=model, experimental_delegates=[delegate])
     interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), x if isinstance(x, tuple) else (x,)):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
+    outputs = []
+    for x in xs:
+        for detail, value in zip(interpreter.get_input_details(), x if isinstance(x, tuple) else (x,)):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy())
     names = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
     summary = delegate.summary()
     del interpreter
     delegate.close()
-    return out, summary, names
+    return outputs, summary, names
 
 
 def inputs(seed=0):
@@ -178,6 +186,45 @@ def test_demotion_keeps_the_needed_promotion_and_drops_the_unneeded_one(monkeypa
     # The runs: choosing, the held-out check, demoting, the held-out check of the demotion.
     assert summary["calibration"][0]["rounds"] <= calibrate.MAX_ROUNDS + 1 + calibrate.MAX_DEMOTION_RUNS + 1
     assert error(out, reference) <= 1e-2
+
+
+# x + 32 holds x to 2^-6 in half storage; each subtraction cancels 2-3x of it (none 4x: no
+# culprit, calibrate.GROWTH), so the error spreads over the 6 tensors that bring it back to
+# [-1, 1], the first ones carrying most of it (half an ulp at 32, 16, 8, ...).
+CANCELLING = [("ADD", 32.0), ("SUB", 16.0), ("SUB", 8.0), ("SUB", 4.0), ("SUB", 2.0), ("SUB", 2.0)]
+EXACT = [("MUL", 2.0), ("MUL", 0.5)] * 20  # 40 tensors a half holds exactly (once x is a half)
+
+
+def test_an_error_spread_along_a_chain_promotes_the_few_tensors_that_carry_it():
+    # Everything upstream of the output was promoted (87 tensors), and the demotion pass's 8
+    # runs, halves of it in graph order, left 33 (every quarter held a tensor of the 6).
+    model, names = chain_model(EXACT + CANCELLING + EXACT)
+    unseen = [inputs(seed) for seed in (11, 12, 13, 14)]  # not calibration's samples
+    references, _, _ = run_each(model, "fp32", unseen)
+    half, _, _ = run_each(model, "fp16_fp32acc", unseen)
+    assert min(error(h, r) for h, r in zip(half, references)) > 1e-2
+    outputs, summary, index = run_each(model, "auto", unseen)
+    promoted = summary["promoted_tensors"]
+    assert index[names[len(EXACT)]] in promoted  # x + 32: the largest rounding
+    assert len(promoted) <= len(names) // 8
+    assert max(error(o, r) for o, r in zip(outputs, references)) <= 1e-2
+
+
+def count_calibrations(monkeypatch):
+    """A list that gets an item per calibration (its FP32 reference run) from now on."""
+    calls, reference_run = [], calibrate._reference_run
+    monkeypatch.setattr(calibrate, "_reference_run", lambda *args: calls.append(1) or reference_run(*args))
+    return calls
+
+
+def test_a_warm_start_from_serialization_dir_does_not_calibrate(tmp_path, monkeypatch):
+    calls = count_calibrations(monkeypatch)
+    model, _ = chain_model([("ADD", 1000.0), ("SUB", 1000.0), ("MUL", 2.0)])
+    cold, cold_summary, _ = run(model, "auto", inputs(), serialization_dir=str(tmp_path))
+    warm, warm_summary, _ = run(model, "auto", inputs(), serialization_dir=str(tmp_path))
+    assert len(calls) == 1 and warm_summary["cache_hit"]
+    np.testing.assert_array_equal(cold, warm)
+    assert warm_summary["promoted_tensors"] == cold_summary["promoted_tensors"] != {}
 
 
 def test_random_calibration_generalizes_and_a_tighter_bound_promotes_more():
@@ -343,7 +390,7 @@ def test_outputs_without_a_finite_value_measure_nothing(caplog):
     _, summary, _ = run(sqrt_model(), "auto", inputs())
     calibration = summary["calibration"][0]
     assert calibration["output_error"] is None and calibration["samples"] == 0
-    assert calibration["unmeasured"] == 2 and summary["promoted_tensors"] == {}
+    assert calibration["unmeasured"] == calibrate.DRAWN_SAMPLES and summary["promoted_tensors"] == {}
     assert "calibration sample 0 cannot measure the error" in caplog.text
     assert "no calibration sample measures the error of the GPU partition" in caplog.text
 
@@ -371,7 +418,9 @@ def test_a_loop_body_calibrates_on_what_the_model_gives_it(given):
                                                 case[4])
             body = [p.plan.calibration for p in delegate.partitions if "GATHER" in {n.op for n in p.nodes}]
     assert len(body) == 1 and body[0]["output_error"] <= body[0]["target"]
-    # The body's 4 runs of each model sample: those of the second are held out.
-    assert body[0]["samples"] == 8 and body[0]["held_out"] == 4
+    # The body's 4 runs of each model sample: with the user's two samples those of the second are
+    # held out, with drawn ones those of all but one (calibrate.DRAWN_SAMPLES).
+    count = 2 if given else calibrate.DRAWN_SAMPLES
+    assert body[0]["samples"] == 4 * count and body[0]["held_out"] == 4 * (count - 1)
     for ours, reference in zip(outputs["auto"], outputs["fp32"]):
         assert error(ours, reference) <= 1e-2

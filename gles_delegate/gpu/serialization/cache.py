@@ -302,7 +302,7 @@ class _Recording:
         return False
 
 
-def safe_directory(directory):
+def safe_directory(directory, option="serialization_dir"):
     """Whether `directory` is ours alone (as ssh asks of its key directories): an entry is code
     the delegate runs, so one that another user could have written or replaced (the directory
     owned by them, or writable by group or others) must not be run. A directory that does not
@@ -318,8 +318,8 @@ def safe_directory(directory):
         why = f"writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
     else:
         return True
-    _warn_once(directory, f"serialization_dir {directory!r} is {why}: its entries could be someone "
-                          "else's code; running without the cache (make it private: chmod 700)")
+    _warn_once(directory, f"{option} {directory!r} is {why}: its entries could be someone "
+                          "else's; running without the cache (make it private: chmod 700)")
     return False
 
 
