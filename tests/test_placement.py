@@ -271,3 +271,12 @@ def test_an_lstm_state_runs_whole_on_litert_and_resets(slow_gpu):
     assert not np.array_equal(got[0], got[3])  # the state carried over
     for a, b in zip(got, theirs):
         np.testing.assert_array_equal(a, b)
+
+
+def test_gles_inspect_gives_what_was_measured_as_the_reason(slow_gpu, tmp_path, capsys):
+    from gles_delegate.tools import inspect_model
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(tiny_model())
+    assert inspect_model.main([str(path), "--placement", "fastest"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#1 (TANH)")]
+    assert rows and "placement='fastest': LiteRT sub-model" in rows[0] and f"GPU {SLOW_GPU_MS:.3f} ms" in rows[0]
