@@ -166,7 +166,7 @@ def decide(made, graph, side):
         if needs_whole:
             whole.append(p)
     if whole and side.whole_model:
-        _measure_whole(made, graph, records, side.backend.num_threads)
+        _measure_whole(made, whole, graph, records, side.backend.num_threads)
     kept = [p for p in made if records[id(p)].on == "gpu"]
     for p in made:
         if records[id(p)].on == "cpu":
@@ -200,13 +200,14 @@ def _measure_alone(partition, graph, backend):
     return record, False
 
 
-def _measure_whole(made, graph, records, num_threads):
-    """Time the whole model on LiteRT against every partition of `made` on the GPU, and move
-    them all to the CPU when it wins by MARGIN over their sum (records updated)."""
+def _measure_whole(made, whole, graph, records, num_threads):
+    """Time the whole model on LiteRT against every partition of `made` on the GPU: where it
+    wins by MARGIN over their sum, all of them move to the CPU; else the partitions `whole` (no
+    sub-model could time them) stay, and the others keep their own decisions (records updated)."""
     if graph.source_model is None or graph.source_model.source_bytes is None:
         return
     if work(graph.nodes) > MEASURE_MAX_WORK:
-        for p in made:
+        for p in whole:
             records[id(p)].why += f"; nor the whole model: over {MEASURE_MAX_WORK:,} multiply-adds"
         return
     try:
@@ -214,14 +215,15 @@ def _measure_whole(made, graph, records, num_threads):
         gpu = {id(p): records[id(p)].gpu_ms if records[id(p)].gpu_ms is not None else gpu_ms(p, graph)
                for p in made}
     except (ModelError, GpuError, RuntimeError, ValueError) as exc:
-        for p in made:
+        for p in whole:
             records[id(p)].why += f"; nor the whole model: {exc}"
         return
-    total = sum(gpu.values())
-    for p in made:
+    total, others = sum(gpu.values()), f" (the GPU time of all {len(made)} partitions)" if len(made) > 1 else ""
+    moved = whole_ms * MARGIN < total
+    for p in made if moved else whole:
         record = records[id(p)]
         record.gpu_ms, record.cpu_ms, record.cpu = gpu[id(p)], whole_ms, "LiteRT whole model"
-        _judge(record, total, whole_ms, f" (the GPU time of all {len(made)} partitions)" if len(made) > 1 else "")
+        _judge(record, total, whole_ms, others)
 
 
 def _judge(record, gpu, cpu, whose=""):

@@ -280,3 +280,24 @@ def test_gles_inspect_gives_what_was_measured_as_the_reason(slow_gpu, tmp_path, 
     assert inspect_model.main([str(path), "--placement", "fastest"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#1 (TANH)")]
     assert rows and "placement='fastest': LiteRT sub-model" in rows[0] and f"GPU {SLOW_GPU_MS:.3f} ms" in rows[0]
+
+
+@pytest.mark.parametrize("whole_ms, on", [(None, "cpu"), (SLOW_GPU_MS * 10, "gpu")])
+def test_partitions_timed_by_the_whole_model_move_together_or_not_at_all(slow_gpu, monkeypatch, whole_ms, on):
+    """Two partitions of resource variables (around an ADD_N no GPU kernel runs): no sub-model
+    holds them, so the whole model's time is set against both GPU times together."""
+    if whole_ms is not None:
+        real = placement.cpu_ms
+        monkeypatch.setattr(placement, "cpu_ms", lambda step, graph: whole_ms if isinstance(step, WholeModelStep)
+                            else real(step, graph))
+    ring = Ring(frames=1, history=4, channels=8, filters=6)
+    data, inputs = ring_model(ring, reader=True), frames(ring, 3)
+    with GpuDelegate(placement="fastest", max_delegated_partitions=0) as delegate:
+        interpreter = ours(data, delegate)
+        records = delegate.summary()["placements"]
+        assert [r["on"] for r in records] == [on, on] and {r["cpu"] for r in records} == {"LiteRT whole model"}
+        assert all("the GPU time of all 2 partitions" in r["why"] for r in records)
+        assert (type(interpreter._main.steps[0]) is WholeModelStep) == (on == "cpu")
+        got = [run(interpreter, x) for x in inputs]
+    for ours_y, theirs in zip(got, litert_alone(data, inputs)):
+        np.testing.assert_allclose(ours_y, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
