@@ -21,10 +21,10 @@ def reshape(c, x, shape):
     return c.op("RESHAPE", x, c.const(shape, np.int32), shape=shape)
 
 
-def attention(tokens=8, heads=2, depth=16, merge=True, extra_reader=False):
+def attention(tokens=8, heads=2, depth=16, merge=True, extra_reader=False, project=True):
     """(model, its input shape): softmax(q k^T) v over `heads` heads of `depth` channels, q, k and v
     the head split of ABS(x), [1, tokens, heads * depth]; the result merged back and projected,
-    unless not `merge` (then negated).
+    unless not `merge` (then negated); not `project`: the merged heads are the model's output.
     extra_reader: the split query is also a model output."""
     shape = (1, tokens, heads * depth)
     c = Chain(shape)
@@ -38,7 +38,7 @@ def attention(tokens=8, heads=2, depth=16, merge=True, extra_reader=False):
     out = c.op("BATCH_MATMUL", weights, v, shape=(1, heads, tokens, depth), adj_x=False, adj_y=False)
     if merge:  # an output projection reads the merged heads, as in a transformer
         out = reshape(c, transpose(c, out, (0, 2, 1, 3)), shape)
-        result = c.op("FULLY_CONNECTED", out, c.const(random((12, heads * depth), 5)), shape=(1, tokens, 12),
+        result = out if not project else c.op("FULLY_CONNECTED", out, c.const(random((12, heads * depth), 5)), shape=(1, tokens, 12),
                       keep_num_dims=True)
     else:
         result = c.op("NEG", out)
@@ -55,6 +55,16 @@ def test_the_head_split_and_merge_become_views(precision):
     assert set(second.options[VIEWS]) == {"rhs", "out"}
     summary, _ = check_gpu(model, [random(shape, 1)], precision)
     assert summary["dispatches"] == 6  # convert in, ABS, 2 matmuls, SOFTMAX, FULLY_CONNECTED
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_merged_heads_leaving_the_partition_are_written_in_place(precision):
+    # The output the matmul writes through its view is converted out of the partition as it is.
+    model, shape = attention(project=False)
+    graph, log = rewrite_through(model, RULE)
+    assert ops_of(graph) == ["ABS", "BATCH_MATMUL", "SOFTMAX", "BATCH_MATMUL"]
+    assert "out" in graph.nodes[-1].options[VIEWS]
+    check_gpu(model, [random(shape, 6)], precision)
 
 
 def test_heads_of_a_depth_off_the_vec4_grid_keep_their_copies():
