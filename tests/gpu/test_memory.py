@@ -318,13 +318,13 @@ def elementwise_chain():
 
 
 def views():
-    """A concatenation written in place (rule concat_in_place) and slices read in place (rule
-    slice_views), one of them of the concatenation, one read by an elementwise op."""
+    """A concatenation written in place (rule concat_in_place) and a slice of it read in place
+    (rule slice_views), by an elementwise op (in place, were it no view) and a convolution."""
     c = Chain((1, 4, 5, 8))
     cat = c.op("CONCATENATION", c.conv(c.x, 8), c.op("ABS", c.x), shape=(1, 4, 5, 16), axis=3)
     begin, size = c.const((0, 0, 0, 4), np.int32), c.const((1, 4, 5, 8), np.int32)
     part = c.op("SLICE", cat, begin, size, shape=(1, 4, 5, 8))
-    return c.build(c.op("EXP", c.op("NEG", part)), c.conv(cat, 4))
+    return c.build(c.op("EXP", part), c.conv(part, 4), c.conv(cat, 4))
 
 
 MODELS = {"branches": (branches, (1, 6, 6, 4)), "reshapes": (reshapes, (1, 4, 5, 8)), "views": (views, (1, 4, 5, 8)),
