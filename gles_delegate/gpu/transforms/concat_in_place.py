@@ -25,7 +25,7 @@ def apply(graph, log):
         for j, (x, index_map) in enumerate(zip(node.inputs, layout.concatenation_maps(node))):
             offset = block_offset(out.shape, index_map)
             reason = _input_blocker(node, x, seen) or tree.view_blocker(x, out) or (
-                None if offset is not None else f"input {j} is no contiguous block of the output's PHWC4 storage")
+                None if offset is not None else "it is no contiguous block of the output's PHWC4 storage")
             seen.add(id(x))
             if reason:
                 reasons.append(f"input {j}: {reason}")

@@ -28,18 +28,18 @@ def apply(graph, log):
         for k, (out, index_map) in enumerate(zip(node.outputs, layout.slice_maps(node))):
             offset = block_offset(x.shape, index_map)
             reason = tree.view_blocker(out, x) or (
-                None if offset is not None else f"output {k} is no contiguous block of the input's PHWC4 storage")
+                None if offset is not None else "it is no contiguous block of the input's PHWC4 storage")
             if reason:
-                reasons.append(reason)
+                reasons.append(f"output {k}: {reason}")
                 continue
             tree.place(out, x)
             views.append((k, offset))
         if not views:
-            log.skipped(node, "; ".join(dict.fromkeys(reasons)))
+            log.skipped(node, "; ".join(reasons))
             continue
         graph.set_options(node, {**node.options, layout.VIEW_OUTPUTS: tuple(views)})
         log.applied(node, ", ".join(f"tensor {node.outputs[k].index} reads tensor {x.index} in place at element "
-                                    f"{offset}" for k, offset in views))
+                                    f"{offset}" for k, offset in views) + "".join(f"; {r}" for r in reasons))
 
 
 def _node_blocker(node):
