@@ -432,7 +432,7 @@ def _remap(node, env):
         return []
     views = dict(node.options.get(VIEW_OUTPUTS, ()))
     for k, offset in views.items():
-        env.view(node.outputs[k], node.inputs[DATA_INPUT.get(node.op, 0)], offset)
+        env.view(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]), offset)
     return [gather_dispatch(out, g, env, node=node)
             for k, (out, index_map) in enumerate(zip(node.outputs, _index_maps(node)[0])) if k not in views
             for g in _pieces(node, index_map)]
@@ -519,9 +519,9 @@ def concatenation_maps(node):
 
 def slice_maps(node):
     """Per output of a SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (any REMAP_OPS node), the
-    row-major index in its data input of each of its elements (an array of the output's shape),
-    composed with no READ_THROUGH map; None when the GPU cannot take the node."""
-    return _index_maps(node, ())[0]
+    row-major index in its stored source (stored_source of its data input) of each of its
+    elements (an array of the output's shape); None when the GPU cannot take the node."""
+    return _index_maps(node)[0]
 
 
 def _concatenation_axis(node):

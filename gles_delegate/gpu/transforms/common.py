@@ -205,7 +205,7 @@ class StorageTree:
     (slice_views, concat_in_place) ask view_blocker before each."""
 
     def __init__(self, graph):
-        from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, VIEW_OUTPUTS
+        from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, VIEW_OUTPUTS, stored_source
         from ..kernels.variables import IN_PLACE
         self.root, self.parent = {}, {}  # id(tensor) -> id of its storage's representative; storage -> parent
         for node in graph.nodes:
@@ -214,7 +214,7 @@ class StorageTree:
                 self._union(a, b)
         for node in graph.nodes:
             for k, _ in node.options.get(VIEW_OUTPUTS, ()):
-                self.place(node.outputs[k], node.inputs[DATA_INPUT.get(node.op, 0)])
+                self.place(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]))
             for j, _ in node.options.get(IN_PLACE_INPUTS, ()):
                 self.place(node.inputs[j], node.outputs[0])
         self.pinned = {self._find(id(t)) for t in graph.tensors if t.is_variable}

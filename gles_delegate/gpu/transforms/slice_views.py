@@ -3,7 +3,9 @@ is one contiguous block of its input's (phwc4.block_offset: a channel range star
 multiple of 4 of a batch-1 tensor, ending at a multiple of 4 or at the last channel; a range of
 the outermost dim of more than one element, such as an attention's q, k, v of a [3, ...] tensor)
 is a view of that block (KernelEnv.view): its readers read the input's storage at its offset,
-and the op's copy dispatch goes. MixNet's channel groups, vit_tiny_96's and mobilevit_xxs's
+and the op's copy dispatch goes. A slice reading through a removed layout op
+(read_through_layout) is a view of the tensor it reads, where its composed map is a block of it
+(a row of a [rows, C] FULLY_CONNECTED output, reshaped to [rows, 1, C]). MixNet's channel groups, vit_tiny_96's and mobilevit_xxs's
 q / k / v."""
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout
@@ -23,7 +25,7 @@ def apply(graph, log):
         if reason:
             log.skipped(node, reason)
             continue
-        x = node.inputs[layout.DATA_INPUT.get(node.op, 0)]
+        x = layout.stored_source(node, node.inputs[layout.DATA_INPUT.get(node.op, 0)])
         views, reasons = [], []
         for k, (out, index_map) in enumerate(zip(node.outputs, layout.slice_maps(node))):
             offset = block_offset(x.shape, index_map)
@@ -46,8 +48,6 @@ def _node_blocker(node):
     """Why none of `node`'s outputs can be a view of its input, or None."""
     if layout.SUPPORT[node.op](node):
         return "it does not run as a layout map"
-    if node.options.get(layout.READ_THROUGH):
-        return "it reads through a removed layout op (rule read_through_layout)"
     if fused_activation(node) != ACT_NONE or epilogue.steps_of(node):
         return "it applies epilogue steps (a view would skip them)"
     return None

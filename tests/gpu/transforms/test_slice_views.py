@@ -115,3 +115,19 @@ def test_two_slices_added(precision):
     model = c.build(c.conv(c.op("ADD", a, b), 4))
     assert list(views(model).values()) == [((0, 0), (1, 64))]
     check_gpu(model, [random((1, 8, 8, 8))], precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_slice_through_a_removed_reshape(precision):
+    """[1, 4, 5, 4] -> RESHAPE [4, 20] (a copy: rows of 20 channels) -> rows 1..2: the reshape
+    goes (read_through_layout) and the slice is rows 1..2 of the convolution's own storage (one
+    slice: pixels 5..14)."""
+    c = Chain((1, 4, 5, 8))
+    rows = c.op("RESHAPE", c.conv(c.x, 4), c.const((4, 20), np.int32), shape=(4, 20))
+    part = slice_(c, rows, (1, 0), (2, 20))
+    model = c.build(c.op("ABS", part), c.op("NEG", part))
+    graph, log = rewrite_through(model, RULE)
+    assert "RESHAPE" not in [n.op for n in graph.nodes]
+    assert list(views(model).values()) == [((0, 5),)]
+    summary, _ = check_gpu(model, [random((1, 4, 5, 8))], precision)
+    assert summary["dispatches"] == 4  # convert_in, the convolution, ABS, NEG
