@@ -843,7 +843,8 @@ class Dataflow:
     """Which arena tensors each node of a partition reads and writes, as its dispatches state
     them (an epilogue operand a rewrite fused in included), and whether it has weights a half
     does not hold exactly (those of a float16 model gain nothing in float: never promoted); a
-    free reshape's tensor counts as written by its source's producer. Nodes by position."""
+    free reshape's tensor counts as written by its source's producer, a view (KernelEnv.view)
+    as read and written by the node that made it. Nodes by position."""
 
     def __init__(self, nodes, inputs, outputs, limits):
         env = KernelEnv("fp32", limits)
@@ -857,6 +858,11 @@ class Dataflow:
                 k = position[id(d.node)]
                 self.writes[k] |= {t.index for t in d.writes}
                 self.reads[k] |= {t.index for t in d.reads}
+        for tensor, whole, _, node in env.views:  # a view's node moves values without a dispatch
+            k = position[id(node)]
+            written, read = (tensor, whole) if any(t is tensor for t in node.outputs) else (whole, tensor)
+            self.writes[k].add(written.index)
+            self.reads[k].add(read.index)
         self.weights = [False] * len(nodes)
         for node, rows in zip(env.constant_nodes, env.constants):
             if node is not None and not exact_in_half(rows):

@@ -15,7 +15,9 @@
 // Defines: ADJ_X, ADJ_Y; LHS_CONST, RHS_CONST (the operand lives in the constants buffer);
 //   EP_* the epilogue (epilogue.glsl) applied to each value before it is stored.
 // Params: lhs_strides, rhs_strides, out_strides (outer batch, inner batch, row, slice);
-//   lhs_offset, rhs_offset (arena or constants), out_offset; out_size (w, h, slices, batch);
+//   lhs_offset, rhs_offset (arena or constants), out_offset; lhs_base, rhs_base, out_base (in
+//   vec4 elements: where a view starts in the tensor holding it, matmul.View); out_size (w, h,
+//   slices, batch);
 //   depth (K); cols (N); batch_inner (inner batches: grid z = outer * batch_inner + inner).
 
 vec4 lhs_load(int i) {
@@ -50,8 +52,8 @@ void main() {
   int n4 = gid.x;
   int m = gid.y;
   ivec2 batch = ivec2(gid.z / batch_inner, gid.z % batch_inner);
-  int lhs0 = lhs_offset + batch.x * lhs_strides.x + batch.y * lhs_strides.y;
-  int rhs0 = rhs_offset + batch.x * rhs_strides.x + batch.y * rhs_strides.y;
+  int lhs0 = lhs_offset + lhs_base + batch.x * lhs_strides.x + batch.y * lhs_strides.y;
+  int rhs0 = rhs_offset + rhs_base + batch.x * rhs_strides.x + batch.y * rhs_strides.y;
   vec4 acc = vec4(0.0);
   for (int k4 = 0; 4 * k4 < depth; ++k4) {
     vec4 a;
@@ -81,5 +83,5 @@ void main() {
   }
   int dst = element(out_strides, batch.x * out_strides.x + batch.y * out_strides.y, m, n4);
   vec4 v = epilogue(acc, coordinate(dst));
-  store(out_offset + dst, keep_channels(v, cols, n4));
+  store(out_offset + out_base + dst, keep_channels(v, cols, n4));
 }

@@ -190,9 +190,10 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
     """Let the kernels that compute a partition output store it straight into the I/O buffer
     (common.glsl OUT_IO) instead of a convert_out dispatch reading it back from the arena: one
     dispatch and one barrier fewer per output and invoke. Only for an output that no dispatch
-    reads, that shares no storage with another tensor (an alias is read under another shape), and
+    reads, that shares no storage with another tensor (an alias is read under another shape, a
+    view's storage is a block of another's), and
     whose every writer stores no other output this way. Returns the ids of the outputs fused."""
-    aliased = {id(t) for group in memory.alias_groups(env.aliases).values() for t in group}
+    aliased = {id(t) for group in memory.alias_groups(env.aliases, _views(env)).values() for t in group}
     writers, read = {}, set()  # {id(tensor): [dispatches writing it]}, {id(tensor) some dispatch reads}
     for d in dispatches:
         for t in d.writes:
@@ -222,6 +223,40 @@ def _convert(tensor, slot, kind, env):
                     params={"size": s4.as_ivec4(), "channels": s4.c, "tensor_offset": ArenaRef(tensor),
                             "io_offset": slot.offset // 4},
                     label=f"{kind} tensor {tensor.index}", **arena)
+
+
+def _views(env):
+    """The (tensor, whole, offset) triples of KernelEnv.views."""
+    return [view[:3] for view in env.views]
+
+
+class _Completions(dict):
+    """{dispatch index: [tensors of storage holding views that are complete after it]};
+    viewed: the ids of every tensor of such storage."""
+    viewed = frozenset()
+
+
+def _view_completions(dispatches, env, offsets):
+    """When each tensor of storage holding views (KernelEnv.view) holds its value, for a capture
+    (Plan.writes): after the last dispatch writing any part of its storage range before the
+    first dispatch reading it (a concatenation written in place: its last input; a slice: its
+    whole). A tensor written by no dispatch before that is never captured."""
+    out = _Completions()
+    groups = memory.alias_groups(env.aliases, _views(env))
+    members = {id(t): t for view in env.views for t in groups[id(view[0])]}
+    out.viewed = frozenset(members)
+    span = {key: (offsets[key], offsets[key] + bhwc(t.shape).elements) for key, t in members.items() if key in offsets}
+    first_read, writers = {}, []
+    for i, d in enumerate(dispatches):
+        for t in d.reads:
+            first_read.setdefault(id(t), i)
+        writers += [(i, id(groups[id(t)]), span[id(t)]) for t in d.writes if id(t) in span]
+    for key, (start, end) in span.items():
+        before, group = first_read.get(key, len(dispatches)), id(groups[key])
+        steps = [i for i, g, (s, e) in writers if g == group and i < before and s < end and start < e]
+        if steps:
+            out.setdefault(max(steps), []).append(members[key])
+    return out
 
 
 # -- barriers --------------------------------------------------------------------------------
@@ -309,8 +344,9 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     arena, offsets = layout.arena, layout.offsets
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)
+    completed = _view_completions(dispatches, env, offsets)
     variants, blocks, params, writes, modes, sources = [], [], bytearray(), [], [], {}
-    for d in dispatches:
+    for k, d in enumerate(dispatches):
         modes.append(layout.mode(d))
         values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
         variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources))
@@ -318,7 +354,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))
         params.extend(block)
-        written = [m for t in d.writes for m in aliases.get(id(t), [t])]
+        written = [m for t in d.writes if id(t) not in completed.viewed for m in aliases.get(id(t), [t])]
+        written += completed.get(k, [])
         writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
     plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=layout.constants,
                 arena_elements=max(arena.elements, 1), arena_lower_bound=arena.lower_bound, arena_naive=arena.naive,

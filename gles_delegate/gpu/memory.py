@@ -4,9 +4,11 @@ alive at the same time never overlap, using as little memory as possible.
 The plan reads what kernels state on their dispatches (kernels/base.py): the arena tensors each
 Dispatch reads and writes (a tensor's lifetime: the inclusive range of dispatch indices touching
 it), the free reshapes KernelEnv.alias records (the same storage under another shape for the
-joint lifetime) and Dispatch.inplace (an elementwise output may take the storage of an input
-that dies at that dispatch). plan_arena joins tensors that share storage into one usage, then
-places the usages. Each strategy orders them and places each at the lowest offset that does not
+joint lifetime), the views KernelEnv.view records (a tensor that is a contiguous block of
+another's storage, at an offset: a concatenation's input written in its place, a slice read in
+place) and Dispatch.inplace (an elementwise output may take the storage of an input that dies at
+that dispatch). plan_arena joins tensors that share storage into one usage, each at its offset
+in it, then places the usages. Each strategy orders them and places each at the lowest offset that does not
 overlap a usage already placed whose lifetime intersects its own (first fit). "best" takes the
 smallest of the orders, then searches nearby orders while that lowers the plan (see _improve).
 Plans follow dispatch order only: the same dispatch list always gets the same plan.
@@ -210,25 +212,30 @@ class ArenaPlan:
     naive: int
 
 
-def plan_arena(dispatches, strategy="best", aliases=(), persistent=()):
-    """The ArenaPlan of a dispatch list (their reads, writes and inplace) and the (tensor, source)
-    pairs of KernelEnv.aliases, under a strategy (see STRATEGIES). `persistent` tensors (resource
-    variables: KernelEnv.persist) keep storage no other tensor ever shares."""
+def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=()):
+    """The ArenaPlan of a dispatch list (their reads, writes and inplace), the (tensor, source)
+    pairs of KernelEnv.aliases and the (tensor, whole, offset) triples of KernelEnv.views, under
+    a strategy (see STRATEGIES). `persistent` tensors (resource variables: KernelEnv.persist)
+    keep storage no other tensor ever shares."""
     storage = _Storage(dispatches)
-    _join_aliases(storage, aliases)
+    _join_shared(storage, [(source, tensor, 0) for tensor, source in aliases] +
+                 [(whole, tensor, offset) for tensor, whole, offset in views])
     _pin(storage, persistent, len(dispatches))
     naive = sum(u.size for u in storage.usages())
     _join_inplace(storage, dispatches)
     usages = storage.usages()
     offsets, total = plan(usages, strategy)
-    return ArenaPlan({key: offsets[storage.root(key)] for key in storage.parent}, total, lower_bound(usages), naive)
+    return ArenaPlan({key: offsets[storage.root(key)] + storage.offset(key) for key in storage.parent}, total,
+                     lower_bound(usages), naive)
 
 
-def alias_groups(aliases):
-    """{id(tensor): [tensors sharing its storage under another shape]} (KernelEnv.aliases pairs),
-    so a capture of what a dispatch wrote names every shape of it."""
+def alias_groups(aliases, views=()):
+    """{id(tensor): [tensors sharing its storage]}: the (tensor, source) pairs of
+    KernelEnv.aliases (the same storage under another shape) and, when given, the (tensor,
+    whole, offset) triples of KernelEnv.views (a block of it), so a capture of what a dispatch
+    wrote names every shape of it and a tensor's precision is its whole storage's."""
     groups = {}
-    for tensor, source in aliases:
+    for tensor, source in list(aliases) + [(tensor, whole) for tensor, whole, _ in views]:
         members = groups.get(id(source), [source]) + groups.get(id(tensor), [tensor])
         for t in members:
             groups[id(t)] = members
@@ -236,40 +243,62 @@ def alias_groups(aliases):
 
 
 class _Storage:
-    """Tensors grouped by shared storage (union-find over id(tensor)), with each group's size
-    (vec4 elements) and lifetime (first and last dispatch index). The dicts keep the order in
-    which tensors were met (dispatch order), which usages() follows."""
+    """Tensors grouped by shared storage (union-find over id(tensor)), each at an offset (vec4
+    elements) from its group's start, with each group's size (vec4 elements, from its start)
+    and lifetime (first and last dispatch index). The dicts keep the order in which tensors were
+    met (dispatch order), which usages() follows. `viewed`: the groups holding a view (a tensor
+    at a nonzero offset, or one whose storage holds another's)."""
 
     def __init__(self, dispatches):
-        self.parent, self.size, self.first, self.last = {}, {}, {}, {}
+        self.parent, self.delta, self.size, self.first, self.last = {}, {}, {}, {}, {}
+        self.viewed = set()
         for i, d in enumerate(dispatches):
             for tensor in d.writes + d.reads:
                 key = id(tensor)
                 if key not in self.parent:
-                    self.parent[key] = key
+                    self.parent[key], self.delta[key] = key, 0
                     self.size[key] = bhwc(tensor.shape).elements
                     self.first[key] = i
                 self.last[key] = i
 
     def root(self, key):
+        path = []
         while self.parent[key] != key:
-            self.parent[key] = self.parent[self.parent[key]]
+            path.append(key)
             key = self.parent[key]
+        for k in reversed(path[:-1]):  # path compression, each delta made relative to the root
+            self.delta[k] += self.delta[self.parent[k]]
+            self.parent[k] = key
         return key
 
-    def join(self, a, b):
-        a, b = self.root(a), self.root(b)
-        if a != b:
-            self.parent[b] = a
-            self.size[a] = max(self.size[a], self.size[b])
-            self.first[a] = min(self.first[a], self.first[b])
-            self.last[a] = max(self.last[a], self.last[b])
+    def offset(self, key):
+        """The offset of `key` from its group's start (vec4 elements)."""
+        root = self.root(key)
+        return 0 if key == root else self.delta[key]
+
+    def join(self, a, b, offset=0):
+        """One group for a and b, with b `offset` elements past a (a may then start past the
+        group's start: the group starts at whichever is first)."""
+        ra, rb = self.root(a), self.root(b)
+        gap = self.offset(a) + offset - self.offset(b)  # where b's group starts within a's
+        if ra == rb:
+            if gap:
+                raise ValueError(f"tensors placed at two offsets of one storage ({gap} elements apart)")
+            return
+        if gap < 0:
+            ra, rb, gap = rb, ra, -gap
+        if offset or gap or ra in self.viewed or rb in self.viewed or self.size[ra] != self.size[rb]:
+            self.viewed.add(ra)
+        self.parent[rb], self.delta[rb] = ra, gap
+        self.size[ra] = max(self.size[ra], gap + self.size[rb])
+        self.first[ra] = min(self.first[ra], self.first[rb])
+        self.last[ra] = max(self.last[ra], self.last[rb])
 
     def add(self, tensor, like):
         """Register a tensor no dispatch touches (an alias of an alias) under `like`'s
         (size, first, last)."""
         key = id(tensor)
-        self.parent[key] = key
+        self.parent[key], self.delta[key] = key, 0
         self.size[key], self.first[key], self.last[key] = like
 
     def usages(self):
@@ -279,22 +308,24 @@ class _Storage:
         return [Usage(r, self.size[r], self.first[r], self.last[r]) for r in roots]
 
 
-def _join_aliases(storage, aliases):
-    """Free reshapes share their source's storage for their whole (joint) life. A tensor no
-    dispatch touches (a reshape of a reshape) joins its partner's group."""
-    pending = list(aliases)
+def _join_shared(storage, pairs):
+    """Join each (whole, tensor, offset): `tensor`'s storage is `offset` elements into
+    `whole`'s for their joint life (a free reshape: offset 0). A tensor no dispatch touches (a
+    reshape of a reshape, a concatenation no dispatch writes) joins its partner's group with
+    its own size."""
+    pending = list(pairs)
     while pending:
         left = []
-        for tensor, source in pending:
-            known = [t for t in (tensor, source) if id(t) in storage.parent]
+        for whole, tensor, offset in pending:
+            known = [t for t in (whole, tensor) if id(t) in storage.parent]
             if not known:
-                left.append((tensor, source))
+                left.append((whole, tensor, offset))
                 continue
-            for t in (tensor, source):
+            for t in (whole, tensor):
                 if id(t) not in storage.parent:
                     r = storage.root(id(known[0]))
-                    storage.add(t, (storage.size[r], storage.first[r], storage.last[r]))
-            storage.join(id(source), id(tensor))
+                    storage.add(t, (bhwc(t.shape).elements, storage.first[r], storage.last[r]))
+            storage.join(id(whole), id(tensor), offset)
         if len(left) == len(pending):
             break  # aliases of tensors no dispatch uses at all
         pending = left
@@ -312,15 +343,20 @@ def _pin(storage, tensors, end):
 def _join_inplace(storage, dispatches):
     """An output takes the storage of an input it may overwrite (Dispatch.inplace) when that
     input's storage is read for the last time by this dispatch, the output is born here and it
-    is no larger."""
+    is no larger, and neither storage holds views."""
     for i, d in enumerate(dispatches):
         if len(d.writes) != 1:
             continue
         out = storage.root(id(d.writes[0]))
         if storage.first[out] != i:
             continue
+        if out in storage.viewed:
+            continue
         for tensor in d.inplace:
             source = storage.root(id(tensor))
-            if source != out and storage.last[source] == i and storage.size[out] <= storage.size[source]:
+            # Not into a group of views: another invocation may still read the source at
+            # another offset of that storage (an ADD of two slices of one tensor).
+            if source != out and source not in storage.viewed and storage.last[source] == i \
+                    and storage.size[out] <= storage.size[source]:
                 storage.join(source, out)
                 break

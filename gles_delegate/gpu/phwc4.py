@@ -109,3 +109,23 @@ def from_phwc4(phwc4, shape):
     s4 = bhwc(shape)
     x = np.asarray(phwc4).reshape(s4.b, s4.slices, s4.h, s4.w, 4).transpose(0, 2, 3, 1, 4)
     return x.reshape(s4.b, s4.h, s4.w, s4.slices * 4)[..., :s4.c].reshape(shape)
+
+
+def block_offset(whole_shape, index_map):
+    """The vec4 element offset at which a tensor whose element i holds element index_map[i]
+    (row-major) of a tensor of `whole_shape` lies in the whole's PHWC4 storage as one contiguous
+    block, its own PHWC4 storage element for element (its padded channels on the whole's padded
+    channels); None when it does not. Such a tensor can share the whole's storage (a view) at
+    that offset: a channel slice starting at a multiple of 4 with batch 1, a range of the
+    outermost dim of more than one element, ..."""
+    index_map = np.asarray(index_map)
+    if index_map.size == 0 or int(np.prod(whole_shape)) >= 2**31 - 1:
+        return None
+    # 1-based so that 0 marks a padded channel in either layout.
+    whole = to_phwc4(np.arange(1, int(np.prod(whole_shape)) + 1, dtype=np.int32).reshape(whole_shape)).reshape(-1)
+    part = to_phwc4((index_map.astype(np.int64) + 1).astype(np.int32)).reshape(-1)
+    start = int(index_map.flat[0])
+    position = np.flatnonzero(whole == start + 1)[0]  # where the part's first element lives
+    if position % 4 or position + part.size > whole.size:
+        return None
+    return int(position // 4) if np.array_equal(whole[position:position + part.size], part) else None

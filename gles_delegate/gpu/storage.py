@@ -104,9 +104,9 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     are promoted whatever it says (a half would hold inf), and the weights of a node that a half
     holds exactly stay half. In every half precision, int32 tensors and constants (their bits:
     kernels/base.py) live in the float buffer, as promoted ones do."""
-    ints = {t.index: INT32_WHY for t in _tensors(dispatches, env.aliases) if t.dtype == np.int32}
+    ints = {t.index: INT32_WHY for t in _tensors(dispatches, env) if t.dtype == np.int32}
     if not env.storage_half or (env.precision != "auto" and not ints and not env.int_constants):
-        arena = memory.plan_arena(dispatches, strategy, env.aliases, _persistent(env))
+        arena = memory.plan_arena(dispatches, strategy, env.aliases, _persistent(env), _views(env))
         const_offsets, constants = _pack(env.constants, range(len(env.constants)), env.storage_half, 1)
         return Layout(arena.offsets, const_offsets, constants, np.zeros((0, 4), np.float32), arena)
     promotion = promotion if env.precision == "auto" and promotion else Promotion()
@@ -127,13 +127,15 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
         const_offsets[k] = FLOAT_BASE + offset
     arena = memory.plan_arena(_restricted(dispatches, float_ids, False), strategy,
                               [a for a in env.aliases if id(a[0]) not in float_ids],
-                              [t for t in _persistent(env) if id(t) not in float_ids])
+                              [t for t in _persistent(env) if id(t) not in float_ids],
+                              [v for v in _views(env) if id(v[0]) not in float_ids])
     offsets = dict(arena.offsets)
     float_elements = 0
     if float_ids:
         floats = memory.plan_arena(_restricted(dispatches, float_ids, True), strategy,
                                    [a for a in env.aliases if id(a[0]) in float_ids],
-                                   [t for t in _persistent(env) if id(t) in float_ids])
+                                   [t for t in _persistent(env) if id(t) in float_ids],
+                                   [v for v in _views(env) if id(v[0]) in float_ids])
         base = FLOAT_BASE + len(float_constants)
         offsets.update({key: base + offset for key, offset in floats.offsets.items()})
         float_elements = len(float_constants) + floats.elements
@@ -178,13 +180,19 @@ def _pack(constants, chosen, half, min_rows):
         return offsets, packed.astype(np.float16 if half else np.float32)
 
 
-def _tensors(dispatches, aliases):
-    """Every arena tensor of the dispatches and the aliases, once, in order of appearance."""
+def _views(env):
+    """The (tensor, whole, offset) triples of KernelEnv.views."""
+    return [view[:3] for view in env.views]
+
+
+def _tensors(dispatches, env):
+    """Every arena tensor of the dispatches, the aliases and the views, once, in order of
+    appearance."""
     seen = {}
     for d in dispatches:
         for t in d.writes + d.reads:
             seen.setdefault(id(t), t)
-    for pair in aliases:
+    for pair in env.aliases + [view[:2] for view in env.views]:
         for t in pair:
             seen.setdefault(id(t), t)
     return list(seen.values())
@@ -192,10 +200,11 @@ def _tensors(dispatches, aliases):
 
 def _promoted_tensors(dispatches, env, promotion):
     """[(tensor, why)] stored as float: those the promotion names, and every tensor sharing
-    storage with one of them (a free reshape is the same memory, so the same precision)."""
-    groups = memory.alias_groups(env.aliases)
+    storage with one of them (a free reshape or a view is the same memory, so the same
+    precision)."""
+    groups = memory.alias_groups(env.aliases, _views(env))
     out = {}
-    for t in _tensors(dispatches, env.aliases):
+    for t in _tensors(dispatches, env):
         why = promotion.tensors.get(t.index)
         if why is None:
             continue

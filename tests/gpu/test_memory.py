@@ -27,44 +27,79 @@ def size(t):
 
 
 # -- an independent reading of a dispatch list -----------------------------------------------------
-def alias_classes(dispatches, aliases):
-    """[(members, first, last, size)] per class of tensors joined by alias pairs (transitively),
-    a tensor no alias names being its own class; first / last: the dispatches touching any
-    member, None when none does."""
-    classes = {}
-    for t in [t for d in dispatches for t in d.writes + d.reads] + [t for pair in aliases for t in pair]:
-        classes.setdefault(id(t), [t])
+def alias_classes(dispatches, aliases, views=()):
+    """[(members, first, last, size, place)] per class of tensors joined by alias pairs and views
+    (tensor, whole, offset) (transitively), a tensor neither names being its own class; first /
+    last: the dispatches touching any member, None when none does; place: {id(member): its
+    offset from the class's start}; size: from that start to the end of its last member."""
+    edges = {}
+    for t in [t for d in dispatches for t in d.writes + d.reads] + [t for pair in aliases for t in pair] + \
+            [t for view in views for t in view[:2]]:
+        edges.setdefault(id(t), (t, []))
     for tensor_, source in aliases:
-        merged = classes[id(tensor_)] + [t for t in classes[id(source)] if t not in classes[id(tensor_)]]
-        for t in merged:
-            classes[id(t)] = merged
-    unique = {id(members): members for members in classes.values()}.values()
-    out = []
-    for members in unique:
-        touched = [i for i, d in enumerate(dispatches) for t in d.writes + d.reads if t in members]
+        edges[id(tensor_)][1].append((source, 0))
+        edges[id(source)][1].append((tensor_, 0))
+    for tensor_, whole, offset in views:
+        edges[id(tensor_)][1].append((whole, -offset))
+        edges[id(whole)][1].append((tensor_, offset))
+    out, seen = [], set()
+    for key, (t, _) in edges.items():
+        if key in seen:
+            continue
+        place = _offsets(edges, t)
+        seen |= set(place)
+        low = min(place.values())
+        place = {k: v - low for k, v in place.items()}
+        members = [edges[k][0] for k in place]
+        touched = [i for i, d in enumerate(dispatches) for m in d.writes + d.reads if id(m) in place]
         first, last = (min(touched), max(touched)) if touched else (None, None)
-        out.append((members, first, last, max(size(t) for t in members)))
+        out.append((members, first, last, max(place[id(m)] + size(m) for m in members), place))
     return out
+
+
+def _offsets(edges, start):
+    """{id(tensor): offset from `start`} of every tensor `start` shares storage with."""
+    place, todo = {id(start): 0}, [start]
+    while todo:
+        t = todo.pop()
+        for other, step in edges[id(t)][1]:
+            if id(other) not in place:
+                place[id(other)] = place[id(t)] + step
+                todo.append(other)
+    return place
 
 
 def handed_over(dispatches, a, b):
     """Whether class b may take class a's storage in place: a's last dispatch is b's first, which
-    writes one tensor, of b, and declares a tensor of a in Dispatch.inplace."""
-    (members_a, _, last_a, _), (members_b, first_b, _, _) = a, b
+    writes one tensor, of b, and declares a tensor of a in Dispatch.inplace; neither holds a
+    view (another invocation may still read another part of it)."""
+    (members_a, _, last_a, _, _), (members_b, first_b, _, _, _) = a, b
+    if holds_view(a) or holds_view(b):
+        return False
     if last_a != first_b:
         return False
     d = dispatches[first_b]
     return len(d.writes) == 1 and d.writes[0] in members_b and any(t in members_a for t in d.inplace)
 
 
-def check_plan(dispatches, aliases, arena):
+def holds_view(cls):
+    """Whether a class of alias_classes holds a view: a member at a nonzero offset, or smaller
+    than the class."""
+    members, _, _, extent, place = cls
+    return any(place.values()) or any(size(m) != extent for m in members)
+
+
+def check_plan(dispatches, aliases, arena, views=()):
     """Assert the plan's invariants against alias_classes (see the module docstring)."""
-    classes = alias_classes(dispatches, aliases)
+    classes = alias_classes(dispatches, aliases, views)
     live = [c for c in classes if c[1] is not None]
-    for members, first, _, _ in classes:  # one offset per class; none for a class no dispatch uses
-        assert {arena.offsets.get(id(t)) for t in members} == ({arena.offsets[id(members[0])]} if first is not None
-                                                               else {None})
-    start = {id(c[0]): arena.offsets[id(c[0][0])] for c in live}
+    start = {id(c[0]): arena.offsets[id(c[0][0])] - c[4][id(c[0][0])] for c in live}
+    for members, first, _, _, place in classes:  # each member at its place in its class; none for an unused class
+        if first is None:
+            assert {arena.offsets.get(id(t)) for t in members} == {None}
+        else:
+            assert {id(t): arena.offsets[id(t)] for t in members} == {key: start[id(members)] + offset
+                                                                      for key, offset in place.items()}
     for k, a in enumerate(live):
         assert 0 <= start[id(a[0])] and start[id(a[0])] + a[3] <= arena.elements
         for b in live[k + 1:]:
@@ -85,11 +120,14 @@ def check_plan(dispatches, aliases, arena):
 
 # -- random dispatch lists -----------------------------------------------------------------------
 @st.composite
-def programs(draw):
-    """(dispatches, aliases) of a random partition: each dispatch reads up to 3 earlier tensors,
-    writes one new tensor (or two), and may declare reads in place; an alias names an earlier
-    tensor under a new one of its shape, which later dispatches may read."""
-    tensors, dispatches, aliases = [], [], []
+def programs(draw, with_views=False):
+    """(dispatches, aliases, views) of a random partition: each dispatch reads up to 3 earlier
+    tensors, writes one new tensor (or two), and may declare reads in place; an alias names an
+    earlier tensor under a new one of its shape, which later dispatches may read; with_views,
+    a view puts a new tensor at an offset inside an earlier one (a slice read in place) or an
+    earlier one inside a new one (a concatenation's input written in place), each tensor inside
+    at most one other."""
+    tensors, dispatches, aliases, views, inside = [], [], [], [], set()
 
     def new(shape=None):
         shape = shape or (1, draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 12)))
@@ -99,48 +137,66 @@ def programs(draw):
     def some(pool, most=3):
         return tuple(draw(st.lists(st.sampled_from(pool), max_size=most, unique_by=id))) if pool else ()
 
+    kinds = ("compute", "compute", "compute", "alias", "two outputs") + (("slice", "concat") if with_views else ())
     for _ in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(("compute", "compute", "compute", "alias", "two outputs")))
+        kind = draw(st.sampled_from(kinds))
         if kind == "alias" and tensors:
             source = draw(st.sampled_from(tensors))
             aliases.append((new(source.shape), source))
+            continue
+        if kind == "slice" and tensors:
+            whole = draw(st.sampled_from(tensors))
+            n = draw(st.integers(1, size(whole)))
+            views.append((new((1, 1, n, 4)), whole, draw(st.integers(0, size(whole) - n))))
+            inside.add(id(tensors[-1]))
+            continue
+        free = [t for t in tensors if id(t) not in inside and not any(t is a for a, _ in aliases)
+                and not any(t is s for _, s in aliases)]
+        if kind == "concat" and free:
+            piece = draw(st.sampled_from(free))
+            whole = new((1, 1, size(piece) + draw(st.integers(0, 6)), 4))
+            views.append((piece, whole, draw(st.integers(0, size(whole) - size(piece)))))
+            inside.add(id(piece))
             continue
         reads = some(tensors)
         writes = (new(), new()) if kind == "two outputs" else (new(),)
         dispatches.append(Dispatch("t", (1, 1, 1), reads=reads, writes=writes, inplace=some(list(reads))))
     dispatches.append(Dispatch("out", (1, 1, 1), reads=some(tensors)))
-    return dispatches, aliases
+    return dispatches, aliases, views
 
 
-def reallocated(dispatches, aliases):
+def reallocated(dispatches, aliases, views=()):
     """The same program over new Tensor objects made in reverse order (other ids, other
-    addresses), the alias pairs reversed too; and {id(new tensor): index}."""
-    old = {t.index: t for d in dispatches for t in d.writes + d.reads} | {t.index: t for p in aliases for t in p}
+    addresses), the alias pairs and views reversed too; and {id(new tensor): index}."""
+    old = {t.index: t for d in dispatches for t in d.writes + d.reads} | {t.index: t for p in aliases for t in p} | \
+        {t.index: t for v in views for t in v[:2]}
     new = {i: tensor(i, old[i].shape) for i in sorted(old, reverse=True)}
 
     def same(ts):
         return tuple(new[t.index] for t in ts)
     copies = [Dispatch(d.template, d.grid, reads=same(d.reads), writes=same(d.writes), inplace=same(d.inplace))
               for d in dispatches]
-    return copies, [same(pair) for pair in reversed(aliases)]
+    return copies, [same(pair) for pair in reversed(aliases)], [same(v[:2]) + v[2:] for v in reversed(views)]
 
 
-def by_index(dispatches, aliases, offsets):
-    tensors = [t for d in dispatches for t in d.writes + d.reads] + [t for p in aliases for t in p]
+def by_index(dispatches, aliases, offsets, views=()):
+    tensors = [t for d in dispatches for t in d.writes + d.reads] + [t for p in aliases for t in p] + \
+        [t for v in views for t in v[:2]]
     return {t.index: offsets[id(t)] for t in tensors if id(t) in offsets}
 
 
 @settings(max_examples=150, deadline=None)
-@given(programs())
+@given(programs(with_views=True))
 def test_random_plans_keep_their_invariants_under_every_strategy(program):
-    dispatches, aliases = program
+    dispatches, aliases, views = program
     for strategy in memory.STRATEGIES:
-        arena = memory.plan_arena(dispatches, strategy, aliases)
-        check_plan(dispatches, aliases, arena)
-        assert memory.plan_arena(dispatches, strategy, aliases) == arena  # the same input, the same plan
-        copies, copied_aliases = reallocated(dispatches, aliases)
-        again = memory.plan_arena(copies, strategy, copied_aliases)
-        assert by_index(copies, copied_aliases, again.offsets) == by_index(dispatches, aliases, arena.offsets)
+        arena = memory.plan_arena(dispatches, strategy, aliases, views=views)
+        check_plan(dispatches, aliases, arena, views)
+        assert memory.plan_arena(dispatches, strategy, aliases, views=views) == arena  # the same input, the same plan
+        copies, copied_aliases, copied_views = reallocated(dispatches, aliases, views)
+        again = memory.plan_arena(copies, strategy, copied_aliases, views=copied_views)
+        assert by_index(copies, copied_aliases, again.offsets, copied_views) == \
+            by_index(dispatches, aliases, arena.offsets, views)
         assert (again.elements, again.lower_bound, again.naive) == (arena.elements, arena.lower_bound, arena.naive)
 
 
@@ -150,16 +206,16 @@ def test_persistent_storage_is_shared_with_nothing(program, data):
     """A persistent tensor (a resource variable's storage) overlaps no tensor outside its alias
     class, whatever their lifetimes, and no output takes it in place: it keeps its value from
     one invoke to the next."""
-    dispatches, aliases = program
+    dispatches, aliases, _ = program
     touched = list({id(t): t for d in dispatches for t in d.writes + d.reads}.values())
     persistent = data.draw(st.lists(st.sampled_from(touched), max_size=2, unique_by=id)) if touched else []
     classes = alias_classes(dispatches, aliases)
     for strategy in memory.STRATEGIES:
         arena = memory.plan_arena(dispatches, strategy, aliases, persistent)
         for kept in persistent:
-            members, _, _, kept_size = next(c for c in classes if kept in c[0])
+            members, _, _, kept_size, _ = next(c for c in classes if kept in c[0])
             start = arena.offsets[id(kept)]
-            for other, _, _, other_size in classes:
+            for other, _, _, other_size, _ in classes:
                 offset = arena.offsets.get(id(other[0]))
                 if other is members or offset is None:
                     continue
@@ -238,6 +294,18 @@ def branches():
     return c.build(c.op("HARD_SWISH", c.conv(joined, 4, seed=5)))
 
 
+def test_the_checker_sees_a_misplaced_view():
+    """check_plan fails a plan that puts a view anywhere but at its offset in its whole."""
+    x, y = tensor(0, (1, 1, 4, 4)), tensor(1, (1, 1, 2, 4))
+    dispatches = [Dispatch("in", (1, 1, 1), writes=(x,)), Dispatch("out", (1, 1, 1), reads=(y,))]
+    views = [(y, x, 2)]
+    with pytest.raises(AssertionError):
+        check_plan(dispatches, [], memory.ArenaPlan({id(x): 0, id(y): 1}, 4, 4, 4), views)
+    arena = memory.plan_arena(dispatches, views=views)
+    assert arena.offsets[id(y)] == arena.offsets[id(x)] + 2
+    check_plan(dispatches, [], arena, views)
+
+
 def reshapes():
     c = Chain((1, 4, 5, 8))
     r = c.op("RESHAPE", c.op("ABS", c.x), c.const((1, 20, 8), np.int32), shape=(1, 20, 8))
@@ -249,7 +317,17 @@ def elementwise_chain():
     return c.build(c.op("EXP", c.op("NEG", c.op("ABS", c.op("ADD", c.x, c.const(random(7, 1)))))))
 
 
-MODELS = {"branches": (branches, (1, 6, 6, 4)), "reshapes": (reshapes, (1, 4, 5, 8)),
+def views():
+    """A concatenation written in place (rule concat_in_place) and a slice of it read in place
+    (rule slice_views), by an elementwise op (in place, were it no view) and a convolution."""
+    c = Chain((1, 4, 5, 8))
+    cat = c.op("CONCATENATION", c.conv(c.x, 8), c.op("ABS", c.x), shape=(1, 4, 5, 16), axis=3)
+    begin, size = c.const((0, 0, 0, 4), np.int32), c.const((1, 4, 5, 8), np.int32)
+    part = c.op("SLICE", cat, begin, size, shape=(1, 4, 5, 8))
+    return c.build(c.op("EXP", part), c.conv(part, 4), c.conv(cat, 4))
+
+
+MODELS = {"branches": (branches, (1, 6, 6, 4)), "reshapes": (reshapes, (1, 4, 5, 8)), "views": (views, (1, 4, 5, 8)),
           "elementwise_chain": (elementwise_chain, (2, 5, 6, 7))}
 
 
@@ -259,9 +337,9 @@ def test_plans_of_small_models_keep_their_invariants(monkeypatch, name, rules):
     """The compiler's own calls, recorded: every strategy's plan of the model's dispatches."""
     calls = []
 
-    def plan_arena(dispatches, strategy="best", aliases=(), persistent=()):
-        calls.append((dispatches, list(aliases)))
-        return original(dispatches, strategy, aliases, persistent)
+    def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=()):
+        calls.append((dispatches, list(aliases), list(views)))
+        return original(dispatches, strategy, aliases, persistent, views)
     original = memory.plan_arena
     monkeypatch.setattr(memory, "plan_arena", plan_arena)
     build, shape = MODELS[name]
@@ -269,11 +347,13 @@ def test_plans_of_small_models_keep_their_invariants(monkeypatch, name, rules):
         run_ours(build(), [random(shape)], experimental_delegates=[delegate])
         summary = delegate.summary()
     assert len(calls) == summary["partitions"] == 1
-    dispatches, aliases = calls[0]
+    dispatches, aliases, views = calls[0]
+    if name == "views" or not rules:
+        assert len(views) == (3 if rules else 0)  # both inputs in place, the slice read in place
     assert len(dispatches) == summary["dispatches"]
     for strategy in memory.STRATEGIES:
-        check_plan(dispatches, aliases, original(dispatches, strategy, aliases))
-    best = original(dispatches, "best", aliases)
+        check_plan(dispatches, aliases, original(dispatches, strategy, aliases, views=views), views)
+    best = original(dispatches, "best", aliases, views=views)
     assert summary["intermediate_bytes"] == best.elements * 16  # fp32: 16 bytes per vec4
 
 

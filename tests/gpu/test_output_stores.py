@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.gpu import compiler
+from gles_delegate.gpu import compiler, transforms
 from tests.gpu.gpulib import PRECISIONS
 from tests.oplib import run_ours
 from tests.gpu.transforms.rulelib import Chain, check_gpu, random
@@ -48,15 +48,21 @@ def test_outputs_match_the_plan_with_converts(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-def test_an_output_written_by_several_dispatches():
+def test_an_output_written_by_several_dispatches(monkeypatch):
     """A concatenation writes its output in one dispatch per input, each its own box (whole
-    slices: a box starting mid-slice reads the slice back, MERGE, and keeps its convert_out)."""
+    slices: a box starting mid-slice reads the slice back, MERGE, and keeps its convert_out).
+    With its inputs written in place instead (rule concat_in_place), a convert_out reads it."""
+    monkeypatch.setattr(transforms.concat_in_place, "ENABLED", False)
     c = Chain(SHAPE)
     parts = [c.op("ABS", c.conv(c.x, w, seed=w)) for w in (4, 8)]
     model = c.build(c.op("CONCATENATION", *parts, shape=SHAPE[:3] + (12,), axis=3))
     summary, _ = check_gpu(model, [random(SHAPE, 4)])
     _, plan, _ = plan_of(model, [random(SHAPE, 4)])
     assert "convert_out" not in plan.templates and len(plan.io_stores) == 1
+    monkeypatch.setattr(transforms.concat_in_place, "ENABLED", True)
+    check_gpu(model, [random(SHAPE, 4)])
+    _, plan, _ = plan_of(model, [random(SHAPE, 4)])
+    assert plan.templates == ["convert_in", "conv2d", "conv2d", "convert_out"] and plan.io_stores == []
 
 
 def test_preserve_all_tensors_and_debug_nonfinite_see_the_stored_output(caplog):

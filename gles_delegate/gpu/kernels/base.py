@@ -118,6 +118,7 @@ class KernelEnv:
         self.constants = []
         self.int_constants = set()  # indices of constants holding int32 bits: kept in 32-bit storage
         self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
+        self.views = []  # (tensor, tensor whose storage holds it, vec4 offset in it, node): see view()
         self.node = None  # the node whose dispatches are being built (the compiler sets it)
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
@@ -156,6 +157,13 @@ class KernelEnv:
         being computed: a kernel calls it for a node that only relabels an identical PHWC4
         layout (a free reshape) and returns no dispatch."""
         self.aliases.append((tensor, source))
+
+    def view(self, tensor, whole, offset):
+        """Let `tensor` be the block of `whole`'s arena storage that starts `offset` vec4
+        elements in (joint lifetime) instead of being copied: a concatenation's input its
+        producer writes in place, a slice its readers read in place (rules concat_in_place,
+        slice_views: phwc4.block_offset found the block)."""
+        self.views.append((tensor, whole, offset, self.node))
 
     def persist(self, tensor, key):
         """Keep `tensor`, the storage of resource variable `key` ((container, shared_name)), in

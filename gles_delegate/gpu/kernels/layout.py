@@ -37,6 +37,13 @@ ALIAS = "alias_input"
 # copied from (None: the same index, as a reshape keeps), so the node's own map composed with
 # it reads the source directly (the stored tensor's shape unravels the index).
 READ_THROUGH = "read_through"
+# options[VIEW_OUTPUTS] (rule slice_views): ((output position, vec4 offset), ...) of the outputs
+# that are a block of the input's storage (phwc4.block_offset): no dispatch, KernelEnv.view.
+VIEW_OUTPUTS = "view_outputs"
+# options[IN_PLACE_INPUTS] (rule concat_in_place): ((input position, vec4 offset), ...) of a
+# CONCATENATION's inputs that are a block of the output's storage, written there by their
+# producers: no dispatch, KernelEnv.view.
+IN_PLACE_INPUTS = "in_place_inputs"
 MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
 MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
 # Which input holds the values (the others are constant shapes, axes, indices).
@@ -423,7 +430,11 @@ def _remap(node, env):
     if node.options.get(ALIAS) and same_storage(node.inputs[0], node.outputs[0]):
         env.alias(node.outputs[0], node.inputs[0])
         return []
-    return [gather_dispatch(out, g, env, node=node) for out, index_map in zip(node.outputs, _index_maps(node)[0])
+    views = dict(node.options.get(VIEW_OUTPUTS, ()))
+    for k, offset in views.items():
+        env.view(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]), offset)
+    return [gather_dispatch(out, g, env, node=node)
+            for k, (out, index_map) in enumerate(zip(node.outputs, _index_maps(node)[0])) if k not in views
             for g in _pieces(node, index_map)]
 
 
@@ -479,16 +490,38 @@ def _tile(node, env):
 
 # -- CONCATENATION ----------------------------------------------------------------------------
 def _concatenation(node, env):
-    """One dispatch per input, each writing its box of the output (in input order)."""
+    """One dispatch per input, each writing its box of the output (in input order), except for
+    the inputs written in place (IN_PLACE_INPUTS)."""
     out = node.outputs[0]
     axis = _concatenation_axis(node)
+    in_place = dict(node.options.get(IN_PLACE_INPUTS, ()))
     dispatches, offset = [], 0
-    for x in node.inputs:
-        origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
-        g = Gather(*_source_axes(node, x), lead=origin, origin=origin, extent=extent)
-        dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
+    for j, x in enumerate(node.inputs):
+        if j in in_place:
+            env.view(x, out, in_place[j])
+        else:
+            origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
+            g = Gather(*_source_axes(node, x), lead=origin, origin=origin, extent=extent)
+            dispatches.append(gather_dispatch(out, g, env, env.activation(node)))
         offset += x.shape[axis]
     return dispatches
+
+
+def concatenation_maps(node):
+    """Per input of a CONCATENATION, the row-major index in the output of each of its elements
+    (an array of the input's shape)."""
+    out = node.outputs[0]
+    axis = _concatenation_axis(node)
+    iota = np.arange(out.size, dtype=np.int64).reshape(out.shape)
+    bounds = np.cumsum([0] + [x.shape[axis] for x in node.inputs])
+    return [np.take(iota, range(a, b), axis=axis) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def slice_maps(node):
+    """Per output of a SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (any REMAP_OPS node), the
+    row-major index in its stored source (stored_source of its data input) of each of its
+    elements (an array of the output's shape); None when the GPU cannot take the node."""
+    return _index_maps(node)[0]
 
 
 def _concatenation_axis(node):

@@ -11,25 +11,28 @@ import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, assign_in_place, channel_gate, conv_to_fully_connected, depthwise_tile_sums,
-               elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce, fuse_elementwise, fuse_layer_norm,
-               fuse_residual_add, fuse_rms_norm, fuse_swish, global_pool_to_mean, merge_padding, pad_into_operand,
-               read_through_layout, remove_dead, remove_noops, row_op_through_reshapes, se_gate, unflatten_dense)
+from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
+               depthwise_tile_sums, elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce,
+               fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_rms_norm, fuse_swish, global_pool_to_mean,
+               matmul_through_layout, merge_padding, pad_into_operand, read_through_layout, remove_dead, remove_noops,
+               row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
 
-# Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts
-# are true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
+# Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts are
+# true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
 # normalizations (whole, before any of their nodes is fused elsewhere), then elementwise ops move
-# past the permutation after them (before any epilogue takes them),
-# then rewrites that change what a node is (a Dense's reshapes, padding, FC, MEAN), then folding into
-# weights (needs the producer free of activations), then epilogue fusion, in the order an
-# epilogue applies its steps (swish, which is two nodes, then activation, residual, the rest),
-# then the squeeze-excite fusions, which take layers with their epilogues complete (a gate's
-# sigmoid) and a gating MUL that no epilogue took, then a gate's mean taken off the depthwise
-# convolution before it, then an ADD into the reduction that alone reads it (after se_gate,
-# which may take that reduction whole), then channel PADs that only epilogue steps read (after
-# fuse_residual_add made them operands), and last the layout ops that other layout ops can read
-# through, then the aliases, which only mark the reshapes left, and last the values written
-# straight into a resource variable's storage (no rule after it may change their producers).
+# past the permutation after them (before any epilogue takes them), then rewrites that change what a
+# node is (a Dense's reshapes, padding, FC, MEAN), then folding into weights (needs the producer
+# free of activations), then epilogue fusion, in the order an epilogue applies its steps (swish,
+# which is two nodes, then activation, residual, the rest), then the squeeze-excite fusions, which
+# take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no epilogue
+# took, then a gate's mean taken off the depthwise convolution before it, then an ADD into the
+# reduction that alone reads it (after se_gate, which may take that reduction whole), then channel
+# PADs that only epilogue steps read (after fuse_residual_add made them operands), and last the
+# layout ops that other layout ops can read through, then the matmuls that read or write through
+# what layout ops are left, then the aliases, which only mark the reshapes left, then the values
+# written straight into a resource variable's storage (no rule after it may change their
+# producers), and last the views, which only mark slices and concatenation inputs that share
+# storage, knowing every alias and variable storage the rules before made.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -52,8 +55,11 @@ RULES = (
     ("fuse_add_into_reduce", fuse_add_into_reduce.apply),
     ("pad_into_operand", pad_into_operand.apply),
     ("read_through_layout", read_through_layout.apply),
+    ("matmul_through_layout", matmul_through_layout.apply),
     ("alias_reshape", alias_reshape.apply),
     ("assign_in_place", assign_in_place.apply),
+    ("slice_views", slice_views.apply),
+    ("concat_in_place", concat_in_place.apply),
 )
 
 

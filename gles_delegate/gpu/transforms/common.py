@@ -194,3 +194,58 @@ def fused_operands(graph):
     """ids of the tensors nodes read through their options rather than their inputs
     (graph.fused_reads: epilogue operands, a convolution's input gate)."""
     return {id(t) for node in graph.nodes for t in fused_reads(node)}
+
+
+class StorageTree:
+    """Which tensors of a graph share storage, as the rules have marked them so far: a free
+    reshape's output is its input's storage (layout.ALIAS), an ASSIGN_VARIABLE written in place
+    makes its value the variable's (variables.IN_PLACE), and a view (layout.VIEW_OUTPUTS,
+    layout.IN_PLACE_INPUTS) puts one storage inside another's at an offset. Each storage sits
+    inside at most one other (its parent), never inside itself; the rules that make views
+    (slice_views, concat_in_place) ask view_blocker before each."""
+
+    def __init__(self, graph):
+        from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, VIEW_OUTPUTS, stored_source
+        from ..kernels.variables import IN_PLACE
+        self.root, self.parent = {}, {}  # id(tensor) -> id of its storage's representative; storage -> parent
+        for node in graph.nodes:
+            if node.options.get(ALIAS) or (node.op == "ASSIGN_VARIABLE" and node.options.get(IN_PLACE)):
+                a, b = (node.outputs[0], node.inputs[0]) if node.options.get(ALIAS) else node.inputs[:2]
+                self._union(a, b)
+        for node in graph.nodes:
+            for k, _ in node.options.get(VIEW_OUTPUTS, ()):
+                self.place(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]))
+            for j, _ in node.options.get(IN_PLACE_INPUTS, ()):
+                self.place(node.inputs[j], node.outputs[0])
+        self.pinned = {self._find(id(t)) for t in graph.tensors if t.is_variable}
+
+    def _find(self, key):
+        while self.root.get(key, key) != key:
+            key = self.root[key]
+        return key
+
+    def _union(self, a, b):
+        ra, rb = self._find(id(a)), self._find(id(b))
+        if ra != rb:
+            self.root[rb] = ra
+
+    def place(self, tensor, whole):
+        """Record that `tensor`'s storage lies inside `whole`'s."""
+        self.parent[self._find(id(tensor))] = self._find(id(whole))
+
+    def view_blocker(self, tensor, whole):
+        """Why `tensor`'s storage cannot lie inside `whole`'s, or None: neither may be a
+        constant or share a resource variable's storage, and `tensor`'s storage must lie
+        inside no other yet, nor hold `whole`'s."""
+        if tensor.is_const or whole.is_const:
+            return "a constant is no arena storage"
+        mine, theirs = self._find(id(tensor)), self._find(id(whole))
+        if mine in self.pinned or theirs in self.pinned:
+            return "it shares a resource variable's storage"
+        if mine in self.parent:
+            return f"tensor {tensor.index} is already a view of another tensor's storage"
+        while theirs is not None:
+            if theirs == mine:
+                return f"tensor {whole.index} already lies in the storage of tensor {tensor.index}"
+            theirs = self.parent.get(theirs)
+        return None
