@@ -347,14 +347,19 @@ def _labels(nodes):
     return nodes[0].label if len(nodes) == 1 else f"{nodes[0].label} .. {nodes[-1].label} ({len(nodes)} nodes)"
 
 
-def _interpreter(content, nodes, num_threads, preserve_all_tensors=False):
-    """A LiteRT Interpreter of the sub-model `content`, tensors allocated; a ModelError naming
-    `nodes` when LiteRT refuses it (an op or version its resolver lacks, a failed Prepare)."""
+def _interpreter(content, nodes, num_threads, preserve_all_tensors=False, shapes=None):
+    """A LiteRT Interpreter of the sub-model `content`, tensors allocated (its inputs resized to
+    `shapes` {input index: shape} first, where they differ); a ModelError naming `nodes` when
+    LiteRT refuses it (an op or version its resolver lacks, a failed Prepare)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is
             interpreter = litert_interpreter_class()(model_content=content, num_threads=num_threads,
                                                      experimental_preserve_all_tensors=preserve_all_tensors)
+        for detail in interpreter.get_input_details() if shapes else ():
+            shape = shapes.get(detail["index"])
+            if shape is not None and tuple(shape) != tuple(detail["shape"]):
+                interpreter.resize_tensor_input(detail["index"], list(shape), strict=False)
         interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
@@ -388,23 +393,29 @@ class LiteRTStep:
 
     def __init__(self, graph, nodes, num_threads=None, preserve_all_tensors=False, dynamic=False):
         self.nodes = list(nodes)
-        self.dynamic = dynamic
         spec = boundary(graph, self.nodes)
         spec.inputs += _read_then_written(self.nodes)
         content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
-        self.interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
+        interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
+        self._attach(interpreter, index, spec.inputs, spec.outputs, preserve_all_tensors, dynamic)
+
+    def _attach(self, interpreter, index, inputs, outputs, preserve_all_tensors, dynamic):
+        """Run `interpreter` with the graph tensors `inputs` / `outputs` as its boundary
+        ({id(tensor): its index there}); a ModelError where LiteRT gives an output another shape
+        than the model declares."""
+        self.interpreter, self.dynamic = interpreter, dynamic
         producer = {id(t): n for n in self.nodes for t in n.outputs}
         # tensor() returns a function over LiteRT's Python object, safe to hold (unlike the view).
-        self.inputs = [(t.index, index[id(t)], self.interpreter.tensor(index[id(t)])) for t in spec.inputs]
-        self.outputs = [(t, producer[id(t)], self.interpreter.tensor(index[id(t)])) for t in spec.outputs]
-        boundary_ids = {id(t) for t in spec.outputs}
+        self.inputs = [(t.index, index[id(t)], interpreter.tensor(index[id(t)])) for t in inputs]
+        self.outputs = [(t, producer.get(id(t), self.nodes[0]), interpreter.tensor(index[id(t)])) for t in outputs]
+        boundary_ids = {id(t) for t in outputs}
         self.intermediates = [(t.index, index[id(t)]) for n in self.nodes for t in n.outputs
                               if id(t) not in boundary_ids] if preserve_all_tensors else []
         self._lock = threading.Lock()
         # The shapes LiteRT's Prepare gave (a dynamic output keeps the declared one until invoke).
-        reported = {d["index"]: tuple(int(k) for k in d["shape"]) for d in self.interpreter.get_output_details()}
+        reported = {d["index"]: tuple(int(k) for k in d["shape"]) for d in interpreter.get_output_details()}
         for tensor, node, _ in self.outputs:
-            shape = reported[index[id(tensor)]]
+            shape = reported.get(index[id(tensor)], tuple(tensor.shape))  # a variable: LiteRT holds it as declared
             if shape != tuple(tensor.shape) and not dynamic:
                 raise ModelError(f"operator {node.label}: LiteRT computes shape {list(shape)} for its output tensor "
                                  f"{tensor.index} ({tensor.name!r}), the model declares {list(tensor.shape)}")
@@ -451,6 +462,47 @@ class LiteRTStep:
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"operator {_labels(self.nodes)} cannot take input shapes "
                              f"{[list(shape) for _, shape in changed]} in LiteRT: {str(exc).strip()[:400]}") from None
+
+
+class WholeModelStep(LiteRTStep):
+    """The model file whole (subgraph 0 of `graph`, at its inputs' current shapes) through one
+    LiteRT interpreter: its resource variables, CALL_ONCE and control flow as LiteRT runs them
+    (each subgraph's tensors its own). What placement='fastest' leaves when it moved every GPU
+    partition to the CPU (placement.py): per invoke one copy in per model input and one out per
+    output; its variable tensors (LSTM state) are both, as a GPU partition's are
+    (partition.boundary), so the Interpreter's storage holds their values (get_tensor,
+    set_tensor, reset_all_variables). A ModelError when LiteRT refuses the model."""
+
+    def __init__(self, graph, num_threads=None):
+        self.nodes = list(graph.nodes)
+        shapes = {t.index: tuple(t.shape) for t in graph.inputs}
+        content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
+        interpreter = _interpreter(content if isinstance(content, bytes) else bytes(content), self.nodes, num_threads,
+                                   shapes=shapes)
+        index = {id(t): t.index for t in graph.tensors}  # subgraph 0's indices are LiteRT's
+        state = [t for t in graph.tensors if t.is_variable and not t.is_const and t.dtype is not None]
+        self._attach(interpreter, index, list(graph.inputs) + state, list(graph.outputs) + state, False, False)
+
+    def reset_variables(self):
+        """Zero the variable tensors LiteRT holds in the model's other subgraphs too
+        (Interpreter.reset_all_variables)."""
+        self.interpreter.reset_all_variables()
+
+    def run(self, storage, capture=None):
+        """LiteRTStep.run, less what a whole model needs not: its inputs are the model's (no
+        dynamic shapes, never a deferred output: set_tensor copies them in), its outputs have
+        the shapes LiteRT's Prepare gave (checked when made), and the one Interpreter that owns
+        it runs it under its own lock. A tiny model's invoke is mostly this Python: LiteRT's
+        own set_tensor + invoke + get_tensor is ~3 us (docs/performance.md)."""
+        interpreter = self.interpreter
+        for index, theirs, _ in self.inputs:
+            interpreter.set_tensor(theirs, storage[index])
+        try:
+            interpreter.invoke()
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"the model failed in LiteRT: {str(exc).strip()[:400]}") from None
+        for tensor, _, view in self.outputs:  # copied now: a view held would cost a forget() per invoke
+            np.copyto(storage[tensor.index], view())
 
 
 def _read_then_written(nodes):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import __version__
 from . import partition as partitioning
+from . import placement as placing
 from . import quant
 from .gpu import complex_view, kernels
 from .gpu.compiler import PlanLimitError, compile_plan
@@ -33,7 +34,9 @@ Precision = Literal["fp32", "fp16", "fp16_fp32acc", "auto"]
 Preference = Literal["fast_single_answer", "sustained_speed", "balanced"]
 Priority = Literal["auto", "max_precision", "min_latency", "min_memory_usage"]
 ObjectType = Literal["auto", "buffer"]
-PRECISIONS, PREFERENCES, PRIORITIES, OBJECT_TYPES = (get_args(t) for t in (Precision, Preference, Priority, ObjectType))
+Placement = Literal["gpu", "fastest"]
+PRECISIONS, PREFERENCES, PRIORITIES, OBJECT_TYPES, PLACEMENTS = (
+    get_args(t) for t in (Precision, Preference, Priority, ObjectType, Placement))
 MAX_LOG_CHARS = 4000  # of a driver's compile log quoted in a warning
 _NODE_LABEL = re.compile(r"#(\d+) \(")  # how a dispatch label names its node (Node.label)
 log = logging.getLogger("gles_delegate")
@@ -133,6 +136,14 @@ _OPTIONS_DOC = """
         tensor each dispatch writes, and report the first NaN or Inf (the node, the tensor) with
         a warning and in summary()['first_nonfinite']. Slow: for debugging a model that gives
         NaN on the GPU.
+    placement: 'gpu' | 'fastest', 'gpu'. 'gpu': every partition the GPU can run runs there, so
+        the delegate shows op by op what this GPU does with the model. 'fastest': at
+        allocate_tensors() each small partition is also timed on the GPU and on LiteRT's CPU
+        kernels (what runs it otherwise), and the CPU takes it where it is faster by
+        placement.MARGIN (a tiny model: a GPU dispatch costs microseconds of driver time);
+        summary()['placements'] says what was measured. Needs ai-edge-litert (without it every
+        partition stays on the GPU, and the log and summary say so); the numpy reference is
+        never chosen for speed. See gles_delegate/placement.py.
 """
 
 
@@ -160,6 +171,7 @@ class GpuDelegateOptions:
     rewrite_rules: bool = True
     tune_workgroups: bool = False
     debug_nonfinite: bool = False
+    placement: Placement = "gpu"
 
     def __post_init__(self) -> None:
         _check_choice("precision", self.precision, PRECISIONS, allow_none=True)
@@ -167,6 +179,7 @@ class GpuDelegateOptions:
         for k in (1, 2, 3):
             _check_choice(f"inference_priority{k}", getattr(self, f"inference_priority{k}"), PRIORITIES)
         _check_choice("object_type", self.object_type, OBJECT_TYPES)
+        _check_choice("placement", self.placement, PLACEMENTS)
         _check_choice("memory_strategy", self.memory_strategy, STRATEGIES)
         _check_choice("gl_api", self.gl_api, GL_APIS)
         if self.device_index is not None and (isinstance(self.device_index, bool)
@@ -295,6 +308,11 @@ class GpuDelegate:
         # {node label: why} of the nodes the last partition() call moved back to the CPU because
         # their kernel did not compile or a partition exceeded a device limit.
         self.fallbacks: dict[str, str] = {}
+        # placement='fastest': {node label: why} of the nodes the last partition() call left to
+        # the CPU because it ran them faster, and what was measured per partition (Measured).
+        self.declined: dict[str, str] = {}
+        self.placements: list[placing.Measured] = []
+        self._litert_missing_said = False
         self._nonfinite = {"first_nonfinite": None}  # filled by partitions under debug_nonfinite
         self._summary: dict[str, Any] = {}
 
@@ -304,6 +322,12 @@ class GpuDelegate:
         """Whether partition() will need the model's sha256 (the serialization cache keys
         entries by it): the Interpreter then hashes the file in a thread while it parses."""
         return bool(self.options.serialization_dir)
+
+    @property
+    def wants_cpu_side(self) -> bool:
+        """Whether partition() takes a `cpu` (placement.CpuSide) to time partitions against:
+        placement='fastest'."""
+        return self.options.placement == "fastest"
 
     def can_run(self, node: Node) -> bool:
         """True if a GPU kernel can run this exact node."""
@@ -318,8 +342,12 @@ class GpuDelegate:
             return quant.unsupported_reason(node, _gpu_reason)
         return _gpu_reason(node)
 
-    def partition(self, graph: Graph, candidates: list[Node]) -> list[GpuPartition]:
-        """Claim partitions of `graph` among `candidates`; returns the compiled partitions."""
+    def partition(self, graph: Graph, candidates: list[Node],
+                  cpu: placing.CpuSide | None = None) -> list[GpuPartition]:
+        """Claim partitions of `graph` among `candidates`; returns the compiled partitions.
+        cpu: what runs the nodes left to the CPU (placement.CpuSide); with placement='fastest',
+        the partitions it runs clearly faster are left to it (placement.decide). None: nothing
+        is measured (a LiteRT kernel compiled again after a resize cannot give nodes back)."""
         start = time.perf_counter()
         self._require_open()
         self.partitions = [p for p in self.partitions if not p.released]
@@ -333,6 +361,7 @@ class GpuDelegate:
             with cache.recording():  # the partitioner's log lines, repeated on a cache hit
                 made = self._build(graph, candidates, precision)
             cache.store(made, self.rewrite_log)
+        made = self._place(graph, made, cpu)
         variable_sync.attach(made, graph)  # the resource variables each holds between invokes
         self._nonfinite = {"first_nonfinite": None}
         for p in made:
@@ -340,6 +369,22 @@ class GpuDelegate:
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000, loaded is not None)
         return made
+
+    def _place(self, graph, made, cpu):
+        """The partitions of `made` that stay on the GPU: all of them unless placement='fastest'
+        and the caller says what runs the others (`cpu`); declined and placements record why."""
+        self.declined, self.placements = {}, []
+        if self.options.placement != "fastest" or cpu is None or not made:
+            return made
+        kept, self.placements = placing.decide(made, graph, cpu)
+        if self.placements[0].why == placing.NO_LITERT and not self._litert_missing_said:
+            log.warning("placement='fastest': ai-edge-litert is not installed, so there is no CPU to compare with; "
+                        "every partition stays on the GPU")
+            self._litert_missing_said = True
+        for p, record in zip(made, self.placements):
+            if record.on == "cpu":
+                self.declined.update((node.label, f"placement='fastest': {record.why}") for node in p.nodes)
+        return kept
 
     def _build(self, graph, candidates, precision):
         """Find, rewrite, compile and load the partitions (what a serialization cache hit skips).
@@ -486,6 +531,8 @@ class GpuDelegate:
             "init_ms": init_ms, "cache_hit": cache_hit,
             # Nodes moved to the CPU at compile time (a kernel that did not compile, a device limit).
             "fallbacks": dict(self.fallbacks),
+            "placement": self.options.placement,
+            "placements": [record.as_dict() for record in self.placements],
         }
 
     # -- the user's side ------------------------------------------------------------------
@@ -526,6 +573,10 @@ class GpuDelegate:
         cache_hit: whether the plan and programs came from serialization_dir.
         fallbacks: {node label: why} of the nodes moved to the CPU because the driver refused
             their kernel or a partition exceeded a device limit.
+        placement: the option, 'gpu' or 'fastest'.
+        placements: placement='fastest': per partition found, {'nodes' (their span), 'on' ('gpu'
+            or 'cpu'), 'gpu_ms', 'cpu_ms' (the medians measured, None where not), 'cpu' (what the
+            CPU time ran: 'LiteRT sub-model', 'LiteRT whole model'), 'why'}; [] with 'gpu'.
         first_nonfinite: None, or (with debug_nonfinite) where the first NaN / Inf of the
             invokes since the model was given appeared: {'node', 'tensor', 'index', 'dispatch',
             'step', 'nan', 'inf', 'element'} (the node's label, the tensor's name and index, the
@@ -623,7 +674,7 @@ _PARSERS = {
     "memory_strategy": lambda key, text: text.strip().lower(),
     "gl_api": lambda key, text: text.strip().lower(),
     "rewrite_rules": _parse_bool, "tune_workgroups": _parse_bool, "debug_nonfinite": _parse_bool,
-    "auto_tolerance": _parse_float,
+    "auto_tolerance": _parse_float, "placement": lambda key, text: text.strip().lower(),
 }
 
 

@@ -13,11 +13,12 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from . import ops, resource_variables, tensor_memory
-from .cpu_litert import CpuBackend, checked_at_invoke, litert_version, reads_dynamic
+from . import cpu_litert, ops, resource_variables, tensor_memory
+from .cpu_litert import CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
 from .partition import boundary
+from .placement import CpuSide
 from .shape_propagation import check_declared_shapes, dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
@@ -317,7 +318,7 @@ class _Executor:
         self.release()
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
-        self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu)
+        self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu, transient)
         self.kept = frozenset() if self.preserve_all_tensors else kept_inside(graph, self.steps)
         # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
         self.delegates = delegates
@@ -393,16 +394,24 @@ class _Executor:
             {t.index for t in graph.tensors if t.is_variable or id(t) in self.dynamic} | \
             {i for s in signatures for i in (*s.inputs.values(), *s.outputs.values())}
 
-    def plan(self, graph, delegates, cpu):
+    def plan(self, graph, delegates, cpu, transient=False):
         claimed = {}
         # A delegate plans for fixed shapes: nodes that read or write dynamic tensors stay here.
         fixed = [n for n in graph.nodes if not any(t is not None and id(t) in self.dynamic
                                                    for t in [*n.inputs, *n.outputs])]
+        # What the CPU runs, for a delegate that times its partitions against it (placement.py).
+        side = CpuSide(cpu, whole_model=self.runs_whole(graph, cpu, transient))
         for delegate in delegates:
             free = [n for n in fixed if id(n) not in claimed]
-            for partition in delegate.partition(graph, free):
+            wants_side = getattr(delegate, "wants_cpu_side", False)
+            for partition in delegate.partition(graph, free, **({"cpu": side} if wants_side else {})):
                 for node in partition.nodes:
                     claimed[id(node)] = partition
+        if side.declined and not claimed and side.whole_model:
+            try:
+                return [WholeModelStep(graph, cpu.num_threads)]
+            except ModelError:
+                pass  # LiteRT refuses the model file: its nodes are placed one run at a time below
         steps, placed = [], set()
         for node in graph.nodes:
             partition = claimed.get(id(node))
@@ -424,6 +433,17 @@ class _Executor:
                 if hasattr(step, "release"):
                     step.release()
             raise
+
+    def runs_whole(self, graph, cpu, transient):
+        """Whether this subgraph can run as the model file whole on LiteRT (WholeModelStep) once
+        a delegate leaves it every node: the main subgraph of a model LiteRT runs through
+        cpu_backend 'auto' or 'litert', planned for more than one run, with no dynamic tensors,
+        intermediates kept to itself (no experimental_preserve_all_tensors), and every signature
+        on it (another subgraph's runner would run on this package's variables, not LiteRT's)."""
+        return (self.subgraph_index == 0 and not transient and not self.preserve_all_tensors and not self.dynamic
+                and cpu.backend in ("auto", "litert") and cpu_litert.litert_interpreter_class() is not None
+                and graph.source_model is not None and graph.source_model.source_bytes is not None
+                and all(s.subgraph_index == 0 for s in self.model.signature_defs))
 
     def invoke(self):
         if self.fixed_variables and resource_variables.stale(self.fixed_variables, self.runtime.variables):
@@ -719,6 +739,9 @@ class Interpreter:
                 for tensor in executor.graph.tensors:
                     if tensor.is_variable and not tensor.is_const:
                         executor.storage[tensor.index][...] = 0
+                for step in executor.steps:  # a WholeModelStep: LiteRT holds the model's variables
+                    if hasattr(step, "reset_variables"):
+                        step.reset_variables()
 
     # -- signatures -----------------------------------------------------------------------
     def get_signature_list(self) -> dict[str, dict[str, list[str]]]:

@@ -1,8 +1,10 @@
 """Side-by-side latency of gles_delegate and ai-edge-litert on the same inputs, in one process.
 
-    python -m gles_delegate.tools.bench_compare MODEL_OR_DIR [...] [--runs 50] [--out results]
+    python -m gles_delegate.tools.bench_compare MODEL_OR_DIR [...] [--runs 50] [--out results] [--fastest]
 
-For every model: ours at FP32, fp16_fp32acc and auto, LiteRT's interpreter (XNNPACK) at 1 and 16
+For every model: ours at FP32, fp16_fp32acc and auto (with --fastest also ours with
+placement='fastest' at fp16_fp32acc or the precision given, whose "fastest on" column says where
+its partitions ran: GPU, CPU, or both), LiteRT's interpreter (XNNPACK) at 1 and 16
 threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
 and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
 --runs runs after --warmup runs (and at least --warmup-secs seconds of them); throughput is
@@ -41,9 +43,9 @@ def throughput(interpreter, runs):
     return runs / (time.perf_counter() - start)
 
 
-def ours(path, inputs, precision, args):
+def ours(path, inputs, precision, args, placement="gpu"):
     start = time.perf_counter()
-    delegate = GpuDelegate(precision=precision)
+    delegate = GpuDelegate(precision=precision, placement=placement)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
@@ -106,6 +108,8 @@ def bench_model(path, args):
     row = {"model": path.stem}
     for precision in PRECISIONS:
         row[f"ours_{precision}"] = guarded(ours, path, inputs, precision, args)
+    if args.fastest:
+        row["ours_fastest"] = guarded(ours, path, inputs, args.fastest, args, "fastest")
     if common.litert() is not None:
         for key, enforce_f32 in LITERT_GPU.items():
             row[key] = guarded(litert_gpu, path, inputs, args, enforce_f32)
@@ -128,8 +132,11 @@ def best_ms(row, keys):
 
 
 def ratio(row, baseline_keys):
-    best, base = best_ms(row, [f"ours_{p}" for p in PRECISIONS]), best_ms(row, baseline_keys)
-    return f"{best / base:.2f}" if base != float("inf") and best != float("inf") else "-"
+    return _ratio(best_ms(row, [f"ours_{p}" for p in PRECISIONS]), best_ms(row, baseline_keys))
+
+
+def _ratio(ms, base_ms):
+    return f"{ms / base_ms:.2f}" if base_ms != float("inf") and ms != float("inf") else "-"
 
 
 COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp32acc"), ("ours auto", "ours_auto"),
@@ -139,15 +146,34 @@ ERROR_COLUMNS = [("ours fp32", "ours_fp32"), ("ours fp16_fp32acc", "ours_fp16_fp
                  ("LiteRT GPU", "litert_gpu"), ("LiteRT GPU f32", "litert_gpu_f32")]
 
 
+def placed_on(entry):
+    """Where placement='fastest' left the partitions of a row's "ours_fastest" entry: 'GPU',
+    'CPU', 'GPU+CPU' ('-' where it found none, 'n/a' where it did not run)."""
+    if entry is None or "error" in entry:
+        return "n/a"
+    places = {record["on"].upper() for record in entry.get("placements", [])}
+    return "+".join(sorted(places, key=["GPU", "CPU"].index)) or "-"
+
+
+def fastest_columns(rows):
+    """(header cells, row -> its cells) of the --fastest columns, none when no row has them."""
+    if not any("ours_fastest" in row for row in rows):
+        return [], lambda row: []
+    return (["ours fastest", "fastest on", "ours fastest / XNNPACK 16t"],
+            lambda row: [cell(row.get("ours_fastest")), placed_on(row.get("ours_fastest")),
+                         _ratio(best_ms(row, ["ours_fastest"]), best_ms(row, ["xnnpack_16"]))])
+
+
 def markdown(rows, command, device):
+    extra_header, extra = fastest_columns(rows)
     header = ([name for name, _ in COLUMNS] + ["best ours / best LiteRT GPU", "best ours / XNNPACK 16t"]
-              + [f"error {name}" for name, _ in ERROR_COLUMNS] + ["dispatches", "ours init ms"])
+              + extra_header + [f"error {name}" for name, _ in ERROR_COLUMNS] + ["dispatches", "ours init ms"])
     lines = [f"Measured on {device} with `{command}` (ms, median end-to-end: set inputs + invoke + read outputs; "
              "error: max|a - XNNPACK 16t| / max|XNNPACK 16t| over the outputs).",
              "", "| model | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
     for row in rows:
         cells = ([cell(row.get(key)) for _, key in COLUMNS]
-                 + [ratio(row, list(LITERT_GPU)), ratio(row, ["xnnpack_16"])]
+                 + [ratio(row, list(LITERT_GPU)), ratio(row, ["xnnpack_16"])] + extra(row)
                  + [cell(row.get(key), "error_vs_xnnpack", ".1e") for _, key in ERROR_COLUMNS]
                  + [str(row["ours_fp32"].get("dispatches", "-")), cell(row["ours_fp32"], "init_ms")])
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
@@ -167,6 +193,11 @@ def build_parser():
     parser.add_argument("--warmup", type=common.non_negative_int, default=10,
                         help="untimed runs before them (default 10)")
     common.add_warmup_secs(parser)
+    parser.add_argument("--fastest", nargs="?", const="fp16_fp32acc", default=None, choices=common.PRECISIONS,
+                        metavar="PRECISION",
+                        help="also time ours with placement='fastest' (each small GPU partition timed against "
+                             "LiteRT's CPU kernels at start-up, the faster kept) at PRECISION (default "
+                             "fp16_fp32acc)")
     parser.add_argument("--out", type=common.output_dir, default="bench_compare", help="directory for results.md and results.json")
     return parser
 

@@ -2,7 +2,7 @@
 (Python, ctypes, GL calls, the fence) is most of it.
 
     gles-bench-invoke [--models add conv10] [--graph MODEL ...] [--runs 2000] [--warmup 200] [--warmup-secs 0.5]
-        [--precision fp32] [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
+        [--precision fp32] [--placement gpu] [--gl-calls] [--breakdown] [--empty-dispatches] [--litert] [--cprofile N]
 
 Builds its models itself with our writer: `add`, one ADD of two [1,8,8,4] float32 inputs; `conv10`,
 ten chained 3x3 CONV_2D (SAME, RELU, 16 -> 16 channels) on [1,32,32,16]; --graph adds model
@@ -17,7 +17,9 @@ fence round trip on an idle GPU). --empty-dispatches gives every dispatch 0x0x0 
 GL call is still made but no shader runs (outputs are then meaningless), which on llvmpipe leaves
 the CPU cost of an invoke without the shader work. --litert adds LiteRT's interpreter (XNNPACK,
 one thread) on the same model and inputs. --cprofile N prints the functions of N end-to-end runs
-under cProfile (the slowest by own time).
+under cProfile (the slowest by own time). --placement fastest times the delegate with
+placement='fastest': a model it leaves to the CPU then shows what this package's Interpreter
+costs over LiteRT's own (the dispatches column counts what stayed on the GPU).
 """
 import contextlib
 import cProfile
@@ -153,7 +155,7 @@ class EmptyDispatches:
 
 def bench_model(name, data, args):
     """One row of the report for model `name` (.tflite bytes `data`)."""
-    delegate = GpuDelegate(GpuDelegateOptions(precision=args.precision))
+    delegate = GpuDelegate(GpuDelegateOptions(precision=args.precision, placement=args.placement))
     try:
         interpreter = Interpreter(model_content=data, experimental_delegates=[delegate])
         interpreter.allocate_tensors()
@@ -271,6 +273,7 @@ def profile(run, runs):
 def report(rows, context_line, args):
     lines = [f"{context_line}; precision {args.precision}; microseconds, median / 10th percentile of "
              f"{args.runs} end-to-end runs (set inputs + invoke + read outputs) after {args.warmup}"
+             + (f"; placement {args.placement}" if args.placement != "gpu" else "")
              + ("; every dispatch 0x0x0 workgroups (--empty-dispatches)" if args.empty_dispatches else ""),
              ""]
     headers = ["model", "dispatches", "wall", "calling thread CPU"]
@@ -313,6 +316,9 @@ def build_parser():
                         help="runs before them, not timed (default 200; see --warmup-secs)")
     common.add_warmup_secs(parser)
     common.add_precision(parser)
+    parser.add_argument("--placement", choices=("gpu", "fastest"), default="gpu",
+                        help="GpuDelegateOptions.placement (default gpu; fastest: a partition LiteRT's CPU kernels run "
+                             "faster is left to them)")
     parser.add_argument("--gl-calls", action="store_true", help="count the GL and EGL calls of one end-to-end run")
     parser.add_argument("--breakdown", action="store_true", help="time the pieces of an end-to-end run one by one")
     parser.add_argument("--empty-dispatches", action="store_true",

@@ -78,6 +78,7 @@ def build_parser():
                    help="interpreter threads (-1: default). gles_delegate's numpy reference kernels ignore it; "
                         "LiteRT (--compare) uses it")
     common.add_max_delegated_partitions(p)
+    common.add_placement(p)
     p.add_argument("--cpu_backend", choices=BACKENDS, default="auto",
                    help="the Interpreter's cpu_backend for the nodes the GPU does not run (default auto: LiteRT's "
                         "kernels where ai-edge-litert is installed; reference: the numpy reference kernels)")
@@ -170,6 +171,8 @@ def delegate_options(args):
         fields["precision"] = args.precision
     if args.max_delegated_partitions is not None:
         fields["max_delegated_partitions"] = args.max_delegated_partitions
+    if args.placement is not None:
+        fields["placement"] = args.placement
     return GpuDelegateOptions(**fields)
 
 

@@ -130,6 +130,14 @@ def add_max_delegated_partitions(parser):
                              "(0: no limit; default: the option's default, 1)")
 
 
+def add_placement(parser):
+    """--placement gpu|fastest, None when not given (GpuDelegateOptions keeps its default, gpu)."""
+    parser.add_argument("--placement", choices=("gpu", "fastest"), default=None,
+                        help="GpuDelegateOptions.placement: fastest times each small GPU partition against LiteRT's "
+                             "CPU kernels at start-up and leaves it to them where they are faster (default: the "
+                             "option's default, gpu)")
+
+
 def model_file(text):
     """argparse type: a .tflite file (a regular file with the TFL3 flatbuffer identifier) or a
     MediaPipe model name (fetched once, cached); its Path."""
@@ -284,6 +292,9 @@ def cpu_reason(node, delegate, dynamic=frozenset()):
     reason = delegate.unsupported_reason(node)
     if reason is not None:
         return reason
+    declined = delegate.declined.get(node.label)  # placement='fastest': the CPU ran its partition faster
+    if declined is not None:
+        return declined
     moving = next((t for t in node.inputs + node.outputs if t is not None and id(t) in dynamic), None)
     if moving is not None:
         return (f"tensor {moving.index} is dynamic (its shape is known only at invoke; a GPU plan is made for "

@@ -33,6 +33,7 @@ def build_parser():
     p.add_argument("model", type=common.model_file, help="a .tflite file or a MediaPipe model name")
     common.add_precision(p, None)
     common.add_max_delegated_partitions(p)
+    common.add_placement(p)
     p.add_argument("--memory_strategy", choices=STRATEGIES, default=None,
                    help="GpuDelegateOptions.memory_strategy: how intermediates share GPU memory "
                         "(default: the option's default, best)")
@@ -54,7 +55,7 @@ class _Collect(logging.Handler):
 def load(path, args):
     """(interpreter, delegate, the partitioner's log lines) after allocate_tensors()."""
     fields = {}
-    for name in ("precision", "max_delegated_partitions", "memory_strategy"):
+    for name in ("precision", "max_delegated_partitions", "memory_strategy", "placement"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
     delegate = GpuDelegate(GpuDelegateOptions(**fields))

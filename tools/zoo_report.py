@@ -330,26 +330,45 @@ def latency_rows(text):
     return rows
 
 
+FASTEST_NOTE = ("ours fastest: placement='fastest' (bench_compare --fastest; docs/usage.md), which leaves a "
+                "partition to LiteRT's CPU kernels where they run it faster: every GPU dispatch costs microseconds "
+                "of driver time, more than a tiny model's whole work.")
+
+
 def latency_table(rows):
     """Markdown lines of bench_compare's rows: each runtime's median end-to-end ms, and the best
-    of ours against XNNPACK with 16 threads and against LiteRT's GPU path."""
+    of ours (on the GPU) against XNNPACK with 16 threads and against LiteRT's GPU path; where the
+    rows have them (bench_compare --fastest), ours with placement='fastest' and it against
+    XNNPACK with 16 threads."""
     if not rows:
         return []
     device = next((e.get("renderer") for r in rows for e in r.values() if isinstance(e, dict) and e.get("renderer")),
                   "the GPU")
+    fastest = any("ours_fastest" in r for r in rows)
+    keys = LATENCY_KEYS + ([("ours fastest", "ours_fastest")] if fastest else [])
     out = ["", "## Latency", "",
            f"Measured on {device} with `python -P -m gles_delegate.tools.bench_compare --models-dir DIR --runs 100 "
-           "--warmup 100 --warmup-secs 0.5` (median ms end to end: set inputs, invoke, read outputs; n/a: that "
-           "runtime refuses the model). Rendered here with `zoo_report --latency results.json`.", "",
-           "| Model | " + " | ".join(name for name, _ in LATENCY_KEYS) + " | best ours / XNNPACK 16t | best ours / LiteRT GPU |",
-           "|---" * (len(LATENCY_KEYS) + 3) + "|"]
+           f"--warmup 100 --warmup-secs 0.5{' --fastest' if fastest else ''}` (median ms end to end: set inputs, "
+           "invoke, read outputs; n/a: that runtime refuses the model). Rendered here with `zoo_report --latency "
+           "results.json`." + (" " + FASTEST_NOTE if fastest else ""), "",
+           "| Model | " + " | ".join(name for name, _ in keys) + " | best ours / XNNPACK 16t | best ours / LiteRT GPU |"
+           + (" ours fastest / XNNPACK 16t |" if fastest else ""),
+           "|---" * (len(keys) + 3 + fastest) + "|"]
     for row in sorted(rows, key=lambda r: r["model"]):
-        ms = {key: (row.get(key) or {}).get("median_ms") for _, key in LATENCY_KEYS}
-        ours = min((v for k, v in ms.items() if k.startswith("ours") and v is not None), default=None)
+        ms = {key: (row.get(key) or {}).get("median_ms") for _, key in keys}
+        ours = min((v for k, v in ms.items() if k in GPU_OURS and v is not None), default=None)
         cells = ["n/a" if v is None else f"{v:.3f}" for v in ms.values()]
-        ratios = ["-" if ours is None or ms[k] is None else f"{ours / ms[k]:.2f}" for k in ("xnnpack_16", "litert_gpu")]
+        ratios = [_ratio(ours, ms[k]) for k in ("xnnpack_16", "litert_gpu")]
+        ratios += [_ratio(ms["ours_fastest"], ms["xnnpack_16"])] if fastest else []
         out.append(f"| {row['model']} | " + " | ".join(cells + ratios) + " |")
     return out
+
+
+GPU_OURS = ("ours_fp32", "ours_fp16_fp32acc", "ours_auto")
+
+
+def _ratio(ms, base_ms):
+    return "-" if ms is None or base_ms is None else f"{ms / base_ms:.2f}"
 
 
 def _refused(table):

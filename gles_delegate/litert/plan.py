@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
+from ..placement import litert_side
 from ..tflite.schema import BUILTIN_OP_CODES
 from ..shape_propagation import declared_shape_errors, dynamic_tensors, propagate_shapes
 from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
@@ -78,7 +79,9 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     if fold_shapes(graph, dynamic) and dynamic:
         dynamic = dynamic_tensors(graph)
     candidates -= _decline_contradicted(graph, dynamic)
-    partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates])
+    # What we do not claim LiteRT runs: placement='fastest' times partitions against it.
+    partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates],
+                                    cpu=litert_side(graph))
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
     folded = _claimed_folds(sg, gpu, set(candidates) - kept) if gpu else set()

@@ -31,6 +31,20 @@ def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
         assert "median_ms" in rows[0][key] or rows[0][key]["error"]
 
 
+def test_bench_compare_fastest_times_placement_fastest(small_model, tmp_path):
+    out = tmp_path / "cmp"
+    assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--warmup-secs", "0",
+                               "--fastest", "--out", str(out)]) == 0
+    lines = (out / "results.md").read_text().splitlines()
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    row = dict(zip(header, [c.strip() for c in next(x for x in lines if x.startswith("| small |")).strip("|").split("|")]))
+    assert re.fullmatch(r"\d+\.\d\d", row["ours fastest"]) and re.fullmatch(r"\d+\.\d\d", row["ours fastest / XNNPACK 16t"])
+    (fastest,) = [r["ours_fastest"] for r in json.loads((out / "results.json").read_text())]
+    assert fastest["placement"] == "fastest" and fastest["precision"] == "fp16_fp32acc"
+    assert row["fastest on"] == bench_compare.placed_on(fastest) and row["fastest on"] in ("GPU", "CPU", "GPU+CPU")
+    assert all(r["gpu_ms"] is not None for r in fastest["placements"])  # the small model is measured
+
+
 def test_relative_error_is_over_the_worst_output():
     reference = [np.array([1.0, -4.0]), np.array([[2.0]])]
     assert bench_compare.relative_error([np.array([1.0, -4.0]), np.array([[2.5]])], reference) == 0.25

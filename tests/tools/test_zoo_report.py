@@ -202,6 +202,13 @@ def test_latency_rows_become_a_table(tmp_path, zoo):
                             "--write", str(out)]) == 0
     text = out.read_text()
     assert "Measured on GPU X" in text and "| small | 0.500 | n/a | 0.400 | n/a | 0.800 | n/a | 0.50 | - |" in text
+    rows[0]["ours_fastest"] = {"median_ms": 0.2}  # bench_compare --fastest: a column, and it against XNNPACK 16t
+    (tmp_path / "results.json").write_text(json.dumps(rows))
+    assert zoo_report.main([str(zoo / "small.tflite"), "--no-litert", "--latency", str(tmp_path / "results.json"),
+                            "--write", str(out)]) == 0
+    text = out.read_text()
+    assert "--fastest` " in text and zoo_report.FASTEST_NOTE in text
+    assert "| small | 0.500 | n/a | 0.400 | n/a | 0.800 | n/a | 0.200 | 0.50 | - | 0.25 |" in text
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(SystemExit) as exit_info:
         zoo_report.main([str(zoo / "small.tflite"), "--latency", str(tmp_path / "bad.json")])

@@ -20,8 +20,9 @@ from .. import shader
 from .entry import SUFFIX, EntryError
 
 # GpuDelegateOptions fields that do not change what is compiled; every other field does.
+# placement: applied after an entry is loaded or stored (delegate._place), never part of one.
 NOT_COMPILE_OPTIONS = frozenset({"serialization_dir", "model_token", "device_index", "debug_nonfinite",
-                                 "calibration_cache_dir"})
+                                 "calibration_cache_dir", "placement"})
 NAME_SAMPLE_BYTES = 1 << 16  # of each end of the model, hashed into the file name (the digest is checked inside)
 # Why an entry whose key field differs cannot serve (the CacheWarning says it).
 MISMATCHES = {"model_digest": "another model (same model_token, other bytes: give each model its own "
