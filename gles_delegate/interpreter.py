@@ -16,6 +16,7 @@ import numpy as np
 from . import cpu_litert, ops, resource_variables, tensor_memory
 from .cpu_litert import CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic
 from .errors import ModelError, ResizeError, StateError
+from .gc_pause import gc_paused
 from .graph import Graph, Node
 from .partition import boundary
 from .placement import CpuSide
@@ -566,21 +567,22 @@ class Interpreter:
             raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
         self._delegates = _check_delegates(experimental_delegates, "experimental_delegates") + \
             _check_delegates(options.delegates if options else None, "options.delegates")
-        digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
-        self._model = read_model(model_path if model_path is not None else bytes(model_content),
-                                 background_digest=digest)
-        self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
-            (options.num_threads if options else None)
-        self._preserve_all_tensors = experimental_preserve_all_tensors
-        self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
-        # Made without a reference to self (see subgraphs.Subgraphs).
-        model, preserve, cpu = self._model, experimental_preserve_all_tensors, self._cpu
-        self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, cpu, runtime),
-                                    self._delegates)
-        self._executors: dict[int, _Executor] = self._subgraphs.executors
-        self._resize_pending = False
-        self._lock = threading.RLock()
-        self._main = self._executor(0)
+        with gc_paused():  # gc_pause.py: a large model's graph is millions of objects that live on
+            digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
+            self._model = read_model(model_path if model_path is not None else bytes(model_content),
+                                     background_digest=digest)
+            self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
+                (options.num_threads if options else None)
+            self._preserve_all_tensors = experimental_preserve_all_tensors
+            self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
+            # Made without a reference to self (see subgraphs.Subgraphs).
+            model, preserve, cpu = self._model, experimental_preserve_all_tensors, self._cpu
+            self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, cpu, runtime),
+                                        self._delegates)
+            self._executors: dict[int, _Executor] = self._subgraphs.executors
+            self._resize_pending = False
+            self._lock = threading.RLock()
+            self._main = self._executor(0)
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
@@ -616,7 +618,7 @@ class Interpreter:
     def allocate_tensors(self) -> None:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors. After
         resize_tensor_input(), a ModelError is a ResizeError (also a RuntimeError, as LiteRT's)."""
-        with self._lock:
+        with self._lock, gc_paused():
             self._subgraphs.replan()
             try:
                 self._main.allocate(self._delegates)

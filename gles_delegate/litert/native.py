@@ -14,6 +14,7 @@ import threading
 import weakref
 
 from .. import ops
+from ..gc_pause import gc_paused
 from ..partition import span, split_empty
 from ..tflite import read_model
 from . import abi
@@ -32,7 +33,8 @@ class NativeDelegate:
     def __init__(self, delegate, caller):
         self.delegate = delegate
         self.runtime = f"{caller.package} {caller.version}"
-        self.model = read_model(caller.model_bytes)
+        with gc_paused():  # gc_pause.py
+            self.model = read_model(caller.model_bytes)
         self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
         self.checked = set()  # subgraph indices verify.check_subgraph found equal to LiteRT's
         self.kernels = {}  # handle (the node's user_data) -> Kernel
@@ -52,7 +54,8 @@ class NativeDelegate:
     # -- TfLiteDelegate.Prepare -------------------------------------------------------------
     def _prepare(self, context, _delegate):
         try:
-            return self._claim(context)
+            with gc_paused():  # planning and compiling a large graph: gc_pause.py
+                return self._claim(context)
         except BaseException as exc:  # noqa: BLE001 (nothing may unwind into LiteRT's C++)
             return _report(context, f"GpuDelegate (on {self.runtime}): preparing the graph failed: "
                                     f"{type(exc).__name__}: {exc}")
@@ -118,7 +121,8 @@ class NativeDelegate:
             log.exception("GpuDelegate: freeing a delegate kernel failed")
 
     def _prepare_kernel(self, context, node):
-        return self._call(context, node, self._replan_and_check)
+        with gc_paused():  # a resize re-plans here: gc_pause.py
+            return self._call(context, node, self._replan_and_check)
 
     def _replan_and_check(self, kernel, ctx):
         """The kernel's prepare: LiteRT calls it after allocate_tensors() and again after a
