@@ -306,10 +306,11 @@ def _barriers(dispatches, offsets):
 
 
 # -- programs --------------------------------------------------------------------------------
-def _variants(d, values, env, limits, tune, mode="plain", sources=None):
+def _variants(d, values, env, limits, tune, mode="plain", sources=None, types=None):
     """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
     kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
-    (none for a kernel that fixed its workgroup). sources: shader.assemble's cache."""
+    (none for a kernel that fixed its workgroup). sources: shader.assemble's cache; types:
+    shader.param_types(values)."""
     if d.workgroup:
         workgroups = [clamp_workgroup(d.workgroup, limits)]
     else:
@@ -321,7 +322,7 @@ def _variants(d, values, env, limits, tune, mode="plain", sources=None):
         # In 'fp16' only int32 tensors and constants make a dispatch other than plain: it moves
         # their bits through float variables, which mediump may hold in 16 bits (NVIDIA's does).
         math_half = env.precision == "fp16" and mode == "plain"
-        source = shader.assemble(d.template, defines, values, tensors_half, math_half, sources)
+        source = shader.assemble(d.template, defines, values, tensors_half, math_half, sources, types)
         out.append((wg, source, group_counts(d.grid, wg)))
     return out
 
@@ -349,8 +350,9 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     for k, d in enumerate(dispatches):
         modes.append(layout.mode(d))
         values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
-        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources))
-        block = shader.pack_params(values)
+        types = shader.param_types(values)
+        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources, types))
+        block = shader.pack_params(values, types)
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))
         params.extend(block)

@@ -154,8 +154,12 @@ def _best(usages):
     (deterministic: the same usages always get the same plan)."""
     bound = lower_bound(usages)
     overlapping = _overlapping(usages)
-    orders = [order(usages) for order in _ORDERS.values()]
-    results = [_first_fit(order, overlapping) for order in orders]
+    orders, results = [], []
+    for order in _ORDERS.values():  # the first order to reach the bound wins: no later one can beat it
+        orders.append(order(usages))
+        results.append(_first_fit(orders[-1], overlapping))
+        if results[-1][1] <= bound:
+            break
     k = min(range(len(orders)), key=lambda i: results[i][1])
     budget = max(1, min(SEARCH_BUDGET, SEARCH_WORK // max(len(usages), 1)))
     best = _improve(orders[k], results[k], bound, overlapping, budget)

@@ -93,9 +93,12 @@ class Layout:
 
 
 def defines(mode):
-    """The #defines common.glsl reads for a dispatch mode."""
-    return {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"FLOAT_BUFFER": 1, "HALF_WEIGHTS": 1},
-            "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}[mode]
+    """The #defines common.glsl reads for a dispatch mode (do not edit the dict)."""
+    return _MODE_DEFINES[mode]
+
+
+_MODE_DEFINES = {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"FLOAT_BUFFER": 1, "HALF_WEIGHTS": 1},
+                 "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}
 
 
 def lay_out(dispatches, env, nodes, promotion, strategy):

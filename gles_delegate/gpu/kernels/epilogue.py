@@ -7,14 +7,14 @@ specializes the template with one op code per step (specialize()) and reads each
 at the output position it stores. Only rewritten partition copies carry epilogues: the reference
 kernels never see one.
 """
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...graph import EPILOGUE_KEY
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
-from ..phwc4 import bhwc, to_phwc4
-from .base import stored_values
+from ..phwc4 import bhwc
 
 KEY = EPILOGUE_KEY  # node.options[KEY]: a tuple of Steps (graph.fused_reads reads their operands)
 # node.options[CAST_OUTPUT]: a CAST's own output dtype (its name), kept when fused steps make it write another
@@ -159,23 +159,38 @@ def operand_reason(operand, out, moves_int=False):
     it broadcasts to out's shape without growing it, and a runtime operand is float32 or bool
     (an int32 one holds bits, which float steps do not compute on: kernels/integer.py does), or
     with `moves_int` int32 too (a kernel that only selects or copies it). Else why not."""
-    if len(operand.shape) > len(out.shape):
-        return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
-    s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
-    if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
-        aligned = (1,) * (len(out.shape) - len(operand.shape)) + tuple(operand.shape)
-        if all(d in (1, o) for d, o in zip(aligned, out.shape)):  # numpy broadcasts it, the view does not
-            return (f"operand {list(operand.shape)} broadcasts along some but not all of the dims that the "
-                    f"rank-{len(out.shape)} view of {list(out.shape)} merges into its batch")
-        return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
-    if not operand.is_const and operand.dtype not in ((_F32, _BOOL, _I32) if moves_int else (_F32, _BOOL)):
+    reason = _broadcast_reason(tuple(operand.shape), tuple(out.shape))
+    if reason is None and not operand.is_const and \
+            operand.dtype not in ((_F32, _BOOL, _I32) if moves_int else (_F32, _BOOL)):
         return f"runtime operand {operand.index} is {operand.dtype}"
+    return reason
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_reason(shape, out_shape):
+    """operand_reason's shape check of an operand of `shape` against an output of `out_shape`
+    (cached: a graph holds few distinct pairs, and the support checks and rewrite rules ask it
+    several times per node)."""
+    if len(shape) > len(out_shape):
+        return f"operand {list(shape)} has a higher rank than the output {list(out_shape)}"
+    aligned = (1,) * (len(out_shape) - len(shape)) + shape
+    s4, o4 = bhwc(aligned), bhwc(out_shape)
+    if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
+        if all(d in (1, o) for d, o in zip(aligned, out_shape)):  # numpy broadcasts it, the view does not
+            return (f"operand {list(shape)} broadcasts along some but not all of the dims that the "
+                    f"rank-{len(out_shape)} view of {list(out_shape)} merges into its batch")
+        return f"operand shape {list(shape)} does not broadcast to {list(out_shape)}"
     return None
 
 
 def same_layout(tensor, out):
     """True when `tensor` is read at exactly the element index of `out` being written."""
-    return aligned_shape4(tensor, len(out.shape)) == bhwc(out.shape) and bhwc(tensor.shape) == bhwc(out.shape)
+    return _same_layout(tuple(tensor.shape), tuple(out.shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _same_layout(shape, out_shape):
+    return bhwc((1,) * (len(out_shape) - len(shape)) + shape) == bhwc(out_shape) == bhwc(shape)
 
 
 @dataclass(frozen=True)
@@ -195,12 +210,21 @@ class Source:
         """(defines, params) that pass this source to a template as NAME_SRC, NAME_SCALAR_C,
         NAME_PLANE (a define: the param name_plane, or 0 so the compiler folds the branch) and
         the params name_offset, name_size[, name_plane]."""
-        defines = {f"{name.upper()}_SRC": self.kind, f"{name.upper()}_SCALAR_C": int(self.scalar_c),
-                   f"{name.upper()}_PLANE": f"{name}_plane" if self.plane else 0}
-        params = {f"{name}_offset": self.offset, f"{name}_size": tuple(self.size)}
+        src, scalar_c, plane_define, offset, size, plane = _field_names(name)
+        defines = {src: self.kind, scalar_c: int(self.scalar_c), plane_define: plane if self.plane else 0}
+        params = {offset: self.offset, size: tuple(self.size)}
         if self.plane:
-            params[f"{name}_plane"] = self.plane
+            params[plane] = self.plane
         return defines, params
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(name):
+    """The define and param names of Source.fields(name), made once per name (a few names, asked
+    for every dispatch)."""
+    upper = name.upper()
+    return (f"{upper}_SRC", f"{upper}_SCALAR_C", f"{upper}_PLANE", f"{name}_offset", f"{name}_size",
+            f"{name}_plane")
 
 
 def tensor_source(x, out, env):
@@ -209,8 +233,7 @@ def tensor_source(x, out, env):
     s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
     scalar_c = s4.c == 1 and o4.c > 1
     if x.is_const:
-        data = stored_values(x.data).reshape(s4.b, s4.h, s4.w, s4.c)
-        return Source(SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c)
+        return Source(SRC_CONST, env.packed(x, s4), s4.as_ivec4(), scalar_c)
     stored = bhwc(x.shape)
     plane = stored.h * stored.w if stored != s4 else 0
     return Source(SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c, plane)
@@ -236,12 +259,21 @@ def _operand(step, out, env):
     """(Source, value) of a step's operand; value: the scalar of SRC_SCALAR."""
     x = step.operand
     if x is None:
-        return Source(SRC_NONE, 0, (1, 1, 1, 1), False), 0.0
+        return _NO_SOURCE, 0.0
     if isinstance(x, float):
-        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), x
+        return _SCALAR_SOURCE, x
     if x.is_const and x.size == 1 and x.dtype != _I32:  # a scalar constant needs no memory read (an int's bits: no float param)
-        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), float(np.asarray(x.data, np.float32).reshape(-1)[0])
+        return _SCALAR_SOURCE, float(np.asarray(x.data, np.float32).reshape(-1)[0])
     return tensor_source(x, out, env), 0.0
+
+
+_NO_SOURCE = Source(SRC_NONE, 0, (1, 1, 1, 1), False)
+_SCALAR_SOURCE = Source(SRC_SCALAR, 0, (1, 1, 1, 1), False)
+
+
+# Per step k: its Source.fields name and its define and param names (made once, not per dispatch).
+_STEP_NAMES = [(f"ep{k}", f"EP{k}_OP", f"EP{k}_SWAP", f"EP{k}_STORED", f"EP{k}_ZERO_C", f"ep{k}_value")
+               for k in range(MAX_STEPS)]
 
 
 def specialize(steps, out, env):
@@ -252,10 +284,11 @@ def specialize(steps, out, env):
     for k, step in enumerate(steps):
         source, value = _operand(step, out, env)
         code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
-        source_defines, source_params = source.fields(f"ep{k}")
-        defines.update({f"EP{k}_OP": code, f"EP{k}_SWAP": int(step.swap), f"EP{k}_STORED": int(step.stored),
-                        f"EP{k}_ZERO_C": int(step.padded_c), **source_defines})
-        params.update({**source_params, f"ep{k}_value": float(value)})
+        name, op, swap, stored, zero_c, value_name = _STEP_NAMES[k]
+        source_defines, source_params = source.fields(name)
+        defines.update({op: code, swap: int(step.swap), stored: int(step.stored), zero_c: int(step.padded_c),
+                        **source_defines})
+        params.update({**source_params, value_name: float(value)})
         if source.kind == SRC_ARENA and all(step.operand is not r for r in reads):
             reads.append(step.operand)
     return defines, params, tuple(reads)
