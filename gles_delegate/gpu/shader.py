@@ -34,15 +34,18 @@ def template(name):
 
 
 _PLAIN_TYPES = {int: "int", bool: "int", float: "float"}
+_INT_VECTORS = {(int,) * n: f"ivec{n}" for n in (2, 3, 4)}
 
 
 def glsl_type(value):
     """The GLSL type of a param value: int, float, or an ivecN / vecN for tuples."""
-    kind = _PLAIN_TYPES.get(type(value))  # most values: asked twice per param of every dispatch
+    kind = _PLAIN_TYPES.get(type(value))  # most values: asked for every param of every dispatch
     if kind is not None:
         return kind
-    if type(value) is tuple and 2 <= len(value) <= 4 and all(type(v) is int for v in value):
-        return f"ivec{len(value)}"
+    if type(value) is tuple:
+        kind = _INT_VECTORS.get(tuple(map(type, value)))
+        if kind is not None:
+            return kind
     if isinstance(value, (bool, int, np.integer)):
         return "int"
     if isinstance(value, (float, np.floating)):

@@ -9,6 +9,7 @@ kernels never see one.
 """
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -193,8 +194,7 @@ def _same_layout(shape, out_shape):
     return bhwc((1,) * (len(out_shape) - len(shape)) + shape) == bhwc(out_shape) == bhwc(shape)
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):  # a tuple: made for every operand of every dispatch, a frozen dataclass took 3x as long
     """Where a kernel reads a tensor broadcast over its output (epilogue.glsl's ep_fetch): kind
     SRC_CONST or SRC_ARENA at `offset`; size: the broadcast view (w, h, slices, batch); plane:
     0, or for a runtime tensor stored in a layout of its own (bhwc of its shape, not the view:
