@@ -306,25 +306,47 @@ def _barriers(dispatches, offsets):
 
 
 # -- programs --------------------------------------------------------------------------------
-def _variants(d, values, env, limits, tune, mode="plain", sources=None, types=None):
-    """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
-    kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
-    (none for a kernel that fixed its workgroup). sources: shader.assemble's cache; types:
-    shader.param_types(values)."""
-    if d.workgroup:
-        workgroups = [clamp_workgroup(d.workgroup, limits)]
-    else:
-        workgroups = candidates(d.grid, limits) if tune else [choose_workgroup(d.grid, limits)]
-    out = []
-    for wg in workgroups:
-        defines = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+class _Programs:
+    """The variants of a partition's dispatches (variants()), with what they share memoized for
+    one compile: the assembled sources (shader.assemble's cache, and before it one keyed by a
+    dispatch's defines as the kernel ordered them, which skips merging and sorting them) and the
+    heuristic's workgroup of each grid. A chain of 100,000 elementwise nodes has a handful of
+    distinct sources and grids."""
+
+    def __init__(self, env, limits, tune):
+        self.env, self.limits, self.tune = env, limits, tune
+        self.sources, self.keyed, self.workgroups = {}, {}, {}
+
+    def variants(self, d, values, mode="plain", types=None):
+        """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
+        kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
+        (none for a kernel that fixed its workgroup). types: shader.param_types(values)."""
+        env, limits = self.env, self.limits
+        if d.workgroup:
+            workgroups = [clamp_workgroup(d.workgroup, limits)]
+        elif self.tune:
+            workgroups = candidates(d.grid, limits)
+        else:
+            grid = tuple(d.grid)
+            if grid not in self.workgroups:
+                self.workgroups[grid] = [choose_workgroup(grid, limits)]
+            workgroups = self.workgroups[grid]
+        types = shader.param_types(values) if types is None else types
         tensors_half = env.storage_half and mode not in storage.FLOAT_TENSOR_MODES
         # In 'fp16' only int32 tensors and constants make a dispatch other than plain: it moves
         # their bits through float variables, which mediump may hold in 16 bits (NVIDIA's does).
         math_half = env.precision == "fp16" and mode == "plain"
-        source = shader.assemble(d.template, defines, values, tensors_half, math_half, sources, types)
-        out.append((wg, source, group_counts(d.grid, wg)))
-    return out
+        defines = tuple(d.defines.items())
+        out = []
+        for wg in workgroups:
+            key = (d.template, defines, mode, wg, types, tensors_half, math_half)
+            source = self.keyed.get(key)
+            if source is None:
+                merged = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+                source = self.keyed[key] = shader.assemble(d.template, merged, values, tensors_half, math_half,
+                                                           self.sources, types)
+            out.append((wg, source, group_counts(d.grid, wg)))
+        return out
 
 
 def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None):
@@ -346,12 +368,13 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)
     completed = _view_completions(dispatches, env, offsets)
-    variants, blocks, params, writes, modes, sources = [], [], bytearray(), [], [], {}
+    programs = _Programs(env, limits, tuner is not None)
+    variants, blocks, params, writes, modes = [], [], bytearray(), [], []
     for k, d in enumerate(dispatches):
         modes.append(layout.mode(d))
-        values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
+        values = layout.resolve(d.params, modes[-1], grid=tuple(d.grid))
         types = shader.param_types(values)
-        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources, types))
+        variants.append(programs.variants(d, values, modes[-1], types))
         block = shader.pack_params(values, types)
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))
