@@ -63,8 +63,8 @@ class Plan:
     promoted_tensors: dict = field(default_factory=dict)
     promoted_nodes: dict = field(default_factory=dict)
     step_storage: list = field(default_factory=list)
-    # Partition outputs their kernels store straight into the I/O buffer (fuse_output_stores): not
-    # in the arena, so a capture takes them from the outputs.
+    # Partition outputs their kernels store straight into the I/O buffer alone (fuse_output_stores;
+    # not those kept in the arena too): not in the arena, so a capture takes them from the outputs.
     io_stores: list = field(default_factory=list)
     # Status words (KernelEnv.status_word): float32 words from byte status_offset of the I/O
     # buffer, between the inputs and the outputs, one per error a kernel may report
@@ -189,10 +189,11 @@ def _io_slots(tensors, offset):
 def fuse_output_stores(dispatches, outputs, io_out, env):
     """Let the kernels that compute a partition output store it straight into the I/O buffer
     (common.glsl OUT_IO) instead of a convert_out dispatch reading it back from the arena: one
-    dispatch and one barrier fewer per output and invoke. Only for an output that no dispatch
-    reads, that shares no storage with another tensor (an alias is read under another shape, a
-    view's storage is a block of another's), and
-    whose every writer stores no other output this way. Returns the ids of the outputs fused."""
+    dispatch and one barrier fewer per output and invoke. An output that dispatches of the
+    partition read is stored into its arena storage too (OUT_IO 2, Dispatch.io_kept). Only for
+    an output that shares no storage with another tensor (an alias is read under another shape,
+    a view's storage is a block of another's), and whose every writer stores no other output
+    this way. Returns the ids of the outputs fused."""
     aliased = {id(t) for group in memory.alias_groups(env.aliases, _views(env)).values() for t in group}
     writers, read = {}, set()  # {id(tensor): [dispatches writing it]}, {id(tensor) some dispatch reads}
     for d in dispatches:
@@ -202,13 +203,13 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
     fused = set()
     for tensor, slot in zip(outputs, io_out):
         mine = writers.get(id(tensor), ())
-        if not mine or id(tensor) in read or id(tensor) in aliased or any(d.node is None or d.io_store is not None
-                                                                          for d in mine):
+        if not mine or id(tensor) in aliased or any(d.node is None or d.io_store is not None for d in mine):
             continue
         s4 = bhwc(tensor.shape)
+        kept = id(tensor) in read
         for d in mine:
-            d.io_store = tensor
-            d.defines["OUT_IO"] = 1
+            d.io_store, d.io_kept = tensor, kept
+            d.defines["OUT_IO"] = 2 if kept else 1
             d.params.update(out_io_tensor=ArenaRef(tensor), out_io_size=s4.as_ivec4(), out_io_channels=s4.c,
                             out_io_offset=slot.offset // 4)
         fused.add(id(tensor))
@@ -290,12 +291,13 @@ def _barriers(dispatches, offsets):
     so a concatenation's per-input dispatches need none between them unless they share a vec4
     slice. A barrier is glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT): every dependency between
     dispatches goes through storage buffers (the runtime adds BUFFER_UPDATE before reading back).
-    A partition output stored straight into the I/O buffer (Dispatch.io_store) is no arena write:
-    nothing in the partition reads it, and every output has a slot of the I/O buffer of its own."""
+    A partition output stored straight into the I/O buffer alone (Dispatch.io_store, not
+    io_kept) is no arena write: nothing in the partition reads it, and every output has a slot of
+    the I/O buffer of its own."""
     flags, written, read = [], [], []
     for d in dispatches:
         r = [_access(t, offsets) for t in d.reads]
-        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes if t is not d.io_store]
+        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes if t is not d.io_store or d.io_kept]
         needed = any(_overlap(a, b) for a in r + w for b in written) or any(_overlap(a, b) for a in w for b in read)
         if needed:
             written, read = [], []
@@ -389,7 +391,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 workgroups=[], tuned=False, float_constants=layout.float_constants,
                 float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
-                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}),
+                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None and not d.io_kept}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
                 variables=variable_slots(dispatches, env, offsets))
     barriers = _barriers(dispatches, offsets)

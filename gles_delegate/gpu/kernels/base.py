@@ -93,7 +93,8 @@ class Dispatch:
     node: the graph node it computes (compiler.build_dispatches sets it; None for the input and
         output conversions).
     io_store: the partition output it stores straight into the I/O buffer (OUT_IO in
-        common.glsl; compiler.fuse_output_stores sets it), or None.
+        common.glsl; compiler.fuse_output_stores sets it), or None; io_kept: into its arena
+        storage too, where dispatches of the partition read it.
     """
     template: str
     grid: tuple
@@ -107,6 +108,7 @@ class Dispatch:
     inplace: tuple = ()
     node: object = None
     io_store: object = None
+    io_kept: bool = False
 
 
 class KernelEnv:
