@@ -259,11 +259,15 @@ class Graph:
             self._index(node)
 
     def _index(self, node):
-        for t in read_tensors(node):
-            self._readers.setdefault(id(t), {})[node] = None
+        readers, producer = self._readers, self._producer
+        for t in node.inputs:
+            if t is not None:
+                readers.setdefault(id(t), {})[node] = None
+        for t in fused_reads(node):
+            readers.setdefault(id(t), {})[node] = None
         for t in node.outputs:
             if t is not None:
-                self._producer[id(t)] = node
+                producer[id(t)] = node
 
     def _reindex(self, node):
         # A node a rule removed earlier (rules loop over a snapshot) stays out of the index.
@@ -271,8 +275,8 @@ class Graph:
             self._index(node)
 
     def _unindex(self, node):
-        for t in read_tensors(node):
-            readers = self._readers.get(id(t))
+        for t in (*node.inputs, *fused_reads(node)):
+            readers = self._readers.get(id(t)) if t is not None else None
             if readers is not None:
                 readers.pop(node, None)
         for t in node.outputs:
