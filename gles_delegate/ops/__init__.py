@@ -69,12 +69,12 @@ def output_shapes(node, shapes, values=None):
         return None
     values = list(values) if values is not None else [None] * len(shapes)
     try:
-        result = function(node, [None if s is None else tuple(int(d) for d in s) for s in shapes], values)
+        result = function(node, [None if s is None else tuple(map(int, s)) for s in shapes], values)
     except ModelError:
         raise
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError):
         return None
-    return None if result is None else [tuple(int(d) for d in s) for s in result]
+    return None if result is None else [tuple(map(int, s)) for s in result]
 
 
 def run_into(node, storage, only=None):
