@@ -230,13 +230,20 @@ def _field_names(name):
 def tensor_source(x, out, env):
     """The Source that reads tensor `x` broadcast over `out`: a constant is packed in its
     broadcast layout, a runtime tensor read where it is stored."""
-    s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
-    scalar_c = s4.c == 1 and o4.c > 1
+    view, size, scalar_c, plane = _source_geometry(tuple(x.shape), tuple(out.shape))
     if x.is_const:
-        return Source(SRC_CONST, env.packed(x, s4), s4.as_ivec4(), scalar_c)
-    stored = bhwc(x.shape)
-    plane = stored.h * stored.w if stored != s4 else 0
-    return Source(SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c, plane)
+        return Source(SRC_CONST, env.packed(x, view), size, scalar_c)
+    return Source(SRC_ARENA, env.arena(x), size, scalar_c, plane)
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_geometry(shape, out_shape):
+    """(the broadcast view (a Shape4), its (w, h, slices, batch), whether one channel is read for
+    all, the stored plane of a runtime tensor stored in another layout or 0) of tensor_source,
+    from the shapes alone (cached: asked for every operand of every dispatch)."""
+    view, o4 = bhwc((1,) * (len(out_shape) - len(shape)) + shape), bhwc(out_shape)
+    stored = bhwc(shape)
+    return view, view.as_ivec4(), view.c == 1 and o4.c > 1, stored.h * stored.w if stored != view else 0
 
 
 def operands_reason(operands, out, moves_int=False):
@@ -301,5 +308,7 @@ def apply(node, env, out, defines, params, reads, own_steps=()):
     more_defines, more_params, operands = specialize(tuple(own_steps) + steps_of(node), out, env)
     defines.update(more_defines)
     params.update(more_params)
+    if not operands:  # constant and scalar operands only (most steps)
+        return tuple(reads), ()
     inplace = tuple(t for t in operands if same_layout(t, out) and all(t is not r for r in reads))
     return tuple(reads) + tuple(t for t in operands if all(t is not r for r in reads)), inplace
