@@ -114,12 +114,18 @@ def resolve(op, owners, run_attribute, support_attribute="SUPPORT"):
     return support, run
 
 
+def runner_of(op, owners, support_attribute="SUPPORT"):
+    """runner(op, owners, node) as a function of the node, its candidates' checks looked up once."""
+    if len(owners) == 1:
+        return lambda node: owners[0]
+    checks = _checks(op, owners, support_attribute)
+    return lambda node: _runner(op, owners, checks, node)
+
+
 def runner(op, owners, node, support_attribute="SUPPORT"):
     """The module whose kernel runs `node`, a node its registry supports: its op's one candidate,
     or the first whose check passes (ValueError naming the node when none does)."""
-    if len(owners) == 1:
-        return owners[0]
-    return _runner(op, owners, _checks(op, owners, support_attribute), node)
+    return runner_of(op, owners, support_attribute)(node)
 
 
 def _runner(op, owners, checks, node):
@@ -128,4 +134,3 @@ def _runner(op, owners, checks, node):
     if module is None:
         raise ValueError(f"{node.label}: no {op} kernel runs it: {reason}")
     return module
-
