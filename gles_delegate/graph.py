@@ -5,6 +5,7 @@ optional input), so a rewrite can rewire nodes without index bookkeeping. Tensor
 tensor's index in the original subgraph (what the interpreter API exposes); tensors created by
 rewrites get fresh indices after the original ones.
 """
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -21,6 +22,13 @@ class Deferred:
 
     def __init__(self, compute):
         self.compute = compute
+
+
+@functools.lru_cache(maxsize=4096)
+def _elements(shape):
+    """The product of `shape`, exact (no numpy call per tensor: reading a model asks thousands,
+    and the stages after it ask several times per tensor)."""
+    return math.prod(map(int, shape))
 
 
 @dataclass(eq=False)
@@ -53,7 +61,8 @@ class Tensor:
     @property
     def size(self):
         """Number of elements (the product of the shape; 1 for a scalar)."""
-        return math.prod(map(int, self.shape))  # exact; no numpy call per tensor (reading a model asks thousands)
+        return _elements(tuple(self.shape))
+
 
     def __repr__(self):
         kind = "const " if self.is_const else ""

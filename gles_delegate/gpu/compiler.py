@@ -195,11 +195,13 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
     a view's storage is a block of another's), and whose every writer stores no other output
     this way. Returns the ids of the outputs fused."""
     aliased = {id(t) for group in memory.alias_groups(env.aliases, _views(env)).values() for t in group}
-    writers, read = {}, set()  # {id(tensor): [dispatches writing it]}, {id(tensor) some dispatch reads}
+    wanted = {id(t) for t in outputs}
+    writers, read = {}, set()  # {id(output): [dispatches writing it]}, {id(tensor) some dispatch reads}
     for d in dispatches:
         for t in d.writes:
-            writers.setdefault(id(t), []).append(d)
-        read.update(id(t) for t in d.reads)
+            if id(t) in wanted:
+                writers.setdefault(id(t), []).append(d)
+        read.update(map(id, d.reads))
     fused = set()
     for tensor, slot in zip(outputs, io_out):
         mine = writers.get(id(tensor), ())
@@ -207,11 +209,12 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
             continue
         s4 = bhwc(tensor.shape)
         kept = id(tensor) in read
+        store = {"out_io_tensor": ArenaRef(tensor), "out_io_size": s4.as_ivec4(), "out_io_channels": s4.c,
+                 "out_io_offset": slot.offset // 4}
         for d in mine:
             d.io_store, d.io_kept = tensor, kept
             d.defines["OUT_IO"] = 2 if kept else 1
-            d.params.update(out_io_tensor=ArenaRef(tensor), out_io_size=s4.as_ivec4(), out_io_channels=s4.c,
-                            out_io_offset=slot.offset // 4)
+            d.params.update(store)
         fused.add(id(tensor))
     return fused
 
