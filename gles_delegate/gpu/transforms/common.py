@@ -8,6 +8,9 @@ from .. import kernels
 from ..kernels import epilogue
 
 
+_I32 = np.dtype(np.int32)
+
+
 def new_constant(graph, name, data, dtype=np.float32):
     """A read-only constant tensor a rule adds (folded weights, axes), numbered after every
     tensor of the model (Graph.new_tensor)."""
@@ -113,7 +116,7 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
     many nodes read `value` (the ones the steps replace)."""
     if producer is None:
         return "its input is not computed in this partition"
-    if node.op != "CAST" and any(t is not None and t.dtype == np.int32 for t in node.inputs[:2] + node.outputs):
+    if node.op != "CAST" and any(t is not None and t.dtype == _I32 for t in (*node.inputs[:2], *node.outputs)):
         return "it computes on int32 values, which the integer kernel runs (epilogue steps are float math)"
     reason = kernels.epilogue_reason(producer)
     if reason:
