@@ -6,10 +6,12 @@ abi.py: the C structs and the supported runtimes; source.py: which interpreter a
 verify.py: whether that model is the one LiteRT loaded; plan.py: what to claim; native.py: the
 TfLiteDelegate and its callbacks; kernel.py: one delegate kernel's run over LiteRT's tensor memory.
 """
+from ..gc_pause import gc_paused
 from .native import native_delegate_pointer as _native_pointer
 from .source import find_caller
 
 
 def native_delegate_pointer(delegate):
     """The TfLiteDelegate* (an int) for the LiteRT interpreter now being built with `delegate`."""
-    return _native_pointer(delegate, find_caller(delegate))
+    with gc_paused():  # reading the model: gc_pause.py
+        return _native_pointer(delegate, find_caller(delegate))

@@ -33,8 +33,7 @@ class NativeDelegate:
     def __init__(self, delegate, caller):
         self.delegate = delegate
         self.runtime = f"{caller.package} {caller.version}"
-        with gc_paused():  # gc_pause.py
-            self.model = read_model(caller.model_bytes)
+        self.model = read_model(caller.model_bytes)
         self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
         self.checked = set()  # subgraph indices verify.check_subgraph found equal to LiteRT's
         self.kernels = {}  # handle (the node's user_data) -> Kernel

@@ -9,31 +9,21 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import memory
 from gles_delegate.graph import Graph, Node, Tensor
 from gles_delegate.litert.kernel import Kernel
-from gles_delegate.tflite import ModelBuilder
+from tests.litert import LiteRTInterpreter
+from tools.bench_scale import scale_model
 
 
 def add_chain(n, shape=(1, 8, 8, 4), every_output=False):
     """x + 1 + 1 ... (n ADDs): one GPU partition of n nodes, all fused into elementwise chains;
     with every_output, each ADD's output is a graph output too (n dispatches, n outputs read
-    inside the partition)."""
-    b = ModelBuilder()
-    x = b.input("x", shape)
-    one = b.const("one", np.ones(shape[-1:], np.float32))
-    value = x
-    for k in range(n):
-        out = b.tensor(f"t{k}", shape)
-        b.op("ADD", [value, one], [out])
-        value = out
-        if every_output:
-            b.output(out)
-    if not every_output:
-        b.output(value)
-    return b.build()
+    inside the partition). gles-bench-scale's models (tools/bench_scale.py)."""
+    return scale_model(n, every_output=every_output, shape=shape)
 
 
 def allocated_within(model, seconds):
@@ -52,6 +42,30 @@ def invoked(interpreter, x):
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
     interpreter.invoke()
     return interpreter
+
+
+def start_up_seconds(runtime, model):
+    """CPU seconds of making an Interpreter of `model` with a GpuDelegate and allocating its
+    tensors: ours ('ours'), or LiteRT's ('litert', whose constructor runs our delegate's
+    Prepare: reading, partitioning, compiling). The GL context is made before, not counted."""
+    with GpuDelegate() as delegate:
+        start = time.process_time()
+        interpreter = (Interpreter if runtime == "ours" else LiteRTInterpreter)(model_content=model,
+                                                                                 experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        spent = time.process_time() - start
+        del interpreter  # before its delegate closes
+    return spent
+
+
+@pytest.mark.parametrize("runtime, every_output", [("ours", True), ("litert", False)], ids=["ours-outputs", "litert-chain"])
+def test_start_up_grows_linearly_with_the_nodes(runtime, every_output):
+    """4x the nodes (1,000 -> 4,000, each ADD a graph output for ours, a chain for LiteRT's, as
+    issue 40 timed them) takes less than 8x the time: linear is 4x (less, with the fixed costs),
+    quadratic 16x. The least of three starts of each size: the machine's noise only adds."""
+    small, large = (scale_model(n, every_output=every_output) for n in (1000, 4000))
+    times = [min(start_up_seconds(runtime, model) for _ in range(3)) for model in (small, large)]
+    assert times[1] / times[0] < 8, times
 
 
 def test_20000_ops_allocate_in_under_10_s():
