@@ -52,6 +52,15 @@ def check_skipped(model, rule, op, reason, values):
     check_gpu(model, values)
 
 
+def check_unfused(model, rule, node_label, fused_op, reason, values):
+    """`rule` leaves `model` without a `fused_op` node, saying `reason` at `node_label`; the
+    model still runs on the GPU as the reference does."""
+    graph, log = rewrite(model, rule)
+    assert fused_op not in ops_of(graph)
+    assert reason in why(log, rule, node_label)
+    check_gpu(model, values)
+
+
 def check_gpu(model, values, precision="fp32", **options):
     """Run `model` on the delegate (all rules on) and on the reference, compare every output;
     returns (the delegate's summary, its rewrite log)."""
