@@ -116,7 +116,7 @@ class TensorMemory(dict):
                 or np.dtype(tensor.dtype) != np.float32 or source.shape != tuple(tensor.shape) \
                 or source.ctypes.data % ALIGNMENT:
             return False
-        fields = self._fields(index)
+        fields = self.litert_tensor(index)
         if fields.allocation_type != (CUSTOM if entry is not None else ARENA_RW) or fields.bytes != source.nbytes:
             return False
         self._point(index, source, owner)
@@ -135,7 +135,7 @@ class TensorMemory(dict):
         """After a prepare resized outputs: each lent output whose LiteRT size now differs from
         the lent array's gets zeroed memory of our own of its new shape."""
         for index, (array, _) in list(self.lent.items()):
-            fields = self._fields(index)
+            fields = self.litert_tensor(index)
             if fields.bytes != array.nbytes:
                 zeros = aligned_empty(tuple(abi.int_array(fields.dims)), array.dtype)
                 zeros.fill(0)
@@ -145,13 +145,13 @@ class TensorMemory(dict):
         """Return every lent output to LiteRT's arena (kTfLiteArenaRw, no data yet): LiteRT is
         freeing the kernel."""
         for index in list(self.lent):
-            fields = self._fields(index)
+            fields = self.litert_tensor(index)
             fields.data, fields.allocation_type = None, ARENA_RW
             self.pop(index, None)
             self._addresses.pop(index, None)
         self.lent = {}
 
-    def _fields(self, index):
+    def litert_tensor(self, index):
         """LiteRT's TfLiteTensor of tensor `index`, where its context now holds it."""
         base = ctypes.c_void_p.from_address(self._context + abi.TENSORS_OFFSET).value
         return abi.TfLiteTensor.from_address(base + index * abi.TENSOR_SIZE)
@@ -160,7 +160,7 @@ class TensorMemory(dict):
         """Point LiteRT's tensor `index` at `array` (kTfLiteCustom) and run the steps on it; at
         no memory where it is empty (LiteRT's get_tensor refuses 0 bytes at an address)."""
         address = array.ctypes.data if array.size else None
-        fields = self._fields(index)
+        fields = self.litert_tensor(index)
         fields.data, fields.allocation_type = address, CUSTOM
         self.lent[index] = (array, owner)
         self[index] = array
