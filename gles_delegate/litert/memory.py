@@ -39,10 +39,7 @@ import numpy as np
 
 from . import abi
 
-# TfLiteAllocationType (common.h:456): kTfLiteArenaRw = 2, kTfLiteCustom = 6.
-ARENA_RW, CUSTOM = 2, 6
 ALIGNMENT = 64  # kDefaultTensorAlignment (tflite/util.h): what SetCustomAllocationForTensor requires
-_TYPE_OFFSET = abi.TfLiteTensor.allocation_type.offset
 # Option fields that name a subgraph to run: IF's then/else_subgraph_index, WHILE's cond/body,
 # CALL_ONCE's init, StableHLO's body / decomposition ..._subgraph_index, CALL's `subgraph`.
 _CALLS = ("subgraph_index", "subgraph")
@@ -117,7 +114,7 @@ class TensorMemory(dict):
                 or source.ctypes.data % ALIGNMENT:
             return False
         fields = self.litert_tensor(index)
-        if fields.allocation_type != (CUSTOM if entry is not None else ARENA_RW) or fields.bytes != source.nbytes:
+        if fields.allocation_type != (abi.CUSTOM if entry is not None else abi.ARENA_RW) or fields.bytes != source.nbytes:
             return False
         self._point(index, source, owner)
         return True
@@ -146,7 +143,7 @@ class TensorMemory(dict):
         freeing the kernel."""
         for index in list(self.lent):
             fields = self.litert_tensor(index)
-            fields.data, fields.allocation_type = None, ARENA_RW
+            fields.data, fields.allocation_type = None, abi.ARENA_RW
             self.pop(index, None)
             self._addresses.pop(index, None)
         self.lent = {}
@@ -161,7 +158,7 @@ class TensorMemory(dict):
         no memory where it is empty (LiteRT's get_tensor refuses 0 bytes at an address)."""
         address = array.ctypes.data if array.size else None
         fields = self.litert_tensor(index)
-        fields.data, fields.allocation_type = address, CUSTOM
+        fields.data, fields.allocation_type = address, abi.CUSTOM
         self.lent[index] = (array, owner)
         self[index] = array
         self._addresses[index] = address

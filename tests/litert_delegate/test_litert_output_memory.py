@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
-from gles_delegate.litert import memory
+from gles_delegate.litert import abi, memory
 from gles_delegate.litert.native import native_delegates
 from gles_delegate.tflite import ModelBuilder, read_model
 from tests.control_flow_models import if_model
@@ -86,7 +86,7 @@ def test_a_graph_output_is_lent_from_the_mapped_buffer(size):
         results = [run(interp, x) for x in inputs]
         (kernel,) = kernels(delegate)
         assert address(interp, out) == mapped_outputs(delegate)[out]
-        assert allocation_type(kernel, out) == memory.CUSTOM
+        assert allocation_type(kernel, out) == abi.CUSTOM
         for got, want in zip(results, expected):  # each a copy: later invokes left it alone
             np.testing.assert_array_equal(got, want)
         del interp
@@ -205,7 +205,7 @@ def test_closing_the_delegate_keeps_the_last_outputs_readable():
     slot = address(interp, out)
     (kernel,) = kernels(delegate)
     delegate.close()
-    assert address(interp, out) != slot and allocation_type(kernel, out) == memory.CUSTOM
+    assert address(interp, out) != slot and allocation_type(kernel, out) == abi.CUSTOM
     np.testing.assert_array_equal(interp.get_tensor(out), expected)
     with pytest.raises(RuntimeError, match="GpuDelegate was closed"):
         interp.invoke()
@@ -224,7 +224,7 @@ def test_freeing_the_kernel_gives_the_output_back_to_the_arena():
         (kernel,) = kernels(delegate)
         tensor = kernel.memory.litert_tensor(out)  # valid while the interpreter lives
         kernel.release()  # what LiteRT's free callback does
-        assert (tensor.allocation_type, tensor.data) == (memory.ARENA_RW, None) and not kernel.memory.lent
+        assert (tensor.allocation_type, tensor.data) == (abi.ARENA_RW, None) and not kernel.memory.lent
         del tensor, interp
 
 
