@@ -114,7 +114,8 @@ class TensorMemory(dict):
                 or source.ctypes.data % ALIGNMENT:
             return False
         fields = self.litert_tensor(index)
-        if fields.allocation_type != (abi.CUSTOM if entry is not None else abi.ARENA_RW) or fields.bytes != source.nbytes:
+        held_as = abi.CUSTOM if entry is not None else abi.ARENA_RW
+        if fields.allocation_type != held_as or fields.bytes != source.nbytes:
             return False
         self._point(index, source, owner)
         return True

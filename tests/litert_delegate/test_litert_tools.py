@@ -61,4 +61,5 @@ def test_empty_dispatches_keeps_the_io_path_and_runs_no_shader(tmp_path, capsys)
                                  "--min_secs", "0", "--warmup_min_secs", "0", "--json", str(out)]) == 0
     assert "no GPU dispatch runs" in capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert result["params"]["empty_dispatches"] and result["compare"]["litert_gles_delegate"]["interleaved"]["count"] == 2
+    assert result["params"]["empty_dispatches"]
+    assert result["compare"]["litert_gles_delegate"]["interleaved"]["count"] == 2
