@@ -25,6 +25,10 @@ from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_cou
 # Kernels store partition outputs straight into the I/O buffer where they can (fuse_output_stores);
 # False: a convert_out dispatch for every output, as before.
 FUSE_OUTPUT_STORES = True
+# Where each partition input and output starts in the I/O buffer (bytes): TFLite's
+# kDefaultTensorAlignment, so that LiteRT's Interpreter can take a mapped output as a tensor's
+# memory (litert/memory.py); the kernels need 16 (a vec4).
+IO_ALIGNMENT = 64
 
 
 @dataclass
@@ -177,10 +181,11 @@ def _after_last_use(dispatches, converts):
 
 
 def _io_slots(tensors, offset):
-    """The IoSlots of `tensors` (float32 each, 16-byte aligned) from byte `offset` on, and the
-    byte after them."""
+    """The IoSlots of `tensors` (float32 each, IO_ALIGNMENT-byte aligned) from byte `offset` on,
+    and the byte after them."""
     slots = []
     for tensor in tensors:
+        offset = -(-offset // IO_ALIGNMENT) * IO_ALIGNMENT
         slots.append(IoSlot(tensor.index, offset, tensor.size * 4, tuple(tensor.shape)))
         offset += -(-tensor.size * 4 // 16) * 16
     return slots, offset
