@@ -496,7 +496,7 @@ class WholeModelStep(LiteRTStep):
     set_tensor, reset_all_variables). A ModelError when LiteRT refuses the model."""
 
     def __init__(self, graph, num_threads=None):
-        self.nodes = list(graph.nodes)
+        self.nodes, self.num_threads = list(graph.nodes), num_threads
         shapes = {t.index: tuple(t.shape) for t in graph.inputs}
         content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
         interpreter = _interpreter(content if isinstance(content, bytes) else bytes(content), self.nodes, num_threads,

@@ -411,7 +411,7 @@ class _Executor:
                     claimed[id(node)] = partition
         if side.declined and not claimed and side.whole_model:
             try:
-                return [WholeModelStep(graph, cpu.num_threads)]
+                return [WholeModelStep(graph, side.whole_threads or cpu.num_threads)]
             except ModelError:
                 pass  # LiteRT refuses the model file: its nodes are placed one run at a time below
         steps, placed = [], set()
