@@ -26,14 +26,15 @@ from .cpu_litert import WholeModelStep
 class DirectPath:
     """The model's inputs, outputs and variable tensors on `step`'s LiteRT interpreter (a
     WholeModelStep of subgraph 0, whose tensor indices are the model's).
-    set(index, array) / get(index) -> a copy / invoke(): LiteRT's own (cpu_litert.LiteRTCalls);
+    set(index, array) / get(index) -> a copy / invoke(): LiteRT's own (cpu_litert.LiteRTCalls,
+    which raise LiteRT's errors);
     dtypes: {tensor index: numpy dtype} of the inputs and variable tensors (what set() may
     write; `storage`, the Interpreter's, gives them); readable: the indices get() may read
     (those and the outputs, less `unwritten`: outputs nothing writes, which hold no data)."""
 
     def __init__(self, step, storage, unwritten):
         self.step = step
-        self.set, self.get, self.invoke = step.calls
+        self.set, self.get, self.invoke = step.calls  # invoke(): LiteRT's errors as they are (the Interpreter's to say)
         self.dtypes = {index: storage[index].dtype for index, _, _ in step.inputs if index in storage}
         self.readable = frozenset(self.dtypes) | {t.index for t, _, _ in step.outputs if t.index not in unwritten}
         self.variables = [t.index for t, _, _ in step.outputs if t.is_variable and t.index in self.dtypes]

@@ -11,9 +11,10 @@ What is compared (decide()), like with like: what would run per invoke on either
   partition is left (CpuSide.whole_model): LiteRT's interpreter of the model file (set its
   inputs, invoke, read its outputs: what the Interpreter's thin path, direct_path.py, costs)
   against every GPU partition's run together. Where the caller asks for several threads, the
-  model is timed at that count and at 1 (XNNPACK on one thread beat 16 on every tiny model on
-  the H200: a thread pool's wake-up costs more than their work), and runs at the one measured
-  faster (CpuSide.whole_threads). If the CPU wins, every partition moves.
+  model is timed at that count and at 1 (on the H200, XNNPACK on one thread beat 16 on the
+  zoo's keyword spotters, audio models, bert_tiny and t5_encoder_tiny: waking a thread pool
+  costs more than their work), and runs at the one measured faster (CpuSide.whole_threads).
+  If the CPU wins, every partition moves.
   Else each partition alone (unless it is the whole model): its compiled plan's run on the GPU
   (upload, dispatches, download, the context made current) against LiteRT's interpreter of its
   nodes as one sub-model (cpu_litert.LiteRTStep, what the Interpreter's cpu_backend 'auto'
@@ -311,6 +312,7 @@ def _fastest_threads(graph, num_threads):
     if num_threads is None or num_threads == 1:
         return num_threads, asked
     one = whole_timer(WholeModelStep(graph, 1), graph)
+    # The same rule, the asked count in the GPU's place: one thread must be measurably faster.
     return (1, one) if compare([asked], one).cpu_faster else (num_threads, asked)
 
 
@@ -331,6 +333,6 @@ def _measure_alone(partition, graph, backend, record, whole_measured):
         step = LiteRTStep(graph, partition.nodes, backend.num_threads)
         comparison = compare([gpu_timer(partition, graph)], cpu_timer(step, graph))
     except MEASURE_ERRORS as exc:
-        record.why = f"not measured: {exc}"
+        record.why = "; ".join(filter(None, [record.why, f"not measured alone: {exc}"]))
         return
     record.record("LiteRT sub-model", backend.num_threads, comparison)
