@@ -490,10 +490,12 @@ class WholeModelStep(LiteRTStep):
     """The model file whole (subgraph 0 of `graph`, at its inputs' current shapes) through one
     LiteRT interpreter: its resource variables, CALL_ONCE and control flow as LiteRT runs them
     (each subgraph's tensors its own). What placement='fastest' leaves when it moved every GPU
-    partition to the CPU (placement.py): per invoke one copy in per model input and one out per
-    output; its variable tensors (LSTM state) are both, as a GPU partition's are
-    (partition.boundary), so the Interpreter's storage holds their values (get_tensor,
-    set_tensor, reset_all_variables). A ModelError when LiteRT refuses the model."""
+    partition to the CPU (placement.py). The Interpreter mostly calls LiteRT through it
+    directly (`calls`, direct_path.py); run(), from the storage: per invoke one copy in per
+    model input and one out per output, its variable tensors (LSTM state) both, as a GPU
+    partition's are (partition.boundary), so the storage holds their values (get_tensor,
+    set_tensor, reset_all_variables). `num_threads`: LiteRT's. A ModelError when LiteRT
+    refuses the model."""
 
     def __init__(self, graph, num_threads=None):
         self.nodes, self.num_threads = list(graph.nodes), num_threads
