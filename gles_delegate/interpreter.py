@@ -14,7 +14,8 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import cpu_litert, ops, resource_variables, tensor_memory
-from .cpu_litert import CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic, whole_model_failure
+from .cpu_litert import (CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic,
+                         whole_model_failure)
 from .direct_path import DirectPath
 from .errors import ModelError, ResizeError, StateError
 from .graph import Graph, Node
