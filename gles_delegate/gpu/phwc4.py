@@ -151,7 +151,8 @@ def lane_offset(whole_shape, index_map):
     of the whole's slice c0 // 4, so the view's element range is where its values lie."""
     index_map = np.asarray(index_map)
     whole, part = bhwc(whole_shape), bhwc(index_map.shape)
-    if index_map.size == 0 or whole.b != 1 or (part.h, part.w) != (whole.h, whole.w) or whole.elements >= 2**31:
+    if index_map.size == 0 or whole.b != 1 or part.b != 1 or (part.h, part.w) != (whole.h, whole.w) \
+            or whole.elements >= 2**31:
         return None
     first = int(index_map.flat[0]) % whole.c
     iota = np.arange(whole.h * whole.w * whole.c, dtype=np.int64).reshape(whole.h, whole.w, whole.c)

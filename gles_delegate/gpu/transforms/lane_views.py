@@ -17,7 +17,7 @@ from ...graph import read_tensors
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout
 from ..kernels.base import MAX_LANE_READS
-from ..phwc4 import lane_offset
+from ..phwc4 import block_offset, lane_offset
 from .common import StorageTree, is_boundary, producer_of, readers_of
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.lane_views.ENABLED=0)
@@ -35,6 +35,8 @@ def apply(graph, log):
             continue
         made, said = [], []
         for position, tensor, whole, index_map in _candidates(node):
+            if block_offset(whole.shape, index_map) is not None:
+                continue  # a block of whole vec4s: slice_views' or concat_in_place's, or left by their A/B switch
             found = lane_offset(whole.shape, index_map)
             reason = _blocker(graph, tree, node, tensor, whole, found)
             role = "output" if node.op in SLICING else "input"
