@@ -2,6 +2,8 @@
 or written in place as lanes of the other tensor's vec4s (no copy dispatch), where it fits its
 own vec4s and no dispatch could mistake it for another tensor of that storage. Every case runs on
 the GPU against the reference in every precision, with its dispatch count."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import transforms
 from gles_delegate.gpu.kernels.layout import LANE_VIEWS
 from gles_delegate.gpu.phwc4 import Lanes
+from gles_delegate.gpu.serialization import CacheWarning
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
 from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, random, rewrite_through, statuses, why
 from tests.gpu.transforms.test_slice_views import slice_
@@ -182,3 +185,20 @@ def test_captures_read_lane_views_as_the_model_computes_them():
         assert len(lane_tensors) == 3
         for index in lane_tensors:
             assert_gpu_matches(reference.get_tensor(index), ours.get_tensor(index), "fp32", what=f"tensor {index}")
+
+
+def test_a_warm_start_keeps_the_lane_views(tmp_path):
+    """A plan read back from the serialization cache holds its lane views (Plan.lane_shifts,
+    checked by validate.py) and computes what the cold plan did."""
+    from tests.gpu.test_serialization import start
+    path = tmp_path / "edgenext_block.tflite"
+    path.write_bytes(edgenext_model())
+    _, cold, cold_outputs = start(str(path), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        _, warm, warm_outputs = start(str(path), tmp_path)
+    assert (cold.summary()["cache_hit"], warm.summary()["cache_hit"]) == (False, True)
+    shifts = cold.partitions[0].plan.lane_shifts
+    assert sorted(shifts.values()) == [0, 0, 2] and warm.partitions[0].plan.lane_shifts == shifts
+    for a, b in zip(cold_outputs, warm_outputs):
+        np.testing.assert_array_equal(a, b)
