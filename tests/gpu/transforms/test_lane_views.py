@@ -202,3 +202,42 @@ def test_a_warm_start_keeps_the_lane_views(tmp_path):
     assert sorted(shifts.values()) == [0, 0, 2] and warm.partitions[0].plan.lane_shifts == shifts
     for a, b in zip(cold_outputs, warm_outputs):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shift", [0, 2])
+def test_precision_auto_reads_a_half_lane_view_into_a_float_tensor(shift):
+    """Channels of a half tensor added to values past half's range: 'auto' keeps the sum in float
+    storage, and the dispatch computing it reads the lane view from the half buffer and writes
+    the float one (storage mode 'mixed')."""
+    c = Chain((1, 6, 7, 16))
+    part = slice_(c, c.conv(c.x, 10), (0, 0, 0, shift), (1, 6, 7, 2))
+    big = c.op("MUL", c.conv(c.x, 2, seed=3), c.const(np.full(2, 1e5, np.float32)))
+    model = c.build(c.op("MUL", c.op("ADD", big, part), c.const(np.full(2, 1e-5, np.float32))))
+    values = [random((1, 6, 7, 16), 6)]
+    check_gpu(model, values, "auto")
+    with GpuDelegate(precision="auto") as delegate:
+        run(model, values, delegate)
+        plan = delegate.partitions[0].plan
+    [lane_view] = plan.lane_shifts
+    assert lane_view not in plan.promoted_tensors
+    assert any(mode == "mixed" and "#define LANE_READS 1" in plan.sources[step[0]]
+               for mode, step in zip(plan.step_storage, plan.steps))
+
+
+def test_precision_auto_writes_a_float_lane_view_from_half_inputs():
+    """A concatenation whose second input is past half's range: 'auto' keeps it, and so the
+    first input's lane view, in float storage; the convolution computing the first reads its
+    half input and stores two lanes at a time into the float buffer (storage mode 'mixed')."""
+    c = Chain((1, 6, 7, 16))
+    small = c.conv(c.op("ABS", c.x), 2)
+    big = c.op("MUL", c.conv(c.x, 6, seed=3), c.const(np.full(6, 1e5, np.float32)))
+    cat = c.op("CONCATENATION", small, big, shape=(1, 6, 7, 8), axis=3)
+    model = c.build(c.op("MUL", cat, c.const(np.full(8, 1e-5, np.float32))))
+    values = [random((1, 6, 7, 16), 7)]
+    check_gpu(model, values, "auto")
+    with GpuDelegate(precision="auto") as delegate:
+        run(model, values, delegate)
+        plan = delegate.partitions[0].plan
+    assert len(plan.lane_shifts) == 2 and set(plan.lane_shifts) <= set(plan.promoted_tensors)
+    assert any(mode == "mixed" and "#define LANE_WRITES 1" in plan.sources[step[0]]
+               for mode, step in zip(plan.step_storage, plan.steps))
