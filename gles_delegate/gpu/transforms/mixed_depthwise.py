@@ -13,8 +13,8 @@ from ...graph import Node
 from ...ops import conv as reference
 from ...ops.common import ACT_NONE, PADDING_SAME, PADDING_VALID, fused_activation, spatial_geometry
 from ..kernels import epilogue, layout
-from ..kernels.conv import EXPLICIT_PADDING, geometry, optional_input
-from ..kernels.depthwise import TAP_WINDOWS
+from ..kernels.conv import EXPLICIT_PADDING, INPUT_GATE, geometry, optional_input
+from ..kernels.depthwise import TAP_WINDOWS, TILE_SUMS
 from .common import is_boundary, new_constant, only_reader_blocker, producer_of, readers_of
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.mixed_depthwise.ENABLED=0)
@@ -77,8 +77,8 @@ def _convolution_blocker(graph, convolution, value):
         return f"{convolution.label} has a channel multiplier or runtime weights"
     if any(t.dtype != np.float32 or t.quantization for t in (x, filt, value)):
         return f"{convolution.label} is not a float32 convolution"
-    if epilogue.steps_of(convolution) or set(convolution.options) & {TAP_WINDOWS, "input_gate", "tile_sums"}:
-        return f"{convolution.label} applies epilogue steps"
+    if epilogue.steps_of(convolution) or set(convolution.options) & {TAP_WINDOWS, INPUT_GATE, TILE_SUMS}:
+        return f"{convolution.label} applies epilogue steps or reads or writes more than its own tensors"
     return only_reader_blocker(graph, value, convolution)
 
 
@@ -113,7 +113,10 @@ def _fused_node(graph, concat, groups):
         return None, "the groups' convolutions differ in stride or dilation"
     if len(activations) != 1 or (activations != {ACT_NONE} and fused_activation(concat) != ACT_NONE):
         return None, "the groups' convolutions and the concatenation apply different activations"
-    windows, reason = _windows(groups, x, strides, dilations)
+    places = [geometry(c, x.shape[1:3], c.inputs[1].shape[1:3], strides, dilations) for c, _ in groups]
+    if len({place[:2] for place in places}) != 1:
+        return None, "the groups' outputs differ in height or width"
+    windows, reason = _windows(groups, places, dilations)
     if reason:
         return None, reason
     filt, bias = _filter_and_bias(graph, groups, windows, out.shape[3], first.index)
@@ -122,7 +125,7 @@ def _fused_node(graph, concat, groups):
                "dilation_w_factor": dilations[1], "depth_multiplier": 1, TAP_WINDOWS: windows,
                "fused_activation_function": activation if activation != ACT_NONE else fused_activation(concat)}
     reasons = []
-    for padding in _paddings(groups, x, filt.shape[1:3], strides, dilations):
+    for padding in _paddings(places, x, filt.shape[1:3], strides, dilations):
         fused = Node(index=first.index, op="DEPTHWISE_CONV_2D", inputs=[x, filt, bias], outputs=[out],
                      version=max(c.version for c, _ in groups), options={**options, **padding})
         reason = kernels.unsupported_reason(fused)
@@ -132,20 +135,14 @@ def _fused_node(graph, concat, groups):
     return None, f"the fused convolution cannot run: {reasons[-1]}"
 
 
-def _windows(groups, x, strides, dilations):
+def _windows(groups, places, dilations):
     """(((end channel, top tap, left tap, KH, KW) per group), None): where each group's kernel
-    lies in the fused one, so that its first tap reads the pixel its own padding made it read;
-    or (None, why not)."""
-    places = []
-    for convolution, _ in groups:
-        kh, kw = convolution.inputs[1].shape[1:3]
-        oh, ow, top, left = geometry(convolution, x.shape[1:3], (kh, kw), strides, dilations)
-        places.append(((oh, ow), (top, left), (kh, kw)))
-    if len({size for size, _, _ in places}) != 1:
-        return None, "the groups' outputs differ in height or width"
-    top, left = (max(pads[axis] for _, pads, _ in places) for axis in (0, 1))
+    lies in the fused one, so that its first tap reads the pixel its own padding made it read
+    (places: each group's conv.geometry, (out_h, out_w, pad_top, pad_left)); or (None, why not)."""
+    top, left = max(p[2] for p in places), max(p[3] for p in places)
     windows, end = [], 0
-    for (convolution, _), (_, (t, l), (kh, kw)) in zip(groups, places):
+    for (convolution, _), (_, _, t, l) in zip(groups, places):
+        kh, kw = convolution.inputs[1].shape[1:3]
         if (top - t) % dilations[0] or (left - l) % dilations[1]:
             return None, f"{convolution.label}'s padding is not a whole number of dilated taps from the others'"
         end += convolution.inputs[0].shape[3]
@@ -169,11 +166,10 @@ def _filter_and_bias(graph, groups, windows, channels, index):
             new_constant(graph, f"mixed_depthwise_{index}_bias", bias))
 
 
-def _paddings(groups, x, kernel_hw, strides, dilations):
+def _paddings(places, x, kernel_hw, strides, dilations):
     """The padding options of the fused node to try: SAME, where its padding over the fused
-    kernel puts every group's taps where theirs were; else VALID with the explicit padding before
-    the first tap (bottom / right: what keeps the output's size)."""
-    places = [geometry(c, x.shape[1:3], c.inputs[1].shape[1:3], strides, dilations) for c, _ in groups]
+    kernel puts every group's taps where theirs were (places: as _windows); else VALID with the
+    explicit padding before the first tap (bottom / right: what keeps the output's size)."""
     (oh, ow), top, left = places[0][:2], max(p[2] for p in places), max(p[3] for p in places)
     if spatial_geometry(x.shape[1:3], kernel_hw, strides, dilations, PADDING_SAME) == (oh, ow, top, left):
         yield {"padding": PADDING_SAME}

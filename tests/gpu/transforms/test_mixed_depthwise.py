@@ -249,3 +249,14 @@ def test_the_concatenations_activation(precision):
     summary, log = check_gpu(model, values, precision)
     assert ("APPLIED", "#5 (CONCATENATION)") in statuses(log, RULE)
     assert summary["dispatches"] == 3
+
+
+def test_a_fused_window_larger_than_the_unpadded_input():
+    """PyTorch-padded 3x3 and 5x5 groups at stride 2 on a 4x4 plane (padded 1 and 2 pixels; SAME
+    over 5x5 would pad 1 before): the fused 5x5 VALID convolution with explicit padding is
+    refused by TFLite's check of the unpadded input (the window does not fit it), so the groups
+    stay."""
+    shape = (1, 4, 4, 8)
+    c = Chain(shape)
+    model = c.build(mixed_block(c, c.op("EXP", c.x), (4, 4), (3, 5), stride=2, torch_padding=True))
+    check_skipped(model, RULE, "CONCATENATION", "the fused convolution cannot run: output size", [random(shape)])
