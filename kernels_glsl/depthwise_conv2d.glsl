@@ -67,20 +67,17 @@ vec4 convolve_tile(ivec3 gid) {
 #if TAP_WINDOWS
   int rows = windows_offset + 4 * slice;
   vec4 top = weight(rows), bottom = weight(rows + 1), left = weight(rows + 2), right = weight(rows + 3);
-  bvec4 on[KH * KW];
-  for (int ky = 0; ky < KH; ++ky) {
-    for (int kx = 0; kx < KW; ++kx) {
-      uvec4 in_rows = uvec4(greaterThanEqual(vec4(ky), top)) & uvec4(lessThan(vec4(ky), bottom));
-      on[ky * KW + kx] = bvec4(in_rows & uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right)));
-    }
-  }
+  // A lane's window is a box: a tap is in it when its row and its column are (per lane, ~0u or 0).
+  uvec4 row_on[KH], column_on[KW];
+  for (int ky = 0; ky < KH; ++ky) row_on[ky] = uvec4(greaterThanEqual(vec4(ky), top)) & uvec4(lessThan(vec4(ky), bottom));
+  for (int kx = 0; kx < KW; ++kx) column_on[kx] = uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right));
   // The patch pixels some lane reads: rows [used.x, used.y), columns [used.z, used.w).
   ivec4 used = ivec4(min(min(top.x, top.y), min(top.z, top.w)), max(max(bottom.x, bottom.y), max(bottom.z, bottom.w)),
                      min(min(left.x, left.y), min(left.z, left.w)), max(max(right.x, right.y), max(right.z, right.w)));
   used.yw += ivec2(TILE_H, TILE_W) - 1;
-#define TAP(v, k) mix(vec4(0.0), v, on[k])
+#define TAP(v, ky, kx) mix(vec4(0.0), v, bvec4(row_on[ky] & column_on[kx]))
 #else
-#define TAP(v, k) v
+#define TAP(v, ky, kx) v
 #endif
 
   for (int iy = 0; iy < PATCH_H; ++iy) {
@@ -106,7 +103,7 @@ vec4 convolve_tile(ivec3 gid) {
         for (int tx = 0; tx < TILE_W; ++tx) {
           int kx = ix - tx;
           if (kx < 0 || kx >= KW) continue;
-          acc[ty * TILE_W + tx] += TAP(v, ky * KW + kx) * w[ky * KW + kx];
+          acc[ty * TILE_W + tx] += TAP(v, ky, kx) * w[ky * KW + kx];
         }
       }
     }
