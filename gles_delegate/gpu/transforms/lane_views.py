@@ -33,26 +33,34 @@ def apply(graph, log):
         if reason:
             log.skipped(node, reason)
             continue
-        made, said = [], []
-        for position, tensor, whole, index_map in _candidates(node):
-            if block_offset(whole.shape, index_map) is not None:
-                continue  # a block of whole vec4s: slice_views' or concat_in_place's, or left by their A/B switch
-            found = lane_offset(whole.shape, index_map)
-            reason = _blocker(graph, tree, node, tensor, whole, found)
-            role = "output" if node.op in SLICING else "input"
-            if reason:
-                said.append(f"{role} {position}: {reason}")
-                continue
-            tree.place(tensor, whole)
-            made.append((position, *found))
-            first = int(index_map.flat[0]) % whole.shape[-1]
-            said.insert(len(made) - 1, f"{role} {position} (tensor {tensor.index}) is channels {first}.."
-                                       f"{first + found[1].channels} of tensor {whole.index} in place")
+        made, notes, reasons = _lane_views_of(graph, tree, node)
         if made:
             graph.set_options(node, {**node.options, layout.LANE_VIEWS: tuple(made)})
-            log.applied(node, "; ".join(said))
-        elif said:
-            log.skipped(node, "; ".join(said))
+            log.applied(node, "; ".join(notes + reasons))
+        elif reasons:
+            log.skipped(node, "; ".join(reasons))
+
+
+def _lane_views_of(graph, tree, node):
+    """([(position, offset, Lanes)] of the outputs / inputs of `node` made lane views (placed in
+    `tree`), [what each is], [why each other is not]); a whole-vec4 block is none of them (rules
+    slice_views and concat_in_place take it, or leave it while switched off)."""
+    made, notes, reasons = [], [], []
+    role = "output" if node.op in SLICING else "input"
+    for position, tensor, whole, index_map in _candidates(node):
+        if block_offset(whole.shape, index_map) is not None:
+            continue
+        found = lane_offset(whole.shape, index_map)
+        reason = _blocker(graph, tree, node, tensor, whole, found)
+        if reason:
+            reasons.append(f"{role} {position}: {reason}")
+            continue
+        tree.place(tensor, whole)
+        made.append((position, *found))
+        first = int(index_map.flat[0]) % whole.shape[-1]
+        notes.append(f"{role} {position} (tensor {tensor.index}) is channels {first}..{first + found[1].channels} "
+                     f"of tensor {whole.index} in place")
+    return made, notes, reasons
 
 
 def _tensor(node, k):
