@@ -101,6 +101,8 @@ def _blocker(graph, tree, node, tensor, whole, found):
         return reason
     if not tree.alone(tensor):
         return f"tensor {tensor.index} shares its storage with another tensor (an alias) or holds a view"
+    if id(whole) in _lane_views(graph):
+        return f"tensor {whole.index} is a lane view itself (its storage is not laid out as its own)"
     if node.op == "CONCATENATION":
         reason = _writer_blocker(graph, tree, node, tensor, whole, found[1])
     return reason or _readers_blocker(graph, tree, node, tensor, whole)

@@ -241,3 +241,16 @@ def test_precision_auto_writes_a_float_lane_view_from_half_inputs():
     assert len(plan.lane_shifts) == 2 and set(plan.lane_shifts) <= set(plan.promoted_tensors)
     assert any(mode == "mixed" and "#define LANE_WRITES 1" in plan.sources[step[0]]
                for mode, step in zip(plan.step_storage, plan.steps))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_slice_of_a_lane_view(precision):
+    """Channel 1 of channels 2..4 of a tensor: the outer slice is a lane view, whose storage is
+    not laid out as its own, so the inner one keeps its copy."""
+    c = Chain((1, 4, 5, 8))
+    outer = slice_(c, c.op("EXP", c.x), (0, 0, 0, 2), (1, 4, 5, 2))
+    inner = slice_(c, outer, (0, 0, 0, 1), (1, 4, 5, 1))
+    model = c.build(c.conv(outer, 4), c.conv(inner, 4, seed=3))
+    assert list(lane_views(model).values()) == [((0, 0, Lanes(2, 2, 2)),)]
+    assert "tensor 4 is a lane view itself" in why(rewrite_through(model, RULE)[1], RULE, "#2 (SLICE)")
+    check_gpu(model, [random((1, 4, 5, 8))], precision)
