@@ -8,6 +8,10 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate.errors import GpuError
+from gles_delegate.graph import Tensor
+from gles_delegate.gpu.compiler import lane_accesses
+from gles_delegate.gpu.kernels.base import Dispatch, KernelEnv
 from gles_delegate.gpu import transforms
 from gles_delegate.gpu.kernels.layout import LANE_VIEWS
 from gles_delegate.gpu.phwc4 import Lanes
@@ -254,3 +258,14 @@ def test_a_slice_of_a_lane_view(precision):
     assert list(lane_views(model).values()) == [((0, 0, Lanes(2, 2, 2)),)]
     assert "tensor 4 is a lane view itself" in why(rewrite_through(model, RULE)[1], RULE, "#2 (SLICE)")
     check_gpu(model, [random((1, 4, 5, 8))], precision)
+
+
+def test_the_compiler_refuses_a_dispatch_of_three_lane_views():
+    """The rule keeps every reader to MAX_LANE_READS lane views; a dispatch past that (common.glsl
+    has no third slot) is an error naming it, not a shader that reads one of them as stored."""
+    env = KernelEnv("fp32", {})
+    views = [Tensor(k, f"part{k}", (1, 4, 5, 3), np.dtype(np.float32)) for k in range(3)]
+    for view in views:
+        env.view(view, Tensor(9, "whole", (1, 4, 5, 8), np.dtype(np.float32)), 0, Lanes(1, 3, 3))
+    with pytest.raises(GpuError, match=r"dispatch 'three' reads 3 lane views \(tensors \[0, 1, 2\]\), more than 2"):
+        lane_accesses([Dispatch("elementwise", (1, 1, 1), reads=tuple(views), label="three")], env)

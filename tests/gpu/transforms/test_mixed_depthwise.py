@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate
-from gles_delegate.gpu import transforms
+from gles_delegate.gpu import kernels, transforms
 from gles_delegate.gpu.kernels.depthwise import TAP_WINDOWS
 from tests.gpu.gpulib import PRECISIONS
 from tests.gpu.transforms.rulelib import Chain, check_gpu, check_skipped, dispatches, random, rewrite_through, statuses
@@ -260,3 +260,20 @@ def test_a_fused_window_larger_than_the_unpadded_input():
     c = Chain(shape)
     model = c.build(mixed_block(c, c.op("EXP", c.x), (4, 4), (3, 5), stride=2, torch_padding=True))
     check_skipped(model, RULE, "CONCATENATION", "the fused convolution cannot run: output size", [random(shape)])
+
+
+@pytest.mark.parametrize("windows, what", [
+    (((4, 0, 0, 3, 3),), "do not tile the 8 channels"),
+    (((4, 0, 0, 3, 3), (8, 1, 1, 3, 3)), "do not tile the 8 channels of a 3x3 filter"),
+    (((8, 0, 0, 3, 3), (4, 0, 0, 3, 3)), "do not tile"),
+])
+def test_the_kernel_refuses_windows_that_do_not_tile_the_filter(windows, what):
+    """TAP_WINDOWS must cover the channels in order, each window inside the filter."""
+    shape = (1, 6, 6, 8)
+    c = Chain(shape)
+    model = c.build(c.depthwise(c.op("EXP", c.x), 3))
+    graph, _ = rewrite_through(model, RULE)
+    [node] = [n for n in graph.nodes if n.op == "DEPTHWISE_CONV_2D"]
+    assert kernels.unsupported_reason(node) is None
+    node.options[TAP_WINDOWS] = windows
+    assert what in kernels.unsupported_reason(node)
