@@ -69,8 +69,12 @@ vec4 convolve_tile(ivec3 gid) {
   vec4 top = weight(rows), bottom = weight(rows + 1), left = weight(rows + 2), right = weight(rows + 3);
   // A lane's window is a box: a tap is in it when its row and its column are (per lane, ~0u or 0).
   uvec4 row_on[KH], column_on[KW];
-  for (int ky = 0; ky < KH; ++ky) row_on[ky] = uvec4(greaterThanEqual(vec4(ky), top)) & uvec4(lessThan(vec4(ky), bottom));
-  for (int kx = 0; kx < KW; ++kx) column_on[kx] = uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right));
+  for (int ky = 0; ky < KH; ++ky) {
+    row_on[ky] = uvec4(greaterThanEqual(vec4(ky), top)) & uvec4(lessThan(vec4(ky), bottom));
+  }
+  for (int kx = 0; kx < KW; ++kx) {
+    column_on[kx] = uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right));
+  }
   // The patch pixels some lane reads: rows [used.x, used.y), columns [used.z, used.w).
   ivec4 used = ivec4(min(min(top.x, top.y), min(top.z, top.w)), max(max(bottom.x, bottom.y), max(bottom.z, bottom.w)),
                      min(min(left.x, left.y), min(left.z, left.w)), max(max(right.x, right.y), max(right.z, right.w)));

@@ -91,7 +91,8 @@ def mixnet_block(m, x, groups, kernels, stride):
         if stride > 1:  # PyTorch's symmetric padding: a PAD, then a VALID convolution
             n, h, w, c = m.shapes[part]
             p = (kernel - 1) // 2
-            part = m.op("PAD", [part, m.const([[0, 0], [p, p], [p, p], [0, 0]], np.int32)], (n, h + 2 * p, w + 2 * p, c))
+            paddings = m.const([[0, 0], [p, p], [p, p], [0, 0]], np.int32)
+            part = m.op("PAD", [part, paddings], (n, h + 2 * p, w + 2 * p, c))
             convolved.append(m.depthwise(part, kernel, stride, VALID))
         else:
             convolved.append(m.depthwise(part, kernel))

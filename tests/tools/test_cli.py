@@ -6,8 +6,9 @@ import pytest
 
 from gles_delegate import ModelError
 from gles_delegate.tools import (bench_compare, bench_init, bench_invoke, benchmark_model, build_quantized_mobilenet,
-                                 build_structures, common, compiler_report, demo, doc_examples, fetch_models, fuzz_models, inspect_model,
-                                 parity_report, profile_model, supported_ops, top1_agreement)
+                                 build_structures, common, compiler_report, demo, doc_examples, fetch_models,
+                                 fuzz_models, inspect_model, parity_report, profile_model, supported_ops,
+                                 top1_agreement)
 
 TOOLS = [benchmark_model, inspect_model, parity_report, profile_model, bench_compare, bench_init, top1_agreement,
          compiler_report, fetch_models, fuzz_models, demo, supported_ops, build_quantized_mobilenet, doc_examples,

@@ -270,6 +270,7 @@ def _placed(node):
     from ..kernels.layout import DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
     lanes = [entry[0] for entry in node.options.get(LANE_VIEWS, ())]
     if node.op == "CONCATENATION":
-        return [(node.inputs[j], node.outputs[0]) for j in [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes]
+        inputs = [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes
+        return [(node.inputs[j], node.outputs[0]) for j in inputs]
     outputs = [k for k, _ in node.options.get(VIEW_OUTPUTS, ())] + lanes
     return [(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)])) for k in outputs]

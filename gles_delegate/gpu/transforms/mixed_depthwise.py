@@ -17,7 +17,8 @@ from ..kernels.conv import EXPLICIT_PADDING, INPUT_GATE, geometry, optional_inpu
 from ..kernels.depthwise import TAP_WINDOWS, TILE_SUMS
 from .common import is_boundary, new_constant, only_reader_blocker, producer_of, readers_of
 
-ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.mixed_depthwise.ENABLED=0)
+# rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.mixed_depthwise.ENABLED=0)
+ENABLED = True
 SLICING = ("SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V")
 
 

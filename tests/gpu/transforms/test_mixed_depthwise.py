@@ -39,8 +39,8 @@ def padded_depthwise(c, x, kernel, stride, seed):
 def mixed_block(c, x, sizes, kernels, stride=1, how="SLICE", torch_padding=False, **concat_options):
     """The groups of `x`, one depthwise convolution each, concatenated along the channels."""
     parts = groups_of(c, x, sizes, how)
-    outs = [padded_depthwise(c, p, k, stride, 10 + k) if torch_padding else c.depthwise(p, k, stride=stride, seed=10 + k)
-            for p, k in zip(parts, kernels)]
+    outs = [padded_depthwise(c, p, k, stride, 10 + k) if torch_padding
+            else c.depthwise(p, k, stride=stride, seed=10 + k) for p, k in zip(parts, kernels)]
     n, h, w, _ = c.shapes[outs[0]]
     return c.op("CONCATENATION", *outs, shape=(n, h, w, sum(sizes)), axis=3, **concat_options)
 
