@@ -13,6 +13,7 @@ from gles_delegate.litert import abi, memory
 from gles_delegate.litert.native import native_delegates
 from gles_delegate.tflite import ModelBuilder, read_model
 from tests.control_flow_models import if_model
+from tests.forking import in_forked_child
 from tests.litert_delegate.models import add_model, mixed_model, segmentation_head_model
 from tests.litert_delegate.test_litert_delegate import litert_alone, run
 from tests.oplib import assert_close
@@ -239,17 +240,8 @@ def test_a_fork_child_reads_the_outputs_from_plain_memory():
         out = interp.get_output_details()[0]["index"]
         expected = run(interp, image(STAGED, 3))
         slot = address(interp, out)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: plain memory reads, then out at once
-            ok = address(interp, out) != slot and np.array_equal(interp.get_tensor(out), expected)
-            os.write(write, b"1" if ok else b"0")
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            answer = pipe.read()
-        os.waitpid(pid, 0)
-        assert answer == b"1"
+        assert in_forked_child(lambda: address(interp, out) != slot
+                               and np.array_equal(interp.get_tensor(out), expected))
         np.testing.assert_array_equal(interp.get_tensor(out), expected)
         run(interp, image(STAGED, 4))
         assert address(interp, out) == slot
