@@ -12,12 +12,11 @@ from gles_delegate.errors import GpuError
 from gles_delegate.graph import Tensor
 from gles_delegate.gpu.compiler import lane_accesses
 from gles_delegate.gpu.kernels.base import Dispatch, KernelEnv
-from gles_delegate.gpu import transforms
 from gles_delegate.gpu.kernels.layout import LANE_VIEWS
 from gles_delegate.gpu.phwc4 import Lanes
 from gles_delegate.gpu.serialization import CacheWarning
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
-from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, random, rewrite_through, statuses, why
+from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches_without, random, rewrite_through, rule_off, statuses, why)
 from tests.gpu.transforms.test_slice_views import slice_
 
 RULE = "lane_views"
@@ -27,14 +26,6 @@ def lane_views(model):
     """{node label: ((position, offset, Lanes), ...)} of the nodes the rule made lane views of."""
     graph, _ = rewrite_through(model, RULE)
     return {n.label: n.options[LANE_VIEWS] for n in graph.nodes if LANE_VIEWS in n.options}
-
-
-def without_rule(model, values):
-    transforms.lane_views.ENABLED = False
-    try:
-        return dispatches(model, values)
-    finally:
-        transforms.lane_views.ENABLED = True
 
 
 def channel_groups(c, x, sizes):
@@ -77,7 +68,7 @@ def test_edgenext_block(precision):
     # convert_in, 2 convolutions, the first depthwise, the second group's copy (adding the first
     # result as its epilogue step), the second depthwise, the last group's copy into the
     # concatenation; without: + the first group's copy and the two results' copies.
-    assert (summary["dispatches"], without_rule(model, values)) == (7, 10)
+    assert (summary["dispatches"], dispatches_without(RULE, model, values)) == (7, 10)
 
 
 def test_edgenext_block_at_fp32_is_the_copies_bit_for_bit():
@@ -86,12 +77,8 @@ def test_edgenext_block_at_fp32_is_the_copies_bit_for_bit():
     values = [random((1, 6, 7, 16), 3)]
     with GpuDelegate() as delegate:
         [in_place] = run(model, values, delegate)
-    transforms.lane_views.ENABLED = False
-    try:
-        with GpuDelegate() as delegate:
-            [copied] = run(model, values, delegate)
-    finally:
-        transforms.lane_views.ENABLED = True
+    with rule_off(RULE), GpuDelegate() as delegate:
+        [copied] = run(model, values, delegate)
     assert np.array_equal(in_place, copied)
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate
-from gles_delegate.gpu import kernels, transforms
+from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels.depthwise import TAP_WINDOWS
 from tests.gpu.gpulib import PRECISIONS
-from tests.gpu.transforms.rulelib import Chain, check_gpu, check_skipped, dispatches, random, rewrite_through, statuses
+from tests.gpu.transforms.rulelib import (Chain, check_gpu, check_skipped, dispatches_without, random, rewrite_through, rule_off, statuses)
 from tests.gpu.transforms.test_slice_views import slice_, split_v
 from tests.oplib import SAME, VALID, run_ours
 
@@ -52,14 +52,6 @@ def batch_norm_swish(c, x):
     return c.op("MUL", y, c.op("LOGISTIC", y))
 
 
-def without_rule(model, values, **options):
-    transforms.mixed_depthwise.ENABLED = False
-    try:
-        return dispatches(model, values, **options)
-    finally:
-        transforms.mixed_depthwise.ENABLED = True
-
-
 def fused_windows(model):
     """The TAP_WINDOWS of each depthwise convolution after the rules up to this one."""
     graph, _ = rewrite_through(model, RULE)
@@ -82,7 +74,7 @@ def test_mixnet_block(precision):
     # Without: 3 convolutions reading their groups in place and writing them into the
     # concatenation's storage (slice_views, concat_in_place, lane_views), the batch norm (a MUL,
     # the rest its epilogue steps).
-    assert without_rule(model, values) == 7
+    assert dispatches_without(RULE, model, values) == 7
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -99,7 +91,7 @@ def test_same_padding_that_differs_by_kernel(precision, size):
     summary, _ = check_gpu(model, values, precision)
     # convert_in, EXP, the convolution (storing the output); without: 4 convolutions (reading
     # and writing lane views), convert_out.
-    assert (summary["dispatches"], without_rule(model, values)) == (3, 7)
+    assert (summary["dispatches"], dispatches_without(RULE, model, values)) == (3, 7)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -114,7 +106,7 @@ def test_merged_pads(precision):
     summary, _ = check_gpu(model, values, precision)
     # Without: 3 convolutions, convert_out, and the copies of channels 6..14 (from lane 2, 8
     # channels need 3 vec4s: no lane view) out of the slice and into the concatenation.
-    assert (summary["dispatches"], without_rule(model, values)) == (3, 8)
+    assert (summary["dispatches"], dispatches_without(RULE, model, values)) == (3, 8)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -136,7 +128,7 @@ def test_even_kernels_and_dilation(precision):
     assert [w[1:] for w in fused_windows(model)[0]] == [(1, 1, 2, 2), (0, 0, 4, 4)]
     values = [random(shape, scale=0.5)]
     summary, _ = check_gpu(model, values, precision)
-    assert (summary["dispatches"], without_rule(model, values)) == (3, 5)  # 2 convolutions, convert_out
+    assert (summary["dispatches"], dispatches_without(RULE, model, values)) == (3, 5)  # 2 convolutions, convert_out
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -165,12 +157,8 @@ def test_only_copies_go_bit_identical():
     values = [random(shape)]
     with GpuDelegate() as delegate:
         [fused] = run_ours(model, values, experimental_delegates=[delegate])
-    transforms.mixed_depthwise.ENABLED = False
-    try:
-        with GpuDelegate() as delegate:
-            [separate] = run_ours(model, values, experimental_delegates=[delegate])
-    finally:
-        transforms.mixed_depthwise.ENABLED = True
+    with rule_off(RULE), GpuDelegate() as delegate:
+        [separate] = run_ours(model, values, experimental_delegates=[delegate])
     assert np.array_equal(fused, separate)
 
 
