@@ -39,6 +39,7 @@ has the figures). LiteRT's interpreters are not thread-safe: each runs under a l
 """
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -464,17 +465,40 @@ class LiteRTStep:
                              f"{[list(shape) for _, shape in changed]} in LiteRT: {str(exc).strip()[:400]}") from None
 
 
+class LiteRTCalls(NamedTuple):
+    """set(index, array), get(index) -> a copy, invoke() of one LiteRT interpreter."""
+    set: object
+    get: object
+    invoke: object
+
+
+def native_calls(interpreter):
+    """The LiteRTCalls of LiteRT's Interpreter `interpreter`: its pybind wrapper's SetTensor,
+    GetTensor and Invoke (its `_interpreter`), else, where an ai-edge-litert has no such wrapper,
+    its own set_tensor, get_tensor and invoke. Why: its Python methods add a frame each, and its
+    invoke() counts the references to its wrapper (_ensure_safe: no numpy view of its buffers
+    may outlive a reallocation), which is a tenth of a tiny model's invoke; a caller that never
+    holds a view across an invoke needs not. Holding these makes that count refuse LiteRT's own
+    invoke(): every invoke of `interpreter` must go through them."""
+    wrapper = getattr(interpreter, "_interpreter", None)
+    if all(callable(getattr(wrapper, name, None)) for name in ("SetTensor", "GetTensor", "Invoke")):
+        return LiteRTCalls(wrapper.SetTensor, wrapper.GetTensor, wrapper.Invoke)
+    return LiteRTCalls(interpreter.set_tensor, interpreter.get_tensor, interpreter.invoke)
+
+
 class WholeModelStep(LiteRTStep):
     """The model file whole (subgraph 0 of `graph`, at its inputs' current shapes) through one
     LiteRT interpreter: its resource variables, CALL_ONCE and control flow as LiteRT runs them
     (each subgraph's tensors its own). What placement='fastest' leaves when it moved every GPU
-    partition to the CPU (placement.py): per invoke one copy in per model input and one out per
-    output; its variable tensors (LSTM state) are both, as a GPU partition's are
-    (partition.boundary), so the Interpreter's storage holds their values (get_tensor,
-    set_tensor, reset_all_variables). A ModelError when LiteRT refuses the model."""
+    partition to the CPU (placement.py). The Interpreter mostly calls LiteRT through it
+    directly (`calls`, direct_path.py); run(), from the storage: per invoke one copy in per
+    model input and one out per output, its variable tensors (LSTM state) both, as a GPU
+    partition's are (partition.boundary), so the storage holds their values (get_tensor,
+    set_tensor, reset_all_variables). `num_threads`: LiteRT's. A ModelError when LiteRT
+    refuses the model."""
 
     def __init__(self, graph, num_threads=None):
-        self.nodes = list(graph.nodes)
+        self.nodes, self.num_threads = list(graph.nodes), num_threads
         shapes = {t.index: tuple(t.shape) for t in graph.inputs}
         content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
         interpreter = _interpreter(content if isinstance(content, bytes) else bytes(content), self.nodes, num_threads,
@@ -482,6 +506,7 @@ class WholeModelStep(LiteRTStep):
         index = {id(t): t.index for t in graph.tensors}  # subgraph 0's indices are LiteRT's
         state = [t for t in graph.tensors if t.is_variable and not t.is_const and t.dtype is not None]
         self._attach(interpreter, index, list(graph.inputs) + state, list(graph.outputs) + state, False, False)
+        self.calls = native_calls(interpreter)
 
     def reset_variables(self):
         """Zero the variable tensors LiteRT holds in the model's other subgraphs too
@@ -492,17 +517,25 @@ class WholeModelStep(LiteRTStep):
         """LiteRTStep.run, less what a whole model needs not: its inputs are the model's (no
         dynamic shapes, never a deferred output: set_tensor copies them in), its outputs have
         the shapes LiteRT's Prepare gave (checked when made), and the one Interpreter that owns
-        it runs it under its own lock. A tiny model's invoke is mostly this Python: LiteRT's
-        own set_tensor + invoke + get_tensor is ~3 us (docs/performance.md)."""
-        interpreter = self.interpreter
+        it runs it under its own lock. The Interpreter runs it only when it left its thin path
+        (direct_path.py), which skips the copies through its storage."""
         for index, theirs, _ in self.inputs:
-            interpreter.set_tensor(theirs, storage[index])
-        try:
-            interpreter.invoke()
-        except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"the model failed in LiteRT: {str(exc).strip()[:400]}") from None
+            self.calls.set(theirs, storage[index])
+        self.invoke()
         for tensor, _, view in self.outputs:  # copied now: a view held would cost a forget() per invoke
             np.copyto(storage[tensor.index], view())
+
+    def invoke(self):
+        """LiteRT's invoke of the model on what its inputs hold; a ModelError where it fails."""
+        try:
+            self.calls.invoke()
+        except (ValueError, RuntimeError) as exc:
+            raise whole_model_failure(exc) from None
+
+
+def whole_model_failure(exc):
+    """The ModelError of LiteRT's invoke of a whole model failing with `exc`."""
+    return ModelError(f"the model failed in LiteRT: {str(exc).strip()[:400]}")
 
 
 def _read_then_written(nodes):

@@ -139,9 +139,10 @@ _OPTIONS_DOC = """
     placement: 'gpu' | 'fastest', 'gpu'. 'gpu': every partition the GPU can run runs there, so
         the delegate shows op by op what this GPU does with the model. 'fastest': at
         allocate_tensors() each small partition is also timed on the GPU and on LiteRT's CPU
-        kernels (what runs it otherwise), and the CPU takes it where it is faster by
-        placement.MARGIN (a tiny model: a GPU dispatch costs microseconds of driver time);
-        summary()['placements'] says what was measured. Needs ai-edge-litert (without it every
+        kernels (what runs it otherwise: the model file whole where every partition moves), in
+        paired runs, and the CPU takes it where it was faster in enough of them to exclude a
+        tie (a sign test at placement.ALPHA; a tiny model: a GPU dispatch costs microseconds of
+        driver time); summary()['placements'] says what was measured. Needs ai-edge-litert (without it every
         partition stays on the GPU, and the log and summary say so); the numpy reference is
         never chosen for speed. See gles_delegate/placement.py.
 """
@@ -576,7 +577,9 @@ class GpuDelegate:
         placement: the option, 'gpu' or 'fastest'.
         placements: placement='fastest': per partition found, {'nodes' (their span), 'on' ('gpu'
             or 'cpu'), 'gpu_ms', 'cpu_ms' (the medians measured, None where not), 'cpu' (what the
-            CPU time ran: 'LiteRT sub-model', 'LiteRT whole model'), 'why'}; [] with 'gpu'.
+            CPU time ran: 'LiteRT sub-model', 'LiteRT whole model'), 'threads' (LiteRT's thread
+            count there, None: its default), 'cpu_faster_runs' and 'paired_runs' (the rounds the
+            CPU was faster in, of those timed), 'why'}; [] with 'gpu'.
         first_nonfinite: None, or (with debug_nonfinite) where the first NaN / Inf of the
             invokes since the model was given appeared: {'node', 'tensor', 'index', 'dispatch',
             'step', 'nan', 'inf', 'element'} (the node's label, the tensor's name and index, the

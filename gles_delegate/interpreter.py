@@ -14,7 +14,9 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import cpu_litert, ops, resource_variables, tensor_memory
-from .cpu_litert import CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic
+from .cpu_litert import (CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic,
+                         whole_model_failure)
+from .direct_path import DirectPath
 from .errors import ModelError, ResizeError, StateError
 from .gc_pause import gc_paused
 from .graph import Graph, Node
@@ -127,6 +129,7 @@ class _Storage(dict):
         return self.exposed is not None and sys.getrefcount(self.exposed) > 2  # self's + the argument's
 
 
+_ndarray = np.ndarray  # a global rather than np.ndarray: one lookup less on set_tensor's thin path
 TensorDetails = dict[str, Any]  # a details dict, with LiteRT's keys and value types
 
 
@@ -410,7 +413,7 @@ class _Executor:
                     claimed[id(node)] = partition
         if side.declined and not claimed and side.whole_model:
             try:
-                return [WholeModelStep(graph, cpu.num_threads)]
+                return [WholeModelStep(graph, side.whole_threads or cpu.num_threads)]
             except ModelError:
                 pass  # LiteRT refuses the model file: its nodes are placed one run at a time below
         steps, placed = [], set()
@@ -583,6 +586,7 @@ class Interpreter:
             self._resize_pending = False
             self._lock = threading.RLock()
             self._main = self._executor(0)
+            self._direct: DirectPath | None = None  # the thin path of a model run whole on LiteRT (direct_path.py)
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
@@ -619,6 +623,7 @@ class Interpreter:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors. After
         resize_tensor_input(), a ModelError is a ResizeError (also a RuntimeError, as LiteRT's)."""
         with self._lock, gc_paused():
+            self._direct = None  # the plan, and LiteRT's interpreter with it, is made again
             self._subgraphs.replan()
             try:
                 self._main.allocate(self._delegates)
@@ -627,6 +632,15 @@ class Interpreter:
                     raise
                 raise ResizeError(str(exc)).with_traceback(exc.__traceback__) from None
             self._resize_pending = False
+            self._direct = DirectPath.of(self._main)
+
+    def _leave_direct(self):
+        """Hand the values the thin path left in LiteRT's tensors to the storage, which every
+        other path reads and writes (direct_path.py); nothing when not on it."""
+        with self._lock:
+            direct, self._direct = self._direct, None
+            if direct is not None and self._main.storage is not None:
+                direct.leave(self._main.storage)
 
     def __del__(self):
         # Free the GPU partitions now rather than when their delegate closes (a delegate may
@@ -639,6 +653,17 @@ class Interpreter:
 
     def invoke(self) -> None:
         """Run the model on the current input tensors."""
+        # acquire / release rather than `with`: half the cost, which on a model of a few
+        # microseconds (the thin path, direct_path.py) is a few percent.
+        self._lock.acquire()
+        try:
+            if self._direct is not None:
+                try:
+                    return self._direct.invoke()
+                except (ValueError, RuntimeError) as exc:
+                    raise whole_model_failure(exc) from None
+        finally:
+            self._lock.release()
         self._require_allocated()
         with self._lock:
             self._main.invoke()
@@ -653,6 +678,7 @@ class Interpreter:
         with self._lock:
             if self._main.storage is not None and not self._resize_pending and tuple(tensor.shape) == shape:
                 return  # allocated at this shape already: nothing changes, as in LiteRT's ResizeInputTensor
+            self._direct = None  # the storage and the plan are dropped
             self._main.resize_input(tensor, shape)
             self._resize_pending = True
 
@@ -690,14 +716,37 @@ class Interpreter:
     # -- tensors --------------------------------------------------------------------------
     def set_tensor(self, tensor_index: int, value: np.ndarray) -> None:
         """Copy `value` into a tensor; dtype and shape must match exactly (ValueError if not)."""
+        direct = self._direct
+        # The thin path (direct_path.py): an array of numpy's own instance of the input's dtype
+        # (not an equal one of another byte order, which LiteRT would copy as it is); LiteRT
+        # checks the shape, and the checks below say what is wrong where it refuses.
+        if direct is not None and type(tensor_index) is int and type(value) is _ndarray \
+                and value.dtype is direct.dtypes.get(tensor_index):
+            try:
+                return direct.set(tensor_index, value)
+            except ValueError:
+                pass
         self._require_allocated()
-        _set(self._main, self._tensor(tensor_index), value)
+        tensor = self._tensor(tensor_index)
+        value = _checked_value(self._main, tensor, value)
+        if direct is not None and tensor.index in direct.dtypes:
+            direct.set(tensor.index, value)
+        else:
+            self._leave_direct()  # a tensor only the storage holds (an intermediate, an output)
+            self._main.storage[tensor.index][...] = value
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current contents (after the invoke running on another thread, if
         any). ValueError for a graph output nothing writes (see unwritten_outputs) and, as in
         LiteRT, for an intermediate a GPU partition or a LiteRT sub-model keeps to itself
         (kept_inside) unless experimental_preserve_all_tensors."""
+        direct = self._direct
+        if direct is not None and type(tensor_index) is int and tensor_index in direct.readable and subgraph_index == 0:
+            self._lock.acquire()  # as invoke()'s
+            try:
+                return direct.get(tensor_index)
+            finally:
+                self._lock.release()
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
@@ -726,6 +775,7 @@ class Interpreter:
         constant's view is read-only."""
         self._require_allocated()
         index = self._tensor(tensor_index).index
+        self._leave_direct()  # the view is of the storage, which invoke() must then read
         return lambda: self._view(index)
 
     def _view(self, index):
@@ -736,6 +786,10 @@ class Interpreter:
 
     def reset_all_variables(self) -> None:
         """Zero every variable tensor (LSTM state) of the allocated subgraphs."""
+        with self._lock:
+            if self._direct is not None:
+                self._direct.reset_variables()
+                return
         for executor in self._executors.values():
             if executor.storage is not None:
                 for tensor in executor.graph.tensors:
@@ -788,6 +842,7 @@ class SignatureRunner:
     def __init__(self, interpreter: Interpreter, signature: SignatureDef) -> None:
         self._interpreter = interpreter
         self._signature = signature
+        interpreter._leave_direct()  # the runner runs the plan on the storage
         self._executor = interpreter._executor(signature.subgraph_index)
         if self._executor.storage is None:
             self._executor.allocate(interpreter._delegates)
@@ -811,6 +866,7 @@ class SignatureRunner:
             raise ValueError(f"signature {self._signature.key!r} takes inputs {sorted(expected)}, "
                              f"got {sorted(inputs)}")
         values = {self._signature.inputs[name]: np.asarray(value) for name, value in inputs.items()}
+        self._interpreter._leave_direct()  # allocate_tensors() since this runner was made took the thin path again
         with self._interpreter._lock:
             self._fit(values)
             for index, value in values.items():
@@ -854,7 +910,9 @@ def _check_dtype(tensor, value):
                          f"expected {tensor.dtype}")
 
 
-def _set(executor, tensor, value):
+def _checked_value(executor, tensor, value):
+    """`value` as an array set_tensor() may copy into `tensor`: a ValueError naming the tensor
+    for another dtype or shape, or a constant."""
     value = np.asarray(value)
     _check_dtype(tensor, value)
     target = executor.storage[tensor.index]
@@ -863,7 +921,12 @@ def _set(executor, tensor, value):
                          f"expected {list(target.shape)}")
     if tensor.is_const:
         raise ValueError(f"cannot set tensor {tensor.index} ({tensor.name!r}): it is a constant")
-    target[...] = value  # same dtype and shape: np.copyto's copy, without its 0.2 us of dispatch
+    return value
+
+
+def _set(executor, tensor, value):
+    # Same dtype and shape: np.copyto's copy, without its 0.2 us of dispatch.
+    executor.storage[tensor.index][...] = _checked_value(executor, tensor, value)
 
 
 def _sparsity_details(sparsity):

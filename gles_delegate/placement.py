@@ -1,28 +1,40 @@
 """placement='fastest': a small GPU partition is timed on the GPU and on LiteRT's CPU kernels, and
-the CPU takes it only when it is clearly faster.
+the CPU takes it only when it is measurably faster.
 
 Why: every GPU dispatch costs driver time (5-8 us each on an H200, docs/model_zoo.md), so a
 partition whose whole work is a few microseconds of CPU time (a streaming keyword spotter: 31
 nodes, ~10^4 multiply-adds) runs 30x faster on LiteRT's CPU kernels (XNNPACK) than on any GPU.
 No kernel can close that; only placing the partition elsewhere can.
 
-What is compared, per partition a GpuDelegate.partition() call made (decide()):
-  GPU: its compiled plan's run (upload, dispatches, download, the context made current), on
-       zeros, the median of TIMED_RUNS after WARMUP_RUNS (gpu_ms);
-  CPU: what would run its nodes instead: LiteRT's interpreter of them as one sub-model
-       (cpu_litert.LiteRTStep, what our Interpreter's cpu_backend 'auto' runs), same inputs and
-       runs (cpu_ms). Where LiteRT cannot run them as a sub-model (resource variables: their
-       state lives in the caller's runtime), LiteRT's interpreter of the whole model file, when
-       the caller can run the model whole on it (CpuSide.whole_model): its time bounds the CPU
-       time of every partition from above, so the partitions move together, and only when
-       MARGIN x that time is less than all their GPU times together.
+What is compared (decide()), like with like: what would run per invoke on either side.
+  The whole model first, where the caller can run the model file whole on LiteRT once no GPU
+  partition is left (CpuSide.whole_model): LiteRT's interpreter of the model file (set its
+  inputs, invoke, read its outputs: what the Interpreter's thin path, direct_path.py, costs)
+  against every GPU partition's run together. Where the caller asks for several threads, the
+  model is timed at that count and at 1 (on the H200, XNNPACK on one thread beat 16 on the
+  zoo's keyword spotters, audio models, bert_tiny and t5_encoder_tiny: waking a thread pool
+  costs more than their work), and runs at the one measured faster (CpuSide.whole_threads).
+  If the CPU wins, every partition moves.
+  Else each partition alone (unless it is the whole model): its compiled plan's run on the GPU
+  (upload, dispatches, download, the context made current) against LiteRT's interpreter of its
+  nodes as one sub-model (cpu_litert.LiteRTStep, what the Interpreter's cpu_backend 'auto'
+  runs). A partition no sub-model can hold (resource variables: their state lives in the
+  caller's runtime) was decided by the whole model's comparison, or stays.
   The numpy reference is never measured: nodes it would run (cpu_backend 'fallback' or
   'reference', an op LiteRT cannot take from us) stay on the GPU.
-The CPU takes a partition when MARGIN x its CPU time is below its GPU time (module constant).
+The rule (compare()): after WARMUP_RUNS of each side, up to PAIRS rounds each time one run of
+both, in alternating order (a change of the machine's load hits both sides of a round alike);
+the CPU takes the partitions when it was faster in at least WINS_NEEDED of the PAIRS rounds: a
+one-sided sign test at level ALPHA. Were both sides equally fast, each round would be a coin
+toss, and the CPU would win that often with a chance of ALPHA at most: a tie stays on the GPU,
+where a user of this delegate expects it, at 19 in 20 starts, whatever the model and the noise
+(no margin on the times, which would be a constant fitted to one machine's noise). Rounds stop
+once the outcome is certain: a GPU faster by far costs WINS_LOST + 1 rounds.
 Only partitions of at most MEASURE_MAX_WORK multiply-adds are measured (work(): read from the
 shapes, nothing run), so a large model pays nothing at start-up.
 """
 import logging
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -34,19 +46,30 @@ from .cpu_litert import LiteRTStep, WholeModelStep, lacks_kernel
 from .errors import GpuError, ModelError
 from .partition import span
 
-# The CPU must be this many times faster. Times are noisy: 15 repeats of both timings of one
-# tiny partition on the 2-core development VM (llvmpipe, other work running) gave GPU/CPU ratios
-# of 8.3 to 13.8 around a median of 10.4 (-20% / +32%). A partition measured 1.25x faster on
-# the CPU is then at worst about as fast there, so a wrong move costs a few percent, while a
-# near-tie stays on the GPU, where a user of this delegate expects it.
-MARGIN = 1.25
-WARMUP_RUNS, TIMED_RUNS = 3, 7
+ALPHA = 0.05
+PAIRS = 15
+WARMUP_RUNS = 3
 # 2^24 multiply-adds (work()): of docs/model_zoo.md's latency table (an H200), the models our GPU
 # path ran slower than XNNPACK hold up to 1.3e7 (t5_encoder_tiny); the next ones up (bert_tiny,
-# gpt2_tiny: 1.75e7) were within MARGIN of XNNPACK's best thread count, and larger ones faster on
-# the GPU. Timing them (10 runs a side) would cost start-up time for no change.
+# gpt2_tiny: 1.75e7) were within 1.25x of XNNPACK's best thread count, and larger ones faster on
+# the GPU. Timing them would cost start-up time for no change.
 MEASURE_MAX_WORK = 1 << 24
 log = logging.getLogger("gles_delegate")
+
+
+def wins_needed(pairs, alpha):
+    """The fewest rounds of `pairs` the CPU must win for a one-sided sign test at level `alpha`:
+    the smallest k with P(Binomial(pairs, 1/2) >= k) <= alpha."""
+    tail = 0.0
+    for k in range(pairs, -1, -1):
+        tail += math.comb(pairs, k) / 2 ** pairs
+        if tail > alpha:
+            return k + 1
+    return 0
+
+
+WINS_NEEDED = wins_needed(PAIRS, ALPHA)  # 12 of 15: P = 0.018 for a tie
+WINS_LOST = PAIRS - WINS_NEEDED  # rounds the GPU may win with the CPU still taking it
 
 
 @dataclass
@@ -55,10 +78,12 @@ class CpuSide:
     GpuDelegate.partition() tells it. backend: a cpu_litert.CpuBackend (which nodes LiteRT's
     kernels run); whole_model: whether the caller runs the model file whole on LiteRT
     (cpu_litert.WholeModelStep) once no GPU partition is left; declined: the partitions
-    decide() moved to the CPU (the caller reads it)."""
+    decide() moved to the CPU, and whole_threads the LiteRT thread count to run the whole model
+    at (the caller reads both)."""
     backend: cpu_litert.CpuBackend
     whole_model: bool = False
     declined: list = field(default_factory=list)
+    whole_threads: int | None = None  # the thread count the whole model ran fastest at (None: the backend's)
 
 
 def litert_side(graph):
@@ -82,18 +107,6 @@ def work(nodes):
     return total
 
 
-def median_ms(run):
-    """The median of TIMED_RUNS calls of run(), after WARMUP_RUNS, in ms."""
-    for _ in range(WARMUP_RUNS):
-        run()
-    times = []
-    for _ in range(TIMED_RUNS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000.0
-
-
 class _Scratch(dict):
     """{tensor index: array} for timing a step: the storage protocol of the Interpreter's
     (interpreter._Storage) without its deferred outputs: every output is copied."""
@@ -112,19 +125,86 @@ def _zeros(tensors):
     return _Scratch({t.index: np.zeros(t.shape, t.dtype) for t in tensors})
 
 
-def gpu_ms(partition, graph):
-    """GpuPartition `partition`'s run on zeros (median_ms): upload, dispatches, download."""
+def _timed(run):
+    """A function calling run() once and returning the ms it took."""
+    def once():
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1000.0
+    return once
+
+
+def gpu_timer(partition, graph):
+    """A function running GpuPartition `partition` once on zeros (upload, dispatches, download)
+    and returning the ms it took."""
     slots = list(partition.plan.inputs) + list(partition.plan.outputs)
     storage = _zeros(graph.tensors[s.tensor_index] for s in slots)
-    return median_ms(lambda: partition.run(storage))
+    return _timed(lambda: partition.run(storage))
 
 
-def cpu_ms(step, graph):
-    """A LiteRTStep's run on zeros (median_ms): its inputs copied in, LiteRT's invoke, its
-    outputs copied out."""
+def cpu_timer(step, graph):
+    """A function running LiteRTStep `step` once on zeros (its inputs copied in, LiteRT's
+    invoke, its outputs handed out) and returning the ms it took."""
     indices = [index for index, _, _ in step.inputs] + [t.index for t, _, _ in step.outputs]
     storage = _zeros(graph.tensors[i] for i in indices)
-    return median_ms(lambda: step.run(storage))
+    return _timed(lambda: step.run(storage))
+
+
+def whole_timer(step, graph):
+    """A function running WholeModelStep `step` once as the Interpreter's thin path does
+    (direct_path.py): the model's inputs set to zeros, LiteRT's invoke, the outputs some node
+    writes read; returning the ms it took."""
+    set_tensor, get_tensor, _ = step.calls
+    inputs = [(t.index, np.zeros(t.shape, t.dtype)) for t in graph.inputs if t.dtype is not None]
+    written = {id(t) for node in graph.nodes for t in node.outputs}
+    outputs = [t.index for t in graph.outputs if id(t) in written]
+
+    def run():
+        for index, value in inputs:
+            set_tensor(index, value)
+        step.invoke()
+        for index in outputs:
+            get_tensor(index)
+    return _timed(run)
+
+
+@dataclass
+class Comparison:
+    """What compare() measured: the medians of both sides (ms), the rounds the CPU was faster
+    in (wins) of those run (rounds), and whether that is the CPU's (wins >= WINS_NEEDED)."""
+    gpu_ms: float
+    cpu_ms: float
+    wins: int
+    rounds: int
+
+    @property
+    def cpu_faster(self):
+        return self.wins >= WINS_NEEDED
+
+    def says(self):
+        """The decision in words (Measured.why)."""
+        return (f"{self.cpu_ms:.3f} ms vs GPU {self.gpu_ms:.3f} ms, faster in {self.wins} of {self.rounds} paired runs "
+                f"({WINS_NEEDED} of {PAIRS} needed): {'the CPU' if self.cpu_faster else 'the GPU'} runs it")
+
+
+def compare(gpu_timers, cpu):
+    """Time the GPU side (the timers of `gpu_timers` one after the other: one round's GPU time
+    is their sum) against `cpu` (a timer) in paired rounds (see the module docstring)."""
+    for _ in range(WARMUP_RUNS):
+        for timer in [*gpu_timers, cpu]:
+            timer()
+    gpu_times, cpu_times, wins = [], [], 0
+    while len(gpu_times) - wins <= WINS_LOST and wins < WINS_NEEDED:
+        if len(gpu_times) % 2:
+            cpu_ms = cpu()
+            gpu_ms = sum(timer() for timer in gpu_timers)
+        else:
+            gpu_ms = sum(timer() for timer in gpu_timers)
+            cpu_ms = cpu()
+        gpu_times.append(gpu_ms)
+        cpu_times.append(cpu_ms)
+        wins += cpu_ms < gpu_ms
+    return Comparison(statistics.median(gpu_times), statistics.median(cpu_times), wins, len(gpu_times))
 
 
 def sub_model_refusal(nodes, graph, backend):
@@ -141,32 +221,54 @@ def sub_model_refusal(nodes, graph, backend):
 
 @dataclass
 class Measured:
-    """One partition's placement: `nodes` (their span), `on` ('gpu' or 'cpu'), the times
+    """One partition's placement: `nodes` (their span), `on` ('gpu' or 'cpu'), the medians
     measured (ms, None where not), `cpu` (what the CPU time ran: 'LiteRT sub-model' or 'LiteRT
-    whole model'), `why` (the decision, or why nothing was measured)."""
+    whole model'), `threads` (LiteRT's thread count there, None: its default), `cpu_faster_runs`
+    and `paired_runs` (compare()'s wins and rounds), `why` (the decision, or why nothing was
+    measured)."""
     nodes: str
     on: str
     gpu_ms: float | None = None
     cpu_ms: float | None = None
     cpu: str | None = None
+    threads: int | None = None
+    cpu_faster_runs: int | None = None
+    paired_runs: int | None = None
     why: str = ""
 
     def as_dict(self):
         return dict(self.__dict__)
 
+    def record(self, cpu, threads, comparison, whose=""):
+        """Take `comparison` (what `cpu` ran at `threads` measured) as the decision."""
+        self.cpu, self.threads = cpu, threads
+        self.gpu_ms, self.cpu_ms = comparison.gpu_ms, comparison.cpu_ms
+        self.cpu_faster_runs, self.paired_runs = comparison.wins, comparison.rounds
+        self.on = "cpu" if comparison.cpu_faster else "gpu"
+        self.why = f"{cpu}{_on_threads(threads)} {comparison.says()}{whose}"
+        log.info("placement='fastest': %s: %s", self.nodes, self.why)
+
+
+def _on_threads(threads):
+    return "" if threads is None else f" ({threads} thread{'s' if threads > 1 else ''})"
+
+
+NO_LITERT = "not measured: ai-edge-litert is not installed, so every partition stays on the GPU"
+MEASURE_ERRORS = (ModelError, GpuError, RuntimeError, ValueError)
+
 
 def decide(made, graph, side):
     """(the partitions of `made` (GpuPartitions of `graph`) that stay on the GPU, [Measured per
-    partition]); those moved to the CPU are released and appended to side.declined."""
+    partition]); those moved to the CPU are released and appended to side.declined, and
+    side.whole_threads set when the whole model takes them all."""
     if cpu_litert.litert_interpreter_class() is None:
         return made, [Measured(span(p.nodes), "gpu", why=NO_LITERT) for p in made]
-    records, whole = {}, []
-    for p in made:
-        records[id(p)], needs_whole = _measure_alone(p, graph, side.backend)
-        if needs_whole:
-            whole.append(p)
-    if whole and side.whole_model:
-        _measure_whole(made, whole, graph, records, side.backend.num_threads)
+    records = {id(p): Measured(span(p.nodes), "gpu") for p in made}
+    whole = _measure_whole(made, graph, records, side) if side.whole_model else None
+    if whole is None or not whole.cpu_faster:
+        for p in made:
+            if whole is None or len(p.nodes) < len(graph.nodes):
+                _measure_alone(p, graph, side.backend, records[id(p)], whole is not None)
     kept = [p for p in made if records[id(p)].on == "gpu"]
     for p in made:
         if records[id(p)].on == "cpu":
@@ -175,61 +277,62 @@ def decide(made, graph, side):
     return kept, [records[id(p)] for p in made]
 
 
-NO_LITERT = "not measured: ai-edge-litert is not installed, so every partition stays on the GPU"
+def _measure_whole(made, graph, records, side):
+    """The Comparison of the model file whole on LiteRT (at the faster of the backend's thread
+    count and 1) against every partition of `made` on the GPU, taken as each one's record, and
+    side.whole_threads set when the CPU wins; None (each record saying why) where it cannot be
+    timed."""
+    if graph.source_model is None or graph.source_model.source_bytes is None:
+        return _not_whole(made, records, "the model file is not at hand")
+    if work(graph.nodes) > MEASURE_MAX_WORK:
+        return _not_whole(made, records, f"over {MEASURE_MAX_WORK:,} multiply-adds (placement.MEASURE_MAX_WORK)")
+    try:
+        threads, cpu = _fastest_threads(graph, side.backend.num_threads)
+        comparison = compare([gpu_timer(p, graph) for p in made], cpu)
+    except MEASURE_ERRORS as exc:
+        return _not_whole(made, records, str(exc))
+    whose = f" (the GPU time of all {len(made)} partitions)" if len(made) > 1 else ""
+    for p in made:
+        records[id(p)].record("LiteRT whole model", threads, comparison, whose)
+    if comparison.cpu_faster:
+        side.whole_threads = threads
+    return comparison
 
 
-def _measure_alone(partition, graph, backend):
-    """(the Measured of `partition` against its nodes as one LiteRT sub-model, whether only the
-    whole model could be measured instead)."""
-    record = Measured(span(partition.nodes), "gpu")
+def _not_whole(made, records, why):
+    for p in made:
+        records[id(p)].why = f"not measured whole: {why}"
+    return None
+
+
+def _fastest_threads(graph, num_threads):
+    """(thread count, whole_timer) of the model file on LiteRT: at `num_threads`, or at 1 where
+    compare() finds one thread faster than the num_threads > 1 asked for."""
+    asked = whole_timer(WholeModelStep(graph, num_threads), graph)
+    if num_threads is None or num_threads == 1:
+        return num_threads, asked
+    one = whole_timer(WholeModelStep(graph, 1), graph)
+    # The same rule, the asked count in the GPU's place: one thread must be measurably faster.
+    return (1, one) if compare([asked], one).cpu_faster else (num_threads, asked)
+
+
+def _measure_alone(partition, graph, backend, record, whole_measured):
+    """Decide `partition` against its nodes as one LiteRT sub-model (record updated); where
+    none can hold them, the whole model's comparison stands (`whole_measured`), or nothing was
+    measured."""
     if work(partition.nodes) > MEASURE_MAX_WORK:
         record.why = f"not measured: over {MEASURE_MAX_WORK:,} multiply-adds (placement.MEASURE_MAX_WORK)"
-        return record, False
+        return
     refusal = sub_model_refusal(partition.nodes, graph, backend)
     if refusal is not None:
-        record.why = f"not measured: LiteRT cannot run it as a sub-model: {refusal}"
-        return record, True
+        if not whole_measured:
+            record.why = "; ".join(filter(None, [f"not measured: LiteRT cannot run it as a sub-model: {refusal}",
+                                                 record.why]))
+        return
     try:
         step = LiteRTStep(graph, partition.nodes, backend.num_threads)
-        record.gpu_ms, record.cpu_ms = gpu_ms(partition, graph), cpu_ms(step, graph)
-    except (ModelError, GpuError, RuntimeError, ValueError) as exc:
-        record.why = f"not measured: {exc}"
-        return record, False
-    record.cpu = "LiteRT sub-model"
-    _judge(record, record.gpu_ms, record.cpu_ms)
-    return record, False
-
-
-def _measure_whole(made, whole, graph, records, num_threads):
-    """Time the whole model on LiteRT against every partition of `made` on the GPU: where it
-    wins by MARGIN over their sum, all of them move to the CPU; else the partitions `whole` (no
-    sub-model could time them) stay, and the others keep their own decisions (records updated)."""
-    if graph.source_model is None or graph.source_model.source_bytes is None:
+        comparison = compare([gpu_timer(partition, graph)], cpu_timer(step, graph))
+    except MEASURE_ERRORS as exc:
+        record.why = "; ".join(filter(None, [record.why, f"not measured alone: {exc}"]))
         return
-    if work(graph.nodes) > MEASURE_MAX_WORK:
-        for p in whole:
-            records[id(p)].why += f"; nor the whole model: over {MEASURE_MAX_WORK:,} multiply-adds"
-        return
-    try:
-        whole_ms = cpu_ms(WholeModelStep(graph, num_threads), graph)
-        gpu = {id(p): records[id(p)].gpu_ms if records[id(p)].gpu_ms is not None else gpu_ms(p, graph)
-               for p in made}
-    except (ModelError, GpuError, RuntimeError, ValueError) as exc:
-        for p in whole:
-            records[id(p)].why += f"; nor the whole model: {exc}"
-        return
-    total, others = sum(gpu.values()), f" (the GPU time of all {len(made)} partitions)" if len(made) > 1 else ""
-    moved = whole_ms * MARGIN < total
-    for p in made if moved else whole:
-        record = records[id(p)]
-        record.gpu_ms, record.cpu_ms, record.cpu = gpu[id(p)], whole_ms, "LiteRT whole model"
-        _judge(record, total, whole_ms, others)
-
-
-def _judge(record, gpu, cpu, whose=""):
-    """Set record.on and record.why from the GPU and CPU times (ms)."""
-    faster = cpu * MARGIN < gpu
-    record.on = "cpu" if faster else "gpu"
-    record.why = (f"{record.cpu} {cpu:.3f} ms x {MARGIN} {'<' if faster else '>='} GPU {gpu:.3f} ms{whose}: "
-                  f"{'the CPU' if faster else 'the GPU'} runs it")
-    log.info("placement='fastest': %s: %s", record.nodes, record.why)
+    record.record("LiteRT sub-model", backend.num_threads, comparison)

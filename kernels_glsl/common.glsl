@@ -14,8 +14,11 @@ layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 // kinds of tensor or of weight defines STORAGE_MIXED, and an offset of FLOAT_BASE or more then
 // names element offset - FLOAT_BASE of the float buffer (one branch per access, on a value that
 // is the same for every invocation of an operand).
-#if OUT_IO
-#define store store_tensor  // the storage's own store, behind the I/O one below
+#if OUT_IO || defined(LANE_WRITES)
+#define store store_tensor  // the storage's own store, behind the I/O and lane view ones below
+#endif
+#ifdef LANE_READS
+#define load load_tensor  // the storage's own load, behind the lane view one below
 #endif
 #if defined(STORAGE_MIXED)
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
@@ -61,6 +64,76 @@ vec4 weight(int i) { return consts[i]; }
 void store(int i, vec4 v) { arena[i] = v; }
 #endif
 
+#ifdef LANE_READS
+#undef load
+// A lane view (rule lane_views, compiler.lane_accesses) has no storage of its own: its channels
+// lie `shift` lanes into its whole's vec4s, from the whole's slice at its offset, so its vec4 at
+// index i is lanes shift.. of the whole's vec4 at i and the next slice's (H x W elements on), and
+// its lanes past its channels (the whole's next channels) read as zero. A dispatch reads up to 2:
+// lane_rK_offset, lane_rK = (elements, H x W, shift, channels).
+bool in_lane_view(int i, int first, ivec4 view) { return i >= first && i - first < view.x; }
+vec4 lane_read(int i, int first, ivec4 view) {
+  int valid = view.w - 4 * ((i - first) / view.y);  // the view's channels from this vec4's lane 0 on
+  vec4 a = load_tensor(i);
+  if (view.z != 0) {
+    vec4 b = view.z + valid > 4 ? load_tensor(i + view.y) : vec4(0.0);
+    a = view.z == 1 ? vec4(a.yzw, b.x) : view.z == 2 ? vec4(a.zw, b.xy) : vec4(a.w, b.xyz);
+  }
+  return mix(vec4(0.0), a, lessThan(ivec4(0, 1, 2, 3), ivec4(valid)));
+}
+vec4 load(int i) {
+  if (in_lane_view(i, lane_r0_offset, lane_r0)) return lane_read(i, lane_r0_offset, lane_r0);
+#if LANE_READS > 1
+  if (in_lane_view(i, lane_r1_offset, lane_r1)) return lane_read(i, lane_r1_offset, lane_r1);
+#endif
+  return load_tensor(i);
+}
+#endif
+
+#ifdef LANE_WRITES
+// Lanes 2 * pair and 2 * pair + 1 of element i, and nothing else: another invocation may store
+// the element's other two at the same time (in half storage each pair is one uint).
+void store_pair(int i, int pair, vec2 v) {
+#if defined(STORAGE_MIXED)
+  if (i >= FLOAT_BASE) {
+    if (pair == 0) floats[i - FLOAT_BASE].xy = v; else floats[i - FLOAT_BASE].zw = v;
+  } else if (pair == 0) {
+    arena[i].x = packHalf2x16(v);
+  } else {
+    arena[i].y = packHalf2x16(v);
+  }
+#elif STORAGE_HALF && !defined(FLOAT_BUFFER)
+  if (pair == 0) arena[i].x = packHalf2x16(v); else arena[i].y = packHalf2x16(v);
+#else
+  if (pair == 0) arena[i].xy = v; else arena[i].zw = v;
+#endif
+}
+// A dispatch writing a lane view (lane_w0_offset, lane_w0 = (elements, H x W, shift, lanes
+// stored)) stores its vec4 at index i into lanes shift.. of the whole's vec4 at i and the next
+// slice's, two lanes at a time (its shift and lanes stored are even: rule lane_views), and only
+// its own lanes: the whole's others are other tensors' (the view's last ones reach the whole's
+// zero padding where it ends the whole).
+void store_view(int i, vec4 v) {
+  int e = i - lane_w0_offset;
+  if (e < 0 || e >= lane_w0.x) {
+    store_tensor(i, v);
+    return;
+  }
+  int first = 4 * (e / lane_w0.y);  // the view's lane of this vec4's lane 0
+  for (int pair = 0; pair < 2; ++pair) {
+    int lane = lane_w0.z + 2 * pair;  // in the whole's vec4s from i on
+    if (first + 2 * pair < lane_w0.w) store_pair(i + (lane / 4) * lane_w0.y, (lane % 4) / 2, pair == 0 ? v.xy : v.zw);
+  }
+}
+#if !OUT_IO
+#undef store
+void store(int i, vec4 v) { store_view(i, v); }
+#endif
+#define store_storage store_view
+#else
+#define store_storage store_tensor
+#endif
+
 // The I/O buffer (binding 2) as floats: written by kernels that store a partition output there
 // (OUT_IO) or set a status word (IO_STATUS: KernelEnv.status_word).
 #if OUT_IO || defined(IO_STATUS)
@@ -73,12 +146,12 @@ layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 // kernel's work done by the kernel that computes it (compiler.fuse_output_stores): element i of
 // the PHWC4 tensor at out_io_tensor (size out_io_size, out_io_channels channels) goes to
 // io[out_io_offset + its BHWC index], padded channels left out; every other store goes to the
-// tensor's storage. OUT_IO 2: dispatches of the partition read the output too, so its storage
-// keeps it as well.
+// tensor's storage (store_storage: through a lane view's store where the dispatch writes one).
+// OUT_IO 2: dispatches of the partition read the output too, so its storage keeps it as well.
 void store(int i, vec4 v) {
   int e = i - out_io_tensor;
   bool outside = e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w;
-  if (outside || OUT_IO == 2) store_tensor(i, v);
+  if (outside || OUT_IO == 2) store_storage(i, v);
   if (outside) return;
   int plane = out_io_size.x * out_io_size.y;
   int x = e % out_io_size.x, y = (e % plane) / out_io_size.x, s = (e / plane) % out_io_size.z;

@@ -16,11 +16,22 @@
 // adds up the values it stored, a tree in shared memory, and stores the sum at (batch, block
 // down, block across, slice) of the tile sums tensor: a mean over H x W then reads those.
 //
+// With TAP_WINDOWS (rule mixed_depthwise: channel groups with kernels of their own sizes, each
+// placed in the KH x KW filter where its padding puts it) 4 constant rows per slice hold each
+// lane's window of taps: first row, end row, first column, end column. A lane reads zero at a
+// tap outside its window (a select on the input: its zero weight times an infinite input would
+// be NaN where the group's own kernel never read that pixel), and a patch pixel that no lane of
+// the slice uses is not loaded (a branch on values the invocations of a slice share), so a slice
+// of 3x3 channels costs what a 3x3 kernel does. The sum of each output keeps its kernel's order,
+// the skipped taps adding exact zeros.
+//
 // Defines: KH, KW kernel size; TILE_W, TILE_H; MULTIPLIER_ONE (M == 1); PADDED (some tap reads
-//   outside the input: clamped and replaced by zero); TILE_SUMS; EP_* the epilogue (epilogue.glsl).
+//   outside the input: clamped and replaced by zero); TILE_SUMS; TAP_WINDOWS; EP_* the epilogue
+//   (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); weights_offset,
 //   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier;
-//   with TILE_SUMS sums_offset (arena), sums_size (blocks across, blocks down, slices, batch).
+//   with TILE_SUMS sums_offset (arena), sums_size (blocks across, blocks down, slices, batch);
+//   with TAP_WINDOWS windows_offset (constants).
 // Weights: [out slice][ky][kx], one vec4 row. Bias: one row per output slice.
 // Grid: (ceil(out_w / TILE_W), ceil(out_h / TILE_H), batch * out slices).
 
@@ -53,9 +64,34 @@ vec4 convolve_tile(ivec3 gid) {
   for (int k = 0; k < KH * KW; ++k) w[k] = weight(weights_offset + slice * KH * KW + k);
   vec4 acc[TILE_W * TILE_H];
   for (int t = 0; t < TILE_W * TILE_H; ++t) acc[t] = vec4(0.0);
+#if TAP_WINDOWS
+  int rows = windows_offset + 4 * slice;
+  vec4 top = weight(rows), bottom = weight(rows + 1), left = weight(rows + 2), right = weight(rows + 3);
+  // A lane's window is a box: a tap is in it when its row and its column are (per lane, ~0u or 0).
+  uvec4 row_on[KH], column_on[KW];
+  for (int ky = 0; ky < KH; ++ky) {
+    row_on[ky] = uvec4(greaterThanEqual(vec4(ky), top)) & uvec4(lessThan(vec4(ky), bottom));
+  }
+  for (int kx = 0; kx < KW; ++kx) {
+    column_on[kx] = uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right));
+  }
+  // The patch pixels some lane reads: rows [used.x, used.y), columns [used.z, used.w).
+  ivec4 used = ivec4(min(min(top.x, top.y), min(top.z, top.w)), max(max(bottom.x, bottom.y), max(bottom.z, bottom.w)),
+                     min(min(left.x, left.y), min(left.z, left.w)), max(max(right.x, right.y), max(right.z, right.w)));
+  used.yw += ivec2(TILE_H, TILE_W) - 1;
+#define TAP(v, ky, kx) mix(vec4(0.0), v, bvec4(row_on[ky] & column_on[kx]))
+#else
+#define TAP(v, ky, kx) v
+#endif
 
   for (int iy = 0; iy < PATCH_H; ++iy) {
+#if TAP_WINDOWS
+    if (iy < used.x || iy >= used.y) continue;
+#endif
     for (int ix = 0; ix < PATCH_W; ++ix) {
+#if TAP_WINDOWS
+      if (ix < used.z || ix >= used.w) continue;
+#endif
       ivec2 c = origin + ivec2(ix, iy) * dilation;
 #if PADDED
       bool inside = all(greaterThanEqual(c, ivec2(0))) && all(lessThan(c, in_size.xy));
@@ -71,7 +107,7 @@ vec4 convolve_tile(ivec3 gid) {
         for (int tx = 0; tx < TILE_W; ++tx) {
           int kx = ix - tx;
           if (kx < 0 || kx >= KW) continue;
-          acc[ty * TILE_W + tx] += v * w[ky * KW + kx];
+          acc[ty * TILE_W + tx] += TAP(v, ky, kx) * w[ky * KW + kx];
         }
       }
     }

@@ -102,8 +102,9 @@ def ring_model(ring, seed=0, reader=False, signatures=False, init=True):
     the convolution's [1, 1, 1, filters or channels]. `reader`: then ADD_N(x, x) (an op with no
     GPU kernel) and a second READ_VARIABLE of the state, assigned by then, as a second output
     (a CPU node, or another partition, reads what the GPU assigned). `signatures`: signatures
-    'step' (this), 'state' and 'set_state' (_state_subgraphs). `init`: CALL_ONCE of the init
-    subgraph first (else the first READ_VARIABLE reads a variable nothing assigned)."""
+    'step' (this), 'state' and 'set_state' (_state_subgraphs); "step": that one only. `init`:
+    CALL_ONCE of the init subgraph first (else the first READ_VARIABLE reads a variable nothing
+    assigned)."""
     assert not (reader and ring.quantized), "ADD_N takes float32 only"
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
@@ -140,6 +141,7 @@ def ring_model(ring, seed=0, reader=False, signatures=False, init=True):
         b.output(after)
     if signatures:
         b.signature("step", {"x": x}, {"y": y})
+    if signatures is True:
         _state_subgraphs(b, ring)
     return b.build()
 

@@ -1,6 +1,6 @@
-"""placement='fastest' (gles_delegate/placement.py): a partition the CPU runs clearly faster goes
-to LiteRT's kernels, in our Interpreter and in LiteRT's; 'gpu' never measures. The GPU's time is
-set by monkeypatching placement.gpu_ms (llvmpipe's speed decides nothing here)."""
+"""placement='fastest' (gles_delegate/placement.py): a partition the CPU runs measurably faster
+goes to LiteRT's kernels, in our Interpreter and in LiteRT's; 'gpu' never measures. The GPU's time
+is set by monkeypatching placement.gpu_timer (llvmpipe's speed decides nothing here)."""
 import logging
 
 import numpy as np
@@ -65,15 +65,20 @@ def ours(data, delegate, **kwargs):
     return interpreter
 
 
+def fixed(ms):
+    """A timer (placement.gpu_timer's kind) that runs nothing and reports `ms`."""
+    return lambda: ms
+
+
 @pytest.fixture
 def slow_gpu(monkeypatch):
-    """placement.gpu_ms reports SLOW_GPU_MS; returns the partitions it was asked about."""
+    """placement.gpu_timer's timers report SLOW_GPU_MS; returns the partitions it was asked about."""
     asked = []
 
-    def gpu_ms(partition, graph):
+    def gpu_timer(partition, graph):
         asked.append(partition)
-        return SLOW_GPU_MS
-    monkeypatch.setattr(placement, "gpu_ms", gpu_ms)
+        return fixed(SLOW_GPU_MS)
+    monkeypatch.setattr(placement, "gpu_timer", gpu_timer)
     return asked
 
 
@@ -84,15 +89,17 @@ def test_a_slow_gpu_partition_moves_to_litert_and_computes_what_litert_does(slow
         summary = delegate.summary()
         assert summary["gpu_nodes"] == 0 and summary["partitions"] == 0 and len(slow_gpu) == 1
         (record,) = summary["placements"]
-        assert record["on"] == "cpu" and record["gpu_ms"] == SLOW_GPU_MS and record["cpu"] == "LiteRT sub-model"
-        assert 0 < record["cpu_ms"] < SLOW_GPU_MS / placement.MARGIN
+        # Like with like: what runs once the partition moves, the model file whole on LiteRT.
+        assert record["on"] == "cpu" and record["gpu_ms"] == SLOW_GPU_MS and record["cpu"] == "LiteRT whole model"
+        assert 0 < record["cpu_ms"] < SLOW_GPU_MS
+        assert record["cpu_faster_runs"] == record["paired_runs"] == placement.WINS_NEEDED  # stopped once certain
         assert slow_gpu[0].released  # its GL objects freed at once
         # Nothing is left on the GPU: the model file runs whole on one LiteRT interpreter.
         assert [type(s) for s in interpreter._main.steps] == [WholeModelStep]
         assert interpreter.cpu_summary()["litert_nodes"] == ["#0 (ADD)", "#1 (TANH)", "#2 (MUL)"]
         np.testing.assert_array_equal(run(interpreter, x), litert_alone(data, [x])[0])  # the same kernels
         reason = common.cpu_reason(interpreter._main.graph.nodes[1], delegate)
-        assert reason.startswith("placement='fastest': LiteRT sub-model") and "the CPU runs it" in reason
+        assert reason.startswith("placement='fastest': LiteRT whole model") and "the CPU runs it" in reason
 
 
 def test_a_resize_measures_again_and_runs_the_model_whole_at_the_new_shape(slow_gpu):
@@ -121,23 +128,84 @@ def test_a_warm_start_from_the_serialization_cache_is_placed_too(slow_gpu, tmp_p
         assert summary["cache_hit"] and summary["gpu_nodes"] == 0 and len(slow_gpu) == 1
 
 
-def test_the_cpu_must_be_faster_by_the_margin(monkeypatch):
-    monkeypatch.setattr(placement, "cpu_ms", lambda step, graph: 1.0)
-    for gpu, on in ((placement.MARGIN * 0.9, "gpu"), (placement.MARGIN * 1.1, "cpu")):
-        monkeypatch.setattr(placement, "gpu_ms", lambda partition, graph: gpu)
+def alternating(times):
+    """A timer reporting `times` (ms) in turn, from the first again after the last."""
+    calls = iter(range(10**9))
+    return lambda: times[next(calls) % len(times)]
+
+
+def test_the_cpu_must_be_faster_in_enough_paired_runs(monkeypatch):
+    """The CPU takes the model when it was faster in WINS_NEEDED rounds, however small the
+    difference, and not in one round less, however large: the rule is the sign test's."""
+    warmup = [None] * placement.WARMUP_RUNS  # the warm-up's reports, not counted
+    needed, pairs = placement.WINS_NEEDED, placement.PAIRS
+    monkeypatch.setattr(placement, "gpu_timer", lambda partition, graph: fixed(1.0))
+    for wins, on in ((needed - 1, "gpu"), (needed, "cpu")):
+        cpu = [0.999] * wins + [100.0] * (pairs - wins)  # the CPU's wins first, then its losses
+        monkeypatch.setattr(placement, "whole_timer", lambda step, graph: alternating(warmup + cpu))
         with GpuDelegate(placement="fastest") as delegate:
             ours(tiny_model(), delegate)
-            assert [r["on"] for r in delegate.summary()["placements"]] == [on]
+            (record,) = delegate.summary()["placements"]
+            assert (record["on"], record["cpu_faster_runs"]) == (on, wins), record
             assert delegate.summary()["gpu_nodes"] == (3 if on == "gpu" else 0)
 
 
+def test_the_sign_test_threshold_is_the_binomial_tail():
+    """WINS_NEEDED against an independent count over all 2^PAIRS outcomes of fair coin tosses."""
+    pairs, alpha = placement.PAIRS, placement.ALPHA
+    wins = np.array([bin(k).count("1") for k in range(2 ** pairs)])
+    tail = [np.mean(wins >= k) for k in range(pairs + 2)]
+    assert tail[placement.WINS_NEEDED] <= alpha < tail[placement.WINS_NEEDED - 1]
+    assert (placement.wins_needed(10, 0.05), placement.wins_needed(15, 0.01)) == (9, 13)
+
+
+def test_a_tie_moves_to_the_cpu_at_most_alpha_of_the_time():
+    """Both sides drawn from one distribution of times (noise of 30%): over 4000 decisions the
+    CPU takes at most ALPHA of them, to within three standard deviations of that count."""
+    rng = np.random.default_rng(0)
+
+    def noisy():
+        return lambda: float(rng.lognormal(0.0, 0.3))
+    decisions = 4000
+    moved = sum(placement.compare([noisy()], noisy()).cpu_faster for _ in range(decisions))
+    alpha = placement.ALPHA
+    assert moved <= decisions * alpha + 3 * np.sqrt(decisions * alpha * (1 - alpha))
+
+
+def test_rounds_stop_once_the_outcome_is_certain():
+    """A GPU always faster costs WINS_LOST + 1 rounds, a CPU always faster WINS_NEEDED."""
+    assert placement.compare([fixed(1.0)], fixed(2.0)).rounds == placement.WINS_LOST + 1
+    assert placement.compare([fixed(2.0)], fixed(1.0)).rounds == placement.WINS_NEEDED
+    both = placement.compare([fixed(1.0), fixed(2.0)], fixed(2.5))  # one round's GPU time: the partitions' sum
+    assert (both.gpu_ms, both.cpu_ms, both.cpu_faster) == (3.0, 2.5, True)
+
+
+@pytest.mark.parametrize("one_thread_faster", [True, False])
+def test_the_whole_model_runs_at_the_thread_count_measured_faster(slow_gpu, monkeypatch, one_thread_faster):
+    """Asked for 4 threads, the whole model is also timed on one (XNNPACK's thread pool costs
+    more than a tiny model's work) and runs at the count measured faster."""
+    fast, slow = 0.001, 0.002
+
+    def whole_timer(step, graph):
+        return fixed(fast if (step.num_threads == 1) == one_thread_faster else slow)
+    monkeypatch.setattr(placement, "whole_timer", whole_timer)
+    threads = 1 if one_thread_faster else 4
+    with GpuDelegate(placement="fastest") as delegate:
+        interpreter = ours(tiny_model(), delegate, num_threads=4)
+        (record,) = delegate.summary()["placements"]
+        assert record["on"] == "cpu" and record["threads"] == threads and "thread" in record["why"]
+        assert [type(s) for s in interpreter._main.steps] == [WholeModelStep]
+        assert interpreter._main.steps[0].num_threads == threads
+
+
 def test_a_fast_gpu_partition_stays_and_runs_on_the_gpu(monkeypatch):
-    monkeypatch.setattr(placement, "gpu_ms", lambda partition, graph: 0.0)
+    monkeypatch.setattr(placement, "gpu_timer", lambda partition, graph: fixed(0.0))
     data, x = tiny_model(), x_of()
     with GpuDelegate(placement="fastest") as delegate:
         interpreter = ours(data, delegate)
         (record,) = delegate.summary()["placements"]
         assert record["on"] == "gpu" and record["cpu_ms"] > 0 and "the GPU runs it" in record["why"]
+        assert record["cpu_faster_runs"] == 0 and record["paired_runs"] == placement.WINS_LOST + 1
         assert [type(s) for s in interpreter._main.steps] == [GpuPartition]
         ref = litert_alone(data, [x])[0]
         assert np.abs(run(interpreter, x) - ref).max() <= 1e-5 * np.abs(ref).max()
@@ -156,8 +224,8 @@ def test_a_large_partition_is_not_measured_and_stays(slow_gpu):
 def test_gpu_placement_never_measures(monkeypatch):
     def refuse(*args):
         raise AssertionError("placement='gpu' measured a partition")
-    monkeypatch.setattr(placement, "gpu_ms", refuse)
-    monkeypatch.setattr(placement, "cpu_ms", refuse)
+    for timer in ("gpu_timer", "cpu_timer", "whole_timer"):
+        monkeypatch.setattr(placement, timer, refuse)
     data, x = tiny_model(), x_of()
     with GpuDelegate() as delegate:
         interpreter = ours(data, delegate)
@@ -218,7 +286,7 @@ def test_litert_runs_the_nodes_the_delegate_declines(slow_gpu):
 
 def test_litert_keeps_a_partition_the_gpu_runs_faster(monkeypatch):
     from gles_delegate.litert.native import native_delegates
-    monkeypatch.setattr(placement, "gpu_ms", lambda partition, graph: 0.0)
+    monkeypatch.setattr(placement, "gpu_timer", lambda partition, graph: fixed(0.0))
     with GpuDelegate(placement="fastest") as delegate:
         interpreter = LiteRT(model_content=tiny_model(), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
@@ -233,8 +301,9 @@ def test_work_counts_a_convolution_by_its_multiply_adds():
     assert placement.work([conv]) == 64 * 64 * 64 * (3 * 3 * 64)
 
 
-def test_timing_runs_the_step_it_is_given():
-    """cpu_ms runs a LiteRT sub-model step WARMUP_RUNS + TIMED_RUNS times on zeros."""
+def test_timers_run_the_step_they_are_given_once_per_call():
+    """cpu_timer runs a LiteRT sub-model step on zeros; whole_timer the whole model through its
+    LiteRT calls (as the Interpreter's thin path: one set per input, one invoke, one get per output)."""
     from gles_delegate.graph import Graph
     from gles_delegate.tflite import read_model
     graph = Graph.from_model(read_model(tiny_model()))
@@ -242,8 +311,16 @@ def test_timing_runs_the_step_it_is_given():
     calls = []
     real_run = step.run
     step.run = lambda storage: (calls.append(storage[0].copy()), real_run(storage))
-    assert placement.cpu_ms(step, graph) >= 0
-    assert len(calls) == placement.WARMUP_RUNS + placement.TIMED_RUNS and not np.any(calls[0])
+    timer = placement.cpu_timer(step, graph)
+    assert timer() >= 0 and timer() >= 0
+    assert len(calls) == 2 and not np.any(calls[0])
+    whole, made = WholeModelStep(graph), []
+    set_tensor, get_tensor, invoke = whole.calls
+    whole.calls = cpu_litert.LiteRTCalls(lambda i, x: (made.append(("set", i, x.any())), set_tensor(i, x)),
+                                         lambda i: (made.append(("get", i)), get_tensor(i))[1],
+                                         lambda: (made.append(("invoke",)), invoke()))
+    assert placement.whole_timer(whole, graph)() >= 0
+    assert made == [("set", graph.inputs[0].index, False), ("invoke",), ("get", graph.outputs[0].index)]
 
 
 def test_placement_is_a_checked_option():
@@ -279,7 +356,7 @@ def test_gles_inspect_gives_what_was_measured_as_the_reason(slow_gpu, tmp_path, 
     path.write_bytes(tiny_model())
     assert inspect_model.main([str(path), "--placement", "fastest"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#1 (TANH)")]
-    assert rows and "placement='fastest': LiteRT sub-model" in rows[0] and f"GPU {SLOW_GPU_MS:.3f} ms" in rows[0]
+    assert rows and "placement='fastest': LiteRT whole model" in rows[0] and f"GPU {SLOW_GPU_MS:.3f} ms" in rows[0]
 
 
 @pytest.mark.parametrize("whole_ms, on", [(None, "cpu"), (SLOW_GPU_MS * 10, "gpu")])
@@ -287,9 +364,7 @@ def test_partitions_timed_by_the_whole_model_move_together_or_not_at_all(slow_gp
     """Two partitions of resource variables (around an ADD_N no GPU kernel runs): no sub-model
     holds them, so the whole model's time is set against both GPU times together."""
     if whole_ms is not None:
-        real = placement.cpu_ms
-        monkeypatch.setattr(placement, "cpu_ms", lambda step, graph: whole_ms if isinstance(step, WholeModelStep)
-                            else real(step, graph))
+        monkeypatch.setattr(placement, "whole_timer", lambda step, graph: fixed(whole_ms))
     ring = Ring(frames=1, history=4, channels=8, filters=6)
     data, inputs = ring_model(ring, reader=True), frames(ring, 3)
     with GpuDelegate(placement="fastest", max_delegated_partitions=0) as delegate:

@@ -5,7 +5,7 @@
                    [--warmup_min_secs=0.5] [--num_threads=-1] [--max_delegated_partitions=1]
                    [--cpu_backend=auto|fallback|litert|reference]
                    [--serialization_dir=DIR] [--model_token=TOKEN] [--compare=litert]
-                   [--seed=0] [--json=FILE]
+                   [--runtime=gles|litert] [--empty_dispatches] [--seed=0] [--json=FILE]
 
 Like benchmark_model it feeds seeded random inputs, runs a warm-up phase (at least
 warmup_runs runs and warmup_min_secs seconds) and then the measured phase (at least num_runs
@@ -22,6 +22,11 @@ Interpreter's option for the nodes the GPU does not run (default auto: LiteRT's 
 ai-edge-litert is installed; reference: the numpy reference kernels). --num_threads is passed
 to the interpreters (LiteRT's, and the LiteRT sub-models of ours); the numpy reference kernels
 ignore it (numpy decides its own threading).
+
+--empty_dispatches removes every GPU dispatch from the delegate's partitions once they are
+compiled: an invoke then uploads the inputs, runs no shader and downloads the outputs, so a
+timing is the I/O path alone (with --runtime=litert: LiteRT's Interpreter's against ours). The
+outputs are then meaningless, and so is the agreement the report prints.
 
 --json=FILE writes the same numbers: {tool, gles_delegate_version, model, model_size_mb,
 params, runtime, init_ms, first_inference_ms, warmup, inference, memory, delegation[, compare]}
@@ -92,6 +97,9 @@ def build_parser():
                    help="litert: also time LiteRT's own Interpreter with this GpuDelegate (its CPU kernels run "
                         "what the GPU does not), beside gles_delegate's Interpreter in this process: each alone, "
                         "then the two in alternation on one delegate (JSON: compare.litert_gles_delegate.interleaved)")
+    p.add_argument("--empty_dispatches", action="store_true",
+                   help="run without the GPU's compute dispatches (inputs up, outputs down, no shader): the I/O "
+                        "path's cost alone; outputs are meaningless")
     p.add_argument("--seed", type=common.non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--json", type=common.output_file, default=None, metavar="FILE",
                    help="also write the results as JSON")
@@ -185,6 +193,7 @@ def bench_ours(path, args):
                               cpu_backend=args.cpu_backend)
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
+    empty_dispatches(delegate, args)
     cpu = interpreter.cpu_summary()
     rss_init = common.current_rss_mb()
     summary = delegate.summary() if delegate else {}
@@ -229,6 +238,14 @@ def bench_ours(path, args):
     if delegate:
         delegate.close()
     return result, inputs, outputs
+
+
+def empty_dispatches(delegate, args):
+    """With --empty_dispatches, leave the compiled partitions of `delegate` without dispatches:
+    GpuPartition.run then only writes the inputs and reads the outputs (its I/O path)."""
+    if args.empty_dispatches and delegate is not None:
+        for partition in delegate.partitions:
+            partition.segments = []
 
 
 def cpu_kernels(cpu):
@@ -296,6 +313,7 @@ def bench_litert_delegate(path, inputs, args, ours):
         delegate.close()
         return {"status": f"unavailable: {why_not}"}
     init_ms = (time.perf_counter() - start) * 1000.0
+    empty_dispatches(delegate, args)
     summary = delegate.summary()
     print(f"LiteRT {litert_version()} Interpreter + gles_delegate: {summary['gpu_nodes']} nodes on the GPU in "
           f"{summary['partitions']} partition(s), {summary['cpu_nodes']} on LiteRT's CPU kernels; initialized in "
@@ -319,6 +337,7 @@ def interleaved(path, inputs, args, delegate, litert_run_once):
     Returns {gles_median_ms, litert_median_ms, ratio (LiteRT + ours / ours), count}."""
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
+    empty_dispatches(delegate, args)
     ours_run_once, _ = end_to_end(interpreter, inputs)
     times = {"gles": [], "litert": []}
     pair = (("gles", ours_run_once), ("litert", litert_run_once))
@@ -444,6 +463,8 @@ def run(args):
     print(f"Use gpu: [{str(args.use_gpu).lower()}]  precision: [{args.precision or 'default'}]  "
           f"num_runs: [{args.num_runs}]  min_secs: [{args.min_secs:g}]  max_secs: [{args.max_secs:g}]  "
           f"warmup_runs: [{args.warmup_runs}]  warmup_min_secs: [{args.warmup_min_secs:g}]")
+    if args.empty_dispatches:
+        print("empty_dispatches: no GPU dispatch runs; the timings are the I/O path alone, the outputs meaningless")
     if args.serialization_dir or args.model_token:
         print(f"serialization_dir: [{args.serialization_dir}]  model_token: [{args.model_token}]")
 

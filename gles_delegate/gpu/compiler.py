@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GpuError
 from . import kernels, memory, shader, storage
-from .kernels.base import ArenaRef, Dispatch, KernelEnv, KernelLimitError
+from .kernels.base import MAX_LANE_READS, ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .variables import slots as variable_slots
 from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_counts
@@ -25,6 +25,10 @@ from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_cou
 # Kernels store partition outputs straight into the I/O buffer where they can (fuse_output_stores);
 # False: a convert_out dispatch for every output, as before.
 FUSE_OUTPUT_STORES = True
+# Where each partition input and output starts in the I/O buffer (bytes): TFLite's
+# kDefaultTensorAlignment, so that LiteRT's Interpreter can take a mapped output as a tensor's
+# memory (litert/memory.py); the kernels need 16 (a vec4).
+IO_ALIGNMENT = 64
 
 
 @dataclass
@@ -77,6 +81,9 @@ class Plan:
     calibration: dict = field(default_factory=dict)
     # The resource variables the partition holds in its arena between invokes (variables.VariableSlot).
     variables: list = field(default_factory=list)
+    # {tensor index: shift} of the lane views (KernelEnv.view with lanes): a capture reads each
+    # from its whole's vec4s, `shift` lanes in (runtime.read_written).
+    lane_shifts: dict = field(default_factory=dict)
 
     @property
     def element_bytes(self):
@@ -153,7 +160,30 @@ def build_dispatches(nodes, inputs, outputs, env):
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     converts = [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
                 if id(tensor) not in stored]
-    return _after_last_use(dispatches, converts), io_in, io_out, max(io_bytes, 16)
+    dispatches = _after_last_use(dispatches, converts)
+    lane_accesses(dispatches, env)
+    return dispatches, io_in, io_out, max(io_bytes, 16)
+
+
+def lane_accesses(dispatches, env):
+    """Give each dispatch that reads or writes a lane view (KernelEnv.view with lanes) what
+    common.glsl's load / store realign it with: LANE_READS (at most MAX_LANE_READS views) and
+    per view lane_rK_offset (its arena offset: its whole's slice it starts in) and lane_rK
+    (elements, H x W, shift, channels); LANE_WRITES (one view) with lane_w0_offset and lane_w0
+    (elements, H x W, shift, lanes stored)."""
+    for d in dispatches:
+        for kind, tensors, most in (("r", d.reads, MAX_LANE_READS), ("w", d.writes, 1)):
+            views = list({id(t): env.lanes[id(t)] for t in tensors if id(t) in env.lanes}.values())
+            if len(views) > most:
+                raise GpuError(f"dispatch {d.label!r} {'reads' if kind == 'r' else 'writes'} {len(views)} lane views "
+                               f"(tensors {[t.index for t, _ in views]}), more than {most}")
+            for k, (tensor, lanes) in enumerate(views):
+                s4 = bhwc(tensor.shape)
+                last = lanes.channels if kind == "r" else lanes.limit
+                d.params.update({f"lane_{kind}{k}_offset": ArenaRef(tensor),
+                                 f"lane_{kind}{k}": (s4.elements, s4.h * s4.w, lanes.shift, last)})
+            if views:
+                d.defines["LANE_READS" if kind == "r" else "LANE_WRITES"] = len(views)
 
 
 def _after_last_use(dispatches, converts):
@@ -177,10 +207,11 @@ def _after_last_use(dispatches, converts):
 
 
 def _io_slots(tensors, offset):
-    """The IoSlots of `tensors` (float32 each, 16-byte aligned) from byte `offset` on, and the
-    byte after them."""
+    """The IoSlots of `tensors` (float32 each, IO_ALIGNMENT-byte aligned) from byte `offset` on,
+    and the byte after them."""
     slots = []
     for tensor in tensors:
+        offset = -(-offset // IO_ALIGNMENT) * IO_ALIGNMENT
         slots.append(IoSlot(tensor.index, offset, tensor.size * 4, tuple(tensor.shape)))
         offset += -(-tensor.size * 4 // 16) * 16
     return slots, offset
@@ -396,7 +427,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
                 io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None and not d.io_kept}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
-                variables=variable_slots(dispatches, env, offsets))
+                variables=variable_slots(dispatches, env, offsets),
+                lane_shifts={t.index: lanes.shift for t, lanes in env.lanes.values()})
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

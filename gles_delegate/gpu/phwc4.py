@@ -129,3 +129,38 @@ def block_offset(whole_shape, index_map):
     if position % 4 or position + part.size > whole.size:
         return None
     return int(position // 4) if np.array_equal(whole[position:position + part.size], part) else None
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """How a lane view (lane_offset) lies in its whole: its channel c is the whole's channel
+    4 * first slice + shift + c (shift 0..3); channels: how many it has (its lanes past them read
+    as zero); limit: how many lanes from its first its writer stores, channels or, for the
+    whole's last channels, up to the end of the whole's last slice (their zero padding)."""
+    shift: int
+    channels: int
+    limit: int
+
+
+def lane_offset(whole_shape, index_map):
+    """(vec4 element offset, Lanes) of a tensor whose element i holds element index_map[i] of a
+    tensor of `whole_shape`, when it is channels [c0, c0 + n) of a batch-1 whole (every pixel)
+    that fit in its own ceil(n / 4) slices from the whole's slice c0 // 4 (c0 % 4 + n <= 4 *
+    ceil(n / 4)): a lane view, whose readers realign each vec4 from the whole's storage and whose
+    writer stores only its lanes (KernelEnv.view's `lanes`); None otherwise. The offset is that
+    of the whole's slice c0 // 4, so the view's element range is where its values lie."""
+    index_map = np.asarray(index_map)
+    whole, part = bhwc(whole_shape), bhwc(index_map.shape)
+    if index_map.size == 0 or whole.b != 1 or part.b != 1 or (part.h, part.w) != (whole.h, whole.w) \
+            or whole.elements >= 2**31:
+        return None
+    first = int(index_map.flat[0]) % whole.c
+    iota = np.arange(whole.h * whole.w * whole.c, dtype=np.int64).reshape(whole.h, whole.w, whole.c)
+    if first + part.c > whole.c or not np.array_equal(index_map.reshape(part.h, part.w, part.c),
+                                                      iota[..., first:first + part.c]):
+        return None
+    shift = first % 4
+    if shift + part.c > 4 * part.slices:
+        return None
+    limit = 4 * whole.slices - first if first + part.c == whole.c else part.c
+    return first // 4 * whole.h * whole.w, Lanes(shift, part.c, limit)

@@ -262,7 +262,7 @@ class GpuPartition:
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for index, offset, shape in written:
             if index in capture and index not in self.plan.io_stores:
-                self._store_capture(capture, index, self.read_tensor(offset, shape))
+                self._store_capture(capture, index, self.read_written(index, offset, shape))
 
     def _buffer_at(self, offset):
         """(buffer, element bytes, element dtype, byte offset) of the tensor at `offset` (elements;
@@ -278,6 +278,16 @@ class GpuPartition:
         buffer, element_bytes, dtype, start = self._buffer_at(offset)
         raw = buffer.read(bhwc(shape).elements * element_bytes, start)
         return from_phwc4(np.frombuffer(raw, dtype).astype(np.float32), shape)
+
+    def read_written(self, index, offset, shape):
+        """read_tensor of model tensor `index` as Plan.writes lists it: a lane view
+        (Plan.lane_shifts) lies in its whole's vec4s from its offset on, `shift` lanes in."""
+        shift = self.plan.lane_shifts.get(index)
+        if shift is None:
+            return self.read_tensor(offset, shape)
+        s4 = bhwc(shape)
+        whole_lanes = self.read_tensor(offset, (1, s4.h, s4.w, 4 * s4.slices))
+        return np.ascontiguousarray(whole_lanes[..., shift:shift + s4.c]).reshape(shape)
 
     def write_tensor(self, offset, values):
         """Store BHWC `values` as the arena tensor at `offset` (as read_tensor), in its storage
@@ -331,7 +341,7 @@ class GpuPartition:
                         if index in self.plan.io_stores:
                             stored.setdefault(index, k)  # in the I/O buffer: checked once read out
                             continue
-                        values = self.read_tensor(arena_offset, shape)
+                        values = self.read_written(index, arena_offset, shape)
                         if found is None and index not in ints and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
                         if capture is not None and index in capture:

@@ -4,7 +4,8 @@
 
 abi.py: the C structs and the supported runtimes; source.py: which interpreter and model;
 verify.py: whether that model is the one LiteRT loaded; plan.py: what to claim; native.py: the
-TfLiteDelegate and its callbacks; kernel.py: one delegate kernel's run over LiteRT's tensor memory.
+TfLiteDelegate and its callbacks; kernel.py: one delegate kernel's run over LiteRT's tensor memory;
+memory.py: that memory as the kernel sees it, and the outputs it lends LiteRT.
 """
 from ..gc_pause import gc_paused
 from .native import native_delegate_pointer as _native_pointer

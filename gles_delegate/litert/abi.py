@@ -22,7 +22,10 @@ TFLITE_TYPES = {"FLOAT32": 1, "INT32": 2, "UINT8": 3, "INT64": 4, "STRING": 5, "
 # TfLiteStatus (tflite/core/c/c_api_types.h:74-82).
 OK, ERROR, DELEGATE_ERROR = 0, 1, 2
 KERNEL_INIT_FAILED = ctypes.c_void_p(-1).value  # TfLiteKernelInitFailed() (common.cc:867): (void*)-1
-MMAP_RO = 1  # TfLiteAllocationType kTfLiteMmapRo (common.h:458): a constant in the model's bytes
+# TfLiteAllocationType (common.h:456-466): kTfLiteMmapRo (:458), a constant in the model's bytes;
+# kTfLiteArenaRw (:459), placed by LiteRT's arena planner; kTfLiteCustom (:463), memory LiteRT
+# neither places nor frees (litert/memory.py lends outputs so).
+MMAP_RO, ARENA_RW, CUSTOM = 1, 2, 6
 
 # {runtime package: (lowest version, first unsupported version)} whose layouts we checked or
 # whose fields we read have existed since before the lowest version (module docstring).

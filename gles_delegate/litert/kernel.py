@@ -2,7 +2,8 @@
 
 Its I/O never goes through a copy of our own: the partitions' upload and download (gpu/runtime.py)
 read each input from, and write each output into, numpy views over LiteRT's own tensor memory
-(TfLiteTensor.data), as they read and write the Interpreter's storage arrays.
+(TfLiteTensor.data), as they read and write the Interpreter's storage arrays; a graph output
+left in a partition's mapped I/O buffer is lent to LiteRT instead (memory.py).
 """
 import ctypes
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from .. import ops
 from . import abi
+from .memory import TensorMemory, check_bytes
 
 
 class Kernel:
@@ -19,12 +21,15 @@ class Kernel:
 
     After a re-plan, a node of the kernel that the GPU no longer takes (plan.py: at the new
     shapes its GPU kernel refuses it) runs on the numpy reference, between the partitions, in
-    the subgraph's order: LiteRT cannot take a node back from a delegate."""
+    the subgraph's order: LiteRT cannot take a node back from a delegate.
 
-    def __init__(self, plan, nodes, boundary, delegate):
+    lendable: the tensor indices whose memory the kernel may lend LiteRT (memory.lendable_outputs)."""
+
+    def __init__(self, plan, nodes, boundary, delegate, lendable=()):
         self.delegate = delegate
         self.nodes = sorted(nodes)  # what LiteRT replaced by this kernel's node
         self.boundary = set(boundary)  # LiteRT's tensors: the only ones with memory of LiteRT's
+        self.memory = TensorMemory(lendable)  # kept over re-plans: the outputs lent stay lent
         self.bind(plan)
 
     def bind(self, plan):
@@ -55,9 +60,9 @@ class Kernel:
         written = self._written()
         self.outputs = sorted(i for i in self.tensors if i in written)
         self.input_indices = sorted(set(self.tensors) - set(self.outputs))
-        self._private = {i: tensors[i].data if tensors[i].is_const else np.zeros(tensors[i].shape, tensors[i].dtype)
-                         for i in sorted(used) if i not in self.tensors}
-        self._forget_views()
+        private = {i: tensors[i].data if tensors[i].is_const else np.zeros(tensors[i].shape, tensors[i].dtype)
+                   for i in sorted(used) if i not in self.tensors}
+        self.memory.bind(self.tensors, private)
 
     def _steps(self):
         """The partitions and reference nodes in the subgraph's order (each partition is a run
@@ -71,12 +76,6 @@ class Kernel:
         """The indices of the tensors the steps of this kernel compute."""
         return {slot.tensor_index for p in self.partitions for slot in p.plan.outputs} | \
             {t.index for n in self.reference for t in n.outputs if t is not None}
-
-    def _forget_views(self):
-        """Drop the views over LiteRT's memory (rebuilt at the next invoke)."""
-        self._views = dict(self._private)  # tensor index -> the array the steps run on
-        self._addresses = {}  # tensor index -> the data address its view covers
-        self._base, self._cells = None, []  # context.tensors, and (index, its data field) cells
 
     def fit(self, context, address):
         """The kernel's prepare (context: the TfLiteContext at `address`): resize the outputs
@@ -93,61 +92,30 @@ class Kernel:
             held = context.tensors[index]
             # No memory yet: an IF branch's or WHILE body's input, which LiteRT points at its own
             # tensor's memory after this prepare (control_flow_common.h, the shallow copy);
-            # _storage checks its size at invoke.
+            # memory.refresh checks its size at invoke.
             if held.bytes or held.data:
-                _check_bytes(index, tensor, held.bytes)
+                check_bytes(index, tensor, held.bytes)
+        self.memory.fit_lent()
 
     def run(self, context):
         """Run the partitions on LiteRT's tensors (context: the TfLiteContext)."""
         if self.delegate.context is None:
             raise RuntimeError("its GpuDelegate was closed: this interpreter can no longer run the GPU nodes "
                                "(make a new Interpreter with an open GpuDelegate)")
-        storage = self._storage(context)
+        storage = self.memory.refresh(context)
         for step in self.steps:
             step.run(storage)
 
-    def _storage(self, context):
-        """{tensor index: numpy view over LiteRT's memory of it}, the same dict every invoke while
-        LiteRT keeps the tensors where they are: per invoke only each tensor's data pointer is
-        read (through cells made once) and compared with the view's."""
-        base = ctypes.c_void_p.from_address(ctypes.addressof(context) + abi.TENSORS_OFFSET).value
-        if base != self._base:
-            self._base = base
-            self._cells = [(index, ctypes.c_void_p.from_address(base + index * abi.TENSOR_SIZE + abi.DATA_OFFSET))
-                           for index in self.tensors]
-        storage, addresses = self._views, self._addresses
-        for index, cell in self._cells:
-            address = cell.value
-            if address != addresses.get(index) or index not in storage:
-                held = ctypes.c_size_t.from_address(base + index * abi.TENSOR_SIZE + abi.BYTES_OFFSET).value
-                storage[index] = self._view(address, index, self.tensors[index], held)
-                addresses[index] = address
-        return storage
-
-    @staticmethod
-    def _view(address, index, tensor, held):
-        """A numpy array over LiteRT's memory of tensor `index` at `address` (`held` bytes)."""
-        if tensor.size == 0:  # an empty tensor (a batch resized to 0): LiteRT gives it no memory
-            return np.zeros(tensor.shape, tensor.dtype)
-        if not address:
-            raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
-        _check_bytes(index, tensor, held)
-        dtype = np.dtype(tensor.dtype)
-        raw = (ctypes.c_uint8 * (tensor.size * dtype.itemsize)).from_address(address)
-        return np.frombuffer(raw, dtype).reshape(tensor.shape)
-
-    def release(self):
+    def release_partitions(self):
+        """Free the GL objects of the partitions (a re-plan binds new ones next); the outputs
+        lent from their mappings move to memory of the kernel's own first (memory.settle)."""
         for partition in self.partitions:
             partition.release()
-        self._forget_views()
 
-
-def _check_bytes(index, tensor, held):
-    """A RuntimeError naming tensor `index` (a graph Tensor) unless LiteRT's `held` bytes are its size."""
-    nbytes = tensor.size * np.dtype(tensor.dtype).itemsize
-    if held != nbytes:
-        raise RuntimeError(f"tensor {index} ({tensor.name!r}): LiteRT holds {held} bytes, the GPU plan expects "
-                           f"{nbytes} ({list(tensor.shape)} {np.dtype(tensor.dtype).name})")
+    def release(self):
+        """LiteRT frees the kernel: its lent outputs go back to LiteRT's arena, then the partitions."""
+        self.memory.give_back()
+        self.release_partitions()
 
 
 class _ReferenceStep:

@@ -19,6 +19,7 @@ from ..partition import span, split_empty
 from ..tflite import read_model
 from . import abi
 from .kernel import Kernel, kernel_nodes, split_partitions
+from .memory import lendable_outputs
 from .plan import match_subgraph, plan_subgraph, replan_kernel
 from .verify import check_subgraph
 
@@ -34,6 +35,7 @@ class NativeDelegate:
         self.delegate = delegate
         self.runtime = f"{caller.package} {caller.version}"
         self.model = read_model(caller.model_bytes)
+        self.lendable = lendable_outputs(self.model)  # subgraph index -> the outputs kernels may lend
         self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
         self.checked = set()  # subgraph indices verify.check_subgraph found equal to LiteRT's
         self.kernels = {}  # handle (the node's user_data) -> Kernel
@@ -91,7 +93,8 @@ class NativeDelegate:
     def _init(self, context, buffer, _length):
         try:
             nodes, boundary = kernel_nodes(buffer)
-            kernel = Kernel(self._kernel_plan(nodes), nodes, boundary, self.delegate)
+            plan = self._kernel_plan(nodes)
+            kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index])
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
@@ -147,7 +150,7 @@ class NativeDelegate:
         except BaseException:
             new.release()
             raise
-        kernel.release()
+        kernel.release_partitions()
         kernel.bind(new)
 
     def _why_not_gpu(self, node):

@@ -3,12 +3,12 @@ the Interpreter storage's defer_output): get_tensor() copies each out once, and 
 reading the tensor (a CPU node, a view from Interpreter.tensor(), the next partition's input, the
 partition being released) copies it into the storage first. Each way must see the values of the
 last invoke that wrote it."""
-import os
 
 import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
+from tests.forking import in_forked_child
 from tests.gpu.test_float_view import computed_indices_model
 from tests.gpu.test_io_paths import IO_PATHS, add_relu_model, use_io_path
 
@@ -111,17 +111,8 @@ def test_a_fork_copies_the_outputs_in_first():
         expected = invoke(interpreter, 5)
         storage = interpreter._main.storage
         assert out in storage.pending
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: only plain memory reads, then out at once
-            ok = not storage.pending and np.array_equal(dict.__getitem__(storage, out), expected)
-            os.write(write, b"1" if ok else b"0")
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            answer = pipe.read()
-        os.waitpid(pid, 0)
-        assert answer == b"1"
+        assert in_forked_child(lambda: not storage.pending
+                               and np.array_equal(dict.__getitem__(storage, out), expected))
         assert not storage.pending
         np.testing.assert_array_equal(interpreter.get_tensor(out), expected)
 

@@ -88,3 +88,17 @@ def unpack_fc_model():
     b.op("LOGISTIC", [s1], [y])
     b.output(y)
     return b.build()
+
+
+def segmentation_head_model(size=257, classes=21):
+    """A DeepLab v3-like output on a small graph: x [1, size, size, 3] -> CONV_2D 3x3 (SAME) to
+    `classes` channels -> y [1, size, size, classes] (257x257x21: DeepLab v3's 5.5 MB float32
+    output), so that an invoke is mostly the output's way out (issue 41 item 3)."""
+    b = ModelBuilder()
+    x = b.input("x", (1, size, size, 3))
+    w = b.const("w", np.random.default_rng(3).standard_normal((classes, 3, 3, 3)).astype(np.float32) * 0.3)
+    bias = b.const("bias", np.linspace(-0.5, 0.5, classes, dtype=np.float32))
+    y = b.tensor("y", (1, size, size, classes))
+    b.op("CONV_2D", [x, w, bias], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=0)
+    b.output(y)
+    return b.build()

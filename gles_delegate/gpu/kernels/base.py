@@ -29,6 +29,7 @@ from ..phwc4 import bhwc, to_phwc4
 
 VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
 INT32 = np.dtype(np.int32)
+MAX_LANE_READS = 2  # lane views one dispatch may read (KernelEnv.view; common.glsl's LANE_READS)
 
 
 class KernelLimitError(GpuError):
@@ -121,6 +122,7 @@ class KernelEnv:
         self.int_constants = set()  # indices of constants holding int32 bits: kept in 32-bit storage
         self.aliases = []  # (tensor, tensor whose storage it shares): see alias()
         self.views = []  # (tensor, tensor whose storage holds it, vec4 offset in it, node): see view()
+        self.lanes = {}  # id(tensor) -> (tensor, phwc4.Lanes) of the views that are lane views: see view()
         self.node = None  # the node whose dispatches are being built (the compiler sets it)
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
@@ -173,12 +175,16 @@ class KernelEnv:
         layout (a free reshape) and returns no dispatch."""
         self.aliases.append((tensor, source))
 
-    def view(self, tensor, whole, offset):
+    def view(self, tensor, whole, offset, lanes=None):
         """Let `tensor` be the block of `whole`'s arena storage that starts `offset` vec4
         elements in (joint lifetime) instead of being copied: a concatenation's input its
         producer writes in place, a slice its readers read in place (rules concat_in_place,
-        slice_views: phwc4.block_offset found the block)."""
+        slice_views: phwc4.block_offset found the block). With `lanes` (a phwc4.Lanes: rule
+        lane_views) its channels start `lanes.shift` lanes into that block: the dispatches
+        reading or writing it realign its vec4s (compiler.lane_accesses)."""
         self.views.append((tensor, whole, offset, self.node))
+        if lanes is not None:
+            self.lanes[id(tensor)] = (tensor, lanes)
 
     def persist(self, tensor, key):
         """Keep `tensor`, the storage of resource variable `key` ((container, shared_name)), in

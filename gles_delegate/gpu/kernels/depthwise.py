@@ -5,7 +5,10 @@ are 1, so neighbouring outputs share their input loads), multiplier 1 or not, an
 With options[TILE_SUMS] (rule depthwise_tile_sums) the node has a second output, the sums of its
 output over blocks of TILE_BLOCK invocations, [B, blocks down, blocks across, C]: each workgroup
 adds up what it stored, so a mean over H x W that reads them (SE_GATE's) needs no dispatch of
-its own."""
+its own.
+
+With options[TAP_WINDOWS] (rule mixed_depthwise) the channels come in groups whose own kernels
+are windows of the filter: each lane skips the taps outside its group's window."""
 import copy
 
 import numpy as np
@@ -19,6 +22,10 @@ from .conv import (MIN_INVOCATIONS, block_size, geometry, gpu_support, optional_
                    reads_padding)
 
 TILE_SUMS = "tile_sums"  # node.options key: True when outputs[1] is the tile sums
+# node.options key (rule mixed_depthwise): ((end channel, first row, first column, rows, columns),
+# ...) per channel group, in channel order: the window of the filter's taps each group's own
+# kernel occupies; the kernel skips the others per channel.
+TAP_WINDOWS = "tap_windows"
 # Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
 # because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
 TILE_BLOCK = (8, 8)
@@ -30,6 +37,21 @@ def pack_weights(filter_1hwc):
     padded = np.zeros((kh, kw, -(-c // 4) * 4), np.float32)
     padded[..., :c] = filter_1hwc[0]
     return padded.reshape(kh, kw, -1, 4).transpose(2, 0, 1, 3).reshape(-1, 4)
+
+
+def pack_windows(windows, kernel_hw, channels):
+    """TAP_WINDOWS -> vec4 rows [ceil(C/4)][4]: per slice, each lane's first row, end row, first
+    column and end column of taps (a padded lane's window is empty: first past the kernel, end 0,
+    so that no min / max over a slice's lanes sees it)."""
+    kh, kw = kernel_hw
+    slices = -(-channels // 4)
+    rows = np.tile(np.array([kh, 0, kw, 0], np.float32)[:, None], (slices, 1, 4))
+    start = 0
+    for end, top, left, h, w in windows:
+        lanes = np.arange(start, end)
+        rows[lanes // 4, :, lanes % 4] = (top, top + h, left, left + w)
+        start = end
+    return rows.reshape(-1, 4)
 
 
 def tile_size(out4, strides, dilations):
@@ -76,14 +98,18 @@ def build(node, env):
         reads_padding(in4.w, kw, sw, dw, tiles_w * tile_w, pad_left)
     multiplier = out4.c // in4.c
     sums = node.outputs[1] if node.options.get(TILE_SUMS) else None
+    windows = node.options.get(TAP_WINDOWS)
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
-               "PADDED": int(padded), "TILE_SUMS": int(sums is not None), **env.output_stage(node)}
+               "PADDED": int(padded), "TILE_SUMS": int(sums is not None), "TAP_WINDOWS": int(windows is not None),
+               **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
               "in_offset": env.arena(x), "out_offset": env.arena(out),
               "weights_offset": env.constant(pack_weights(np.asarray(filt.data, np.float32))),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
+    if windows is not None:
+        params["windows_offset"] = env.constant(pack_windows(windows, (kh, kw), out4.c))
     grid = (tiles_w, tiles_h, out4.b * out4.slices)
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
     if sums is None:
@@ -96,9 +122,27 @@ def build(node, env):
 _checks = gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)
 
 
+def _windows_reason(node):
+    """Why the node's TAP_WINDOWS do not tile its channels (multiplier 1) with windows inside
+    its filter, or None."""
+    windows = node.options.get(TAP_WINDOWS)
+    if windows is None:
+        return None
+    _, kh, kw, channels = node.inputs[1].shape
+    ends = [window[0] for window in windows]
+    inside = all(min(window) >= 0 and top + rows <= kh and left + columns <= kw
+                 for window in windows for _, top, left, rows, columns in [window])
+    if channels != node.inputs[0].shape[3] or ends != sorted(set(ends)) or ends[-1] != channels or not inside:
+        return f"tap windows {windows} do not tile the {channels} channels of a {kh}x{kw} filter"
+    return None
+
+
 def support(node):
     """The reference kernel's checks and the GPU's (conv.gpu_support); one output, or two with
-    TILE_SUMS: the output and its tile sums."""
+    TILE_SUMS: the output and its tile sums; TAP_WINDOWS that tile the channels."""
+    reason = _windows_reason(node)
+    if reason:
+        return reason
     sums = bool(node.options.get(TILE_SUMS))
     if len(node.outputs) != 1 + sums:
         what = "DEPTHWISE_CONV_2D with tile sums takes 2 outputs" if sums else "DEPTHWISE_CONV_2D takes 1 output"

@@ -44,6 +44,11 @@ VIEW_OUTPUTS = "view_outputs"
 # CONCATENATION's inputs that are a block of the output's storage, written there by their
 # producers: no dispatch, KernelEnv.view.
 IN_PLACE_INPUTS = "in_place_inputs"
+# options[LANE_VIEWS] (rule lane_views): ((output position of a slicing op, or input position of a
+# CONCATENATION, vec4 offset, phwc4.Lanes), ...) of the outputs / inputs that are channels of the
+# other tensor starting or ending mid-vec4 (phwc4.lane_offset): no dispatch, KernelEnv.view with
+# lanes.
+LANE_VIEWS = "lane_views"
 MIRROR_SYMMETRIC = 1  # MirrorPadOptions.mode
 MAX_GATHER_RUNS = 16  # a GATHER costs one dispatch per run of evenly spaced indices
 # Which input holds the values (the others are constant shapes, axes, indices).
@@ -430,9 +435,10 @@ def _remap(node, env):
     if node.options.get(ALIAS) and same_storage(node.inputs[0], node.outputs[0]):
         env.alias(node.outputs[0], node.inputs[0])
         return []
-    views = dict(node.options.get(VIEW_OUTPUTS, ()))
-    for k, offset in views.items():
-        env.view(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]), offset)
+    views = {k: (offset, None) for k, offset in node.options.get(VIEW_OUTPUTS, ())}
+    views.update((k, (offset, lanes)) for k, offset, lanes in node.options.get(LANE_VIEWS, ()))
+    for k, (offset, lanes) in views.items():
+        env.view(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]), offset, lanes)
     return [gather_dispatch(out, g, env, node=node)
             for k, (out, index_map) in enumerate(zip(node.outputs, _index_maps(node)[0])) if k not in views
             for g in _pieces(node, index_map)]
@@ -491,14 +497,15 @@ def _tile(node, env):
 # -- CONCATENATION ----------------------------------------------------------------------------
 def _concatenation(node, env):
     """One dispatch per input, each writing its box of the output (in input order), except for
-    the inputs written in place (IN_PLACE_INPUTS)."""
+    the inputs written in place (IN_PLACE_INPUTS, LANE_VIEWS)."""
     out = node.outputs[0]
     axis = _concatenation_axis(node)
-    in_place = dict(node.options.get(IN_PLACE_INPUTS, ()))
+    in_place = {j: (offset, None) for j, offset in node.options.get(IN_PLACE_INPUTS, ())}
+    in_place.update((j, (offset, lanes)) for j, offset, lanes in node.options.get(LANE_VIEWS, ()))
     dispatches, offset = [], 0
     for j, x in enumerate(node.inputs):
         if j in in_place:
-            env.view(x, out, in_place[j])
+            env.view(x, out, *in_place[j])
         else:
             origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
             g = Gather(*_source_axes(node, x), lead=origin, origin=origin, extent=extent)

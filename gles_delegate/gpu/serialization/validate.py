@@ -167,6 +167,9 @@ def check_plan(plan, graph, limits):
                 fail(f"write {item!r} beyond the arena")
     check_status_words(plan, fail)
     check_variable_slots(plan, fail)
+    if not isinstance(plan.lane_shifts, dict) or not all(is_count(k) and type(v) is int and 0 <= v <= 3
+                                                         for k, v in plan.lane_shifts.items()):
+        fail("lane_shifts")
     if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
             + 64 * (len(plan.inputs) + len(plan.outputs) + 1) + 4 * len(plan.status_errors):
         fail(f"io_bytes {plan.io_bytes}")

@@ -13,14 +13,15 @@ from ...graph import Graph
 from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
                depthwise_tile_sums, elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_rms_norm, fuse_swish, global_pool_to_mean,
-               matmul_through_layout, merge_padding, pad_into_operand, read_through_layout, remove_dead, remove_noops,
-               row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
+               lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
+               remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts are
 # true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
 # normalizations (whole, before any of their nodes is fused elsewhere), then elementwise ops move
 # past the permutation after them (before any epilogue takes them), then rewrites that change what a
-# node is (a Dense's reshapes, padding, FC, MEAN), then folding into weights (needs the producer
+# node is (a Dense's reshapes, padding, a mixed-kernel depthwise block as one convolution, which
+# then takes the batch norm after it; FC, MEAN), then folding into weights (needs the producer
 # free of activations), then epilogue fusion, in the order an epilogue applies its steps (swish,
 # which is two nodes, then activation, residual, the rest), then the squeeze-excite fusions, which
 # take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no epilogue
@@ -31,7 +32,8 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # what layout ops are left, then the aliases, which only mark the reshapes left, then the values
 # written straight into a resource variable's storage (no rule after it may change their
 # producers), and last the views, which only mark slices and concatenation inputs that share
-# storage, knowing every alias and variable storage the rules before made.
+# storage, knowing every alias and variable storage the rules before made: whole vec4 blocks
+# first, then the lane views of what is left, which must know every other view.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -41,6 +43,7 @@ RULES = (
     ("elementwise_after_layout", elementwise_after_layout.apply),
     ("unflatten_dense", unflatten_dense.apply),
     ("merge_padding", merge_padding.apply),
+    ("mixed_depthwise", mixed_depthwise.apply),
     ("conv_to_fully_connected", conv_to_fully_connected.apply),
     ("global_pool_to_mean", global_pool_to_mean.apply),
     ("fold_mul_add", fold_mul_add.apply),
@@ -59,6 +62,7 @@ RULES = (
     ("assign_in_place", assign_in_place.apply),
     ("slice_views", slice_views.apply),
     ("concat_in_place", concat_in_place.apply),
+    ("lane_views", lane_views.apply),
 )
 
 

@@ -203,12 +203,12 @@ class StorageTree:
     """Which tensors of a graph share storage, as the rules have marked them so far: a free
     reshape's output is its input's storage (layout.ALIAS), an ASSIGN_VARIABLE written in place
     makes its value the variable's (variables.IN_PLACE), and a view (layout.VIEW_OUTPUTS,
-    layout.IN_PLACE_INPUTS) puts one storage inside another's at an offset. Each storage sits
-    inside at most one other (its parent), never inside itself; the rules that make views
-    (slice_views, concat_in_place) ask view_blocker before each."""
+    layout.IN_PLACE_INPUTS, layout.LANE_VIEWS) puts one storage inside another's at an offset.
+    Each storage sits inside at most one other (its parent), never inside itself; the rules that
+    make views (slice_views, concat_in_place, lane_views) ask view_blocker before each."""
 
     def __init__(self, graph):
-        from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, VIEW_OUTPUTS, stored_source
+        from ..kernels.layout import ALIAS
         from ..kernels.variables import IN_PLACE
         self.root, self.parent = {}, {}  # id(tensor) -> id of its storage's representative; storage -> parent
         for node in graph.nodes:
@@ -216,11 +216,10 @@ class StorageTree:
                 a, b = (node.outputs[0], node.inputs[0]) if node.options.get(ALIAS) else node.inputs[:2]
                 self._union(a, b)
         for node in graph.nodes:
-            for k, _ in node.options.get(VIEW_OUTPUTS, ()):
-                self.place(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)]))
-            for j, _ in node.options.get(IN_PLACE_INPUTS, ()):
-                self.place(node.inputs[j], node.outputs[0])
+            for tensor, whole in _placed(node):
+                self.place(tensor, whole)
         self.pinned = {self._find(id(t)) for t in graph.tensors if t.is_variable}
+        self.tensors = graph.tensors
 
     def _find(self, key):
         while self.root.get(key, key) != key:
@@ -252,3 +251,29 @@ class StorageTree:
                 return f"tensor {whole.index} already lies in the storage of tensor {tensor.index}"
             theirs = self.parent.get(theirs)
         return None
+
+    def outermost(self, tensor):
+        """The id of the storage that holds `tensor`'s and lies in no other."""
+        key = self._find(id(tensor))
+        while key in self.parent:
+            key = self.parent[key]
+        return key
+
+    def alone(self, tensor):
+        """Whether `tensor`'s storage is its own: no other tensor shares it (an alias) and no
+        view lies inside it."""
+        mine = self._find(id(tensor))
+        return mine not in self.parent.values() and \
+            not any(t is not tensor and self._find(id(t)) == mine for t in self.tensors)
+
+
+def _placed(node):
+    """(tensor, the tensor whose storage holds it) of each view `node` makes (layout.VIEW_OUTPUTS,
+    IN_PLACE_INPUTS, LANE_VIEWS)."""
+    from ..kernels.layout import DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
+    lanes = [entry[0] for entry in node.options.get(LANE_VIEWS, ())]
+    if node.op == "CONCATENATION":
+        inputs = [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes
+        return [(node.inputs[j], node.outputs[0]) for j in inputs]
+    outputs = [k for k, _ in node.options.get(VIEW_OUTPUTS, ())] + lanes
+    return [(node.outputs[k], stored_source(node, node.inputs[DATA_INPUT.get(node.op, 0)])) for k in outputs]

@@ -1,5 +1,8 @@
 """What the rule tests share: build small models, rewrite them with one rule, run them on the GPU
 (every rule on, as the delegate does) against the numpy reference."""
+import contextlib
+import importlib
+
 import numpy as np
 
 from gles_delegate import GpuDelegate
@@ -52,6 +55,15 @@ def check_skipped(model, rule, op, reason, values):
     check_gpu(model, values)
 
 
+def check_unfused(model, rule, node_label, fused_op, reason, values):
+    """`rule` leaves `model` without a `fused_op` node, saying `reason` at `node_label`; the
+    model still runs on the GPU as the reference does."""
+    graph, log = rewrite(model, rule)
+    assert fused_op not in ops_of(graph)
+    assert reason in why(log, rule, node_label)
+    check_gpu(model, values)
+
+
 def check_gpu(model, values, precision="fp32", **options):
     """Run `model` on the delegate (all rules on) and on the reference, compare every output;
     returns (the delegate's summary, its rewrite log)."""
@@ -70,6 +82,24 @@ def dispatches(model, values, **options):
     with GpuDelegate(**options) as delegate:
         run_ours(model, values, experimental_delegates=[delegate])
         return delegate.summary()["dispatches"]
+
+
+@contextlib.contextmanager
+def rule_off(rule):
+    """Switch the rewrite rule named `rule` (its module in gles_delegate/gpu/transforms) off for
+    the block, and on again after it."""
+    module = importlib.import_module(f"gles_delegate.gpu.transforms.{rule}")
+    module.ENABLED = False
+    try:
+        yield
+    finally:
+        module.ENABLED = True
+
+
+def dispatches_without(rule, model, values, **options):
+    """Dispatches per invoke of the model with `rule` off, for the count it saves."""
+    with rule_off(rule):
+        return dispatches(model, values, **options)
 
 
 def random(shape, seed=0, scale=1.0):

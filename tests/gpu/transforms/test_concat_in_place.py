@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate
-from gles_delegate.gpu import transforms
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.gpu.kernels.layout import IN_PLACE_INPUTS
 from tests.gpu.gpulib import PRECISIONS
 from tests.gpu.test_quantized_models import assert_within_one_step
-from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, random, rewrite_through, statuses, why
+from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches_without, random, rewrite_through, statuses, why)
 from tests.litert import run_litert
 from tests.oplib import SAME, run_ours
 
@@ -30,15 +29,6 @@ def in_place(model):
     return {n.label: n.options.get(IN_PLACE_INPUTS, ()) for n in graph.nodes if n.op == "CONCATENATION"}
 
 
-def without_rule(model, values):
-    """Dispatches with the rule switched off, for the count it saves."""
-    transforms.concat_in_place.ENABLED = False
-    try:
-        return dispatches(model, values)
-    finally:
-        transforms.concat_in_place.ENABLED = True
-
-
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_producers_write_into_their_place(precision):
     """Two convolutions of 8 and 12 channels: both in place, at slices 0 and 2 (40 vec4s in)."""
@@ -47,7 +37,7 @@ def test_producers_write_into_their_place(precision):
     assert list(in_place(model).values()) == [((0, 0), (1, 2 * 4 * 5))]
     summary, _ = check_gpu(model, [random(SHAPE)], precision)
     assert summary["dispatches"] == 4  # convert_in, three convolutions: no copy
-    assert without_rule(model, [random(SHAPE)]) == 6
+    assert dispatches_without(RULE, model, [random(SHAPE)]) == 6
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -175,4 +165,4 @@ def test_quantized_concatenation(precision):
     assert ("APPLIED", "#2 (CONCATENATION)") in statuses(log, RULE) and summary["cpu_nodes"] == 0
     [theirs] = run_litert(model, [feed], resolver="builtin")
     assert_within_one_step(ours, theirs, 1)
-    assert without_rule(model, [feed]) == summary["dispatches"] + 2
+    assert dispatches_without(RULE, model, [feed]) == summary["dispatches"] + 2
