@@ -206,21 +206,20 @@ class Source(NamedTuple):  # a tuple: made for every operand of every dispatch, 
     scalar_c: bool
     plane: int = 0
 
-    def fields(self, name):
-        """(defines, params) that pass this source to a template as NAME_SRC, NAME_SCALAR_C,
-        NAME_PLANE (a define: the param name_plane, or 0 so the compiler folds the branch) and
-        the params name_offset, name_size[, name_plane]."""
+    def put(self, name, defines, params):
+        """Pass this source to a template as `name`: into `defines` NAME_SRC, NAME_SCALAR_C,
+        NAME_PLANE (the param name_plane, or 0 so the compiler folds the branch), into `params`
+        name_offset, name_size[, name_plane]."""
         src, scalar_c, plane_define, offset, size, plane = _field_names(name)
-        defines = {src: self.kind, scalar_c: int(self.scalar_c), plane_define: plane if self.plane else 0}
-        params = {offset: self.offset, size: tuple(self.size)}
+        defines[src], defines[scalar_c], defines[plane_define] = self.kind, int(self.scalar_c), plane if self.plane else 0
+        params[offset], params[size] = self.offset, tuple(self.size)
         if self.plane:
             params[plane] = self.plane
-        return defines, params
 
 
 @functools.lru_cache(maxsize=None)
 def _field_names(name):
-    """The define and param names of Source.fields(name), made once per name (a few names, asked
+    """The define and param names of Source.put(name), made once per name (a few names, asked
     for every dispatch)."""
     upper = name.upper()
     return (f"{upper}_SRC", f"{upper}_SCALAR_C", f"{upper}_PLANE", f"{name}_offset", f"{name}_size",
@@ -253,12 +252,10 @@ def operands_reason(operands, out, moves_int=False):
 
 def sources(tensors, names, out, env):
     """(defines, params) passing each of `tensors`, read broadcast over `out`, to a template under
-    its name in `names` (Source.fields)."""
+    its name in `names` (Source.put)."""
     defines, params = {}, {}
     for name, tensor in zip(names, tensors):
-        source_defines, source_params = tensor_source(tensor, out, env).fields(name)
-        defines.update(source_defines)
-        params.update(source_params)
+        tensor_source(tensor, out, env).put(name, defines, params)
     return defines, params
 
 
@@ -278,36 +275,35 @@ _NO_SOURCE = Source(SRC_NONE, 0, (1, 1, 1, 1), False)
 _SCALAR_SOURCE = Source(SRC_SCALAR, 0, (1, 1, 1, 1), False)
 
 
-# Per step k: its Source.fields name and its define and param names (made once, not per dispatch).
+# Per step k: its Source.put name and its define and param names (made once, not per dispatch).
 _STEP_NAMES = [(f"ep{k}", f"EP{k}_OP", f"EP{k}_SWAP", f"EP{k}_STORED", f"EP{k}_ZERO_C", f"ep{k}_value")
                for k in range(MAX_STEPS)]
 
 
-def specialize(steps, out, env):
-    """(defines, params, runtime operands) of epilogue.glsl applying `steps` to values of `out`."""
+def specialize(steps, out, env, defines, params):
+    """Add to `defines` and `params` what epilogue.glsl needs to apply `steps` to values of
+    `out`; returns the runtime operands the steps read."""
     if len(steps) > MAX_STEPS:
         raise ValueError(f"{len(steps)} epilogue steps, the template holds {MAX_STEPS}")
-    defines, params, reads = {"EP_COUNT": len(steps)}, {}, []
+    defines["EP_COUNT"] = len(steps)
+    reads = []
     for k, step in enumerate(steps):
         source, value = _operand(step, out, env)
-        code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
         name, op, swap, stored, zero_c, value_name = _STEP_NAMES[k]
-        source_defines, source_params = source.fields(name)
-        defines.update({op: code, swap: int(step.swap), stored: int(step.stored), zero_c: int(step.padded_c),
-                        **source_defines})
-        params.update({**source_params, value_name: float(value)})
+        defines[op] = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
+        defines[swap], defines[stored], defines[zero_c] = int(step.swap), int(step.stored), int(step.padded_c)
+        source.put(name, defines, params)
+        params[value_name] = float(value)
         if source.kind == SRC_ARENA and all(step.operand is not r for r in reads):
             reads.append(step.operand)
-    return defines, params, tuple(reads)
+    return reads
 
 
 def apply(node, env, out, defines, params, reads, own_steps=()):
     """Add the epilogue of `node` (after `own_steps`, the kernel's own elementwise work) to a
     dispatch's defines and params; returns (reads plus the epilogue's runtime operands, the
     operands the output may overwrite in place: read at the very index written)."""
-    more_defines, more_params, operands = specialize(tuple(own_steps) + steps_of(node), out, env)
-    defines.update(more_defines)
-    params.update(more_params)
+    operands = specialize(tuple(own_steps) + steps_of(node), out, env, defines, params)
     if not operands:  # constant and scalar operands only (most steps)
         return tuple(reads), ()
     inplace = tuple(t for t in operands if same_layout(t, out) and all(t is not r for r in reads))
