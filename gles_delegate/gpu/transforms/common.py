@@ -6,6 +6,8 @@ from ...graph import fused_reads
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
+from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
+from ..kernels.variables import IN_PLACE
 
 
 _I32 = np.dtype(np.int32)
@@ -208,8 +210,6 @@ class StorageTree:
     make views (slice_views, concat_in_place, lane_views) ask view_blocker before each."""
 
     def __init__(self, graph):
-        from ..kernels.layout import ALIAS
-        from ..kernels.variables import IN_PLACE
         self.root, self.parent = {}, {}  # id(tensor) -> id of its storage's representative; storage -> parent
         for node in graph.nodes:
             if node.options.get(ALIAS) or (node.op == "ASSIGN_VARIABLE" and node.options.get(IN_PLACE)):
@@ -270,8 +270,10 @@ class StorageTree:
 def _placed(node):
     """(tensor, the tensor whose storage holds it) of each view `node` makes (layout.VIEW_OUTPUTS,
     IN_PLACE_INPUTS, LANE_VIEWS)."""
-    from ..kernels.layout import DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
-    lanes = [entry[0] for entry in node.options.get(LANE_VIEWS, ())]
+    options = node.options
+    if LANE_VIEWS not in options and IN_PLACE_INPUTS not in options and VIEW_OUTPUTS not in options:
+        return ()  # most nodes (every node of the graph is asked, by each rule that makes views)
+    lanes = [entry[0] for entry in options.get(LANE_VIEWS, ())]
     if node.op == "CONCATENATION":
         inputs = [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes
         return [(node.inputs[j], node.outputs[0]) for j in inputs]
