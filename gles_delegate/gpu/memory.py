@@ -267,6 +267,9 @@ class _Storage:
                 self.last[key] = i
 
     def root(self, key):
+        parent = self.parent[key]
+        if parent == key or self.parent[parent] == parent:  # a root, or its child: most keys (no path to compress)
+            return parent
         path = []
         while self.parent[key] != key:
             path.append(key)
