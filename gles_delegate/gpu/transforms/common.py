@@ -116,6 +116,12 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
     """Why elementwise `node`, reading `value`, cannot become epilogue `steps` of `producer`
     (the node computing `value`), or None. The node's own epilogue moves along. readers: how
     many nodes read `value` (the ones the steps replace)."""
+    return _producer_blocker(graph, producer, value, node, readers) or _steps_blocker(graph, producer, value, node,
+                                                                                      steps)
+
+
+def _producer_blocker(graph, producer, value, node, readers=1):
+    """epilogue_blocker's checks that need no steps: the producer, the values, the readers."""
     if producer is None:
         return "its input is not computed in this partition"
     if node.op != "CAST" and any(t is not None and t.dtype == _I32 for t in (*node.inputs[:2], *node.outputs)):
@@ -130,6 +136,11 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
         return reason
     if tuple(node.outputs[0].shape) != tuple(value.shape):
         return f"its output {list(node.outputs[0].shape)} is larger than its input {list(value.shape)}"
+    return None
+
+
+def _steps_blocker(graph, producer, value, node, steps):
+    """epilogue_blocker's checks of the steps: room in the producer's epilogue, operands it can read."""
     moved = tuple(steps) + epilogue.steps_of(node)
     room = epilogue.MAX_STEPS - epilogue.own_steps(producer)
     if len(epilogue.steps_of(producer)) + len(moved) > room:
@@ -147,8 +158,10 @@ def fuse_into_epilogue(graph, log, node, value):
     `value`, and log it APPLIED; returns None once done, else why it cannot be (the caller logs
     it: a rule may try another operand first)."""
     producer = producer_of(graph, value)
-    steps = epilogue.node_steps(node, value)
-    reason = epilogue_blocker(graph, producer, value, node, steps)
+    reason = _producer_blocker(graph, producer, value, node)
+    if reason is None:  # the node's steps only now: most nodes a rule looks at are blocked before
+        steps = epilogue.node_steps(node, value)
+        reason = _steps_blocker(graph, producer, value, node, steps)
     if reason is None:
         absorb(graph, producer, node, steps)
         log.applied(node, f"into the epilogue of {producer.label}")
