@@ -68,6 +68,28 @@ def test_start_up_grows_linearly_with_the_nodes(runtime, every_output):
     assert times[1] / times[0] < 8, times
 
 
+@pytest.mark.parametrize("runtime", ["ours", "litert"])
+def test_a_resize_plans_again_at_the_new_shapes(runtime):
+    """What start-up caches per shape (support checks, sources' geometry, packed constants,
+    element counts: lru caches keyed by shapes, and per compile) follows a resize: every output
+    of a chain of ADDs, each a graph output, at the first shape, then at a larger one."""
+    n = 50
+    with GpuDelegate() as delegate:
+        make = Interpreter if runtime == "ours" else LiteRTInterpreter
+        interpreter = make(model_content=scale_model(n, every_output=True), experimental_delegates=[delegate])
+        for shape in ((1, 2, 2, 4), (2, 3, 5, 4)):
+            index = interpreter.get_input_details()[0]["index"]
+            interpreter.resize_tensor_input(index, shape)
+            interpreter.allocate_tensors()
+            x = np.random.default_rng(len(shape)).random(shape, np.float32)
+            interpreter.set_tensor(index, x)
+            interpreter.invoke()
+            outputs = interpreter.get_output_details()
+            for k in (0, n // 2, n - 1):
+                np.testing.assert_allclose(interpreter.get_tensor(outputs[k]["index"]), x + (k + 1), rtol=1e-6)
+        del interpreter
+
+
 def test_20000_ops_allocate_in_under_10_s():
     # Before the index: 1,000 / 4,000 ops took 1.0 / 13.6 s, and 20,000 did not finish in 60 s.
     x = np.random.default_rng(0).random((1, 8, 8, 4), np.float32)
