@@ -143,9 +143,8 @@ def table(results, args, command):
                 row += [_cell(other, "startup"), "%.2f" % (_median(runs, "startup") / _median(other, "startup"))]
             rows.append(row)
     lines += [_markdown_row(headers), _markdown_row(["---"] * len(headers))] + [_markdown_row(r) for r in rows]
-    packages = {side: next(runs[0]["package"] for by_nodes in results.values() for runs in [next(iter(by_nodes.values()))[side]])
-                for side in next(iter(next(iter(results.values())).values()))}
-    lines += [""] + [f"{side}: {Path(package).parents[1]}" for side, package in packages.items()]
+    first = next(iter(next(iter(results.values())).values()))  # {side: [starts]} of the first case and size
+    lines += [""] + [f"{side}: {Path(starts[0]['package']).parents[1]}" for side, starts in first.items()]
     return "\n".join(lines)
 
 

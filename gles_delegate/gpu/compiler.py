@@ -331,7 +331,8 @@ def _barriers(dispatches, offsets):
     flags, written, read = [], [], []
     for d in dispatches:
         r = [_access(t, offsets) for t in d.reads]
-        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes if t is not d.io_store or d.io_kept]
+        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes
+             if t is not d.io_store or d.io_kept]
         needed = any(_overlap(a, b) for a in r + w for b in written) or any(_overlap(a, b) for a in w for b in read)
         if needed:
             written, read = [], []

@@ -211,7 +211,8 @@ class Source(NamedTuple):  # a tuple: made for every operand of every dispatch, 
         NAME_PLANE (the param name_plane, or 0 so the compiler folds the branch), into `params`
         name_offset, name_size[, name_plane]."""
         src, scalar_c, plane_define, offset, size, plane = _field_names(name)
-        defines[src], defines[scalar_c], defines[plane_define] = self.kind, int(self.scalar_c), plane if self.plane else 0
+        defines[src], defines[scalar_c] = self.kind, int(self.scalar_c)
+        defines[plane_define] = plane if self.plane else 0
         params[offset], params[size] = self.offset, tuple(self.size)
         if self.plane:
             params[plane] = self.plane
