@@ -748,6 +748,10 @@ class Interpreter:
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
+        if direct is not None and executor is self._main and tensor.index in direct.readable:
+            # An index of another int type (numpy's): LiteRT holds the value, the storage a stale one.
+            with self._lock:
+                return direct.get(tensor.index)
         self._require_data(executor, tensor)
         # Not during an invoke: the copy may read a LiteRT sub-model's output buffer, whose view
         # would make LiteRT's invoke() refuse to run (cpu_litert.LiteRTStep.run).

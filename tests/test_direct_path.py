@@ -105,6 +105,21 @@ def test_errors_are_the_interpreters_and_keep_the_thin_path():
     assert interpreter._direct is not None
 
 
+def test_an_index_of_numpy_s_int_types_reads_what_litert_holds():
+    """get_tensor(np.int64(i)) (an index taken from an array of indices) reads LiteRT's output
+    as get_tensor(i) does, not the storage the thin path leaves stale."""
+    interpreter = whole(tiny_model())
+    y = interpreter.get_output_details()[0]["index"]
+    for seed in range(2):
+        x = x_of(seed=seed)
+        want = step(interpreter, x)
+        for index in (np.int64(y), np.int32(y), np.array([y])[0]):
+            np.testing.assert_array_equal(interpreter.get_tensor(index), want)
+            np.testing.assert_array_equal(interpreter.get_tensor(index, np.int64(0)), want)
+    np.testing.assert_array_equal(interpreter.get_tensor(np.int64(0)), x)
+    assert interpreter._direct is not None
+
+
 def test_allocation_is_required_as_before():
     interpreter = Interpreter(model_content=tiny_model(), experimental_delegates=[GpuDelegate(placement="fastest")])
     with pytest.raises(ValueError, match="allocate_tensors"):
