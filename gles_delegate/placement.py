@@ -14,7 +14,8 @@ What is compared (decide()), like with like: what would run per invoke on either
   model is timed at that count and at 1 (on the H200, XNNPACK on one thread beat 16 on the
   zoo's keyword spotters, audio models, bert_tiny and t5_encoder_tiny: waking a thread pool
   costs more than their work), and runs at the one measured faster (CpuSide.whole_threads).
-  If the CPU wins, every partition moves.
+  If the CPU wins, every partition moves. A model with a loop (LOOPS) is not timed whole: on
+  zeros it may never end.
   Else each partition alone (unless it is the whole model): its compiled plan's run on the GPU
   (upload, dispatches, download, the context made current) against LiteRT's interpreter of its
   nodes as one sub-model (cpu_litert.LiteRTStep, what the Interpreter's cpu_backend 'auto'
