@@ -48,6 +48,13 @@ class DirectPath:
             return cls(steps[0], executor.storage, executor.unwritten)
         return None
 
+    def enter(self, storage):
+        """Copy the inputs and variable tensors `storage` (the Interpreter's) holds into LiteRT's:
+        taking the thin path again on the same LiteRT interpreter, after the plan ran from the
+        storage (which a set_tensor() or a view may have written since)."""
+        for index in self.dtypes:
+            self.set(index, storage[index])
+
     def reset_variables(self):
         """Zero the variable tensors (as the Interpreter's storage path does: zeros, where
         LiteRT's own reset writes an int8 tensor's zero point) and reset those LiteRT holds in

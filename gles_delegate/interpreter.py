@@ -623,6 +623,14 @@ class Interpreter:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors. After
         resize_tensor_input(), a ModelError is a ResizeError (also a RuntimeError, as LiteRT's)."""
         with self._lock, gc_paused():
+            if self._whole_on_litert() and not self._resize_pending:
+                # Nothing changed, as LiteRT's AllocateTensors then: a new plan would make a new
+                # LiteRT interpreter, without the state (resource variables) the model keeps there.
+                self._main.check_unreferenced("allocate_tensors()")  # as ever, though nothing moves
+                if self._direct is None:  # left for a view or a runner: the storage is the newer
+                    self._direct = DirectPath.of(self._main)
+                    self._direct.enter(self._main.storage)
+                return
             self._direct = None  # the plan, and LiteRT's interpreter with it, is made again
             self._subgraphs.replan()
             try:
@@ -633,6 +641,11 @@ class Interpreter:
                 raise ResizeError(str(exc)).with_traceback(exc.__traceback__) from None
             self._resize_pending = False
             self._direct = DirectPath.of(self._main)
+
+    def _whole_on_litert(self):
+        """Whether the model runs whole on one LiteRT interpreter (cpu_litert.WholeModelStep)."""
+        steps = self._main.steps if self._main.storage is not None else None
+        return bool(steps) and len(steps) == 1 and isinstance(steps[0], WholeModelStep)
 
     def _leave_direct(self):
         """Hand the values the thin path left in LiteRT's tensors to the storage, which every
@@ -750,6 +763,10 @@ class Interpreter:
         executor = self._subgraph_executor(subgraph_index)
         self._require_allocated(executor)
         tensor = self._tensor(tensor_index, executor)
+        if direct is not None and executor is self._main and tensor.index in direct.readable:
+            # An index of another int type (numpy's): LiteRT holds the value, the storage a stale one.
+            with self._lock:
+                return direct.get(tensor.index)
         self._require_data(executor, tensor)
         # Not during an invoke: the copy may read a LiteRT sub-model's output buffer, whose view
         # would make LiteRT's invoke() refuse to run (cpu_litert.LiteRTStep.run).

@@ -14,7 +14,8 @@ What is compared (decide()), like with like: what would run per invoke on either
   model is timed at that count and at 1 (on the H200, XNNPACK on one thread beat 16 on the
   zoo's keyword spotters, audio models, bert_tiny and t5_encoder_tiny: waking a thread pool
   costs more than their work), and runs at the one measured faster (CpuSide.whole_threads).
-  If the CPU wins, every partition moves.
+  If the CPU wins, every partition moves. A model with a loop (LOOPS) is not timed whole: on
+  zeros it may never end.
   Else each partition alone (unless it is the whole model): its compiled plan's run on the GPU
   (upload, dispatches, download, the context made current) against LiteRT's interpreter of its
   nodes as one sub-model (cpu_litert.LiteRTStep, what the Interpreter's cpu_backend 'auto'
@@ -54,6 +55,7 @@ WARMUP_RUNS = 3
 # gpt2_tiny: 1.75e7) were within 1.25x of XNNPACK's best thread count, and larger ones faster on
 # the GPU. Timing them would cost start-up time for no change.
 MEASURE_MAX_WORK = 1 << 24
+LOOPS = ("WHILE", "STABLEHLO_WHILE")  # ops that run a subgraph as many times as runtime values say
 log = logging.getLogger("gles_delegate")
 
 
@@ -286,6 +288,11 @@ def _measure_whole(made, graph, records, side):
         return _not_whole(made, records, "the model file is not at hand")
     if work(graph.nodes) > MEASURE_MAX_WORK:
         return _not_whole(made, records, f"over {MEASURE_MAX_WORK:,} multiply-adds (placement.MEASURE_MAX_WORK)")
+    loop = _loop(graph.source_model)
+    if loop is not None:
+        # Timed on zeros, a loop whose step or bound is an input may never end (allocate_tensors
+        # hung where placement='gpu' took 0.1 s), and its trip count says nothing of real inputs'.
+        return _not_whole(made, records, f"the model loops ({loop}): its time on zero inputs is no measure")
     try:
         threads, cpu = _fastest_threads(graph, side.backend.num_threads)
         comparison = compare([gpu_timer(p, graph) for p in made], cpu)
@@ -297,6 +304,12 @@ def _measure_whole(made, graph, records, side):
     if comparison.cpu_faster:
         side.whole_threads = threads
     return comparison
+
+
+def _loop(model):
+    """'operator #i (WHILE) of subgraph s' for the first loop of `model` (a tflite Model), or None."""
+    return next((f"operator #{i} ({op.op}) of subgraph {s}" for s, sg in enumerate(model.subgraphs)
+                 for i, op in enumerate(sg.operators) if op.op in LOOPS), None)
 
 
 def _not_whole(made, records, why):

@@ -67,6 +67,30 @@ def _counting(cond, body, specs, step):
         body.output(t)
 
 
+def stepped_loop(x_shape):
+    """x (float32 x_shape) -> MUL by 2 -> TANH -> WHILE (i < 5: i += s, acc += 1) over carried
+    (i, bound, s, acc), s an int32 scalar input: at s = 0 (zeros) it never ends. Outputs i, acc."""
+    specs = [("i", (), np.int32), ("bound", (), np.int32), ("s", (), np.int32), ("acc", x_shape, np.float32)]
+    b = ModelBuilder()
+    x, s = b.input("x", x_shape, np.float32), b.input("s", (), np.int32)
+    doubled, squashed = b.tensor("doubled", x_shape), b.tensor("squashed", x_shape)
+    b.op("MUL", [x, b.const("two", np.float32(2))], [doubled], fused_activation_function=NONE)
+    b.op("TANH", [doubled], [squashed])
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    start, bound = b.const("zero", np.array(0, np.int32)), b.const("five", np.array(5, np.int32))
+    i, _, _, acc = _while(b, [start, bound, s, squashed], specs, cond, body)
+    b.output(i)
+    b.output(acc)
+    _less_than(cond, *_inputs(cond, specs)[:2])
+    bi, bbound, bs, bacc = _inputs(body, specs)
+    i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", x_shape, np.float32)
+    body.op("ADD", [bi, bs], [i2], fused_activation_function=NONE)
+    body.op("ADD", [bacc, body.const("one", np.float32(1))], [acc2], fused_activation_function=NONE)
+    for t in (i2, bbound, bs, acc2):
+        body.output(t)
+    return b.build()
+
+
 def loop_between(x_shape, step):
     """counter_loop's WHILE between runs of float nodes: x -> MUL by 2 -> TANH -> WHILE (n times
     acc += step) -> ADD 0.5 -> LOGISTIC -> y. Inputs n (int32 scalar) and x (float32 x_shape);

@@ -11,6 +11,7 @@ from gles_delegate.cpu_litert import LiteRTStep, WholeModelStep
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
+from tests.control_flow_models import stepped_loop
 from tests.streaming_models import Ring, frames, ring_model
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
@@ -376,3 +377,25 @@ def test_partitions_timed_by_the_whole_model_move_together_or_not_at_all(slow_gp
         got = [run(interpreter, x) for x in inputs]
     for ours_y, theirs in zip(got, litert_alone(data, inputs)):
         np.testing.assert_allclose(ours_y, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+
+
+def test_a_model_that_loops_is_not_timed_whole(monkeypatch):
+    """A WHILE whose step is an input never ends on the zeros placement times with: LiteRT's
+    invoke of the whole model hung allocate_tensors() (placement='gpu': 0.1 s). The whole model
+    is not timed (a loop's time on zeros is no measure of real inputs'), the partition alone is,
+    and the model computes what LiteRT does."""
+    timed_whole = []
+    monkeypatch.setattr(placement, "whole_timer", lambda step, graph: timed_whole.append(step) or fixed(1e-3))
+    data = stepped_loop((1, 4))
+    interpreter = ours(data, GpuDelegate(placement="fastest"))
+    assert timed_whole == []
+    x, step = x_of((1, 4)), np.array(1, np.int32)
+    theirs = LiteRT(model_content=data)
+    theirs.allocate_tensors()
+    for interp in (interpreter, theirs):
+        interp.set_tensor(0, x)
+        interp.set_tensor(1, step)
+        interp.invoke()
+    for output in theirs.get_output_details():
+        np.testing.assert_allclose(interpreter.get_tensor(output["index"]), theirs.get_tensor(output["index"]),
+                                   rtol=4 * np.finfo(np.float32).eps)

@@ -534,6 +534,16 @@ def acquire_shared(device_index=None, gl_api=None):
         return entry[0]
 
 
+def hold_shared(context):
+    """One more reference to the shared `context` (release_shared drops it): what outlives the
+    delegate that acquired it (a mapping LiteRT's views still read, gpu/runtime.MappedIo)."""
+    with _shared_lock:
+        for entry in _shared.values():
+            if entry[0] is context:
+                entry[1] += 1
+                return
+
+
 def release_shared(context):
     """Drop one reference to a shared context; the last one releases it."""
     with _shared_lock:

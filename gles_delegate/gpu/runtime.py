@@ -19,6 +19,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError, ModelError, StateError
 from . import gl as G
+from .context import hold_shared, release_shared
 from .complex_view import as_complex, as_floats
 from .kernels.base import io_values
 from .phwc4 import bhwc, from_phwc4, to_phwc4
@@ -487,6 +488,7 @@ class MappedIo:
 
     def __init__(self, context, plan):
         gl = self.gl = context.gl
+        self.context = context
         self.direct = plan.io_bytes <= DIRECT_IO_MAX_BYTES
         self.device = None if self.direct else create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
         self.staging, address, error = G.mapped_buffer(gl, plan.io_bytes, self.FLAGS)
@@ -573,24 +575,44 @@ class MappedIo:
         _DEFERRING.add(self)
 
     def settle_deferred(self):
-        """Copy the outputs storages still read from this mapping into them."""
+        """Copy the outputs storages still read from this mapping into them; returns the storages
+        that still need the mapping itself (settle() true: numpy views of LiteRT's over it live)."""
         refs, self.deferred_to = list(self.deferred_to.values()), {}
         _DEFERRING.discard(self)
+        keepers = []
         for ref in refs:
             storage = ref()
-            if storage is not None:
-                storage.settle(owner=self)
+            if storage is not None and storage.settle(owner=self):
+                keepers.append(storage)
+        return keepers
 
     def release(self):
-        self.settle_deferred()  # before the mapping goes
+        keepers = self.settle_deferred()  # before the mapping goes
+        if self.device is not None:
+            self.device.release()
+        self.inputs = self.outputs = []
+        if keepers:  # the mapping outlives the partition: freed by the storage (free_kept)
+            hold_shared(self.context)
+            keepers[0].keep(self)
+        else:
+            self._unmap()
+
+    def _unmap(self):
+        """Unmap and delete the staging buffer (inside current())."""
         gl, staging = self.gl, ctypes.c_uint(self.staging)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, self.staging)
         gl.unmap_buffer(G.GL_COPY_WRITE_BUFFER)
         gl.bind_buffer(G.GL_COPY_WRITE_BUFFER, 0)
         gl.delete_buffers(1, ctypes.byref(staging))
-        if self.device is not None:
-            self.device.release()
-        self.inputs = self.outputs = []
+
+    def free_kept(self):
+        """Free the mapping a storage kept past release() (no numpy view can read it any more),
+        then the hold on the context it took."""
+        context = self.context
+        if context.ctx is not None and not context.forked:
+            with context.current():
+                self._unmap()
+        release_shared(context)
 
 
 class CopiedIo:

@@ -23,13 +23,14 @@ class Kernel:
     shapes its GPU kernel refuses it) runs on the numpy reference, between the partitions, in
     the subgraph's order: LiteRT cannot take a node back from a delegate.
 
-    lendable: the tensor indices whose memory the kernel may lend LiteRT (memory.lendable_outputs)."""
+    lendable: the tensor indices whose memory the kernel may lend LiteRT (memory.lendable_outputs);
+    views_alive: () -> whether numpy views over LiteRT's tensors live (memory.TensorMemory)."""
 
-    def __init__(self, plan, nodes, boundary, delegate, lendable=()):
+    def __init__(self, plan, nodes, boundary, delegate, lendable=(), views_alive=lambda: False):
         self.delegate = delegate
         self.nodes = sorted(nodes)  # what LiteRT replaced by this kernel's node
         self.boundary = set(boundary)  # LiteRT's tensors: the only ones with memory of LiteRT's
-        self.memory = TensorMemory(lendable)  # kept over re-plans: the outputs lent stay lent
+        self.memory = TensorMemory(lendable, views_alive)  # kept over re-plans: the outputs lent stay lent
         self.bind(plan)
 
     def bind(self, plan):
@@ -108,7 +109,10 @@ class Kernel:
 
     def release_partitions(self):
         """Free the GL objects of the partitions (a re-plan binds new ones next); the outputs
-        lent from their mappings move to memory of the kernel's own first (memory.settle)."""
+        lent from their mappings move to memory of the kernel's own first (memory.settle): here,
+        before the partitions' release asks, since LiteRT allows no view of its tensors to live
+        at a re-plan (allocate_tensors) and its call there holds a reference views_alive counts."""
+        self.memory.settle()
         for partition in self.partitions:
             partition.release()
 

@@ -19,7 +19,8 @@ the memory must hold `bytes` and stay valid as long as LiteRT may read it:
 - before the mapping goes (its partition released by a re-plan or GpuDelegate.close(), or a
   fork(), whose child may not inherit it), MappedIo.settle_deferred calls settle(owner): each
   output lent from it is copied into memory of the kernel's own, where LiteRT then points; the
-  next invoke lends the mapping again;
+  next invoke lends the mapping again. A tensor() view LiteRT made before stays over the
+  mapping: while one lives (views_alive) the mapping is kept until give_back();
 - after the kernel's prepare resized its outputs, fit_lent() gives an output whose size changed
   memory of the kernel's own of the new size (zeros: an arena tensor holds nothing defined there
   either before the next invoke);
@@ -60,9 +61,11 @@ class TensorMemory(dict):
     partitions store into it (gpu/runtime.MappedIo.read_outputs), which offers it their mapped
     outputs through defer_output."""
 
-    def __init__(self, lendable):
+    def __init__(self, lendable, views_alive=lambda: False):
         super().__init__()
         self.lendable = set(lendable)
+        self.views_alive = views_alive  # () -> whether numpy views over LiteRT's tensors live
+        self.kept = []  # MappedIo whose partitions are gone, kept mapped for those views (settle)
         self.tensors = {}
         self.lent = {}  # tensor index -> (the lent array, the MappedIo it maps, or None: our own memory)
         # The address of the TfLiteContext of the last invoke (the subgraph's, which stays where it
@@ -122,12 +125,22 @@ class TensorMemory(dict):
 
     def settle(self, owner=None):
         """Copy the outputs lent from `owner`'s mapping (from any mapping with owner None) into
-        memory of our own, and point LiteRT there: the mapping is about to go."""
+        memory of our own, and point LiteRT there: the mapping is about to go. True when it must
+        stay (keep() takes it): a tensor() view LiteRT made of a lent output is over the mapping
+        itself, and LiteRT refuses invoke and allocate_tensors while one lives, but not
+        GpuDelegate.close(), after which reading the view read unmapped memory (SIGSEGV)."""
+        moved = False
         for index, (array, lender) in list(self.lent.items()):
             if lender is not None and (owner is None or lender is owner):
                 copy = aligned_empty(array.shape, array.dtype)
                 np.copyto(copy, array)
                 self._point(index, copy, None)
+                moved = True
+        return moved and self.views_alive()
+
+    def keep(self, io):
+        """Hold the mapping of released `io` (gpu/runtime.MappedIo) until give_back()."""
+        self.kept.append(io)
 
     def fit_lent(self):
         """After a prepare resized outputs: each lent output whose LiteRT size now differs from
@@ -148,6 +161,10 @@ class TensorMemory(dict):
             self.pop(index, None)
             self._addresses.pop(index, None)
         self.lent = {}
+        # The interpreter's wrapper, which every view holds (their base), is going: none is left.
+        kept, self.kept = self.kept, []
+        for io in kept:
+            io.free_kept()
 
     def litert_tensor(self, index):
         """LiteRT's TfLiteTensor of tensor `index`, where its context now holds it."""

@@ -10,6 +10,7 @@ the interpreter's invoke fails with a RuntimeError naming the kernel (the callba
 """
 import ctypes
 import logging
+import sys
 import threading
 import weakref
 
@@ -36,6 +37,7 @@ class NativeDelegate:
         self.runtime = f"{caller.package} {caller.version}"
         self.model = read_model(caller.model_bytes)
         self.lendable = lendable_outputs(self.model)  # subgraph index -> the outputs kernels may lend
+        self.views_alive = _views_alive(weakref.ref(caller.wrapper))
         self.plans = {}    # subgraph index -> plan.SubgraphPlan of the last Prepare
         self.checked = set()  # subgraph indices verify.check_subgraph found equal to LiteRT's
         self.kernels = {}  # handle (the node's user_data) -> Kernel
@@ -94,7 +96,7 @@ class NativeDelegate:
         try:
             nodes, boundary = kernel_nodes(buffer)
             plan = self._kernel_plan(nodes)
-            kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index])
+            kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index], self.views_alive)
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
@@ -191,6 +193,17 @@ class NativeDelegate:
         for plan in self.plans.values():
             plan.release()
         self.plans = {}
+
+
+def _views_alive(wrapper_ref):
+    """() -> whether numpy arrays over the interpreter's tensor memory live: LiteRT's tensor()
+    views hold its native wrapper (their base), as LiteRT's own Interpreter._safe_to_run counts;
+    a signature runner holds it too (then True: the mapping is kept a while longer, no harm)."""
+    def alive():
+        wrapper = wrapper_ref()
+        # The references without a view: the Interpreter's _interpreter, `wrapper`, the argument.
+        return wrapper is not None and sys.getrefcount(wrapper) > 3
+    return alive
 
 
 def _log_off_gpu(off_gpu):

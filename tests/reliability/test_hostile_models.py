@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate.graph import Graph
+from gles_delegate.shape_propagation import declared_shape_errors
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tflite.model import DimensionMetadata, Quantization, Sparsity
 from gles_delegate.tflite.writer import quantize_params
@@ -258,3 +260,23 @@ def test_reshape_with_an_omitted_shape_runs_on_litert():
     ours.set_tensor(0, x)
     ours.invoke()
     np.testing.assert_array_equal(ours.get_tensor(1), x.reshape(3, 2))
+
+
+
+@pytest.mark.parametrize("op", ["SOFTMAX", "DEQUANTIZE"])
+def test_an_omitted_input_whose_shape_rule_passes_none_has_no_declared_shape_error(op):
+    """SOFTMAX / DEQUANTIZE with their one input omitted (gles-fuzz --seed 4103 --cpu-backend
+    litert): the shape rule gave [None], whose conversion was a TypeError out of allocate
+    (check_declared_shapes) and out of the LiteRT path's plan; now no shape is known, and the
+    node's kernel says what is wrong ('auto': the reference's ModelError)."""
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    y, z = b.tensor("y", (2, 3)), b.tensor("z", (2, 3))
+    b.op("TANH", [x], [y])
+    b.op(op, [-1], [z], **({"beta": 1.0} if op == "SOFTMAX" else {}))
+    b.output(y)
+    b.output(z)
+    graph = Graph.from_model(read_model(b.build()))
+    assert list(declared_shape_errors(graph)) == []
+    with pytest.raises(ModelError, match="missing tensor"):
+        interpreter(b.build(), cpu_backend="auto").allocate_tensors()
