@@ -9,13 +9,14 @@ built, and at 100,000 nodes (issue 40) each of the older generations' traverses 
 objects. Paused, no collection runs; reference counting still frees everything that is not in a
 cycle.
 
-When the outermost pause ends, the objects made during it are moved to the oldest generation
-(gc.freeze() then gc.unfreeze(): two list splices) before the collector is enabled again:
-otherwise the first collections after the pause traverse all of them three times over, once per
-generation they pass through. They are not left frozen: a frozen cycle is never collected, and
-an interpreter's graph holds cycles (13 MB of every 5,000-node interpreter built and dropped
-stayed allocated). Where the caller froze objects of its own (gc.get_freeze_count() > 0), the
-unfreeze would thaw them too, so they are left as they are and the collector is just enabled.
+When the outermost pause ends the collector runs again on its own schedule: its next
+collections traverse what the pause made (once per generation it passes through), where a
+running collector had traversed it hundreds of times. Two cheaper endings were tried and
+dropped: left frozen (gc.freeze()), a cycle is never collected, and every 5,000-node interpreter built and
+dropped left 13 MB behind; moved straight to the oldest generation (gc.freeze() then
+gc.unfreeze()), the objects do not count toward the next full collection, and the cycles of
+dropped interpreters piled up (10 MB more per 5,000-node interpreter, twelve in a row) until
+something else set one off.
 """
 import contextlib
 import gc
@@ -43,7 +44,4 @@ def gc_paused():
         with _lock:
             _depth -= 1
             if _depth == 0 and _resume:
-                if gc.get_freeze_count() == 0:
-                    gc.freeze()
-                    gc.unfreeze()
                 gc.enable()

@@ -3,6 +3,7 @@ caller's state restored after (enabled or not, their frozen objects), nesting ac
 exceptions passing through; and the Interpreters use it."""
 import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -69,18 +70,26 @@ def test_pauses_of_two_threads_end_when_both_have_ended():
     assert gc.isenabled()
 
 
-def test_objects_made_inside_leave_the_youngest_generation_and_are_not_left_frozen():
-    """After the pause the young generations are empty (their objects moved to the oldest,
-    which no collection of the young ones traverses), and nothing stays frozen: a frozen cycle
-    is never collected."""
+class _Cyclic:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_a_cycle_dropped_inside_is_collected_by_the_collectors_own_next_run():
+    """Nothing is collected during the pause; after it, the collector's next run (set off by
+    ordinary allocations, not gc.collect()) finds a cycle dropped inside. Moved to the oldest
+    generation when the pause ended (gc.freeze() then gc.unfreeze(), tried first), it stayed:
+    the objects such a move makes do not count toward the next full collection."""
     with gc_paused():
-        kept = [[k] for k in range(20000)]
-        assert gc.get_count()[0] >= 20000
-    assert gc.get_count()[0] < 700 and gc.get_freeze_count() == 0
-    cycle = [kept]
-    cycle.append(cycle)
-    del cycle
-    assert gc.collect() > 0  # the cycle made after the pause is collected as ever
+        dropped = _Cyclic()
+        ref = weakref.ref(dropped)
+        del dropped
+        made = [[k] for k in range(5000)]
+        assert ref() is not None
+    made += [[k] for k in range(5000)]  # allocations: the collector runs on its own
+    assert ref() is None and gc.get_freeze_count() == 0
 
 
 def test_objects_the_caller_froze_stay_frozen():
@@ -109,8 +118,10 @@ def _collections_during(build):
 @pytest.mark.parametrize("runtime", ["ours", "litert"])
 def test_no_collection_runs_while_an_interpreter_is_built(runtime):
     """Reading and allocating 2,000 ADDs makes some hundred thousand objects: without the pause,
-    240 (ours) and 108 (LiteRT's) collections ran, two of them of every generation. A small
-    model is built first: the modules the first build imports are no part of it."""
+    240 (ours) and 108 (LiteRT's) collections ran, two of them of every generation. With it, a
+    pause that ends inside the build (ours: the Interpreter's construction; LiteRT's: reading
+    the model) is followed by the collector's own next run over what it made: two in all here.
+    A small model is built first: the modules the first build imports are no part of it."""
     make = Interpreter if runtime == "ours" else LiteRTInterpreter
     small, model = (scale_model(n, every_output=runtime == "ours") for n in (2, 2000))
     with GpuDelegate() as delegate:
@@ -120,7 +131,7 @@ def test_no_collection_runs_while_an_interpreter_is_built(runtime):
             made.append(make(model_content=content, experimental_delegates=[delegate]))
             made[-1].allocate_tensors()
         build(small)
-        assert _collections_during(lambda: build(model)) == 0
+        assert _collections_during(lambda: build(model)) <= 4
         assert gc.isenabled()
         interpreter = made.pop()
         made.clear()
