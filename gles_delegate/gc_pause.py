@@ -12,11 +12,10 @@ cycle.
 When the outermost pause ends the collector runs again on its own schedule: its next
 collections traverse what the pause made (once per generation it passes through), where a
 running collector had traversed it hundreds of times. Two cheaper endings were tried and
-dropped: left frozen (gc.freeze()), a cycle is never collected, and every 5,000-node interpreter built and
-dropped left 13 MB behind; moved straight to the oldest generation (gc.freeze() then
-gc.unfreeze()), the objects do not count toward the next full collection, and the cycles of
-dropped interpreters piled up (10 MB more per 5,000-node interpreter, twelve in a row) until
-something else set one off.
+dropped. Left frozen (gc.freeze()), a cycle is never collected: every 5,000-node interpreter
+built and dropped left 13 MB behind. Moved straight to the oldest generation (gc.freeze() then
+gc.unfreeze()), the objects do not count toward its next collection: twelve such interpreters
+built and dropped in a row held 10 MB more each, none of it collected.
 """
 import contextlib
 import gc
