@@ -79,8 +79,8 @@ def strided_slice(operands):
 
 
 def slice_of_one_input():
-    """Crashes LiteRT alone too, as a one-node model (its XNNPACK delegate reads the 2 inputs
-    that are not there): fuzz case 2140, a QUANTIZE retyped SLICE."""
+    """Fuzz case 2140 (a QUANTIZE retyped SLICE) crashed LiteRT alone too; this one LiteRT's
+    Prepare refuses (NumInputs(node) != 3), but the reference's check comes first."""
     b = ModelBuilder()
     x, y = b.input("x", (4, 4)), b.tensor("y", (2, 2))
     b.op("SLICE", [x], [y])
@@ -94,6 +94,16 @@ def dequantize_without_input():
     b.op("TANH", [x], [t])
     b.op("DEQUANTIZE", [-1], [y])
     b.output(t)
+    b.output(y)
+    return b.build()
+
+
+def assign_variable_of_one_input():
+    """Fuzz case 6518: the seed's HARD_SWISH retyped ASSIGN_VARIABLE (1 input, 1 output)."""
+    b = ModelBuilder()
+    x, t, y = b.input("x", (2, 3)), b.tensor("t", (2, 3)), b.tensor("y", (2, 3))
+    b.op("TANH", [x], [t])
+    b.op("ASSIGN_VARIABLE", [t], [y])
     b.output(y)
     return b.build()
 
@@ -114,6 +124,8 @@ CASES = {
     "STRIDED_SLICE, 2 inputs": (lambda: strided_slice(["begin"]), r"#0 \(STRIDED_SLICE\).*takes 4 inputs, got 2"),
     "SLICE, 1 input": (slice_of_one_input, r"#0 \(SLICE\).*takes 3 inputs, got 1"),
     "DEQUANTIZE, input omitted": (dequantize_without_input, r"#1 \(DEQUANTIZE\).*input 0 is omitted"),
+    "ASSIGN_VARIABLE, 1 input": (assign_variable_of_one_input,
+                                 r"#1 \(ASSIGN_VARIABLE\).*takes two inputs and no outputs, got 1 and 1"),
     "DENSIFY, a sparsity level dropped": (densify_of_a_dropped_level,
                                           r"#0 \(DENSIFY\).*traversal_order \(2\) and dim_metadata \(1\)"),
 }
