@@ -11,7 +11,9 @@ numpy reference kernels or LiteRT's run them:
                     (consecutive ones as one sub-model): the reference stays the oracle (what
                     gles-parity and the tests comparing the GPU with the reference run);
   'litert'          as 'auto', but ai-edge-litert is required, and a node the reference's checks
-                    refuse for any reason is handed to LiteRT too;
+                    refuse is handed to LiteRT too, unless they find it malformed
+                    (ops.checks.Malformed: an input or output count its op does not take, an
+                    input it requires omitted, malformed sparsity): a ModelError, as under 'auto';
   'reference'       the reference only: a node it lacks is a ModelError at allocate_tensors.
 A node the reference's checks refuse stays a ModelError under 'auto' and 'fallback' unless the
 reason is a variant it has no kernel for (ops.checks.Unimplemented, e.g. int16 activations): those

@@ -13,7 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from gles_delegate import ModelError
+from gles_delegate import ModelError, ops
+from gles_delegate.graph import Node, Tensor
+from gles_delegate.ops.checks import Malformed
+from gles_delegate.tflite import schema
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
 from gles_delegate.tools.fuzz_models import small_models
 from tests.cpu_litert_models import litert_outputs, random_input, run
@@ -63,6 +66,14 @@ def conv_without_weights():
     x, y = b.input("x", (1, 4, 4, 2)), b.tensor("y", (1, 4, 4, 3))
     bias = b.const("bias", np.zeros(3, np.float32))
     b.op("CONV_2D", [x, -1, bias], [y], padding=0, stride_w=1, stride_h=1)
+    b.output(y)
+    return b.build()
+
+
+def concatenation_with_an_input_omitted():
+    b = ModelBuilder()
+    x, y = b.input("x", (2, 3)), b.tensor("y", (2, 6))
+    b.op("CONCATENATION", [x, -1], [y], axis=1)
     b.output(y)
     return b.build()
 
@@ -119,6 +130,8 @@ def densify_of_a_dropped_level():
 CASES = {
     "ADD, input omitted": (add_without_its_second_input, r"#0 \(ADD\).*input 1 is omitted"),
     "CONV_2D, weights omitted": (conv_without_weights, r"#0 \(CONV_2D\).*input 1 is omitted"),
+    "CONCATENATION, input omitted": (concatenation_with_an_input_omitted,
+                                     r"#0 \(CONCATENATION\).*input 1 is omitted"),
     "STRIDED_SLICE, end omitted": (lambda: strided_slice(["begin", -1, "strides"]),
                                    r"#0 \(STRIDED_SLICE\).*input 2 is omitted"),
     "STRIDED_SLICE, 2 inputs": (lambda: strided_slice(["begin"]), r"#0 \(STRIDED_SLICE\).*takes 4 inputs, got 2"),
@@ -159,3 +172,20 @@ def test_litert_still_takes_a_well_formed_node_the_reference_refuses():
     (theirs,) = litert_outputs(model, [x])
     assert_close(ours, theirs)
     assert summary["litert_nodes"] == ["#0 (CONV_2D)"]
+
+
+# The ops a LiteRT sub-model may hold (cpu_litert.litert_refusal keeps custom ops and ops with
+# subgraphs on the reference).
+BUILTIN_OPS = sorted(op for op in ops.SUPPORT if op in schema.BUILTIN_OP_CODES and op not in ops.control_flow.KERNELS)
+
+
+@pytest.mark.parametrize("op", BUILTIN_OPS)
+def test_every_op_s_check_finds_input_0_omitted_malformed(op):
+    """What makes 'litert' refuse a node is the reason's type: every builtin op's check must give
+    Malformed for an omitted input 0 (too many inputs for the ops of fewer than 4)."""
+    def tensor(index):
+        return Tensor(index=index, name=f"t{index}", shape=(2, 3), dtype=np.dtype(np.float32))
+    node = Node(index=0, op=op, inputs=[None, tensor(1), tensor(2), tensor(3)], outputs=[tensor(4)],
+                runtime=object())  # resource variables check their arity once the Interpreter is there
+    reason = ops.SUPPORT[op](node)
+    assert isinstance(reason, Malformed), f"{op}: {type(reason).__name__} {reason!r}"
