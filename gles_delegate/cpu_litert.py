@@ -11,7 +11,9 @@ numpy reference kernels or LiteRT's run them:
                     (consecutive ones as one sub-model): the reference stays the oracle (what
                     gles-parity and the tests comparing the GPU with the reference run);
   'litert'          as 'auto', but ai-edge-litert is required, and a node the reference's checks
-                    refuse for any reason is handed to LiteRT too;
+                    refuse is handed to LiteRT too, unless they find it malformed
+                    (ops.checks.Malformed: an input or output count its op does not take, an
+                    input it requires omitted, malformed sparsity): a ModelError, as under 'auto';
   'reference'       the reference only: a node it lacks is a ModelError at allocate_tensors.
 A node the reference's checks refuse stays a ModelError under 'auto' and 'fallback' unless the
 reason is a variant it has no kernel for (ops.checks.Unimplemented, e.g. int16 activations): those
@@ -46,7 +48,7 @@ import numpy as np
 from . import ops
 from .errors import ModelError
 from .graph import Node
-from .ops.checks import Unimplemented
+from .ops.checks import Malformed, Unimplemented
 from .partition import boundary
 from .tflite import schema
 from .tflite.model import ModelDef, OperatorDef, SubgraphDef, TensorDef
@@ -190,8 +192,9 @@ class CpuBackend:
 
     def check(self, node, reason, graph):
         """A ModelError naming `node`, which the reference refuses for `reason`, unless LiteRT
-        runs it: a variant the reference lacks (or any node, under 'litert')."""
-        if self.on_litert(node, graph) and (self.backend == "litert" or lacks_kernel(node)):
+        runs it: a variant the reference lacks (or, under 'litert', any node but a malformed
+        one: ops.checks.Malformed, which LiteRT's kernels do not survive)."""
+        if self.on_litert(node, graph) and (lacks_kernel(node) or self._hands_to_litert(reason)):
             return
         message = f"operator {node.label} cannot run on the CPU: {reason}"
         # Any other refusal of an op the reference has stays its error (see the module docstring).
@@ -199,11 +202,21 @@ class CpuBackend:
             refusal = litert_refusal(node, graph)
             if refusal is not None:
                 message += f"; nor through LiteRT: {refusal}"
+            elif isinstance(reason, Malformed):
+                message += "; a malformed node is not handed to LiteRT's kernels either"
             elif self.backend == "reference":
                 message += "; cpu_backend='reference' keeps it off LiteRT's kernels, which 'auto' would run it on"
             elif litert_interpreter_class() is None:
                 message += f"; {INSTALL_HINT}"
         raise ModelError(message)
+
+    def _hands_to_litert(self, reason):
+        """Whether 'litert' hands LiteRT a node the reference refuses for `reason` although it
+        has a kernel for the node's variant: under 'litert', unless the reason is
+        ops.checks.Malformed (an input count, a required input omitted, malformed sparsity):
+        LiteRT's kernels read such a node's inputs unchecked (gles-fuzz: SIGSEGV in ADD,
+        CONV_2D, SLICE, STRIDED_SLICE, DENSIFY; std::bad_alloc in a CONV_2D without weights)."""
+        return self.backend == "litert" and not isinstance(reason, Malformed)
 
     def place(self, graph, steps, reference_step, pinned=frozenset(), dynamic=frozenset()):
         """`steps` (delegate steps, and Node objects where the CPU runs a node) with the CPU nodes

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from .checks import Unimplemented, arity_reason, node_error, quantization_reason
+from .checks import Malformed, Unimplemented, arity_reason, node_error, quantization_reason
 from .common import (clamp_to_activation, fused_activation, multiply_by_quantized_multiplier,
                      quantized_activation_range, quantized_multiplier, scale_of, zero_point_of)
 
@@ -330,7 +330,8 @@ def add_n(node, inputs):
 def add_n_support(node):
     """add_n.cc: at least two inputs, all of one shape and of float32 or int32, one output."""
     if len(node.inputs) < 2 or len(node.outputs) != 1 or any(t is None for t in node.inputs + node.outputs):
-        return f"ADD_N takes two or more inputs and one output, got {len(node.inputs)} and {len(node.outputs)}"
+        return Malformed(f"ADD_N takes two or more inputs and one output, got {len(node.inputs)} and "
+                         f"{len(node.outputs)}")
     first = node.inputs[0]
     if first.dtype not in (F32, I32) or node.outputs[0].dtype != first.dtype:
         return Unimplemented(f"ADD_N on {first.dtype} -> {node.outputs[0].dtype} is not supported "

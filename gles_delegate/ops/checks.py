@@ -41,12 +41,17 @@ def arity_reason(node, n_inputs, n_outputs=1, optional=()):
     `optional` must be present, and every tensor of a type numpy can hold."""
     accepted = n_inputs if isinstance(n_inputs, tuple) else (n_inputs,)
     if len(node.inputs) not in accepted:
-        return f"takes {' or '.join(map(str, accepted))} inputs, got {len(node.inputs)}"
+        return Malformed(f"takes {' or '.join(map(str, accepted))} inputs, got {len(node.inputs)}")
     if n_outputs is not None and len(node.outputs) != n_outputs:
-        return f"takes {n_outputs} outputs, got {len(node.outputs)}"
+        return Malformed(f"takes {n_outputs} outputs, got {len(node.outputs)}")
+    omitted = next((k for k, t in enumerate(node.inputs) if t is None and k not in optional), None)
+    if omitted is not None or None in node.outputs:
+        where = f"input {omitted}" if omitted is not None else f"output {node.outputs.index(None)}"
+        return Malformed(f"has a missing tensor: {where} is omitted, which {node.op} requires")
     required = [t for k, t in enumerate(node.inputs) if k not in optional] + list(node.outputs)
-    if any(t is None or t.dtype is None for t in required):
-        return "has a missing tensor or one of a type numpy cannot hold (string, int4, ...)"
+    unheld = next((t for t in required if t.dtype is None), None)
+    if unheld is not None:
+        return f"tensor {unheld.index} is of type {unheld.type_name or 'unknown'}, which numpy cannot hold"
     return None
 
 
@@ -79,6 +84,15 @@ class Unimplemented(str):
     (cpu_litert.CpuBackend.on_litert), whose Prepare checks the types and options of what it
     runs. Any other reason (a shape, a count, an option out of range) stays a ModelError there:
     it may mean a malformed node, which LiteRT's kernels are not guaranteed to survive."""
+
+
+class Malformed(str):
+    """A reason the reference refuses a node for that makes it no well-formed TFLite node: an
+    input or output count its op does not take, an input it requires omitted (-1), malformed
+    sparsity parameters. Every cpu_backend refuses such a node with a ModelError at
+    allocate_tensors, 'litert' included (cpu_litert.CpuBackend.check): LiteRT's kernels index
+    their inputs without checking them, and such nodes crashed its process (gles-fuzz: SIGSEGV,
+    std::bad_alloc)."""
 
 
 def dtype_reason(node, tensor, dtypes, what):

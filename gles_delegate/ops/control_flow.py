@@ -15,7 +15,7 @@ limit (KeyboardInterrupt stops it between two subgraph runs).
 """
 import numpy as np
 
-from .checks import node_error
+from .checks import Malformed, node_error
 
 # The options of each op that name a subgraph it runs (subgraphs.Runtime checks them).
 SUBGRAPH_OPTIONS = {"WHILE": ("cond_subgraph_index", "body_subgraph_index"),
@@ -58,8 +58,8 @@ def _while_reason(node):
     if cond == body:
         return f"cond_subgraph_index and body_subgraph_index are both {cond}"
     if len(node.outputs) != len(node.inputs):
-        return f"takes as many outputs as inputs (the loop-carried tensors), got {len(node.inputs)} inputs " \
-               f"and {len(node.outputs)} outputs"
+        return Malformed(f"takes as many outputs as inputs (the loop-carried tensors), got {len(node.inputs)} "
+                         f"inputs and {len(node.outputs)} outputs")
     runtime = node.runtime
     cond_in, cond_out = runtime.signature(cond)
     body_in, body_out = runtime.signature(body)
@@ -92,7 +92,7 @@ def _call_once_reason(node):
     if reason is not None:
         return reason
     if node.inputs or node.outputs:
-        return f"takes no inputs and no outputs, got {len(node.inputs)} and {len(node.outputs)}"
+        return Malformed(f"takes no inputs and no outputs, got {len(node.inputs)} and {len(node.outputs)}")
     index = node.options["init_subgraph_index"]
     inputs, outputs = node.runtime.signature(index)
     if inputs or outputs:

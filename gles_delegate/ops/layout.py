@@ -8,7 +8,7 @@ are read from their values, so a kernel computes its output shape from its input
 """
 import numpy as np
 
-from .checks import INDEX_DTYPES, arity_reason, index_input_reason, node_error, normalized_axis
+from .checks import INDEX_DTYPES, Malformed, arity_reason, index_input_reason, node_error, normalized_axis
 from .checks import index_values as _index_values
 from .common import (ACT_NONE, ACT_SIGN_BIT, ACT_TANH, activation_range, apply_activation, fused_activation,
                      is_quantized, quantized_activation_range, round_half_away, same_quantization, saturate,
@@ -153,10 +153,19 @@ def concatenation(node, inputs):
     return [apply_activation(np.concatenate(inputs, axis), activation)]
 
 
-def _concatenation_support(node):
-    if not node.inputs or any(t is None or t.dtype != node.inputs[0].dtype for t in node.inputs):
-        return "all inputs must be present and share one dtype"
+def _joined_inputs_reason(node):
+    """Why the inputs of a CONCATENATION / PACK (one or more, none omitted, one output) do not
+    fit, or None."""
+    if not node.inputs:
+        return Malformed(f"{node.op} takes one or more inputs, got 0")
     reason = arity_reason(node, len(node.inputs))
+    if reason is None and any(t.dtype != node.inputs[0].dtype for t in node.inputs):
+        return "all inputs must share one dtype"
+    return reason
+
+
+def _concatenation_support(node):
+    reason = _joined_inputs_reason(node)
     out = node.outputs[0] if len(node.outputs) == 1 else None
     if reason is None and is_quantized(out) and any(not is_quantized(t) for t in node.inputs):
         reason = "a quantized output needs quantized inputs"
@@ -452,9 +461,7 @@ def unpack(node, inputs):
 
 
 def _pack_support(node):
-    if not node.inputs or any(t is None or t.dtype != node.inputs[0].dtype for t in node.inputs):
-        return "all inputs must be present and share one dtype"
-    return arity_reason(node, len(node.inputs))
+    return _joined_inputs_reason(node)
 
 
 # -- TILE / SHAPE -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ weights, replaces the input of the backward cell.
 """
 import numpy as np
 
-from .checks import float32_reason, raise_problem, shapes_of
+from .checks import Malformed, float32_reason, raise_problem, shapes_of
 from .common import ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, activation_to_vector, fused_activation
 
 GATES = ("input", "forget", "cell", "output")
@@ -154,7 +154,7 @@ def _full_presence_problem(named):
         [f"{g}_gate_bias" for g in GATES[1:]] + ["output_state", "cell_state"]
     missing = [name for name in required if named[name] is None]
     if missing:
-        return f"required inputs are omitted: {', '.join(missing)}"
+        return Malformed(f"required inputs are omitted: {', '.join(missing)}")
     cifg = named["input_to_input_weights"] is None
     for name in ("recurrent_to_input_weights", "input_gate_bias"):
         if (named[name] is None) != cifg:
@@ -201,7 +201,7 @@ def _full_problem(node, shapes, rank):
 
     rank: the input's rank, 3 ([time, batch, n_input] or [batch, time, n_input]) or 2."""
     if len(shapes) not in FULL_INPUT_COUNTS:
-        return f"takes 20 or 24 inputs, got {len(shapes)}"
+        return Malformed(f"takes 20 or 24 inputs, got {len(shapes)}")
     return _cell_problem(node, named_inputs([None if s is None else tuple(s) for s in shapes]), rank)
 
 
@@ -257,7 +257,7 @@ def direction_inputs(inputs):
 def _bidirectional_problem(node, shapes):
     """Why a BIDIRECTIONAL_SEQUENCE_LSTM node with these input shapes can't run, or None."""
     if len(shapes) != len(BIDIRECTIONAL_INPUTS):
-        return f"takes {len(BIDIRECTIONAL_INPUTS)} inputs, got {len(shapes)}"
+        return Malformed(f"takes {len(BIDIRECTIONAL_INPUTS)} inputs, got {len(shapes)}")
     shapes = [None if s is None else tuple(s) for s in shapes]
     given = dict(zip(BIDIRECTIONAL_INPUTS, shapes))
     aux_weights = [f"{d}_{name}" for d in ("fw", "bw") for name in AUX_WEIGHT_NAMES[1:]]
@@ -273,7 +273,7 @@ def _bidirectional_problem(node, shapes):
     for direction, cell in zip(("forward", "backward"), cells):
         problem = _cell_problem(node, cell, rank=3)
         if problem is not None:
-            return f"{direction} cell: {problem}"
+            return type(problem)(f"{direction} cell: {problem}")  # a Malformed one stays Malformed
     sizes = [(cell["input_to_output_weights"][0], cell["recurrent_to_output_weights"][1]) for cell in cells]
     if sizes[0] != sizes[1]:
         return f"the forward and backward cells must have the same (n_cell, n_output), got {sizes[0]} and {sizes[1]}"
@@ -400,7 +400,7 @@ def basic_lstm(node, inputs):
 def _basic_problem(shapes):
     """Why a basic-kernel node with these input shapes can't run, or None."""
     if len(shapes) != 5 or any(s is None for s in shapes):
-        return f"the basic kernel takes 5 inputs, got {sum(s is not None for s in shapes)}"
+        return Malformed(f"the basic kernel takes 5 inputs, got {sum(s is not None for s in shapes)}")
     x, prev_activation, weights, bias, prev_state = (tuple(s) for s in shapes)
     if len(x) != 2 or len(prev_activation) != 2:
         return f"input and prev_activation must be 2-D, got {list(x)} and {list(prev_activation)}"

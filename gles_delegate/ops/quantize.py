@@ -10,7 +10,7 @@ constants; fold_constants.py runs these kernels once at allocate time.
 import numpy as np
 
 from ..errors import ModelError
-from .checks import Unimplemented, node_error, quantization_reason, with_arity
+from .checks import Malformed, Unimplemented, node_error, quantization_reason, with_arity
 from .common import (dequantize, multiply_by_quantized_multiplier, quant_params, quantize, quantized_multiplier,
                      round_half_away, saturate, scale_of, zero_point_of)
 
@@ -251,7 +251,7 @@ def densify_support(node):
         return (f"DENSIFY output {target.dtype} {list(target.shape)} does not match its input "
                 f"{source.type_name} {list(source.shape)}")
     reason = sparsity_reason(source.shape, source.sparsity)
-    return None if reason is None else f"DENSIFY input tensor {source.index}: {reason}"
+    return None if reason is None else Malformed(f"DENSIFY input tensor {source.index}: {reason}")
 
 
 KERNELS = {"QUANTIZE": quantize_op, "DEQUANTIZE": dequantize_op, "DENSIFY": densify,

@@ -19,7 +19,7 @@ Int8 weights (TFLite's hybrid kernels) are refused.
 """
 import numpy as np
 
-from .checks import float32_reason, raise_problem, shapes_of
+from .checks import Malformed, float32_reason, raise_problem, shapes_of
 from .common import activation_to_vector, fused_activation
 
 CELL_INPUTS = ("weights", "recurrent_weights", "bias", "hidden_state")
@@ -60,7 +60,7 @@ def _cell_problem(x, cell, n_batch):
     (last axis n_input) and batch, or None."""
     missing = [name for name in CELL_INPUTS if cell[name] is None]
     if missing:
-        return f"required inputs are omitted: {', '.join(missing)}"
+        return Malformed(f"required inputs are omitted: {', '.join(missing)}")
     weights = cell["weights"]
     if len(weights) != 2:
         return f"weights must be 2-D, got shape {list(weights)}"
@@ -77,7 +77,7 @@ def _rnn_problem(node, shapes, rank):
     """Why an RNN (rank 2 input) or UNIDIRECTIONAL_SEQUENCE_RNN (rank 3) node with these input
     shapes can't run, or None."""
     if len(shapes) != 5:
-        return f"takes 5 inputs, got {len(shapes)}"
+        return Malformed(f"takes 5 inputs, got {len(shapes)}")
     shapes = [None if s is None else tuple(s) for s in shapes]
     x = shapes[0]
     if x is None or len(x) != rank:
@@ -89,7 +89,7 @@ def _rnn_problem(node, shapes, rank):
 def _bidirectional_problem(node, shapes):
     """Why a BIDIRECTIONAL_SEQUENCE_RNN node with these input shapes can't run, or None."""
     if len(shapes) != len(BIDIRECTIONAL_INPUTS):
-        return f"takes {len(BIDIRECTIONAL_INPUTS)} inputs, got {len(shapes)}"
+        return Malformed(f"takes {len(BIDIRECTIONAL_INPUTS)} inputs, got {len(shapes)}")
     given = dict(zip(BIDIRECTIONAL_INPUTS, [None if s is None else tuple(s) for s in shapes]))
     x, aux = given["input"], given["aux_input"]
     if x is None or len(x) != 3:
@@ -99,7 +99,7 @@ def _bidirectional_problem(node, shapes):
         cell = {name: given[prefix + name] for name in CELL_INPUTS}
         problem = _cell_problem(x, cell, x[1] if time_major else x[0])
         if problem is not None:
-            return f"{direction} cell: {problem}"
+            return type(problem)(f"{direction} cell: {problem}")  # a Malformed one stays Malformed
     if (given["fw_aux_weights"] is None) != (given["bw_aux_weights"] is None):
         return "fw_aux_weights and bw_aux_weights must both be given or both omitted"
     if given["fw_aux_weights"] is None:

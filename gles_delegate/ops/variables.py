@@ -14,7 +14,7 @@ across invokes; reset_all_variables() leaves them, as LiteRT's does.
 """
 import numpy as np
 
-from .checks import node_error
+from .checks import Malformed, node_error
 
 # The node option under which allocate_tensors() records the variable a READ_VARIABLE /
 # ASSIGN_VARIABLE uses (resource_variables.VariableRef), when a VAR_HANDLE of its subgraph makes its handle.
@@ -28,7 +28,9 @@ _NO_RUNTIME = "uses the interpreter's resource variables, which only the Interpr
 
 def _handle_reason(tensor, what):
     """Why `tensor` cannot hold a resource id (a resource or int32 tensor of one element), or None."""
-    if tensor is None or tensor.dtype != np.int32 or tensor.size != 1:
+    if tensor is None:
+        return Malformed(f"{what} is omitted")
+    if tensor.dtype != np.int32 or tensor.size != 1:
         return f"{what} must be a resource (or int32) tensor of one element"
     return None
 
@@ -37,7 +39,7 @@ def _var_handle_reason(node):
     if node.runtime is None:
         return _NO_RUNTIME
     if node.inputs or len(node.outputs) != 1:
-        return f"takes no inputs and one output, got {len(node.inputs)} and {len(node.outputs)}"
+        return Malformed(f"takes no inputs and one output, got {len(node.inputs)} and {len(node.outputs)}")
     return _handle_reason(node.outputs[0], "its output")
 
 
@@ -45,7 +47,7 @@ def _read_reason(node):
     if node.runtime is None:
         return _NO_RUNTIME
     if len(node.inputs) != 1 or len(node.outputs) != 1:
-        return f"takes one input and one output, got {len(node.inputs)} and {len(node.outputs)}"
+        return Malformed(f"takes one input and one output, got {len(node.inputs)} and {len(node.outputs)}")
     if node.outputs[0].dtype is None:
         return f"its output is {node.outputs[0].type_name}, a type numpy cannot hold"
     return _handle_reason(node.inputs[0], "input 0")
@@ -55,8 +57,10 @@ def _assign_reason(node):
     if node.runtime is None:
         return _NO_RUNTIME
     if len(node.inputs) != 2 or node.outputs:
-        return f"takes two inputs and no outputs, got {len(node.inputs)} and {len(node.outputs)}"
-    if node.inputs[1] is None or node.inputs[1].dtype is None:
+        return Malformed(f"takes two inputs and no outputs, got {len(node.inputs)} and {len(node.outputs)}")
+    if node.inputs[1] is None:
+        return Malformed("input 1 (the value) is omitted")
+    if node.inputs[1].dtype is None:
         return "input 1 (the value) must be a tensor of a type numpy can hold"
     return _handle_reason(node.inputs[0], "input 0")
 
