@@ -5,6 +5,7 @@ optional input), so a rewrite can rewire nodes without index bookkeeping. Tensor
 tensor's index in the original subgraph (what the interpreter API exposes); tensors created by
 rewrites get fresh indices after the original ones.
 """
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -21,6 +22,13 @@ class Deferred:
 
     def __init__(self, compute):
         self.compute = compute
+
+
+@functools.lru_cache(maxsize=4096)
+def _elements(shape):
+    """The product of `shape`, exact (no numpy call per tensor: reading a model asks thousands,
+    and the stages after it ask several times per tensor)."""
+    return math.prod(map(int, shape))
 
 
 @dataclass(eq=False)
@@ -53,7 +61,8 @@ class Tensor:
     @property
     def size(self):
         """Number of elements (the product of the shape; 1 for a scalar)."""
-        return math.prod(map(int, self.shape))  # exact; no numpy call per tensor (reading a model asks thousands)
+        return _elements(tuple(self.shape))
+
 
     def __repr__(self):
         kind = "const " if self.is_const else ""
@@ -182,6 +191,9 @@ class Graph:
     producer_of and runs_before cost O(1) instead of a scan of the graph (a rule asking them
     for every node was quadratic: minutes for 20,000 nodes).
 
+    The index is made on the first query or edit that needs it: most graphs (the interpreter's,
+    a partition's float view) are never asked, and indexing 100,000 nodes took a quarter second.
+
     model_digest / subgraph_index: the sha256 of the model file and the subgraph this graph was
     built from (Graph.from_model; None otherwise): what the serialization cache keys by. The
     digest is computed on first use, once per model.
@@ -250,29 +262,42 @@ class Graph:
 
     @nodes.setter
     def nodes(self, nodes):
-        # Positions spaced apart so that move_before finds room between two nodes.
-        self._position = {node: k * _SPACING for k, node in enumerate(nodes)}
-        self._taken = set(self._position.values())
         self._node_list = list(nodes)
-        self._readers, self._producer = {}, {}
-        for node in self._node_list:
-            self._index(node)
+        self._position = self._taken = self._readers = self._producer = None  # the index: _indexed()
+
+    def _indexed(self):
+        """The graph, its index made if it was not (positions, readers, producers)."""
+        if self._position is None:
+            # Positions spaced apart so that move_before finds room between two nodes.
+            self._position = {node: k * _SPACING for k, node in enumerate(self._node_list)}
+            self._taken = set(self._position.values())
+            self._readers, self._producer = {}, {}
+            for node in self._node_list:
+                self._index(node)
+        return self
 
     def _index(self, node):
-        for t in read_tensors(node):
-            self._readers.setdefault(id(t), {})[node] = None
+        readers, producer = self._readers, self._producer
+        for t in node.inputs:
+            if t is not None:
+                readers.setdefault(id(t), {})[node] = None
+        for t in fused_reads(node):
+            readers.setdefault(id(t), {})[node] = None
         for t in node.outputs:
             if t is not None:
-                self._producer[id(t)] = node
+                producer[id(t)] = node
 
     def _reindex(self, node):
-        # A node a rule removed earlier (rules loop over a snapshot) stays out of the index.
-        if node in self._position:
+        # A node a rule removed earlier (rules loop over a snapshot) stays out of the index; no
+        # index yet: it will be made from the nodes as they are then.
+        if self._position is not None and node in self._position:
             self._index(node)
 
     def _unindex(self, node):
-        for t in read_tensors(node):
-            readers = self._readers.get(id(t))
+        if self._position is None:
+            return
+        for t in (*node.inputs, *fused_reads(node)):
+            readers = self._readers.get(id(t)) if t is not None else None
             if readers is not None:
                 readers.pop(node, None)
         for t in node.outputs:
@@ -282,26 +307,27 @@ class Graph:
     # -- queries --------------------------------------------------------------------------
     def producers(self):
         """{id(tensor): node} for every tensor some node writes."""
-        return dict(self._producer)
+        return dict(self._indexed()._producer)
 
     def consumers(self):
         """{id(tensor): [nodes that read it]}, in execution order."""
-        return {key: self.readers_of_id(key) for key, nodes in self._readers.items() if nodes}
+        return {key: self.readers_of_id(key) for key, nodes in self._indexed()._readers.items() if nodes}
 
     def readers_of(self, tensor):
         """The nodes that read `tensor`, in execution order."""
         return self.readers_of_id(id(tensor))
 
     def readers_of_id(self, key):
+        self._indexed()
         return sorted(self._readers.get(key, ()), key=self._position.__getitem__)
 
     def producer_of(self, tensor):
         """The node that writes `tensor`, or None (a graph input or a constant)."""
-        return self._producer.get(id(tensor))
+        return self._indexed()._producer.get(id(tensor))
 
     def position(self, node):
         """A number that orders `node` among the graph's nodes (execution order)."""
-        return self._position[node]
+        return self._indexed()._position[node]
 
     def is_graph_input(self, tensor):
         """Whether `tensor` (the object, not an equal one) is an input of the graph: O(1)."""
@@ -355,7 +381,7 @@ class Graph:
 
     def remove_node(self, node):
         """Remove `node` (nothing if it is not in the graph)."""
-        if node not in self._position:
+        if node not in self._indexed()._position:
             return
         self._unindex(node)
         self._taken.discard(self._position.pop(node))
@@ -382,8 +408,9 @@ class Graph:
         """Give `new` the position just below `node`'s: free, it is above the node before (an
         integer below `node`'s); taken, every node is renumbered first (rare: positions start
         _SPACING apart), so inserting is O(1) amortized."""
-        if self._position[node] - 1 in self._taken:
+        if self._indexed()._position[node] - 1 in self._taken:
             self.nodes = self.nodes
+            self._indexed()
         self._position[new] = self._position[node] - 1
         self._taken.add(self._position[new])
         self._node_list = None

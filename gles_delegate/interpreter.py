@@ -18,6 +18,7 @@ from .cpu_litert import (CpuBackend, WholeModelStep, checked_at_invoke, litert_v
                          whole_model_failure)
 from .direct_path import DirectPath
 from .errors import ModelError, ResizeError, StateError
+from .gc_pause import gc_paused
 from .graph import Graph, Node
 from .partition import boundary
 from .placement import CpuSide
@@ -569,22 +570,23 @@ class Interpreter:
             raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
         self._delegates = _check_delegates(experimental_delegates, "experimental_delegates") + \
             _check_delegates(options.delegates if options else None, "options.delegates")
-        digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
-        self._model = read_model(model_path if model_path is not None else bytes(model_content),
-                                 background_digest=digest)
-        self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
-            (options.num_threads if options else None)
-        self._preserve_all_tensors = experimental_preserve_all_tensors
-        self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
-        # Made without a reference to self (see subgraphs.Subgraphs).
-        model, preserve, cpu = self._model, experimental_preserve_all_tensors, self._cpu
-        self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, cpu, runtime),
-                                    self._delegates)
-        self._executors: dict[int, _Executor] = self._subgraphs.executors
-        self._resize_pending = False
-        self._lock = threading.RLock()
-        self._main = self._executor(0)
-        self._direct: DirectPath | None = None  # the thin path of a model run whole on LiteRT (direct_path.py)
+        with gc_paused():  # gc_pause.py: a large model's graph is millions of objects that live on
+            digest = any(getattr(d, "wants_model_digest", False) for d in self._delegates)
+            self._model = read_model(model_path if model_path is not None else bytes(model_content),
+                                     background_digest=digest)
+            self._num_threads = _check_num_threads(num_threads) if num_threads is not None else \
+                (options.num_threads if options else None)
+            self._preserve_all_tensors = experimental_preserve_all_tensors
+            self._cpu = CpuBackend(cpu_backend, self._num_threads, experimental_preserve_all_tensors)
+            # Made without a reference to self (see subgraphs.Subgraphs).
+            model, preserve, cpu = self._model, experimental_preserve_all_tensors, self._cpu
+            self._subgraphs = Subgraphs(model, lambda index, runtime: _Executor(model, index, preserve, cpu, runtime),
+                                        self._delegates)
+            self._executors: dict[int, _Executor] = self._subgraphs.executors
+            self._resize_pending = False
+            self._lock = threading.RLock()
+            self._main = self._executor(0)
+            self._direct: DirectPath | None = None  # the thin path of a model run whole on LiteRT (direct_path.py)
 
     # -- internals ------------------------------------------------------------------------
     def _executor(self, subgraph_index):
@@ -620,7 +622,7 @@ class Interpreter:
     def allocate_tensors(self) -> None:
         """Plan execution (fold constants, let delegates claim nodes) and allocate tensors. After
         resize_tensor_input(), a ModelError is a ResizeError (also a RuntimeError, as LiteRT's)."""
-        with self._lock:
+        with self._lock, gc_paused():
             if self._whole_on_litert() and not self._resize_pending:
                 # Nothing changed, as LiteRT's AllocateTensors then: a new plan would make a new
                 # LiteRT interpreter, without the state (resource variables) the model keeps there.

@@ -280,6 +280,11 @@ def float_view(nodes, inputs, outputs, next_index=None):
     if next_index is None:
         indices = [t.index for n in nodes for t in [*n.inputs, *n.outputs] if t is not None]
         next_index = max(indices + [t.index for t in [*inputs, *outputs]], default=-1) + 1
+    if not any(touches_quantized(node) for node in nodes):
+        # A float partition is its own view: its nodes as they are (whoever edits them copies
+        # them first: gpu/variables.bind, transforms.rewrite_partition), no copy per node.
+        tensors = {id(t): t for n in nodes for t in [*n.inputs, *n.outputs] if t is not None}
+        return FloatView(list(nodes), inputs, outputs, list(tensors.values()), {}, set())
     for node in nodes:
         reason = view_reason(node)
         if reason:

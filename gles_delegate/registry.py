@@ -78,9 +78,18 @@ def choose(op, owners, node, support_attribute="SUPPORT"):
     no entry: any node) passes for `node`; else (None, every candidate's reason), of the type of
     the first reason that is not a plain str (ops.checks.Unimplemented: a candidate found the
     node well formed, only of a variant it lacks)."""
+    return _first_passing(owners, _checks(op, owners, support_attribute), node)
+
+
+def _checks(op, owners, support_attribute):
+    """The support check of `op` (or None) of each of `owners`."""
+    return [getattr(module, support_attribute, {}).get(op) for module in owners]
+
+
+def _first_passing(owners, checks, node):
+    """choose() of `owners` whose checks are `checks` (_checks)."""
     reasons = []
-    for module in owners:
-        check = getattr(module, support_attribute, {}).get(op)
+    for module, check in zip(owners, checks):
         reason = None if check is None else check(node)
         if reason is None:
             return module, None
@@ -95,22 +104,33 @@ def resolve(op, owners, run_attribute, support_attribute="SUPPORT"):
     its one module's own functions, or ones that choose() a candidate per node."""
     if len(owners) == 1:
         return getattr(owners[0], support_attribute, {}).get(op), getattr(owners[0], run_attribute)[op]
+    checks = _checks(op, owners, support_attribute)  # looked up once: the closures run for every node of op
 
     def support(node):
-        return choose(op, owners, node, support_attribute)[1]
+        return _first_passing(owners, checks, node)[1]
 
     def run(node, *args):
-        return getattr(runner(op, owners, node, support_attribute), run_attribute)[op](node, *args)
+        return getattr(_runner(op, owners, checks, node), run_attribute)[op](node, *args)
     return support, run
+
+
+def runner_of(op, owners, support_attribute="SUPPORT"):
+    """runner(op, owners, node) as a function of the node, its candidates' checks looked up once."""
+    if len(owners) == 1:
+        return lambda node: owners[0]
+    checks = _checks(op, owners, support_attribute)
+    return lambda node: _runner(op, owners, checks, node)
 
 
 def runner(op, owners, node, support_attribute="SUPPORT"):
     """The module whose kernel runs `node`, a node its registry supports: its op's one candidate,
     or the first whose check passes (ValueError naming the node when none does)."""
-    if len(owners) == 1:
-        return owners[0]
-    module, reason = choose(op, owners, node, support_attribute)
+    return runner_of(op, owners, support_attribute)(node)
+
+
+def _runner(op, owners, checks, node):
+    """runner() of `owners` of several candidates, whose checks are `checks` (_checks)."""
+    module, reason = _first_passing(owners, checks, node)
     if module is None:
         raise ValueError(f"{node.label}: no {op} kernel runs it: {reason}")
     return module
-

@@ -95,7 +95,7 @@ def propagate_shapes(graph, input_shapes, symbolic=True, run_node=ops.run_node):
         exact = all(id(t) in known for t in present) or (node.op in _SHAPE_ONLY and present)
         integer_out = all(t.dtype is not None and t.dtype.kind in "iub" for t in node.outputs)
         if any(id(t) in unknown for t in present) or not (exact and integer_out) and \
-                value_dependent(node, [None if t is None else known.get(id(t)) for t in node.inputs]):
+                value_dependent(node, lambda t: known.get(id(t))):
             # Declared shapes stay, as placeholders: stand-ins would give shapes of their own.
             unknown.update(id(t) for t in node.outputs if t is not None)
             continue
@@ -170,7 +170,7 @@ def dynamic_tensors(graph):
     dynamic, exact = set(), {}  # exact: id(tensor) -> value known before invoke (shape_values)
     for node in graph.nodes:
         if any(t is not None and id(t) in dynamic for t in node.inputs) or _decided_at_invoke(node) \
-                or value_dependent(node, [None if t is None else _exact(t, exact) for t in node.inputs]):
+                or value_dependent(node, lambda t: _exact(t, exact)):
             dynamic.update(id(t) for t in node.outputs if t is not None)
         else:
             _shape_values(node, exact)
@@ -220,10 +220,11 @@ def placeholder(tensor):
     return tensor.shape_signature is not None and any(d < 0 for d in tensor.shape_signature)
 
 
-def value_dependent(node, values):
+def value_dependent(node, value_of):
     """Whether the node's output shapes depend on runtime values (its rule gives None for the
-    input shapes and the input `values` known before invoke, None where not) and the model
-    declares one of them as a placeholder: TFLite makes such outputs dynamic (a SLICE or RESHAPE
+    input shapes and the input values known before invoke, value_of(tensor), None where not:
+    asked only where the rule can matter) and the model declares one of them as a
+    placeholder: TFLite makes such outputs dynamic (a SLICE or RESHAPE
     whose begin, size or shape operand is not constant) and prepares the nodes after them at
     invoke. An output declared with a known shape keeps it (checked at invoke); a node the
     reference refuses as possibly malformed (_refused), or that has no rule, keeps its declared
@@ -232,6 +233,7 @@ def value_dependent(node, values):
     if node.op in ops.RUNTIME_OPS or node.op not in ops.OUTPUT_SHAPES \
             or not any(t is not None and placeholder(t) for t in node.outputs) or _refused(node):
         return False
+    values = [None if t is None else value_of(t) for t in node.inputs]
     return ops.output_shapes(node, [None if t is None else t.shape for t in node.inputs], values) is None
 
 

@@ -142,18 +142,17 @@ layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 
 #if OUT_IO
 #undef store
-// A partition output no dispatch reads is stored straight into the I/O buffer as BHWC float32,
-// the convert_out kernel's work done by the kernel that computes it
-// (compiler.fuse_output_stores): element i of the PHWC4 tensor at out_io_tensor (size
-// out_io_size, out_io_channels channels) goes to io[out_io_offset + its BHWC index], padded
-// channels left out; every other store goes to the tensor's storage (store_storage: through a
-// lane view's store where the dispatch writes one).
+// A partition output is stored straight into the I/O buffer as BHWC float32, the convert_out
+// kernel's work done by the kernel that computes it (compiler.fuse_output_stores): element i of
+// the PHWC4 tensor at out_io_tensor (size out_io_size, out_io_channels channels) goes to
+// io[out_io_offset + its BHWC index], padded channels left out; every other store goes to the
+// tensor's storage (store_storage: through a lane view's store where the dispatch writes one).
+// OUT_IO 2: dispatches of the partition read the output too, so its storage keeps it as well.
 void store(int i, vec4 v) {
   int e = i - out_io_tensor;
-  if (e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w) {
-    store_storage(i, v);
-    return;
-  }
+  bool outside = e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w;
+  if (outside || OUT_IO == 2) store_storage(i, v);
+  if (outside) return;
   int plane = out_io_size.x * out_io_size.y;
   int x = e % out_io_size.x, y = (e % plane) / out_io_size.x, s = (e / plane) % out_io_size.z;
   int b = e / (plane * out_io_size.z);

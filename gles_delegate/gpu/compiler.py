@@ -67,8 +67,8 @@ class Plan:
     promoted_tensors: dict = field(default_factory=dict)
     promoted_nodes: dict = field(default_factory=dict)
     step_storage: list = field(default_factory=list)
-    # Partition outputs their kernels store straight into the I/O buffer (fuse_output_stores): not
-    # in the arena, so a capture takes them from the outputs.
+    # Partition outputs their kernels store straight into the I/O buffer alone (fuse_output_stores;
+    # not those kept in the arena too): not in the arena, so a capture takes them from the outputs.
     io_stores: list = field(default_factory=list)
     # Status words (KernelEnv.status_word): float32 words from byte status_offset of the I/O
     # buffer, between the inputs and the outputs, one per error a kernel may report
@@ -220,28 +220,32 @@ def _io_slots(tensors, offset):
 def fuse_output_stores(dispatches, outputs, io_out, env):
     """Let the kernels that compute a partition output store it straight into the I/O buffer
     (common.glsl OUT_IO) instead of a convert_out dispatch reading it back from the arena: one
-    dispatch and one barrier fewer per output and invoke. Only for an output that no dispatch
-    reads, that shares no storage with another tensor (an alias is read under another shape, a
-    view's storage is a block of another's), and
-    whose every writer stores no other output this way. Returns the ids of the outputs fused."""
+    dispatch and one barrier fewer per output and invoke. An output that dispatches of the
+    partition read is stored into its arena storage too (OUT_IO 2, Dispatch.io_kept). Only for
+    an output that shares no storage with another tensor (an alias is read under another shape,
+    a view's storage is a block of another's), and whose every writer stores no other output
+    this way. Returns the ids of the outputs fused."""
     aliased = {id(t) for group in memory.alias_groups(env.aliases, _views(env)).values() for t in group}
-    writers, read = {}, set()  # {id(tensor): [dispatches writing it]}, {id(tensor) some dispatch reads}
+    wanted = {id(t) for t in outputs}
+    writers, read = {}, set()  # {id(output): [dispatches writing it]}, {id(tensor) some dispatch reads}
     for d in dispatches:
         for t in d.writes:
-            writers.setdefault(id(t), []).append(d)
-        read.update(id(t) for t in d.reads)
+            if id(t) in wanted:
+                writers.setdefault(id(t), []).append(d)
+        read.update(map(id, d.reads))
     fused = set()
     for tensor, slot in zip(outputs, io_out):
         mine = writers.get(id(tensor), ())
-        if not mine or id(tensor) in read or id(tensor) in aliased or any(d.node is None or d.io_store is not None
-                                                                          for d in mine):
+        if not mine or id(tensor) in aliased or any(d.node is None or d.io_store is not None for d in mine):
             continue
         s4 = bhwc(tensor.shape)
+        kept = id(tensor) in read
+        store = {"out_io_tensor": ArenaRef(tensor), "out_io_size": s4.as_ivec4(), "out_io_channels": s4.c,
+                 "out_io_offset": slot.offset // 4}
         for d in mine:
-            d.io_store = tensor
-            d.defines["OUT_IO"] = 1
-            d.params.update(out_io_tensor=ArenaRef(tensor), out_io_size=s4.as_ivec4(), out_io_channels=s4.c,
-                            out_io_offset=slot.offset // 4)
+            d.io_store, d.io_kept = tensor, kept
+            d.defines["OUT_IO"] = 2 if kept else 1
+            d.params.update(store)
         fused.add(id(tensor))
     return fused
 
@@ -321,12 +325,14 @@ def _barriers(dispatches, offsets):
     so a concatenation's per-input dispatches need none between them unless they share a vec4
     slice. A barrier is glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT): every dependency between
     dispatches goes through storage buffers (the runtime adds BUFFER_UPDATE before reading back).
-    A partition output stored straight into the I/O buffer (Dispatch.io_store) is no arena write:
-    nothing in the partition reads it, and every output has a slot of the I/O buffer of its own."""
+    A partition output stored straight into the I/O buffer alone (Dispatch.io_store, not
+    io_kept) is no arena write: nothing in the partition reads it, and every output has a slot of
+    the I/O buffer of its own."""
     flags, written, read = [], [], []
     for d in dispatches:
         r = [_access(t, offsets) for t in d.reads]
-        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes if t is not d.io_store]
+        w = [_access(t, offsets, d.box if len(d.writes) == 1 else None) for t in d.writes
+             if t is not d.io_store or d.io_kept]
         needed = any(_overlap(a, b) for a in r + w for b in written) or any(_overlap(a, b) for a in w for b in read)
         if needed:
             written, read = [], []
@@ -337,24 +343,47 @@ def _barriers(dispatches, offsets):
 
 
 # -- programs --------------------------------------------------------------------------------
-def _variants(d, values, env, limits, tune, mode="plain", sources=None):
-    """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
-    kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
-    (none for a kernel that fixed its workgroup). sources: shader.assemble's cache."""
-    if d.workgroup:
-        workgroups = [clamp_workgroup(d.workgroup, limits)]
-    else:
-        workgroups = candidates(d.grid, limits) if tune else [choose_workgroup(d.grid, limits)]
-    out = []
-    for wg in workgroups:
-        defines = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+class _Programs:
+    """The variants of a partition's dispatches (variants()), with what they share memoized for
+    one compile: the assembled sources (shader.assemble's cache, and before it one keyed by a
+    dispatch's defines as the kernel ordered them, which skips merging and sorting them) and the
+    heuristic's workgroup of each grid. A chain of 100,000 elementwise nodes has a handful of
+    distinct sources and grids."""
+
+    def __init__(self, env, limits, tune):
+        self.env, self.limits, self.tune = env, limits, tune
+        self.sources, self.keyed, self.workgroups = {}, {}, {}
+
+    def variants(self, d, values, mode="plain", types=None):
+        """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
+        kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
+        (none for a kernel that fixed its workgroup). types: shader.param_types(values)."""
+        env, limits = self.env, self.limits
+        if d.workgroup:
+            workgroups = [clamp_workgroup(d.workgroup, limits)]
+        elif self.tune:
+            workgroups = candidates(d.grid, limits)
+        else:
+            grid = tuple(d.grid)
+            if grid not in self.workgroups:
+                self.workgroups[grid] = [choose_workgroup(grid, limits)]
+            workgroups = self.workgroups[grid]
+        types = shader.param_types(values) if types is None else types
         tensors_half = env.storage_half and mode not in storage.FLOAT_TENSOR_MODES
         # In 'fp16' only int32 tensors and constants make a dispatch other than plain: it moves
         # their bits through float variables, which mediump may hold in 16 bits (NVIDIA's does).
         math_half = env.precision == "fp16" and mode == "plain"
-        source = shader.assemble(d.template, defines, values, tensors_half, math_half, sources)
-        out.append((wg, source, group_counts(d.grid, wg)))
-    return out
+        defines = tuple(d.defines.items())
+        out = []
+        for wg in workgroups:
+            key = (d.template, defines, mode, wg, types, tensors_half, math_half)
+            source = self.keyed.get(key)
+            if source is None:
+                merged = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+                source = self.keyed[key] = shader.assemble(d.template, merged, values, tensors_half, math_half,
+                                                           self.sources, types)
+            out.append((wg, source, group_counts(d.grid, wg)))
+        return out
 
 
 def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None):
@@ -376,12 +405,14 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)
     completed = _view_completions(dispatches, env, offsets)
-    variants, blocks, params, writes, modes, sources = [], [], bytearray(), [], [], {}
+    programs = _Programs(env, limits, tuner is not None)
+    variants, blocks, params, writes, modes = [], [], bytearray(), [], []
     for k, d in enumerate(dispatches):
         modes.append(layout.mode(d))
-        values = layout.resolve({**d.params, "grid": tuple(d.grid)}, modes[-1])
-        variants.append(_variants(d, values, env, limits, tuner is not None, modes[-1], sources))
-        block = shader.pack_params(values)
+        values = layout.resolve(d.params, modes[-1], grid=tuple(d.grid))
+        types = shader.param_types(values)
+        variants.append(programs.variants(d, values, modes[-1], types))
+        block = shader.pack_params(values, types)
         params.extend(b"\0" * (-len(params) % alignment))
         blocks.append((len(params), len(block)))
         params.extend(block)
@@ -395,7 +426,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 workgroups=[], tuned=False, float_constants=layout.float_constants,
                 float_elements=layout.float_elements, promoted_tensors=layout.promoted_tensors,
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
-                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None}),
+                io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None and not d.io_kept}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
                 variables=variable_slots(dispatches, env, offsets),
                 lane_shifts={t.index: lanes.shift for t, lanes in env.lanes.values()})

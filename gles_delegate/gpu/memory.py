@@ -136,26 +136,30 @@ _ORDERS = {
 }
 
 
-def plan(usages, strategy="best"):
-    """({key: offset}, total size) for the usages under a strategy (see STRATEGIES)."""
+def plan(usages, strategy="best", bound=None):
+    """({key: offset}, total size) for the usages under a strategy (see STRATEGIES). bound:
+    lower_bound(usages), where the caller has it."""
     usages = list(usages)
     if strategy == "naive":
         return _naive(usages)
     if strategy == "best":
-        return _best(usages)
+        return _best(usages, lower_bound(usages) if bound is None else bound)
     if strategy not in _ORDERS:
         raise ValueError(f"unknown memory strategy {strategy!r}; expected one of {STRATEGIES}")
     return _first_fit(_ORDERS[strategy](usages))
 
 
-def _best(usages):
+def _best(usages, bound):
     """The smallest first-fit plan over the orders, improved by local search; while it stays
-    above the lower bound, restarts from seeded random orders that weigh size and lifetime
-    (deterministic: the same usages always get the same plan)."""
-    bound = lower_bound(usages)
+    above `bound` (lower_bound of the usages), restarts from seeded random orders that weigh size
+    and lifetime (deterministic: the same usages always get the same plan)."""
     overlapping = _overlapping(usages)
-    orders = [order(usages) for order in _ORDERS.values()]
-    results = [_first_fit(order, overlapping) for order in orders]
+    orders, results = [], []
+    for order in _ORDERS.values():  # the first order to reach the bound wins: no later one can beat it
+        orders.append(order(usages))
+        results.append(_first_fit(orders[-1], overlapping))
+        if results[-1][1] <= bound:
+            break
     k = min(range(len(orders)), key=lambda i: results[i][1])
     budget = max(1, min(SEARCH_BUDGET, SEARCH_WORK // max(len(usages), 1)))
     best = _improve(orders[k], results[k], bound, overlapping, budget)
@@ -221,12 +225,13 @@ def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=())
     _join_shared(storage, [(source, tensor, 0) for tensor, source in aliases] +
                  [(whole, tensor, offset) for tensor, whole, offset in views])
     _pin(storage, persistent, len(dispatches))
-    naive = sum(u.size for u in storage.usages())
+    naive = sum(storage.size[root] for root in storage.roots())
     _join_inplace(storage, dispatches)
     usages = storage.usages()
-    offsets, total = plan(usages, strategy)
+    bound = lower_bound(usages)
+    offsets, total = plan(usages, strategy, bound)
     return ArenaPlan({key: offsets[storage.root(key)] + storage.offset(key) for key in storage.parent}, total,
-                     lower_bound(usages), naive)
+                     bound, naive)
 
 
 def alias_groups(aliases, views=()):
@@ -262,6 +267,9 @@ class _Storage:
                 self.last[key] = i
 
     def root(self, key):
+        parent = self.parent[key]
+        if parent == key or self.parent[parent] == parent:  # a root, or its child: most keys (no path to compress)
+            return parent
         path = []
         while self.parent[key] != key:
             path.append(key)
@@ -301,11 +309,14 @@ class _Storage:
         self.parent[key], self.delta[key] = key, 0
         self.size[key], self.first[key], self.last[key] = like
 
+    def roots(self):
+        """The root of every group, in the order of its first tensor met."""
+        return dict.fromkeys(map(self.root, self.parent))
+
     def usages(self):
         """One Usage per group, in the order of its first tensor met. Not by key: an id is a
         memory address, and planning in address order made the plan differ run to run."""
-        roots = dict.fromkeys(self.root(k) for k in self.parent)
-        return [Usage(r, self.size[r], self.first[r], self.last[r]) for r in roots]
+        return [Usage(r, self.size[r], self.first[r], self.last[r]) for r in self.roots()]
 
 
 def _join_shared(storage, pairs):

@@ -34,15 +34,18 @@ def template(name):
 
 
 _PLAIN_TYPES = {int: "int", bool: "int", float: "float"}
+_INT_VECTORS = {(int,) * n: f"ivec{n}" for n in (2, 3, 4)}
 
 
 def glsl_type(value):
     """The GLSL type of a param value: int, float, or an ivecN / vecN for tuples."""
-    kind = _PLAIN_TYPES.get(type(value))  # most values: asked twice per param of every dispatch
+    kind = _PLAIN_TYPES.get(type(value))  # most values: asked for every param of every dispatch
     if kind is not None:
         return kind
-    if type(value) is tuple and 2 <= len(value) <= 4 and all(type(v) is int for v in value):
-        return f"ivec{len(value)}"
+    if type(value) is tuple:
+        kind = _INT_VECTORS.get(tuple(map(type, value)))
+        if kind is not None:
+            return kind
     if isinstance(value, (bool, int, np.integer)):
         return "int"
     if isinstance(value, (float, np.floating)):
@@ -56,7 +59,14 @@ def glsl_type(value):
 
 def params_block(params):
     """The Params uniform block declaration for {name: value}, in a fixed (sorted) order."""
-    return _block(tuple((name, glsl_type(v)) for name, v in sorted(params.items())))
+    return _block(param_types(params))
+
+
+def param_types(params):
+    """((name, GLSL type), ...) of {name: value}, sorted by name: the Params block's layout,
+    which pack_params and assemble take once made (the compiler asks both per dispatch)."""
+    # Plain sorted(): names are unique, so the pairs compare by name alone.
+    return tuple([(name, glsl_type(v)) for name, v in sorted(params.items())])
 
 
 def _block(param_types):
@@ -67,17 +77,17 @@ def _block(param_types):
     return f"layout(std140, binding = {PARAMS_BINDING}) uniform Params {{\n{fields}}};\n" if fields else ""
 
 
-def pack_params(params):
-    """std140 bytes of the Params block for {name: value} (same order as params_block)."""
-    values = [v for _, v in sorted(params.items())]
-    kinds = tuple(glsl_type(v) for v in values)
+def pack_params(params, types=None):
+    """std140 bytes of the Params block for {name: value} (same order as params_block); types:
+    param_types(params) where the caller has it."""
+    types = param_types(params) if types is None else types
     items = []
-    for kind, value in zip(kinds, values):
+    for name, kind in types:
         if kind in ("int", "float"):
-            items.append(value)
+            items.append(params[name])
         else:
-            items.extend(value)
-    return _std140(kinds).pack(*items)
+            items.extend(params[name])
+    return _std140(tuple([kind for _, kind in types])).pack(*items)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -94,19 +104,20 @@ def _std140(kinds):
     return struct.Struct(fmt + f"{-size % 16}x")
 
 
-def assemble(template_name, defines, params, storage_half, math_half, cache=None):
+def assemble(template_name, defines, params, storage_half, math_half, cache=None, types=None):
     """Full GLSL ES 3.10 source of one kernel variant.
 
     defines: {NAME: value} compile-time constants (must include WG_X, WG_Y, WG_Z).
     params: {name: value} per-dispatch values, declared as the Params uniform block.
     storage_half: tensors and weights stored as halves; math_half: mediump float math.
+    types: param_types(params) where the caller has it.
     cache: a dict kept by the caller (one partition's compile) of the sources made so far: the
     source depends on the params' names and types only, so most dispatches share one, then one
     string object, whose hash the compiler's dedupe computes once (assembling and hashing 20 KB
     per dispatch was a third of compiling 100,000 dispatches).
     """
-    key = (template_name, tuple(sorted(defines.items(), key=lambda item: item[0])),
-           tuple((name, glsl_type(v)) for name, v in sorted(params.items())), bool(storage_half), bool(math_half))
+    key = (template_name, tuple(sorted(defines.items())), param_types(params) if types is None else types,
+           bool(storage_half), bool(math_half))
     if cache is None:
         return _assemble(*key)
     source = cache.get(key)

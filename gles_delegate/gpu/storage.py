@@ -71,6 +71,8 @@ class Layout:
 
     def mode(self, dispatch):
         """'plain', 'float', 'float_tensors' or 'mixed' (the module docstring) of one dispatch."""
+        if not self.float_tensors and not self.float_consts:  # nothing promoted: every dispatch
+            return "plain"
         tensors = {id(t) in self.float_tensors for t in dispatch.reads + dispatch.writes}
         weights = {v.index in self.float_consts for v in dispatch.params.values() if isinstance(v, ConstRef)}
         if True not in tensors | weights:
@@ -79,23 +81,29 @@ class Layout:
             return "float" if weights != {False} else "float_tensors"
         return "mixed"
 
-    def resolve(self, params, mode):
-        """params with ArenaRef / ConstRef replaced by the offsets a dispatch of `mode` uses."""
+    def resolve(self, params, mode, **more):
+        """params (and the `more` params) with ArenaRef / ConstRef replaced by the offsets a
+        dispatch of `mode` uses."""
         shift = FLOAT_BASE if mode in FLOAT_TENSOR_MODES else 0
         resolved = {}
         for name, value in params.items():
-            if isinstance(value, ArenaRef):
+            kind = type(value)
+            if kind is ArenaRef:
                 value = self.offsets[id(value.tensor)] - (shift if id(value.tensor) in self.float_tensors else 0)
-            elif isinstance(value, ConstRef):
+            elif kind is ConstRef:
                 value = self.const_offsets[value.index] - (shift if value.index in self.float_consts else 0)
             resolved[name] = value
+        resolved.update(more)
         return resolved
 
 
 def defines(mode):
-    """The #defines common.glsl reads for a dispatch mode."""
-    return {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"FLOAT_BUFFER": 1, "HALF_WEIGHTS": 1},
-            "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}[mode]
+    """The #defines common.glsl reads for a dispatch mode (do not edit the dict)."""
+    return _MODE_DEFINES[mode]
+
+
+_MODE_DEFINES = {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"FLOAT_BUFFER": 1, "HALF_WEIGHTS": 1},
+                 "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}
 
 
 def lay_out(dispatches, env, nodes, promotion, strategy):

@@ -13,6 +13,7 @@ integers (all on one grid: resource_variables.VariableRef.gpu_reason). The stage
   then, at run time, gpu/variable_sync.GpuVariables keeps that storage in step with the
   interpreter's other copies (variable_store.py).
 """
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,11 +33,14 @@ def bind(nodes, inputs, outputs, next_index):
     float32 tensor of the variable's shape per variable, indices from `next_index`: past every
     model tensor, so a capture never takes it for one) as input 0; the VAR_HANDLE nodes go, and
     so do the handles among the inputs and outputs (GpuVariables writes the ones read outside).
-    Edits the nodes' input lists; returns (nodes, inputs, outputs)."""
+    Returns (nodes, inputs, outputs): the nodes it rebinds are copies (a float partition's
+    view holds the graph's own nodes: quant.float_view)."""
     handles = {id(n.outputs[0]) for n in nodes if n.op == "VAR_HANDLE"}
     storage = {}
-    for node in nodes:
+    nodes = list(nodes)
+    for k, node in enumerate(nodes):
         if node.op in ACCESS_OPS:
+            node = nodes[k] = copy.copy(node)
             ref, value = ref_of(node), node.outputs[0] if node.op == "READ_VARIABLE" else node.inputs[1]
             if ref.key not in storage:
                 storage[ref.key] = Tensor(index=next_index + len(storage), name=f"variable {ref.shared_name}",

@@ -7,10 +7,12 @@ verify.py: whether that model is the one LiteRT loaded; plan.py: what to claim; 
 TfLiteDelegate and its callbacks; kernel.py: one delegate kernel's run over LiteRT's tensor memory;
 memory.py: that memory as the kernel sees it, and the outputs it lends LiteRT.
 """
+from ..gc_pause import gc_paused
 from .native import native_delegate_pointer as _native_pointer
 from .source import find_caller
 
 
 def native_delegate_pointer(delegate):
     """The TfLiteDelegate* (an int) for the LiteRT interpreter now being built with `delegate`."""
-    return _native_pointer(delegate, find_caller(delegate))
+    with gc_paused():  # reading the model: gc_pause.py
+        return _native_pointer(delegate, find_caller(delegate))

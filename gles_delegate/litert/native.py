@@ -15,6 +15,7 @@ import threading
 import weakref
 
 from .. import ops
+from ..gc_pause import gc_paused
 from ..partition import span, split_empty
 from ..tflite import read_model
 from . import abi
@@ -56,7 +57,8 @@ class NativeDelegate:
     # -- TfLiteDelegate.Prepare -------------------------------------------------------------
     def _prepare(self, context, _delegate):
         try:
-            return self._claim(context)
+            with gc_paused():  # planning and compiling a large graph: gc_pause.py
+                return self._claim(context)
         except BaseException as exc:  # noqa: BLE001 (nothing may unwind into LiteRT's C++)
             return _report(context, f"GpuDelegate (on {self.runtime}): preparing the graph failed: "
                                     f"{type(exc).__name__}: {exc}")
@@ -123,7 +125,8 @@ class NativeDelegate:
             log.exception("GpuDelegate: freeing a delegate kernel failed")
 
     def _prepare_kernel(self, context, node):
-        return self._call(context, node, self._replan_and_check)
+        with gc_paused():  # a resize re-plans here: gc_pause.py
+            return self._call(context, node, self._replan_and_check)
 
     def _replan_and_check(self, kernel, ctx):
         """The kernel's prepare: LiteRT calls it after allocate_tensors() and again after a
@@ -234,12 +237,16 @@ def _original_nodes(ctx, context):
     if ctx.GetExecutionPlan(context, ctypes.byref(plan)) != abi.OK:
         raise RuntimeError("GetExecutionPlan failed")
     nodes, codes = {}, {}
+    # One pair of out-parameters for every node (each is read before the next call): the plan
+    # of a 100,000-node model made 400,000 ctypes objects here.
+    node, registration = ctypes.POINTER(abi.TfLiteNode)(), ctypes.c_void_p()
+    node_out, registration_out = ctypes.byref(node), ctypes.byref(registration)
     for index in abi.int_array(plan):
-        node, registration = ctypes.POINTER(abi.TfLiteNode)(), ctypes.c_void_p()
-        if ctx.GetNodeAndRegistration(context, index, ctypes.byref(node), ctypes.byref(registration)) != abi.OK:
+        if ctx.GetNodeAndRegistration(context, index, node_out, registration_out) != abi.OK:
             raise RuntimeError(f"GetNodeAndRegistration failed for node {index}")
-        if not node.contents.delegate:
-            nodes[index] = (abi.int_array(node.contents.inputs), abi.int_array(node.contents.outputs))
+        contents = node.contents
+        if not contents.delegate:
+            nodes[index] = (abi.int_array(contents.inputs), abi.int_array(contents.outputs))
             codes[index] = ctypes.c_int32.from_address(registration.value + abi.BUILTIN_CODE_OFFSET).value
     return nodes, codes
 

@@ -69,7 +69,7 @@ def output_shapes(node, shapes, values=None):
         return None
     values = list(values) if values is not None else [None] * len(shapes)
     try:
-        result = function(node, [None if s is None else tuple(int(d) for d in s) for s in shapes], values)
+        result = function(node, [None if s is None else tuple(map(int, s)) for s in shapes], values)
     except ModelError:
         raise
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError):
@@ -77,7 +77,7 @@ def output_shapes(node, shapes, values=None):
     # A rule passes an omitted input's None shape through (SOFTMAX, DEQUANTIZE: gles-fuzz).
     if result is None or any(s is None for s in result):
         return None
-    return [tuple(int(d) for d in s) for s in result]
+    return [tuple(map(int, s)) for s in result]
 
 
 def run_into(node, storage, only=None):

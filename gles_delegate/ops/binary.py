@@ -7,6 +7,8 @@ and comparisons run TFLite's integer pipeline (reference_ops::Add / Mul / Compar
 step by step, so they match it to the bit. (LiteRT's optimized 8-bit ADD agrees too, except when
 an unclamped result leaves int16, which it wraps and reference_ops saturates.)
 """
+import functools
+
 import numpy as np
 
 from .checks import Malformed, Unimplemented, arity_reason, node_error, quantization_reason
@@ -226,6 +228,13 @@ def logical(node, inputs):
 
 
 # -- support checks -------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def broadcast_shapes(a, b):
+    """np.broadcast_shapes of two shape tuples (ValueError when they do not broadcast), cached:
+    a graph holds few distinct pairs, and its support checks and shape rules ask per node."""
+    return np.broadcast_shapes(a, b)
+
+
 def _two_inputs_reason(node, allowed_dtypes):
     """Common checks of a binary node: arity, one shared dtype from `allowed_dtypes`, shapes
     that broadcast. None when fine."""
@@ -239,7 +248,7 @@ def _two_inputs_reason(node, allowed_dtypes):
         return Unimplemented(f"{node.op} on {a.dtype} is not supported (supported: "
                              f"{sorted(d.name for d in allowed_dtypes)})")
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        broadcast_shapes(tuple(a.shape), tuple(b.shape))
     except ValueError:
         return f"{node.op} input shapes {list(a.shape)} and {list(b.shape)} do not broadcast"
     return None
@@ -344,7 +353,7 @@ SUPPORT = {**{op: arithmetic_support for op in ARITHMETIC},
 
 def _broadcast_shape(node, shapes, values):
     """Both inputs broadcast to one output (what can make it far larger than either input)."""
-    return [np.broadcast_shapes(shapes[0], shapes[1])]
+    return [broadcast_shapes(tuple(shapes[0]), tuple(shapes[1]))]
 
 
 OUTPUT_SHAPES = {**{op: _broadcast_shape for op in KERNELS},

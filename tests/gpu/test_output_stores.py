@@ -1,7 +1,8 @@
 """Partition outputs stored straight into the I/O buffer by the kernels computing them
-(compiler.fuse_output_stores, common.glsl OUT_IO): one dispatch fewer per output where nothing
-in the partition reads the output, a convert_out where something does; every path that reads
-tensors back (preserve_all_tensors, debug_nonfinite, precision 'auto') still sees the outputs."""
+(compiler.fuse_output_stores, common.glsl OUT_IO): one dispatch fewer per output; one that
+dispatches of the partition read is stored into its arena storage too (OUT_IO 2); every path
+that reads tensors back (preserve_all_tensors, debug_nonfinite, precision 'auto') still sees the
+outputs."""
 import numpy as np
 import pytest
 
@@ -30,12 +31,14 @@ def plan_of(model, values, **options):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_an_output_read_inside_the_partition_keeps_its_convert(precision):
+def test_an_output_read_inside_the_partition_is_stored_by_its_kernel_too(precision):
+    """y, which relu(y) reads, is stored by its conv into the I/O buffer and its arena storage
+    (no convert_out, as for z); only z is left out of the arena (io_stores)."""
     model, values = two_heads(), [random(SHAPE)]
     check_gpu(model, values, precision)
-    _, plan, _ = plan_of(model, values, precision=precision)
-    assert [t for t in plan.templates if t == "convert_out"] == ["convert_out"]  # y's; z is stored directly
-    assert len(plan.io_stores) == 1
+    outputs, plan, _ = plan_of(model, values, precision=precision)
+    assert "convert_out" not in plan.templates
+    assert len(plan.io_stores) == 1 and sum("#define OUT_IO 2" in s for s in plan.sources) == 1
 
 
 def test_outputs_match_the_plan_with_converts(monkeypatch):
@@ -43,7 +46,7 @@ def test_outputs_match_the_plan_with_converts(monkeypatch):
     fused, fused_plan, _ = plan_of(model, values)
     monkeypatch.setattr(compiler, "FUSE_OUTPUT_STORES", False)
     plain, plain_plan, _ = plan_of(model, values)
-    assert len(plain_plan.steps) == len(fused_plan.steps) + 1 and plain_plan.io_stores == []
+    assert len(plain_plan.steps) == len(fused_plan.steps) + 2 and plain_plan.io_stores == []
     for a, b in zip(fused, plain):
         np.testing.assert_array_equal(a, b)
 
@@ -82,6 +85,28 @@ def test_preserve_all_tensors_and_debug_nonfinite_see_the_stored_output(caplog):
     assert np.isinf(out[0, 2, 3, 6]) and np.isfinite(np.delete(out.ravel(), np.ravel_multi_index((0, 2, 3, 6), SHAPE))).all()
     assert first["index"] == interp.get_output_details()[0]["index"] and first["inf"] == 1
     assert first["element"] == (0, 2, 3, 6) and first["dispatch"] is not None
+
+
+def test_debug_nonfinite_names_an_output_kept_in_the_arena_first():
+    """y = exp(|x|), a graph output its reader z = -y reads too: y's dispatch stores it in the
+    I/O buffer and the arena (OUT_IO 2), and the check reads it from the arena as it goes, so the
+    first non-finite value is y's, not that of z, which overflows after it."""
+    c = Chain(SHAPE)
+    y = c.op("EXP", c.op("ABS", c.x))
+    model = c.build(y, c.op("NEG", y))
+    x = random(SHAPE, 7)
+    x[0, 1, 2, 3] = 100.0
+    with GpuDelegate(debug_nonfinite=True) as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        plan = delegate.partitions[0].plan
+        assert "convert_out" not in plan.templates and len(plan.io_stores) == 1
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        y_out, z_out = (interp.get_tensor(d["index"]) for d in interp.get_output_details())
+        first = delegate.summary()["first_nonfinite"]
+    assert np.isposinf(y_out[0, 1, 2, 3]) and np.isneginf(z_out[0, 1, 2, 3])
+    assert first["index"] == interp.get_output_details()[0]["index"] and first["element"] == (0, 1, 2, 3)
 
 
 def test_precision_auto_calibrates_with_stored_outputs():

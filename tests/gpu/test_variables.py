@@ -226,6 +226,18 @@ def test_resize_keeps_the_state(keep_from):
             np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_binding_the_variables_leaves_the_interpreters_graph_as_it_was():
+    """The float partition's view is the interpreter's own nodes (quant.float_view):
+    gpu/variables.bind rebinds copies of its READ_VARIABLE / ASSIGN_VARIABLE nodes, whose inputs
+    in the graph stay the VAR_HANDLE outputs."""
+    interpreter = _ours(ring_model(Ring()), GpuDelegate())
+    assert _gpu_steps(interpreter)
+    graph = interpreter._main.graph
+    handles = {id(n.outputs[0]) for n in graph.nodes if n.op == "VAR_HANDLE"}
+    access = [n for n in graph.nodes if n.op in ("READ_VARIABLE", "ASSIGN_VARIABLE")]
+    assert access and all(id(n.inputs[0]) in handles for n in access)
+
+
 def test_two_interpreters_of_one_model_keep_separate_state():
     ring = Ring(quantized=True)
     model = ring_model(ring)

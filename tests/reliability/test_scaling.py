@@ -3,37 +3,29 @@ readers/producers index instead of scanning the graph per node (issue 17, item 3
 number of graph outputs, the memory planner's search in the number of tensors, and a LiteRT
 delegate kernel in the number of its nodes (issue 40, item 2). Each bound is far above what the
 linear code takes, far below what the quadratic code took, in CPU seconds (this machine is
-shared: its load stretches the wall clock)."""
+shared: its load stretches the wall clock). Growth is checked as a ratio (4x the nodes, under 8x
+the time); what start-up caches per shape follows a resize. The models are gles-bench-scale's
+(tools/bench_scale.py), which times 100,000 nodes (docs/performance.md, round 20)."""
 import random
 import time
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import memory
 from gles_delegate.graph import Graph, Node, Tensor
 from gles_delegate.litert.kernel import Kernel
-from gles_delegate.tflite import ModelBuilder
+from tests.litert import LiteRTInterpreter
+from tools.bench_scale import scale_model
 
 
 def add_chain(n, shape=(1, 8, 8, 4), every_output=False):
     """x + 1 + 1 ... (n ADDs): one GPU partition of n nodes, all fused into elementwise chains;
     with every_output, each ADD's output is a graph output too (n dispatches, n outputs read
-    inside the partition)."""
-    b = ModelBuilder()
-    x = b.input("x", shape)
-    one = b.const("one", np.ones(shape[-1:], np.float32))
-    value = x
-    for k in range(n):
-        out = b.tensor(f"t{k}", shape)
-        b.op("ADD", [value, one], [out])
-        value = out
-        if every_output:
-            b.output(out)
-    if not every_output:
-        b.output(value)
-    return b.build()
+    inside the partition). gles-bench-scale's models (tools/bench_scale.py)."""
+    return scale_model(n, every_output=every_output, shape=shape)
 
 
 def allocated_within(model, seconds):
@@ -52,6 +44,53 @@ def invoked(interpreter, x):
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
     interpreter.invoke()
     return interpreter
+
+
+def start_up_seconds(runtime, model):
+    """CPU seconds of making an Interpreter of `model` with a GpuDelegate and allocating its
+    tensors: ours ('ours'), or LiteRT's ('litert', whose constructor runs our delegate's
+    Prepare: reading, partitioning, compiling). The GL context is made before, not counted."""
+    with GpuDelegate() as delegate:
+        start = time.process_time()
+        interpreter = (Interpreter if runtime == "ours" else LiteRTInterpreter)(model_content=model,
+                                                                                 experimental_delegates=[delegate])
+        interpreter.allocate_tensors()
+        spent = time.process_time() - start
+        del interpreter  # before its delegate closes
+    return spent
+
+
+@pytest.mark.parametrize("runtime, every_output", [("ours", True), ("litert", False)],
+                         ids=["ours-outputs", "litert-chain"])
+def test_start_up_grows_linearly_with_the_nodes(runtime, every_output):
+    """4x the nodes (1,000 -> 4,000, each ADD a graph output for ours, a chain for LiteRT's, as
+    issue 40 timed them) takes less than 8x the time: linear is 4x (less, with the fixed costs),
+    quadratic 16x. The least of three starts of each size: the machine's noise only adds."""
+    small, large = (scale_model(n, every_output=every_output) for n in (1000, 4000))
+    times = [min(start_up_seconds(runtime, model) for _ in range(3)) for model in (small, large)]
+    assert times[1] / times[0] < 8, times
+
+
+@pytest.mark.parametrize("runtime", ["ours", "litert"])
+def test_a_resize_plans_again_at_the_new_shapes(runtime):
+    """What start-up caches per shape (support checks, sources' geometry, packed constants,
+    element counts: lru caches keyed by shapes, and per compile) follows a resize: every output
+    of a chain of ADDs, each a graph output, at the first shape, then at a larger one."""
+    n = 50
+    with GpuDelegate() as delegate:
+        make = Interpreter if runtime == "ours" else LiteRTInterpreter
+        interpreter = make(model_content=scale_model(n, every_output=True), experimental_delegates=[delegate])
+        for shape in ((1, 2, 2, 4), (2, 3, 5, 4)):
+            index = interpreter.get_input_details()[0]["index"]
+            interpreter.resize_tensor_input(index, shape)
+            interpreter.allocate_tensors()
+            x = np.random.default_rng(len(shape)).random(shape, np.float32)
+            interpreter.set_tensor(index, x)
+            interpreter.invoke()
+            outputs = interpreter.get_output_details()
+            for k in (0, n // 2, n - 1):
+                np.testing.assert_allclose(interpreter.get_tensor(outputs[k]["index"]), x + (k + 1), rtol=1e-6)
+        del interpreter
 
 
 def test_20000_ops_allocate_in_under_10_s():

@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 
 from gles_delegate import ModelError
-from gles_delegate.tools import (bench_compare, bench_init, bench_invoke, benchmark_model, build_quantized_mobilenet,
-                                 build_structures, common, compiler_report, demo, doc_examples, fetch_models,
-                                 fuzz_models, inspect_model, parity_report, profile_model, supported_ops,
-                                 top1_agreement)
+from gles_delegate.tools import (bench_compare, bench_init, bench_invoke, bench_scale, benchmark_model,
+                                 build_quantized_mobilenet, build_structures, common, compiler_report, demo,
+                                 doc_examples, fetch_models, fuzz_models, inspect_model, parity_report, profile_model,
+                                 supported_ops, top1_agreement)
 
 TOOLS = [benchmark_model, inspect_model, parity_report, profile_model, bench_compare, bench_init, top1_agreement,
          compiler_report, fetch_models, fuzz_models, demo, supported_ops, build_quantized_mobilenet, doc_examples,
-         bench_invoke, build_structures]
+         bench_invoke, build_structures, bench_scale]
 CHECKED_NUMBERS = {common.positive_int, common.non_negative_int, common.positive_float, common.non_negative_float,
                    common.thread_count}
 

@@ -40,6 +40,7 @@ CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
 SUPPORT, BUILD = {}, {}
 for _op, _owners in CANDIDATES.items():
     SUPPORT[_op], BUILD[_op] = registry.resolve(_op, _owners, "BUILD")
+RUNNER = {op: registry.runner_of(op, owners) for op, owners in CANDIDATES.items()}  # op -> (node -> its module)
 FACTS = registry.merge(MODULES, "FACTS")
 NO_FACTS = registry.OpFacts()
 FLOAT_VIEW = frozenset(op for module in MODULES for op in getattr(module, "FLOAT_VIEW", {}))
@@ -124,7 +125,7 @@ def unsupported_reason(node):
 
 def epilogue_reason(node):
     """None if the kernel running `node` applies epilogue steps to its output, else why not."""
-    module = registry.runner(node.op, CANDIDATES[node.op], node) if node.op in CANDIDATES else None
+    module = RUNNER[node.op](node) if node.op in RUNNER else None
     if node.op not in getattr(module, "EPILOGUE", {}):
         return f"the {node.op} kernel applies no epilogue"
     check = module.EPILOGUE[node.op]

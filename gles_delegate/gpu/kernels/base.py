@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import GpuError
 from ...ops.common import fused_activation
 from ..complex_view import as_floats
-from ..phwc4 import bhwc
+from ..phwc4 import bhwc, to_phwc4
 
 VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
 INT32 = np.dtype(np.int32)
@@ -94,7 +94,8 @@ class Dispatch:
     node: the graph node it computes (compiler.build_dispatches sets it; None for the input and
         output conversions).
     io_store: the partition output it stores straight into the I/O buffer (OUT_IO in
-        common.glsl; compiler.fuse_output_stores sets it), or None.
+        common.glsl; compiler.fuse_output_stores sets it), or None; io_kept: into its arena
+        storage too, where dispatches of the partition read it.
     """
     template: str
     grid: tuple
@@ -108,6 +109,7 @@ class Dispatch:
     inplace: tuple = ()
     node: object = None
     io_store: object = None
+    io_kept: bool = False
 
 
 class KernelEnv:
@@ -126,6 +128,7 @@ class KernelEnv:
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
         self.status_errors = []  # per status word: the error its kernel reports there (status_word)
         self.persistent = {}  # id(tensor) -> (tensor, variable key): see persist()
+        self._packed = {}  # see packed()
 
     @property
     def storage_half(self):
@@ -153,6 +156,18 @@ class KernelEnv:
         self.constants.append(rows)
         self.constant_nodes.append(self.node)
         return ConstRef(len(self.constants) - 1)
+
+    def packed(self, tensor, view):
+        """The ConstRef of constant `tensor`'s values broadcast to `view` (a Shape4), as PHWC4:
+        packed once, then shared by every dispatch that reads the tensor in that view (a chain
+        of N ADDs of one constant read it N times). In the half precisions, per node: storage.py
+        stores and reports those constants by the node that registered them."""
+        key = (id(tensor), view, id(self.node) if self.storage_half else None)
+        found = self._packed.get(key)
+        if found is None:
+            data = stored_values(tensor.data).reshape(view.b, view.h, view.w, view.c)
+            found = self._packed[key] = (tensor, self.constant(to_phwc4(data)))  # the tensor kept: its id stays its own
+        return found[1]
 
     def alias(self, tensor, source):
         """Let `tensor` share `source`'s arena storage (same offset, joint lifetime) instead of

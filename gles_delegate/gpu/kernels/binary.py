@@ -12,10 +12,13 @@ VIEW_OPS = tuple(epilogue.VIEW_BINARY_CODES)
 
 def supports(node):
     """A float fused activation, and each operand broadcasts to the output without changing its layout (epilogue.operand_reason)."""
-    out = node.outputs[0]
-    if fused_activation(node) not in (0, *epilogue.ACTIVATION_STEPS):
+    if fused_activation(node) not in _ACTIVATIONS:
         return f"fused activation {fused_activation(node)} is not supported"
-    return epilogue.operands_reason(node.inputs[:2], out)
+    out = node.outputs[0]
+    return epilogue.operand_reason(node.inputs[0], out) or epilogue.operand_reason(node.inputs[1], out)
+
+
+_ACTIVATIONS = frozenset((0, *epilogue.ACTIVATION_STEPS))  # NONE and those with a step
 
 
 def view_supports(node):

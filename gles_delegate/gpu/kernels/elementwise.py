@@ -54,7 +54,8 @@ def build(node, env):
     and its epilogue. Runtime inputs of the output's layout may share its storage (in place)."""
     x, out = node.inputs[0], node.outputs[0]
     out4 = bhwc(out.shape)
-    defines, params = epilogue.tensor_source(x, out, env).fields("x")
+    defines, params = {}, {}
+    epilogue.tensor_source(x, out, env).put("x", defines, params)
     params.update({"out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)})
     main = () if x.is_const else (x,)
     reads, inplace = epilogue.apply(node, env, out, defines, params, main, epilogue.node_steps(node, x))

@@ -7,14 +7,15 @@ specializes the template with one op code per step (specialize()) and reads each
 at the output position it stores. Only rewritten partition copies carry epilogues: the reference
 kernels never see one.
 """
+import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ...graph import EPILOGUE_KEY
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
-from ..phwc4 import bhwc, to_phwc4
-from .base import stored_values
+from ..phwc4 import bhwc
 
 KEY = EPILOGUE_KEY  # node.options[KEY]: a tuple of Steps (graph.fused_reads reads their operands)
 # node.options[CAST_OUTPUT]: a CAST's own output dtype (its name), kept when fused steps make it write another
@@ -159,27 +160,41 @@ def operand_reason(operand, out, moves_int=False):
     it broadcasts to out's shape without growing it, and a runtime operand is float32 or bool
     (an int32 one holds bits, which float steps do not compute on: kernels/integer.py does), or
     with `moves_int` int32 too (a kernel that only selects or copies it). Else why not."""
-    if len(operand.shape) > len(out.shape):
-        return f"operand {list(operand.shape)} has a higher rank than the output {list(out.shape)}"
-    s4, o4 = aligned_shape4(operand, len(out.shape)), bhwc(out.shape)
-    if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
-        aligned = (1,) * (len(out.shape) - len(operand.shape)) + tuple(operand.shape)
-        if all(d in (1, o) for d, o in zip(aligned, out.shape)):  # numpy broadcasts it, the view does not
-            return (f"operand {list(operand.shape)} broadcasts along some but not all of the dims that the "
-                    f"rank-{len(out.shape)} view of {list(out.shape)} merges into its batch")
-        return f"operand shape {list(operand.shape)} does not broadcast to {list(out.shape)}"
-    if not operand.is_const and operand.dtype not in ((_F32, _BOOL, _I32) if moves_int else (_F32, _BOOL)):
+    reason = _broadcast_reason(tuple(operand.shape), tuple(out.shape))
+    if reason is None and not operand.is_const and \
+            operand.dtype not in ((_F32, _BOOL, _I32) if moves_int else (_F32, _BOOL)):
         return f"runtime operand {operand.index} is {operand.dtype}"
+    return reason
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_reason(shape, out_shape):
+    """operand_reason's shape check of an operand of `shape` against an output of `out_shape`
+    (cached: a graph holds few distinct pairs, and the support checks and rewrite rules ask it
+    several times per node)."""
+    if len(shape) > len(out_shape):
+        return f"operand {list(shape)} has a higher rank than the output {list(out_shape)}"
+    aligned = (1,) * (len(out_shape) - len(shape)) + shape
+    s4, o4 = bhwc(aligned), bhwc(out_shape)
+    if any(d not in (1, o) for d, o in zip((s4.b, s4.h, s4.w, s4.c), (o4.b, o4.h, o4.w, o4.c))):
+        if all(d in (1, o) for d, o in zip(aligned, out_shape)):  # numpy broadcasts it, the view does not
+            return (f"operand {list(shape)} broadcasts along some but not all of the dims that the "
+                    f"rank-{len(out_shape)} view of {list(out_shape)} merges into its batch")
+        return f"operand shape {list(shape)} does not broadcast to {list(out_shape)}"
     return None
 
 
 def same_layout(tensor, out):
     """True when `tensor` is read at exactly the element index of `out` being written."""
-    return aligned_shape4(tensor, len(out.shape)) == bhwc(out.shape) and bhwc(tensor.shape) == bhwc(out.shape)
+    return _same_layout(tuple(tensor.shape), tuple(out.shape))
 
 
-@dataclass(frozen=True)
-class Source:
+@functools.lru_cache(maxsize=4096)
+def _same_layout(shape, out_shape):
+    return bhwc((1,) * (len(out_shape) - len(shape)) + shape) == bhwc(out_shape) == bhwc(shape)
+
+
+class Source(NamedTuple):  # a tuple: made for every operand of every dispatch, a frozen dataclass took 3x as long
     """Where a kernel reads a tensor broadcast over its output (epilogue.glsl's ep_fetch): kind
     SRC_CONST or SRC_ARENA at `offset`; size: the broadcast view (w, h, slices, batch); plane:
     0, or for a runtime tensor stored in a layout of its own (bhwc of its shape, not the view:
@@ -191,29 +206,44 @@ class Source:
     scalar_c: bool
     plane: int = 0
 
-    def fields(self, name):
-        """(defines, params) that pass this source to a template as NAME_SRC, NAME_SCALAR_C,
-        NAME_PLANE (a define: the param name_plane, or 0 so the compiler folds the branch) and
-        the params name_offset, name_size[, name_plane]."""
-        defines = {f"{name.upper()}_SRC": self.kind, f"{name.upper()}_SCALAR_C": int(self.scalar_c),
-                   f"{name.upper()}_PLANE": f"{name}_plane" if self.plane else 0}
-        params = {f"{name}_offset": self.offset, f"{name}_size": tuple(self.size)}
+    def put(self, name, defines, params):
+        """Pass this source to a template as `name`: into `defines` NAME_SRC, NAME_SCALAR_C,
+        NAME_PLANE (the param name_plane, or 0 so the compiler folds the branch), into `params`
+        name_offset, name_size[, name_plane]."""
+        src, scalar_c, plane_define, offset, size, plane = _field_names(name)
+        defines[src], defines[scalar_c] = self.kind, int(self.scalar_c)
+        defines[plane_define] = plane if self.plane else 0
+        params[offset], params[size] = self.offset, tuple(self.size)
         if self.plane:
-            params[f"{name}_plane"] = self.plane
-        return defines, params
+            params[plane] = self.plane
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(name):
+    """The define and param names of Source.put(name), made once per name (a few names, asked
+    for every dispatch)."""
+    upper = name.upper()
+    return (f"{upper}_SRC", f"{upper}_SCALAR_C", f"{upper}_PLANE", f"{name}_offset", f"{name}_size",
+            f"{name}_plane")
 
 
 def tensor_source(x, out, env):
     """The Source that reads tensor `x` broadcast over `out`: a constant is packed in its
     broadcast layout, a runtime tensor read where it is stored."""
-    s4, o4 = aligned_shape4(x, len(out.shape)), bhwc(out.shape)
-    scalar_c = s4.c == 1 and o4.c > 1
+    view, size, scalar_c, plane = _source_geometry(tuple(x.shape), tuple(out.shape))
     if x.is_const:
-        data = stored_values(x.data).reshape(s4.b, s4.h, s4.w, s4.c)
-        return Source(SRC_CONST, env.constant(to_phwc4(data)), s4.as_ivec4(), scalar_c)
-    stored = bhwc(x.shape)
-    plane = stored.h * stored.w if stored != s4 else 0
-    return Source(SRC_ARENA, env.arena(x), s4.as_ivec4(), scalar_c, plane)
+        return Source(SRC_CONST, env.packed(x, view), size, scalar_c)
+    return Source(SRC_ARENA, env.arena(x), size, scalar_c, plane)
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_geometry(shape, out_shape):
+    """(the broadcast view (a Shape4), its (w, h, slices, batch), whether one channel is read for
+    all, the stored plane of a runtime tensor stored in another layout or 0) of tensor_source,
+    from the shapes alone (cached: asked for every operand of every dispatch)."""
+    view, o4 = bhwc((1,) * (len(out_shape) - len(shape)) + shape), bhwc(out_shape)
+    stored = bhwc(shape)
+    return view, view.as_ivec4(), view.c == 1 and o4.c > 1, stored.h * stored.w if stored != view else 0
 
 
 def operands_reason(operands, out, moves_int=False):
@@ -223,12 +253,10 @@ def operands_reason(operands, out, moves_int=False):
 
 def sources(tensors, names, out, env):
     """(defines, params) passing each of `tensors`, read broadcast over `out`, to a template under
-    its name in `names` (Source.fields)."""
+    its name in `names` (Source.put)."""
     defines, params = {}, {}
     for name, tensor in zip(names, tensors):
-        source_defines, source_params = tensor_source(tensor, out, env).fields(name)
-        defines.update(source_defines)
-        params.update(source_params)
+        tensor_source(tensor, out, env).put(name, defines, params)
     return defines, params
 
 
@@ -236,37 +264,48 @@ def _operand(step, out, env):
     """(Source, value) of a step's operand; value: the scalar of SRC_SCALAR."""
     x = step.operand
     if x is None:
-        return Source(SRC_NONE, 0, (1, 1, 1, 1), False), 0.0
+        return _NO_SOURCE, 0.0
     if isinstance(x, float):
-        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), x
+        return _SCALAR_SOURCE, x
     if x.is_const and x.size == 1 and x.dtype != _I32:  # a scalar constant needs no memory read (an int's bits: no float param)
-        return Source(SRC_SCALAR, 0, (1, 1, 1, 1), False), float(np.asarray(x.data, np.float32).reshape(-1)[0])
+        return _SCALAR_SOURCE, float(np.asarray(x.data, np.float32).reshape(-1)[0])
     return tensor_source(x, out, env), 0.0
 
 
-def specialize(steps, out, env):
-    """(defines, params, runtime operands) of epilogue.glsl applying `steps` to values of `out`."""
+_NO_SOURCE = Source(SRC_NONE, 0, (1, 1, 1, 1), False)
+_SCALAR_SOURCE = Source(SRC_SCALAR, 0, (1, 1, 1, 1), False)
+
+
+# Per step k: its Source.put name and its define and param names (made once, not per dispatch).
+_STEP_NAMES = [(f"ep{k}", f"EP{k}_OP", f"EP{k}_SWAP", f"EP{k}_STORED", f"EP{k}_ZERO_C", f"ep{k}_value")
+               for k in range(MAX_STEPS)]
+
+
+def specialize(steps, out, env, defines, params):
+    """Add to `defines` and `params` what epilogue.glsl needs to apply `steps` to values of
+    `out`; returns the runtime operands the steps read."""
     if len(steps) > MAX_STEPS:
         raise ValueError(f"{len(steps)} epilogue steps, the template holds {MAX_STEPS}")
-    defines, params, reads = {"EP_COUNT": len(steps)}, {}, []
+    defines["EP_COUNT"] = len(steps)
+    reads = []
     for k, step in enumerate(steps):
         source, value = _operand(step, out, env)
-        code = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
-        source_defines, source_params = source.fields(f"ep{k}")
-        defines.update({f"EP{k}_OP": code, f"EP{k}_SWAP": int(step.swap), f"EP{k}_STORED": int(step.stored),
-                        f"EP{k}_ZERO_C": int(step.padded_c), **source_defines})
-        params.update({**source_params, f"ep{k}_value": float(value)})
+        name, op, swap, stored, zero_c, value_name = _STEP_NAMES[k]
+        defines[op] = UNARY_CODES[step.op] if step.op in UNARY_CODES else BINARY_BASE + BINARY_CODES[step.op]
+        defines[swap], defines[stored], defines[zero_c] = int(step.swap), int(step.stored), int(step.padded_c)
+        source.put(name, defines, params)
+        params[value_name] = float(value)
         if source.kind == SRC_ARENA and all(step.operand is not r for r in reads):
             reads.append(step.operand)
-    return defines, params, tuple(reads)
+    return reads
 
 
 def apply(node, env, out, defines, params, reads, own_steps=()):
     """Add the epilogue of `node` (after `own_steps`, the kernel's own elementwise work) to a
     dispatch's defines and params; returns (reads plus the epilogue's runtime operands, the
     operands the output may overwrite in place: read at the very index written)."""
-    more_defines, more_params, operands = specialize(tuple(own_steps) + steps_of(node), out, env)
-    defines.update(more_defines)
-    params.update(more_params)
+    operands = specialize(tuple(own_steps) + steps_of(node), out, env, defines, params)
+    if not operands:  # constant and scalar operands only (most steps)
+        return tuple(reads), ()
     inplace = tuple(t for t in operands if same_layout(t, out) and all(t is not r for r in reads))
     return tuple(reads) + tuple(t for t in operands if all(t is not r for r in reads)), inplace

@@ -6,6 +6,11 @@ from ...graph import fused_reads
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
+from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
+from ..kernels.variables import IN_PLACE
+
+
+_I32 = np.dtype(np.int32)
 
 
 def new_constant(graph, name, data, dtype=np.float32):
@@ -111,9 +116,15 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
     """Why elementwise `node`, reading `value`, cannot become epilogue `steps` of `producer`
     (the node computing `value`), or None. The node's own epilogue moves along. readers: how
     many nodes read `value` (the ones the steps replace)."""
+    return _producer_blocker(graph, producer, value, node, readers) or _steps_blocker(graph, producer, value, node,
+                                                                                      steps)
+
+
+def _producer_blocker(graph, producer, value, node, readers=1):
+    """epilogue_blocker's checks that need no steps: the producer, the values, the readers."""
     if producer is None:
         return "its input is not computed in this partition"
-    if node.op != "CAST" and any(t is not None and t.dtype == np.int32 for t in node.inputs[:2] + node.outputs):
+    if node.op != "CAST" and any(t is not None and t.dtype == _I32 for t in (*node.inputs[:2], *node.outputs)):
         return "it computes on int32 values, which the integer kernel runs (epilogue steps are float math)"
     reason = kernels.epilogue_reason(producer)
     if reason:
@@ -125,6 +136,11 @@ def epilogue_blocker(graph, producer, value, node, steps, readers=1):
         return reason
     if tuple(node.outputs[0].shape) != tuple(value.shape):
         return f"its output {list(node.outputs[0].shape)} is larger than its input {list(value.shape)}"
+    return None
+
+
+def _steps_blocker(graph, producer, value, node, steps):
+    """epilogue_blocker's checks of the steps: room in the producer's epilogue, operands it can read."""
     moved = tuple(steps) + epilogue.steps_of(node)
     room = epilogue.MAX_STEPS - epilogue.own_steps(producer)
     if len(epilogue.steps_of(producer)) + len(moved) > room:
@@ -142,8 +158,10 @@ def fuse_into_epilogue(graph, log, node, value):
     `value`, and log it APPLIED; returns None once done, else why it cannot be (the caller logs
     it: a rule may try another operand first)."""
     producer = producer_of(graph, value)
-    steps = epilogue.node_steps(node, value)
-    reason = epilogue_blocker(graph, producer, value, node, steps)
+    reason = _producer_blocker(graph, producer, value, node)
+    if reason is None:  # the node's steps only now: most nodes a rule looks at are blocked before
+        steps = epilogue.node_steps(node, value)
+        reason = _steps_blocker(graph, producer, value, node, steps)
     if reason is None:
         absorb(graph, producer, node, steps)
         log.applied(node, f"into the epilogue of {producer.label}")
@@ -205,8 +223,6 @@ class StorageTree:
     make views (slice_views, concat_in_place, lane_views) ask view_blocker before each."""
 
     def __init__(self, graph):
-        from ..kernels.layout import ALIAS
-        from ..kernels.variables import IN_PLACE
         self.root, self.parent = {}, {}  # id(tensor) -> id of its storage's representative; storage -> parent
         for node in graph.nodes:
             if node.options.get(ALIAS) or (node.op == "ASSIGN_VARIABLE" and node.options.get(IN_PLACE)):
@@ -267,8 +283,10 @@ class StorageTree:
 def _placed(node):
     """(tensor, the tensor whose storage holds it) of each view `node` makes (layout.VIEW_OUTPUTS,
     IN_PLACE_INPUTS, LANE_VIEWS)."""
-    from ..kernels.layout import DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
-    lanes = [entry[0] for entry in node.options.get(LANE_VIEWS, ())]
+    options = node.options
+    if LANE_VIEWS not in options and IN_PLACE_INPUTS not in options and VIEW_OUTPUTS not in options:
+        return ()  # most nodes (every node of the graph is asked, by each rule that makes views)
+    lanes = [entry[0] for entry in options.get(LANE_VIEWS, ())]
     if node.op == "CONCATENATION":
         inputs = [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes
         return [(node.inputs[j], node.outputs[0]) for j in inputs]

@@ -26,11 +26,11 @@ def apply(graph, log):
     for node in list(graph.nodes):
         if node.op not in ("MUL", "ADD", "SUB") or sum(t.is_const for t in node.inputs[:2]) != 1:
             continue
-        value, scale, shift, reason = _affine(node)
+        value, affine, reason = _affine(node)
         if reason is None:
-            target, forward = _into_producer(graph, node, value, scale, shift)
+            target, forward = _into_producer(graph, node, value, affine)
             if forward:
-                target, backward = _into_consumer(graph, node, value, scale, shift)
+                target, backward = _into_consumer(graph, node, value, affine)
                 reason = backward and f"{forward}; {backward}"
         if reason:
             log.skipped(node, reason)
@@ -39,23 +39,27 @@ def apply(graph, log):
 
 
 def _affine(node):
-    """(runtime input, scale [C], shift [C], None) of y = x * scale + shift, or
-    (None, None, None, why not)."""
+    """(runtime input, affine, None), affine() giving (scale [C], shift [C]) of y = x * scale +
+    shift, or (None, None, why not). The arrays are made only for a fold that happens: most
+    such nodes have nothing to fold into (a chain of 100,000 ADDs made them all)."""
     a, b = node.inputs[:2]
     value, const = (b, a) if a.is_const else (a, b)
     if fused_activation(node) != ACT_NONE:
-        return None, None, None, "it has a fused activation"
+        return None, None, "it has a fused activation"
     channels = value.shape[-1] if value.shape else 1
     if tuple(node.outputs[0].shape) != tuple(value.shape) or const.size not in (1, channels) \
             or any(d != 1 for d in const.shape[:-1]):
-        return None, None, None, f"constant {list(const.shape)} is not a scalar or one value per channel"
-    c = np.broadcast_to(np.asarray(const.data, np.float32).reshape(-1), (channels,)).astype(np.float64)
-    ones, zeros = np.ones(channels), np.zeros(channels)
-    if node.op == "MUL":
-        return value, c, zeros, None
-    if node.op == "ADD":
-        return value, ones, c, None
-    return (value, ones, -c, None) if const is b else (value, -ones, c, None)  # x - c, or c - x
+        return None, None, f"constant {list(const.shape)} is not a scalar or one value per channel"
+
+    def affine():
+        c = np.broadcast_to(np.asarray(const.data, np.float32).reshape(-1), (channels,)).astype(np.float64)
+        ones, zeros = np.ones(channels), np.zeros(channels)
+        if node.op == "MUL":
+            return c, zeros
+        if node.op == "ADD":
+            return ones, c
+        return (ones, -c) if const is b else (-ones, c)  # x - c, or c - x
+    return value, affine, None
 
 
 def _weights(graph, node, index, data):
@@ -73,12 +77,13 @@ def _bias(node, index, channels):
     return np.zeros(channels) if bias is None else np.asarray(bias.data, np.float64).reshape(-1)
 
 
-def _into_producer(graph, node, value, scale, shift):
+def _into_producer(graph, node, value, affine):
     """Fold into the node computing `value`: (that node, None) once done, else (None, why not)."""
     producer = producer_of(graph, value)
     reason = _producer_blocker(graph, producer, value)
     if reason:
         return None, reason
+    scale, shift = affine()
     w_index, b_index, axis = PRODUCERS[producer.op]
     weights = producer.inputs[w_index]
     shape = [1] * weights.data.ndim
@@ -102,11 +107,12 @@ def _producer_blocker(graph, producer, value):
     return only_reader_blocker(graph, value, producer)
 
 
-def _into_consumer(graph, node, value, scale, shift):
+def _into_consumer(graph, node, value, affine):
     """Fold into the one node reading the output: (that node, None) once done, else (None, why not)."""
-    consumer, reason = _consumer(graph, node.outputs[0], shift)
+    consumer, reason = _consumer(graph, node.outputs[0], affine)
     if reason:
         return None, reason
+    scale, shift = affine()
     weights = np.asarray(consumer.inputs[1].data, np.float64)
     channel = _in_channel_of(consumer, weights, len(scale))
     if channel is None:
@@ -119,7 +125,7 @@ def _into_consumer(graph, node, value, scale, shift):
     return consumer, None
 
 
-def _consumer(graph, out, shift):
+def _consumer(graph, out, affine):
     """(the one node reading `out` as its data input, None), or (None, why it cannot take the fold)."""
     readers = readers_of(graph, out)
     if is_boundary(graph, out) or len(readers) != 1:
@@ -129,7 +135,7 @@ def _consumer(graph, out, shift):
         return None, f"{consumer.label} has no weights to fold it into"
     if not consumer.inputs[1].is_const:
         return None, f"the weights of {consumer.label} are computed at run time"
-    if np.any(shift != 0) and _reads_padding(consumer):
+    if np.any(affine()[1] != 0) and _reads_padding(consumer):
         return None, f"{consumer.label} reads zero padding, which the shift never reached"
     return consumer, None
 

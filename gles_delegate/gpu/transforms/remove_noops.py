@@ -14,10 +14,11 @@ MAX_PROBE = 1 << 24  # float32 counts exactly up to here
 
 
 def apply(graph, log):
+    filled = {}  # (id(constant), value) -> whether it holds only that value: many nodes read one constant
     for node in list(graph.nodes):
         if not _candidate(node):
             continue
-        source, reason = _passed_through(node)
+        source, reason = _passed_through(node, filled)
         if reason is None:
             reason = bypass(graph, node, source, node.outputs[0])
         if reason:
@@ -38,12 +39,13 @@ def _candidate(node):
     return source is not None and tuple(source.shape) == tuple(node.outputs[0].shape)
 
 
-def _passed_through(node):
-    """(the input the node's output equals, None), or (None, why it is not a no-op)."""
+def _passed_through(node, filled):
+    """(the input the node's output equals, None), or (None, why it is not a no-op). filled: the
+    memo of _neutral_operand."""
     if fused_activation(node) != ACT_NONE:
         return None, "it has a fused activation"
     if node.op in NEUTRAL:
-        return _neutral_operand(node)
+        return _neutral_operand(node, filled)
     k = kernels.facts(node.op).noop_input
     source, out = node.inputs[k], node.outputs[0]
     if source.is_const or source.dtype != out.dtype:
@@ -70,14 +72,23 @@ def _maps_iota_to_itself(node, k):
     return np.shape(result) == probe.shape and np.array_equal(np.asarray(result, np.float32), probe)
 
 
-def _neutral_operand(node):
+def _neutral_operand(node, filled):
     """ADD / SUB of zeros, MUL / DIV by ones (the constant on the right, or for ADD / MUL on
-    either side), not growing the output: (the other input, None), else (None, why not)."""
+    either side), not growing the output: (the other input, None), else (None, why not).
+    filled: {(id(constant), value): (constant, whether it holds only that value)}, kept by the caller."""
     value, commutes = NEUTRAL[node.op]
     a, b = node.inputs[:2]
     for const, other in ((b, a), (a, b)) if commutes else ((b, a),):
         if const is not None and const.is_const and not other.is_const \
-                and tuple(other.shape) == tuple(node.outputs[0].shape) \
-                and np.all(np.asarray(const.data, np.float32) == value):
+                and tuple(other.shape) == tuple(node.outputs[0].shape) and _filled_with(const, value, filled):
             return other, None
     return None, f"no constant operand of {value:g} that leaves the other unchanged"
+
+
+def _filled_with(const, value, filled):
+    """Whether every element of constant tensor `const` is `value` (as float32), memoized in
+    `filled` (the constant kept there, so that its id stays its own)."""
+    key = (id(const), value)
+    if key not in filled:
+        filled[key] = (const, bool(np.all(np.asarray(const.data, np.float32) == value)))
+    return filled[key][1]
