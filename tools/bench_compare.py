@@ -207,7 +207,7 @@ def main(argv=None):
 
 
 def run(args, argv):
-    command = "python -m gles_delegate.tools.bench_compare " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = common.command_line("python -m gles_delegate.tools.bench_compare", argv)
     rows, text = [], ""
     groups = args.models + args.models_dir
     if not groups:

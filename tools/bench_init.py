@@ -529,7 +529,7 @@ def run(args, argv):
 
 def start_up_table(args, argv):
     """table() of every model of --models, written to --out after each model too."""
-    command = "gles-bench-init " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = common.command_line("gles-bench-init", argv)
     results = {}
     for model in [model for group in args.models for model in group]:
         print(f"{model.stem} ...", file=sys.stderr, flush=True)

@@ -187,7 +187,7 @@ def main(argv=None):
 def run(args, argv):
     if "litert" in {case.split("/")[0] for case in args.cases} and common.litert() is None:
         raise common.ToolError(f"the litert cases need ai-edge-litert: {common.LITERT_MISSING}")
-    command = "gles-bench-scale " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = common.command_line("gles-bench-scale", argv)
     with tempfile.TemporaryDirectory(prefix="gles-bench-scale-") as directory:
         results = measure(args, directory)
     print(table(results, args, command))

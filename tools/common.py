@@ -11,6 +11,7 @@ import math
 import os
 import re
 import resource
+import shlex
 import sys
 import tempfile
 import time
@@ -49,6 +50,12 @@ def tool_parser(prog, doc):
     description, _, rest = doc.strip().partition("\n\n")
     return ArgumentParser(prog=prog, description=description, epilog=rest or None,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def command_line(program, argv=None):
+    """The command a report quotes: `program` and the arguments it was given (`argv`, else
+    sys.argv[1:]), each shell-quoted so the line can be pasted back into a shell."""
+    return " ".join([program] + [shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)])
 
 
 def run_main(parser, body, argv=None):

@@ -177,7 +177,7 @@ def run(args, argv):
                   file=sys.stderr)
     print(common.table([cells(row) for row in rows], headers(rows), "<" + ">" * (len(headers(rows)) - 1)))
     if args.markdown:
-        command = "gles-compiler-report " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = common.command_line("gles-compiler-report", argv)
         Path(args.markdown).write_text(markdown(rows, command.strip()))
         print(f"wrote {args.markdown}")
     return 0

@@ -155,10 +155,10 @@ def build_parser():
 
 
 def main(argv=None):
-    return common.run_main(build_parser(), run, argv)
+    return common.run_main(build_parser(), lambda args: run(args, argv), argv)
 
 
-def run(args):
+def run(args, argv=None):
     rows = []
     for path in [p for group in args.models for p in group]:
         rows.append(measure(path, args.seed, args.latency_runs, args.warmup, args.warmup_secs, args.samples))
@@ -166,8 +166,8 @@ def run(args):
     text = "\n".join("| " + " | ".join(cells) + " |" for cells in [HEADERS, ["---"] * len(HEADERS)] + rows)
     print(text)
     if args.out:
-        common.write_atomic(args.out, "`python -m gles_delegate.tools.precision_report " + " ".join(sys.argv[1:])
-                            + "`\n\n" + text + "\n")
+        command = common.command_line("python -m gles_delegate.tools.precision_report", argv)
+        common.write_atomic(args.out, f"`{command}`\n\n{text}\n")
     return 0
 
 
