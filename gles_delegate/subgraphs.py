@@ -14,6 +14,7 @@ A CALL_ONCE initializer runs on the reference kernels too: it runs once, and the
 stay on the CPU until the GPU partitions that use them upload them (variable_store.py).
 """
 import contextlib
+import weakref
 
 from .errors import ModelError
 from .graph import tensor_dtype
@@ -145,7 +146,10 @@ class Runtime:
     """node.runtime: the Subgraphs of the interpreter as seen from subgraph `caller`."""
 
     def __init__(self, subgraphs, caller):
-        self.subgraphs = subgraphs
+        # Weak: the Subgraphs holds the executors, which hold this Runtime (and their nodes do),
+        # so a strong reference put every interpreter's whole graph in a reference cycle that
+        # only the cyclic collector's full collection freed (docs/reliability.md, "scaling").
+        self.subgraphs = weakref.proxy(subgraphs)
         self.caller = caller
 
     @property

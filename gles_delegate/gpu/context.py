@@ -41,6 +41,7 @@ The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('au
 import logging
 import os
 import threading
+import weakref
 
 import moderngl
 
@@ -566,14 +567,17 @@ def devices():
 
 class _Current:
     """GlContext.current()'s context manager (one of each kind per context: it holds no state
-    of its own, the context counts the depth)."""
+    of its own, the context counts the depth). It refers to its context weakly: the context
+    holds it, and a cycle would keep a dropped context for the cyclic collector."""
 
     def __init__(self, context, keep_state):
-        self.context = context
+        self.context = weakref.ref(context)
         self.keep_state = keep_state
 
     def __enter__(self):
-        context = self.context
+        context = self.context()
+        if context is None:
+            raise GpuError("the GL context was released (delegate closed)")
         context.check_process()  # before the lock, which a parent thread may have held at fork()
         context._lock.acquire()
         if context.ctx is None:
@@ -594,7 +598,7 @@ class _Current:
         return context.ctx
 
     def __exit__(self, exc_type, *exc):
-        context = self.context
+        context = self.context()  # alive: whoever entered holds it to the end of the block
         context._depth -= 1
         try:
             if context._depth == 0 and context._token is not None:
