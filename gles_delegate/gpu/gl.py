@@ -304,7 +304,8 @@ class Program:
                     raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
                 shaders.append(shader)
                 text = source.encode()
-                gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
+                # byref of one value, not a `c_char_p * 1`: raw_memory.py says why
+                gl.shader_source(shader, 1, ctypes.byref(ctypes.c_char_p(text)), ctypes.byref(_i(len(text))))
                 gl.compile_shader(shader)
             for shader in shaders:
                 program = gl.create_program()
