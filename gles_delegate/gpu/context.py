@@ -659,12 +659,23 @@ class _ThreadEnd:
 
 class _Binding:
     """An EGL context of a GlContext and what the runtime left bound on it: `owner`, the
-    GpuPartition whose storage buffers are bound, `left_bound`, a program and copy buffers;
-    `thread`: the thread it is kept current on (None: the main context)."""
-    __slots__ = ("egl", "thread", "owner", "left_bound")
+    GpuPartition whose storage buffers are bound (None once it is gone), `left_bound`, a program
+    and copy buffers; `thread`: the thread it is kept current on (None: the main context)."""
+    __slots__ = ("egl", "thread", "_owner", "left_bound")
 
     def __init__(self, egl_context, thread):
-        self.egl, self.thread, self.owner, self.left_bound = egl_context, thread, None, False
+        self.egl, self.thread, self._owner, self.left_bound = egl_context, thread, None, False
+
+    # Weak: the partition holds the context, which holds its bindings (a thread's kept one in a
+    # thread-local), so a strong reference made a cycle that kept a dropped interpreter's last
+    # partition run, with its nodes, for the cyclic collector.
+    @property
+    def owner(self):
+        return None if self._owner is None else self._owner()
+
+    @owner.setter
+    def owner(self, partition):
+        self._owner = None if partition is None else weakref.ref(partition)
 
 
 def _unbind_left(gl):
