@@ -191,12 +191,13 @@ class GlContext:
     @property
     def state_owner(self):
         """The GpuPartition whose storage buffers are bound on the EGL context that ran last
-        (and which ran last, to its end), or None."""
-        return self._active.owner
+        (and which ran last, to its end), or None (also once it is gone)."""
+        owner = self._active.owner
+        return None if owner is None else owner()
 
     @state_owner.setter
     def state_owner(self, partition):
-        self._active.owner = partition
+        self._active.owner = None if partition is None else weakref.ref(partition)
 
     @property
     def left_bound(self):
@@ -658,24 +659,16 @@ class _ThreadEnd:
 
 
 class _Binding:
-    """An EGL context of a GlContext and what the runtime left bound on it: `owner`, the
-    GpuPartition whose storage buffers are bound (None once it is gone), `left_bound`, a program
-    and copy buffers; `thread`: the thread it is kept current on (None: the main context)."""
-    __slots__ = ("egl", "thread", "_owner", "left_bound")
+    """An EGL context of a GlContext and what the runtime left bound on it: `owner`, a weak
+    reference to the GpuPartition whose storage buffers are bound, or None; `left_bound`, a
+    program and copy buffers; `thread`: the thread it is kept current on (None: the main
+    context). The owner is weak: the partition holds the context, which holds its bindings (a
+    thread's kept one in a thread-local), and a strong reference made a cycle that kept a
+    dropped interpreter's last partition run, with its nodes, for the cyclic collector."""
+    __slots__ = ("egl", "thread", "owner", "left_bound")
 
     def __init__(self, egl_context, thread):
-        self.egl, self.thread, self._owner, self.left_bound = egl_context, thread, None, False
-
-    # Weak: the partition holds the context, which holds its bindings (a thread's kept one in a
-    # thread-local), so a strong reference made a cycle that kept a dropped interpreter's last
-    # partition run, with its nodes, for the cyclic collector.
-    @property
-    def owner(self):
-        return None if self._owner is None else self._owner()
-
-    @owner.setter
-    def owner(self, partition):
-        self._owner = None if partition is None else weakref.ref(partition)
+        self.egl, self.thread, self.owner, self.left_bound = egl_context, thread, None, False
 
 
 def _unbind_left(gl):
