@@ -268,16 +268,18 @@ class CpuBackend:
         nodes it refuses alone run on the reference (one warning for them all) and each run of
         the others is a LiteRTStep again. The ModelError naming the node where the reference
         cannot run one LiteRT refuses (it lacks the op or the variant)."""
+        # The errors' messages are kept, not the errors: an error in a local of this frame holds
+        # the frame (its traceback's, and its context's), a reference cycle for the collector.
         try:
             return [self._step(graph, nodes)]
         except ModelError as error:
-            failed = error
+            failed = str(error)
         refusals = {id(n): e for n in nodes if (e := self._refusal(graph, n)) is not None} if len(nodes) > 1 else {}
         # Each node alone runs but the sub-model of all of them does not: all of them on the reference.
         refusals = refusals or {id(n): failed for n in nodes}
         for node in nodes:
             if id(node) in refusals and ops.unsupported_reason(node) is not None:
-                raise refusals[id(node)]
+                raise ModelError(refusals[id(node)])
         refused = [n for n in nodes if id(n) in refusals]
         warnings.warn(f"LiteRT refused {_labels(refused)}, which run{'s' if len(refused) == 1 else ''} on the numpy "
                       f"reference kernels instead: {_why(refusals[id(refused[0])])}", RuntimeWarning, stacklevel=2)
@@ -294,11 +296,12 @@ class CpuBackend:
         return steps
 
     def _refusal(self, graph, node):
-        """The ModelError of LiteRT refusing `node` alone at allocate, or None when it takes it."""
+        """The message of the ModelError of LiteRT refusing `node` alone at allocate, or None
+        when it takes it."""
         try:
             self._step(graph, [node])
         except ModelError as error:
-            return error
+            return str(error)
         return None
 
     def node_runner(self, graph):
@@ -352,9 +355,9 @@ def _operands(node, index):
     return tuple(operands)
 
 
-def _why(error):
-    """What a ModelError naming a node says after the node's label."""
-    return str(error).split(": ", 1)[-1]
+def _why(message):
+    """What the message of a ModelError naming a node says after the node's label."""
+    return message.split(": ", 1)[-1]
 
 
 def _labels(nodes):

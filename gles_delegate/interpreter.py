@@ -4,7 +4,6 @@ It builds the graph IR, folds constant subgraphs, lets each delegate claim runs 
 runs the rest on the CPU: through LiteRT's kernels when ai-edge-litert is installed, else on the
 numpy reference kernels (cpu_backend, cpu_litert.py).
 """
-import ctypes
 import os
 import sys
 import threading
@@ -22,6 +21,7 @@ from .gc_pause import gc_paused
 from .graph import Graph, Node
 from .partition import boundary
 from .placement import CpuSide
+from .raw_memory import RawMemory
 from .shape_propagation import check_declared_shapes, dynamic_tensors, propagate_shapes
 from .subgraphs import Subgraphs
 from .tflite import read_model
@@ -37,7 +37,7 @@ class _Storage(dict):
     def __init__(self):
         super().__init__()
         self.deferred = {}  # tensor index -> Tensor
-        # Every array view() hands out is based on this ctypes array over the block, so its
+        # Every array view() hands out is based on this raw_memory.RawMemory of the block, so its
         # reference count says whether the user still holds one (LiteRT counts references to its
         # wrapper the same way).
         self.exposed = None
@@ -108,7 +108,7 @@ class _Storage(dict):
     def place(self, block, offsets):
         """Hold the tensors placed in `block` (uint8) at {tensor index: (shape, dtype, byte offset)}."""
         self.block = block
-        self.exposed = (ctypes.c_uint8 * block.size).from_buffer(block)
+        self.exposed = RawMemory(block.ctypes.data, block.size, owner=block)
         for index, (shape, dtype, offset) in offsets.items():
             self[index] = np.ndarray(shape, dtype, block, offset)
             self.offsets[index] = offset
@@ -119,7 +119,7 @@ class _Storage(dict):
         allocate_tensors()), or an intermediate a preserve_all_tensors capture replaced."""
         value = self[index]
         if value.base is self.block and index in self.offsets:
-            return np.ndarray(value.shape, value.dtype, self.exposed, self.offsets[index])
+            return np.ndarray(value.shape, value.dtype, np.asarray(self.exposed), self.offsets[index])
         value = value.view()
         value.flags.writeable = False
         return value

@@ -14,6 +14,7 @@ A CALL_ONCE initializer runs on the reference kernels too: it runs once, and the
 stay on the CPU until the GPU partitions that use them upload them (variable_store.py).
 """
 import contextlib
+import weakref
 
 from .errors import ModelError
 from .graph import tensor_dtype
@@ -112,19 +113,21 @@ class Subgraphs:
         """How many subgraphs deep running subgraph `index` goes (1: it calls none), at most
         MAX_NESTING + 1 (also for a cycle: Runtime.call_reason names the one into the caller)."""
         if index not in self._nesting:
-            memo, active = {}, set()
-
-            def depth(node):
-                if node in active or len(active) > MAX_NESTING:
-                    return MAX_NESTING + 1
-                if node not in memo:
-                    active.add(node)
-                    deepest = max((depth(c) for c in self.callees(node)), default=0)
-                    active.discard(node)
-                    memo[node] = min(1 + deepest, MAX_NESTING + 1)
-                return memo[node]
-            self._nesting[index] = depth(index)
+            self._nesting[index] = self._depth(index, {}, set())
         return self._nesting[index]
+
+    def _depth(self, index, memo, active):
+        """nesting(index), given the subgraphs on the path to it (`active`) and the depths found
+        so far (`memo`). A method, not a closure in nesting(): a recursive closure refers to
+        itself, a reference cycle left for the cyclic collector at every call."""
+        if index in active or len(active) > MAX_NESTING:
+            return MAX_NESTING + 1
+        if index not in memo:
+            active.add(index)
+            deepest = max((self._depth(c, memo, active) for c in self.callees(index)), default=0)
+            active.discard(index)
+            memo[index] = min(1 + deepest, MAX_NESTING + 1)
+        return memo[index]
 
     def prepare(self, index, shapes):
         """The executor of subgraph `index`, planned for input `shapes` (a list of tuples)."""
@@ -145,7 +148,10 @@ class Runtime:
     """node.runtime: the Subgraphs of the interpreter as seen from subgraph `caller`."""
 
     def __init__(self, subgraphs, caller):
-        self.subgraphs = subgraphs
+        # Weak: the Subgraphs holds the executors, which hold this Runtime (and their nodes do),
+        # so a strong reference put every interpreter's whole graph in a reference cycle that
+        # only the cyclic collector's full collection freed (docs/reliability.md, "scaling").
+        self.subgraphs = weakref.proxy(subgraphs)
         self.caller = caller
 
     @property

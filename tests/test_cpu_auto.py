@@ -4,6 +4,7 @@ ai-edge-litert (gles_delegate/cpu_litert.py). With the GPU delegate: tests/gpu/t
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from tests.control_flow_models import growing_loop, loop_between
 from tests.cpu_litert_models import int16_conv_model, random_input, run, segment_model
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, single_op_model
+from tests.refcount import collector_disabled
 from tests.test_quant import two_op_model
 from tests.threads import run_in_threads
 
@@ -129,6 +131,21 @@ def test_a_node_litert_refuses_at_allocate_runs_on_the_reference_with_one_warnin
     assert summary["reference_reasons"]["#1 (ABS)"].startswith("LiteRT refused it: Didn't find op for builtin "
                                                               "opcode 'ABS' version '99'")
     np.testing.assert_allclose(ours, np.tanh(x * x), rtol=1e-6)
+
+
+def test_a_refused_node_leaves_no_frame_holding_the_interpreters_graph():
+    """LiteRT's refusals are kept as messages: an error kept in a local held, through its
+    traceback, the frame that kept it (and with it the graph), a cycle that only the cyclic
+    collector freed after the interpreter was dropped."""
+    with collector_disabled():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "LiteRT refused #1 (ABS)": the test above
+            interpreter = Interpreter(model_content=_version_99_model())
+            interpreter.allocate_tensors()
+        assert interpreter.cpu_summary()["reference_reasons"]["#1 (ABS)"].startswith("LiteRT refused it")
+        gone = weakref.ref(interpreter._main.graph)
+        del interpreter
+        assert gone() is None
 
 
 def test_a_node_neither_litert_nor_the_reference_runs_is_a_model_error_naming_it():

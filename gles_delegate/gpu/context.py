@@ -41,6 +41,7 @@ The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('au
 import logging
 import os
 import threading
+import weakref
 
 import moderngl
 
@@ -190,12 +191,13 @@ class GlContext:
     @property
     def state_owner(self):
         """The GpuPartition whose storage buffers are bound on the EGL context that ran last
-        (and which ran last, to its end), or None."""
-        return self._active.owner
+        (and which ran last, to its end), or None (also once it is gone)."""
+        owner = self._active.owner
+        return None if owner is None else owner()
 
     @state_owner.setter
     def state_owner(self, partition):
-        self._active.owner = partition
+        self._active.owner = None if partition is None else weakref.ref(partition)
 
     @property
     def left_bound(self):
@@ -566,14 +568,17 @@ def devices():
 
 class _Current:
     """GlContext.current()'s context manager (one of each kind per context: it holds no state
-    of its own, the context counts the depth)."""
+    of its own, the context counts the depth). It refers to its context weakly: the context
+    holds it, and a cycle would keep a dropped context for the cyclic collector."""
 
     def __init__(self, context, keep_state):
-        self.context = context
+        self.context = weakref.ref(context)
         self.keep_state = keep_state
 
     def __enter__(self):
-        context = self.context
+        context = self.context()
+        if context is None:
+            raise GpuError("the GL context was released (delegate closed)")
         context.check_process()  # before the lock, which a parent thread may have held at fork()
         context._lock.acquire()
         if context.ctx is None:
@@ -594,7 +599,7 @@ class _Current:
         return context.ctx
 
     def __exit__(self, exc_type, *exc):
-        context = self.context
+        context = self.context()  # alive: whoever entered holds it to the end of the block
         context._depth -= 1
         try:
             if context._depth == 0 and context._token is not None:
@@ -654,9 +659,12 @@ class _ThreadEnd:
 
 
 class _Binding:
-    """An EGL context of a GlContext and what the runtime left bound on it: `owner`, the
-    GpuPartition whose storage buffers are bound, `left_bound`, a program and copy buffers;
-    `thread`: the thread it is kept current on (None: the main context)."""
+    """An EGL context of a GlContext and what the runtime left bound on it: `owner`, a weak
+    reference to the GpuPartition whose storage buffers are bound, or None; `left_bound`, a
+    program and copy buffers; `thread`: the thread it is kept current on (None: the main
+    context). The owner is weak: the partition holds the context, which holds its bindings (a
+    thread's kept one in a thread-local), and a strong reference made a cycle that kept a
+    dropped interpreter's last partition run, with its nodes, for the cyclic collector."""
     __slots__ = ("egl", "thread", "owner", "left_bound")
 
     def __init__(self, egl_context, thread):

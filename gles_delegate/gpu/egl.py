@@ -20,6 +20,8 @@ import ctypes.util
 import os
 import threading
 
+import numpy as np
+
 from ..errors import GpuError
 
 # -- EGL constants (EGL 1.5 and the extensions named beside them) ------------------------------
@@ -85,6 +87,9 @@ MISSING_EGL = ("no EGL/OpenGL driver could be loaded ({error}). On Debian instal
                "with an NVIDIA GPU, its driver's EGL vendor library must be installed.")
 
 _vp, _int, _uint = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+# One type for every attribute list (EGL reads up to EGL_NONE): a `c_int * n` per list is a new
+# ctypes type each time, a reference cycle once dropped (gles_delegate/raw_memory.py).
+_AttribList = _int * 16
 
 
 class _Library:
@@ -216,12 +221,13 @@ def enumerate_devices():
     if not egl.eglQueryDevicesEXT(0, None, ctypes.byref(count)):
         egl.eglGetError()
         return None
-    handles = (_vp * max(count.value, 1))()
-    if not egl.eglQueryDevicesEXT(count.value, handles, ctypes.byref(count)):
+    handles = np.zeros(max(count.value, 1), np.uintp)  # not a `c_void_p * n`: see _AttribList
+    if not egl.eglQueryDevicesEXT(count.value, ctypes.cast(handles.ctypes.data, ctypes.POINTER(_vp)),
+                                  ctypes.byref(count)):
         egl.eglGetError()
         return None
     devices = []
-    for handle in handles[:count.value]:
+    for handle in handles[:count.value].tolist():
         extensions = _device_string(handle, EGL_EXTENSIONS) or ""
         drm = None
         if "EGL_EXT_device_drm_render_node" in extensions:
@@ -368,7 +374,7 @@ class Context:
         thread_api = egl.eglQueryAPI()
         if not egl.eglBindAPI(spec["bind"]):
             raise GpuError(egl.error(f"{display.label}: eglBindAPI({spec['name']})"))
-        attribs = (_int * (len(attribs) + 1))(*attribs, EGL_NONE)
+        attribs = _AttribList(*attribs, EGL_NONE)
         handle = egl.eglCreateContext(display.handle, config, share.handle if share else None, attribs)
         message = None if handle else egl.error(f"{display.label}: eglCreateContext({spec['name']})")
         egl.eglBindAPI(thread_api)  # leave the calling thread's bound API as it was
@@ -376,7 +382,7 @@ class Context:
             raise GpuError(message)
         self.handle = handle
         if use_pbuffer:
-            size = (_int * 5)(EGL_WIDTH, 1, EGL_HEIGHT, 1, EGL_NONE)
+            size = _AttribList(EGL_WIDTH, 1, EGL_HEIGHT, 1, EGL_NONE)
             surface = egl.eglCreatePbufferSurface(display.handle, config, size)
             if not surface:
                 message = egl.error(f"{display.label}: eglCreatePbufferSurface(1x1)")
@@ -388,7 +394,7 @@ class Context:
         egl, display = library(), self.display
         surface_types = [EGL_PBUFFER_BIT] if use_pbuffer else [EGL_PBUFFER_BIT, EGL_DONT_CARE]
         for surface_type in surface_types:
-            attribs = (_int * 5)(EGL_RENDERABLE_TYPE, renderable, EGL_SURFACE_TYPE, surface_type, EGL_NONE)
+            attribs = _AttribList(EGL_RENDERABLE_TYPE, renderable, EGL_SURFACE_TYPE, surface_type, EGL_NONE)
             config, count = _vp(), _int()
             if egl.eglChooseConfig(display.handle, attribs, ctypes.byref(config), 1, ctypes.byref(count)) \
                     and count.value > 0:

@@ -42,6 +42,7 @@ MAX_PROGRAM_BINARY = 1 << 28  # bytes of a program binary we accept from the dri
 
 _u, _i, _vp = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p
 _P = ctypes.POINTER
+_Name = ctypes.c_char * 64  # a block name; one type for the process (see _char_buffer)
 
 # name: (restype, argtypes)
 _FUNCTIONS = {
@@ -209,10 +210,18 @@ class GlFunctions:
         size = min(max(length.value, 0), MAX_INFO_LOG)
         if size <= 1:
             return ""
-        text = ctypes.create_string_buffer(size)
+        text, pointer = _char_buffer(size)
         written = _i(0)
-        get_log(handle, size, ctypes.byref(written), text)
-        return text.raw[:max(0, min(written.value, size))].decode(errors="replace").strip()
+        get_log(handle, size, ctypes.byref(written), pointer)
+        return text[:max(0, min(written.value, size))].decode(errors="replace").strip()
+
+
+def _char_buffer(size):
+    """(a bytearray of `size` bytes, a pointer to its first byte for a char* or void* argument).
+    Not ctypes.create_string_buffer: a `c_char * size` per size is a new ctypes type each time,
+    a reference cycle once dropped (gles_delegate/raw_memory.py)."""
+    data = bytearray(size)
+    return data, ctypes.byref(ctypes.c_char.from_buffer(data))
 
 
 def mapped_buffer(gl, nbytes, flags):
@@ -304,7 +313,8 @@ class Program:
                     raise GpuError(f"glCreateShader failed on {renderer} (GL error {gl.get_error():#x})")
                 shaders.append(shader)
                 text = source.encode()
-                gl.shader_source(shader, 1, (ctypes.c_char_p * 1)(text), (_i * 1)(len(text)))
+                # byref of one value, not a `c_char_p * 1`: raw_memory.py says why
+                gl.shader_source(shader, 1, ctypes.byref(ctypes.c_char_p(text)), ctypes.byref(_i(len(text))))
                 gl.compile_shader(shader)
             for shader in shaders:
                 program = gl.create_program()
@@ -356,13 +366,13 @@ class Program:
         if not 0 < length <= MAX_PROGRAM_BINARY:
             gl.clear_errors()
             return None
-        data = ctypes.create_string_buffer(length)
+        data, pointer = _char_buffer(length)
         written, binary_format = _i(0), _u(0)
-        gl.get_program_binary(self.handle, length, ctypes.byref(written), ctypes.byref(binary_format), data)
+        gl.get_program_binary(self.handle, length, ctypes.byref(written), ctypes.byref(binary_format), pointer)
         if gl.get_error() != GL_NO_ERROR or not 0 < written.value <= length:
             gl.clear_errors()
             return None
-        return binary_format.value, data.raw[:written.value]
+        return binary_format.value, bytes(data[:written.value])
 
     def interface(self):
         """{(kind, block name): binding} of the linked program's active blocks, kind 'uniform'
@@ -370,7 +380,7 @@ class Program:
         differ from its source's declarations is not the program of that source)."""
         gl, out = self.gl, {}
         for kind, interface in (("uniform", GL_UNIFORM_BLOCK), ("buffer", GL_SHADER_STORAGE_BLOCK)):
-            count, name, binding = _i(0), ctypes.create_string_buffer(64), _i(0)
+            count, name, binding = _i(0), _Name(), _i(0)
             gl.get_program_interfaceiv(self.handle, interface, GL_ACTIVE_RESOURCES, ctypes.byref(count))
             for index in range(min(count.value, 64)):
                 gl.get_program_resource_name(self.handle, interface, index, 64, None, name)

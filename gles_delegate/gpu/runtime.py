@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import quant
 from ..errors import GpuError, ModelError, StateError
+from ..raw_memory import array_at
 from . import gl as G
 from .context import hold_shared, release_shared
 from .complex_view import as_complex, as_floats
@@ -498,7 +499,7 @@ class MappedIo:
             raise out_of_memory(context, plan, "I/O staging", plan.io_bytes,
                                 f"glBufferStorage / glMapBufferRange: {GL_ERRORS.get(error, hex(error))}")
         self.handle = self.staging if self.direct else self.device.glo
-        floats = np.frombuffer((ctypes.c_float * (plan.io_bytes // 4)).from_address(address), np.float32)
+        floats = array_at(address, (plan.io_bytes // 4,), np.float32)
 
         def views(slots):
             return [(slot.tensor_index, floats[slot.offset // 4:(slot.offset + slot.nbytes) // 4].reshape(slot.shape))

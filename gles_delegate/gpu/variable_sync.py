@@ -9,6 +9,8 @@ goes away. Where they live and which it reads or assigns: Plan.variables (gpu/va
 Conversions at that boundary (Codec): an 8-bit variable's integers become their real values on
 upload and are quantized back (to the same integers: its values are on its grid) on download.
 """
+import weakref
+
 import numpy as np
 
 from .. import partition as partitioning
@@ -40,7 +42,9 @@ class GpuVariables:
     the interpreter's VariableStore (variable_store.py), and the handles it writes."""
 
     def __init__(self, partition, graph):
-        self.partition = partition
+        # Weak: the partition holds this (GpuPartition.variables); a strong reference back made
+        # the two a cycle, which kept a dropped interpreter's partition for the cyclic collector.
+        self._partition = weakref.ref(partition)
         uses = {}  # (container, shared_name) -> its first node in the partition (errors name it)
         for node in partition.nodes:
             if node.op in ACCESS_OPS and ref_of(node) is not None:
@@ -75,6 +79,11 @@ class GpuVariables:
         for index, rid in self.handles.items():
             storage[index][...] = rid
 
+    @property
+    def partition(self):
+        """The GpuPartition holding these variables, or None once it is gone."""
+        return self._partition()
+
     def _upload_stale(self):
         """Upload the latest value of each variable the partition reads before assigning it,
         where its copy is not current: a ModelError naming the reader when nothing assigned it
@@ -98,12 +107,13 @@ class GpuVariables:
     def download(self, rid):
         """The partition's value of variable `rid`, in the model's dtype."""
         slot, codec, _ = self.slots[rid]
-        context = self.partition.context
-        if self.partition.released or context.ctx is None or context.forked:
+        partition = self.partition
+        if partition is None or partition.released or partition.context.ctx is None or partition.context.forked:
             raise ModelError(f"resource variable {slot.shared_name!r} was held by a GPU partition that is gone")
+        context = partition.context
         with context.current():
             context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)  # shader writes, then a read
-            return codec.to_cpu(self.partition.read_tensor(slot.offset, slot.shape))
+            return codec.to_cpu(partition.read_tensor(slot.offset, slot.shape))
 
     def describe(self, rid):
         slot, codec, _ = self.slots[rid]

@@ -192,7 +192,10 @@ def int_array(pointer):
     """The ints of a TfLiteIntArray* (a list; [] for NULL)."""
     if not pointer:
         return []
-    return ctypes.cast(pointer, POINTER(c_int))[1:1 + pointer.contents.size]
+    contents = pointer.contents
+    # Cast from the address: ctypes.cast of a pointer object gives the two one dict that holds
+    # the pointer, a reference cycle (pointer -> dict -> pointer) per call.
+    return ctypes.cast(ctypes.addressof(contents), POINTER(c_int))[1:1 + contents.size]
 
 
 def make_int_array(values):
@@ -212,10 +215,11 @@ _libc.malloc.restype, _libc.malloc.argtypes = c_void_p, [c_size_t]
 def owned_int_array(values):
     """A malloc'd TfLiteIntArray holding `values` (its address), for a callee that frees it."""
     values = list(values)
-    address = _libc.malloc(ctypes.sizeof(c_int) * (1 + len(values)))
+    ints = np.array([len(values), *values], np.intc)  # not a `c_int * n`: see raw_memory.py
+    address = _libc.malloc(ints.nbytes)
     if not address:
         raise MemoryError("malloc of a TfLiteIntArray failed")
-    (c_int * (1 + len(values))).from_address(address)[:] = [len(values)] + values
+    ctypes.memmove(address, ints.ctypes.data, ints.nbytes)
     return address
 
 

@@ -38,6 +38,7 @@ import ctypes
 
 import numpy as np
 
+from ..raw_memory import array_at
 from . import abi
 
 ALIGNMENT = 64  # kDefaultTensorAlignment (tflite/util.h): what SetCustomAllocationForTensor requires
@@ -191,8 +192,7 @@ def view(address, index, tensor, held):
         raise RuntimeError(f"tensor {index} ({tensor.name!r}) has no memory (allocate_tensors() first)")
     check_bytes(index, tensor, held)
     dtype = np.dtype(tensor.dtype)
-    raw = (ctypes.c_uint8 * (tensor.size * dtype.itemsize)).from_address(address)
-    return np.frombuffer(raw, dtype).reshape(tensor.shape)
+    return array_at(address, tuple(tensor.shape), dtype)
 
 
 def check_bytes(index, tensor, held):

@@ -189,10 +189,14 @@ class NativeDelegate:
         return ctx
 
     def release(self):
-        """Free the GPU partitions of every plan (the interpreter is gone)."""
+        """Free the GPU partitions of every plan and drop the callbacks (the interpreter is gone:
+        LiteRT calls none of them again). The callbacks are bound methods of this object, which
+        holds them: until dropped, it and its model sit in a reference cycle that only the
+        cyclic collector frees."""
         for plan in self.plans.values():
             plan.release()
         self.plans = {}
+        self._callbacks = self.struct = self.registration = None
 
 
 def _views_alive(wrapper_ref):

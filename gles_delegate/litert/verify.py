@@ -15,6 +15,7 @@ import ctypes
 
 import numpy as np
 
+from ..raw_memory import array_at
 from . import abi
 
 _TENSOR_FIELDS = np.dtype({"names": ["type", "data", "allocation_type", "bytes"],
@@ -42,8 +43,7 @@ def _tensor_fields(ctx):
     if not ctx.tensors_size:
         return np.zeros(0, _TENSOR_FIELDS)
     address = ctypes.addressof(ctx.tensors.contents)
-    raw = (ctypes.c_uint8 * (ctx.tensors_size * abi.TENSOR_SIZE)).from_address(address)
-    return np.frombuffer(raw, _TENSOR_FIELDS)
+    return array_at(address, (ctx.tensors_size,), _TENSOR_FIELDS)
 
 
 def _check_tensor(ctx, model, index, i, tensor, held):
@@ -69,8 +69,7 @@ def _same_bytes(raw, address, nbytes):
     """Whether LiteRT's `nbytes` at `address` equal the uint8 array `raw`."""
     if nbytes != raw.size or not address:
         return False
-    held = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), np.uint8)
-    return np.array_equal(held, raw)
+    return np.array_equal(array_at(address, (nbytes,), np.uint8), raw)
 
 
 def _differ(index, what):

@@ -4,6 +4,7 @@ import dataclasses
 import inspect
 import re
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from gles_delegate.gpu.context import (COMPILER_THREADS, GL_API_ENV, GL_APIS, Gl
                                        release_shared)
 from gles_delegate.gpu.memory import STRATEGIES
 from tests.oplib import In, single_op_model
+from tests.refcount import collector_disabled
 
 APIS = ("gles", "gl")
 
@@ -206,6 +208,21 @@ def test_release_is_final_and_idempotent():
     made.release()
     with pytest.raises(GpuError, match="released"):
         with made.current():
+            pass
+
+
+def test_a_dropped_context_goes_by_reference_counting():
+    """current()'s context managers, which the context holds, refer to it weakly: a released
+    context that is dropped goes at once, not at the cyclic collector's next full collection
+    (a strong reference made a cycle of them); a manager kept beyond it says it was released."""
+    made = GlContext()
+    made.release()
+    manager, gone = made.current(), weakref.ref(made)
+    with collector_disabled():
+        del made
+        assert gone() is None
+    with pytest.raises(GpuError, match="released"):
+        with manager:
             pass
 
 

@@ -4,6 +4,8 @@ the whole model but CALL_ONCE runs in one GPU partition, the state stays in its 
 invokes (one upload, no download), every step gives the reference's outputs (and the reference
 LiteRT's), and whatever reads or writes the variable on the CPU side (a CPU node, another
 partition, another signature's subgraph) sees the latest value."""
+import weakref
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from gles_delegate.tflite.writer import quantize_params
 from tests.gpu.gpulib import PRECISIONS
 from tests.litert import RESOLVERS, LiteRTInterpreter
 from tests.oplib import assert_close
+from tests.refcount import collector_disabled
 from tests.streaming_models import Ring, frames, ring_model
 from tests.tolerance import F16_U, F32_U, sum_bound
 
@@ -123,6 +126,22 @@ def test_the_state_moves_to_the_gpu_once(monkeypatch):
     assert moves == {"upload": 1, "download": 1}
     rid = gpu._subgraphs.resource_ids[("", "ring")]
     np.testing.assert_array_equal(gpu._subgraphs.variables.read(rid), frames(ring, 1)[0][:, -ring.history:])
+
+
+def test_a_partition_holding_variables_goes_by_reference_counting():
+    """A GPU partition holds its GpuVariables, which refer back to it weakly: once its interpreter
+    is dropped and its delegate closed, it goes at once (a strong reference made the two a cycle,
+    left for the cyclic collector)."""
+    ring = Ring()
+    with collector_disabled():
+        with GpuDelegate(precision="fp32") as delegate:
+            gpu = _ours(ring_model(ring), delegate)
+            _step(gpu, frames(ring, 1)[0])
+            (partition,) = _gpu_steps(gpu)
+            assert partition.variables is not None and partition.variables.partition is partition
+            gone = weakref.ref(partition)
+            del gpu, partition
+        assert gone() is None
 
 
 @pytest.mark.parametrize("partitions", [1, 0], ids=["cpu reader", "second partition"])

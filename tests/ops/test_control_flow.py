@@ -1,13 +1,14 @@
 """WHILE, IF, CALL_ONCE and the resource variable ops against LiteRT, and the ModelErrors of
 malformed control flow (ops/control_flow.py, ops/variables.py, subgraphs.py)."""
 import dataclasses
+import weakref
 
 import numpy as np
 import pytest
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.graph import Graph
-from gles_delegate.subgraphs import MAX_NESTING
+from gles_delegate.subgraphs import MAX_NESTING, Subgraphs
 from gles_delegate.tflite import read_model, write_model
 from gles_delegate.tflite.model import SubgraphDef
 from tests.control_flow_models import (check_keras_rnn, counter_loop, growing_loop, growing_then_select, if_model,
@@ -15,6 +16,7 @@ from tests.control_flow_models import (check_keras_rnn, counter_loop, growing_lo
                                       stateful_counter)
 from tests.litert import LiteRTInterpreter, run_litert
 from tests.oplib import assert_close
+from tests.refcount import collector_disabled
 
 
 def run(model, inputs):
@@ -284,3 +286,16 @@ def test_control_flow_nested_too_deep_is_a_model_error():
     model = _edited(stateful_counter(np.zeros(2, np.float32)), edit)
     with pytest.raises(ModelError, match=rf"#0 \(CALL_ONCE\).*more than {MAX_NESTING} subgraphs deep"):
         Interpreter(model_content=model).allocate_tensors()
+
+
+def test_subgraphs_go_by_reference_counting():
+    """Subgraphs.nesting() recurses in a method: a recursive closure refers to itself (and to
+    the Subgraphs), a cycle left for the cyclic collector at every call; and each Runtime (what
+    executors and nodes hold) refers to the Subgraphs, which holds the executors, weakly."""
+    # The executors here are the Runtimes themselves.
+    subgraphs = Subgraphs(read_model(counter_loop((1, 2), 1.0)), lambda index, runtime: runtime, [])
+    with collector_disabled():
+        assert subgraphs.nesting(0) == 2 and subgraphs.executor(1).subgraphs.nesting(1) == 1
+        gone = weakref.ref(subgraphs)
+        del subgraphs
+        assert gone() is None
