@@ -19,8 +19,10 @@ A node the reference's checks refuse stays a ModelError under 'auto' and 'fallba
 reason is a variant it has no kernel for (ops.checks.Unimplemented, e.g. int16 activations): those
 checks also catch malformed nodes, which LiteRT's kernels are not guaranteed to survive, so under
 'auto' LiteRT only sees nodes they accept. Nodes LiteRT cannot take from us stay on the reference
-(litert_refusal): custom ops (LiteRT's builtin resolver lacks MediaPipe's), ops with subgraphs
-(WHILE, IF, CALL_ONCE), variable tensors (state the reference updates in place, which
+(litert_refusal): custom ops (LiteRT's builtin resolver lacks MediaPipe's), CALL_ONCE, and a
+WHILE / IF whose subgraphs cannot be copied into the sub-model (callee_subgraphs.py: state our
+interpreter holds, or much work a call; one that can takes the nodes of dynamic tensors after
+it along into its sub-model), variable tensors (state the reference updates in place, which
 reset_all_variables() zeroes), tensors numpy cannot hold (strings, resources) and operators with
 intermediate tensors (integer LSTMs); so do the nodes of dynamic tensors (shapes decided at invoke;
 a LiteRT sub-model is planned for fixed shapes), except one the reference lacks, which LiteRT runs
@@ -46,6 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import ops
+from .callee_subgraphs import COPIED_CALLERS, callee_refusal, copy_callees, renumbered_options
 from .errors import ModelError
 from .graph import Node
 from .ops.checks import Malformed, Unimplemented
@@ -55,6 +58,11 @@ from .tflite.model import ModelDef, OperatorDef, SubgraphDef, TensorDef
 from .tflite.writer import write_model
 
 BACKENDS = ("auto", "fallback", "litert", "reference")
+# Why a WHILE / IF stays ours under experimental_preserve_all_tensors (also what lets
+# interpreter.trace_subgraph see a loop body's runs): LiteRT's WHILE leaves a carried value its
+# body passes through unallocated (get_tensor: "Tensor data is null", a Keras GRU's).
+PRESERVING_CALLERS = ("experimental_preserve_all_tensors: LiteRT's WHILE does not keep every tensor "
+                      "(a carried value passed through), the reference's does")
 INSTALL_HINT = "installing ai-edge-litert (`pip install ai-edge-litert`) would run it through LiteRT's kernels"
 
 
@@ -92,7 +100,9 @@ def litert_refusal(node, graph):
     if node.op not in schema.BUILTIN_OP_CODES:
         return f"{node.op} is not a builtin op"
     if any("subgraph" in key for key in node.options):
-        return f"{node.op} runs subgraphs"
+        refusal = callee_refusal(node, graph)  # a WHILE / IF: its callees copied into the sub-model
+        if refusal is not None:
+            return refusal
     tensors = [t for t in node.inputs + node.outputs if t is not None]
     if any(t.is_variable for t in tensors):
         return "it updates a variable tensor in place"
@@ -177,6 +187,8 @@ class CpuBackend:
         a node the reference's checks refuse may run at all)."""
         if self.backend == "reference" or litert_refusal(node, graph) is not None:
             return False
+        if node.op in COPIED_CALLERS and self.preserve_all_tensors:
+            return False  # PRESERVING_CALLERS
         if self.backend == "litert":
             return True
         return litert_interpreter_class() is not None and (self.backend == "auto" or lacks_kernel(node))
@@ -188,6 +200,8 @@ class CpuBackend:
             return None
         if self.backend in ("reference", "fallback"):
             return f"cpu_backend={self.backend!r}"
+        if node.op in COPIED_CALLERS and self.preserve_all_tensors:
+            return PRESERVING_CALLERS
         return litert_refusal(node, graph) or "ai-edge-litert is not installed"
 
     def check(self, node, reason, graph):
@@ -244,11 +258,13 @@ class CpuBackend:
                 self.check(node, reason, graph)  # a node a delegate could take but did not
         steps, group = [], []
         for node in run + [None]:
-            if node is not None and id(node) not in pinned and self.on_litert(node, graph):
+            # A WHILE / IF on LiteRT (its outputs often dynamic: a loop's growing accumulator)
+            # takes the nodes of dynamic tensors after it along: LiteRT resizes them as TFLite does.
+            if node is not None and self._joins(node, group, pinned) and self.on_litert(node, graph):
                 group.append(node)
                 continue
             if group:
-                steps += self._litert_steps(graph, group, reference_step)
+                steps += self._litert_steps(graph, group, reference_step, any(id(n) in pinned for n in group))
                 group = []
             if node is None:
                 continue
@@ -260,21 +276,28 @@ class CpuBackend:
                 steps.append(reference_step(node, why))
         return steps
 
+    @staticmethod
+    def _joins(node, group, pinned):
+        """Whether `node` may join the LiteRT run `group` (nodes): one of dynamic tensors
+        (`pinned`) only as a WHILE / IF or after one."""
+        return id(node) not in pinned or node.op in COPIED_CALLERS or any(n.op in COPIED_CALLERS for n in group)
+
     def _step(self, graph, nodes, dynamic=False):
         return LiteRTStep(graph, nodes, self.num_threads, self.preserve_all_tensors, dynamic)
 
-    def _litert_steps(self, graph, nodes, reference_step):
-        """[one LiteRTStep of `nodes`]; where LiteRT refuses that sub-model at allocate, the
-        nodes it refuses alone run on the reference (one warning for them all) and each run of
-        the others is a LiteRTStep again. The ModelError naming the node where the reference
-        cannot run one LiteRT refuses (it lacks the op or the variant)."""
+    def _litert_steps(self, graph, nodes, reference_step, dynamic=False):
+        """[one LiteRTStep of `nodes`] (`dynamic`: some of them read or write dynamic tensors);
+        where LiteRT refuses that sub-model at allocate, the nodes it refuses alone run on the
+        reference (one warning for them all) and each run of the others is a LiteRTStep again.
+        The ModelError naming the node where the reference cannot run one LiteRT refuses (it
+        lacks the op or the variant)."""
         # The errors' messages are kept, not the errors: an error in a local of this frame holds
         # the frame (its traceback's, and its context's), a reference cycle for the collector.
         try:
-            return [self._step(graph, nodes)]
+            return [self._step(graph, nodes, dynamic)]
         except ModelError as error:
             failed = str(error)
-        refusals = {id(n): e for n in nodes if (e := self._refusal(graph, n)) is not None} if len(nodes) > 1 else {}
+        refusals = {id(n): e for n in nodes if (e := self._refusal(graph, n, dynamic)) is not None} if len(nodes) > 1 else {}
         # Each node alone runs but the sub-model of all of them does not: all of them on the reference.
         refusals = refusals or {id(n): failed for n in nodes}
         for node in nodes:
@@ -289,17 +312,17 @@ class CpuBackend:
                 group.append(node)
                 continue
             if group:  # smaller than `nodes`: the recursion ends
-                steps += self._litert_steps(graph, group, reference_step)
+                steps += self._litert_steps(graph, group, reference_step, dynamic)
                 group = []
             if node is not None:
                 steps.append(reference_step(node, f"LiteRT refused it: {_why(refusals[id(node)])}"))
         return steps
 
-    def _refusal(self, graph, node):
+    def _refusal(self, graph, node, dynamic):
         """The message of the ModelError of LiteRT refusing `node` alone at allocate, or None
         when it takes it."""
         try:
-            self._step(graph, [node])
+            self._step(graph, [node], dynamic)
         except ModelError as error:
             return str(error)
         return None
@@ -315,10 +338,12 @@ class CpuBackend:
 
 
 # -- the sub-model ----------------------------------------------------------------------------
-def sub_model(nodes, inputs, outputs, shapes=None):
+def sub_model(nodes, inputs, outputs, shapes=None, model=None):
     """(.tflite bytes, {id(tensor): sub-model tensor index}) of `nodes` with `inputs` / `outputs`
     (graph Tensors) as its inputs and outputs; constants copied into its buffers. shapes:
-    {id(tensor): shape} overriding tensors' shapes."""
+    {id(tensor): shape} overriding tensors' shapes. model: the ModelDef `nodes` were read from,
+    whose subgraphs a WHILE / IF among them calls (copied after the sub-model's own:
+    callee_subgraphs.py)."""
     shapes = shapes or {}
     tensors, index = [], {}
     for t in list(inputs) + [t for n in nodes for t in n.inputs + n.outputs if t is not None]:
@@ -335,13 +360,15 @@ def sub_model(nodes, inputs, outputs, shapes=None):
         type_name = t.type_name or schema.TENSOR_TYPE_NAMES[schema.DTYPE_TO_TENSOR_TYPE[np.dtype(t.dtype)]]
         defs.append(TensorDef(name=t.name, shape=tuple(shapes.get(id(t), t.shape)), type_name=type_name,
                               buffer=buffer, quantization=t.quantization, sparsity=t.sparsity))
+    callees, callee_buffers, renumber = copy_callees(model, nodes, len(buffers)) if model is not None else ([], [], {})
     operators = [OperatorDef(op=n.op, inputs=_operands(n, index), outputs=tuple(index[id(t)] for t in n.outputs),
-                             version=n.version, options=dict(n.options)) for n in nodes]
+                             version=n.version, options=renumbered_options(n, renumber)) for n in nodes]
     subgraph = SubgraphDef(name="cpu_litert", tensors=defs, inputs=tuple(index[id(t)] for t in inputs),
                            outputs=tuple(index[id(t)] for t in outputs), operators=operators)
     # Constants after the flatbuffer (Buffer.offset / size): written in a third of the time, and
     # LiteRT's interpreter of pose_landmark_full made in 31 ms instead of 99.
-    return write_model(ModelDef(subgraphs=[subgraph], buffers=buffers), external_buffers=True), index
+    return write_model(ModelDef(subgraphs=[subgraph, *callees], buffers=buffers + callee_buffers),
+                       external_buffers=True), index
 
 
 def _operands(node, index):
@@ -412,7 +439,7 @@ class LiteRTStep:
         self.nodes = list(nodes)
         spec = boundary(graph, self.nodes)
         spec.inputs += _read_then_written(self.nodes)
-        content, index = sub_model(self.nodes, spec.inputs, spec.outputs)
+        content, index = sub_model(self.nodes, spec.inputs, spec.outputs, model=graph.source_model)
         interpreter = _interpreter(content, self.nodes, num_threads, preserve_all_tensors)
         self._attach(interpreter, index, spec.inputs, spec.outputs, preserve_all_tensors, dynamic)
 

@@ -512,7 +512,9 @@ def trace_subgraph(model, inputs, index, limit):
                 stride *= 2
         runs += 1
 
-    cpu = CpuBackend("auto", preserve_all_tensors=True)  # every tensor stays readable
+    # Every tensor stays readable, and loops run on our side (cpu_litert.PRESERVING_CALLERS):
+    # their callees' runs are what is traced.
+    cpu = CpuBackend("auto", preserve_all_tensors=True)
 
     def make(k, runtime):
         return _TracedExecutor(model, k, True, cpu, runtime, record=record) if k == index else \

@@ -104,3 +104,18 @@ def boundary(graph, nodes):
     # uploaded every invoke (inputs above) and what the kernels wrote back is downloaded.
     outputs += [t for t in inputs if t.is_variable]
     return PartitionSpec(nodes=nodes, inputs=inputs, outputs=outputs)
+
+
+def work(nodes):
+    """Roughly the multiply-adds `nodes` compute: per node its output elements times the
+    elements of its largest constant input per output channel (a convolution's or fully
+    connected layer's kernel size), at least the elements it reads and writes."""
+    total = 0
+    for node in nodes:
+        outputs = [t for t in node.outputs if t is not None]
+        written = sum(t.size for t in outputs)
+        weights = max((t.size for t in node.inputs if t is not None and t.is_const), default=0)
+        channels = int(outputs[0].shape[-1]) if outputs and len(outputs[0].shape) else 1
+        read = sum(t.size for t in node.inputs if t is not None)
+        total += max(written * max(weights // max(channels, 1), 1), read + written)
+    return total

@@ -14,8 +14,9 @@ What is compared (decide()), like with like: what would run per invoke on either
   model is timed at that count and at 1 (on the H200, XNNPACK on one thread beat 16 on the
   zoo's keyword spotters, audio models, bert_tiny and t5_encoder_tiny: waking a thread pool
   costs more than their work), and runs at the one measured faster (CpuSide.whole_threads).
-  If the CPU wins, every partition moves. A model with a loop (LOOPS) is not timed whole: on
-  zeros it may never end.
+  If the CPU wins, every partition moves. A model with a loop its inputs bound
+  (loop_bounds.input_bound_loop) is not timed whole: on zeros it may never end; one whose loops
+  run as often as its constants say (a Keras RNN over a fixed sequence) is.
   Else each partition alone (unless it is the whole model): its compiled plan's run on the GPU
   (upload, dispatches, download, the context made current) against LiteRT's interpreter of its
   nodes as one sub-model (cpu_litert.LiteRTStep, what the Interpreter's cpu_backend 'auto'
@@ -45,7 +46,8 @@ import numpy as np
 from . import cpu_litert, ops
 from .cpu_litert import LiteRTStep, WholeModelStep, lacks_kernel
 from .errors import GpuError, ModelError
-from .partition import span
+from .loop_bounds import input_bound_loop
+from .partition import span, work
 
 ALPHA = 0.05
 PAIRS = 15
@@ -55,7 +57,6 @@ WARMUP_RUNS = 3
 # gpt2_tiny: 1.75e7) were within 1.25x of XNNPACK's best thread count, and larger ones faster on
 # the GPU. Timing them would cost start-up time for no change.
 MEASURE_MAX_WORK = 1 << 24
-LOOPS = ("WHILE", "STABLEHLO_WHILE")  # ops that run a subgraph as many times as runtime values say
 log = logging.getLogger("gles_delegate")
 
 
@@ -92,21 +93,6 @@ def litert_side(graph):
     """The CpuSide of LiteRT's own Interpreter (the delegate in LiteRT, gles_delegate/litert/):
     LiteRT runs whatever the delegate does not claim, a main subgraph whole."""
     return CpuSide(cpu_litert.CpuBackend("auto"), whole_model=graph.subgraph_index == 0)
-
-
-def work(nodes):
-    """Roughly the multiply-adds `nodes` compute: per node its output elements times the
-    elements of its largest constant input per output channel (a convolution's or fully
-    connected layer's kernel size), at least the elements it reads and writes."""
-    total = 0
-    for node in nodes:
-        outputs = [t for t in node.outputs if t is not None]
-        written = sum(t.size for t in outputs)
-        weights = max((t.size for t in node.inputs if t is not None and t.is_const), default=0)
-        channels = int(outputs[0].shape[-1]) if outputs and len(outputs[0].shape) else 1
-        read = sum(t.size for t in node.inputs if t is not None)
-        total += max(written * max(weights // max(channels, 1), 1), read + written)
-    return total
 
 
 class _Scratch(dict):
@@ -288,11 +274,10 @@ def _measure_whole(made, graph, records, side):
         return _not_whole(made, records, "the model file is not at hand")
     if work(graph.nodes) > MEASURE_MAX_WORK:
         return _not_whole(made, records, f"over {MEASURE_MAX_WORK:,} multiply-adds (placement.MEASURE_MAX_WORK)")
-    loop = _loop(graph.source_model)
+    loop = input_bound_loop(graph.source_model, graph.subgraph_index)
     if loop is not None:
-        # Timed on zeros, a loop whose step or bound is an input may never end (allocate_tensors
-        # hung where placement='gpu' took 0.1 s), and its trip count says nothing of real inputs'.
-        return _not_whole(made, records, f"the model loops ({loop}): its time on zero inputs is no measure")
+        return _not_whole(made, records, f"a loop runs as often as its inputs say ({loop}): its time on zero inputs "
+                                         "is no measure, and may never end (loop_bounds.py)")
     try:
         threads, cpu = _fastest_threads(graph, side.backend.num_threads)
         comparison = compare([gpu_timer(p, graph) for p in made], cpu)
@@ -304,12 +289,6 @@ def _measure_whole(made, graph, records, side):
     if comparison.cpu_faster:
         side.whole_threads = threads
     return comparison
-
-
-def _loop(model):
-    """'operator #i (WHILE) of subgraph s' for the first loop of `model` (a tflite Model), or None."""
-    return next((f"operator #{i} ({op.op}) of subgraph {s}" for s, sg in enumerate(model.subgraphs)
-                 for i, op in enumerate(sg.operators) if op.op in LOOPS), None)
 
 
 def _not_whole(made, records, why):

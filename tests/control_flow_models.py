@@ -67,6 +67,31 @@ def _counting(cond, body, specs, step):
         body.output(t)
 
 
+def nested_loop(x_shape, step, outer, inner):
+    """A loop in a loop body, each bound a constant: carried (i, n, acc): while i < `outer`:
+    (acc = `inner` times acc += step, in a WHILE of its own), i += 1. Input x (float32
+    x_shape); outputs i and acc = x + outer * inner * step. The subgraphs in the file: main,
+    inner cond, inner body, outer cond, outer body (not in the order the main graph calls them)."""
+    specs = [("i", (), np.int32), ("n", (), np.int32), ("acc", x_shape, np.float32)]
+    b = ModelBuilder()
+    x = b.input("x", x_shape, np.float32)
+    inner_cond, inner_body, cond, body = (b.subgraph(name) for name in ("inner_cond", "inner_body", "cond", "body"))
+    zero = b.const("zero", np.array(0, np.int32))
+    i, _, acc = _while(b, [zero, b.const("n", np.array(outer, np.int32)), x], specs, cond, body)
+    b.output(i)
+    b.output(acc)
+    _less_than(cond, *_inputs(cond, specs)[:2])
+    bi, bn, bacc = _inputs(body, specs)
+    _, _, summed = _while(body, [body.const("zero", np.array(0, np.int32)), body.const("m", np.array(inner, np.int32)),
+                                 bacc], specs, inner_cond, inner_body)
+    i2 = body.tensor("i2", (), np.int32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
+    for t in (i2, bn, summed):
+        body.output(t)
+    _counting(inner_cond, inner_body, specs, step)
+    return b.build()
+
+
 def stepped_loop(x_shape):
     """x (float32 x_shape) -> MUL by 2 -> TANH -> WHILE (i < 5: i += s, acc += 1) over carried
     (i, bound, s, acc), s an int32 scalar input: at s = 0 (zeros) it never ends. Outputs i, acc."""

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 import pytest
 
-from gles_delegate import Interpreter, ModelError, cpu_litert, ops
+from gles_delegate import Interpreter, ModelError, callee_subgraphs, cpu_litert, ops
 from gles_delegate.tflite import ModelBuilder
 from tests.control_flow_models import growing_loop, loop_between
 from tests.cpu_litert_models import int16_conv_model, random_input, run, segment_model
@@ -84,14 +84,28 @@ def test_auto_runs_the_whole_model_as_one_litert_sub_model():
     np.testing.assert_allclose(reference, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_a_node_litert_cannot_take_splits_the_run_and_says_why():
-    """A WHILE (it runs subgraphs) between two runs of float nodes: two LiteRT sub-models, the
-    WHILE on the reference (its body's nodes through LiteRT too), LiteRT's outputs."""
+def test_a_loop_runs_in_the_litert_sub_model_of_its_run():
+    """A WHILE between two runs of float nodes: one LiteRT sub-model holding the loop, its cond
+    and body copied in (callee_subgraphs.py), LiteRT's outputs."""
+    model = loop_between((2, 3), np.full((2, 3), 0.25, np.float32))
+    n, x = np.array(3, np.int32), random_input((2, 3))
+    ours, summary = run(model, [n, x])
+    assert summary["litert_partitions"] == [["#0 (MUL)", "#1 (TANH)", "#2 (WHILE)", "#3 (ADD)", "#4 (LOGISTIC)"]]
+    assert summary["reference_nodes"] == []
+    for mine, theirs in zip(ours, litert_run(model, [n, x])):
+        assert_close(mine, theirs)
+
+
+def test_a_node_litert_cannot_take_splits_the_run_and_says_why(monkeypatch):
+    """The same WHILE with callees over CALLEE_WORK_MAX: two LiteRT sub-models, the WHILE on the
+    reference (its body's nodes through LiteRT too), the reason given, LiteRT's outputs."""
+    monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
     model = loop_between((2, 3), np.full((2, 3), 0.25, np.float32))
     n, x = np.array(3, np.int32), random_input((2, 3))
     ours, summary = run(model, [n, x])
     assert summary["litert_partitions"] == [["#0 (MUL)", "#1 (TANH)"], ["#3 (ADD)", "#4 (LOGISTIC)"]]
-    assert summary["reference_reasons"] == {"#2 (WHILE)": "WHILE runs subgraphs"}
+    assert list(summary["reference_reasons"]) == ["#2 (WHILE)"]
+    assert "multiply-adds a call" in summary["reference_reasons"]["#2 (WHILE)"]
     for mine, theirs in zip(ours, litert_run(model, [n, x])):
         assert_close(mine, theirs)
 
@@ -256,10 +270,11 @@ def test_resize_remakes_the_sub_model(shape):
     assert_close(ours, interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), what=str(shape))
 
 
-def test_a_loop_planned_again_in_invoke_keeps_its_nodes_on_the_reference():
+def test_a_loop_planned_again_in_invoke_keeps_its_nodes_on_the_reference(monkeypatch):
     """growing_loop's body sees other shapes at every iteration: planned again during the
     invoke, its CPU nodes run as 'fallback' places them (no LiteRT interpreter per iteration);
-    planned once, at allocate, they run through LiteRT."""
+    planned once, at allocate, they run through LiteRT. (A loop LiteRT runs whole otherwise.)"""
+    monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
     interpreter = Interpreter(model_content=growing_loop(2))
     interpreter.allocate_tensors()
     body = interpreter._executor(2)

@@ -11,7 +11,7 @@ from gles_delegate.cpu_litert import LiteRTStep, WholeModelStep
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
-from tests.control_flow_models import stepped_loop
+from tests.control_flow_models import rnn_case, rnn_loop, stepped_loop
 from tests.streaming_models import Ring, frames, ring_model
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
@@ -377,6 +377,36 @@ def test_partitions_timed_by_the_whole_model_move_together_or_not_at_all(slow_gp
         got = [run(interpreter, x) for x in inputs]
     for ours_y, theirs in zip(got, litert_alone(data, inputs)):
         np.testing.assert_allclose(ours_y, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+
+
+@pytest.mark.parametrize("cpu_ms, on", [(1e-3, "cpu"), (1e3, "gpu")])
+def test_a_model_whose_loop_its_constants_bound_is_timed_whole(monkeypatch, cpu_ms, on):
+    """rnn_loop runs its body `steps` times, a constant (loop_bounds.py): on zeros as on anything.
+    The whole model is timed, and takes the FULLY_CONNECTED after the loop where faster; the
+    outputs are LiteRT's either way."""
+    timed_whole = []
+    monkeypatch.setattr(placement, "whole_timer", lambda step, graph: timed_whole.append(step) or fixed(cpu_ms))
+    monkeypatch.setattr(placement, "gpu_timer", lambda partition, graph: fixed(1.0))
+    monkeypatch.setattr(placement, "cpu_timer", lambda step, graph: fixed(cpu_ms))
+    wx, wh, bias, head, inputs = rnn_case(4, 1, 3, 5)
+    data = rnn_loop(wx, wh, bias, head, 4, 1)
+    with GpuDelegate(placement="fastest") as delegate:
+        interpreter = ours(data, delegate)
+        assert len(timed_whole) >= 1
+        assert [r["on"] for r in delegate.summary()["placements"]] == [on]
+        assert (type(interpreter._main.steps[0]) is WholeModelStep) == (on == "cpu")
+        for detail, value in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    theirs = LiteRT(model_content=data)
+    theirs.allocate_tensors()
+    for detail, value in zip(theirs.get_input_details(), inputs):
+        theirs.set_tensor(detail["index"], value)
+    theirs.invoke()
+    for mine, output in zip(got, theirs.get_output_details()):
+        expected = theirs.get_tensor(output["index"])
+        np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
 
 
 def test_a_model_that_loops_is_not_timed_whole(monkeypatch):

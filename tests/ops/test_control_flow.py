@@ -116,8 +116,12 @@ def test_a_node_reading_a_dynamic_tensor_is_checked_on_its_invoke_shapes(backend
     (theirs,) = run_litert(model, inputs)
     np.testing.assert_array_equal(ours.get_tensor(ours.get_output_details()[0]["index"]), theirs)
     ours.set_tensor(ours.get_input_details()[0]["index"], np.array(1, np.int32))
-    with pytest.raises(ModelError, match=r"operator #1 \(SELECT\) cannot run on the CPU with the input shapes "
-                                         r"\[\[12\], \[6\], \[12\]\] this invoke gave it: .*must match"):
+    # Under 'auto' the loop and the SELECT after it are one LiteRT sub-model (callee_subgraphs.py),
+    # whose Prepare refuses the shapes; the reference's check names them itself.
+    refusal = (r"operator #0 \(WHILE\) .. #1 \(SELECT\) \(2 nodes\) failed in LiteRT: .*SELECT" if backend == "auto" else
+               r"operator #1 \(SELECT\) cannot run on the CPU with the input shapes \[\[12\], \[6\], \[12\]\] "
+               r"this invoke gave it: .*must match")
+    with pytest.raises(ModelError, match=refusal):
         ours.invoke()
 
 

@@ -1,0 +1,113 @@
+"""The subgraphs a WHILE or IF calls, copied into the LiteRT sub-model of the CPU run that holds it.
+
+Why: a loop the CPU runs on our side goes through our Python once per iteration (subgraphs.py
+plans its body and runs it step by step): the zoo's Keras GRU/LSTM models took 5.6-16 ms on an
+H100 against 0.16-0.35 ms for LiteRT's interpreter of the same file, whose WHILE kernel runs the
+body in C++. So a WHILE or IF whose callees LiteRT can run without us goes into the LiteRT
+sub-model of its CPU run (cpu_litert.sub_model), its callees copied after the sub-model's own
+subgraph, renumbered 1..k in the order first called, their constants copied into its buffers.
+
+A callee keeps a node on our side (where a GPU delegate runs the callees' nodes) when they compute
+much per call (CALLEE_WORK_MAX), or (callee_refusal) when it holds state only our runtime has:
+resource variables (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE: shared with every subgraph of
+our interpreter, which a LiteRT sub-model would hold apart), CALL_ONCE (our interpreter's record
+of what ran), variable tensors (reset_all_variables() zeroes ours), and custom ops (LiteRT's
+builtin resolver lacks MediaPipe's).
+"""
+from dataclasses import replace
+
+from .errors import ModelError
+from .graph import Graph
+from .ops.control_flow import SUBGRAPH_OPTIONS
+from .partition import work
+
+# Callees run by LiteRT's kernels inside the sub-model; CALL_ONCE's state is our interpreter's.
+COPIED_CALLERS = ("WHILE", "IF")
+# Multiply-adds per call (partition.work) above which callees stay ours, their nodes in GPU
+# partitions: our cost per call (about 0.3 ms of Python and GPU round trip on an H100 for the
+# zoo's GRU bodies) is then small beside theirs on one CPU core (2^24 multiply-adds: about 1 ms
+# for XNNPACK), and an IF whose branch is the whole network stays off the CPU.
+CALLEE_WORK_MAX = 1 << 24
+STATEFUL_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
+
+
+def calls(op):
+    """The subgraph indices OperatorDef or graph Node `op` names in its options (in option order)."""
+    if op.custom:
+        return []
+    return [op.options[o] for o in SUBGRAPH_OPTIONS.get(op.op, ()) if isinstance(op.options.get(o), int)]
+
+
+def callees(model, roots):
+    """The subgraph indices of `model` (a ModelDef) that operators `roots` call, directly or
+    through their callees, in the order first called."""
+    found, pending = [], [i for op in roots for i in calls(op)]
+    while pending:
+        index = pending.pop(0)
+        if index in found or not 0 <= index < len(model.subgraphs):
+            continue
+        found.append(index)
+        pending += [i for op in model.subgraphs[index].operators for i in calls(op)]
+    return found
+
+
+def callee_refusal(node, graph):
+    """None when LiteRT can run WHILE / IF `node` of `graph` with its callees copied into a
+    sub-model, else why not (see the module docstring)."""
+    if node.op not in COPIED_CALLERS:
+        return f"{node.op} runs subgraphs"
+    model = graph.source_model
+    if model is None:
+        return f"{node.op} runs subgraphs, and the model file they are in is not at hand"
+    indices = callees(model, [node])
+    if graph.subgraph_index in indices or any(not 0 <= i < len(model.subgraphs) for i in calls(node)):
+        return f"{node.op} calls a subgraph that is out of range or calls back into its caller"
+    for index in indices:
+        subgraph = model.subgraphs[index]
+        held = next((op.op for op in subgraph.operators if op.custom or op.op in STATEFUL_OPS), None)
+        if held is not None:
+            return f"{node.op} calls subgraph {index}, which runs {held} (state our interpreter holds, or a custom op)"
+        if any(t.is_variable or t.type_name in ("RESOURCE", "STRING", "VARIANT") for t in subgraph.tensors):
+            return f"{node.op} calls subgraph {index}, which holds a variable, resource or string tensor"
+    try:
+        per_call = sum(work(Graph.from_model(model, index).nodes) for index in indices)
+    except ModelError as error:
+        return f"{node.op} calls a subgraph our reader refuses: {error}"
+    if per_call > CALLEE_WORK_MAX:
+        return (f"{node.op}'s subgraphs compute about {per_call:,} multiply-adds a call, over "
+                f"{CALLEE_WORK_MAX:,} (callee_subgraphs.CALLEE_WORK_MAX): they run on our side, on the GPU where it takes them")
+    return None
+
+
+def copy_callees(model, nodes, first_buffer):
+    """(SubgraphDefs, buffers, {old index: new index}) of the subgraphs `nodes` (graph Nodes)
+    call in `model` (a ModelDef), renumbered from 1 (after the sub-model's own subgraph 0), with
+    their options renumbered alike and their constants' buffers numbered from `first_buffer`."""
+    indices = callees(model, nodes)
+    renumber = {old: new for new, old in enumerate(indices, start=1)}
+    subgraphs, buffers, buffer_index = [], [], {}
+    for old in indices:
+        subgraph = model.subgraphs[old]
+        tensors = []
+        for tensor in subgraph.tensors:
+            if tensor.buffer > 0 and tensor.buffer < len(model.buffers) and model.buffers[tensor.buffer].size:
+                if tensor.buffer not in buffer_index:
+                    buffer_index[tensor.buffer] = first_buffer + len(buffers)
+                    buffers.append(model.buffers[tensor.buffer])
+                tensor = replace(tensor, buffer=buffer_index[tensor.buffer])
+            else:
+                tensor = replace(tensor, buffer=0)
+            tensors.append(tensor)
+        operators = [replace(op, options=renumbered_options(op, renumber)) for op in subgraph.operators]
+        subgraphs.append(replace(subgraph, tensors=tensors, operators=operators))
+    return subgraphs, buffers, renumber
+
+
+def renumbered_options(op, renumber):
+    """`op`'s options (a dict) with the subgraph indices it names renumbered ({old: new})."""
+    options = dict(op.options)
+    if not op.custom:
+        for option in SUBGRAPH_OPTIONS.get(op.op, ()):
+            if options.get(option) in renumber:
+                options[option] = renumber[options[option]]
+    return options
