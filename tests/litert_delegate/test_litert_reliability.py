@@ -199,3 +199,29 @@ def test_control_flow_runs_with_its_subgraphs_on_the_gpu(case, caplog):
         assert gpu_subgraphs(delegate) == gpu
         del interp
     assert "matches 2 of the model's subgraphs" not in caplog.text
+
+
+def add_n_model():
+    """x -> TANH -> ADD_N(x, tanh, x) -> LOGISTIC: LiteRT's ADD_N adds a scratch tensor of its
+    own at Init, after the file's 4."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 3))
+    t, s, y = (b.tensor(name, (1, 4, 4, 3)) for name in ("t", "s", "y"))
+    b.op("TANH", [x], [t])
+    b.op("ADD_N", [x, t, x], [s])
+    b.op("LOGISTIC", [s], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_a_kernels_own_temporary_tensor_is_not_a_replaced_model():
+    """LiteRT held 5 tensors for a file of 4 (ADD_N's scratch tensor), and the check that the
+    file was not replaced refused the model: 'LiteRT holds 5 tensors, the file now has 4'."""
+    data, x = add_n_model(), np.random.default_rng(0).standard_normal((1, 4, 4, 3)).astype(np.float32)
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        got = run(interp, x)
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0, 2]
+    expected = litert_alone(data, x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=4 * np.finfo(np.float32).eps)
