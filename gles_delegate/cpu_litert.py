@@ -566,7 +566,12 @@ class WholeModelStep(LiteRTStep):
             self.calls.set(theirs, storage[index])
         self.invoke()
         for tensor, _, view in self.outputs:  # copied now: a view held would cost a forget() per invoke
-            np.copyto(storage[tensor.index], view())
+            value = view()
+            if value.shape == storage[tensor.index].shape:
+                np.copyto(storage[tensor.index], value)
+            else:  # a dynamic output (shape_propagation.dynamic_tensors): the shape LiteRT gave it
+                storage[tensor.index] = np.array(value, tensor.dtype)
+                tensor.shape = value.shape
 
     def invoke(self):
         """LiteRT's invoke of the model on what its inputs hold; a ModelError where it fails."""

@@ -67,4 +67,13 @@ class DirectPath:
         """Copy what LiteRT holds (inputs, variables, outputs) into `storage` (the Interpreter's),
         which the plan's WholeModelStep runs from afterwards."""
         for index in self.readable:
-            storage[index][...] = self.get(index)
+            try:
+                value = self.get(index)
+            except ValueError as exc:  # a dynamic output before the first invoke: no data yet
+                if "null" not in str(exc):
+                    raise
+                continue
+            if value.shape == storage[index].shape:
+                storage[index][...] = value
+            else:  # a dynamic output (its shape LiteRT's): as WholeModelStep.run takes it
+                storage[index] = value

@@ -441,10 +441,11 @@ class _Executor:
     def runs_whole(self, graph, cpu, transient):
         """Whether this subgraph can run as the model file whole on LiteRT (WholeModelStep) once
         a delegate leaves it every node: the main subgraph of a model LiteRT runs through
-        cpu_backend 'auto' or 'litert', planned for more than one run, with no dynamic tensors,
-        intermediates kept to itself (no experimental_preserve_all_tensors), and every signature
-        on it (another subgraph's runner would run on this package's variables, not LiteRT's)."""
-        return (self.subgraph_index == 0 and not transient and not self.preserve_all_tensors and not self.dynamic
+        cpu_backend 'auto' or 'litert', planned for more than one run (dynamic tensors, a Keras
+        RNN's loop outputs, are LiteRT's to resize), intermediates kept to itself (no
+        experimental_preserve_all_tensors), and every signature on it (another subgraph's
+        runner would run on this package's variables, not LiteRT's)."""
+        return (self.subgraph_index == 0 and not transient and not self.preserve_all_tensors
                 and cpu.backend in ("auto", "litert") and cpu_litert.litert_interpreter_class() is not None
                 and graph.source_model is not None and graph.source_model.source_bytes is not None
                 and all(s.subgraph_index == 0 for s in self.model.signature_defs))

@@ -11,7 +11,7 @@ from gles_delegate.cpu_litert import LiteRTStep, WholeModelStep
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
-from tests.control_flow_models import rnn_case, rnn_loop, stepped_loop
+from tests.control_flow_models import check_keras_rnn, keras_rnn_loop, rnn_case, rnn_loop, stepped_loop
 from tests.streaming_models import Ring, frames, ring_model
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
@@ -407,6 +407,28 @@ def test_a_model_whose_loop_its_constants_bound_is_timed_whole(monkeypatch, cpu_
     for mine, output in zip(got, theirs.get_output_details()):
         expected = theirs.get_tensor(output["index"])
         np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("through", ["thin path", "storage"])
+def test_a_model_with_dynamic_tensors_runs_whole_on_litert(monkeypatch, through):
+    """keras_rnn_loop's loop outputs are dynamic tensors (placeholder shapes): the whole model on
+    LiteRT resizes them itself, so placement may hand it over (it was kept off the whole-model
+    path, the loop run by our Python per iteration). Its outputs, read through the thin path or
+    after leaving it for the storage (a tensor() view), are LiteRT's."""
+    monkeypatch.setattr(placement, "whole_timer", lambda step, graph: fixed(1e-3))
+    monkeypatch.setattr(placement, "gpu_timer", lambda partition, graph: fixed(1.0))
+    case = rnn_case(4, 2, n_in=3, n_hidden=5)
+    data = keras_rnn_loop(*case[:4], 4, 2)
+    with GpuDelegate(placement="fastest") as delegate:
+        interpreter = ours(data, delegate)
+        assert [type(s) for s in interpreter._main.steps] == [WholeModelStep]
+        for detail, value in zip(interpreter.get_input_details(), case[4]):
+            interpreter.set_tensor(detail["index"], value)
+        if through == "storage":
+            interpreter.tensor(interpreter.get_input_details()[0]["index"])  # leaves the thin path
+        interpreter.invoke()
+        got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    check_keras_rnn(got, case, data)
 
 
 def test_a_model_that_loops_is_not_timed_whole(monkeypatch):
