@@ -1,6 +1,7 @@
 """Side-by-side latency of gles_delegate and ai-edge-litert on the same inputs, in one process.
 
     python -m gles_delegate.tools.bench_compare MODEL_OR_DIR [...] [--runs 50] [--out results] [--fastest]
+    python -m gles_delegate.tools.bench_compare --merge A/results.json --merge B/results.json --out all
 
 For every model: ours at FP32, fp16_fp32acc and auto (with --fastest also ours with
 placement='fastest' at fp16_fp32acc or the precision given, whose "fastest on" column says where
@@ -198,6 +199,9 @@ def build_parser():
                         help="also time ours with placement='fastest' (each small GPU partition timed against "
                              "LiteRT's CPU kernels at start-up, the faster kept) at PRECISION (default "
                              "fp16_fp32acc)")
+    parser.add_argument("--merge", action="append", default=[], metavar="RESULTS_JSON",
+                        help="measure nothing: merge the rows of earlier runs' results.json files (repeatable, "
+                             "in order) into one table")
     parser.add_argument("--out", type=common.output_dir, default="bench_compare", help="directory for results.md and results.json")
     return parser
 
@@ -210,8 +214,14 @@ def run(args, argv):
     command = common.command_line("python -m gles_delegate.tools.bench_compare", argv)
     rows, text = [], ""
     groups = args.models + args.models_dir
+    if args.merge:
+        if groups:
+            raise common.ToolError("--merge measures nothing: give it no models")
+        rows = [row for path in args.merge for row in merged_rows(path)]
+        print(write_results(rows, command, Path(args.out), "earlier runs' machine (each run's results.md names it)"))
+        return 0
     if not groups:
-        raise common.ToolError("give models, or --models-dir DIR")
+        raise common.ToolError("give models, --models-dir DIR, or --merge RESULTS_JSON")
     for path in [path for group in groups for path in group]:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, args))
@@ -220,11 +230,24 @@ def run(args, argv):
     return 0
 
 
-def write_results(rows, command, out):
+def merged_rows(path):
+    """The rows of a results.json this tool wrote; a ToolError naming `path` for anything else."""
+    try:
+        rows = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise common.ToolError(f"--merge {path}: {exc}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "model" in r and isinstance(r.get("ours_fp32"), dict)
+                                             for r in rows):
+        raise common.ToolError(f"--merge {path}: not a results.json of bench_compare (a list of rows with "
+                               "'model' and 'ours_fp32')")
+    return rows
+
+
+def write_results(rows, command, out, host=None):
     """Write results.md and results.json into `out` (each replaced whole, never half-written);
-    returns the Markdown."""
+    returns the Markdown. host: where the rows were measured (default: this machine)."""
     device = next((r["ours_fp32"]["renderer"] for r in rows if "renderer" in r["ours_fp32"]), "?")
-    text = markdown(rows, command, f"{device} ({platform.node()}, {os.cpu_count()} CPUs)")
+    text = markdown(rows, command, f"{device} ({host or f'{platform.node()}, {os.cpu_count()} CPUs'})")
     out.mkdir(parents=True, exist_ok=True)
     common.write_atomic(out / "results.md", text)
     common.write_atomic(out / "results.json", json.dumps(rows, indent=1, default=str))

@@ -29,6 +29,18 @@ def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
     assert rows[0]["ours_fp32"]["error_vs_xnnpack"] < 1e-5 and "outputs" not in rows[0]["ours_fp32"]
     for key in ("litert_gpu", "litert_gpu_f32"):  # measured, or why not (no Vulkan here)
         assert "median_ms" in rows[0][key] or rows[0][key]["error"]
+    # --merge: the rows of both files in order, one table, nothing measured again.
+    merged = tmp_path / "merged"
+    assert bench_compare.main(["--merge", str(out / "results.json"), "--merge", str(out / "results.json"),
+                               "--out", str(merged)]) == 0
+    lines = (merged / "results.md").read_text().splitlines()
+    assert "--merge" in lines[0] and [line for line in lines if line.startswith("| small |")] == \
+        [next(line for line in table.splitlines() if line.startswith("| small |"))] * 2
+    assert json.loads((merged / "results.json").read_text()) == rows * 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        bench_compare.main(["--merge", str(out / "results.md"), "--out", str(merged)])
+    assert stop.value.code != 0 and "--merge" in capsys.readouterr().err
 
 
 def test_bench_compare_fastest_times_placement_fastest(small_model, tmp_path):
