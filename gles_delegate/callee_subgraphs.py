@@ -70,12 +70,38 @@ def callee_refusal(node, graph):
         if any(t.is_variable or t.type_name in ("RESOURCE", "STRING", "VARIANT") for t in subgraph.tensors):
             return f"{node.op} calls subgraph {index}, which holds a variable, resource or string tensor"
     try:
-        per_call = sum(work(Graph.from_model(model, index).nodes) for index in indices)
+        per_call = callee_work(model, indices)
     except ModelError as error:
         return f"{node.op} calls a subgraph our reader refuses: {error}"
     if per_call > CALLEE_WORK_MAX:
         return (f"{node.op}'s subgraphs compute about {per_call:,} multiply-adds a call, over "
                 f"{CALLEE_WORK_MAX:,} (callee_subgraphs.CALLEE_WORK_MAX): they run on our side, on the GPU where it takes them")
+    return None
+
+
+def callee_work(model, indices):
+    """The multiply-adds (partition.work) subgraphs `indices` of `model` compute a call."""
+    return sum(work(Graph.from_model(model, index).nodes) for index in indices)
+
+
+def small_loop_caller(model, index):
+    """'operator #i (WHILE) of subgraph s' when subgraph `index` of `model` is called, directly
+    or through its callees, by a WHILE / IF whose callees compute at most CALLEE_WORK_MAX
+    multiply-adds a call; else None. In LiteRT's Interpreter such a subgraph is left to LiteRT's
+    kernels whole (litert/plan.py): a GPU partition in a loop body costs a call into our Python
+    per iteration, the cliff this module removes from our Interpreter."""
+    for s, subgraph in enumerate(model.subgraphs):
+        for i, op in enumerate(subgraph.operators):
+            if op.op not in COPIED_CALLERS or op.custom:
+                continue
+            indices = callees(model, [op])
+            if index not in indices or s in indices:
+                continue
+            try:
+                if callee_work(model, indices) <= CALLEE_WORK_MAX:
+                    return f"operator #{i} ({op.op}) of subgraph {s}"
+            except ModelError:
+                continue
     return None
 
 

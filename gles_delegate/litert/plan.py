@@ -3,6 +3,7 @@ partitioner, compiler and cache as this package's Interpreter, so the same nodes
 import logging
 from dataclasses import dataclass, field
 
+from ..callee_subgraphs import small_loop_caller
 from ..errors import ModelError
 from ..graph import Graph
 from ..partition import boundary
@@ -71,6 +72,12 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     resize_tensor_input) are propagated through the graph as the Interpreter does."""
     sg = model.subgraphs[index]
     graph = Graph.from_model(model, index)
+    caller = small_loop_caller(model, index) if index else None
+    if caller is not None:
+        log.info("GpuDelegate: subgraph %d is left to LiteRT's kernels: %s calls it, and its subgraphs compute "
+                 "little a call (callee_subgraphs.CALLEE_WORK_MAX): a GPU partition there would cost a call into "
+                 "Python per iteration", index, caller)
+        candidates = ()
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
     candidates = set(candidates) - _decline_unplannable(graph, resized)
     densify_sparse_reads(graph)

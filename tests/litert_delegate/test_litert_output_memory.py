@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gles_delegate import GpuDelegate, Interpreter
+from gles_delegate import GpuDelegate, Interpreter, callee_subgraphs
 from gles_delegate.gpu.runtime import MappedIo
 from gles_delegate.litert import abi, memory
 from gles_delegate.litert.native import native_delegates
@@ -322,10 +322,11 @@ def test_an_invoke_failing_a_status_word_leaves_the_last_good_output():
         del interp
 
 
-def test_outputs_of_called_subgraphs_are_not_lent():
+def test_outputs_of_called_subgraphs_are_not_lent(monkeypatch):
     """An IF's branches are subgraphs LiteRT may point its own tensors into (a shallow copy):
     their kernels lend nothing; the IF's own output, in the entry subgraph, is LiteRT's CPU
-    node's. The outputs are LiteRT's alone."""
+    node's. The outputs are LiteRT's alone. (Branches count as large: small ones are LiteRT's.)"""
+    monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
     data = if_model((2, 3))
     model = read_model(data)
     assert memory.lendable_outputs(model) == {0: set(model.subgraphs[0].outputs), 1: set(), 2: set()}

@@ -1,10 +1,12 @@
 """LiteRT's Interpreter + GpuDelegate on models LiteRT alone runs that our plan must not get wrong
 (issue 40): declared shapes the options contradict, a model file replaced while it is read,
 control flow whose subgraphs are shared or whose tensors change shape."""
+import logging
+
 import numpy as np
 import pytest
 
-from gles_delegate import GpuDelegate
+from gles_delegate import GpuDelegate, callee_subgraphs
 from gles_delegate.litert.native import native_delegates
 from gles_delegate.tflite import ModelBuilder
 from tests.control_flow_models import growing_loop, if_model
@@ -178,14 +180,16 @@ CONTROL_FLOW = {  # name: (model, [inputs of each invoke], the subgraphs and nod
 
 
 @pytest.mark.parametrize("case", sorted(CONTROL_FLOW))
-def test_control_flow_runs_with_its_subgraphs_on_the_gpu(case, caplog):
+def test_control_flow_runs_with_its_subgraphs_on_the_gpu(case, caplog, monkeypatch):
     """LiteRT's IF and WHILE point their subgraphs' inputs at their own tensors only after they
     prepared the subgraph (bytes 0 and no memory until then): the delegate kernel there takes
     its memory at invoke and checks its size then (before: 'tensor 0 ('x'): LiteRT holds 0
     bytes, the GPU plan expects 24', for an IF whose branches are one subgraph and for a WHILE
     whose carried tensor grows). An IF's two branches of the same tensors, told apart by
     their op codes, are both claimed. The outputs are LiteRT's alone, invoke after invoke, as
-    the loop's shapes change."""
+    the loop's shapes change. (Subgraphs this small are LiteRT's by default, as the next test
+    shows: every callee counts as large here.)"""
+    monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
     model, invokes, gpu = CONTROL_FLOW[case]
     alone = LiteRT(model_content=model)
     alone.allocate_tensors()
@@ -199,6 +203,27 @@ def test_control_flow_runs_with_its_subgraphs_on_the_gpu(case, caplog):
         assert gpu_subgraphs(delegate) == gpu
         del interp
     assert "matches 2 of the model's subgraphs" not in caplog.text
+
+
+@pytest.mark.parametrize("case", sorted(CONTROL_FLOW))
+def test_small_control_flow_subgraphs_are_left_to_litert(case, caplog):
+    """A GPU partition inside a loop body costs a call into our Python per iteration (a Keras
+    GRU: 26.8 ms per invoke through LiteRT + GpuDelegate on llvmpipe, 0.31 ms with its subgraphs
+    left to LiteRT): subgraphs an IF / WHILE calls that compute at most CALLEE_WORK_MAX
+    multiply-adds a call are not claimed, the outputs LiteRT's alone's."""
+    model, invokes, _ = CONTROL_FLOW[case]
+    alone = LiteRT(model_content=model)
+    alone.allocate_tensors()
+    with caplog.at_level(logging.INFO, logger="gles_delegate"), GpuDelegate() as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        for inputs in invokes:
+            for ours, theirs in zip(run_all(interp, inputs), run_all(alone, inputs)):
+                assert ours.shape == theirs.shape
+                np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+        assert set(gpu_subgraphs(delegate)) <= {0}  # only the entry subgraph's nodes, if any
+        del interp
+    assert "is left to LiteRT's kernels: operator #" in caplog.text
 
 
 def add_n_model():
