@@ -92,6 +92,22 @@ def nested_loop(x_shape, step, outer, inner):
     return b.build()
 
 
+def constant_bound_loop(carried, bound, step, output=1):
+    """A WHILE over (i = 0, v), v the model input of spec `carried` (name, shape, dtype): while
+    i < `bound` (a constant), step(body, i, v) adds the body's nodes and returns its (i', v').
+    The model's output: the loop's output `output`."""
+    specs = [("i", (), np.int32), carried]
+    b = ModelBuilder()
+    v = b.input(*carried)
+    cond, body = b.subgraph("cond"), b.subgraph("body")
+    outputs = _while(b, [b.const("zero", np.array(0, np.int32)), v], specs, cond, body)
+    b.output(outputs[output])
+    _less_than(cond, _inputs(cond, specs)[0], cond.const("bound", np.array(bound, np.int32)))
+    for t in step(body, *_inputs(body, specs)):
+        body.output(t)
+    return b.build()
+
+
 def stepped_loop(x_shape):
     """x (float32 x_shape) -> MUL by 2 -> TANH -> WHILE (i < 5: i += s, acc += 1) over carried
     (i, bound, s, acc), s an int32 scalar input: at s = 0 (zeros) it never ends. Outputs i, acc."""

@@ -8,10 +8,9 @@ from gles_delegate import Interpreter
 from gles_delegate.callee_subgraphs import callee_refusal, copy_callees
 from gles_delegate.cpu_litert import PRESERVING_CALLERS
 from gles_delegate.graph import Graph
-from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.reader import read_model
-from tests.control_flow_models import (check_keras_rnn, counter_loop, if_model, invoke_resized, keras_rnn_loop,
-                                       nested_loop, rnn_case)
+from tests.control_flow_models import (check_keras_rnn, constant_bound_loop, counter_loop, if_model, invoke_resized,
+                                       keras_rnn_loop, nested_loop, rnn_case)
 from tests.litert import LiteRTInterpreter
 from tests.tolerance import F32_ULPS
 
@@ -75,29 +74,16 @@ def test_if_runs_either_branch_on_litert(condition, same_shapes):
 
 
 def stateful_body_loop():
-    """counter_loop's layout with a body that reads a resource variable: state our interpreter holds."""
-    specs = [("i", (), np.int32), ("acc", (3,), np.float32)]
-    b = ModelBuilder()
-    x = b.input("x", (3,), np.float32)
-    cond, body = b.subgraph("cond"), b.subgraph("body")
-    outputs = [b.tensor(f"{name}_out", shape, dtype) for name, shape, dtype in specs]
-    b.op("WHILE", [b.const("zero", np.array(0, np.int32)), x], outputs, cond_subgraph_index=cond.index,
-         body_subgraph_index=body.index)
-    b.output(outputs[1])
-    ci, _ = (cond.input(name, shape, dtype) for name, shape, dtype in specs)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ci, cond.const("three", np.array(3, np.int32))], [less])
-    cond.output(less)
-    bi, bacc = (body.input(name, shape, dtype) for name, shape, dtype in specs)
-    handle, value = body.tensor("handle", (), type_name="RESOURCE"), body.tensor("value", (3,), np.float32)
-    body.op("VAR_HANDLE", [], [handle], container="", shared_name="v")
-    body.op("READ_VARIABLE", [handle], [value])
-    i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (3,), np.float32)
-    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
-    body.op("ADD", [bacc, value], [acc2], fused_activation_function=0)
-    body.output(i2)
-    body.output(acc2)
-    return b.build()
+    """A loop whose body adds a resource variable to acc: state our interpreter holds."""
+    def step(body, i, acc):
+        handle, value = body.tensor("handle", (), type_name="RESOURCE"), body.tensor("value", (3,), np.float32)
+        body.op("VAR_HANDLE", [], [handle], container="", shared_name="v")
+        body.op("READ_VARIABLE", [handle], [value])
+        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (3,), np.float32)
+        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
+        body.op("ADD", [acc, value], [acc2], fused_activation_function=0)
+        return i2, acc2
+    return constant_bound_loop(("acc", (3,), np.float32), 3, step)
 
 
 def test_a_loop_whose_body_holds_state_stays_ours():

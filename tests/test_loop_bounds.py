@@ -6,8 +6,8 @@ import pytest
 from gles_delegate.loop_bounds import input_bound_loop
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.reader import read_model
-from tests.control_flow_models import (counter_loop, growing_loop, if_model, keras_rnn_loop, nested_loop, rnn_case,
-                                       rnn_loop, stepped_loop)
+from tests.control_flow_models import (constant_bound_loop, counter_loop, growing_loop, if_model, keras_rnn_loop,
+                                       nested_loop, rnn_case, rnn_loop, stepped_loop)
 
 STEP = np.float32([0.5])
 
@@ -63,21 +63,9 @@ def test_a_bound_from_an_inputs_shape_is_fixed_one_from_its_value_is_not():
 def test_a_counter_the_body_makes_input_dependent_is_found():
     """The bound is a constant, but the body adds the input to the counter: the fixpoint over the
     carried values finds the condition reading it."""
-    b = ModelBuilder()
-    s = b.input("s", (), np.int32)
-    cond, body = b.subgraph("cond"), b.subgraph("body")
-    specs = [("i", (), np.int32), ("s", (), np.int32)]
-    outputs = [b.tensor(f"{name}_out", shape, dtype) for name, shape, dtype in specs]
-    b.op("WHILE", [b.const("zero", np.array(0, np.int32)), s], outputs, cond_subgraph_index=cond.index,
-         body_subgraph_index=body.index)
-    b.output(outputs[0])
-    ci, _ = (cond.input(name, shape, dtype) for name, shape, dtype in specs)
-    less = cond.tensor("less", (), np.bool_)
-    cond.op("LESS", [ci, cond.const("five", np.array(5, np.int32))], [less])
-    cond.output(less)
-    bi, bs = (body.input(name, shape, dtype) for name, shape, dtype in specs)
-    i2 = body.tensor("i2", (), np.int32)
-    body.op("ADD", [bi, bs], [i2], fused_activation_function=0)
-    body.output(i2)
-    body.output(bs)
-    assert input_bound_loop(read_model(b.build())) == "operator #0 (WHILE) of subgraph 0"
+    def step(body, i, s):
+        i2 = body.tensor("i2", (), np.int32)
+        body.op("ADD", [i, s], [i2], fused_activation_function=0)
+        return i2, s
+    data = constant_bound_loop(("s", (), np.int32), 5, step, output=0)
+    assert input_bound_loop(read_model(data)) == "operator #0 (WHILE) of subgraph 0"

@@ -161,6 +161,15 @@ def run_all(interp, inputs):
     return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
 
 
+def assert_as_alone(interp, alone, invokes):
+    """Each of `invokes` (a list of inputs) gives `interp` the outputs, shapes included, that it
+    gives LiteRT's interpreter `alone`."""
+    for inputs in invokes:
+        for ours, theirs in zip(run_all(interp, inputs), run_all(alone, inputs)):
+            assert ours.shape == theirs.shape
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
 def gpu_subgraphs(delegate):
     """{subgraph index: operator indices on the GPU} of the delegate's (one) LiteRT interpreter."""
     (native,) = native_delegates(delegate)
@@ -196,10 +205,7 @@ def test_control_flow_runs_with_its_subgraphs_on_the_gpu(case, caplog, monkeypat
     with GpuDelegate() as delegate:
         interp = LiteRT(model_content=model, experimental_delegates=[delegate])
         interp.allocate_tensors()
-        for inputs in invokes:
-            for ours, theirs in zip(run_all(interp, inputs), run_all(alone, inputs)):
-                assert ours.shape == theirs.shape
-                np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+        assert_as_alone(interp, alone, invokes)
         assert gpu_subgraphs(delegate) == gpu
         del interp
     assert "matches 2 of the model's subgraphs" not in caplog.text
@@ -217,10 +223,7 @@ def test_small_control_flow_subgraphs_are_left_to_litert(case, caplog):
     with caplog.at_level(logging.INFO, logger="gles_delegate"), GpuDelegate() as delegate:
         interp = LiteRT(model_content=model, experimental_delegates=[delegate])
         interp.allocate_tensors()
-        for inputs in invokes:
-            for ours, theirs in zip(run_all(interp, inputs), run_all(alone, inputs)):
-                assert ours.shape == theirs.shape
-                np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+        assert_as_alone(interp, alone, invokes)
         assert set(gpu_subgraphs(delegate)) <= {0}  # only the entry subgraph's nodes, if any
         del interp
     assert "is left to LiteRT's kernels: operator #" in caplog.text
