@@ -362,7 +362,7 @@ def test_gles_inspect_gives_what_was_measured_as_the_reason(slow_gpu, tmp_path, 
 
 @pytest.mark.parametrize("whole_ms, on", [(None, "cpu"), (SLOW_GPU_MS * 10, "gpu")])
 def test_partitions_timed_by_the_whole_model_move_together_or_not_at_all(slow_gpu, monkeypatch, whole_ms, on):
-    """Two partitions of resource variables (around an ADD_N no GPU kernel runs): no sub-model
+    """Two partitions of resource variables (around an ATAN2 no GPU kernel runs): no sub-model
     holds them, so the whole model's time is set against both GPU times together."""
     if whole_ms is not None:
         monkeypatch.setattr(placement, "whole_timer", lambda step, graph: fixed(whole_ms))

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.gpu.gpulib import PRECISIONS, check_gpu
-from tests.oplib import In
+from tests.litert import LiteRTInterpreter
+from tests.oplib import In, single_op_model
 
 SHAPES = [  # (a, b, b constant)
     ((1, 5, 6, 7), (1, 5, 6, 7), False),
@@ -89,3 +90,38 @@ def test_pow_constant_exponent(exponent, precision):
     c = In(np.array(exponent, np.float32), const=True)
     check_gpu("POW", [In(x), c], {}, precision)
     check_gpu("POW", [c, In(x)], {}, precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("count, constant", [(2, ()), (3, (1,)), (9, (0, 4))])
+def test_add_n(precision, count, constant):
+    """ADD_N of 2 to ADD_N_MAX_INPUTS inputs (some constant) in one dispatch."""
+    rng = np.random.default_rng(count)
+    inputs = [In(rng.standard_normal((1, 5, 6, 7)).astype(np.float32), const=k in constant) for k in range(count)]
+    check_gpu("ADD_N", inputs, {}, precision)
+
+
+def test_add_n_clamps_each_sum_as_litert():
+    """LiteRT's AddN clamps after every addition: FLT_MAX + FLT_MAX - FLT_MAX is FLT_MAX - FLT_MAX
+    = 0, not inf - FLT_MAX = inf; inf + -inf is NaN; a NaN stays NaN; a first input of inf
+    becomes FLT_MAX once added to."""
+    big = np.finfo(np.float32).max
+    first = np.array([big, big, INF, NAN, 1, -big], np.float32).reshape(1, 6)
+    second = np.array([big, 1, -INF, 1, NAN, -big], np.float32).reshape(1, 6)
+    third = np.array([-big, 0, 0, 0, 1, big], np.float32).reshape(1, 6)
+    inputs = [In(first), In(second), In(third)]
+    reference, _ = check_gpu("ADD_N", inputs, {})
+    np.testing.assert_array_equal(reference[0], np.array([[0, big, NAN, NAN, NAN, 0]], np.float32))
+    litert = LiteRTInterpreter(model_content=single_op_model("ADD_N", inputs, {}))
+    litert.allocate_tensors()
+    for detail, value in zip(litert.get_input_details(), (first, second, third)):
+        litert.set_tensor(detail["index"], value)
+    litert.invoke()
+    np.testing.assert_array_equal(litert.get_tensor(litert.get_output_details()[0]["index"]), reference[0])
+
+
+def test_add_n_of_more_inputs_than_the_kernel_adds_stays_on_the_cpu():
+    from gles_delegate.gpu.kernels.binary import ADD_N_MAX_INPUTS
+    rng = np.random.default_rng(0)
+    inputs = [In(rng.standard_normal((2, 3)).astype(np.float32)) for _ in range(ADD_N_MAX_INPUTS + 1)]
+    check_gpu("ADD_N", inputs, {}, gpu_nodes=0)

@@ -111,6 +111,8 @@ def node_steps(node, value):
     if node.op == "CAST":
         target = np.dtype(node.options.get(CAST_OUTPUT, node.outputs[0].dtype))
         return [Step(CAST_STEPS[node.inputs[0].dtype, target], stored=value.dtype != _I32)]
+    if node.op == "ADD_N":  # LiteRT's AddN: the first input, then a clamped ADD per further one
+        return [Step("ADD", t, stored=k == 0) for k, t in enumerate(node.inputs[1:])]
     if node.op in BINARY_CODES:
         a, b = node.inputs[:2]
         other, swap = (b, False) if value is a else (a, True)
@@ -147,6 +149,8 @@ def own_steps(node):
     step: an elementwise node's op (and a binary op's activation), else none."""
     if node.op in BINARY_CODES:
         return 1 + len(activation_steps(node))
+    if node.op == "ADD_N":
+        return len(node.inputs) - 1
     return 1 if node.op in UNARY_OPS else 0
 
 
