@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from .errors import ModelError
 from .graph import Graph
+from .litert_crashes import crash_reason
 from .ops.control_flow import SUBGRAPH_OPTIONS
 from .partition import work
 
@@ -70,9 +71,13 @@ def callee_refusal(node, graph):
         if any(t.is_variable or t.type_name in ("RESOURCE", "STRING", "VARIANT") for t in subgraph.tensors):
             return f"{node.op} calls subgraph {index}, which holds a variable, resource or string tensor"
     try:
-        per_call = callee_work(model, indices)
+        graphs = {index: Graph.from_model(model, index) for index in indices}
     except ModelError as error:
         return f"{node.op} calls a subgraph our reader refuses: {error}"
+    crash = next(((i, n, why) for i, g in graphs.items() for n in g.nodes if (why := crash_reason(n))), None)
+    if crash is not None:
+        return f"{node.op} calls subgraph {crash[0]}, whose {crash[1].label}: {crash[2]}"
+    per_call = sum(work(g.nodes) for g in graphs.values())
     if per_call > CALLEE_WORK_MAX:
         return (f"{node.op}'s subgraphs compute about {per_call:,} multiply-adds a call, over "
                 f"{CALLEE_WORK_MAX:,} (callee_subgraphs.CALLEE_WORK_MAX): they run on our side, on the GPU where it takes them")

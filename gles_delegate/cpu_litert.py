@@ -49,6 +49,7 @@ import numpy as np
 
 from . import ops
 from .callee_subgraphs import COPIED_CALLERS, callee_refusal, copy_callees, renumbered_options
+from .litert_crashes import crash_reason
 from .errors import ModelError
 from .graph import Node
 from .ops.checks import Malformed, Unimplemented
@@ -113,23 +114,7 @@ def litert_refusal(node, graph):
         return f"tensor {unheld.index} is of type {unheld.type_name or 'unknown'}, which numpy does not hold"
     if _intermediates(node, graph):
         return "it has intermediate tensors, which the graph does not keep"
-    return next((why for why in map(_unsafe_quantization, tensors) if why is not None), None)
-
-
-def _unsafe_quantization(tensor):
-    """Why LiteRT's kernels are not safe with integer `tensor`'s quantization, or None: a scale
-    that is not a positive normal float, or zero points outside its type's range or not one per
-    scale (gles-fuzz: each crashed LiteRT 2.3's QUANTIZE; the reference computes with them)."""
-    q = tensor.quantization
-    if q is None or np.dtype(tensor.dtype).kind not in "iu":
-        return None
-    scales, zero_points, info = np.asarray(q.scales, np.float64), np.asarray(q.zero_points), np.iinfo(tensor.dtype)
-    unsafe = f"tensor {tensor.index} has a quantization LiteRT's kernels are not safe with"
-    if not np.all(np.isfinite(scales) & (scales >= np.finfo(np.float32).tiny)):
-        return f"{unsafe}: a scale that is not a positive normal float"
-    if zero_points.size not in (0, 1, scales.size) or np.any((zero_points < info.min) | (zero_points > info.max)):
-        return f"{unsafe}: zero points outside {tensor.dtype} or not one per scale"
-    return None
+    return crash_reason(node)
 
 
 def _intermediates(node, graph):

@@ -94,6 +94,24 @@ def test_a_loop_whose_body_holds_state_stays_ours():
     assert callee_refusal(graph.nodes[0], graph) is None
 
 
+def test_a_loop_whose_body_litert_crashes_on_stays_ours():
+    """A DEPTHWISE_CONV_2D of 2 inputs in the body crashes LiteRT (litert_crashes.py): the loop
+    is not copied into a sub-model; the reference runs it, as LiteRT's interpreter would not."""
+    def step(body, i, acc):
+        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (1, 3, 3, 2), np.float32)
+        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
+        body.op("DEPTHWISE_CONV_2D", [acc, body.const("w", np.full((1, 1, 1, 2), 0.5, np.float32))], [acc2],
+                padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=0,
+                dilation_w_factor=1, dilation_h_factor=1)
+        return i2, acc2
+    data = constant_bound_loop(("acc", (1, 3, 3, 2), np.float32), 3, step)
+    ours = Interpreter(model_content=data)
+    x = np.arange(18, dtype=np.float32).reshape(1, 3, 3, 2)
+    (got,) = outputs_of(ours, [x])
+    assert "crashes LiteRT" in ours.cpu_summary()["reference_reasons"]["#0 (WHILE)"]
+    np.testing.assert_array_equal(got, x * 0.125)  # three halvings, exact in float32
+
+
 def test_preserve_all_tensors_keeps_a_loop_ours_and_every_tensor_readable():
     """LiteRT's WHILE leaves a carried value its body passes through unallocated (a Keras GRU's
     'Tensor data is null'): under experimental_preserve_all_tensors the reference runs the loop."""

@@ -697,7 +697,47 @@ def small_models():
     b.output(g)
     models["custom"] = b.build()
     models["convnet_external"] = write_model(read_model(models["convnet"]), external_buffers=True)
+    models["loop"] = _loop_model(weights)
     return models
+
+
+def _loop_model(weights):
+    """Control flow: x -> TANH -> WHILE (i < 3: acc = acc * w + b, a FULLY_CONNECTED step) ->
+    IF (x's first element > 0: acc + x, else acc - x). Its WHILE and IF run in a LiteRT sub-model
+    under cpu_backend 'auto' (callee_subgraphs.py): mutations reach LiteRT through the copied
+    subgraphs too. A mutation that keeps the loop from ending (a body output pointed at its
+    input) is a 'timeout' finding of TFLite's own semantics: a WHILE has no iteration limit
+    there either (docs/architecture.md, "Control flow")."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4))
+    t = b.tensor("t", (1, 4))
+    b.op("TANH", [x], [t])
+    cond, body, then, other = (b.subgraph(name) for name in ("cond", "body", "then", "else"))
+    i_out, acc = b.tensor("i_out", (), np.int32), b.tensor("acc", (1, 4))
+    b.op("WHILE", [b.const("zero", np.array(0, np.int32)), t], [i_out, acc],
+         cond_subgraph_index=cond.index, body_subgraph_index=body.index)
+    ci, _ = cond.input("i", (), np.int32), cond.input("acc", (1, 4))
+    less = cond.tensor("less", (), np.bool_)
+    cond.op("LESS", [ci, cond.const("three", np.array(3, np.int32))], [less])
+    cond.output(less)
+    bi, bacc = body.input("i", (), np.int32), body.input("acc", (1, 4))
+    i2, step = body.tensor("i2", (), np.int32), body.tensor("step", (1, 4))
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
+    body.op("FULLY_CONNECTED", [bacc, body.const("w", weights(4, 4)), body.const("b", weights(4))], [step],
+            fused_activation_function=0)
+    body.output(i2)
+    body.output(step)
+    first, positive = b.tensor("first", (1, 1)), b.tensor("positive", (1, 1), np.bool_)
+    b.op("SLICE", [x, b.const("begin", np.int32([0, 0])), b.const("size", np.int32([1, 1]))], [first])
+    b.op("GREATER", [first, b.const("zero_f", np.zeros((1, 1), np.float32))], [positive])
+    y = b.tensor("y", (1, 4))
+    b.op("IF", [positive, acc, x], [y], then_subgraph_index=then.index, else_subgraph_index=other.index)
+    b.output(y)
+    for branch, op in ((then, "ADD"), (other, "SUB")):
+        u, v, out = branch.input("u", (1, 4)), branch.input("v", (1, 4)), branch.tensor("out", (1, 4))
+        branch.op(op, [u, v], [out], fused_activation_function=0)
+        branch.output(out)
+    return b.build()
 
 
 def seed_corpus(names=SEED_MODELS, include_small=True):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate.cpu_litert import WholeModelStep
 from gles_delegate.graph import Graph
 from gles_delegate.shape_propagation import declared_shape_errors
 from gles_delegate.tflite import ModelBuilder, read_model, write_model
@@ -243,6 +244,44 @@ def test_quantization_litert_crashes_on_stays_on_the_reference(dtype, scale, zer
     reference.set_tensor(0, values[0])
     reference.invoke()
     np.testing.assert_array_equal(ours.get_tensor(1), reference.get_tensor(1))
+
+
+def depthwise_without_bias():
+    """x [1, 6, 6, 4] -> DEPTHWISE_CONV_2D of 2 inputs (no bias slot, which TFLite's Prepare
+    takes) -> TANH."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 6, 6, 4))
+    y, z = b.tensor("y", (1, 4, 4, 4)), b.tensor("z", (1, 4, 4, 4))
+    weights = np.random.default_rng(0).standard_normal((1, 3, 3, 4)).astype(np.float32)
+    b.op("DEPTHWISE_CONV_2D", [x, b.const("w", weights)], [y], padding=1, stride_w=1, stride_h=1,
+         depth_multiplier=1, fused_activation_function=0, dilation_w_factor=1, dilation_h_factor=1)
+    b.op("TANH", [y], [z])
+    b.output(z)
+    return b.build()
+
+
+@pytest.mark.parametrize("placement", ["cpu", "fastest"])
+def test_a_depthwise_conv_without_bias_stays_off_litert(placement):
+    """A DEPTHWISE_CONV_2D of 2 inputs crashes LiteRT 2.3 at invoke (SIGSEGV, gles-fuzz seed 77:
+    LiteRT alone too): neither a sub-model of it nor the model file whole goes to LiteRT; the
+    reference runs the convolution (bias zero), LiteRT the TANH after it."""
+    x = np.random.default_rng(1).standard_normal((1, 6, 6, 4)).astype(np.float32)
+    delegates = [GpuDelegate(placement="fastest")] if placement == "fastest" else None
+    ours = Interpreter(model_content=depthwise_without_bias(), cpu_backend="auto", experimental_delegates=delegates)
+    ours.allocate_tensors()
+    assert not any(isinstance(step, WholeModelStep) for step in ours._main.steps)
+    if placement == "cpu":
+        summary = ours.cpu_summary()
+        assert summary["reference_nodes"] == ["#0 (DEPTHWISE_CONV_2D)"] and summary["litert_nodes"] == ["#1 (TANH)"]
+        assert "crashes LiteRT" in summary["reference_reasons"]["#0 (DEPTHWISE_CONV_2D)"]
+    ours.set_tensor(0, x)
+    ours.invoke()
+    reference = interpreter(depthwise_without_bias(), cpu_backend="reference")
+    reference.allocate_tensors()
+    reference.set_tensor(0, x)
+    reference.invoke()
+    got, expected = ours.get_tensor(ours.get_output_details()[0]["index"]), reference.get_tensor(2)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * max(np.abs(expected).max(), 1))
 
 
 def test_reshape_with_an_omitted_shape_runs_on_litert():
