@@ -19,7 +19,7 @@ from dataclasses import replace
 from .errors import ModelError
 from .graph import Graph
 from .litert_crashes import crash_reason
-from .ops.control_flow import SUBGRAPH_OPTIONS
+from .ops.control_flow import SUBGRAPH_OPTIONS, calls
 from .partition import work
 
 # Callees run by LiteRT's kernels inside the sub-model; CALL_ONCE's state is our interpreter's.
@@ -30,13 +30,6 @@ COPIED_CALLERS = ("WHILE", "IF")
 # for XNNPACK), and an IF whose branch is the whole network stays off the CPU.
 CALLEE_WORK_MAX = 1 << 24
 STATEFUL_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
-
-
-def calls(op):
-    """The subgraph indices OperatorDef or graph Node `op` names in its options (in option order)."""
-    if op.custom:
-        return []
-    return [op.options[o] for o in SUBGRAPH_OPTIONS.get(op.op, ()) if isinstance(op.options.get(o), int)]
 
 
 def callees(model, roots):

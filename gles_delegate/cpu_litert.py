@@ -466,9 +466,7 @@ class LiteRTStep:
                 raise ModelError(f"operator {_labels(self.nodes)} failed in LiteRT: {str(exc).strip()[:400]}") from None
             for tensor, node, view in self.outputs:
                 if self.dynamic:
-                    # As TFLite resizes a dynamic tensor: the details show the shape it now has.
-                    storage[tensor.index] = np.array(view(), tensor.dtype)
-                    tensor.shape = storage[tensor.index].shape
+                    take_output(storage, tensor, view())
                     continue
                 _give_out(storage, node, tensor, view(), self)
             if capture is not None:
@@ -523,9 +521,12 @@ class WholeModelStep(LiteRTStep):
     model input and one out per output, its variable tensors (LSTM state) both, as a GPU
     partition's are (partition.boundary), so the storage holds their values (get_tensor,
     set_tensor, reset_all_variables). `num_threads`: LiteRT's. A ModelError when LiteRT
-    refuses the model."""
+    refuses the model, or would crash on a node of it (litert_crashes.py)."""
 
     def __init__(self, graph, num_threads=None):
+        crash = next((f"{n.label}: {why}" for n in graph.nodes if (why := crash_reason(n)) is not None), None)
+        if crash is not None:  # litert_crashes.py: the reference runs the node instead
+            raise ModelError(f"the model file does not go to LiteRT whole: {crash}")
         self.nodes, self.num_threads = list(graph.nodes), num_threads
         shapes = {t.index: tuple(t.shape) for t in graph.inputs}
         content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
@@ -551,12 +552,7 @@ class WholeModelStep(LiteRTStep):
             self.calls.set(theirs, storage[index])
         self.invoke()
         for tensor, _, view in self.outputs:  # copied now: a view held would cost a forget() per invoke
-            value = view()
-            if value.shape == storage[tensor.index].shape:
-                np.copyto(storage[tensor.index], value)
-            else:  # a dynamic output (shape_propagation.dynamic_tensors): the shape LiteRT gave it
-                storage[tensor.index] = np.array(value, tensor.dtype)
-                tensor.shape = value.shape
+            take_output(storage, tensor, view())
 
     def invoke(self):
         """LiteRT's invoke of the model on what its inputs hold; a ModelError where it fails."""
@@ -564,6 +560,18 @@ class WholeModelStep(LiteRTStep):
             self.calls.invoke()
         except (ValueError, RuntimeError) as exc:
             raise whole_model_failure(exc) from None
+
+
+def take_output(storage, tensor, value):
+    """Copy LiteRT's `value` of graph Tensor `tensor` into `storage` (interpreter._Storage): in
+    place where the shapes agree, else, as TFLite resizes a dynamic tensor
+    (shape_propagation.dynamic_tensors), as a new array of the shape LiteRT gave it, which the
+    tensor's details then show."""
+    if value.shape == storage[tensor.index].shape:
+        np.copyto(storage[tensor.index], value)
+    else:
+        storage[tensor.index] = np.array(value, tensor.dtype)
+        tensor.shape = value.shape
 
 
 def whole_model_failure(exc):

@@ -13,7 +13,6 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from . import cpu_litert, ops, resource_variables, tensor_memory
-from .litert_crashes import crash_reason
 from .cpu_litert import (CpuBackend, WholeModelStep, checked_at_invoke, litert_version, reads_dynamic,
                          whole_model_failure)
 from .direct_path import DirectPath
@@ -445,10 +444,9 @@ class _Executor:
         cpu_backend 'auto' or 'litert', planned for more than one run (dynamic tensors, a Keras
         RNN's loop outputs, are LiteRT's to resize), intermediates kept to itself (no
         experimental_preserve_all_tensors), and every signature on it (another subgraph's
-        runner would run on this package's variables, not LiteRT's), and no node LiteRT's
-        kernels would crash on (litert_crashes.py)."""
+        runner would run on this package's variables, not LiteRT's). WholeModelStep refuses a
+        model with a node LiteRT's kernels would crash on (litert_crashes.py)."""
         return (self.subgraph_index == 0 and not transient and not self.preserve_all_tensors
-                and not any(crash_reason(node) for node in graph.nodes)
                 and cpu.backend in ("auto", "litert") and cpu_litert.litert_interpreter_class() is not None
                 and graph.source_model is not None and graph.source_model.source_bytes is not None
                 and all(s.subgraph_index == 0 for s in self.model.signature_defs))

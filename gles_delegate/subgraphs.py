@@ -18,7 +18,7 @@ import weakref
 
 from .errors import ModelError
 from .graph import tensor_dtype
-from .ops.control_flow import SUBGRAPH_OPTIONS
+from .ops.control_flow import SUBGRAPH_OPTIONS, calls
 from .variable_store import VariableStore
 
 
@@ -29,8 +29,7 @@ MAX_NESTING = 32
 
 def _callees(subgraph, ops=SUBGRAPH_OPTIONS):
     """The subgraph indices the operators of a SubgraphDef of `ops` name in their options."""
-    return {op.options[option] for op in subgraph.operators if not op.custom
-            for option in ops.get(op.op, ()) if isinstance(op.options.get(option), int)}
+    return {index for op in subgraph.operators for index in calls(op, ops)}
 
 
 @contextlib.contextmanager

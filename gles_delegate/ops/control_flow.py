@@ -26,6 +26,14 @@ RUNTIME_OPS = frozenset(SUBGRAPH_OPTIONS)
 _NO_RUNTIME = "runs subgraphs of the model, which only the Interpreter can call"
 
 
+def calls(op, ops=SUBGRAPH_OPTIONS):
+    """The subgraph indices operator `op` (an OperatorDef or a graph Node) names in the options
+    `ops` gives for its op code, in option order ([] for a custom op)."""
+    if op.custom:
+        return []
+    return [op.options[o] for o in ops.get(op.op, ()) if isinstance(op.options.get(o), int)]
+
+
 def _calls_reason(node):
     """Why the node's subgraph options are unusable (out of range, recursive), or None."""
     if node.runtime is None:
