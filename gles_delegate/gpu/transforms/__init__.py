@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ...graph import Graph
 from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
-               depthwise_tile_sums, elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce,
+               dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_elementwise, fuse_layer_norm, fuse_residual_add, fuse_rms_norm, fuse_swish, global_pool_to_mean,
                lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
                remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
@@ -31,9 +31,11 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # layout ops that other layout ops can read through, then the matmuls that read or write through
 # what layout ops are left, then the aliases, which only mark the reshapes left, then the values
 # written straight into a resource variable's storage (no rule after it may change their
-# producers), and last the views, which only mark slices and concatenation inputs that share
-# storage, knowing every alias and variable storage the rules before made: whole vec4 blocks
-# first, then the lane views of what is left, which must know every other view.
+# producers), then the FC outputs stored as rows where more of the slices reading them are then
+# blocks (it counts what slice_views and lane_views would take), and last the views, which only
+# mark slices and concatenation inputs that share storage, knowing every alias and variable
+# storage the rules before made: whole vec4 blocks first, then the lane views of what is left,
+# which must know every other view.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -60,6 +62,7 @@ RULES = (
     ("matmul_through_layout", matmul_through_layout.apply),
     ("alias_reshape", alias_reshape.apply),
     ("assign_in_place", assign_in_place.apply),
+    ("dense_rows_as_batch", dense_rows_as_batch.apply),
     ("slice_views", slice_views.apply),
     ("concat_in_place", concat_in_place.apply),
     ("lane_views", lane_views.apply),

@@ -21,7 +21,7 @@ def apply(graph, log):
     for node in graph.nodes:
         if node.op not in OPS:
             continue
-        reason = _node_blocker(node)
+        reason = node_blocker(node)
         if reason:
             log.skipped(node, reason)
             continue
@@ -44,7 +44,7 @@ def apply(graph, log):
                                     f"{offset}" for k, offset in views) + "".join(f"; {r}" for r in reasons))
 
 
-def _node_blocker(node):
+def node_blocker(node):
     """Why none of `node`'s outputs can be a view of its input, or None."""
     if layout.SUPPORT[node.op](node):
         return "it does not run as a layout map"
