@@ -243,13 +243,22 @@ class Graph:
         return getattr(self.source_model, "digest", None)
 
     def check_order(self):
-        """Every node's inputs must be graph inputs, constants or outputs of earlier nodes."""
+        """Every node's inputs must be graph inputs, constants or outputs of earlier nodes, and
+        no tensor may be the output of two nodes: TFLite gives each tensor one producer, and
+        LiteRT's memory planner, which frees a tensor after its last reader, lets a second write
+        land outside its arena (heap corruption in LiteRT 2.3, found by gles-fuzz)."""
         ready = {id(t) for t in self.inputs} | {id(t) for t in self.tensors if t.is_const or t.is_variable}
+        writer = {}
         for node in self.nodes:
             for t in node.inputs:
                 if t is not None and id(t) not in ready:
                     raise ModelError(f"operator {node.label} reads tensor {t.index} ({t.name!r}) "
                                      "before anything writes it")
+            for t in node.outputs:
+                if t is not None and id(t) in writer:
+                    raise ModelError(f"tensor {t.index} ({t.name!r}) is the output of operator "
+                                     f"{writer[id(t)].label} and of operator {node.label}: a tensor has one producer")
+                writer[id(t)] = node
             ready.update(id(t) for t in node.outputs)
 
     # -- nodes and the index ---------------------------------------------------------------

@@ -319,3 +319,28 @@ def test_an_omitted_input_whose_shape_rule_passes_none_has_no_declared_shape_err
     assert list(declared_shape_errors(graph)) == []
     with pytest.raises(ModelError, match="missing tensor"):
         interpreter(b.build(), cpu_backend="auto").allocate_tensors()
+
+
+def rewritten_tensor(quantize):
+    """x int8 -> DEQUANTIZE -> a; MUL(a, a) -> m; then QUANTIZE (or NEG) of m written into a
+    again; the graph's output q, which nothing writes. gles-fuzz seed 4711 (QUANTIZE's output
+    mutated onto the DEQUANTIZE's): LiteRT 2.3 alone corrupts its heap on it (an abort at exit)."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 3), np.int8, quantization=quantize_params(0.05, -3))
+    a, m = b.tensor("a", (1, 4, 4, 3)), b.tensor("m", (1, 4, 4, 3))
+    q = b.tensor("q", (1, 4, 4, 3), np.uint8, quantization=quantize_params(0.1, 128))
+    b.op("DEQUANTIZE", [x], [a])
+    b.op("MUL", [a, a], [m], fused_activation_function=0)
+    b.op("QUANTIZE" if quantize else "NEG", [m], [a])
+    b.output(q)
+    return b.build()
+
+
+@pytest.mark.parametrize("quantize", [True, False])
+@pytest.mark.parametrize("cpu_backend", ["reference", "auto"])
+def test_a_tensor_written_twice_is_refused(quantize, cpu_backend):
+    """Each tensor has one producer: a second one is a ModelError naming both, before any
+    kernel (LiteRT's among them) runs."""
+    with pytest.raises(ModelError, match=r"tensor 1 \('a'\) is the output of operator #0 \(DEQUANTIZE\) and of "
+                                         r"operator #2 \((QUANTIZE|NEG)\)"):
+        interpreter(rewritten_tensor(quantize), cpu_backend=cpu_backend).allocate_tensors()
