@@ -2,7 +2,7 @@
 through, and moving elementwise nodes into the epilogue of the node that produces their input."""
 import numpy as np
 
-from ...graph import fused_reads
+from ...graph import Node, fused_reads
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
@@ -19,6 +19,15 @@ def new_constant(graph, name, data, dtype=np.float32):
     data = np.array(data, dtype)
     data.flags.writeable = False
     return graph.new_tensor(name, data.shape, data.dtype, data)
+
+
+def dense_variant(fc, inputs, output, keep_num_dims):
+    """(a copy of FULLY_CONNECTED `fc` reading `inputs` and writing `output`, with
+    keep_num_dims, None), or (None, why the GPU cannot run that copy)."""
+    node = Node(index=fc.index, op=fc.op, inputs=list(inputs), outputs=[output], version=fc.version,
+                options={**fc.options, "keep_num_dims": keep_num_dims})
+    reason = kernels.unsupported_reason(node)
+    return (None, reason) if reason else (node, None)
 
 
 def is_boundary(graph, tensor):

@@ -7,12 +7,10 @@ computes the same rows either way (TFLite's [rows, U] without keep_num_dims); it
 it by row-major position (layout.READ_THROUGH), which a reshape keeps. litert-torch's unrolled
 GRU / LSTM: the input projection of every time step is one FULLY_CONNECTED, sliced per step and
 gate (torch_gru: 120 such slices)."""
-from ...graph import Node
-from .. import kernels
 from ..kernels import epilogue, layout
 from ..phwc4 import bhwc, block_offset, lane_offset
 from . import slice_views
-from .common import fused_operands, is_boundary, readers_of
+from .common import dense_variant, fused_operands, is_boundary, readers_of
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.dense_rows_as_batch.ENABLED=0)
 SLICING = ("SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V")
@@ -75,9 +73,7 @@ def _store_as_rows(graph, fc, dense, rows, slicers):
     """Give `fc` a [rows, U] output in place of `dense` and make `slicers` read it in its place;
     the new tensor, or why not."""
     flat = graph.new_tensor(f"{dense.name}/rows", rows, dense.dtype, quantization=dense.quantization)
-    node = Node(index=fc.index, op=fc.op, inputs=list(fc.inputs), outputs=[flat], version=fc.version,
-                options={**fc.options, "keep_num_dims": False})
-    reason = kernels.unsupported_reason(node)
+    node, reason = dense_variant(fc, fc.inputs, flat, keep_num_dims=False)
     if reason:
         return reason
     graph.replace_node(fc, [node])

@@ -111,8 +111,8 @@ def _blocker(graph, tree, node, tensor, whole, found):
 def _writer_blocker(graph, tree, node, tensor, whole, lanes):
     """Why the node computing concatenation input `tensor` cannot store it as lanes of `whole`."""
     if lanes.shift % 2 or lanes.limit % 2:
-        return (f"its channels start or end mid-pair of lanes (half storage packs two per 32-bit word, which "
-                f"two invocations would store at once)")
+        return ("its channels start or end mid-pair of lanes (half storage packs two per 32-bit word, which "
+                "two invocations would store at once)")
     if sum(t is tensor for t in node.inputs) > 1:
         return f"tensor {tensor.index} is concatenated twice"
     if layout.stored_source(node, tensor) is not tensor:

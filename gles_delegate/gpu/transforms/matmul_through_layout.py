@@ -6,7 +6,6 @@ merge ([H, T, D] -> [1, T, H * D]) then cost no dispatch of their own. Runs afte
 read_through_layout, which has already composed each chain of layout ops into one."""
 import numpy as np
 
-from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout, matmul
 from .common import fused_operands, is_boundary, producer_of, readers_of
 from .read_through_layout import own_blocker

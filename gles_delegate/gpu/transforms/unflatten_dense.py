@@ -11,9 +11,7 @@ keeps the dims, the op's operands then have one shape, and the ADD can join the 
 """
 import math
 
-from ...graph import Node
-from .. import kernels
-from .common import fused_operands, sole_reader
+from .common import dense_variant, fused_operands, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.unflatten_dense.ENABLED=0)
 
@@ -55,9 +53,7 @@ def _keep_dims_for_reader(graph, fc, operands):
     if other is dense or tuple(other.shape) != kept or tuple(reader.outputs[0].shape) != kept:
         return f"{reader.label} does not broadcast it to {list(kept)}"
     shaped = graph.new_tensor(f"{dense.name}/kept_dims", kept, dense.dtype, quantization=dense.quantization)
-    node = Node(index=fc.index, op=fc.op, inputs=list(fc.inputs), outputs=[shaped], version=fc.version,
-                options={**fc.options, "keep_num_dims": True})
-    reason = kernels.unsupported_reason(node)
+    node, reason = dense_variant(fc, fc.inputs, shaped, keep_num_dims=True)
     if reason:
         return reason
     graph.replace_node(fc, [node])
@@ -80,9 +76,7 @@ def _unflatten(graph, fc, flatten, operands):
         return f"{restore.label} does not restore the leading dims {list(leading)}"
     if sole_reader(graph, flat, operands) is None:
         return f"the output of {flatten.label} is also read elsewhere"
-    node = Node(index=fc.index, op=fc.op, inputs=[x, *fc.inputs[1:]], outputs=[out], version=fc.version,
-                options={**fc.options, "keep_num_dims": True})
-    reason = kernels.unsupported_reason(node)
+    node, reason = dense_variant(fc, [x, *fc.inputs[1:]], out, keep_num_dims=True)
     if reason:
         return reason
     graph.replace_node(restore, [node])
