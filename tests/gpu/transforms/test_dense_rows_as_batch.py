@@ -5,9 +5,10 @@ non-slicing op reads the output, it stays. Every case runs on the GPU against th
 import numpy as np
 import pytest
 
+from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu.kernels.layout import VIEW_OUTPUTS
 from gles_delegate.gpu.transforms import dense_rows_as_batch
-from tests.gpu.gpulib import PRECISIONS
+from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
 from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches_without, random, rewrite_through, statuses, why
 
 RULE = "dense_rows_as_batch"
@@ -107,3 +108,20 @@ def test_the_switch_turns_the_rule_off(monkeypatch):
     monkeypatch.setattr(dense_rows_as_batch, "ENABLED", False)
     graph, log = rewrite_through(unrolled_gates(), "slice_views")
     assert not statuses(log, RULE) and slice_views(graph) == 0
+
+
+def test_every_tensor_stays_readable_with_preserve_all_tensors():
+    """The projection's own [1, 3, 24] tensor, which no dispatch writes in that layout any more,
+    and the row slices, views of the [3, 24] rows, read back as the reference computes them."""
+    model, x = unrolled_gates(), random((1, 3, 8), 1)
+    reference = Interpreter(model_content=model, experimental_preserve_all_tensors=True, cpu_backend="fallback")
+    with GpuDelegate() as delegate:
+        ours = Interpreter(model_content=model, experimental_delegates=[delegate], experimental_preserve_all_tensors=True)
+        for it in (reference, ours):
+            it.allocate_tensors()
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+        assert "dense_rows_as_batch" in {r.rule for r in delegate.rewrite_log if r.status == "APPLIED"}
+        for detail in reference.get_tensor_details():
+            index = detail["index"]
+            assert_gpu_matches(reference.get_tensor(index), ours.get_tensor(index), "fp32", f"tensor {index}")
