@@ -213,8 +213,10 @@ class Graph:
         self.next_index = max((t.index for t in self.tensors), default=-1) + 1  # see new_tensor
 
     @classmethod
-    def from_model(cls, model, subgraph_index=0):
-        """Build the IR of one subgraph of a ModelDef. Constant data stays zero-copy."""
+    def from_model(cls, model, subgraph_index=0, single_producers=True):
+        """Build the IR of one subgraph of a ModelDef. Constant data stays zero-copy.
+        single_producers: refuse a tensor that two operators write (check_order); LiteRT's
+        delegate path reads such a graph and leaves those operators to LiteRT."""
         sg = model.subgraphs[subgraph_index]
         tensors = []
         for i, t in enumerate(sg.tensors):
@@ -234,7 +236,7 @@ class Graph:
         graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)
         graph.source_model = model
         graph.subgraph_index = subgraph_index
-        graph.check_order()
+        graph.check_order(single_producers)
         return graph
 
     @property
@@ -242,24 +244,33 @@ class Graph:
         """sha256 (hex) of the model file this graph was read from, or None (see ModelDef.digest)."""
         return getattr(self.source_model, "digest", None)
 
-    def check_order(self):
+    def check_order(self, single_producers=True):
         """Every node's inputs must be graph inputs, constants or outputs of earlier nodes, and
-        no tensor may be the output of two nodes: TFLite gives each tensor one producer, and
-        LiteRT's memory planner, which frees a tensor after its last reader, lets a second write
-        land outside its arena (heap corruption in LiteRT 2.3, found by gles-fuzz)."""
+        (with `single_producers`) no tensor may be the output of two nodes: TFLite gives each
+        tensor one producer, and LiteRT's memory planner, which frees a tensor after its last
+        reader, can let a second write land outside its arena (heap corruption in LiteRT 2.3,
+        found by gles-fuzz)."""
         ready = {id(t) for t in self.inputs} | {id(t) for t in self.tensors if t.is_const or t.is_variable}
-        writer = {}
         for node in self.nodes:
             for t in node.inputs:
                 if t is not None and id(t) not in ready:
                     raise ModelError(f"operator {node.label} reads tensor {t.index} ({t.name!r}) "
                                      "before anything writes it")
-            for t in node.outputs:
-                if t is not None and id(t) in writer:
-                    raise ModelError(f"tensor {t.index} ({t.name!r}) is the output of operator "
-                                     f"{writer[id(t)].label} and of operator {node.label}: a tensor has one producer")
-                writer[id(t)] = node
             ready.update(id(t) for t in node.outputs)
+        rewritten = self.rewritten_tensors() if single_producers else ()
+        if rewritten:
+            tensor, (first, second, *_) = rewritten[0]
+            raise ModelError(f"tensor {tensor.index} ({tensor.name!r}) is the output of operator {first.label} "
+                             f"and of operator {second.label}: a tensor has one producer")
+
+    def rewritten_tensors(self):
+        """[(tensor, [the nodes writing it, in order])] of the tensors more than one node writes."""
+        writers = {}
+        for node in self.nodes:
+            for t in node.outputs:
+                if t is not None:
+                    writers.setdefault(id(t), (t, []))[1].append(node)
+        return [(t, nodes) for t, nodes in writers.values() if len(nodes) > 1]
 
     # -- nodes and the index ---------------------------------------------------------------
     @property

@@ -71,7 +71,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     index: shape} as LiteRT holds them; those that differ from the model's (after
     resize_tensor_input) are propagated through the graph as the Interpreter does."""
     sg = model.subgraphs[index]
-    graph = Graph.from_model(model, index)
+    graph = Graph.from_model(model, index, single_producers=False)
     caller = small_loop_caller(model, index) if index else None
     if caller is not None:
         log.info("GpuDelegate: subgraph %d is left to LiteRT's kernels: %s calls it, and its subgraphs compute "
@@ -79,7 +79,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
                  "Python per iteration", index, caller)
         candidates = ()
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
-    candidates = set(candidates) - _decline_unplannable(graph, resized)
+    candidates = set(candidates) - _decline_rewritten(graph) - _decline_unplannable(graph, resized)
     densify_sparse_reads(graph)
     fold_constants(graph)
     dynamic = dynamic_tensors(graph)
@@ -125,6 +125,23 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     partitions = delegate.partition(graph, kernel.nodes)
     gpu = {node.index for p in partitions for node in p.nodes}
     return SubgraphPlan(graph, plan.index, set(nodes), plan.input_shapes, partitions, gpu, plan.folded)
+
+
+def _decline_rewritten(graph):
+    """Remove from `graph`, and return the indices of, the operators writing a tensor another
+    operator writes too and every operator reading what they compute. Our Interpreter refuses
+    such a model (Graph.check_order); LiteRT runs it where its memory plan allows, so those
+    operators stay on LiteRT's CPU kernels, as they would without the delegate."""
+    rewritten = graph.rewritten_tensors()
+    if not rewritten:
+        return set()
+    gone = _downstream(graph, [node for _, writers in rewritten for node in writers])
+    tensor, writers = rewritten[0]
+    log.warning("GpuDelegate: tensor %d (%r) is written by %s; %d operator(s) from there on (%s) stay on LiteRT's "
+                "CPU kernels", tensor.index, tensor.name, " and ".join(n.label for n in writers), len(gone),
+                ", ".join(n.label for n in gone[:8]))
+    graph.remove_nodes(gone)
+    return {n.index for n in gone}
 
 
 def _decline_unplannable(graph, resized):

@@ -253,3 +253,42 @@ def test_a_kernels_own_temporary_tensor_is_not_a_replaced_model():
         assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0, 1, 2]
     expected = litert_alone(data, x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=4 * np.finfo(np.float32).eps)
+
+
+def rewritten_model():
+    """x [1, 8, 8, 4] -> ADD 0.5 (#0) -> a; MUL(a, x) (#1) -> m; NEG(m) (#2) written into a again,
+    the graph's output; and TANH(x) (#3) -> t, a second output no rewritten tensor touches."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 4))
+    a, m, t = (b.tensor(name, (1, 8, 8, 4)) for name in "amt")
+    b.op("ADD", [x, b.const("half", np.float32(0.5))], [a], fused_activation_function=NONE)
+    b.op("MUL", [a, x], [m], fused_activation_function=NONE)
+    b.op("NEG", [m], [a])
+    b.op("TANH", [x], [t])
+    b.output(a)
+    b.output(t)
+    return b.build()
+
+
+def test_a_tensor_written_twice_stays_on_litert(caplog):
+    """Our Interpreter refuses a tensor with two producers (Graph.check_order); LiteRT runs this
+    one, keeping the last write: the delegate leaves both writers and what reads between them to
+    LiteRT's kernels and claims the TANH beside them."""
+    data = rewritten_model()
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        interp.set_tensor(interp.get_input_details()[0]["index"], X)
+        interp.invoke()
+        outs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+        claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
+        del interp
+    alone = LiteRT(model_content=data)
+    alone.allocate_tensors()
+    alone.set_tensor(alone.get_input_details()[0]["index"], X)
+    alone.invoke()
+    for out, detail in zip(outs, alone.get_output_details()):
+        np.testing.assert_allclose(out, alone.get_tensor(detail["index"]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(outs[0], -(X + 0.5) * X, rtol=1e-6, atol=1e-6)
+    assert claimed == [3]
+    assert "tensor 1 ('a') is written by #0 (ADD) and #2 (NEG)" in caplog.text
