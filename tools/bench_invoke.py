@@ -247,13 +247,15 @@ def new_thread_pieces(interpreter, context, runs=NEW_THREAD_RUNS):
 
 def bench_litert(data, inputs, ours, args):
     """LiteRT's interpreter (XNNPACK, one thread) on the same model: its times, and the largest
-    absolute difference from our outputs; {"error": why} where LiteRT cannot load the model."""
+    absolute difference of its first outputs from `ours` (our first); {"error": why} where LiteRT cannot load the model."""
     interpreter, why_not = common.litert_loaded(model_content=data, num_threads=1)
     if interpreter is None:
         return {"error": why_not}
     run = end_to_end_runner(interpreter, inputs)
-    result = measure(run, args.runs, args.warmup, args.warmup_secs)
+    # The first run of each, as `ours` is: a model with state (resource variables, LSTM state
+    # tensors) answers differently on every later invoke.
     theirs = run()[2]
+    result = measure(run, args.runs, args.warmup, args.warmup_secs)
     result["max_abs_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs))
     return result
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, Interpreter
 from tools import bench_invoke
+from tests.control_flow_models import stateful_counter
 
 
 def test_report_has_times_calls_and_pieces(capsys):
@@ -49,3 +50,14 @@ def test_models_compute_what_they_say():
     reference.allocate_tensors()
     assert [list(d["shape"]) for d in reference.get_output_details()] == [[1, 6, 6, 4]]
     assert len(reference._main.graph.nodes) == 2
+
+
+def test_litert_difference_compares_the_first_invoke_of_each(tmp_path, capsys):
+    """A model with state answers differently at every invoke: the LiteRT column compares the
+    first outputs of each interpreter, not ours after one run with LiteRT's after thousands."""
+    path = tmp_path / "counter.tflite"
+    path.write_bytes(stateful_counter(np.zeros((1, 4), np.float32)))
+    assert bench_invoke.main(["--models", "--graph", str(path), "--runs", "20", "--warmup", "5",
+                              "--warmup-secs", "0", "--litert"]) == 0
+    row = re.search(r"^counter\s.*\s(\S+)$", capsys.readouterr().out, re.M)
+    assert row and float(row[1]) == 0.0, row
