@@ -17,7 +17,7 @@ from ...graph import read_tensors
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout
 from ..kernels.base import MAX_LANE_READS
-from ..phwc4 import block_offset, lane_offset
+from ..phwc4 import bhwc, block_offset, lane_offset
 from .common import StorageTree, is_boundary, producer_of, readers_of
 
 ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --set gpu.transforms.lane_views.ENABLED=0)
@@ -52,6 +52,8 @@ def _lane_views_of(graph, tree, node):
             continue
         found = lane_offset(whole.shape, index_map)
         reason = _blocker(graph, tree, node, tensor, whole, found)
+        if not reason and role == "input":
+            reason = _earlier_copy_blocker(node, position, whole, made)
         if reason:
             reasons.append(f"{role} {position}: {reason}")
             continue
@@ -123,6 +125,23 @@ def _writer_blocker(graph, tree, node, tensor, whole, lanes):
     outermost = tree.outermost(whole)
     if any(t is not tensor and tree.outermost(t) == outermost for t in producer.outputs):
         return f"{producer.label} writes another tensor of tensor {whole.index}'s storage"
+    return None
+
+
+def _earlier_copy_blocker(node, position, whole, made):
+    """Why concatenation input `position` cannot be written in place because the copy dispatch
+    of an earlier input stores the vec4s it starts in, or None: layout_map.glsl stores zeros in
+    the lanes past a copy's channels (for a later input's dispatch to fill, MERGE keeping those
+    below its own), and that copy runs after this input's producer stored its lanes."""
+    channels = bhwc(whole.shape).c
+    maps = layout.concatenation_maps(node)
+    first_slice = int(maps[position].flat[0]) % channels // 4
+    written_in_place = {j for j, _ in node.options.get(layout.IN_PLACE_INPUTS, ())} | {j for j, *_ in made}
+    for k in range(position):
+        end = int((maps[k] % channels).max()) + 1 if maps[k].size else 0
+        if k not in written_in_place and end > 4 * first_slice:
+            return (f"input {k}'s copy stores zeros past its channels in the vec4 this input starts in, after this "
+                    f"input's producer stored its lanes")
     return None
 
 

@@ -137,6 +137,22 @@ def test_the_last_input_writes_the_padding(precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+def test_an_input_after_a_copy_ending_in_its_first_vec4_keeps_its_copy(precision):
+    """The partition input (6 channels, copied) then a convolution of it (channels 6..12, from
+    lane 2): the input's copy stores zeros past its channels in slice 1 (layout_map.glsl leaves
+    them to a later input's dispatch) after the convolution stored its lanes 6 and 7 there, so
+    the convolution keeps its copy; the 8 channels after them are a block (concat_in_place's).
+    Found by gles-fuzz-graphs (seed 1): lanes 6 and 7 of the output read 0."""
+    c = Chain((1, 2, 5, 6))
+    conv = c.conv(c.x, 6, seed=4)
+    model = c.build(c.op("CONCATENATION", c.x, conv, c.conv(c.x, 8, seed=6), shape=(1, 2, 5, 20), axis=3))
+    graph, log = rewrite_through(model, RULE)
+    assert lane_views(model) == {}
+    assert "input 1: input 0's copy stores zeros past its channels" in why(log, RULE, "#2 (CONCATENATION)")
+    check_gpu(model, [random((1, 2, 5, 6))], precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_two_views_of_one_storage_read_together(precision):
     """ADD of channels 0..2 and 2..4 of one tensor (each also read elsewhere, so the ADD stays a
     dispatch of its own): both would be lane views of its first slice, which the ADD's dispatch
