@@ -163,14 +163,17 @@ def _vec4(g, src_c, box_c):
         span = min(span, g.edge.extent[3])
     if src_c % 4 and g.base % src_c + span > src_c:
         return False
-    return g.edge is None or _edge_keeps_vec4s(g.edge, g.lead[3], box_c)
+    return g.edge is None or _edge_keeps_vec4s(g.edge, g.lead[3], box_c, src_c, g.base)
 
 
-def _edge_keeps_vec4s(edge, lead_c, box_c):
+def _edge_keeps_vec4s(edge, lead_c, box_c, src_c, base):
     if lead_c == 0 and edge.extent[3] >= box_c:
         return True  # no padding or tiling along the channels
-    if edge.mode == EDGE_CONSTANT:  # a run straddling the source's end reads its zero padding
-        return edge.extent[3] % 4 == 0 or edge.value == 0
+    if edge.mode == EDGE_CONSTANT:
+        # A run straddling the edge reads the source's lanes past it: its zero padding only where
+        # the edge is the end of the source's channels (not where a PAD reads through a SLICE of
+        # fewer channels than its source: gles-fuzz-graphs, seed 1).
+        return edge.extent[3] % 4 == 0 or (edge.value == 0 and base % src_c + edge.extent[3] == src_c)
     return edge.mode == EDGE_WRAP and edge.extent[3] % 4 == 0
 
 

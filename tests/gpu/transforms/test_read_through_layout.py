@@ -141,6 +141,21 @@ def test_a_concatenation_and_a_pad_read_through_a_transpose(precision, monkeypat
     assert summary["dispatches"] + 1 == dispatches(model, values, precision=precision)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc"])
+def test_a_pad_of_the_channels_reads_through_a_slice_of_fewer_channels(precision):
+    """Channels 0..3 of 5, padded with a zero channel: the PAD reads the slice's source, whose
+    lane 3 holds channel 3, not the zero padding a source of 3 channels would hold there, so
+    the pad's vec4 is built channel by channel (gles-fuzz-graphs, seed 1: the padded channel
+    read channel 3)."""
+    c = Chain((1, 2, 3, 5))
+    part = c.op("SLICE", c.op("ABS", c.x), c.const((0, 0, 0, 0), np.int32), c.const((1, 2, 3, 3), np.int32),
+                shape=(1, 2, 3, 3))
+    model = c.build(c.op("PAD", part, c.const([[0, 0], [0, 0], [0, 0], [0, 1]], np.int32), shape=(1, 2, 3, 4)))
+    graph, _ = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["ABS", "PAD"]
+    check_gpu(model, [random((1, 2, 3, 5), 8)], precision)
+
+
 def test_a_transpose_read_by_a_depth_to_space_stays():
     """DEPTH_TO_SPACE builds its map from its input's own shape: it reads through reshapes only."""
     c = Chain((1, 4, 4, 8))
