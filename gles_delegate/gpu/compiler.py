@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GpuError
-from . import kernels, memory, shader, storage
+from . import kernels, memory, schedule, shader, storage
 from .kernels.base import MAX_LANE_READS, ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .variables import slots as variable_slots
@@ -25,6 +25,8 @@ from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_cou
 # Kernels store partition outputs straight into the I/O buffer where they can (fuse_output_stores);
 # False: a convert_out dispatch for every output, as before.
 FUSE_OUTPUT_STORES = True
+# Dispatches reordered into barrier phases (gpu/schedule.py); False: the graph's node order.
+SCHEDULE = True
 # Where each partition input and output starts in the I/O buffer (bytes): TFLite's
 # kDefaultTensorAlignment, so that LiteRT's Interpreter can take a mapped output as a tensor's
 # memory (litert/memory.py); the kernels need 16 (a vec4).
@@ -399,8 +401,13 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     """
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
+    phases = None
+    if SCHEDULE:
+        group_of = schedule.storage_groups(dispatches, env.aliases, [v[:3] for v in env.views])
+        order, sizes = schedule.phase_order(dispatches, group_of)
+        dispatches, phases = [dispatches[i] for i in order], schedule.phase_bounds(sizes)
     # Constants are converted to the storage type here, once: a warm start uploads the entry's as they are.
-    layout = storage.lay_out(dispatches, env, nodes, promotion, memory_strategy)
+    layout = storage.lay_out(dispatches, env, nodes, promotion, memory_strategy, phases)
     arena, offsets = layout.arena, layout.offsets
     alignment = max(16, limits.get("ubo_offset_alignment", 256))
     aliases = memory.alias_groups(env.aliases)

@@ -216,17 +216,21 @@ class ArenaPlan:
     naive: int
 
 
-def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=()):
+def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=(), phases=None):
     """The ArenaPlan of a dispatch list (their reads, writes and inplace), the (tensor, source)
     pairs of KernelEnv.aliases and the (tensor, whole, offset) triples of KernelEnv.views, under
     a strategy (see STRATEGIES). `persistent` tensors (resource variables: KernelEnv.persist)
-    keep storage no other tensor ever shares."""
-    storage = _Storage(dispatches)
-    _join_shared(storage, [(source, tensor, 0) for tensor, source in aliases] +
-                 [(whole, tensor, offset) for tensor, whole, offset in views])
+    keep storage no other tensor ever shares. phases: (first, last) dispatch index of the barrier
+    phase of each dispatch (schedule.phase_order), or None: storage touched in one phase is
+    shared with nothing else touched in it, so that reusing it needs no barrier of its own."""
+    storage = Storage(dispatches)
+    join_shared(storage, [(source, tensor, 0) for tensor, source in aliases] +
+                [(whole, tensor, offset) for tensor, whole, offset in views])
     _pin(storage, persistent, len(dispatches))
     naive = sum(storage.size[root] for root in storage.roots())
     _join_inplace(storage, dispatches)
+    if phases is not None:
+        _widen_to_phases(storage, phases)
     usages = storage.usages()
     bound = lower_bound(usages)
     offsets, total = plan(usages, strategy, bound)
@@ -247,7 +251,7 @@ def alias_groups(aliases, views=()):
     return groups
 
 
-class _Storage:
+class Storage:
     """Tensors grouped by shared storage (union-find over id(tensor)), each at an offset (vec4
     elements) from its group's start, with each group's size (vec4 elements, from its start)
     and lifetime (first and last dispatch index). The dicts keep the order in which tensors were
@@ -319,7 +323,7 @@ class _Storage:
         return [Usage(r, self.size[r], self.first[r], self.last[r]) for r in self.roots()]
 
 
-def _join_shared(storage, pairs):
+def join_shared(storage, pairs):
     """Join each (whole, tensor, offset): `tensor`'s storage is `offset` elements into
     `whole`'s for their joint life (a free reshape: offset 0). A tensor no dispatch touches (a
     reshape of a reshape, a concatenation no dispatch writes) joins its partner's group with
@@ -340,6 +344,14 @@ def _join_shared(storage, pairs):
         if len(left) == len(pending):
             break  # aliases of tensors no dispatch uses at all
         pending = left
+
+
+def _widen_to_phases(storage, phases):
+    """Each group's lifetime from the start of the phase of its first dispatch to the end of the
+    phase of its last (phases: (first, last) dispatch index of each dispatch's phase)."""
+    for root in storage.roots():
+        storage.first[root] = phases[storage.first[root]][0]
+        storage.last[root] = phases[min(storage.last[root], len(phases) - 1)][1]
 
 
 def _pin(storage, tensors, end):

@@ -106,7 +106,7 @@ _MODE_DEFINES = {"plain": {}, "float": {"FLOAT_BUFFER": 1}, "float_tensors": {"F
                  "mixed": {"STORAGE_MIXED": 1, "FLOAT_BASE": FLOAT_BASE}}
 
 
-def lay_out(dispatches, env, nodes, promotion, strategy):
+def lay_out(dispatches, env, nodes, promotion, strategy, phases=None):
     """The Layout of a partition's dispatches (built with `env`, a KernelEnv, from `nodes`).
     promotion: a Promotion, used only in precision 'auto', where weights of more than HALF_MAX
     are promoted whatever it says (a half would hold inf), and the weights of a node that a half
@@ -114,7 +114,7 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     kernels/base.py) live in the float buffer, as promoted ones do."""
     ints = {t.index: INT32_WHY for t in _tensors(dispatches, env) if t.dtype == np.int32}
     if not env.storage_half or (env.precision != "auto" and not ints and not env.int_constants):
-        arena = memory.plan_arena(dispatches, strategy, env.aliases, _persistent(env), _views(env))
+        arena = memory.plan_arena(dispatches, strategy, env.aliases, _persistent(env), _views(env), phases)
         const_offsets, constants = _pack(env.constants, range(len(env.constants)), env.storage_half, 1)
         return Layout(arena.offsets, const_offsets, constants, np.zeros((0, 4), np.float32), arena)
     promotion = promotion if env.precision == "auto" and promotion else Promotion()
@@ -136,14 +136,14 @@ def lay_out(dispatches, env, nodes, promotion, strategy):
     arena = memory.plan_arena(_restricted(dispatches, float_ids, False), strategy,
                               [a for a in env.aliases if id(a[0]) not in float_ids],
                               [t for t in _persistent(env) if id(t) not in float_ids],
-                              [v for v in _views(env) if id(v[0]) not in float_ids])
+                              [v for v in _views(env) if id(v[0]) not in float_ids], phases)
     offsets = dict(arena.offsets)
     float_elements = 0
     if float_ids:
         floats = memory.plan_arena(_restricted(dispatches, float_ids, True), strategy,
                                    [a for a in env.aliases if id(a[0]) in float_ids],
                                    [t for t in _persistent(env) if id(t) in float_ids],
-                                   [v for v in _views(env) if id(v[0]) in float_ids])
+                                   [v for v in _views(env) if id(v[0]) in float_ids], phases)
         base = FLOAT_BASE + len(float_constants)
         offsets.update({key: base + offset for key, offset in floats.offsets.items()})
         float_elements = len(float_constants) + floats.elements

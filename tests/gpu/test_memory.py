@@ -89,9 +89,15 @@ def holds_view(cls):
     return any(place.values()) or any(size(m) != extent for m in members)
 
 
-def check_plan(dispatches, aliases, arena, views=()):
-    """Assert the plan's invariants against alias_classes (see the module docstring)."""
-    classes = alias_classes(dispatches, aliases, views)
+def check_plan(dispatches, aliases, arena, views=(), phases=None):
+    """Assert the plan's invariants against alias_classes (see the module docstring); phases:
+    the (first, last) dispatch of each dispatch's barrier phase, whose lifetimes the plan widens
+    to whole phases."""
+    exact = alias_classes(dispatches, aliases, views)
+    classes = exact if phases is None else \
+        [(members, None if first is None else phases[first][0], None if last is None else phases[last][1], size, place)
+         for members, first, last, size, place in exact]
+    handover = {id(w[0]): e for w, e in zip(classes, exact)}  # in place: the exact lifetimes meet
     live = [c for c in classes if c[1] is not None]
     start = {id(c[0]): arena.offsets[id(c[0][0])] - c[4][id(c[0][0])] for c in live}
     for members, first, _, _, place in classes:  # each member at its place in its class; none for an unused class
@@ -107,7 +113,8 @@ def check_plan(dispatches, aliases, arena, views=()):
                 continue  # lifetimes apart
             (sa, ea), (sb, eb) = (start[id(a[0])], start[id(a[0])] + a[3]), (start[id(b[0])], start[id(b[0])] + b[3])
             if sa < eb and sb < ea:  # overlapping storage while both are alive: only an in-place handover
-                assert sa == sb and (handed_over(dispatches, a, b) or handed_over(dispatches, b, a)), \
+                a_, b_ = handover[id(a[0])], handover[id(b[0])]
+                assert sa == sb and (handed_over(dispatches, a_, b_) or handed_over(dispatches, b_, a_)), \
                     ([t.index for t in a[0]], [t.index for t in b[0]])
     steps = range(len(dispatches))
     alive = [sum(c[3] for c in live if c[1] <= s <= c[2]) for s in steps]
@@ -337,9 +344,9 @@ def test_plans_of_small_models_keep_their_invariants(monkeypatch, name, rules):
     """The compiler's own calls, recorded: every strategy's plan of the model's dispatches."""
     calls = []
 
-    def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=()):
-        calls.append((dispatches, list(aliases), list(views)))
-        return original(dispatches, strategy, aliases, persistent, views)
+    def plan_arena(dispatches, strategy="best", aliases=(), persistent=(), views=(), phases=None):
+        calls.append((dispatches, list(aliases), list(views), phases))
+        return original(dispatches, strategy, aliases, persistent, views, phases)
     original = memory.plan_arena
     monkeypatch.setattr(memory, "plan_arena", plan_arena)
     build, shape = MODELS[name]
@@ -347,13 +354,14 @@ def test_plans_of_small_models_keep_their_invariants(monkeypatch, name, rules):
         run_ours(build(), [random(shape)], experimental_delegates=[delegate])
         summary = delegate.summary()
     assert len(calls) == summary["partitions"] == 1
-    dispatches, aliases, views = calls[0]
+    dispatches, aliases, views, phases = calls[0]
     if name == "views" or not rules:
         assert len(views) == (3 if rules else 0)  # both inputs in place, the slice read in place
     assert len(dispatches) == summary["dispatches"]
     for strategy in memory.STRATEGIES:
-        check_plan(dispatches, aliases, original(dispatches, strategy, aliases, views=views), views)
-    best = original(dispatches, "best", aliases, views=views)
+        check_plan(dispatches, aliases, original(dispatches, strategy, aliases, views=views, phases=phases), views,
+                   phases)
+    best = original(dispatches, "best", aliases, views=views, phases=phases)
     assert summary["intermediate_bytes"] == best.elements * 16  # fp32: 16 bytes per vec4
 
 
