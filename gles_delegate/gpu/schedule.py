@@ -21,7 +21,9 @@ WINDOW = 16  # the most places a dispatch moves ahead
 
 def storage_groups(dispatches, aliases, views):
     """{id(tensor): group key} of every tensor the dispatches touch, tensors sharing storage
-    (an alias, a view of a whole) in one group."""
+    (an alias, a view of a whole) in one group; None when no two share it (each its own group)."""
+    if not aliases and not views:
+        return None
     storage = memory.Storage(dispatches)
     memory.join_shared(storage, [(source, tensor, 0) for tensor, source in aliases] +
                        [(whole, tensor, offset) for tensor, whole, offset in views])
@@ -29,7 +31,8 @@ def storage_groups(dispatches, aliases, views):
 
 
 def phase_order(dispatches, group_of, window=WINDOW):
-    """(indices of `dispatches` in phase order, the number of dispatches of each phase).
+    """(indices of `dispatches` in phase order, the number of dispatches of each phase);
+    group_of: storage_groups' mapping.
 
     Each dispatch gets the earliest phase after those of the dispatches it conflicts with (it
     reads a group an earlier one writes, or writes a group an earlier one reads or writes),
@@ -40,7 +43,10 @@ def phase_order(dispatches, group_of, window=WINDOW):
     written = {}  # group -> phase of its last writer
     read = {}     # group -> latest phase that read it since that write
     for j, d in enumerate(dispatches):
-        reads, writes = [group_of[id(t)] for t in d.reads], [group_of[id(t)] for t in d.writes]
+        if group_of is None:
+            reads, writes = [id(t) for t in d.reads], [id(t) for t in d.writes]
+        else:
+            reads, writes = [group_of[id(t)] for t in d.reads], [group_of[id(t)] for t in d.writes]
         phase = highest[j - window] if j >= window else 0
         for g in reads:
             phase = max(phase, written.get(g, -1) + 1)

@@ -65,6 +65,9 @@ def test_independent_dispatches_share_a_phase_and_a_chain_does_not():
     assert order == [0, 2, 1] and sizes == [2, 1]
     chain = [dispatch([a], [b]), dispatch([b], [c]), dispatch([c], [d])]
     assert schedule.phase_order(chain, group_of) == ([0, 1, 2], [1, 1, 1])
+    # No storage shared (storage_groups gives None): each tensor is its own group.
+    assert schedule.storage_groups(listed, [], []) is None
+    assert schedule.phase_order(listed, None) == ([0, 2, 1], [2, 1])
 
 
 def branches():
