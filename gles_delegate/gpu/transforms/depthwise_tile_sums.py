@@ -5,6 +5,7 @@ output of a block's sums), and SE_GATE sums those few values per channel. The ME
 goes (EfficientNet-B0: 16 of them, each about what an empty dispatch costs)."""
 import numpy as np
 
+from ...graph import read_tensors
 from ..kernels import depthwise, epilogue, squeeze_excite
 from . import alias_reshape
 from .common import only_reader_blocker, producer_of
@@ -19,7 +20,7 @@ def apply(graph, log):
         chain = _mean_chain(graph, gate.inputs[0])
         if chain is None:
             continue  # the gate sums its x itself: no MEAN to remove
-        reason = _blocker(graph, chain)
+        reason = _blocker(graph, chain, gate)
         if reason:
             log.skipped(chain[0], reason)
             continue
@@ -37,14 +38,17 @@ def _mean_chain(graph, pooled):
     return [node] if node is not None and node.op == "MEAN" else None
 
 
-def _blocker(graph, chain):
+def _blocker(graph, chain, gate):
     """Why the MEAN (and reshape) of `chain` cannot go, or None: each output is read by the next
-    node alone and stays in the partition; the MEAN's input is the first output of a
-    DEPTHWISE_CONV_2D that writes no tile sums yet."""
-    for node in chain:
+    node alone, as its one input (not also as an operand of its epilogue steps: a residual MUL of
+    the pooled vector fused into the gate's last layer), and stays in the partition; the MEAN's
+    input is the first output of a DEPTHWISE_CONV_2D that writes no tile sums yet."""
+    for node, reader in zip(chain, chain[1:] + [gate]):
         reason = only_reader_blocker(graph, node.outputs[0], node)
         if reason:
             return reason
+        if sum(t is node.outputs[0] for t in read_tensors(reader)) > 1:
+            return f"{reader.label} also reads the output of {node.label} as an operand of its epilogue steps"
     x = chain[0].inputs[0]
     conv = producer_of(graph, x)
     if conv is None or conv.op != "DEPTHWISE_CONV_2D" or conv.outputs[0] is not x:

@@ -90,6 +90,22 @@ def test_a_mean_read_elsewhere_stays():
     check_gpu(model, [random((1, 8, 8, 16), 6)])
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_mean_the_gate_also_reads_in_its_epilogue_stays(precision):
+    """The pooled vector times the gate's last layer: the MUL joins that layer's epilogue and so
+    the SE_GATE's, which reads the MEAN's output twice, as its input and as the MUL's operand; the
+    MEAN is its only reader, but without its dispatch the operand was never written (the output
+    read 0: gles-fuzz-graphs --seed 3, 1 x max |LiteRT|)."""
+    c = Chain((1, 6, 5, 6))
+    x = c.depthwise(c.x, activation=1)
+    pooled = pooled_of(c, x, "converter")
+    model = c.build(c.op("MUL", pooled, layer(c, layer(c, pooled, 3, activation=1, seed=11), 6, seed=13)))
+    graph, log = rewrite_through(model, RULE)
+    assert "MEAN" in ops_of(graph) and len(node_of(graph, "DEPTHWISE_CONV_2D").outputs) == 1
+    assert "also reads the output of #1 (MEAN) as an operand of its epilogue steps" in why(log, RULE, "#1 (MEAN)")
+    check_gpu(model, [random((1, 6, 5, 6), 9)], precision)
+
+
 def test_a_mean_of_another_op_stays():
     """A CONV_2D writes no tile sums."""
     c = Chain((1, 8, 8, 8))
