@@ -391,7 +391,10 @@ def _pieces(node, index_map, read_through=None):
     pieces = []
     for start, stop in _runs(indices.astype(np.int64)):
         piece = np.take(index_map, range(start, stop), axis=axis)
-        base, strides = _affine(piece)
+        fit = _affine(piece)
+        if fit is None:  # a run read through a removed layout op need not be one affine box
+            return None
+        base, strides = fit
         origin, extent = dims_in_box(index_map.shape, axis, start, stop)
         pieces.append(Gather(source, base, _strided_axes(piece.shape, strides), lead=origin, origin=origin,
                              extent=extent))

@@ -156,6 +156,21 @@ def test_a_pad_of_the_channels_reads_through_a_slice_of_fewer_channels(precision
     check_gpu(model, [random((1, 2, 3, 5), 8)], precision)
 
 
+def test_a_gather_whose_runs_are_no_box_through_a_reshape_keeps_it():
+    """A GATHER of rows of a RESHAPE merging the last two dims of a TRANSPOSE: read through the
+    reshape (and so the transpose), each run of its indices would need two digits along the
+    channels, which a run's box has not: the reshape stays (the rule's check raised TypeError,
+    in both interpreters: gles-fuzz-graphs --seed 5)."""
+    c = Chain((2, 2, 12, 5))
+    t = c.op("TRANSPOSE", c.x, c.const((0, 2, 1, 3), np.int32), shape=(2, 12, 2, 5))
+    r = reshape(c, t, (2, 12, 10))
+    model = c.build(c.op("GATHER", r, c.const([6, 5, 10, 7, 4, 2], np.int32), shape=(2, 6, 10), axis=-2))
+    graph, log = rewrite_with_aliases(model)
+    assert ops_of(graph) == ["RESHAPE", "GATHER"]
+    assert "the composed index map is not a strided view" in why(log, RULE, "#1 (RESHAPE)")
+    check_gpu(model, [random((2, 2, 12, 5), 9)])
+
+
 def test_a_transpose_read_by_a_depth_to_space_stays():
     """DEPTH_TO_SPACE builds its map from its input's own shape: it reads through reshapes only."""
     c = Chain((1, 4, 4, 8))
