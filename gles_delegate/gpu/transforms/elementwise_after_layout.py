@@ -69,4 +69,7 @@ def _permutation_after(graph, node, x, operands):
         return "it has epilogue steps, or broadcasts"
     if any(t.dtype != np.float32 or t.quantization is not None for t in (x, out, after.outputs[0])):
         return "a tensor is not float32 (a quantized model's)"
+    if any(t is not None and t.is_const and len(t.shape) > len(after.outputs[0].shape) for t in node.inputs):
+        # ([1, 1, 1] by a RESHAPE to [1, 1]: it would broadcast the result to its rank, which no kernel takes)
+        return f"its constant has a higher rank than the output of {after.label}"
     return after

@@ -48,6 +48,20 @@ def test_an_op_whose_input_is_read_elsewhere_stays():
     check_gpu(model, [random((6, 4, 8), 2)])
 
 
+def test_an_op_whose_one_element_constant_has_a_higher_rank_than_the_reshape_stays():
+    """DIV of a [1, 1, 1] slice by a [1, 1, 1] constant, then a RESHAPE to [1, 1]: after the
+    reshape the DIV would broadcast to rank 3, which no kernel takes (the partition failed to
+    compile, LiteRT's prepare with it: gles-fuzz-graphs --seed 5)."""
+    c = Chain((1, 7, 9, 3))
+    one = c.op("STRIDED_SLICE", c.x, c.const((0, 6, 2, 1), np.int32), c.const((1, 7, 3, 2), np.int32),
+               c.const((1, 1, 1, 3), np.int32), shape=(1, 1, 1), begin_mask=9, shrink_axis_mask=4)
+    divided = c.op("DIV", one, c.const(np.full((1, 1, 1), 0.75, np.float32)), fused_activation_function=3)
+    model = c.build(c.op("RESHAPE", divided, c.const((1, -1), np.int32), shape=(1, 1)))
+    graph, log = rewrite(model, RULE)
+    assert "its constant has a higher rank than the output of #2 (RESHAPE)" in why(log, RULE, "#1 (DIV)")
+    check_gpu(model, [random((1, 7, 9, 3), 5)])
+
+
 def test_an_op_of_two_runtime_operands_or_a_broadcast_constant_is_not_considered():
     c = Chain((6, 4, 8))
     heads = c.op("TRANSPOSE", c.op("ABS", c.x), c.const((1, 0, 2), np.int32), shape=(4, 6, 8))
