@@ -105,7 +105,9 @@ def bypass(graph, node, source, out):
         graph.replace_uses(out, source)
         return None
     producer = producer_of(graph, source)
-    if producer is None or is_boundary(graph, source) or len(readers_of(graph, source)) > 1:
+    # Any reader but `node` (which may read `source` only through a removed layout op's map,
+    # rule read_through_layout, and so not be among its readers) would lose it to the renaming.
+    if producer is None or is_boundary(graph, source) or any(r is not node for r in readers_of(graph, source)):
         return "its output leaves the partition and its input cannot be renamed"
     graph.remove_node(node)
     graph.set_outputs(producer, [out if t is source else t for t in producer.outputs])

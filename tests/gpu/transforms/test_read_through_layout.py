@@ -171,6 +171,22 @@ def test_a_gather_whose_runs_are_no_box_through_a_reshape_keeps_it():
     check_gpu(model, [random((2, 2, 12, 5), 9)])
 
 
+def test_a_reshape_leaving_the_partition_keeps_its_source_when_another_node_reads_it():
+    """A row of x scaled (one output) and, through EXPAND_DIMS and RESHAPE, unchanged (another):
+    the RESHAPE, reading the slice through the removed EXPAND_DIMS, copies it unchanged, but the
+    slice cannot write the model's output in its place, since the MUL reads it too (it was
+    renamed, and the MUL read a tensor nothing wrote: gles-fuzz-graphs --seed 5)."""
+    c = Chain((4, 10))
+    row = c.op("SLICE", c.x, c.const((3, 0), np.int32), c.const((1, 10), np.int32), shape=(1, 10))
+    scaled = c.op("MUL", row, c.const(np.float32(0.85)), fused_activation_function=0)
+    same = reshape(c, c.op("EXPAND_DIMS", row, c.const(-3, np.int32), shape=(1, 1, 10)), (1, 10))
+    model = c.build(scaled, same)
+    graph, log = rewrite_with_aliases(model)
+    assert why(log, RULE, "#3 (RESHAPE)") == "its output leaves the partition"
+    assert ops_of(graph) == ["SLICE", "MUL", "RESHAPE"]
+    check_gpu(model, [random((4, 10), 10)])
+
+
 def test_a_transpose_read_by_a_depth_to_space_stays():
     """DEPTH_TO_SPACE builds its map from its input's own shape: it reads through reshapes only."""
     c = Chain((1, 4, 4, 8))
