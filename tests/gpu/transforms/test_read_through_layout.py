@@ -187,6 +187,23 @@ def test_a_reshape_leaving_the_partition_keeps_its_source_when_another_node_read
     check_gpu(model, [random((4, 10), 10)])
 
 
+def test_a_reshape_leaving_the_partition_keeps_its_source_when_another_node_reads_through_to_it():
+    """PAD -> EXPAND_DIMS, read by a SQUEEZE back (a model output) and a SPLIT_V: both read the
+    pad's output through the removed EXPAND_DIMS, and the SQUEEZE copies it unchanged; renaming
+    the pad's output to the model's would leave the SPLIT_V reading a tensor nothing wrote
+    (gles-fuzz-graphs --seed 6)."""
+    c = Chain((2, 2, 3))
+    padded = c.op("PAD", c.x, c.const([[0, 0], [1, 2], [0, 1]], np.int32), shape=(2, 5, 4))
+    wide = c.op("EXPAND_DIMS", padded, c.const(2, np.int32), shape=(2, 5, 1, 4))
+    back = c.op("SQUEEZE", wide, shape=(2, 5, 4), squeeze_dims=[2])
+    parts = c.b.tensor("first", (2, 5, 1, 2)), c.b.tensor("second", (2, 5, 1, 1)), c.b.tensor("third", (2, 5, 1, 1))
+    c.b.op("SPLIT_V", [wide, c.const((2, 1, 1), np.int32), c.const(3, np.int32)], list(parts), num_splits=3)
+    model = c.build(parts[0], back)
+    graph, log = rewrite_with_aliases(model)
+    assert why(log, RULE, "#2 (SQUEEZE)") == "its output leaves the partition"
+    check_gpu(model, [random((2, 2, 3), 11)])
+
+
 def test_a_transpose_read_by_a_depth_to_space_stays():
     """DEPTH_TO_SPACE builds its map from its input's own shape: it reads through reshapes only."""
     c = Chain((1, 4, 4, 8))
