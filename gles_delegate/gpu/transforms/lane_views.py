@@ -152,7 +152,8 @@ def _readers_blocker(graph, tree, node, tensor, whole):
     for reader in readers_of(graph, tensor):
         if reader is node and node.op == "CONCATENATION":
             continue
-        others = [t for t in read_tensors(reader) if t is not tensor]
+        # what it reads in storage: a layout op reading through a removed one reads that one's source
+        others = [layout.stored_source(reader, t) for t in read_tensors(reader) if t is not tensor]
         if any(not t.is_const and tree.outermost(t) == outermost for t in others):
             return f"{reader.label} also reads another tensor of tensor {whole.index}'s storage"
         if len({id(t) for t in others if id(t) in views}) + 1 > MAX_LANE_READS:

@@ -153,6 +153,25 @@ def test_an_input_after_a_copy_ending_in_its_first_vec4_keeps_its_copy(precision
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_reader_of_the_whole_through_a_removed_layout_op_keeps_the_copy(precision):
+    """Channel 1 of a squeezed input times its channels 2..5, the MUL an epilogue step of the
+    second slice, which reads the input through the removed SQUEEZE: its loads of the input
+    would be taken for the first slice's (a lane view of the input) by their element range, so
+    the first slice keeps its copy (gles-fuzz-graphs --seed 6: 0.58 x the output's magnitude)."""
+    c = Chain((1, 2, 1, 5))
+    x = c.op("SQUEEZE", c.x, shape=(2, 1, 5), squeeze_dims=[-4])
+    one = c.op("STRIDED_SLICE", x, c.const((0, 0, 1), np.int32), c.const((2, 1, 2), np.int32),
+               c.const((1, 1, 1), np.int32), shape=(2, 1, 1), end_mask=3)
+    three = c.op("STRIDED_SLICE", x, c.const((0, 0, 2), np.int32), c.const((2, 1, 5), np.int32),
+                 c.const((1, 1, 1), np.int32), shape=(2, 1, 3), end_mask=2)
+    model = c.build(c.op("MUL", one, three, shape=(2, 1, 3), fused_activation_function=0))
+    assert lane_views(model) == {}
+    assert "#2 (STRIDED_SLICE) also reads another tensor of tensor 0's storage" in why(
+        rewrite_through(model, RULE)[1], RULE, "#1 (STRIDED_SLICE)")
+    check_gpu(model, [random((1, 2, 1, 5), 12)], precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_two_views_of_one_storage_read_together(precision):
     """ADD of channels 0..2 and 2..4 of one tensor (each also read elsewhere, so the ADD stays a
     dispatch of its own): both would be lane views of its first slice, which the ADD's dispatch
