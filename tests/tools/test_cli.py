@@ -7,12 +7,12 @@ import pytest
 from gles_delegate import ModelError
 from gles_delegate.tools import (bench_compare, bench_init, bench_invoke, bench_scale, benchmark_model,
                                  build_quantized_mobilenet, build_structures, common, compiler_report, demo,
-                                 doc_examples, fetch_models, fuzz_models, inspect_model, parity_report, profile_model,
-                                 supported_ops, top1_agreement)
+                                 doc_examples, fetch_models, fuzz_graphs, fuzz_models, inspect_model, parity_report,
+                                 profile_model, supported_ops, top1_agreement)
 
 TOOLS = [benchmark_model, inspect_model, parity_report, profile_model, bench_compare, bench_init, top1_agreement,
          compiler_report, fetch_models, fuzz_models, demo, supported_ops, build_quantized_mobilenet, doc_examples,
-         bench_invoke, build_structures, bench_scale]
+         bench_invoke, build_structures, bench_scale, fuzz_graphs]
 CHECKED_NUMBERS = {common.positive_int, common.non_negative_int, common.positive_float, common.non_negative_float,
                    common.thread_count}
 
@@ -58,7 +58,8 @@ MODEL_ARGS = {benchmark_model: ["--graph"], inspect_model: [], parity_report: []
 OUTPUT_OPTIONS = {benchmark_model: ["--json", "--serialization_dir"], inspect_model: ["--dot"],
                   parity_report: ["--out"], bench_compare: ["--out"], bench_init: ["--out"],
                   compiler_report: ["--markdown"], fetch_models: ["--dir"], fuzz_models: ["--out", "--json"],
-                  build_quantized_mobilenet: [None], build_structures: [None]}  # None: a positional argument
+                  fuzz_graphs: ["--out", "--json"], build_quantized_mobilenet: [None],
+                  build_structures: [None]}  # None: a positional argument
 
 
 def refused(main, argv, capsys):

@@ -1,0 +1,139 @@
+"""Random valid graphs agree with LiteRT on every path (tools/fuzz_graphs.py, `gles-fuzz-graphs`):
+our reference kernels, our Interpreter with the GpuDelegate and LiteRT with the GpuDelegate, each
+output within gles-parity's fp32 tolerance of LiteRT's. A bounded run of a few seeds; the tool runs
+as long as you like (docs/reliability.md has its figures). The fuzzer is also shown to report what
+it should: a corrupted GPU output, a NaN and an exception are findings, written and minimised."""
+import json
+
+import numpy as np
+import pytest
+
+from gles_delegate.tools import common
+from gles_delegate.tools import fuzz_graphs as fg
+
+pytest.importorskip("ai_edge_litert.interpreter")
+
+SEEDS = (101, 202, 303)
+CASES = 6
+MAX_NODES = 18
+
+
+def quiet(line):
+    pass
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_graphs_agree_with_litert_on_every_path(seed, tmp_path):
+    summary = fg.fuzz(seed, cases=CASES, paths="abcd", max_nodes=MAX_NODES, out_dir=tmp_path, log=quiet)
+    assert summary["cases"] == CASES
+    assert summary["compared"] == CASES and summary["nodes_compared"] >= 3 * CASES
+    for path in "bcd":  # every path ran on every compared model, and took it
+        assert summary["results"][path] == {"ok": CASES}, summary["results"]
+    assert sum(summary["ops_on_gpu"].values()) > 0 and summary["rules_applied"]
+    assert summary["findings"] == [], json.dumps(summary["findings"], indent=1, default=str)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_generator_is_deterministic_and_litert_takes_what_it_writes():
+    """Two hundred models, each run by LiteRT's XNNPACK and builtin kernels without complaint
+    (no GPU here: the generator's shape bookkeeping alone), and the same bytes for the same seed."""
+    ops = set()
+    for case in range(200):
+        spec = fg.generate(7, case)
+        data, _ = spec.build()
+        assert fg.generate(7, case).build()[0] == data
+        assert len(spec.nodes) >= 3
+        details = fg._input_details(data)
+        assert details is not None, spec.text()
+        inputs = common.seeded_inputs(details, seed=case)
+        for run in (fg.run_litert, fg.litert_builtin):
+            outputs, why = run(data, inputs)
+            assert outputs is not None, f"{why}\n{spec.text()}"
+        ops.update(spec.ops())
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "SUB", "LOGISTIC", "TANH", "HARD_SWISH",
+            "RELU", "MEAN", "SOFTMAX", "CONCATENATION", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "RESHAPE",
+            "TRANSPOSE", "PAD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "BATCH_MATMUL", "GATHER", "TILE", "PADV2",
+            "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"} <= ops
+
+
+def corrupting(monkeypatch, how, path="c"):
+    """Make run_path's results for `path` wrong in one way."""
+    original = fg.run_path
+
+    def run_path(which, data, inputs, *args, **kwargs):
+        if how == "refuse":  # every path: the model is one we do not run
+            raise ValueError("a clean refusal")
+        outputs = original(which, data, inputs, *args, **kwargs)
+        if which != path:
+            return outputs
+        if how == "raise":
+            raise RuntimeError("a bug in the delegate")
+        if how == "refuse_on_gpu":
+            raise ValueError("no kernel runs what a rule made")
+        first = outputs[0].copy()
+        first.flat[first.size // 2] = np.nan if how == "nan" else first.flat[first.size // 2] + 0.5
+        return [first] + outputs[1:]
+    monkeypatch.setattr(fg, "run_path", run_path)
+
+
+def test_a_wrong_gpu_output_is_a_finding_written_and_minimised(monkeypatch, tmp_path):
+    corrupting(monkeypatch, "value")
+    summary = fg.fuzz(SEEDS[0], cases=1, paths="abc", max_nodes=10, out_dir=tmp_path, log=quiet)
+    assert summary["results"]["b"] == {"ok": 1} and summary["results"]["c"] == {"tolerance": 1}
+    finding, = summary["findings"]
+    assert finding["path"] == "c" and finding["kind"] == "tolerance" and finding["output"] == 0
+    assert finding["max_abs"] == pytest.approx(0.5, rel=0.01) and finding["max_abs"] > finding["tolerance"]
+    assert finding["reproduce"] == f"gles-fuzz-graphs --seed {SEEDS[0]} --case 0 --paths ac"
+    minimized = finding["minimized"]
+    assert 1 <= minimized["nodes"] <= finding["nodes"] and minimized["persists_without_rules"] is True
+    line, = (tmp_path / "tolerance-s101-c0-c.json").read_text().splitlines()
+    assert json.loads(line)["case"] == 0
+    for name in ("tolerance-s101-c0-c.tflite", "tolerance-s101-c0-c-min.tflite"):
+        assert (tmp_path / name).read_bytes()[4:8] == b"TFL3"
+
+
+@pytest.mark.parametrize("how, kind", [("nan", "nan"), ("raise", "exception"), ("refuse_on_gpu", "exception"),
+                                       ("refuse", None)])
+def test_nan_and_exceptions_are_findings_a_clean_refusal_is_not(how, kind, monkeypatch, tmp_path):
+    """A ValueError is a refusal where the model does not run without the delegate either; on
+    the GPU path alone it is a finding (the delegate must leave to the CPU what it cannot run)."""
+    corrupting(monkeypatch, how)
+    summary = fg.fuzz(SEEDS[1], cases=1, paths="ac", max_nodes=6, out_dir=tmp_path, minimize_findings=False,
+                      log=quiet)
+    assert summary["results"]["c"] == {kind or "refused": 1}
+    assert [f["kind"] for f in summary["findings"]] == ([kind] if kind else [])
+
+
+def test_python_s_own_type_error_is_no_clean_refusal():
+    def unpack():
+        base, strides = None
+    for exc_type, fn in ((TypeError, unpack), (ValueError, lambda: int("x"))):
+        try:
+            fn()
+        except exc_type as exc:
+            assert not fg.is_clean(exc)
+    try:
+        raise ValueError("a model we refuse")
+    except ValueError as exc:
+        assert fg.is_clean(exc)
+
+
+def test_judge_follows_the_tolerance_and_litert_spread():
+    want = [np.array([[1.0, -2.0]], np.float32)]
+    assert fg.judge([want[0] + 1e-4], want, [0.0], 1e-4) is None                      # 1e-4 <= 1e-4 x 2
+    over = fg.judge([want[0] + 3e-4], want, [0.0], 1e-4)
+    assert over["kind"] == "tolerance" and over["max_rel"] == pytest.approx(1.5e-4, rel=1e-3)
+    assert fg.judge([want[0] + 3e-4], want, [2e-4], 1e-4) is None                     # within 2x LiteRT's spread
+    assert fg.judge([want[0] + 3e-4], want, [0.0], 1e-4, [4e-4]) is None              # within the floor
+    assert fg.judge([np.full((1, 2), np.nan, np.float32)], want, [0.0], 1e-4)["kind"] == "nan"
+    assert fg.judge([want[0].reshape(2, 1)], want, [0.0], 1e-4)["kind"] == "shape"
+    assert fg.judge([want[0].astype(np.float64)], want, [0.0], 1e-4)["kind"] == "dtype"
+
+
+def test_the_command_line_reproduces_one_case(tmp_path, capsys):
+    summary_file = tmp_path / "summary.json"
+    assert fg.main(["--seed", str(SEEDS[2]), "--case", "3", "--max-nodes", "8", "--paths", "c",
+                    "--out", str(tmp_path / "found"), "--json", str(summary_file)]) == 0
+    summary = json.loads(summary_file.read_text())
+    assert summary["cases"] == 1 and summary["compared"] == 1 and summary["paths"] == "ac"
+    assert "1 cases in" in capsys.readouterr().out
