@@ -95,7 +95,7 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   // it, not rounded to the storage precision in between as the unfused graph stored it.
   if (op == EP_OP_SWISH) return x * (1.0 / (1.0 + exp(-x)));
   // exp of the clamped value, so the unused branch of the select cannot overflow.
-  if (op == EP_OP_ELU) return mix(exp(min(x, vec4(0.0))) - 1.0, x, greaterThan(x, vec4(0.0)));
+  if (op == EP_OP_ELU) return mix(tfl_expm1(min(x, vec4(0.0))), x, greaterThan(x, vec4(0.0)));
   // 0.7978845608 = sqrt(2 / pi).
   if (op == EP_OP_GELU) return 0.5 * x * (1.0 + tfl_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
   // TFLite's rounding (a fake-quant step's round(x / scale)): halves away from zero.
