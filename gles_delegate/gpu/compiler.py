@@ -285,8 +285,12 @@ def _view_completions(dispatches, env, offsets):
     span = {key: (offsets[key], offsets[key] + bhwc(t.shape).elements) for key, t in members.items() if key in offsets}
     first_read, writers = {}, []
     for i, d in enumerate(dispatches):
+        # A dispatch that reads what it writes (a layout map's pieces merge their lanes into
+        # the vec4s an earlier piece stored) is still building the tensor, not reading it.
+        building = {id(groups.get(id(t), t)) for t in d.writes}
         for t in d.reads:
-            first_read.setdefault(id(t), i)
+            if id(groups.get(id(t), t)) not in building:
+                first_read.setdefault(id(t), i)
         writers += [(i, id(groups[id(t)]), span[id(t)]) for t in d.writes if id(t) in span]
     for key, (start, end) in span.items():
         before, group = first_read.get(key, len(dispatches)), id(groups[key])

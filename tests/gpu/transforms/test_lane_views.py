@@ -213,6 +213,24 @@ def test_captures_read_lane_views_as_the_model_computes_them():
             assert_gpu_matches(reference.get_tensor(index), ours.get_tensor(index), "fp32", what=f"tensor {index}")
 
 
+def test_captures_a_whole_built_by_several_dispatches_after_the_last():
+    """preserve_all_tensors: a channel GATHER runs as layout-map pieces that each store a few
+    lanes, merging them into the vec4s earlier pieces stored (reading the output as they write
+    it); a slice of it read in place must not make the capture take the whole after the first
+    piece (it read 0 past the first piece's lanes: gles-fuzz-graphs seed 40)."""
+    c = Chain((1, 4, 9, 7))
+    picks = c.const(np.random.default_rng(40).integers(0, 7, 14), np.int32)
+    gathered = c.op("GATHER", c.x, picks, shape=(1, 4, 9, 14), axis=3)
+    model = c.build(c.depthwise(slice_(c, gathered, (0, 0, 0, 0), (1, 4, 9, 7)), 3, seed=3))
+    values = [random((1, 4, 9, 7), 40)]
+    with GpuDelegate() as delegate:
+        ours = run(model, values, delegate, preserve=True)
+        plan = delegate.partitions[0].plan
+        reference = run(model, values, None, preserve=True)
+    assert plan.lane_shifts and sum("GATHER" in label for label in plan.labels) > 1
+    assert_gpu_matches(reference.get_tensor(gathered), ours.get_tensor(gathered), "fp32", what="the GATHER output")
+
+
 def test_a_warm_start_keeps_the_lane_views(tmp_path):
     """A plan read back from the serialization cache holds its lane views (Plan.lane_shifts,
     checked by validate.py) and computes what the cold plan did."""
