@@ -78,7 +78,7 @@ import numpy as np
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common
-from gles_delegate.tools.parity_report import TOLERANCES, compare
+from gles_delegate.tools.parity_report import QUANTIZED_STEPS, TOLERANCES, compare
 
 PATHS = "abcd"
 PATH_NAMES = {"a": "LiteRT", "b": "reference", "c": "GPU delegate", "d": "LiteRT + GPU delegate"}
@@ -91,6 +91,10 @@ CHANNEL_WEIGHTS = (1, 2, 4, 2, 4, 4, 2, 2, 3, 1, 3, 1, 1)
 NONE, RELU, RELU6 = 0, 1, 3          # ActivationFunctionType
 SAME, VALID = 0, 1                   # Padding
 MINIMIZE_TRIALS = 400        # runs the minimiser may spend on one finding
+# Generator families and their weights: float32 graphs of the rewrite rules' ops (this module);
+# int32 index arithmetic, int8 / uint8 quantized graphs, resource variables across invokes and
+# L2 norms / FFTs (tools/fuzz_graph_families.py).
+FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1}
 FLOOR_ULPS = 16              # floors(): the least absolute bound, in ulps of the largest value upstream
 
 
@@ -100,6 +104,15 @@ class TensorSpec:
     shape: tuple
     kind: str                 # 'input' | 'const' | 'value'
     data: np.ndarray = None   # a constant's values
+    dtype: object = np.float32
+    quant: tuple = None       # (scale(s), zero point(s), quantized dimension) of a quantized tensor
+    type_name: str = None     # a TFLite type numpy has no dtype for ('RESOURCE')
+    bounds: tuple = None      # an integer tensor's (low, high) values: an input's are drawn from them
+
+    @property
+    def is_float(self):
+        """Float or complex values, not quantized: what rounds."""
+        return np.dtype(self.dtype).kind in "fc" and self.quant is None and self.type_name is None
 
 
 @dataclass
@@ -118,6 +131,9 @@ class Spec:
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     next_id: int = 0
+    variables: dict = field(default_factory=dict)  # shared name -> the constant CALL_ONCE's init assigns
+    steps: tuple = ("invoke", "invoke")            # per case, in order: invoke (on new inputs) or 'reset'
+    family: str = "float"                          # which generator wrote it (FAMILIES)
 
     def add(self, tensor):
         self.tensors[self.next_id] = tensor
@@ -129,18 +145,35 @@ class Spec:
         b = ModelBuilder()
         index = {}
         for t in self.inputs:
-            index[t] = b.input(f"in{t}", self.tensors[t].shape)
+            spec = self.tensors[t]
+            index[t] = b.input(f"in{t}", spec.shape, spec.dtype, quantization=spec.quant)
+        if self.variables:
+            b.op("CALL_ONCE", [], [], init_subgraph_index=self._init_subgraph(b).index)
         for node in self.nodes:
             for t in node.inputs + node.outputs:
                 if t < 0 or t in index:
                     continue
                 spec = self.tensors[t]
-                index[t] = b.const(f"c{t}", spec.data) if spec.kind == "const" else b.tensor(f"t{t}", spec.shape)
+                if spec.kind == "const":
+                    index[t] = b.const(f"c{t}", spec.data, quantization=spec.quant)
+                else:
+                    index[t] = b.tensor(f"t{t}", spec.shape, spec.dtype, quantization=spec.quant,
+                                        type_name=spec.type_name)
             b.op(node.op, [index[t] if t >= 0 else -1 for t in node.inputs], [index[t] for t in node.outputs],
                  **node.options)
         for t in self.outputs:
             b.output(index[t])
         return b.build(), index
+
+    def _init_subgraph(self, b):
+        """The subgraph CALL_ONCE runs first: each variable assigned its initial constant."""
+        init = b.subgraph("init")
+        for name, t in self.variables.items():
+            handle = init.tensor(f"handle_{name}", (), type_name="RESOURCE")
+            init.op("VAR_HANDLE", [], [handle], container="", shared_name=name)
+            spec = self.tensors[t]
+            init.op("ASSIGN_VARIABLE", [handle, init.const(f"init_{name}", spec.data, quantization=spec.quant)], [])
+        return init
 
     def ops(self):
         return [n.op for n in self.nodes]
@@ -152,12 +185,18 @@ class Spec:
                 return "-"
             spec = self.tensors[t]
             return f"c{t}" if spec.kind == "const" else f"t{t}"
-        lines = [f"inputs: {', '.join(f't{t} {list(self.tensors[t].shape)}' for t in self.inputs)}"]
+
+        def typed(t):
+            spec = self.tensors[t]
+            kind = spec.type_name or ("" if spec.is_float else np.dtype(spec.dtype).name)
+            quant = f" q{tuple(np.round(np.ravel(q), 6).tolist() for q in spec.quant[:2])}" if spec.quant else ""
+            return f"{name(t)} {list(spec.shape)}" + (f" {kind}" if kind else "") + quant
+        lines = [f"inputs: {', '.join(typed(t) for t in self.inputs)}"]
+        lines += [f"variable {n}: init {typed(t)}" for n, t in self.variables.items()]
         for k, n in enumerate(self.nodes):
             options = {key: value for key, value in n.options.items() if value not in (0, False, None)}
             lines.append(f"#{k} {n.op}({', '.join(name(t) for t in n.inputs)}) -> "
-                         f"{', '.join(f'{name(t)} {list(self.tensors[t].shape)}' for t in n.outputs)}"
-                         + (f" {options}" if options else ""))
+                         f"{', '.join(typed(t) for t in n.outputs)}" + (f" {options}" if options else ""))
         lines.append(f"outputs: {', '.join(name(t) for t in self.outputs)}")
         return "\n".join(lines)
 
@@ -205,16 +244,31 @@ class Generator:
         return self.const(self.rng.uniform(low, high, shape).astype(np.float32))
 
     def node(self, op, inputs, shapes, **options):
-        """Add a node with outputs of `shapes`; returns their ids (float tensors of rank 2-4 join
-        the pool that later nodes read)."""
-        outputs = []
-        for shape in shapes:
-            t = self.spec.add(TensorSpec(tuple(int(d) for d in shape), "value"))
-            outputs.append(t)
-            if 2 <= len(shape) <= 4:
-                self.values.append(t)
-        self.spec.nodes.append(NodeSpec(op, list(inputs), list(outputs), options))
-        return outputs
+        """Add a node with outputs of `shapes` typed as its first runtime input (float32 in a float
+        graph; the layout ops of an int32 or quantized graph keep their input's type, and the
+        union of their inputs' bounds); returns their ids (each offered to register)."""
+        runtime = [self.spec.tensors[t] for t in inputs if t >= 0 and self.spec.tensors[t].kind != "const"]
+        like = {}
+        if runtime and not runtime[0].is_float:
+            bounds = [r.bounds for r in runtime if np.dtype(r.dtype) == np.dtype(runtime[0].dtype)]
+            like = {"dtype": runtime[0].dtype, "quant": runtime[0].quant,
+                    "bounds": None if None in bounds else (min(b[0] for b in bounds), max(b[1] for b in bounds))}
+        return self.typed(op, inputs, [TensorSpec(tuple(int(d) for d in shape), "value", **like) for shape in shapes],
+                          **options)
+
+    def typed(self, op, inputs, outputs, **options):
+        """Add a node whose outputs are the TensorSpecs `outputs`; returns their ids."""
+        ids = [self.spec.add(t) for t in outputs]
+        for t in ids:
+            self.register(t)
+        self.spec.nodes.append(NodeSpec(op, list(inputs), list(ids), options))  # a copy: builders edit the list
+        return ids
+
+    def register(self, t):
+        """Offer a new tensor to the pools later nodes read: here float32 tensors of rank 2-4."""
+        spec = self.spec.tensors[t]
+        if spec.is_float and np.dtype(spec.dtype) == np.float32 and 2 <= len(spec.shape) <= 4:
+            self.values.append(t)
 
     def one(self, op, inputs, shape, **options):
         return self.node(op, inputs, [shape], **options)[0]
@@ -248,6 +302,12 @@ class Generator:
         return self.spec
 
     def add_input(self):
+        t = self.spec.add(TensorSpec(self.input_shape(), "input"))
+        self.spec.inputs.append(t)
+        self.register(t)
+
+    def input_shape(self):
+        """A model input's shape: rank 2-4, small, batch 1 or 2."""
         rank = self.choice((2, 3, 4), (1, 1, 3))
         batch = 2 if self.chance(0.15) else 1
         if rank == 4:
@@ -256,13 +316,11 @@ class Generator:
             shape = (batch, int(self.rng.integers(1, 12)), self.channels())
         else:
             shape = (int(self.rng.integers(1, 9)), self.channels())
-        t = self.spec.add(TensorSpec(shape, "input"))
-        self.spec.inputs.append(t)
-        self.values.append(t)
+        return shape
 
     def choose_outputs(self):
         read = {t for n in self.spec.nodes for t in n.inputs}
-        produced = [t for n in self.spec.nodes for t in n.outputs]
+        produced = [t for n in self.spec.nodes for t in n.outputs if not self.spec.tensors[t].type_name]
         outputs = [produced[-1]]
         for t in produced[:-1]:
             if t not in read and self.chance(0.6):       # a leaf: else it stays dead code
@@ -502,8 +560,8 @@ def concatenation(g):
         count = int(g.rng.integers(2, min(4, shape[axis]) + 1))
         parts = _slices_along(g, x, axis, count)
         if parts is not None:
-            for k in range(len(parts)):  # work on some of the pieces before joining them
-                if g.chance(0.3):
+            for k in range(len(parts)):  # work on some of the pieces before joining them (float ones)
+                if g.chance(0.3) and g.spec.tensors[parts[k]].is_float:
                     parts[k] = unary(g, parts[k])
             if g.chance(0.3):
                 parts = [parts[k] for k in g.rng.permutation(len(parts))]
@@ -1031,10 +1089,16 @@ BUILDERS = (
 )
 
 
-def generate(seed, case, min_nodes=3, max_nodes=25):
-    """The Spec of case `case` of run `seed` (deterministic)."""
-    rng = np.random.default_rng([seed, case])
-    return Generator(rng, min_nodes, max_nodes).generate()
+def generate(seed, case, min_nodes=3, max_nodes=25, families=tuple(FAMILIES)):
+    """The Spec of case `case` of run `seed` (deterministic). The family is drawn from a stream
+    of its own, so a float case writes the model it wrote before there were other families."""
+    from . import fuzz_graph_families  # it builds on this module's Generator: imported once both exist
+    weights = np.array([FAMILIES[f] for f in families], np.float64)
+    family = families[int(np.random.default_rng([seed, case, 2]).choice(len(families), p=weights / weights.sum()))]
+    generator = Generator if family == "float" else fuzz_graph_families.GENERATORS[family]
+    spec = generator(np.random.default_rng([seed, case]), min_nodes, max_nodes).generate()
+    spec.family = family
+    return spec
 
 
 # -- running the paths ---------------------------------------------------------------------------
@@ -1043,60 +1107,110 @@ def _quiet():
     warnings.simplefilter("ignore")
 
 
-def _outputs(interpreter, inputs):
-    common.set_inputs(interpreter, inputs)
-    interpreter.invoke()
-    return common.read_outputs(interpreter)
+def run_steps(interpreter, steps, after=None):
+    """The outputs of every invoke of `steps` (case_inputs: per invoke its inputs, None for a
+    reset_all_variables), in one flat list, copied as each invoke ends; after(interpreter) is
+    called after each invoke."""
+    outputs = []
+    for inputs in steps:
+        if inputs is None:
+            interpreter.reset_all_variables()
+            continue
+        common.set_inputs(interpreter, inputs)
+        interpreter.invoke()
+        outputs += [np.array(o, copy=True) for o in common.read_outputs(interpreter)]
+        if after is not None:
+            after(interpreter)
+    return outputs
 
 
-def run_litert(data, inputs, resolver=None, keep=None):
-    """LiteRT alone: (outputs, None), or (None, why it refused the model). keep: a list that
-    receives the interpreter, run with every tensor kept (experimental_preserve_all_tensors)."""
+def run_litert(data, steps, resolver=None, after=None):
+    """LiteRT alone: (outputs, None), or (None, why it refused the model). after: as run_steps',
+    the interpreter then keeping every tensor (experimental_preserve_all_tensors)."""
     module = common.litert()
     kwargs = {"model_content": data}
     if resolver is not None:
         kwargs["experimental_op_resolver_type"] = getattr(module.OpResolverType, resolver)
-    if keep is not None:
+    if after is not None:
         kwargs["experimental_preserve_all_tensors"] = True
     interpreter, why = common.litert_loaded(**kwargs)
     if interpreter is None:
         return None, why
     try:
-        outputs = common.native_call(_outputs, interpreter, inputs)
+        return common.native_call(run_steps, interpreter, steps, after), None
     except RuntimeError as exc:
         return None, f"LiteRT cannot run this model: {exc}"
-    if keep is not None:
-        keep.append(interpreter)
-    return outputs, None
 
 
-def litert_builtin(data, inputs, keep=None):
-    """LiteRT's builtin kernels without XNNPACK, the second kernel set: its reference kernels
-    (BUILTIN_REF), else where those lack an op (ELU) its optimized ones (BUILTIN_WITHOUT_DEFAULT_DELEGATES).
-    (outputs, None) or (None, why); keep: as run_litert's."""
-    outputs, why = run_litert(data, inputs, "BUILTIN_REF", keep)
-    if outputs is None and "Didn't find op" in why:
-        outputs, why = run_litert(data, inputs, "BUILTIN_WITHOUT_DEFAULT_DELEGATES", keep)
+def litert_default(data, steps, xnnpack=True):
+    """LiteRT alone, the reference: its default kernels (XNNPACK, its builtin ones for what that
+    leaves), else where XNNPACK fails to prepare a node it took, or without `xnnpack` (a model
+    with resource variables: XNNPACK 2.3 crashes the process on READ_VARIABLE -> MUL(x, x) beside
+    an ASSIGN_VARIABLE of an input), its builtin kernels. (outputs, None) or (None, why)."""
+    outputs, why = run_litert(data, steps) if xnnpack else (None, "XNNPack not used")
+    if outputs is None and "XNNPack" in why:
+        outputs, why = run_litert(data, steps, "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
     return outputs, why
+
+
+def litert_builtin(data, steps, after=None):
+    """LiteRT's builtin kernels without XNNPACK, the second kernel set: its reference kernels
+    (BUILTIN_REF), else where those lack an op (ELU) its optimized ones (BUILTIN_WITHOUT_DEFAULT_DELEGATES:
+    a missing op fails the load, before any invoke calls `after`). (outputs, None) or (None, why)."""
+    outputs, why = run_litert(data, steps, "BUILTIN_REF", after)
+    if outputs is None and "Didn't find op" in why:
+        outputs, why = run_litert(data, steps, "BUILTIN_WITHOUT_DEFAULT_DELEGATES", after)
+    return outputs, why
+
+
+def case_inputs(spec, seed, case, details):
+    """Per step of spec.steps, the inputs of that invoke (None: a reset): the first invoke's
+    from _input_seed(seed, case) (a float model's as tools/common.seeded_inputs draws them), each
+    later one's from a seed of its own (other values: a stale result or cache shows)."""
+    return [None if step == "reset" else input_values(spec, details, _input_seed(seed, case, *([k] if k else [])))
+            for k, step in enumerate(spec.steps)]
+
+
+def input_values(spec, details, seed):
+    """One seeded array per model input: floats uniform in [-1, 1), booleans 0 / 1, integers over
+    their TensorSpec's bounds (else their type's range) with one value in ten an edge: a bound,
+    0 or +-1 where those lie within."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for detail, t in zip(details, spec.inputs):
+        dtype, shape = np.dtype(detail["dtype"]), tuple(int(s) for s in detail["shape"])
+        if dtype.kind == "f":
+            values.append(rng.uniform(-1, 1, shape).astype(dtype))
+        elif dtype == np.bool_:
+            values.append(rng.integers(0, 2, shape).astype(bool))
+        else:
+            info = np.iinfo(dtype)
+            low, high = spec.tensors[t].bounds or (int(info.min), int(info.max))
+            value = rng.integers(low, high, shape, dtype=np.int64, endpoint=True)
+            edges = [v for v in (low, high, 0, 1, -1) if low <= v <= high]
+            value = np.where(rng.random(shape) < 0.1, rng.choice(edges, shape), value)
+            values.append(value.astype(dtype))
+    return values
 
 
 def floors(spec, index, interpreter):
     """Per model output, the absolute error no float32 implementation can be held below:
-    FLOOR_ULPS float32 ulps (eps x magnitude) of the largest value any tensor it is computed from
-    holds (inputs and intermediates, from LiteRT's run that kept them). An output that cancels
-    (x - mean(x) over equal values, exactly 0) is rounding noise of that magnitude, and another
-    order of the same sums gives other noise."""
+    FLOOR_ULPS float32 ulps (eps x magnitude) of the largest value any float tensor it is computed
+    from through float tensors holds (inputs and intermediates, from LiteRT's run that kept
+    them). An output that cancels (x - mean(x) over equal values, exactly 0) is rounding noise of
+    that magnitude, and another order of the same sums gives other noise. Integer and quantized
+    values are exact: an integer output has no floor, and none is taken from them."""
     producer = {t: n for n in spec.nodes for t in n.outputs}
     out = []
     for t in spec.outputs:
         seen, stack, largest = set(), [t], 0.0
         while stack:
             u = stack.pop()
-            if u in seen or u < 0 or spec.tensors[u].kind == "const":
+            if u in seen or u < 0 or spec.tensors[u].kind == "const" or not spec.tensors[u].is_float:
                 continue
             seen.add(u)
             try:
-                value = np.asarray(interpreter.get_tensor(index[u]), np.float64)
+                value = np.abs(np.asarray(interpreter.get_tensor(index[u]))).astype(np.float64)
             except (ValueError, RuntimeError):
                 value = np.zeros(0)
             value = value[np.isfinite(value)]
@@ -1112,18 +1226,18 @@ def gpu_options(precision, rewrite_rules=True):
     return GpuDelegateOptions(precision=precision, max_delegated_partitions=0, rewrite_rules=rewrite_rules)
 
 
-def run_path(path, data, inputs, precision="fp32", rewrite_rules=True, coverage=None):
-    """The outputs of path b, c or d on `inputs` (exceptions propagate). coverage: a dict that
-    receives, for path c, the ops on the GPU / CPU and the rewrite rules applied."""
+def run_path(path, data, steps, precision="fp32", rewrite_rules=True, coverage=None):
+    """The outputs of path b, c or d on `steps` (case_inputs; exceptions propagate). coverage: a
+    dict that receives, for path c, the ops on the GPU / CPU and the rewrite rules applied."""
     if path == "b":
         interpreter = Interpreter(model_content=data, cpu_backend="reference")
         interpreter.allocate_tensors()
-        return _outputs(interpreter, inputs)
+        return run_steps(interpreter, steps)
     with GpuDelegate(gpu_options(precision, rewrite_rules)) as delegate:
         if path == "c":
             interpreter = Interpreter(model_content=data, experimental_delegates=[delegate], cpu_backend="reference")
             interpreter.allocate_tensors()
-            outputs = _outputs(interpreter, inputs)
+            outputs = run_steps(interpreter, steps)
             if coverage is not None:
                 on_gpu = common.gpu_partition_of(delegate)
                 coverage["ops"] = common.op_counts(interpreter._main.graph, on_gpu)
@@ -1135,7 +1249,7 @@ def run_path(path, data, inputs, precision="fp32", rewrite_rules=True, coverage=
         module = common.litert()
         interpreter = module.Interpreter(model_content=data, experimental_delegates=[delegate])
         interpreter.allocate_tensors()
-        outputs = _outputs(interpreter, inputs)
+        outputs = run_steps(interpreter, steps)
         del interpreter
         return outputs
 
@@ -1155,32 +1269,65 @@ def spreads(want, builtin):
     return out
 
 
-def judge(got, want, spread, rtol, floor=None):
+def quanta(spec):
+    """Per model output, one quantization step in its units where gles-parity allows one
+    (QUANTIZED_STEPS): 1 for a quantized integer tensor, its input's scale for a DEQUANTIZE's
+    float output; 0 elsewhere (floats to rtol, other integers exactly)."""
+    producer = {t: n for n in spec.nodes for t in n.outputs}
+    out = []
+    for t in spec.outputs:
+        node = producer.get(t)
+        if spec.tensors[t].quant is not None:
+            out.append(1.0)
+        elif node is not None and node.op == "DEQUANTIZE" and spec.tensors[node.inputs[0]].quant is not None:
+            out.append(float(np.max(spec.tensors[node.inputs[0]].quant[0])))
+        else:
+            out.append(0.0)
+    return out
+
+
+def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
     """The worst problem of one path's outputs against LiteRT's: None, or a dict {kind, output,
     max_abs, max_rel, tolerance, ...}; kind 'shape', 'dtype', 'nan' or 'tolerance'. spread:
-    per output, LiteRT's own spread (spreads); floor: per output, floors() (None: none)."""
+    per output, LiteRT's own spread (spreads); floor: per output, floors() (None: none);
+    quantum: per output, quanta() (None: none); per_invoke: outputs of one invoke, where the list
+    holds several invokes' (messages then name the invoke). Integer outputs are held exactly (one
+    step where quantized), complex ones as their float pairs."""
     if len(got) != len(want):
         return {"kind": "shape", "output": None, "message": f"{len(got)} outputs, LiteRT has {len(want)}"}
     worst = None
     for k, (g, w) in enumerate(zip(got, want)):
         g, w = np.asarray(g), np.asarray(w)
+        name = f"invoke {k // per_invoke} output {k % per_invoke}" if per_invoke else f"output {k}"
         if g.shape != w.shape:
             return {"kind": "shape", "output": k,
-                    "message": f"output {k}: shape {list(g.shape)}, LiteRT {list(w.shape)}"}
+                    "message": f"{name}: shape {list(g.shape)}, LiteRT {list(w.shape)}"}
         if g.dtype != w.dtype:
-            return {"kind": "dtype", "output": k, "message": f"output {k}: dtype {g.dtype}, LiteRT {w.dtype}"}
+            return {"kind": "dtype", "output": k, "message": f"{name}: dtype {g.dtype}, LiteRT {w.dtype}"}
         if (~np.isfinite(g) & np.isfinite(w)).any():
             bad = int(np.sum(~np.isfinite(g) & np.isfinite(w)))
             return {"kind": "nan", "output": k, "max_abs": math.inf, "max_rel": math.inf,
-                    "message": f"output {k}: {bad} non-finite values where LiteRT's are finite"}
-        metrics = compare(g, w, rtol, spread=spread[k] if spread else 0.0)
-        bound = max(metrics["tolerance"], floor[k] if floor else 0.0)
+                    "message": f"{name}: {bad} non-finite values where LiteRT's are finite"}
+        if w.dtype.kind == "c":
+            g, w = g.view(g.real.dtype), w.view(w.real.dtype)
+        step = quantum[k] if quantum else 0.0
+        integer = w.dtype.kind in "iub"
+        metrics = compare(g, w, rtol, quantized=integer and step > 0, spread=spread[k] if spread else 0.0)
+        bound = max(metrics["tolerance"], floor[k] if floor and not integer else 0.0,
+                    0.0 if integer else QUANTIZED_STEPS * step)
         if metrics["max_abs"] > bound and (worst is None or metrics["max_rel"] > worst["max_rel"]):
             worst = {"kind": "tolerance", "output": k, "max_abs": metrics["max_abs"], "max_rel": metrics["max_rel"],
                      "tolerance": bound, "worst_index": metrics["worst_index"],
-                     "message": f"output {k} {list(w.shape)}: max |ours - LiteRT| {metrics['max_abs']:.3g} = "
+                     "message": f"{name} {list(w.shape)} {w.dtype}: max |ours - LiteRT| {metrics['max_abs']:.3g} = "
                                 f"{metrics['max_rel']:.3g} x max|LiteRT| (bound {bound:.3g})"}
     return worst
+
+
+def degenerate(outputs):
+    """Whether LiteRT's float outputs are not finite or exceed DEGENERATE_MAGNITUDE (integers
+    are exact at any size)."""
+    return any(w.dtype.kind in "fc" and (not np.all(np.isfinite(w)) or (w.size and np.abs(w).max() >
+                                                                         DEGENERATE_MAGNITUDE)) for w in outputs)
 
 
 @dataclass
@@ -1198,43 +1345,45 @@ def run_case(spec, seed, case, paths, precision="fp32"):
     details = _input_details(data)
     if details is None:
         return Outcome("litert_refused", "LiteRT cannot load the model")
-    inputs = common.seeded_inputs(details, seed=_input_seed(seed, case))
-    want, why = run_litert(data, inputs)
+    steps = case_inputs(spec, seed, case, details)
+    want, why = litert_default(data, steps, xnnpack=not spec.variables)
     if want is None:
         return Outcome("litert_refused", why)
-    if any(not np.all(np.isfinite(w)) or (w.size and np.abs(w).max() > DEGENERATE_MAGNITUDE) for w in want):
+    if degenerate(want):
         return Outcome("degenerate", "LiteRT's outputs are not finite or exceed 1e6")
-    kept = []
-    builtin, why = litert_builtin(data, inputs, kept)
+    floor = []
+    builtin, why = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
     if builtin is None:  # both kernel sets must take it (XNNPACK ignores what the builtin ones refuse)
         return Outcome("litert_refused", f"builtin kernels: {why}")
-    spread, floor = spreads(want, builtin), floors(spec, index, kept[0])
+    spread = spreads(want, builtin)
+    quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
     outcome = Outcome("compared")
     rtol = TOLERANCES[precision]
     for path in paths:
         if path == "a":
             continue
         try:
-            got = run_path(path, data, inputs, precision, coverage=outcome.coverage if path == "c" else None)
+            got = run_path(path, data, steps, precision, coverage=outcome.coverage if path == "c" else None)
         except Exception as exc:  # a refusal, or a finding
-            if is_refusal(path, exc, data, inputs):
+            if is_refusal(path, exc, data, steps):
                 outcome.results[path] = {"kind": "refused", "message": f"{type(exc).__name__}: {exc}"[:300]}
                 continue
             outcome.results[path] = {"kind": "exception", "exception": type(exc).__name__,
                                      "message": f"{type(exc).__name__}: {exc}"[:300],
                                      "traceback": traceback.format_exc()[-3000:]}
             continue
-        problem = judge(got, want, spread, rtol, floor)
+        problem = judge(got, want, spread, rtol, floor, quantum, len(spec.outputs))
         outcome.results[path] = problem or {"kind": "ok"}
     return outcome
 
 
-def _input_seed(seed, case):
-    return int(np.random.default_rng([seed, case, 1]).integers(1 << 31))
+def _input_seed(seed, case, *invoke):
+    return int(np.random.default_rng([seed, case, 1, *invoke]).integers(1 << 31))
 
 
 def _input_details(data):
-    interpreter, _ = common.litert_loaded(model_content=data)
+    interpreter, _ = common.litert_loaded(model_content=data, experimental_op_resolver_type=
+                                          common.litert().OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     return None if interpreter is None else interpreter.get_input_details()
 
 
@@ -1249,7 +1398,7 @@ def is_clean(exc):
     return bool(frames) and (frames[-1].line or "").lstrip().startswith("raise")
 
 
-def is_refusal(path, exc, data, inputs):
+def is_refusal(path, exc, data, steps):
     """Whether path `path`'s exception is a refusal rather than a finding: a clean one (is_clean),
     and on a GPU path (c, d) only where the model does not run without the delegate either (a
     delegate must leave what it cannot run to the CPU, not fail a model the reference runs)."""
@@ -1258,7 +1407,7 @@ def is_refusal(path, exc, data, inputs):
     if path == "b":
         return True
     try:
-        run_path("b", data, inputs)
+        run_path("b", data, steps)
     except Exception:
         return True
     return False
@@ -1274,7 +1423,7 @@ def _dead_code_removed(spec):
     needed = set(spec.outputs)
     kept = []
     for node in reversed(spec.nodes):
-        if any(t in needed for t in node.outputs):
+        if not node.outputs or any(t in needed for t in node.outputs):  # no outputs: ASSIGN_VARIABLE's effect
             kept.append(node)
             needed.update(t for t in node.inputs if t >= 0)
     spec.nodes = kept[::-1]
@@ -1283,7 +1432,9 @@ def _dead_code_removed(spec):
 
 
 def _cut(spec, k):
-    """Node k removed, its outputs made model inputs."""
+    """Node k removed, its outputs made model inputs (None for a resource handle: no input is one)."""
+    if any(spec.tensors[t].type_name for t in spec.nodes[k].outputs):
+        return None
     spec = copy.deepcopy(spec)
     node = spec.nodes.pop(k)
     read = {t for n in spec.nodes for t in n.inputs}
@@ -1301,8 +1452,9 @@ def _bypass(spec, k):
     if len(node.outputs) != 1:
         return None
     out = node.outputs[0]
-    same = [t for t in node.inputs if t >= 0 and spec.tensors[t].kind != "const"
-            and spec.tensors[t].shape == spec.tensors[out].shape]
+    like = spec.tensors[out]
+    same = [t for t in node.inputs if t >= 0 and spec.tensors[t].kind != "const" and spec.tensors[t].shape == like.shape
+            and np.dtype(spec.tensors[t].dtype) == np.dtype(like.dtype) and spec.tensors[t].type_name == like.type_name]
     if not same:
         return None
     spec = copy.deepcopy(spec)
@@ -1329,23 +1481,23 @@ def reproduces(spec, seed, case, path, finding, precision="fp32", rewrite_rules=
     details = _input_details(data)
     if details is None:
         return False
-    inputs = common.seeded_inputs(details, seed=_input_seed(seed, case))
-    want, _ = run_litert(data, inputs)
-    if want is None or any(not np.all(np.isfinite(w)) or (w.size and np.abs(w).max() > DEGENERATE_MAGNITUDE)
-                           for w in want):
+    steps = case_inputs(spec, seed, case, details)
+    want, _ = litert_default(data, steps, xnnpack=not spec.variables)
+    if want is None or degenerate(want):
         return False
     try:
-        got = run_path(path, data, inputs, precision, rewrite_rules)
+        got = run_path(path, data, steps, precision, rewrite_rules)
     except Exception as exc:
         return (finding["kind"] == "exception" and type(exc).__name__ == finding.get("exception")
-                and not is_refusal(path, exc, data, inputs))
+                and not is_refusal(path, exc, data, steps))
     if finding["kind"] == "exception":
         return False
-    kept = []
-    builtin, _ = litert_builtin(data, inputs, kept)
+    floor = []
+    builtin, _ = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
     if builtin is None:
         return False
-    problem = judge(got, want, spreads(want, builtin), TOLERANCES[precision], floors(spec, index, kept[0]))
+    problem = judge(got, want, spreads(want, builtin), TOLERANCES[precision], floor,
+                    quanta(spec) * (len(want) // len(spec.outputs)), len(spec.outputs))
     return problem is not None and problem["kind"] == finding["kind"]
 
 
@@ -1423,8 +1575,7 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
     if path not in "bc":
         return None
     data, index = spec.build()
-    details = _input_details(data)
-    inputs = common.seeded_inputs(details, seed=_input_seed(seed, case))
+    steps = case_inputs(spec, seed, case, _input_details(data))
     module = common.litert()
     try:
         for resolver in ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):  # the second where the first lacks an op
@@ -1436,29 +1587,38 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
             except RuntimeError:
                 if resolver != "BUILTIN_REF":
                     raise
-        _outputs(theirs, inputs)
         with GpuDelegate(gpu_options(precision)) as delegate:
             ours = Interpreter(model_content=data, experimental_preserve_all_tensors=True, cpu_backend="reference",
                                experimental_delegates=[delegate] if path == "c" else None)
             ours.allocate_tensors()
-            _outputs(ours, inputs)
-            for k, node in enumerate(spec.nodes):
-                for t in node.outputs:
-                    try:
-                        a, b = ours.get_tensor(index[t]), theirs.get_tensor(index[t])
-                    except (ValueError, RuntimeError):
-                        continue
-                    problem = judge([a], [b], [0.0], TOLERANCES[precision])
-                    if problem is not None:
-                        return f"#{k} {node.op}: {problem['message'].replace('output 0 ', '')}"
+            for invoke, inputs in enumerate(steps):  # the first invoke where a node is off
+                run_steps(theirs, [inputs])
+                run_steps(ours, [inputs])
+                bad = _first_bad_tensor(spec, index, ours, theirs, precision)
+                if bad is not None:
+                    return f"invoke {invoke}: {bad}" if len(steps) > 1 else bad
     except Exception as exc:  # a debugging aid only: say why it could not look
         return f"(could not compare intermediates: {type(exc).__name__}: {exc})"
     return None
 
 
+def _first_bad_tensor(spec, index, ours, theirs, precision):
+    """'#k OP: ...' of the first node whose output `ours` holds over tolerance of `theirs`, or None."""
+    for k, node in enumerate(spec.nodes):
+        for t in node.outputs:
+            try:
+                a, b = ours.get_tensor(index[t]), theirs.get_tensor(index[t])
+            except (ValueError, RuntimeError):
+                continue
+            problem = judge([a], [b], [0.0], TOLERANCES[precision], quantum=[float(spec.tensors[t].quant is not None)])
+            if problem is not None:
+                return f"#{k} {node.op}: {problem['message'].replace('output 0 ', '')}"
+    return None
+
+
 # -- the run -------------------------------------------------------------------------------------
 def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25, precision="fp32",
-         out_dir=None, minimize_findings=True, only_case=None, log=print):
+         out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES)):
     """Run the cases; returns the summary dict (what --json writes)."""
     _quiet()
     if cases is None and minutes is None and only_case is None:
@@ -1468,7 +1628,7 @@ def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25
     counts = collections.Counter()
     per_path = {p: collections.Counter() for p in paths if p != "a"}
     ops_generated, ops_gpu, ops_cpu, rules_applied = (collections.Counter() for _ in range(4))
-    cpu_reasons, refusals, findings = {}, collections.Counter(), []
+    cpu_reasons, refusals, findings, compared_by_family = {}, collections.Counter(), [], collections.Counter()
     nodes_total = 0
     case = only_case if only_case is not None else 0
     while True:
@@ -1477,11 +1637,12 @@ def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25
         if only_case is None and ((cases is not None and counts["cases"] >= cases)
                                   or (deadline is not None and time.time() >= deadline)):
             break
-        spec = generate(seed, case, min_nodes, max_nodes)
+        spec = generate(seed, case, min_nodes, max_nodes, families)
         counts["cases"] += 1
         outcome = run_case(spec, seed, case, paths, precision)
         counts[outcome.status] += 1
         if outcome.status == "compared":
+            compared_by_family[spec.family] += 1
             nodes_total += len(spec.nodes)
             ops_generated.update(spec.ops())
             for op, (n, gpu, cpu) in outcome.coverage.get("ops", {}).items():
@@ -1514,7 +1675,7 @@ def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25
         "seed": seed, "paths": paths, "precision": precision, "rtol": TOLERANCES[precision],
         "seconds": round(time.time() - start, 1), "cases": counts["cases"], "compared": counts["compared"],
         "litert_refused": counts["litert_refused"], "degenerate": counts["degenerate"],
-        "nodes_compared": nodes_total,
+        "nodes_compared": nodes_total, "families": dict(sorted(compared_by_family.items())),
         "results": {p: dict(sorted(c.items())) for p, c in per_path.items()},
         "ops_generated": dict(sorted(ops_generated.items())),
         "ops_on_gpu": dict(sorted(ops_gpu.items())), "ops_on_cpu": dict(sorted(ops_cpu.items())),
@@ -1527,7 +1688,7 @@ def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25
 
 def record_finding(spec, seed, case, path, result, precision, out_dir, minimize_findings, log):
     name = f"{result['kind']}-s{seed}-c{case}-{path}"
-    entry = {"seed": seed, "case": case, "path": path, "path_name": PATH_NAMES[path], **{
+    entry = {"seed": seed, "case": case, "family": spec.family, "path": path, "path_name": PATH_NAMES[path], **{
         k: v for k, v in result.items() if k != "traceback"},
         "nodes": len(spec.nodes), "ops": spec.ops(), "file": f"{name}.tflite",
         "reproduce": f"gles-fuzz-graphs --seed {seed} --case {case} --paths a{path}"}
@@ -1557,6 +1718,7 @@ def print_summary(s, out=None):
     print(f"{s['cases']} cases in {s['seconds']} s, seed {s['seed']}, precision {s['precision']} (rtol "
           f"{s['rtol']:g}): {s['compared']} compared ({s['nodes_compared']} nodes), {s['litert_refused']} refused by "
           f"LiteRT, {s['degenerate']} degenerate", file=out)
+    print("compared by family: " + ", ".join(f"{k} {v}" for k, v in s["families"].items()), file=out)
     for path, counts in s["results"].items():
         print(f"  path {path} ({PATH_NAMES[path]}): " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=out)
     if s["ops_generated"]:
@@ -1590,6 +1752,14 @@ def path_letters(text):
     return "a" + letters.replace("a", "")
 
 
+def family_names(text):
+    """argparse type of --families: names of FAMILIES, comma-separated."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names or set(names) - set(FAMILIES):
+        raise argparse.ArgumentTypeError(f"expected names of {', '.join(FAMILIES)}, got {text!r}")
+    return names
+
+
 def build_parser():
     parser = common.tool_parser("gles-fuzz-graphs", __doc__)
     parser.add_argument("--cases", type=common.positive_int, default=None,
@@ -1607,6 +1777,8 @@ def build_parser():
     parser.add_argument("--precision", choices=("fp32", "fp16", "fp16_fp32acc"), default="fp32",
                         help="GPU precision: fp32 (float storage and math, rtol 1e-4), fp16 (half storage and math, "
                              "rtol 1e-2) or fp16_fp32acc (half storage, float accumulation, rtol 1e-2); default fp32")
+    parser.add_argument("--families", type=family_names, default=tuple(FAMILIES),
+                        help=f"comma-separated generator families to draw from (default all: {','.join(FAMILIES)})")
     parser.add_argument("--no-minimize", action="store_true", help="write findings as found, without minimising them")
     parser.add_argument("--out", type=common.output_dir, default=None,
                         help="where findings are written (default: a new temporary directory)")
@@ -1626,7 +1798,8 @@ def run(args):
     cases = args.cases if args.cases is not None or args.minutes else 100
     out = args.out or tempfile.mkdtemp(prefix="gles-fuzz-graphs-")
     summary = fuzz(args.seed, cases, args.minutes, args.paths, args.min_nodes, args.max_nodes, args.precision, out,
-                   not args.no_minimize, args.case, log=lambda line: print(line, file=sys.stderr, flush=True))
+                   not args.no_minimize, args.case, log=lambda line: print(line, file=sys.stderr, flush=True),
+                   families=args.families)
     print_summary(summary)
     if args.json:
         common.write_atomic(args.json, json.dumps(summary, indent=1, default=common.json_default))

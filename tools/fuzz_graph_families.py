@@ -1,0 +1,696 @@
+"""The generator families of gles-fuzz-graphs beyond its float32 graphs (tools/fuzz_graphs.py runs
+and judges them; its module docstring says how). Each family is a fuzz_graphs.Generator whose
+pools (`values`: what later nodes read) hold its own kind of tensor:
+
+  int32   int32 inputs, token ids (0 <= id < vocabulary) or any int32 (edges INT32_MIN / MAX, 0,
+          +-1 drawn one value in ten), through GATHER / EMBEDDING_LOOKUP of runtime indices (kept
+          in range: a FLOOR_MOD, a clamp or an ARG_MAX makes them), ADD / SUB / MUL (wrapping),
+          FLOOR_DIV / FLOOR_MOD (divisors never 0 or -1: LiteRT fails on 0 and traps on
+          INT32_MIN / -1), MINIMUM / MAXIMUM, ABS / NEG, the comparisons, SELECT / SELECT_V2,
+          CAST between int32, float32 and bool, SUM, ARG_MAX / ARG_MIN and the layout ops. No float
+          arithmetic: every value is exact (a float compared or cast is a copy of an input, or an
+          input times a power of two), so every integer output must match exactly.
+  quant   int8 (or uint8) graphs: QUANTIZE of a float input or a quantized input, CONV_2D /
+          DEPTHWISE_CONV_2D (per-channel int8 weights; per-tensor uint8), FULLY_CONNECTED, ADD /
+          MUL (operands of different scales, constants too), CONCATENATION (inputs of different
+          scales, the output's its own), the layout ops and pools (their input's scale), LOGISTIC /
+          TANH / SOFTMAX (their fixed output grids), MEAN, QUANTIZE to another scale, DEQUANTIZE of
+          outputs. Held to gles-parity's one quantization step.
+  state   a float32 graph around 1-2 resource variables (CALL_ONCE of an init subgraph assigning
+          their start values, VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE, sometimes a streaming
+          ring buffer: CONCATENATION of the state and the input, STRIDED_SLICE of the newest
+          frames), sometimes an int32 step counter selecting a row (FLOOR_MOD, GATHER), a READ
+          after the ASSIGN; its steps are 3 invokes, reset_all_variables and one more.
+  signal  a float32 graph with L2_NORMALIZATION and RFFT2D -> COMPLEX_ABS / REAL / IMAG (complex64
+          outputs too).
+Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
+"""
+import contextlib
+
+import numpy as np
+
+from . import fuzz_graphs as fg
+from .fuzz_graphs import NONE, RELU, RELU6, SAME, VALID, TensorSpec
+
+I32 = (-2 ** 31, 2 ** 31 - 1)
+INT_LAYOUT = (fg.reshape, fg.slice_op, fg.strided_slice, fg.split, fg.concatenation, fg.transpose,
+              fg.squeeze_or_expand, fg.tile, fg.gather)
+# (CONCATENATION: q_concatenation, which puts an int8 one's inputs on its output's grid)
+QUANT_LAYOUT = tuple(b for b in INT_LAYOUT if b is not fg.concatenation) + (fg.pool, fg.mean)
+POW2 = (8.0, 64.0, 1024.0)  # float -> int32 casts of x * 2^k: exact products, then truncation
+
+
+def _clip(low, high):
+    """(low, high) if within int32, else the whole range (the op wraps)."""
+    return (int(low), int(high)) if I32[0] <= low and high <= I32[1] else I32
+
+
+class _Pools(fg.Generator):
+    """A Generator with a pool per kind of tensor; `values` is the one builders draw from now."""
+    KINDS = ("float",)
+
+    def __init__(self, rng, min_nodes, max_nodes):
+        super().__init__(rng, min_nodes, max_nodes)
+        self.pools = {kind: [] for kind in self.KINDS}
+        self.values = self.pools[self.KINDS[0]]
+
+    def kind(self, spec):
+        """Which pool a tensor joins (None: none)."""
+        if spec.is_float and np.dtype(spec.dtype) == np.float32 and 2 <= len(spec.shape) <= 4:
+            return "float"
+        return None
+
+    def register(self, t):
+        kind = self.kind(self.spec.tensors[t])
+        if kind in self.pools:
+            self.pools[kind].append(t)
+
+    @contextlib.contextmanager
+    def drawing(self, kind):
+        """Builders pick from pool `kind` inside the block."""
+        saved, self.values = self.values, self.pools[kind]
+        try:
+            yield
+        finally:
+            self.values = saved
+
+    def value(self, shape, dtype=np.float32, quant=None, bounds=None):
+        return TensorSpec(tuple(int(d) for d in shape), "value", dtype=dtype, quant=quant, bounds=bounds)
+
+    def emit(self, op, inputs, spec, **options):
+        """One node with one output of TensorSpec `spec`; returns its id."""
+        return self.typed(op, inputs, [spec], **options)[0]
+
+    def input_of(self, shape, dtype=np.float32, quant=None, bounds=None):
+        t = self.spec.add(TensorSpec(tuple(shape), "input", dtype=dtype, quant=quant, bounds=bounds))
+        self.spec.inputs.append(t)
+        self.register(t)
+        return t
+
+    def run_builders(self, builders):
+        names, weights = zip(*builders)
+        tries = 0
+        while len(self.spec.nodes) < self.target and tries < 400:
+            tries += 1
+            self.choice(names, weights)(self)
+
+
+# -- int32 ---------------------------------------------------------------------------------------
+class IntGenerator(_Pools):
+    """int32 index arithmetic (the module docstring)."""
+    KINDS = ("int", "float", "bool")
+
+    def kind(self, spec):
+        dtype = np.dtype(spec.dtype)
+        if dtype == np.int32 and 1 <= len(spec.shape) <= 4 and spec.bounds is not None:
+            return "int"
+        if dtype == np.bool_ and 1 <= len(spec.shape) <= 4:
+            return "bool"
+        if dtype == np.float32 and 1 <= len(spec.shape) <= 4:
+            return "float"
+        return None
+
+    def generate(self):
+        for _ in range(1 if self.chance(0.6) else 2):
+            self.add_int_input()
+        if self.chance(0.5):
+            self.add_input()
+        self.run_builders(INT_BUILDERS)
+        self.choose_outputs()
+        return self.spec
+
+    def add_int_input(self):
+        """Token ids [T] / [B, T] below a vocabulary, or any int32 of rank 1-3."""
+        if self.chance(0.5):
+            t = int(self.rng.integers(1, 13))
+            shape = (t,) if self.chance(0.3) else (self.choice((1, 1, 2)), t)
+            return self.input_of(shape, np.int32, bounds=(0, int(self.rng.integers(2, 41))))
+        rank = int(self.rng.integers(1, 4))
+        shape = tuple(int(self.rng.integers(1, 7)) for _ in range(rank))
+        bounds = I32 if self.chance(0.6) else (-1000, 1000)
+        return self.input_of(shape, np.int32, bounds=bounds)
+
+    def int_const(self, shape, low, high):
+        t = self.const(self.rng.integers(low, high, shape, dtype=np.int64, endpoint=True).astype(np.int32))
+        self.spec.tensors[t].bounds = (int(low), int(high))
+        return t
+
+    def pick_int(self, accept=lambda spec: True):
+        eligible = [t for t in self.pools["int"] if accept(self.spec.tensors[t])]
+        return self.choice(eligible) if eligible else None
+
+    def indices(self, n):
+        """A runtime int32 tensor of values in [0, n): one already so bounded, else a FLOOR_MOD by
+        n, a clamp to [0, n - 1], or (None) none."""
+        ready = self.pick_int(lambda s: 0 <= s.bounds[0] and s.bounds[1] < n)
+        if ready is not None and self.chance(0.6):
+            return ready
+        x = self.pick_int()
+        if x is None:
+            return None
+        shape = self.shape_of(x)
+        if self.chance(0.6):
+            return self.emit("FLOOR_MOD", [x, self.int_const((), n, n)], self.value(shape, np.int32, bounds=(0, n - 1)))
+        low = self.emit("MAXIMUM", [x, self.int_const((), 0, 0)], self.value(shape, np.int32, bounds=(0, I32[1])))
+        return self.emit("MINIMUM", [low, self.int_const((), n - 1, n - 1)], self.value(shape, np.int32,
+                                                                                          bounds=(0, n - 1)))
+
+
+def _int_broadcast_partner(g, x):
+    """Another int32 tensor broadcasting with x, else a constant of a broadcastable shape."""
+    shape = g.shape_of(x)
+    partners = [t for t in g.pools["int"] if fg._broadcast(g.shape_of(t), shape) == shape]
+    if partners and g.chance(0.6):
+        return g.choice(partners)
+    cshape = g.choice(((), (shape[-1],), shape))
+    low, high = (-9, 9) if g.chance(0.7) else I32
+    return g.int_const(cshape, low, high)
+
+
+def int_arith(g):
+    """ADD / SUB / MUL / MINIMUM / MAXIMUM of two int32 tensors (wrapping past int32)."""
+    x = g.pick_int()
+    if x is None:
+        return False
+    y = _int_broadcast_partner(g, x)
+    op = g.choice(("ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"), (3, 2, 2, 1, 1))
+    (a, b), (c, d) = g.spec.tensors[x].bounds, g.spec.tensors[y].bounds
+    if op == "ADD":
+        bounds = _clip(a + c, b + d)
+    elif op == "SUB":
+        bounds = _clip(a - d, b - c)
+    elif op == "MUL":
+        products = (a * c, a * d, b * c, b * d)
+        bounds = _clip(min(products), max(products))
+    else:
+        bounds = (min(a, c), min(b, d)) if op == "MINIMUM" else (max(a, c), max(b, d))
+    inputs = [x, y] if g.chance(0.7) else [y, x]
+    options = {}
+    if op in ("ADD", "SUB", "MUL"):
+        act = g.choice((NONE, RELU, RELU6), (8, 1, 1))
+        options["fused_activation_function"] = act
+        if act != NONE:  # a clamp to [0, 6] or [0, max]
+            cap = 6 if act == RELU6 else I32[1]
+            bounds = tuple(min(max(v, 0), cap) for v in bounds)
+    out = fg._broadcast(g.shape_of(x), g.shape_of(y))
+    return g.emit(op, inputs, g.value(out, np.int32, bounds=bounds), **options)
+
+
+def int_divide(g):
+    """FLOOR_DIV / FLOOR_MOD by a constant or a runtime divisor kept away from 0 and -1."""
+    x = g.pick_int()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    op = g.choice(("FLOOR_DIV", "FLOOR_MOD"))
+    if g.chance(0.5):
+        d = int(g.choice((1, 2, 3, 5, 7, 10, -2, -3, -7, 1000)))
+        divisor, dlow, dhigh = g.int_const(g.choice(((), (shape[-1],))), d, d), d, d
+    else:  # MAXIMUM(y, k >= 1) or MINIMUM(y, k <= -2)
+        y = _int_broadcast_partner(g, x)
+        k = int(g.choice((1, 2, 5, -2, -5)))
+        ylow, yhigh = g.spec.tensors[y].bounds
+        dlow, dhigh = (max(ylow, k), max(yhigh, k)) if k > 0 else (min(ylow, k), min(yhigh, k))
+        divisor = g.emit("MAXIMUM" if k > 0 else "MINIMUM", [y, g.int_const((), k, k)],
+                         g.value(g.shape_of(y), np.int32, bounds=(dlow, dhigh)))
+    if op == "FLOOR_MOD":
+        bounds = (0, dhigh - 1) if dlow > 0 else (dlow + 1, 0)
+    else:
+        a, b = g.spec.tensors[x].bounds
+        quotients = [q // d for q in (a, b) for d in (dlow, dhigh)]
+        bounds = _clip(min(quotients + [0]) - 1, max(quotients + [0]) + 1) if dlow == dhigh else I32
+    out = fg._broadcast(shape, g.shape_of(divisor))
+    return g.emit(op, [x, divisor], g.value(out, np.int32, bounds=bounds))
+
+
+def int_unary(g):
+    """ABS or NEG (of INT32_MIN: itself, as two's complement wraps)."""
+    x = g.pick_int()
+    if x is None:
+        return False
+    a, b = g.spec.tensors[x].bounds
+    op = g.choice(("ABS", "NEG"))
+    if a == I32[0]:
+        bounds = I32
+    elif op == "ABS":
+        bounds = (0 if a <= 0 <= b else min(abs(a), abs(b)), max(abs(a), abs(b)))
+    else:
+        bounds = (-b, -a)
+    return g.emit(op, [x], g.value(g.shape_of(x), np.int32, bounds=bounds))
+
+
+def comparison(g):
+    """A comparison of two int32 tensors, or of two exact float tensors: a bool tensor."""
+    kind = g.choice(("int", "float"), (3, 1))
+    x = g.pick_int() if kind == "int" else (g.choice(g.pools["float"]) if g.pools["float"] else None)
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    if kind == "int":
+        y = _int_broadcast_partner(g, x)
+    else:
+        partners = [t for t in g.pools["float"] if fg._broadcast(g.shape_of(t), shape) == shape]
+        y = g.choice(partners) if partners and g.chance(0.6) else g.const(np.float32(g.choice((0.0, 0.5, -0.25))))
+    op = g.choice(("LESS", "GREATER", "EQUAL", "NOT_EQUAL", "LESS_EQUAL", "GREATER_EQUAL"))
+    inputs = [x, y] if g.chance(0.7) else [y, x]
+    return g.emit(op, inputs, g.value(fg._broadcast(shape, g.shape_of(y)), np.bool_))
+
+
+def select(g):
+    """SELECT (condition of the operands' shape) or SELECT_V2 (broadcasting) of int32 or float32."""
+    if not g.pools["bool"]:
+        return False
+    cond = g.choice(g.pools["bool"])
+    cshape = g.shape_of(cond)
+    kind = g.choice(("int", "float"))
+    pool = [t for t in g.pools[kind] if fg._broadcast(g.shape_of(t), cshape) is not None]
+    if not pool:
+        return False
+    x = g.choice(pool)
+    same = [t for t in pool if g.shape_of(t) == g.shape_of(x) and t != x]
+    y = g.choice(same) if same else x
+    out = fg._broadcast(cshape, g.shape_of(x))
+    if cshape == g.shape_of(x) and g.chance(0.4):
+        op = "SELECT"
+    elif len(out) <= 4:
+        op = "SELECT_V2"
+    else:
+        return False
+    spec = g.spec.tensors[x]
+    bounds = None if spec.bounds is None else (min(spec.bounds[0], g.spec.tensors[y].bounds[0]),
+                                               max(spec.bounds[1], g.spec.tensors[y].bounds[1]))
+    return g.emit(op, [cond, x, y], g.value(out, spec.dtype, bounds=bounds))
+
+
+def cast(g):
+    """CAST int32 -> float32 / bool, bool -> int32 / float32, float32 (times a power of 2) -> int32 / bool."""
+    source = g.choice(("int", "bool", "float"), (3, 1, 2))
+    if not g.pools[source]:
+        return False
+    x = g.choice(g.pools[source])
+    shape = g.shape_of(x)
+    if source == "int":
+        a, b = g.spec.tensors[x].bounds
+        if max(abs(a), abs(b)) > 2 ** 24 and g.chance(0.8):  # float outputs past 1e6 make a case degenerate
+            return False
+        target = g.choice((np.float32, np.bool_), (3, 1))
+    elif source == "bool":
+        target = g.choice((np.int32, np.float32))
+    else:
+        target = g.choice((np.int32, np.bool_), (3, 1))
+        if target == np.int32:
+            scale = g.choice(POW2)
+            x = g.emit("MUL", [x, g.const(np.float32(scale))], g.value(shape), fused_activation_function=NONE)
+    bounds = (0, 1) if source == "bool" else (-1024, 1024) if source == "float" else None
+    return g.emit("CAST", [x], g.value(shape, target, bounds=bounds if target == np.int32 else None))
+
+
+def gather_rows(g):
+    """GATHER of runtime indices from a constant table, a float tensor or an int32 one."""
+    source = g.choice(("table", "float", "int"), (2, 1, 1))
+    if source == "table":
+        v, d = int(g.rng.integers(2, 41)), g.choice((1, 3, 4, 8))
+        params = g.uniform((v, d), -1, 1)
+    elif g.pools[source]:
+        params = g.choice(g.pools[source])
+    else:
+        return False
+    pshape = g.shape_of(params)
+    axis = 0 if source == "table" or g.chance(0.5) else int(g.rng.integers(len(pshape)))
+    idx = g.indices(pshape[axis])
+    if idx is None:
+        return False
+    out = pshape[:axis] + g.shape_of(idx) + pshape[axis + 1:]
+    if len(out) > 4 or not g.fits(out):
+        return False
+    spec = g.spec.tensors[params]
+    written = axis - len(pshape) if g.chance(0.2) else axis
+    return g.emit("GATHER", [params, idx], g.value(out, spec.dtype, bounds=spec.bounds), axis=written, batch_dims=0)
+
+
+def embedding_lookup(g):
+    """EMBEDDING_LOOKUP of a 1-D runtime id tensor into a constant or runtime float table."""
+    if g.pools["float"] and g.chance(0.3):
+        table = g.choice(g.pools["float"])
+    else:
+        table = g.uniform((int(g.rng.integers(2, 41)), g.choice((2, 3, 5, 8))), -1, 1)
+    tshape = g.shape_of(table)
+    ids = g.indices(tshape[0])
+    if ids is None:
+        return False
+    if len(g.shape_of(ids)) != 1:
+        n = fg._size(g.shape_of(ids))
+        ids = g.emit("RESHAPE", [ids, g.ints([n])], g.value((n,), np.int32, bounds=g.spec.tensors[ids].bounds),
+                     new_shape=[n])
+    out = g.shape_of(ids) + tshape[1:]
+    if not g.fits(out):
+        return False
+    return g.emit("EMBEDDING_LOOKUP", [ids, table], g.value(out))
+
+
+def int_reduce(g):
+    """SUM of int32 (wrapping), or ARG_MAX / ARG_MIN of int32 or float32 (ties: the first index)."""
+    kind = g.choice(("int", "float"))
+    pool = [t for t in g.pools[kind] if len(g.shape_of(t)) >= 2]
+    if not pool:
+        return False
+    x = g.choice(pool)
+    shape = g.shape_of(x)
+    axis = int(g.rng.integers(len(shape)))
+    if kind == "int" and g.chance(0.4):
+        keep = g.chance(0.5)
+        out = tuple(1 if k == axis else d for k, d in enumerate(shape)) if keep else shape[:axis] + shape[axis + 1:]
+        return g.emit("SUM", [x, g.ints([axis])], g.value(out, np.int32, bounds=I32), keep_dims=keep)
+    op = g.choice(("ARG_MAX", "ARG_MIN"))
+    out = shape[:axis] + shape[axis + 1:]
+    return g.emit(op, [x, g.ints(axis)], g.value(out, np.int32, bounds=(0, shape[axis] - 1)), output_type=2)
+
+
+def int_layout(g):
+    """A layout op (fuzz_graphs' builders) on an int32, bool or float tensor of this graph."""
+    kind = g.choice(("int", "bool", "float"), (4, 1, 1))
+    with g.drawing(kind):
+        return g.choice(INT_LAYOUT)(g)
+
+
+INT_BUILDERS = ((int_arith, 5), (int_divide, 3), (int_unary, 1.5), (comparison, 2.5), (select, 2), (cast, 2.5),
+                (gather_rows, 3), (embedding_lookup, 1.5), (int_reduce, 2), (int_layout, 4))
+
+
+# -- quantized -----------------------------------------------------------------------------------
+class QuantGenerator(_Pools):
+    """int8 / uint8 quantized graphs (the module docstring)."""
+    KINDS = ("quant",)
+
+    def __init__(self, rng, min_nodes, max_nodes):
+        super().__init__(rng, min_nodes, max_nodes)
+        self.dtype = np.int8 if self.chance(0.8) else np.uint8
+        self.qmin, self.qmax = int(np.iinfo(self.dtype).min), int(np.iinfo(self.dtype).max)
+
+    def kind(self, spec):
+        return "quant" if spec.quant is not None and 2 <= len(spec.shape) <= 4 and spec.kind != "const" else None
+
+    def generate(self):
+        for _ in range(1 if self.chance(0.7) else 2):
+            self.add_quant_input()
+        self.run_builders(QUANT_BUILDERS)
+        self.dequantize_some()
+        self.choose_outputs()
+        return self.spec
+
+    def grid(self, scale):
+        """(scale, zero point, 0) of this graph's type with a random zero point."""
+        middle = (self.qmin + self.qmax + 1) // 2
+        return (float(scale), int(np.clip(middle + self.rng.integers(-30, 31), self.qmin, self.qmax)), 0)
+
+    def q(self, shape, scale):
+        return self.value(shape, self.dtype, self.grid(scale), (self.qmin, self.qmax))
+
+    def scale_of(self, t):
+        return float(np.max(self.spec.tensors[t].quant[0]))
+
+    def add_quant_input(self):
+        """A quantized input, or a float one QUANTIZEd (its [-1, 1) over 100 to 500 steps)."""
+        shape, scale = self.input_shape(), float(self.rng.uniform(0.004, 0.02))
+        if self.chance(0.4):
+            return self.input_of(shape, self.dtype, self.grid(scale), (self.qmin, self.qmax))
+        return self.emit("QUANTIZE", [self.input_of(shape)], self.q(shape, scale))
+
+    def weights(self, shape, axis, per_channel):
+        """Quantized weights (int8 symmetric, per channel of `axis` or per tensor; uint8 per
+        tensor with a zero point) of a normal(0, 1 / sqrt(fan in)) draw: (tensor id, scales: an
+        array per channel, else one float32)."""
+        fan_in = fg._size(shape) // shape[axis]
+        w = self.rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))
+        if self.dtype == np.uint8:
+            scale = float(np.abs(w).max()) / 127 or 1.0
+            zp = int(self.rng.integers(118, 139))
+            q = np.clip(np.round(w / scale) + zp, 0, 255).astype(np.uint8)
+            return self.quant_const(q, (scale, zp, 0)), np.float32(scale)  # uint8 weights: per tensor
+        other = tuple(d for d in range(len(shape)) if d != axis)
+        scales = (np.maximum(np.abs(w).max(axis=other), 1e-3) / 127 if per_channel else
+                  np.full(shape[axis], max(float(np.abs(w).max()), 1e-3) / 127)).astype(np.float32)
+        shaped = scales.reshape([-1 if d == axis else 1 for d in range(len(shape))])
+        q = np.clip(np.round(w / shaped), -127, 127).astype(np.int8)
+        if per_channel:
+            return self.quant_const(q, (scales, 0, axis)), scales
+        return self.quant_const(q, (float(scales[0]), 0, 0)), scales[0]
+
+    def quant_const(self, array, quant):
+        t = self.const(array)
+        self.spec.tensors[t].quant = quant
+        return t
+
+    def bias(self, in_scale, w_scales, count):
+        """int32 bias of scale in_scale x weight scale (per channel where the weights are)."""
+        scales = (np.float32(in_scale) * np.broadcast_to(np.asarray(w_scales, np.float32), (count,))).astype(np.float32)
+        values = np.round(self.rng.uniform(-0.2, 0.2, count) / scales).astype(np.int32)
+        return self.quant_const(values, (scales, 0, 0) if np.ndim(w_scales) else (float(scales[0]), 0, 0))
+
+    def dequantize_some(self):
+        """DEQUANTIZE the last tensor (half the time), and now and then another: float outputs."""
+        pool = self.pools["quant"]
+        for t in ([pool[-1]] if pool and self.chance(0.5) else []) + ([self.choice(pool)] if pool and self.chance(0.2)
+                                                                       else []):
+            self.emit("DEQUANTIZE", [t], self.value(self.shape_of(t)))
+
+
+def _out_scale(g, scale):
+    """An output scale near `scale` (the range the values will span, give or take 2x)."""
+    return float(scale * g.rng.uniform(0.5, 2.0))
+
+
+def q_conv(g):
+    """CONV_2D or DEPTHWISE_CONV_2D of a quantized NHWC tensor."""
+    x = g.pick(fg._rank4)
+    if x is None:
+        return False
+    n, h, w, c = g.shape_of(x)
+    depthwise = g.chance(0.4)
+    kernel, stride = g.choice((1, 3, 5), (4, 5, 1)), g.choice((1, 2), (3, 1))
+    padding = g.choice((SAME, VALID))
+    if padding == VALID and min(h, w) < kernel:
+        padding = SAME
+    o = c * (2 if depthwise and g.chance(0.2) else 1) if depthwise else g.channels()
+    shape = (n, fg._window_out(h, kernel, stride, padding), fg._window_out(w, kernel, stride, padding), o)
+    if not g.fits(shape):
+        return False
+    in_scale = g.scale_of(x)
+    wshape, axis = ((1, kernel, kernel, o), 3) if depthwise else ((o, kernel, kernel, c), 0)
+    weights, w_scales = g.weights(wshape, axis, per_channel=g.chance(0.8))
+    bias = g.bias(in_scale, w_scales, o)
+    options = dict(padding=padding, stride_w=stride, stride_h=stride, dilation_w_factor=1, dilation_h_factor=1,
+                   fused_activation_function=g.activation())
+    if depthwise:
+        options["depth_multiplier"] = o // c
+    # values of ~in_range spread over a window of fan_in products of ~1/sqrt(fan_in) weights
+    return g.emit("DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", [x, weights, bias],
+                  g.q(shape, _out_scale(g, in_scale)), **options)
+
+
+def q_fully_connected(g):
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    u = g.channels()
+    keep = g.chance(0.5)
+    out = tuple(shape[:-1]) + (u,) if keep else (fg._size(shape[:-1]), u)
+    if not g.fits(out):
+        return False
+    in_scale = g.scale_of(x)
+    weights, w_scales = g.weights((u, shape[-1]), 0, per_channel=False)
+    bias = g.bias(in_scale, w_scales, u) if g.chance(0.8) else -1
+    return g.emit("FULLY_CONNECTED", [x, weights, bias], g.q(out, _out_scale(g, in_scale)), keep_num_dims=keep,
+                  fused_activation_function=g.activation())
+
+
+def q_binary(g):
+    """ADD or MUL of two quantized tensors of different scales (or a quantized constant)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    partners = [t for t in g.values if t != x and fg._broadcasts_onto(g.shape_of(t), shape)]
+    if partners and g.chance(0.7):
+        y = g.choice(partners)
+    else:
+        cshape = g.choice(((1,), (shape[-1],), shape))
+        scale = float(g.rng.uniform(0.004, 0.02))
+        y = g.quant_const(g.rng.integers(g.qmin, g.qmax + 1, cshape).astype(g.dtype), g.grid(scale))
+    op = g.choice(("ADD", "MUL"), (3, 2))
+    sx, sy = g.scale_of(x), g.scale_of(y)
+    half = (g.qmax - g.qmin) / 2
+    scale = max(sx, sy) * 2 if op == "ADD" else sx * sy * half  # the range of a sum, of a product
+    inputs = [x, y] if g.chance(0.7) else [y, x]
+    return g.emit(op, inputs, g.q(shape, _out_scale(g, scale)), fused_activation_function=g.activation(0.2))
+
+
+def q_concatenation(g):
+    """CONCATENATION of quantized tensors of different scales into an output scale of its own:
+    uint8 inputs as they are (LiteRT requantizes them), int8 ones each QUANTIZEd to the output's
+    grid first where theirs differs (LiteRT's int8 kernel takes one grid, as converters write it)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    axis = len(shape) - 1 if g.chance(0.5) else int(g.rng.integers(len(shape)))
+    partners = [t for t in g.values if len(g.shape_of(t)) == len(shape) and
+                all(a == b for k, (a, b) in enumerate(zip(g.shape_of(t), shape)) if k != axis)]
+    parts = [x] + [g.choice(partners) for _ in range(int(g.rng.integers(1, 4)))]
+    out = tuple(sum(g.shape_of(p)[axis] for p in parts) if k == axis else d for k, d in enumerate(shape))
+    if not g.fits(out):
+        return False
+    spec = g.q(out, _out_scale(g, max(g.scale_of(p) for p in parts)))
+    if g.dtype == np.int8:
+        parts = [p if g.spec.tensors[p].quant == spec.quant else
+                 g.emit("QUANTIZE", [p], g.value(g.shape_of(p), g.dtype, spec.quant, spec.bounds)) for p in parts]
+    return g.emit("CONCATENATION", parts, spec, axis=axis, fused_activation_function=NONE)
+
+
+def q_activation(g):
+    """LOGISTIC, TANH or SOFTMAX: outputs on the grids LiteRT requires."""
+    x = g.pick()
+    if x is None:
+        return False
+    op = g.choice(("LOGISTIC", "TANH", "SOFTMAX"))
+    signed = g.dtype == np.int8
+    scale, zero = (1 / 128, 0 if signed else 128) if op == "TANH" else (1 / 256, -128 if signed else 0)
+    spec = g.value(g.shape_of(x), g.dtype, (scale, zero, 0), (g.qmin, g.qmax))
+    if op == "SOFTMAX":
+        return g.emit(op, [x], spec, beta=g.choice((1.0, 1.0, 0.5, 2.0)))
+    return g.emit(op, [x], spec)
+
+
+def q_requantize(g):
+    """QUANTIZE of a quantized tensor to another scale and zero point."""
+    x = g.pick()
+    if x is None:
+        return False
+    return g.emit("QUANTIZE", [x], g.q(g.shape_of(x), _out_scale(g, g.scale_of(x))))
+
+
+def q_layout(g):
+    """A layout op, pool or MEAN (fuzz_graphs' builders): its output on its input's grid."""
+    return g.choice(QUANT_LAYOUT)(g)
+
+
+QUANT_BUILDERS = ((q_conv, 5), (q_fully_connected, 3), (q_binary, 4), (q_concatenation, 2), (q_activation, 2),
+                  (q_requantize, 1), (q_layout, 6))
+
+
+# -- state across invokes ------------------------------------------------------------------------
+class StateGenerator(_Pools):
+    """A float32 graph around resource variables (the module docstring)."""
+    KINDS = ("float",)
+
+    def generate(self):
+        self.add_input()
+        if self.chance(0.3):
+            self.add_input()
+        variables = [self.add_variable(k) for k in range(1 if self.chance(0.7) else 2)]
+        counter = self.add_counter() if self.chance(0.4) else None
+        self.run_builders(fg.BUILDERS)
+        for handle, shape, read in variables:
+            self.assign(handle, shape, read)
+        if counter is not None:
+            self.count(*counter)
+        self.choose_outputs()
+        self.spec.steps = ("invoke", "invoke", "invoke", "reset", "invoke")
+        return self.spec
+
+    def handle(self, name, init):
+        """VAR_HANDLE of variable `name`, which CALL_ONCE's init assigns the constant `init`."""
+        self.spec.variables[name] = init
+        return self.emit("VAR_HANDLE", [], TensorSpec((), "value", type_name="RESOURCE"), container="",
+                         shared_name=name)
+
+    def add_variable(self, k):
+        """A float32 variable of an input's shape (or that shape with another time axis: a ring
+        buffer of the input's frames): (handle, shape, its READ_VARIABLE)."""
+        x = self.spec.inputs[0]
+        shape = self.shape_of(x)
+        ring = len(shape) >= 3 and self.chance(0.4)
+        if ring:
+            shape = (shape[0], int(self.rng.integers(1, 5))) + shape[2:]
+        start = np.zeros(shape, np.float32) if self.chance(0.5) else self.rng.uniform(-1, 1, shape).astype(np.float32)
+        handle = self.handle(f"var{k}", self.const(start))
+        read = self.emit("READ_VARIABLE", [handle], self.value(shape))
+        if ring:  # the newest frames of [state, x] become the state (streaming models)
+            joined = self.one("CONCATENATION", [read, x], (shape[0], shape[1] + self.shape_of(x)[1]) + shape[2:],
+                              axis=1, fused_activation_function=NONE)
+            newest = self.one("STRIDED_SLICE", [joined, self.ints([0, -shape[1]] + [0] * (len(shape) - 2)),
+                                                self.ints([0] * len(shape)), self.ints([1] * len(shape))], shape,
+                              begin_mask=(1 << len(shape)) - 1 - 2, end_mask=(1 << len(shape)) - 1, ellipsis_mask=0,
+                              new_axis_mask=0, shrink_axis_mask=0, offset=False)
+            self.typed("ASSIGN_VARIABLE", [handle, newest], [])
+            return None, shape, read
+        return handle, shape, read
+
+    def assign(self, handle, shape, read):
+        """ASSIGN_VARIABLE of a tensor of the variable's shape computed this invoke (else the
+        state plus an input), sometimes read again after (the new value, in the same invoke)."""
+        if handle is None:
+            return
+        later = [t for t in self.values if t > read and self.shape_of(t) == shape]
+        value = self.choice(later) if later and self.chance(0.8) else self.one(
+            "ADD", [read, self.spec.inputs[0]], shape, fused_activation_function=NONE)
+        self.typed("ASSIGN_VARIABLE", [handle, value], [])
+        if self.chance(0.3):
+            self.emit("READ_VARIABLE", [handle], self.value(shape))
+
+    def add_counter(self):
+        """An int32 step counter (from 0) and the row of a float tensor it selects: (handle, read)."""
+        handle = self.handle("steps", self.const(np.zeros(1, np.int32)))
+        read = self.emit("READ_VARIABLE", [handle], self.value((1,), np.int32, bounds=(0, 1000)))
+        table = self.values[0]
+        n = self.shape_of(table)[0]
+        row = self.emit("FLOOR_MOD", [read, self.ints(n)], self.value((1,), np.int32, bounds=(0, n - 1)))
+        self.one("GATHER", [table, row], (1,) + self.shape_of(table)[1:], axis=0, batch_dims=0)
+        return handle, read
+
+    def count(self, handle, read):
+        step = self.emit("ADD", [read, self.ints([1])], self.value((1,), np.int32, bounds=(1, 1001)),
+                         fused_activation_function=NONE)
+        self.typed("ASSIGN_VARIABLE", [handle, step], [])
+
+
+# -- L2 norms and FFTs ---------------------------------------------------------------------------
+class SignalGenerator(_Pools):
+    """A float32 graph with L2_NORMALIZATION and RFFT2D (the module docstring)."""
+
+    def generate(self):
+        for _ in range(1 if self.chance(0.7) else 2):
+            self.add_input()
+        self.run_builders(fg.BUILDERS + ((l2_normalization, 6), (rfft2d, 6)))
+        self.choose_outputs()
+        return self.spec
+
+
+def l2_normalization(g):
+    """L2_NORMALIZATION over the last axis (the only one LiteRT's kernel normalises), sometimes of
+    a RELU'd tensor with all-zero rows (LiteRT's epsilon then keeps them 0)."""
+    x = g.pick()
+    if x is None:
+        return False
+    if g.chance(0.2):
+        x = g.one("RELU", [g.one("SUB", [x, g.const(np.float32(0.7))], g.shape_of(x), fused_activation_function=NONE)],
+                  g.shape_of(x))
+    return g.one("L2_NORMALIZATION", [x], g.shape_of(x), fused_activation_function=NONE)
+
+
+def rfft2d(g):
+    """RFFT2D of the last two axes to power-of-two lengths (cropping or zero-padding), then
+    COMPLEX_ABS, REAL or IMAG (or the complex64 tensor as an output)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    lengths = [g.choice((1, 2, 4, 8, 16), (1, 3, 3, 2, 1)) for _ in range(2)]
+    out = tuple(shape[:-2]) + (lengths[0], lengths[1] // 2 + 1)
+    spectrum = g.emit("RFFT2D", [x, g.ints(lengths)], g.value(out, np.complex64))
+    part = g.choice(("COMPLEX_ABS", "REAL", "IMAG", None), (4, 1, 1, 1))
+    return g.emit(part, [spectrum], g.value(out)) if part else spectrum
+
+
+GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator}
