@@ -244,7 +244,12 @@ class StorageTree:
         for node in graph.nodes:
             for tensor, whole in _placed(node):
                 self.place(tensor, whole)
-        self.pinned = {self._find(id(t)) for t in graph.tensors if t.is_variable}
+        # State: a variable tensor, and the storage of a resource variable (input 0 of its
+        # READ_VARIABLE / ASSIGN_VARIABLE once gpu/variables.bind ran), with the value assigned
+        # in place: a view would put the state inside another tensor's storage, which the next
+        # invoke overwrites (and a READ before the assignment would read the new value).
+        self.pinned = {self._find(id(t)) for t in graph.tensors if t.is_variable} | {
+            self._find(id(n.inputs[0])) for n in graph.nodes if n.op in ("READ_VARIABLE", "ASSIGN_VARIABLE")}
         self.tensors = graph.tensors
 
     def _find(self, key):

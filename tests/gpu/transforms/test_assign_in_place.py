@@ -96,3 +96,37 @@ def test_assignments_that_would_change_what_is_read_stay_copies(case, skipped, r
     log, _ = _steps(_counter(case), lambda k: [xs[k]])
     assert ("SKIPPED", skipped) in statuses(log, RULE)
     assert reason in why(log, RULE, skipped)
+
+
+def _slice_of_input_assigned():
+    """v [1, 2, 2, 3] (zeros at first) = the last 2 rows of x [1, 5, 2, 3], a STRIDED_SLICE
+    whose output is one contiguous block of x's storage (what slice_views makes a view); the
+    output is v as read before that assignment (found by gles-fuzz-graphs --families state)."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 5, 2, 3))
+    init = b.subgraph("init")
+    b.op("CALL_ONCE", [], [], init_subgraph_index=init.index)
+    init_handle = init.tensor("handle", (), type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [init_handle], container="", shared_name="v")
+    init.op("ASSIGN_VARIABLE", [init_handle, init.const("zeros", np.zeros((1, 2, 2, 3), np.float32))], [])
+    handle, state, newest = b.tensor("handle", (), type_name="RESOURCE"), b.tensor("state", (1, 2, 2, 3)), \
+        b.tensor("newest", (1, 2, 2, 3))
+    b.op("VAR_HANDLE", [], [handle], container="", shared_name="v")
+    b.op("READ_VARIABLE", [handle], [state])
+    b.op("STRIDED_SLICE", [x, b.const("begin", np.array([0, -2, 0, 0], np.int32)), b.const("end", np.zeros(4, np.int32)),
+                           b.const("strides", np.ones(4, np.int32))], [newest], begin_mask=13, end_mask=15,
+         ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, offset=False)
+    b.op("ASSIGN_VARIABLE", [handle, newest], [])
+    b.output(state)
+    return b.build()
+
+
+def test_a_value_written_in_place_is_no_view_of_another_tensor():
+    """The slice writes the state (assign_in_place); slice_views must then not make it a view of
+    x: the state would live in x's storage, read as the new value before its assignment and
+    overwritten by the next invoke's input (it read x's rows from the first invoke on)."""
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(0, 1, (1, 5, 2, 3)).astype(np.float32) for _ in range(4)]
+    log, _ = _steps(_slice_of_input_assigned(), lambda k: [xs[k]])
+    assert statuses(log, RULE) == [("APPLIED", "#4 (ASSIGN_VARIABLE)")]
+    assert "shares a resource variable's storage" in why(log, "slice_views", "#3 (STRIDED_SLICE)")
