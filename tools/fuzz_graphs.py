@@ -1172,7 +1172,7 @@ def case_inputs(spec, seed, case, details):
 
 
 def input_values(spec, details, seed):
-    """One seeded array per model input: floats uniform in [-1, 1), booleans 0 / 1, integers over
+    """One seeded array per model input: floats (and complex parts) uniform in [-1, 1), booleans 0 / 1, integers over
     their TensorSpec's bounds (else their type's range) with one value in ten an edge: a bound,
     0 or +-1 where those lie within."""
     rng = np.random.default_rng(seed)
@@ -1183,6 +1183,8 @@ def input_values(spec, details, seed):
             values.append(rng.uniform(-1, 1, shape).astype(dtype))
         elif dtype == np.bool_:
             values.append(rng.integers(0, 2, shape).astype(bool))
+        elif dtype.kind == "c":  # a spectrum the minimiser made an input
+            values.append((rng.uniform(-1, 1, shape) + 1j * rng.uniform(-1, 1, shape)).astype(dtype))
         else:
             info = np.iinfo(dtype)
             low, high = spec.tensors[t].bounds or (int(info.min), int(info.max))
