@@ -82,6 +82,16 @@ SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader", "swrast")  # GL_REN
 FORKED_DISPLAY = ("{label} was initialized by process {pid}, before os.fork(): an EGL display does not "
                   "survive fork (its driver threads stay in the parent), so process {here} cannot use it")
 
+# A driver other than Mesa's may keep process-wide state (NVIDIA's: its shader compiler's threads)
+# that fork() copies without the threads: a child's context of it hung in its first
+# glMaxShaderCompilerThreadsKHR, although the child opened a display of its own. Mesa starts each
+# display afresh (tests/reliability/test_fork.py: a child's own delegate works on llvmpipe).
+MESA_VENDOR = "Mesa"
+FORKED_DRIVER = ("{label} is served by the EGL driver of {vendor}, which process {pid} initialized before "
+                 "os.fork(): that driver's threads stay in the parent, and a context of it in process {here} "
+                 "would hang; make GpuDelegates only after forking, or start worker processes with "
+                 "multiprocessing's 'spawn' method")
+
 MISSING_EGL = ("no EGL/OpenGL driver could be loaded ({error}). On Debian install "
                "libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 (Mesa, gives llvmpipe without a GPU); "
                "with an NVIDIA GPU, its driver's EGL vendor library must be installed.")
@@ -207,6 +217,7 @@ class Display:
 
 
 _displays = {}  # (platform, device index) -> Display, or the GpuError it gave
+_vendor_pids = {}  # EGL vendor string -> the process that first initialized a display of it
 _displays_lock = threading.RLock()
 
 
@@ -265,7 +276,7 @@ def open_display(platform, device_index=None):
         cached = _displays.get(key)
         if cached is None:
             try:
-                cached = _open_display(platform, device_index)
+                cached = _forked_driver(_open_display(platform, device_index))
             except GpuError as exc:
                 cached = exc
             _displays[key] = cached
@@ -275,6 +286,15 @@ def open_display(platform, device_index=None):
         if isinstance(cached, GpuError):
             raise GpuError(str(cached))
         return cached
+
+
+def _forked_driver(display):
+    """`display`, once its driver is known usable in this process: GpuError (FORKED_DRIVER) when
+    a parent initialized a display of the same non-Mesa driver before os.fork()."""
+    pid = _vendor_pids.setdefault(display.vendor, display.pid)
+    if pid != display.pid and MESA_VENDOR not in display.vendor:
+        raise GpuError(FORKED_DRIVER.format(label=display.label, vendor=display.vendor, pid=pid, here=display.pid))
+    return display
 
 
 def _open_display(platform, device_index):

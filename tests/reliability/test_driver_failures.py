@@ -119,7 +119,10 @@ def test_a_kernel_that_fails_runs_on_the_cpu(monkeypatch, caplog, compile_errors
         assert pending_gl_error(delegate.context) == "GL_NO_ERROR"
     assert compile_errors, "the broken template was never compiled"
     driver_log = compile_errors[0].split("\n", 1)[1].strip()
-    assert ("error: Too much shared memory" if how == "link" else "undeclared_identifier_in_test") in driver_log
+    # The driver's own words name the cause: Mesa's link log "Too much shared memory", NVIDIA's
+    # compute info the array "too large for semantic SHARED0".
+    causes = ("shared memory", "gles_test_big") if how == "link" else ("undeclared_identifier_in_test",)
+    assert any(cause in driver_log.lower() for cause in causes), driver_log
     messages = warnings_of(caplog)
     failure = [m for m in messages if "failed to compile" in m and "'pool'" in m]
     assert len(failure) == 1, messages

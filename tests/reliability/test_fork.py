@@ -131,3 +131,29 @@ def test_child_without_a_display_of_its_own_gets_a_clear_error():
     found = run_scenario(NO_DISPLAY_LEFT, probe_all=True)
     message = found["new_delegate"]
     assert message is not None and "before os.fork()" in message, message
+
+
+class _DriverDisplay:
+    """A display as egl._open_display returns it, for the driver check alone."""
+
+    def __init__(self, vendor):
+        self.vendor, self.pid, self.label = vendor, os.getpid(), "EGL device 7"
+
+
+@pytest.mark.parametrize("vendor, refused", [("NVIDIA Corporation", True), ("Mesa Project", False)])
+def test_a_child_refuses_a_driver_its_parent_initialized(monkeypatch, vendor, refused):
+    """A driver other than Mesa's keeps process-wide threads that fork() does not copy (NVIDIA's
+    child hung in its first GL call on a display of its own): a display of a driver a parent
+    process initialized is refused with a clear error; Mesa starts each display afresh."""
+    from gles_delegate.errors import GpuError
+    from gles_delegate.gpu import egl
+    monkeypatch.setattr(egl, "_displays", {})
+    monkeypatch.setattr(egl, "_vendor_pids", {vendor: os.getpid() + 1})  # the parent's
+    monkeypatch.setattr(egl, "_open_display", lambda platform, index: _DriverDisplay(vendor))
+    if not refused:
+        assert egl.open_display("device", 7).vendor == vendor
+        return
+    for attempt in range(2):  # the refusal is cached, as a display that cannot be opened
+        with pytest.raises(GpuError, match=f"EGL device 7 is served by the EGL driver of {vendor}, which process "
+                                           f"{os.getpid() + 1} initialized before os.fork()"):
+            egl.open_display("device", 7)
