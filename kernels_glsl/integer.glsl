@@ -22,7 +22,9 @@ ivec4 operand_b(ivec4 p) {
 // C++'s truncating a / b, on magnitudes (GLSL leaves the sign of a negative integer quotient to
 // the driver); INT_MIN / -1 wraps to INT_MIN, as x86 gives it.
 ivec4 divide(ivec4 a, ivec4 b) {
-  ivec4 q = ivec4(uvec4(abs(a)) / uvec4(max(abs(b), ivec4(1))));
+  // magnitudes as uint: abs(INT_MIN) is INT_MIN, whose bits as a uint are 2^31 (a zero divisor is
+  // flagged apart: 1 keeps the shader defined)
+  ivec4 q = ivec4(uvec4(abs(a)) / max(uvec4(abs(b)), uvec4(1u)));
   return mix(q, -q, notEqual(lessThan(a, ivec4(0)), lessThan(b, ivec4(0))));
 }
 
