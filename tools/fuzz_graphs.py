@@ -1,11 +1,21 @@
-"""Differential random-graph fuzzer: random valid float32 models, run on LiteRT and on this package,
-for silent wrong outputs of the GPU delegate's rewrite rules and kernels.
+"""Differential random-graph fuzzer: random valid models (float32, int32, int8 / uint8 quantized,
+stateful), run on LiteRT and on this package, for silent wrong outputs of the GPU delegate's
+rewrite rules and kernels and of the reference kernels.
 
     gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcd]
+                     [--families float,int32,quant,state,signal]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE]
 
-Each case is a model written with our writer (gles_delegate.tflite.ModelBuilder) from a seeded
+Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
+of their own so that a float case is the model it was before the other families): 'float' below,
+and 'int32', 'quant', 'state' and 'signal' (tools/fuzz_graph_families.py's docstring: int32 index
+arithmetic and runtime gather indices, int8 / uint8 graphs, resource variables across invokes,
+L2_NORMALIZATION and RFFT2D). Every case runs its Spec.steps: two invokes on different inputs (a
+stale result or a cache shows on the second), and for 'state' three, reset_all_variables and one
+more; every invoke's outputs are compared.
+
+A float case is a model written with our writer (gles_delegate.tflite.ModelBuilder) from a seeded
 generator that tracks every shape: 1-2 float32 inputs of rank 2-4 with small shapes (channel
 counts mostly not multiples of 4), then a DAG of --min-nodes to --max-nodes nodes, each reading
 any earlier tensor (fan-out, outputs also read later, several model outputs), drawn from CONV_2D
@@ -27,25 +37,31 @@ normalizations, MediaPipe's pooled shortcut padded in channels, an ADD only a ME
 generated: a fused activation on CONCATENATION (LiteRT's builtin kernel refuses it, XNNPACK
 ignores it) and a CONV_2D without bias (LiteRT requires it).
 
-Paths, on the same seeded inputs (tools/common.seeded_inputs):
-  a  LiteRT alone (ai_edge_litert Interpreter): the reference; it always runs
+Paths, on the same seeded inputs (input_values: floats as tools/common.seeded_inputs draws them,
+integers within the bounds the generator tracked, one in ten an edge value):
+  a  LiteRT alone (ai_edge_litert Interpreter): the reference; it always runs (its builtin kernels
+     where XNNPACK fails to prepare the model, and for models with variables, which XNNPACK 2.3
+     crashes on)
   b  this package's Interpreter without a delegate (cpu_backend='reference': the numpy kernels)
   c  this package's Interpreter with GpuDelegate(precision=--precision, max_delegated_partitions=0)
      (every GPU partition kept; CPU nodes on the numpy reference)
   d  LiteRT's Interpreter with the same GpuDelegate in experimental_delegates
-Every output of b, c, d is compared with a's: a finding is an output whose max |ours - LiteRT|
-exceeds rtol x max |LiteRT| (rtol: gles-parity's TOLERANCES, 1e-4 at fp32), widened, as
+Every output of b, c, d is compared with a's: an integer output must be equal (a quantized one
+within gles-parity's QUANTIZED_STEPS, one step; a DEQUANTIZE's float output within one step of
+its input's scale too), a complex one is compared as its float pairs; a float finding is an
+output whose max |ours - LiteRT| exceeds rtol x max |LiteRT| (rtol: gles-parity's TOLERANCES,
+1e-4 at fp32), widened, as
 gles-parity does, to twice LiteRT's own spread on that output (its XNNPACK run against its
 builtin reference kernels, its optimized builtin ones where those lack an op) where that is
 larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
-computed from holds in LiteRT's run (an output that cancels to rounding noise, x - mean(x) over
-equal values, cannot be held closer; see floors); NaN or infinity where LiteRT has a finite
+computed from through float tensors holds in LiteRT's run (an output that cancels to rounding
+noise, x - mean(x) over equal values, cannot be held closer; see floors); NaN or infinity where LiteRT has a finite
 value; a shape or dtype that differs; or an exception other than a clean refusal (a ModelError,
 or a ValueError / TypeError that a raise statement raised: Python's own TypeError from unpacking
 None is a finding; on the GPU paths c and d, only where path b fails too: a delegate that cannot
 run a node leaves it to the CPU), which is counted and listed. A model
-LiteRT refuses (either kernel set) is skipped and counted, as is one whose LiteRT outputs are
-not finite or exceed 1e6 in magnitude (degenerate: no tolerance means anything there).
+LiteRT refuses (either kernel set) is skipped and counted, as is one whose LiteRT float outputs
+are not finite or exceed 1e6 in magnitude (degenerate: no tolerance means anything there).
 
 Each finding is written to --out (default: a new temporary directory) as
 <kind>-s<seed>-c<case>-<path>.tflite with a one-line .json beside it (the seed and case that
@@ -1315,8 +1331,9 @@ def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
         step = quantum[k] if quantum else 0.0
         integer = w.dtype.kind in "iub"
         metrics = compare(g, w, rtol, quantized=integer and step > 0, spread=spread[k] if spread else 0.0)
+        # a dequantized output: one step, plus its float32 rounding (each side rounds (q - zp) x scale)
         bound = max(metrics["tolerance"], floor[k] if floor and not integer else 0.0,
-                    0.0 if integer else QUANTIZED_STEPS * step)
+                    0.0 if integer or not step else QUANTIZED_STEPS * step + (floor[k] if floor else 0.0))
         if metrics["max_abs"] > bound and (worst is None or metrics["max_rel"] > worst["max_rel"]):
             worst = {"kind": "tolerance", "output": k, "max_abs": metrics["max_abs"], "max_rel": metrics["max_rel"],
                      "tolerance": bound, "worst_index": metrics["worst_index"],
@@ -1608,6 +1625,8 @@ def _first_bad_tensor(spec, index, ours, theirs, precision):
     """'#k OP: ...' of the first node whose output `ours` holds over tolerance of `theirs`, or None."""
     for k, node in enumerate(spec.nodes):
         for t in node.outputs:
+            if spec.tensors[t].type_name:  # a resource handle: no value to compare
+                continue
             try:
                 a, b = ours.get_tensor(index[t]), theirs.get_tensor(index[t])
             except (ValueError, RuntimeError):

@@ -1,14 +1,15 @@
 """Random valid graphs agree with LiteRT on every path (tools/fuzz_graphs.py, `gles-fuzz-graphs`):
 our reference kernels, our Interpreter with the GpuDelegate and LiteRT with the GpuDelegate, each
-output within gles-parity's fp32 tolerance of LiteRT's. A bounded run of a few seeds; the tool runs
-as long as you like (docs/reliability.md has its figures). The fuzzer is also shown to report what
-it should: a corrupted GPU output, a NaN and an exception are findings, written and minimised."""
+output within gles-parity's fp32 tolerance of LiteRT's (integers exactly, quantized ones to one
+step), on every invoke of a case. A bounded run of a few seeds of each generator family; the tool
+runs as long as you like (docs/reliability.md has its figures). The fuzzer is also shown to report
+what it should: a corrupted GPU output (an integer one off by 1 too), a NaN and an exception are
+findings, written and minimised."""
 import json
 
 import numpy as np
 import pytest
 
-from gles_delegate.tools import common
 from gles_delegate.tools import fuzz_graphs as fg
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -24,7 +25,8 @@ def quiet(line):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_graphs_agree_with_litert_on_every_path(seed, tmp_path):
-    summary = fg.fuzz(seed, cases=CASES, paths="abcd", max_nodes=MAX_NODES, out_dir=tmp_path, log=quiet)
+    summary = fg.fuzz(seed, cases=CASES, paths="abcd", max_nodes=MAX_NODES, out_dir=tmp_path, log=quiet,
+                      families=("float",))
     assert summary["cases"] == CASES
     assert summary["compared"] == CASES and summary["nodes_compared"] >= 3 * CASES
     for path in "bcd":  # every path ran on every compared model, and took it
@@ -39,21 +41,58 @@ def test_the_generator_is_deterministic_and_litert_takes_what_it_writes():
     (no GPU here: the generator's shape bookkeeping alone), and the same bytes for the same seed."""
     ops = set()
     for case in range(200):
-        spec = fg.generate(7, case)
+        spec = fg.generate(7, case, families=("float",))
         data, _ = spec.build()
-        assert fg.generate(7, case).build()[0] == data
+        assert fg.generate(7, case, families=("float",)).build()[0] == data
         assert len(spec.nodes) >= 3
         details = fg._input_details(data)
         assert details is not None, spec.text()
-        inputs = common.seeded_inputs(details, seed=case)
-        for run in (fg.run_litert, fg.litert_builtin):
-            outputs, why = run(data, inputs)
-            assert outputs is not None, f"{why}\n{spec.text()}"
+        assert_litert_runs(spec, data, fg.case_inputs(spec, 7, case, details))
         ops.update(spec.ops())
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "SUB", "LOGISTIC", "TANH", "HARD_SWISH",
             "RELU", "MEAN", "SOFTMAX", "CONCATENATION", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "RESHAPE",
             "TRANSPOSE", "PAD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "BATCH_MATMUL", "GATHER", "TILE", "PADV2",
             "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"} <= ops
+
+
+def assert_litert_runs(spec, data, steps):
+    """LiteRT's default kernels (without XNNPACK for a model with variables, which it crashes on)
+    and its builtin ones run every step of the case."""
+    for outputs, why in (fg.litert_default(data, steps, xnnpack=not spec.variables), fg.litert_builtin(data, steps)):
+        assert outputs is not None, f"{why}\n{spec.text()}"
+
+
+FAMILY_OPS = {
+    "int32": {"GATHER", "EMBEDDING_LOOKUP", "FLOOR_DIV", "FLOOR_MOD", "CAST", "SELECT_V2", "ARG_MAX", "LESS"},
+    "quant": {"QUANTIZE", "DEQUANTIZE", "CONV_2D", "FULLY_CONNECTED", "ADD", "CONCATENATION"},
+    "state": {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"},
+    "signal": {"L2_NORMALIZATION", "RFFT2D", "COMPLEX_ABS"},
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_OPS))
+def test_each_family_writes_models_litert_runs(family):
+    """Thirty models of each family, every step of each case run by LiteRT's two kernel sets,
+    with the family's ops among them (no GPU here)."""
+    ops = set()
+    for case in range(30):
+        spec = fg.generate(5, case, families=(family,))
+        assert spec.family == family and len(spec.steps) >= 2
+        data, _ = spec.build()
+        details = fg._input_details(data)
+        assert details is not None, spec.text()
+        assert_litert_runs(spec, data, fg.case_inputs(spec, 5, case, details))
+        ops.update(spec.ops())
+    assert FAMILY_OPS[family] <= ops
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_OPS))
+def test_each_family_agrees_with_litert_on_every_path(family, tmp_path):
+    summary = fg.fuzz(SEEDS[0], cases=3, paths="abcd", max_nodes=12, out_dir=tmp_path, log=quiet, families=(family,))
+    assert summary["families"] == {family: 3}
+    for path in "bcd":
+        assert summary["results"][path] == {"ok": 3}, summary["results"]
+    assert summary["findings"] == [], json.dumps(summary["findings"], indent=1, default=str)
 
 
 def corrupting(monkeypatch, how, path="c"):
@@ -70,6 +109,11 @@ def corrupting(monkeypatch, how, path="c"):
             raise RuntimeError("a bug in the delegate")
         if how == "refuse_on_gpu":
             raise ValueError("no kernel runs what a rule made")
+        if how == "int_plus_one":  # the first integer output, one element off by 1
+            k = next(k for k, o in enumerate(outputs) if o.dtype == np.int32)
+            wrong = outputs[k].copy()
+            wrong.flat[wrong.size // 2] += 1
+            return outputs[:k] + [wrong] + outputs[k + 1:]
         first = outputs[0].copy()
         first.flat[first.size // 2] = np.nan if how == "nan" else first.flat[first.size // 2] + 0.5
         return [first] + outputs[1:]
@@ -102,6 +146,38 @@ def test_nan_and_exceptions_are_findings_a_clean_refusal_is_not(how, kind, monke
                       log=quiet)
     assert summary["results"]["c"] == {kind or "refused": 1}
     assert [f["kind"] for f in summary["findings"]] == ([kind] if kind else [])
+
+
+INT_CASE = (5, 0)  # (seed, case) of an int32-family model with int32 outputs
+
+
+def test_an_integer_output_off_by_one_is_a_finding(monkeypatch, tmp_path):
+    seed, case = INT_CASE
+    spec = fg.generate(seed, case, families=("int32",))
+    assert any(np.dtype(spec.tensors[t].dtype) == np.int32 for t in spec.outputs), spec.text()
+    corrupting(monkeypatch, "int_plus_one")
+    summary = fg.fuzz(seed, paths="ac", only_case=case, out_dir=tmp_path, minimize_findings=False, log=quiet,
+                      families=("int32",))
+    finding, = summary["findings"]
+    assert finding["kind"] == "tolerance" and finding["max_abs"] == 1 and finding["tolerance"] == 0
+
+
+def test_integers_are_held_exactly_quantized_ones_to_one_step():
+    ints = [np.array([[3, -7, 2 ** 31 - 1]], np.int32)]
+    assert fg.judge(ints, ints, [0.0], 1e-4, [1e3]) is None
+    off = fg.judge([ints[0] + np.int32([[0, 1, 0]])], ints, [0.0], 1e-4, [1e3])  # no float floor for integers
+    assert off["kind"] == "tolerance" and off["tolerance"] == 0
+    q = [np.array([[-128, 5, 127]], np.int8)]
+    assert fg.judge([q[0] + np.int8([[1, 0, 0]])], q, [0.0], 1e-4, quantum=[1.0]) is None
+    assert fg.judge([q[0] + np.int8([[2, 0, 0]])], q, [0.0], 1e-4, quantum=[1.0])["tolerance"] == 1
+    # a DEQUANTIZE of scale 0.01: one step is 0.01, plus the float32 rounding of both sides (the floor)
+    dequantized, floor = [np.array([[0.5, -0.25]], np.float32)], [16 * np.finfo(np.float32).eps * 0.5]
+    assert fg.judge([dequantized[0] + 0.01], dequantized, [0.0], 1e-4, floor, quantum=[0.01]) is None
+    assert fg.judge([dequantized[0] + 0.03], dequantized, [0.0], 1e-4, floor, quantum=[0.01])["kind"] == "tolerance"
+    spectrum = [np.array([1 + 2j, -3j], np.complex64)]       # complex: its float pairs
+    assert fg.judge([spectrum[0] + 1e-3j], spectrum, [0.0], 1e-4)["kind"] == "tolerance"
+    both = fg.judge([ints[0], ints[0] + 1], [ints[0], ints[0]], [0.0, 0.0], 1e-4, per_invoke=1)
+    assert both["message"].startswith("invoke 1 output 0")
 
 
 def test_python_s_own_type_error_is_no_clean_refusal():
