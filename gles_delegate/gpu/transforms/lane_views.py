@@ -15,7 +15,7 @@ overlap), and a lane view holds no other tensor (an alias or a view inside it wo
 as stored)."""
 from ...graph import read_tensors
 from ...ops.common import ACT_NONE, fused_activation
-from ..kernels import epilogue, layout
+from ..kernels import epilogue, layout, pointwise
 from ..kernels.base import MAX_LANE_READS
 from ..phwc4 import bhwc, block_offset, lane_offset
 from .common import StorageTree, is_boundary, producer_of, readers_of
@@ -125,6 +125,8 @@ def _writer_blocker(graph, tree, node, tensor, whole, lanes):
     outermost = tree.outermost(whole)
     if any(t is not tensor and tree.outermost(t) == outermost for t in producer.outputs):
         return f"{producer.label} writes another tensor of tensor {whole.index}'s storage"
+    if producer.op == pointwise.OP and any(id(t) in _lane_views(graph) for t in producer.outputs):
+        return f"{producer.label} writes a lane view already, in the same dispatch (common.glsl stores one)"
     return None
 
 
