@@ -21,8 +21,9 @@ partition as new nodes and tensors, the partition itself untouched:
       activation clamps; the moving ones refuse differing quantizations (TFLite would reinterpret
       the integers on the other grid);
   (d) a model's own QUANTIZE (float or integer -> integer) becomes QUANTIZE_AND_DEQUANTIZE to its
-      output's grid (an integer -> integer QUANTIZE, TFLite's fixed-point Requantize, may then
-      differ by one step where a value is within rounding of a half); its DEQUANTIZE becomes
+      output's grid (an integer -> integer one carries TFLite's fixed-point Requantize of every
+      input integer as a table, options[REQUANTIZE_FROM]: it rounds twice, and a steep op after
+      it would make a step of difference several); its DEQUANTIZE becomes
       QUANTIZE_AND_DEQUANTIZE to its input's grid, which leaves on-grid values as they are and
       keeps a node that writes the float output;
   (e) a quantized partition input keeps its index and holds the raw integers, which the runtime
@@ -48,6 +49,7 @@ from . import ops
 from .gpu import kernels
 from .graph import Graph, Node, Tensor
 from .ops.common import dequantize, fused_activation, is_quantized, quant_params, round_half_away
+from .ops.quantize import REQUANTIZE_FROM, requantize_table
 
 F32 = np.dtype(np.float32)
 QUANTIZED_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
@@ -329,9 +331,13 @@ def float_view(nodes, inputs, outputs, next_index=None):
 def _view_node(b, node):
     """Add the view of one partition node to the builder."""
     if node.op == "QUANTIZE":  # (d) float or integer -> integer: snap to the output's grid
-        out = node.outputs[0]
-        b.add(node.index, FAKE_QUANT, [b.view(node.inputs[0])], [b.views.get(id(out)) or b.view(out)],
-              _range_options(out))
+        source, out = node.inputs[0], node.outputs[0]
+        options = _range_options(out)
+        if source.dtype in QUANTIZED_DTYPES:  # TFLite's fixed-point Requantize, looked up
+            options[REQUANTIZE_FROM] = (float(np.float32(source.quantization.scales[0])),
+                                        int(source.quantization.zero_points[0]), integer_range(source)[0],
+                                        tuple(int(q) for q in requantize_table(source, out)))
+        b.add(node.index, FAKE_QUANT, [b.view(source)], [b.views.get(id(out)) or b.view(out)], options)
         return
     if node.op == "DEQUANTIZE" and node.inputs[0].dtype in QUANTIZED_DTYPES:  # (d) integer -> float
         source, out = node.inputs[0], node.outputs[0]
@@ -373,7 +379,8 @@ def _drop_fake_quant_before_quantize(nodes):
         if node.op != "QUANTIZE":
             continue
         step = producer.get(id(node.inputs[0]))
-        if (step is not None and step.op == FAKE_QUANT and len(readers[id(node.inputs[0])]) == 1
+        if (step is not None and step.op == FAKE_QUANT and REQUANTIZE_FROM not in step.options
+                and len(readers[id(node.inputs[0])]) == 1
                 and _same_grid(step.outputs[0], node.outputs[0])):
             node.inputs = [step.inputs[0]]
             dropped.add(id(step))

@@ -5,6 +5,10 @@
 // OP: 0 quantize   real x -> clamp(round(x / scale) + zero_point, qmin, qmax)     (integer values)
 //     1 dequantize integer values q -> (q - zero_point) * scale                    (real)
 //     2 fake-quant real x -> (quantize(x) - zero_point) * scale                    (real, on the grid)
+//     3 requantize real x on a source grid -> (table[q] - zero_point) * scale      (real, on the grid)
+//       q: x's integer on the source grid (source_scale, source_zero_point), from source_qmin;
+//       table: TFLite's fixed-point Requantize of each (ops/quantize.py requantize_table), four
+//       integers a constant row from table_offset, table_last + 1 of them.
 // round() is half away from zero, as TFLite's CPU QUANTIZE rounds (its GPU delegate's
 // QuantizeAndDequantize rounds halves up); NaN quantizes to the zero point, +-inf saturate.
 // PER_CHANNEL: 0 one scale and zero point (params q_scale, q_zero_point); 1 one per channel (the
@@ -36,6 +40,18 @@ highp vec4 quantize4(highp vec4 x, highp vec4 scale, highp vec4 zero_point) {
 }
 #endif
 
+#if OP == 3
+highp vec4 requantize4(highp vec4 x) {
+  highp vec4 t = x / source_scale;
+  t = mix(t, vec4(0.0), isnan(t));
+  highp ivec4 k = ivec4(clamp(sign(t) * floor(abs(t) + 0.5) + source_zero_point - source_qmin,
+                              0.0, float(table_last)));
+  highp vec4 q;
+  for (int c = 0; c < 4; ++c) q[c] = weight(table_offset + k[c] / 4)[k[c] % 4];
+  return q;
+}
+#endif
+
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   if (any(greaterThanEqual(gid, grid))) return;
@@ -48,8 +64,10 @@ void main() {
   highp vec4 r = quantize4(x, scale, zero_point);
 #elif OP == 1
   highp vec4 r = (x - zero_point) * scale;
-#else
+#elif OP == 2
   highp vec4 r = (quantize4(x, scale, zero_point) - zero_point) * scale;
+#else
+  highp vec4 r = (requantize4(x) - zero_point) * scale;
 #endif
   // Padded channels hold 0, and a zero point is not 0.
   store(out_offset + i, keep_channels(r, channels, s));

@@ -28,6 +28,15 @@ def requantize(source, target, values):
                     target.dtype)
 
 
+def requantize_table(source, target):
+    """requantize() of every integer of `source`'s 8-bit type, in order from its least: int64
+    [256]. The float view looks its integer -> integer QUANTIZE up here (REQUANTIZE_FROM): the
+    Q31 multiply rounds twice, so it is not the real value rounded once (one step off for about
+    one value in ten), and a steep op downstream (LOGISTIC) would make that step several."""
+    info = np.iinfo(source.dtype)
+    return requantize(source, target, np.arange(info.min, info.max + 1)).astype(np.int64)
+
+
 def quantize_op(node, inputs):
     """QUANTIZE: [float32 array] or [int8 / uint8 / int16 array] -> [array of the output dtype].
     From float32 see common.quantize (NaN becomes the zero point, infinities saturate)."""
@@ -81,6 +90,12 @@ def dequantize_support(node):
 
 
 # -- QUANTIZE_AND_DEQUANTIZE (a pseudo-op) ------------------------------------------------
+# options[REQUANTIZE_FROM]: (scale, zero point, qmin, table) of the per-tensor grid the input lies
+# on, the view of a model's integer -> integer QUANTIZE: the input's integer q (from the real
+# value) maps to table[q - qmin] (requantize_table), not to the real value's nearest step.
+REQUANTIZE_FROM = "requantize_from"
+
+
 def fake_quantize(real, scales, zero_points, qmin, qmax):
     """Real values snapped to a quantization grid: (clamp(round(x / scale) + zp, qmin, qmax) - zp)
     * scale. x / scale in float32 as TFLite's QUANTIZE divides, rounded half away from zero;
@@ -106,7 +121,21 @@ def quantize_and_dequantize(node, inputs):
     rounds floor((clamp(x, min, max) - min) / scale + 0.5), halves upwards; this follows TFLite's
     CPU QUANTIZE instead (halves away from zero), which is what the quantized model computes."""
     scales, zero_points = quant_params(node.outputs[0], np.ndim(inputs[0]))
+    if REQUANTIZE_FROM in node.options:
+        return [_requantized(inputs[0], node.options[REQUANTIZE_FROM], scales, zero_points)]
     return [fake_quantize(inputs[0], scales, zero_points, node.options["qmin"], node.options["qmax"])]
+
+
+def _requantized(real, source, scale, zero_point):
+    """Real values on the grid `source` = (scale, zero point, qmin, table) -> float32 real values
+    of the output grid (scale, zero_point) the table's integers stand for."""
+    source_scale, source_zero_point, qmin, table = source
+    table = np.asarray(table, np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = round_half_away(np.where(np.isnan(real), 0, np.asarray(real, F32) / np.float32(source_scale))
+                                .astype(np.float64))
+    q = np.clip(steps + source_zero_point, qmin, qmin + table.size - 1).astype(np.int64)
+    return np.asarray((table[q - qmin] - zero_point) * np.asarray(scale, np.float64), F32)
 
 
 def quantize_and_dequantize_support(node):

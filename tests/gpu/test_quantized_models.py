@@ -136,3 +136,32 @@ def test_quantized_layout_ops_of_streaming_models(name, precision):
     for got, expected in zip(ours, run_litert(model, feeds, resolver="builtin")):
         assert got.dtype == expected.dtype and got.shape == expected.shape
         assert np.abs(got.astype(np.int64) - expected).max(initial=0) <= quantum
+
+
+def requantize_then_logistic(source, target):
+    """QUANTIZE int8 -> int8 (`source` -> `target` grids) -> LOGISTIC, both tensors outputs."""
+    from gles_delegate.tflite import ModelBuilder
+    b = ModelBuilder("requantize")
+    x = b.input("x", (1, 4, 4, 16), np.int8, quantization=source)
+    requantized = b.tensor("requantized", (1, 4, 4, 16), np.int8, quantization=target)
+    squashed = b.tensor("squashed", (1, 4, 4, 16), np.int8, quantization=(1 / 256, -128))
+    b.op("QUANTIZE", [x], [requantized])
+    b.op("LOGISTIC", [requantized], [squashed])
+    b.output(requantized)
+    b.output(squashed)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_requantize_is_tflites_fixed_point_one(precision):
+    """An int8 -> int8 QUANTIZE is TFLite's Requantize, whose Q31 multiply rounds twice (a value
+    like -18.38 steps becomes -19): the GPU gives its integers exactly, as the reference does,
+    not the real value rounded once, which is one step off there; a LOGISTIC of the 0.1-wide
+    grid made that step 4-7 steps of its output (gles-fuzz-graphs --families quant, seed 21)."""
+    x = np.arange(-128, 128).astype(np.int8).reshape(1, 4, 4, 16)
+    model = requantize_then_logistic((0.01976091, -21), (0.0999951, -17))
+    expected = run_ours(model, [x], cpu_backend="reference")
+    ours, summary = run_on_gpu(model, [x], precision)
+    assert summary["cpu_nodes"] == 0, summary
+    np.testing.assert_array_equal(ours[0], expected[0])
+    assert_within_one_step(ours[1], expected[1], 1, share=1.0)

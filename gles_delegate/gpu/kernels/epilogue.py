@@ -15,6 +15,7 @@ import numpy as np
 
 from ...graph import EPILOGUE_KEY
 from ...ops.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, fused_activation
+from ...ops.quantize import REQUANTIZE_FROM
 from ..phwc4 import bhwc
 
 KEY = EPILOGUE_KEY  # node.options[KEY]: a tuple of Steps (graph.fused_reads reads their operands)
@@ -141,7 +142,7 @@ def fake_quant_steps(node):
 def is_fusable_fake_quant(node):
     """A fake-quant node to a per-tensor grid (activations are always quantized per tensor)."""
     q = node.outputs[0].quantization if node.op == FAKE_QUANT else None
-    return q is not None and q.scales.size == 1
+    return q is not None and q.scales.size == 1 and REQUANTIZE_FROM not in node.options  # no table lookup in steps
 
 
 def own_steps(node):

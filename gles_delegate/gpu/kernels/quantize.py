@@ -14,7 +14,9 @@ integer values as floats. SUPPORT is the entry point for that view only: it take
   DEQUANTIZE               float32 input holding integers (it carries the quantization) ->
                            float32 (q - zp) * s;
   QUANTIZE_AND_DEQUANTIZE  float32 x -> float32 x snapped to the output's grid (ops/quantize.py
-                           has its reference; options as for QUANTIZE).
+                           has its reference; options as for QUANTIZE); with
+                           options[REQUANTIZE_FROM] (a model's integer -> integer QUANTIZE) x's
+                           integer on its source grid looked up in TFLite's Requantize table.
 
 A model's own QUANTIZE / DEQUANTIZE node never reaches these checks: its int8 / uint8 tensors
 are refused first by the registry (gpu/kernels/__init__.py), which runs float32 tensors only.
@@ -28,11 +30,13 @@ rounding boundary can land one step off; the arithmetic itself is highp in every
 import numpy as np
 
 from ...ops.checks import arity_reason
+from ...ops.quantize import REQUANTIZE_FROM
 from ...registry import UNARY, OpFacts
 from ..phwc4 import bhwc
 from .base import Dispatch
 
 OP_CODES = {"QUANTIZE": 0, "DEQUANTIZE": 1, "QUANTIZE_AND_DEQUANTIZE": 2}
+REQUANTIZE = 3  # a QUANTIZE_AND_DEQUANTIZE with options[REQUANTIZE_FROM]: TFLite's Requantize, looked up
 HALF_EXACT = 2048  # the largest integer range half floats hold exactly
 
 
@@ -114,10 +118,24 @@ def build(node, env):
         params["quant_offset"] = env.constant(pack_channel_params(q.scales, q.zero_points, s4.c))
     else:
         params.update(q_scale=float(np.float32(q.scales[0])), q_zero_point=float(q.zero_points[0]))
-    defines = {"OP": OP_CODES[node.op], "PER_CHANNEL": int(per_channel)}
+    code = OP_CODES[node.op]
+    if REQUANTIZE_FROM in node.options:
+        code = REQUANTIZE
+        params.update(_table_params(node.options[REQUANTIZE_FROM], env))
+    defines = {"OP": code, "PER_CHANNEL": int(per_channel)}
     # Elementwise at the very index it writes: the output may take the input's storage.
     return [Dispatch("quantize", (s4.w, s4.h, s4.slices * s4.b), defines, params, reads=(x,), writes=(out,),
                      inplace=(x,))]
+
+
+def _table_params(source, env):
+    """Params of a requantize: the source grid and its table (ops/quantize.py REQUANTIZE_FROM) as
+    constant rows of four integers (exact in half storage: an 8-bit type's)."""
+    scale, zero_point, qmin, table = source
+    rows = np.zeros(-(-len(table) // 4) * 4, np.float32)
+    rows[:len(table)] = table
+    return {"source_scale": float(scale), "source_zero_point": float(zero_point), "source_qmin": float(qmin),
+            "table_last": len(table) - 1, "table_offset": env.constant(rows.reshape(-1, 4))}
 
 
 SUPPORT = {op: supports for op in OP_CODES}
