@@ -143,14 +143,25 @@ def _check_not_in_place(k, op, inputs, outputs):
 EPILOGUE_KEY = "epilogue"
 INPUT_GATE_KEY = "input_gate"
 INPUT_ADDEND_KEY = "input_addend"
+READ_THROUGH_KEY = "read_through"  # gpu/kernels/layout.py READ_THROUGH: ((input, tensor read in its place, map), ...)
 
 
 def fused_reads(node):
     """The tensors `node` reads through its options, not its inputs, once GPU rewrite rules fused
     work into it: the tensor operands of its epilogue steps (options["epilogue"],
     gpu/kernels/epilogue.py), a convolution's input gate (options["input_gate"], rule
-    channel_gate) and a reduction's input addend (options["input_addend"], rule
-    fuse_add_into_reduce)."""
+    channel_gate), a reduction's input addend (options["input_addend"], rule
+    fuse_add_into_reduce) and the tensors a layout op reads in place of inputs whose producer,
+    a layout op too, was removed (options["read_through"], rule read_through_layout: a rule
+    that took the source for unread once dropped its store)."""
+    if READ_THROUGH_KEY not in node.options:
+        return option_operands(node)
+    return option_operands(node) + [source for _, source, _ in node.options[READ_THROUGH_KEY]]
+
+
+def option_operands(node):
+    """The operands fused_reads names but the read-through sources: what a fused step or gate
+    of `node` reads at its output's (or input's) position."""
     options = node.options
     if EPILOGUE_KEY not in options and INPUT_GATE_KEY not in options and INPUT_ADDEND_KEY not in options:
         return []  # most nodes (the graph's index asks every node)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import ops
+from ...graph import READ_THROUGH_KEY
 from ...ops.common import ACT_TANH
 from ...registry import BINARY, UNARY, OpFacts
 from ..phwc4 import BHWC_AXES, bhwc, dims_in_box, merged_dim_reason, to_phwc4
@@ -36,7 +37,7 @@ ALIAS = "alias_input"
 # element of the input in row-major order, the row-major index of the source element it was
 # copied from (None: the same index, as a reshape keeps), so the node's own map composed with
 # it reads the source directly (the stored tensor's shape unravels the index).
-READ_THROUGH = "read_through"
+READ_THROUGH = READ_THROUGH_KEY  # graph.fused_reads counts the sources among what the node reads
 # options[VIEW_OUTPUTS] (rule slice_views): ((output position, vec4 offset), ...) of the outputs
 # that are a block of the input's storage (phwc4.block_offset): no dispatch, KernelEnv.view.
 VIEW_OUTPUTS = "view_outputs"

@@ -2,7 +2,7 @@
 through, and moving elementwise nodes into the epilogue of the node that produces their input."""
 import numpy as np
 
-from ...graph import Node, fused_reads
+from ...graph import Node, option_operands
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
@@ -223,8 +223,9 @@ def hoist(graph, tensor, node):
 
 def fused_operands(graph):
     """ids of the tensors nodes read through their options rather than their inputs
-    (graph.fused_reads: epilogue operands, a convolution's input gate)."""
-    return {id(t) for node in graph.nodes for t in fused_reads(node)}
+    (graph.option_operands: epilogue operands, a convolution's input gate, a reduction's addend;
+    not the sources layout ops read through a removed one's map, which are read as inputs are)."""
+    return {id(t) for node in graph.nodes for t in option_operands(node)}
 
 
 class StorageTree:

@@ -83,6 +83,7 @@ def apply(graph, log):
             continue
         readers = readers_of(graph, out)
         for reader in readers:
-            reader.options[layout.READ_THROUGH] = reader.options.get(layout.READ_THROUGH, ()) + ((out, source, through),)
+            graph.set_options(reader, {**reader.options, layout.READ_THROUGH:
+                                       reader.options.get(layout.READ_THROUGH, ()) + ((out, source, through),)})
         graph.remove_node(node)
         log.applied(node, f"{', '.join(r.label for r in readers)} read tensor {source.index} in its place")
