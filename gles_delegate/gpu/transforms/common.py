@@ -1,5 +1,7 @@
 """What the rewrite rules share (not a rule): graph queries, removing a node that passes a tensor
 through, and moving elementwise nodes into the epilogue of the node that produces their input."""
+import dataclasses
+
 import numpy as np
 
 from ...graph import Node, option_operands
@@ -176,20 +178,36 @@ def fuse_into_epilogue(graph, log, node, value):
         steps = epilogue.node_steps(node, value)
         reason = _steps_blocker(graph, producer, value, node, steps)
     if reason is None:
+        reason = _kernel_blocker(producer, node, steps)
+    if reason is None:
         absorb(graph, producer, node, steps)
         log.applied(node, f"into the epilogue of {producer.label}")
     return reason
+
+
+def _kernel_blocker(producer, node, steps):
+    """Why no GPU kernel would run `producer` with the steps and writing the node's output (a
+    comparison's kernel writes bool: a CAST of its output to int32 stays a node), or None."""
+    fused = dataclasses.replace(producer, options=_absorbed_options(producer, node, steps), outputs=[node.outputs[0]])
+    reason = kernels.unsupported_reason(fused)
+    return f"{producer.label} would write {node.outputs[0].dtype.name}: {reason}" if reason else None
 
 
 def absorb(graph, producer, node, steps):
     """Append `steps` (computing `node` from the producer's output) and the node's own epilogue
     to the producer's epilogue; the producer then writes the node's output and the node leaves
     the graph."""
-    producer.options[epilogue.KEY] = epilogue.steps_of(producer) + tuple(steps) + epilogue.steps_of(node)
-    if producer.op == "CAST":  # its own step names its own output's dtype, not the one it now writes
-        producer.options.setdefault(epilogue.CAST_OUTPUT, producer.outputs[0].dtype.name)
+    graph.set_options(producer, _absorbed_options(producer, node, steps))
     graph.remove_node(node)
     graph.set_outputs(producer, [node.outputs[0]])
+
+
+def _absorbed_options(producer, node, steps):
+    """The producer's options once it absorbed `node` as `steps` (see absorb)."""
+    options = {**producer.options, epilogue.KEY: epilogue.steps_of(producer) + tuple(steps) + epilogue.steps_of(node)}
+    if producer.op == "CAST":  # its own step names its own output's dtype, not the one it now writes
+        options.setdefault(epilogue.CAST_OUTPUT, producer.outputs[0].dtype.name)
+    return options
 
 
 def _operand_blocker(graph, operand, producer, value):

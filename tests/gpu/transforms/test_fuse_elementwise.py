@@ -55,3 +55,22 @@ def test_an_epilogue_holds_a_bounded_number_of_steps():
     assert len(graph.nodes) == 2 and len(steps_of(graph.nodes[0])) == MAX_STEPS - 1
     assert "is full" in why(log, RULE, graph.nodes[1].label)
     check_gpu(model, [random((1, 3, 3, 4))])
+
+
+def test_a_cast_no_kernel_of_its_producer_could_write_stays():
+    """EQUAL -> CAST to int32: the comparison's kernels write bool, so the CAST stays a node of
+    its own (fused, no kernel ran the EQUAL: both GPU paths failed to prepare a model LiteRT
+    runs; gles-fuzz-graphs --families int32, seed 21 case 395)."""
+    from gles_delegate.tflite import ModelBuilder
+    b = ModelBuilder("equal_cast")
+    x = b.input("x", (1, 6, 1, 8))
+    same = b.tensor("same", (1, 6, 1, 8), np.bool_)
+    counted = b.tensor("counted", (1, 6, 1, 8), np.int32)
+    b.op("EQUAL", [b.const("c", np.round(random((1, 6, 1, 8), 7))), x], [same])
+    b.op("CAST", [same], [counted])
+    b.output(counted)
+    model = b.build()
+    graph, log = rewrite(model, RULE)
+    assert ops_of(graph) == ["EQUAL", "CAST"]
+    assert "would write int32" in why(log, RULE, "#1 (CAST)")
+    check_gpu(model, [np.round(random((1, 6, 1, 8), 8))])
