@@ -76,9 +76,8 @@ def _member(node):
 
 
 def _elementwise_blocker(node):
-    """Why elementwise `node` cannot join a group, or None."""
-    if kernels.RUNNER[node.op](node) not in (elementwise, binary):
-        return f"{node.op} of these tensors runs on another kernel"
+    """Why elementwise `node` cannot join a group, or None. (Its kernel's support check is not
+    asked again: an epilogue may have made it write another dtype than its op does, a CAST's.)"""
     if fused_activation(node) not in (ACT_NONE, *epilogue.ACTIVATION_STEPS):
         return "its fused activation has no epilogue step"
     return _tensors_blocker(node, read_tensors(node))
@@ -101,7 +100,7 @@ def _tensors_blocker(node, values):
     None: int32 values (bits, which the float steps do not compute on) or a resource variable's
     storage."""
     tensors = [*values, *node.outputs]
-    if any(t.dtype == INT32 for t in tensors):
+    if any(t.dtype == INT32 for t in tensors):  # also what makes the integer kernel run an op
         return "it reads or writes int32 values (the integer kernel's)"
     if any(t.is_variable for t in tensors):
         return "it touches a resource variable"

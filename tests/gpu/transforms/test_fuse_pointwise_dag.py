@@ -236,7 +236,7 @@ def test_int32_arithmetic_stays_on_the_integer_kernel():
     c.b.op("MUL", [total, total], [doubled])
     model = c.build(c.op("TANH", c.x), doubled)
     graph, log = rewrite_through(model, RULE)
-    assert "runs on another kernel" in why(log, RULE, "#0 (ADD)")
+    assert "int32 values" in why(log, RULE, "#0 (ADD)")
     assert pointwise.OP not in ops_of(graph)
 
 
@@ -306,3 +306,25 @@ def test_a_group_writes_one_lane_view():
     assert "writes a lane view already" in why(log, "lane_views", "#6 (CONCATENATION)")
     for precision in PRECISIONS:
         check_gpu(model, [random((1, 2, 2, 6), 1), random((1, 2, 2, 2), 2)], precision)
+
+
+@pytest.mark.parametrize("precision", [*PRECISIONS, "auto"])
+def test_every_kind_of_operand(precision):
+    """One group reading a per-channel constant, a scalar, a runtime tensor broadcast over the
+    output ([1, 1, 1, C]), a PRELU slope, a comparison's bool value and its CAST, in one dispatch."""
+    c = Chain((1, 3, 5, 12))
+    scale = c.b.input("scale", (1, 1, 1, 12))
+    c.shapes[scale] = (1, 1, 1, 12)
+    a = c.op("ABS", c.x)
+    b = c.op("MUL", c.op("ADD", a, c.const(random(12, 7))), scale)
+    mask = c.b.tensor("mask", (1, 3, 5, 12), np.bool_)
+    c.b.op("GREATER", [b, c.x], [mask])
+    as_float = c.op("CAST", mask, shape=(1, 3, 5, 12))
+    d = c.op("PRELU", c.op("SUB", b, c.op("MUL", a, c.const(0.5))), c.const(random(12, 8)))
+    e = c.op("MAXIMUM", c.op("MUL", d, as_float), c.op("LEAKY_RELU", c.x, alpha=0.2))
+    model = c.build(e)
+    graph, _ = rewrite_through(model, RULE)
+    assert ops_of(graph) == [pointwise.OP]
+    values = [random((1, 3, 5, 12), 9), random((1, 1, 1, 12), 10, 2.0)]
+    summary, _ = check_gpu(model, values, precision)
+    assert summary["dispatches"] == 3  # convert_in x 2, the group storing the output
