@@ -213,3 +213,12 @@ def test_the_command_line_reproduces_one_case(tmp_path, capsys):
     summary = json.loads(summary_file.read_text())
     assert summary["cases"] == 1 and summary["compared"] == 1 and summary["paths"] == "ac"
     assert "1 cases in" in capsys.readouterr().out
+
+
+def test_a_crash_of_litert_skips_the_case_and_the_run_goes_on(monkeypatch):
+    """LiteRT's kernels run once in a forked child first: a process-killing LiteRT (2.3 aborted
+    on an int8 model of seed 21 case 429) skips the case as refused, naming the signal."""
+    import os
+    monkeypatch.setattr(fg, "litert_default", lambda *args, **kwargs: os.abort())
+    outcome = fg.run_case(fg.generate(5, 0, families=("float",)), 5, 0, "abcd")
+    assert (outcome.status, outcome.why) == ("litert_refused", "LiteRT crashed running the model (SIGABRT)")
