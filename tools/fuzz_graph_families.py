@@ -23,6 +23,8 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           after the ASSIGN; its steps are 3 invokes, reset_all_variables and one more.
   signal  a float32 graph with L2_NORMALIZATION and RFFT2D -> COMPLEX_ABS / REAL / IMAG (complex64
           outputs too).
+  resize  float32 graphs over dynamic input dimensions, resized between invokes
+          (tools/fuzz_graph_resize.py's docstring).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -694,4 +696,7 @@ def rfft2d(g):
     return g.emit(part, [spectrum], g.value(out)) if part else spectrum
 
 
-GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator}
+from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)
+
+GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator,
+              "resize": ResizeGenerator}

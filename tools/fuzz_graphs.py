@@ -3,17 +3,22 @@ stateful), run on LiteRT and on this package, for silent wrong outputs of the GP
 rewrite rules and kernels and of the reference kernels.
 
     gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcd]
-                     [--families float,int32,quant,state,signal]
+                     [--families float,int32,quant,state,signal,resize]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE]
 
 Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
 of their own so that a float case is the model it was before the other families): 'float' below,
-and 'int32', 'quant', 'state' and 'signal' (tools/fuzz_graph_families.py's docstring: int32 index
-arithmetic and runtime gather indices, int8 / uint8 graphs, resource variables across invokes,
-L2_NORMALIZATION and RFFT2D). Every case runs its Spec.steps: two invokes on different inputs (a
-stale result or a cache shows on the second), and for 'state' three, reset_all_variables and one
-more; every invoke's outputs are compared.
+and 'int32', 'quant', 'state', 'signal' and 'resize' (tools/fuzz_graph_families.py's docstring: int32
+index arithmetic and runtime gather indices, int8 / uint8 graphs, resource variables across
+invokes, L2_NORMALIZATION and RFFT2D; tools/fuzz_graph_resize.py's: float32 graphs over dynamic
+input dimensions). Every case runs its Spec.steps: two invokes on different inputs (a stale result
+or a cache shows on the second), for 'state' three, reset_all_variables and one more, for 'resize'
+an invoke, then four resizes (resize_tensor_input of every input, allocate_tensors), each followed
+by an invoke: other sizes, sizes of 1, the first sizes, the same again; every invoke's outputs
+are compared, on one interpreter per path. Any exception from a path's first resize on (a
+ResizeFailure naming the shapes and its cause) is a finding, however clean: LiteRT alone ran
+every resize of the case.
 
 A float case is a model written with our writer (gles_delegate.tflite.ModelBuilder) from a seeded
 generator that tracks every shape: 1-2 float32 inputs of rank 2-4 with small shapes (channel
@@ -111,8 +116,9 @@ SAME, VALID = 0, 1                   # Padding
 MINIMIZE_TRIALS = 400        # runs the minimiser may spend on one finding
 # Generator families and their weights: float32 graphs of the rewrite rules' ops (this module);
 # int32 index arithmetic, int8 / uint8 quantized graphs, resource variables across invokes and
-# L2 norms / FFTs (tools/fuzz_graph_families.py).
-FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1}
+# L2 norms / FFTs (tools/fuzz_graph_families.py); float32 graphs resized between invokes
+# (tools/fuzz_graph_resize.py).
+FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2}
 FLOOR_ULPS = 16              # floors(): the least absolute bound, in ulps of the largest value upstream
 
 
@@ -150,7 +156,9 @@ class Spec:
     outputs: list = field(default_factory=list)
     next_id: int = 0
     variables: dict = field(default_factory=dict)  # shared name -> the constant CALL_ONCE's init assigns
-    steps: tuple = ("invoke", "invoke")            # per case, in order: invoke (on new inputs) or 'reset'
+    # per case, in order: 'invoke' (on new inputs), 'reset', or a resize ({symbol: size}: each input
+    # resized to input_shapes() of those sizes, then allocate_tensors; the 'resize' family's)
+    steps: tuple = ("invoke", "invoke")
     family: str = "float"                          # which generator wrote it (FAMILIES)
 
     def add(self, tensor):
@@ -164,7 +172,8 @@ class Spec:
         index = {}
         for t in self.inputs:
             spec = self.tensors[t]
-            index[t] = b.input(f"in{t}", spec.shape, spec.dtype, quantization=spec.quant)
+            shape, signature = self.declared(t)
+            index[t] = b.input(f"in{t}", shape, spec.dtype, quantization=spec.quant, shape_signature=signature)
         if self.variables:
             b.op("CALL_ONCE", [], [], init_subgraph_index=self._init_subgraph(b).index)
         for node in self.nodes:
@@ -175,13 +184,23 @@ class Spec:
                 if spec.kind == "const":
                     index[t] = b.const(f"c{t}", spec.data, quantization=spec.quant)
                 else:
-                    index[t] = b.tensor(f"t{t}", spec.shape, spec.dtype, quantization=spec.quant,
-                                        type_name=spec.type_name)
+                    shape, signature = self.declared(t)
+                    index[t] = b.tensor(f"t{t}", shape, spec.dtype, quantization=spec.quant,
+                                        type_name=spec.type_name, shape_signature=signature)
             b.op(node.op, [index[t] if t >= 0 else -1 for t in node.inputs], [index[t] for t in node.outputs],
                  **node.options)
         for t in self.outputs:
             b.output(index[t])
         return b.build(), index
+
+    def declared(self, t):
+        """The shape and shape_signature (None: none) the model declares for runtime tensor t."""
+        return self.tensors[t].shape, None
+
+    def input_shapes(self, sizes):
+        """Per model input, its shape at a resize step's sizes (Spec.steps); a family that resizes
+        (tools/fuzz_graph_resize.py) says how."""
+        raise NotImplementedError(f"the {self.family!r} family has no resize steps")
 
     def _init_subgraph(self, b):
         """The subgraph CALL_ONCE runs first: each variable assigned its initial constant."""
@@ -1125,17 +1144,42 @@ def _quiet():
     warnings.simplefilter("ignore")
 
 
+@dataclass(frozen=True)
+class Resize:
+    """A step of case_inputs: resize_tensor_input of every model input (in order) to `shapes`,
+    then allocate_tensors."""
+    shapes: tuple
+
+
+class ResizeFailure(RuntimeError):
+    """An exception at or after a Resize step, which LiteRT alone ran: a finding however clean
+    (the delegate must re-plan, or leave what it cannot run to the CPU)."""
+
+
 def run_steps(interpreter, steps, after=None):
     """The outputs of every invoke of `steps` (case_inputs: per invoke its inputs, None for a
-    reset_all_variables), in one flat list, copied as each invoke ends; after(interpreter) is
-    called after each invoke."""
-    outputs = []
+    reset_all_variables, a Resize), in one flat list, copied as each invoke ends; after(interpreter)
+    is called after each invoke. An exception from the first Resize on is a ResizeFailure naming
+    the shapes (its cause the exception)."""
+    outputs, resized = [], None
     for inputs in steps:
-        if inputs is None:
-            interpreter.reset_all_variables()
-            continue
-        common.set_inputs(interpreter, inputs)
-        interpreter.invoke()
+        try:
+            if inputs is None:
+                interpreter.reset_all_variables()
+                continue
+            if isinstance(inputs, Resize):
+                resized = inputs
+                for detail, shape in zip(interpreter.get_input_details(), inputs.shapes):
+                    interpreter.resize_tensor_input(detail["index"], shape)
+                interpreter.allocate_tensors()
+                continue
+            common.set_inputs(interpreter, inputs)
+            interpreter.invoke()
+        except Exception as exc:
+            if resized is None:
+                raise
+            raise ResizeFailure(f"inputs resized to {[list(s) for s in resized.shapes]}: "
+                                f"{type(exc).__name__}: {exc}") from exc
         outputs += [np.array(o, copy=True) for o in common.read_outputs(interpreter)]
         if after is not None:
             after(interpreter)
@@ -1204,21 +1248,32 @@ def litert_crash(data, steps, xnnpack=True):
 
 
 def case_inputs(spec, seed, case, details):
-    """Per step of spec.steps, the inputs of that invoke (None: a reset): the first invoke's
-    from _input_seed(seed, case) (a float model's as tools/common.seeded_inputs draws them), each
-    later one's from a seed of its own (other values: a stale result or cache shows)."""
-    return [None if step == "reset" else input_values(spec, details, _input_seed(seed, case, *([k] if k else [])))
-            for k, step in enumerate(spec.steps)]
+    """Per step of spec.steps, the inputs of that invoke (None: a reset; a Resize to
+    spec.input_shapes of a resize step's sizes): the first invoke's from _input_seed(seed, case)
+    (a float model's as tools/common.seeded_inputs draws them), each later one's from a seed of
+    its own (other values: a stale result or cache shows), at the shapes of the last resize."""
+    shapes = [tuple(int(s) for s in d["shape"]) for d in details]
+    out = []
+    for k, step in enumerate(spec.steps):
+        if isinstance(step, dict):
+            shapes = [tuple(s) for s in spec.input_shapes(step)]
+            out.append(Resize(tuple(shapes)))
+        else:
+            out.append(None if step == "reset" else
+                       input_values(spec, details, _input_seed(seed, case, *([k] if k else [])), shapes))
+    return out
 
 
-def input_values(spec, details, seed):
-    """One seeded array per model input: floats (and complex parts) uniform in [-1, 1), booleans 0 / 1, integers over
+def input_values(spec, details, seed, shapes=None):
+    """One seeded array per model input, of its details' shape (or of `shapes`, per input):
+    floats (and complex parts) uniform in [-1, 1), booleans 0 / 1, integers over
     their TensorSpec's bounds (else their type's range) with one value in ten an edge: a bound,
     0 or +-1 where those lie within."""
     rng = np.random.default_rng(seed)
     values = []
-    for detail, t in zip(details, spec.inputs):
-        dtype, shape = np.dtype(detail["dtype"]), tuple(int(s) for s in detail["shape"])
+    shapes = shapes or [d["shape"] for d in details]
+    for detail, t, shape in zip(details, spec.inputs, shapes):
+        dtype, shape = np.dtype(detail["dtype"]), tuple(int(s) for s in shape)
         if dtype.kind == "f":
             values.append(rng.uniform(-1, 1, shape).astype(dtype))
         elif dtype == np.bool_:
@@ -1414,7 +1469,7 @@ def run_case(spec, seed, case, paths, precision="fp32"):
             if is_refusal(path, exc, data, steps):
                 outcome.results[path] = {"kind": "refused", "message": f"{type(exc).__name__}: {exc}"[:300]}
                 continue
-            outcome.results[path] = {"kind": "exception", "exception": type(exc).__name__,
+            outcome.results[path] = {"kind": "exception", "exception": exception_name(exc),
                                      "message": f"{type(exc).__name__}: {exc}"[:300],
                                      "traceback": traceback.format_exc()[-3000:]}
             continue
@@ -1431,6 +1486,13 @@ def _input_details(data):
     interpreter, _ = common.litert_loaded(model_content=data, experimental_op_resolver_type=
                                           common.litert().OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     return None if interpreter is None else interpreter.get_input_details()
+
+
+def exception_name(exc):
+    """The exception's type name; a ResizeFailure's with its cause's: 'ResizeFailure(ModelError)'."""
+    if isinstance(exc, ResizeFailure) and exc.__cause__ is not None:
+        return f"{type(exc).__name__}({type(exc.__cause__).__name__})"
+    return type(exc).__name__
 
 
 def is_clean(exc):
@@ -1534,7 +1596,7 @@ def reproduces(spec, seed, case, path, finding, precision="fp32", rewrite_rules=
     try:
         got = run_path(path, data, steps, precision, rewrite_rules)
     except Exception as exc:
-        return (finding["kind"] == "exception" and type(exc).__name__ == finding.get("exception")
+        return (finding["kind"] == "exception" and exception_name(exc) == finding.get("exception")
                 and not is_refusal(path, exc, data, steps))
     if finding["kind"] == "exception":
         return False
@@ -1640,6 +1702,8 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
             for invoke, inputs in enumerate(steps):  # the first invoke where a node is off
                 run_steps(theirs, [inputs])
                 run_steps(ours, [inputs])
+                if not isinstance(inputs, list):  # a reset or a resize: nothing computed yet
+                    continue
                 bad = _first_bad_tensor(spec, index, ours, theirs, precision)
                 if bad is not None:
                     return f"invoke {invoke}: {bad}" if len(steps) > 1 else bad

@@ -67,6 +67,8 @@ FAMILY_OPS = {
     "quant": {"QUANTIZE", "DEQUANTIZE", "CONV_2D", "FULLY_CONNECTED", "ADD", "CONCATENATION"},
     "state": {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"},
     "signal": {"L2_NORMALIZATION", "RFFT2D", "COMPLEX_ABS"},
+    "resize": {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MEAN", "SOFTMAX", "CONCATENATION", "STRIDED_SLICE",
+               "RESHAPE", "TRANSPOSE", "BATCH_MATMUL", "GATHER"},
 }
 
 
@@ -93,6 +95,41 @@ def test_each_family_agrees_with_litert_on_every_path(family, tmp_path):
     for path in "bcd":
         assert summary["results"][path] == {"ok": 3}, summary["results"]
     assert summary["findings"] == [], json.dumps(summary["findings"], indent=1, default=str)
+
+
+def test_the_resize_family_resizes_dynamic_inputs_between_invokes():
+    """Its inputs declare -1 dimensions; its steps resize them (to other sizes, to 1, back to the
+    first sizes and to those again, each before an invoke), and LiteRT's outputs follow: their
+    shapes change between invokes in most cases."""
+    changed = 0
+    for case in range(30):
+        spec = fg.generate(9, case, families=("resize",))
+        data, _ = spec.build()
+        details = fg._input_details(data)
+        assert any(-1 in d["shape_signature"] for d in details), spec.text()
+        steps = fg.case_inputs(spec, 9, case, details)
+        resizes = [s.shapes for s in steps if isinstance(s, fg.Resize)]
+        assert len(resizes) == 4 and resizes[-1] == resizes[-2] and resizes[-2] == tuple(
+            tuple(int(n) for n in d["shape"]) for d in details)
+        assert [isinstance(s, list) for s in steps] == [True] + [False, True] * 4  # each resize, then an invoke
+        outputs, why = fg.litert_default(data, steps)
+        assert outputs is not None, why
+        shapes = [o.shape for o in outputs[::len(spec.outputs)]]
+        changed += len(set(shapes)) > 1
+    assert changed >= 20
+
+
+def test_a_refused_resize_is_a_finding_however_clean(monkeypatch, tmp_path):
+    """LiteRT ran every resize of the case, so our Interpreter's clean ValueError at one (paths b
+    and c) is a finding, named for the resize and its cause."""
+    def refuse(self, index, shape, strict=False):
+        raise ValueError("no resize here")
+    monkeypatch.setattr(fg.Interpreter, "resize_tensor_input", refuse)
+    summary = fg.fuzz(SEEDS[0], cases=1, paths="abcd", max_nodes=6, out_dir=tmp_path, minimize_findings=False,
+                      log=quiet, families=("resize",))
+    assert summary["results"] == {"b": {"exception": 1}, "c": {"exception": 1}, "d": {"ok": 1}}
+    assert {f["exception"] for f in summary["findings"]} == {"ResizeFailure(ValueError)"}
+    assert "inputs resized to" in summary["findings"][0]["message"]
 
 
 def corrupting(monkeypatch, how, path="c"):
@@ -122,7 +159,7 @@ def corrupting(monkeypatch, how, path="c"):
 
 def test_a_wrong_gpu_output_is_a_finding_written_and_minimised(monkeypatch, tmp_path):
     corrupting(monkeypatch, "value")
-    summary = fg.fuzz(SEEDS[0], cases=1, paths="abc", max_nodes=10, out_dir=tmp_path, log=quiet)
+    summary = fg.fuzz(SEEDS[0], cases=1, paths="abc", max_nodes=10, out_dir=tmp_path, log=quiet, families=("float",))
     assert summary["results"]["b"] == {"ok": 1} and summary["results"]["c"] == {"tolerance": 1}
     finding, = summary["findings"]
     assert finding["path"] == "c" and finding["kind"] == "tolerance" and finding["output"] == 0
@@ -143,7 +180,7 @@ def test_nan_and_exceptions_are_findings_a_clean_refusal_is_not(how, kind, monke
     the GPU path alone it is a finding (the delegate must leave to the CPU what it cannot run)."""
     corrupting(monkeypatch, how)
     summary = fg.fuzz(SEEDS[1], cases=1, paths="ac", max_nodes=6, out_dir=tmp_path, minimize_findings=False,
-                      log=quiet)
+                      log=quiet, families=("float",))  # a float output to corrupt, whatever families exist
     assert summary["results"]["c"] == {kind or "refused": 1}
     assert [f["kind"] for f in summary["findings"]] == ([kind] if kind else [])
 
