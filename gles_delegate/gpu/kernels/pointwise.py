@@ -155,4 +155,5 @@ SUPPORT = {OP: support}
 BUILD = {OP: build}
 FLOAT_VIEW = {OP: None}  # bool tensors (comparisons, logical ops) as 0.0 / 1.0; support() refuses int32
 HIGH_RANK = {OP: None}  # the members' BHWC views, which their own kernels took
-FACTS = {OP: OpFacts(arity=None)}
+# 1 to MAX_INPUTS inputs (none omitted), 1 to MAX_OUTPUTS outputs (support() checks the bound).
+FACTS = {OP: OpFacts(arity=(tuple(range(1, MAX_INPUTS + 1)), (), None))}
