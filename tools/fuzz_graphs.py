@@ -60,7 +60,10 @@ gles-parity does, to twice LiteRT's own spread on that output (its XNNPACK run a
 builtin reference kernels, its optimized builtin ones where those lack an op) where that is
 larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
 computed from through float tensors holds in LiteRT's run (an output that cancels to rounding
-noise, x - mean(x) over equal values, cannot be held closer; see floors); NaN or infinity where LiteRT has a finite
+noise, x - mean(x) over equal values, cannot be held closer; see floors), plus at fp16 and
+fp16_fp32acc a bound on what half storage moves it (tools/fuzz_half_bounds.py: each input,
+weight and stored result rounded to half, propagated node by node; a sum that cancels keeps its
+terms' rounding); NaN or infinity where LiteRT has a finite
 value; a shape or dtype that differs; or an exception other than a clean refusal (a ModelError,
 or a ValueError / TypeError that a raise statement raised: Python's own TypeError from unpacking
 None is a finding; on the GPU paths c and d, only where path b fails too: a delegate that cannot
@@ -100,7 +103,7 @@ import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder
-from gles_delegate.tools import common
+from gles_delegate.tools import common, fuzz_half_bounds
 from gles_delegate.tools.parity_report import QUANTIZED_STEPS, TOLERANCES, compare
 
 PATHS = "abcd"
@@ -1319,6 +1322,15 @@ def floors(spec, index, interpreter):
     return out
 
 
+def with_half_storage(floor, data, steps, precision):
+    """floors() (per invoke and output) plus, at a half-storage precision, the most half storage
+    may move each output (fuzz_half_bounds: every input, weight and stored result rounded to
+    half, propagated through the nodes): a sum that cancels keeps its terms' rounding, which
+    can be many times rtol of its result."""
+    half = fuzz_half_bounds.output_bounds(data, steps, precision)
+    return floor if half is None else [f + h for f, h in zip(floor, half)]
+
+
 def gpu_options(precision, rewrite_rules=True):
     return GpuDelegateOptions(precision=precision, max_delegated_partitions=0, rewrite_rules=rewrite_rules)
 
@@ -1456,6 +1468,7 @@ def run_case(spec, seed, case, paths, precision="fp32"):
     builtin, why = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
     if builtin is None:  # both kernel sets must take it (XNNPACK ignores what the builtin ones refuse)
         return Outcome("litert_refused", f"builtin kernels: {why}")
+    floor = with_half_storage(floor, data, steps, precision)
     spread = spreads(want, builtin)
     quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
     outcome = Outcome("compared")
@@ -1604,6 +1617,7 @@ def reproduces(spec, seed, case, path, finding, precision="fp32", rewrite_rules=
     builtin, _ = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
     if builtin is None:
         return False
+    floor = with_half_storage(floor, data, steps, precision)
     problem = judge(got, want, spreads(want, builtin), TOLERANCES[precision], floor,
                     quanta(spec) * (len(want) // len(spec.outputs)), len(spec.outputs))
     return problem is not None and problem["kind"] == finding["kind"]

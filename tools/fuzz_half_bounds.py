@@ -1,0 +1,214 @@
+"""How far half storage may move a float graph's outputs: gles-fuzz-graphs' bound at --precision
+fp16_fp32acc and fp16, a first-order error bound propagated node by node through the model.
+
+A half (binary16) holds a value to a relative error of U = 2^-11 (round to nearest); one below
+its smallest normal (2^-14) may be flushed to zero, an error of the value itself. With half
+storage (docs/performance.md "Precision 'auto'": fp16_fp32acc keeps every tensor and weight in
+half and computes in float32) each model input, constant and stored result is rounded once:
+inputs and constants by exactly |half(v) - v| (their values are known), a node's result by at
+most rounding(v) (below). Given E(x), a bound on each float input's error, a node's output is off
+by at most (first order: products of two errors are dropped)
+- a linear, multilinear or affine node (convolutions, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB,
+  MUL, MEAN, SUM, AVERAGE_POOL_2D, RESIZE_BILINEAR): f(|x| + E) - f(|x|), its reference kernel
+  on magnitudes without its fused activation, SUB as an ADD: every term's error reaches the sum
+  at most at its own weight's magnitude. A sum that cancels (0.16 - 0.158) keeps the error of its
+  terms: relative to the result, many times U. Its fused activation then moves by at most
+  max |act(y +- E) - act(y)| of the sum y (0 where RELU clamps the whole interval);
+- a node that moves or picks values (the layout ops, MAX_POOL_2D, REDUCE_MAX, MAXIMUM, MINIMUM):
+  the same node on the errors (a maximum moves by at most its operands' largest error);
+- a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|;
+- DIV: (E_a + |a / b| E_b) / |b|; SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
+  x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis,
+plus the rounding of its stored result (none for a node that moves or picks half values: they
+stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: gpu/shader.py
+FULL_PRECISION_TEMPLATES) each node also rounds its arithmetic: a sum of K terms by gamma(K) of
+sum |terms| (Higham 3.1), anything else once more. A node of an op with no rule here has no bound
+(NaN): the outputs it reaches keep the fuzzer's float bound, so no finding is hidden by an op
+this cannot bound. A value past half's range (65504) is inf in half storage: its bound is inf.
+"""
+import dataclasses
+
+import numpy as np
+
+from gles_delegate import Interpreter, ops
+from gles_delegate.ops.common import ACT_NONE, apply_activation, fused_activation
+
+U = 2.0 ** -11                                  # half's unit roundoff
+TINY = float(np.finfo(np.float16).tiny)         # half's smallest normal, 2^-14
+HALF_MAX = float(np.finfo(np.float16).max)      # 65504
+HALF_PRECISIONS = ("fp16", "fp16_fp32acc")
+
+SUMS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "ADD", "SUB", "MUL", "MEAN", "SUM",
+        "AVERAGE_POOL_2D", "RESIZE_BILINEAR"}
+MOVES = {"RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "CONCATENATION", "PAD", "PADV2",
+         "GATHER", "TILE", "SQUEEZE", "EXPAND_DIMS", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "REDUCE_MAX",
+         "MAXIMUM"}
+# A minimum moves by at most its operands' largest error too: the matching maximum of the errors.
+AS_MAXIMUM = {"MINIMUM": "MAXIMUM", "REDUCE_MIN": "REDUCE_MAX"}
+UNARY = {"LOGISTIC", "TANH", "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "ABS", "NEG", "EXP", "ELU", "GELU",
+         "LEAKY_RELU", "RSQRT", "SQRT", "SQUARE", "LOG", "SIN", "COS"}
+EXACT_UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "ABS", "NEG"}   # of a half: a half, no rounding
+HIGHP = {"MEAN", "SUM", "SOFTMAX"}                  # computed in float32 in fp16 too (gpu/shader.py)
+# The terms of one output element of a sum that averages them (its reference on ones gives 1).
+AVERAGED_TERMS = {
+    "AVERAGE_POOL_2D": lambda node: node.options["filter_height"] * node.options["filter_width"],
+    "RESIZE_BILINEAR": lambda node: 4,
+}
+
+
+def rounding(v):
+    """Per element, the most half storage can move float64 array v: U |v|, or |v| itself below
+    half's smallest normal (flushed to zero), inf past its range."""
+    a = np.abs(v)
+    return np.where(a > HALF_MAX, np.inf, np.where(a < TINY, a, U * a))
+
+
+def stored_error(v):
+    """Per element, what rounding a known value (a model input, a constant) to half moves it:
+    exactly, or the value itself where a flush to zero could take it."""
+    v = np.asarray(v, np.float64)
+    with np.errstate(over="ignore"):
+        moved = np.abs(v.astype(np.float16).astype(np.float64) - v)
+    return np.where(np.abs(v) < TINY, np.abs(v), moved)
+
+
+def _is_float(x):
+    return x is not None and np.asarray(x).dtype.kind == "f"
+
+
+def _plain(node, op=None):
+    """The node without its fused clamp (and as `op`, where given)."""
+    return dataclasses.replace(node, op=op or node.op, options={**node.options, "fused_activation_function": 0})
+
+
+def _run(node, inputs):
+    return [np.asarray(o, np.float64) for o in ops.run_node(node, inputs)]
+
+
+def _sum_bound(node, xs, es, half_math):
+    """f(|x| + E) - f(|x|) of a SUMS node, plus gamma(K) sum|terms| in half math."""
+    plain = _plain(node, "ADD" if node.op == "SUB" else None)
+    magnitude = [np.abs(x).astype(np.float32) if _is_float(x) else x for x in xs]
+    moved = [(np.abs(x) + e).astype(np.float32) if _is_float(x) else x for x, e in zip(xs, es)]
+    base = _run(plain, magnitude)
+    bound = [m - b for m, b in zip(_run(plain, moved), base)]
+    if half_math and node.op not in HIGHP:
+        ones = [np.ones_like(x, np.float32) if _is_float(x) else x for x in xs]
+        terms = AVERAGED_TERMS[node.op](node) if node.op in AVERAGED_TERMS else _run(plain, ones)[0]
+        k = np.asarray(terms, np.float64) * U
+        bound = [e + k / (1 - np.minimum(k, 0.5)) * b for e, b in zip(bound, base)]
+    return _clamped(node, _run(_plain(node), xs), bound)
+
+
+def _clamped(node, ys, bounds):
+    """The bounds of pre-activation values ys carried through the node's fused activation
+    (monotone: its deviation over [y - E, y + E] is largest at an end; an element clamped with
+    its whole interval moves not at all)."""
+    activation = fused_activation(node)
+    if activation == ACT_NONE:
+        return bounds
+    f = lambda v: apply_activation(v, activation).astype(np.float64)
+    return [np.maximum(np.abs(f(y + e) - f(y)), np.abs(f(y - e) - f(y))) for y, e in zip(ys, bounds)]
+
+
+def _moved_bound(node, xs, es):
+    """The node (a MOVES / AS_MAXIMUM one) run on the errors: exact for a layout op, the
+    largest error it picks among for a maximum or minimum."""
+    op = AS_MAXIMUM.get(node.op, node.op)
+    return _run(_plain(node, op), [e.astype(np.float32) if _is_float(x) else x for x, e in zip(xs, es)])
+
+
+def _unary_bound(node, x, e):
+    """max |f(x +- E) - f(x)| of a one-input function: first order, |f'(x)| E."""
+    f = lambda v: _run(node, [v.astype(np.float32)])[0]
+    y = f(x)
+    return np.maximum(np.abs(f(x + e) - y), np.abs(f(x - e) - y))
+
+
+def _special_bound(node, xs, es):
+    """DIV, SQUARED_DIFFERENCE, PRELU and SOFTMAX (module docstring), or None for another op."""
+    if node.op == "DIV":
+        a, b = xs
+        return (es[0] + np.abs(a / b) * es[1]) / np.abs(b)
+    if node.op == "SQUARED_DIFFERENCE":
+        return 2 * np.abs(xs[0] - xs[1]) * (es[0] + es[1])
+    if node.op == "PRELU":
+        x, alpha = xs
+        return np.where(x >= 0, es[0], np.abs(alpha) * es[0] + np.abs(x) * es[1])
+    if node.op == "SOFTMAX":
+        y = _run(node, [xs[0].astype(np.float32)])[0]
+        beta = abs(float(node.options.get("beta", 1.0)))
+        return beta * y * (es[0] + np.sum(y * es[0], axis=-1, keepdims=True))
+    return None
+
+
+def node_bounds(node, xs, es, half_math=False):
+    """Per output of `node`, the bound on its half-storage error (float64 array of its shape).
+    xs: its inputs' float32 values (None where omitted), es: per input the bound on its error
+    (zeros for an integer one). NaN where the op has no rule, and for an integer output (an
+    ARG_MAX of floats may pick another index: what reads it is not bounded here)."""
+    if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
+        return [np.full(t.shape, np.nan) for t in node.outputs]
+    if node.op in SUMS:
+        bounds = _sum_bound(node, xs, es, half_math)
+    elif node.op in MOVES or node.op in AS_MAXIMUM:
+        return _moved_bound(node, xs, es)  # half values moved or picked: no rounding of their own
+    elif node.op in UNARY:
+        bounds = [_unary_bound(node, xs[0].astype(np.float64), es[0])]
+        if node.op in EXACT_UNARY:
+            return bounds
+    else:
+        special = _special_bound(node, [None if x is None else np.asarray(x, np.float64) for x in xs], es)
+        if special is None:
+            return [np.full(t.shape, np.nan) for t in node.outputs]
+        bounds = [special]
+    values = _run(node, xs)
+    rounds = 2 if half_math and node.op not in HIGHP else 1  # its arithmetic, then its storage
+    return [b + rounds * rounding(v) for b, v in zip(bounds, values)]
+
+
+def graph_bounds(graph, value, half_math=False):
+    """{tensor index: error bound array} of every float tensor of `graph` (its nodes in order),
+    value(tensor) giving a tensor's float32 value in the run (a constant's data, else the
+    interpreter's)."""
+    bounds = {}
+    for t in graph.inputs:
+        bounds[t.index] = stored_error(value(t)) if _is_float(value(t)) else np.zeros(t.shape)
+
+    def error_of(t):
+        if t is None:
+            return None
+        if t.index not in bounds:  # a constant: rounded once when packed
+            bounds[t.index] = stored_error(value(t)) if _is_float(value(t)) else np.zeros(np.shape(value(t)))
+        return bounds[t.index]
+
+    for node in graph.nodes:
+        xs = [None if t is None else value(t) for t in node.inputs]
+        es = [error_of(t) for t in node.inputs]
+        for t, bound in zip(node.outputs, node_bounds(node, xs, es, half_math)):
+            bounds[t.index] = bound
+    return bounds
+
+
+def output_bounds(data, steps, precision):
+    """Per invoke of `steps` (tools/fuzz_graphs.case_inputs; float models: no reset or resize) and
+    model output, in one flat list as run_steps returns outputs: the largest half-storage error
+    bound of that output's elements (0 where some op on its way has no rule or it is an
+    integer). None at a precision without half storage, or where `steps` holds more than
+    invokes (a reset of resource variables)."""
+    if precision not in HALF_PRECISIONS or not all(isinstance(inputs, list) for inputs in steps):
+        return None
+    interpreter = Interpreter(model_content=data, cpu_backend="reference", experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    graph = interpreter._main.graph
+    out = []
+    for inputs in steps:
+        for detail, x in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        value = lambda t: t.data if t.is_const else interpreter.get_tensor(t.index)
+        bounds = graph_bounds(graph, value, half_math=precision == "fp16")
+        for t in graph.outputs:
+            bound = float(np.max(bounds[t.index], initial=0.0)) if t.index in bounds else 0.0
+            out.append(0.0 if np.isnan(bound) else bound)
+    return out
