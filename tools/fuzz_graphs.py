@@ -85,6 +85,7 @@ Exit status: 0 without findings, 1 with findings, 2 on bad usage.
 """
 import argparse
 import collections
+import contextlib
 import copy
 import json
 import logging
@@ -1142,9 +1143,20 @@ def generate(seed, case, min_nodes=3, max_nodes=25, families=tuple(FAMILIES)):
 
 
 # -- running the paths ---------------------------------------------------------------------------
+@contextlib.contextmanager
 def _quiet():
-    logging.getLogger("gles_delegate").setLevel(logging.ERROR)
-    warnings.simplefilter("ignore")
+    """The package's log below ERROR and warnings off while the cases run (each would repeat
+    them), as they were after: fuzz() is also called inside other programs (the tests, where a
+    level left at ERROR hid a later test's expected warning)."""
+    logger = logging.getLogger("gles_delegate")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 @dataclass(frozen=True)
@@ -1746,7 +1758,13 @@ def _first_bad_tensor(spec, index, ours, theirs, precision):
 def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25, precision="fp32",
          out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES)):
     """Run the cases; returns the summary dict (what --json writes)."""
-    _quiet()
+    with _quiet():
+        return _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings,
+                     only_case, log, families)
+
+
+def _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings, only_case,
+          log, families):
     if cases is None and minutes is None and only_case is None:
         cases = 100
     start = time.time()

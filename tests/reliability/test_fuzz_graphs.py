@@ -259,3 +259,13 @@ def test_a_crash_of_litert_skips_the_case_and_the_run_goes_on(monkeypatch):
     monkeypatch.setattr(fg, "litert_default", lambda *args, **kwargs: os.abort())
     outcome = fg.run_case(fg.generate(5, 0, families=("float",)), 5, 0, "abcd")
     assert (outcome.status, outcome.why) == ("litert_refused", "LiteRT crashed running the model (SIGABRT)")
+
+
+def test_a_run_leaves_the_package_log_as_it_was():
+    """fuzz() quiets the package's log while it runs and restores it: a level left at ERROR hid
+    the warnings later tests in the same process expect (seen with 14 test workers on the H100)."""
+    import logging
+    logger = logging.getLogger("gles_delegate")
+    before = logger.level
+    fg.fuzz(5, cases=1, paths="a", log=quiet, families=("float",))
+    assert logger.level == before
