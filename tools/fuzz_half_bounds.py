@@ -16,8 +16,9 @@ by at most (first order: products of two errors are dropped)
   max |act(y +- E) - act(y)| of the sum y (0 where RELU clamps the whole interval);
 - a node that moves or picks values (the layout ops, MAX_POOL_2D, REDUCE_MAX, MAXIMUM, MINIMUM):
   the same node on the errors (a maximum moves by at most its operands' largest error);
-- a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|;
-- DIV: (E_a + |a / b| E_b) / |b|; SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
+- a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|, inf where f is not
+  finite there (RSQRT of a variance no larger than its own error: nothing bounds the output);
+- DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
   x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis,
 plus the rounding of its stored result (none for a node that moves or picks half values: they
 stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: gpu/shader.py
@@ -36,6 +37,7 @@ from gles_delegate.ops.common import ACT_NONE, apply_activation, fused_activatio
 U = 2.0 ** -11                                  # half's unit roundoff
 TINY = float(np.finfo(np.float16).tiny)         # half's smallest normal, 2^-14
 HALF_MAX = float(np.finfo(np.float16).max)      # 65504
+F32_MAX = float(np.finfo(np.float32).max)
 HALF_PRECISIONS = ("fp16", "fp16_fp32acc")
 
 SUMS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "ADD", "SUB", "MUL", "MEAN", "SUM",
@@ -91,7 +93,8 @@ def _sum_bound(node, xs, es, half_math):
     magnitude = [np.abs(x).astype(np.float32) if _is_float(x) else x for x in xs]
     moved = [(np.abs(x) + e).astype(np.float32) if _is_float(x) else x for x, e in zip(xs, es)]
     base = _run(plain, magnitude)
-    bound = [m - b for m, b in zip(_run(plain, moved), base)]
+    # a kernel clamps an infinite sum to the largest float (clamp_to_activation): still no bound
+    bound = [np.where(m >= F32_MAX, np.inf, m - b) for m, b in zip(_run(plain, moved), base)]
     if half_math and node.op not in HIGHP:
         ones = [np.ones_like(x, np.float32) if _is_float(x) else x for x in xs]
         terms = AVERAGED_TERMS[node.op](node) if node.op in AVERAGED_TERMS else _run(plain, ones)[0]
@@ -122,14 +125,24 @@ def _unary_bound(node, x, e):
     """max |f(x +- E) - f(x)| of a one-input function: first order, |f'(x)| E."""
     f = lambda v: _run(node, [v.astype(np.float32)])[0]
     y = f(x)
-    return np.maximum(np.abs(f(x + e) - y), np.abs(f(x - e) - y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        moved = np.maximum(np.abs(f(x + e) - y), np.abs(f(x - e) - y))
+    return _unbounded(moved, y)
+
+
+def _unbounded(moved, y):
+    """moved, inf where y is finite but moved is not: the error interval reaches where the
+    function is not (RSQRT of a variance no larger than its error, a division by a divisor that
+    may be 0). No bound there, as LiteRT's own output past 1e6 is none (fuzz_graphs.degenerate)."""
+    return np.where(np.isfinite(y) & ~np.isfinite(moved), np.inf, moved)
 
 
 def _special_bound(node, xs, es):
     """DIV, SQUARED_DIFFERENCE, PRELU and SOFTMAX (module docstring), or None for another op."""
     if node.op == "DIV":
         a, b = xs
-        return (es[0] + np.abs(a / b) * es[1]) / np.abs(b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(es[1] >= np.abs(b), np.inf, (es[0] + np.abs(a / b) * es[1]) / np.abs(b))
     if node.op == "SQUARED_DIFFERENCE":
         return 2 * np.abs(xs[0] - xs[1]) * (es[0] + es[1])
     if node.op == "PRELU":
@@ -194,7 +207,7 @@ def output_bounds(data, steps, precision):
     """Per invoke of `steps` (tools/fuzz_graphs.case_inputs; float models: no reset or resize) and
     model output, in one flat list as run_steps returns outputs: the largest half-storage error
     bound of that output's elements (0 where some op on its way has no rule or it is an
-    integer). None at a precision without half storage, or where `steps` holds more than
+    integer; inf where half storage may take a function past its domain: any finite value). None at a precision without half storage, or where `steps` holds more than
     invokes (a reset of resource variables)."""
     if precision not in HALF_PRECISIONS or not all(isinstance(inputs, list) for inputs in steps):
         return None

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from gles_delegate import Interpreter, ops
+from gles_delegate.graph import Node, Tensor
 from gles_delegate.tools import fuzz_graphs as fg
 from gles_delegate.tools import fuzz_half_bounds as hb
 
@@ -91,3 +92,15 @@ def test_a_wrong_value_is_still_a_finding_at_half_precision(monkeypatch, tmp_pat
                       out_dir=tmp_path, log=lambda line: None, families=("float",))
     finding, = summary["findings"]
     assert finding["kind"] == "tolerance" and finding["output"] == 2 and finding["max_abs"] > finding["tolerance"]
+
+
+def test_a_function_taken_past_its_domain_has_no_bound():
+    """RSQRT of a variance of 3e-6 whose error bound is 4e-6 (x - mean(x) of values 3e-3 apart,
+    each stored to 2.4e-4: seed 33 case 53 at fp16, 9% off): the output may be any value (inf);
+    of a variance of 1 known to 1e-3: rsqrt(0.999) - 1 = 5.0e-4, plus its own rounding (float32
+    math: 2e-4 of that difference)."""
+    x = Tensor(0, "x", (2,), np.dtype(np.float32))
+    node = Node(0, "RSQRT", [x], [Tensor(1, "y", (2,), np.dtype(np.float32))])
+    bound, = hb.node_bounds(node, [np.float32([3e-6, 1.0])], [np.array([4e-6, 1e-3])])
+    assert bound[0] == np.inf
+    assert bound[1] == pytest.approx(1 / np.sqrt(0.999) - 1 + hb.U, rel=1e-3)
