@@ -63,7 +63,8 @@ computed from through float tensors holds in LiteRT's run (an output that cancel
 noise, x - mean(x) over equal values, cannot be held closer; see floors), plus at fp16 and
 fp16_fp32acc a bound on what half storage moves it (tools/fuzz_half_bounds.py: each input,
 weight and stored result rounded to half, propagated node by node; a sum that cancels keeps its
-terms' rounding); NaN or infinity where LiteRT has a finite
+terms' rounding; an output it cannot bound, where a value it depends on exceeds half's range or
+an RSQRT's input may be 0, is not judged); NaN or infinity where LiteRT has a finite
 value; a shape or dtype that differs; or an exception other than a clean refusal (a ModelError,
 or a ValueError / TypeError that a raise statement raised: Python's own TypeError from unpacking
 None is a finding; on the GPU paths c and d, only where path b fails too: a delegate that cannot
@@ -1410,7 +1411,8 @@ def quanta(spec):
 def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
     """The worst problem of one path's outputs against LiteRT's: None, or a dict {kind, output,
     max_abs, max_rel, tolerance, ...}; kind 'shape', 'dtype', 'nan' or 'tolerance'. spread:
-    per output, LiteRT's own spread (spreads); floor: per output, floors() (None: none);
+    per output, LiteRT's own spread (spreads); floor: per output, floors() (None: none; inf:
+    an output half storage does not bound, with_half_storage, is not judged but for its shape);
     quantum: per output, quanta() (None: none); per_invoke: outputs of one invoke, where the list
     holds several invokes' (messages then name the invoke). Integer outputs are held exactly (one
     step where quantized), complex ones as their float pairs."""
@@ -1425,6 +1427,8 @@ def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
                     "message": f"{name}: shape {list(g.shape)}, LiteRT {list(w.shape)}"}
         if g.dtype != w.dtype:
             return {"kind": "dtype", "output": k, "message": f"{name}: dtype {g.dtype}, LiteRT {w.dtype}"}
+        if floor and floor[k] == math.inf:  # half storage may make it any value: a value past 65504, 1 / ~0
+            continue
         if (~np.isfinite(g) & np.isfinite(w)).any():
             bad = int(np.sum(~np.isfinite(g) & np.isfinite(w)))
             return {"kind": "nan", "output": k, "max_abs": math.inf, "max_rel": math.inf,

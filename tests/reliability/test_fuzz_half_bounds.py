@@ -104,3 +104,18 @@ def test_a_function_taken_past_its_domain_has_no_bound():
     bound, = hb.node_bounds(node, [np.float32([3e-6, 1.0])], [np.array([4e-6, 1e-3])])
     assert bound[0] == np.inf
     assert bound[1] == pytest.approx(1 / np.sqrt(0.999) - 1 + hb.U, rel=1e-3)
+
+
+def test_an_output_past_half_s_range_is_not_judged_at_half_precision(tmp_path):
+    """Seed 33 case 575 at fp16: EXP of 13.7 (9e5) is inf in half storage, a SOFTMAX of it NaN;
+    no half-storage run can hold it (precision 'auto' stores such a tensor in float), so the
+    output has no bound and is not judged; at fp32 the same case agrees with LiteRT. A NaN where
+    the bound is finite stays a finding."""
+    summaries = {precision: fg.fuzz(33, paths="ac", only_case=575, precision=precision, minimize_findings=False,
+                                    out_dir=tmp_path, log=lambda line: None, families=("float",))
+                 for precision in ("fp16", "fp32")}
+    assert [s["findings"] for s in summaries.values()] == [[], []]
+    nan = [np.full((1, 2), np.nan, np.float32)]
+    want = [np.ones((1, 2), np.float32)]
+    assert fg.judge(nan, want, [0.0], 1e-2, [np.inf]) is None
+    assert fg.judge(nan, want, [0.0], 1e-2, [1e-3])["kind"] == "nan"
