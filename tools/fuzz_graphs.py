@@ -1709,11 +1709,14 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
     """The first node (in order) of `spec` whose output our `path` (b or c) computes over
     tolerance of LiteRT's builtin (reference) kernels, every tensor kept: '#k OP: ...', or None.
     A hint only: it reads the GPU's intermediates as experimental_preserve_all_tensors captures
-    them, which may differ from what the later dispatches read."""
+    them, which may differ from what the later dispatches read. At a half precision each
+    intermediate is also allowed its half-storage bound (fuzz_half_bounds.tensor_bounds), so
+    the node named is not merely the first whose result cancels."""
     if path not in "bc":
         return None
     data, index = spec.build()
     steps = case_inputs(spec, seed, case, _input_details(data))
+    half = fuzz_half_bounds.tensor_bounds(data, steps, precision) if path == "c" else None
     module = common.litert()
     try:
         for resolver in ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):  # the second where the first lacks an op
@@ -1734,7 +1737,7 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
                 run_steps(ours, [inputs])
                 if not isinstance(inputs, list):  # a reset or a resize: nothing computed yet
                     continue
-                bad = _first_bad_tensor(spec, index, ours, theirs, precision)
+                bad = _first_bad_tensor(spec, index, ours, theirs, precision, half[invoke] if half else None)
                 if bad is not None:
                     return f"invoke {invoke}: {bad}" if len(steps) > 1 else bad
     except Exception as exc:  # a debugging aid only: say why it could not look
@@ -1742,8 +1745,9 @@ def first_bad_node(spec, seed, case, path, precision="fp32"):
     return None
 
 
-def _first_bad_tensor(spec, index, ours, theirs, precision):
-    """'#k OP: ...' of the first node whose output `ours` holds over tolerance of `theirs`, or None."""
+def _first_bad_tensor(spec, index, ours, theirs, precision, half=None):
+    """'#k OP: ...' of the first node whose output `ours` holds over tolerance of `theirs`, or None.
+    half: {model tensor index: its half-storage bound} (fuzz_half_bounds.tensor_bounds), or None."""
     for k, node in enumerate(spec.nodes):
         for t in node.outputs:
             if spec.tensors[t].type_name:  # a resource handle: no value to compare
@@ -1752,7 +1756,9 @@ def _first_bad_tensor(spec, index, ours, theirs, precision):
                 a, b = ours.get_tensor(index[t]), theirs.get_tensor(index[t])
             except (ValueError, RuntimeError):
                 continue
-            problem = judge([a], [b], [0.0], TOLERANCES[precision], quantum=[float(spec.tensors[t].quant is not None)])
+            bound = half.get(index[t], math.nan) if half else math.nan  # NaN: no half bound
+            problem = judge([a], [b], [0.0], TOLERANCES[precision], None if math.isnan(bound) else [bound],
+                            quantum=[float(spec.tensors[t].quant is not None)])
             if problem is not None:
                 return f"#{k} {node.op}: {problem['message'].replace('output 0 ', '')}"
     return None

@@ -203,25 +203,40 @@ def graph_bounds(graph, value, half_math=False):
     return bounds
 
 
+def tensor_bounds(data, steps, precision):
+    """Per invoke of `steps` (tools/fuzz_graphs.case_inputs; float models: no reset or resize),
+    {model tensor index: the largest half-storage error bound of its elements} of every tensor
+    (NaN where some op on its way has no rule or it is an integer; inf where half storage may
+    take a function past its domain: any finite value). None at a precision without half
+    storage, or where `steps` holds more than invokes (a reset of resource variables)."""
+    runs = _bounded_runs(data, steps, precision)
+    return None if runs is None else runs[1]
+
+
 def output_bounds(data, steps, precision):
-    """Per invoke of `steps` (tools/fuzz_graphs.case_inputs; float models: no reset or resize) and
-    model output, in one flat list as run_steps returns outputs: the largest half-storage error
-    bound of that output's elements (0 where some op on its way has no rule or it is an
-    integer; inf where half storage may take a function past its domain: any finite value). None at a precision without half storage, or where `steps` holds more than
-    invokes (a reset of resource variables)."""
+    """tensor_bounds of the model's outputs, per invoke, in one flat list as
+    tools/fuzz_graphs.run_steps returns outputs (0 for NaN: no bound widens the float one)."""
+    runs = _bounded_runs(data, steps, precision)
+    if runs is None:
+        return None
+    outputs, per_invoke = runs
+    bounds = [b.get(t, 0.0) for b in per_invoke for t in outputs]
+    return [0.0 if np.isnan(b) else b for b in bounds]
+
+
+def _bounded_runs(data, steps, precision):
+    """(the model's output tensor indices, tensor_bounds), or None (tensor_bounds says when)."""
     if precision not in HALF_PRECISIONS or not all(isinstance(inputs, list) for inputs in steps):
         return None
     interpreter = Interpreter(model_content=data, cpu_backend="reference", experimental_preserve_all_tensors=True)
     interpreter.allocate_tensors()
     graph = interpreter._main.graph
-    out = []
+    per_invoke = []
     for inputs in steps:
         for detail, x in zip(interpreter.get_input_details(), inputs):
             interpreter.set_tensor(detail["index"], x)
         interpreter.invoke()
         value = lambda t: t.data if t.is_const else interpreter.get_tensor(t.index)
         bounds = graph_bounds(graph, value, half_math=precision == "fp16")
-        for t in graph.outputs:
-            bound = float(np.max(bounds[t.index], initial=0.0)) if t.index in bounds else 0.0
-            out.append(0.0 if np.isnan(bound) else bound)
-    return out
+        per_invoke.append({k: float(np.max(b, initial=0.0)) for k, b in bounds.items()})
+    return [t.index for t in graph.outputs], per_invoke

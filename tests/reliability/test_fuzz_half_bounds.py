@@ -119,3 +119,10 @@ def test_an_output_past_half_s_range_is_not_judged_at_half_precision(tmp_path):
     want = [np.ones((1, 2), np.float32)]
     assert fg.judge(nan, want, [0.0], 1e-2, [np.inf]) is None
     assert fg.judge(nan, want, [0.0], 1e-2, [1e-3])["kind"] == "nan"
+
+
+def test_the_first_bad_node_hint_allows_each_intermediate_its_half_bound():
+    """Case 73 at fp16_fp32acc: by rtol alone the hint named its cancelling DEPTHWISE_CONV_2D
+    (2% of its result); every intermediate is within its half bound, so it names none."""
+    seed, case = CANCELLING[0]
+    assert fg.first_bad_node(fg.generate(seed, case, families=("float",)), seed, case, "c", "fp16_fp32acc") is None
