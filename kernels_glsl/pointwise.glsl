@@ -53,7 +53,10 @@ vec4 pw_input(int j, ivec4 p) {
 }
 
 // Every define is a compile-time constant: each slot folds to its one op on its two values.
-#define PW_ARG(KIND, I, STORED, value) (KIND == PW_REG ? (STORED == 1 ? ep_stored(r[I]) : r[I]) : KIND == PW_INPUT ? pw_input(I, p) : vec4(value))
+// I is an input's index where KIND is PW_INPUT: the register branch, compiled though never
+// taken, reads r[0] then (a constant index past the registers does not compile).
+#define PW_REG_AT(KIND, I) r[KIND == PW_REG ? I : 0]
+#define PW_ARG(KIND, I, STORED, value) (KIND == PW_REG ? (STORED == 1 ? ep_stored(PW_REG_AT(KIND, I)) : PW_REG_AT(KIND, I)) : KIND == PW_INPUT ? pw_input(I, p) : vec4(value))
 #define PW_SLOT(OP, SWAP, A_KIND, A, A_STORED, B_KIND, B, B_STORED, value) ep_step(OP, SWAP == 1, PW_ARG(A_KIND, A, A_STORED, 0.0), PW_ARG(B_KIND, B, B_STORED, value))
 
 void main() {

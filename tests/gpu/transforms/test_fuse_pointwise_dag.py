@@ -328,3 +328,24 @@ def test_every_kind_of_operand(precision):
     values = [random((1, 3, 5, 12), 9), random((1, 1, 1, 12), 10, 2.0)]
     summary, _ = check_gpu(model, values, precision)
     assert summary["dispatches"] == 3  # convert_in x 2, the group storing the output
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_more_inputs_than_slots(precision):
+    """a = h + c, read by a * w (an output) and a - v (a MEAN's input) over four runtime inputs:
+    three slots, and
+    slot 2 reads input 3. The
+    template's register branch of an input's argument read r[3] then, a constant index past the
+    registers, and the group failed to compile (its node ran on the CPU; gles-fuzz-graphs
+    --families float, seed 33 case 53)."""
+    c = Cell()
+    w, v = (c.b.input(name, (1, 1, H)) for name in "wv")
+    c.shapes.update({w: (1, 1, H), v: (1, 1, H)})
+    total = c.op("ADD", c.x, c.c)
+    centered = c.op("SUB", total, v)
+    model = c.build(c.op("MUL", total, w), c.op("MEAN", centered, c.const([2], np.int32), shape=(1, 1), keep_dims=False))
+    graph, _ = rewrite_through(model, RULE)
+    [group] = dags(graph)
+    assert len(group.inputs) == 4 and len(group.options[pointwise.PROGRAM].slots) == 3
+    values = [random((1, 1, H), seed) for seed in range(4)]
+    check_gpu(model, values, precision)  # no node on the CPU, the outputs the reference's
