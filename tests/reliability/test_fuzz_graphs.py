@@ -269,3 +269,20 @@ def test_a_run_leaves_the_package_log_as_it_was():
     before = logger.level
     fg.fuzz(5, cases=1, paths="a", log=quiet, families=("float",))
     assert logger.level == before
+
+
+def test_a_kernel_that_fails_to_compile_is_a_finding(monkeypatch, tmp_path):
+    """A GPU kernel that does not compile leaves its node to the CPU with right outputs: the
+    fuzzer reports it on both GPU paths (a POINTWISE_DAG group that indexed past its registers
+    hid that way: seed 33 case 53)."""
+    from gles_delegate.gpu import shader
+    original = shader.template
+
+    def template(name):  # every op kernel broken; the partition's input / output copies not
+        text = original(name)
+        return text if name.startswith("convert") else text + "\nvoid gles_test_broken() { undeclared_in_test = 1; }\n"
+    monkeypatch.setattr(shader, "template", template)
+    summary = fg.fuzz(5, paths="acd", only_case=0, out_dir=tmp_path, minimize_findings=False, log=quiet,
+                      families=("float",))
+    kinds = {f["path"]: (f["kind"], f.get("exception")) for f in summary["findings"]}
+    assert kinds == {p: ("exception", "KernelCompileFailure") for p in "cd"}, summary["findings"]
