@@ -94,7 +94,11 @@ class _Pools(fg.Generator):
         tries = 0
         while len(self.spec.nodes) < self.target and tries < 400:
             tries += 1
-            self.choice(names, weights)(self)
+            self.run_builder(self.choice(names, weights))
+
+    def run_builder(self, builder):
+        """Add what one builder draws (a family whose builders may decline catches that here)."""
+        builder(self)
 
 
 # -- int32 ---------------------------------------------------------------------------------------

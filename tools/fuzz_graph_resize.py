@@ -182,15 +182,11 @@ class ResizeGenerator(_Pools):
         self.spec.dims[t] = tuple(dims)
         return t
 
-    def run_builders(self, builders):
-        names, weights = zip(*builders)
-        tries = 0
-        while len(self.spec.nodes) < self.target and tries < 400:
-            tries += 1
-            try:
-                self.choice(names, weights)(self)
-            except Decline:
-                pass
+    def run_builder(self, builder):
+        try:
+            builder(self)
+        except Decline:  # the builder found nothing valid at every size: another one is drawn
+            pass
 
     # the generator's helpers, over dims
     def dims_of(self, t):
