@@ -8,7 +8,7 @@ from ...graph import Node, option_operands
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue
-from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, READ_THROUGH, VIEW_OUTPUTS, stored_source
+from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
 from ..kernels.variables import IN_PLACE
 
 
@@ -108,10 +108,8 @@ def bypass(graph, node, source, out):
         return None
     producer = producer_of(graph, source)
     # Any reader but `node` would lose it to the renaming: a node reading it as an input, or
-    # through a removed layout op's map (rule read_through_layout: not among its readers).
-    if producer is None or is_boundary(graph, source) or any(r is not node for r in readers_of(graph, source)) \
-            or any(n is not node and any(s is source for _, s, _ in n.options.get(READ_THROUGH, ()))
-                   for n in graph.nodes):
+    # through a removed layout op's map (graph.fused_reads counts those among its readers).
+    if producer is None or is_boundary(graph, source) or any(r is not node for r in readers_of(graph, source)):
         return "its output leaves the partition and its input cannot be renamed"
     graph.remove_node(node)
     graph.set_outputs(producer, [out if t is source else t for t in producer.outputs])
