@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ...graph import Graph
 from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
-               dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, fold_mul_add, fuse_activation, fuse_add_into_reduce,
+               dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, elementwise_before_concat, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
                global_pool_to_mean, lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
                remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
@@ -47,6 +47,7 @@ RULES = (
     ("unflatten_dense", unflatten_dense.apply),
     ("merge_padding", merge_padding.apply),
     ("mixed_depthwise", mixed_depthwise.apply),
+    ("elementwise_before_concat", elementwise_before_concat.apply),
     ("conv_to_fully_connected", conv_to_fully_connected.apply),
     ("global_pool_to_mean", global_pool_to_mean.apply),
     ("fold_mul_add", fold_mul_add.apply),
