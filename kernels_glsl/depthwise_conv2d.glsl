@@ -22,11 +22,17 @@
 // tap outside its window (a select on the input: its zero weight times an infinite input would
 // be NaN where the group's own kernel never read that pixel), and a patch pixel that no lane of
 // the slice uses is not loaded (a branch on values the invocations of a slice share), so a slice
-// of 3x3 channels costs what a 3x3 kernel does. The sum of each output keeps its kernel's order,
-// the skipped taps adding exact zeros.
+// of 3x3 channels costs what a 3x3 kernel does (SKIP_TAPS: on a grid too small to fill the GPU
+// the branches cost more than the loads, which without them can all be in flight at once). The
+// sum of each output keeps its kernel's order, the skipped taps adding exact zeros.
+//
+// PRELOAD_WEIGHTS: the KH x KW weights of the slice go to registers first, where a tile of
+// several pixels reuses them; else (a large kernel, whose array would spill) each tap loads its
+// weight where it uses it.
 //
 // Defines: KH, KW kernel size; TILE_W, TILE_H; MULTIPLIER_ONE (M == 1); PADDED (some tap reads
-//   outside the input: clamped and replaced by zero); TILE_SUMS; TAP_WINDOWS; EP_* the epilogue
+//   outside the input: clamped and replaced by zero); TILE_SUMS; TAP_WINDOWS; SKIP_TAPS;
+//   PRELOAD_WEIGHTS; EP_* the epilogue
 //   (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); weights_offset,
 //   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier;
@@ -60,8 +66,13 @@ vec4 convolve_tile(ivec3 gid) {
   ivec2 origin = tile * stride - pad;           // input coordinate of patch pixel (0, 0)
   int in_batch = in_offset + batch * in_size.z * in_size.x * in_size.y;
 
+#if PRELOAD_WEIGHTS
   vec4 w[KH * KW];
   for (int k = 0; k < KH * KW; ++k) w[k] = weight(weights_offset + slice * KH * KW + k);
+#define W(k) w[k]
+#else
+#define W(k) weight(weights_offset + slice * KH * KW + (k))
+#endif
   vec4 acc[TILE_W * TILE_H];
   for (int t = 0; t < TILE_W * TILE_H; ++t) acc[t] = vec4(0.0);
 #if TAP_WINDOWS
@@ -75,21 +86,23 @@ vec4 convolve_tile(ivec3 gid) {
   for (int kx = 0; kx < KW; ++kx) {
     column_on[kx] = uvec4(greaterThanEqual(vec4(kx), left)) & uvec4(lessThan(vec4(kx), right));
   }
+#if SKIP_TAPS
   // The patch pixels some lane reads: rows [used.x, used.y), columns [used.z, used.w).
   ivec4 used = ivec4(min(min(top.x, top.y), min(top.z, top.w)), max(max(bottom.x, bottom.y), max(bottom.z, bottom.w)),
                      min(min(left.x, left.y), min(left.z, left.w)), max(max(right.x, right.y), max(right.z, right.w)));
   used.yw += ivec2(TILE_H, TILE_W) - 1;
+#endif
 #define TAP(v, ky, kx) mix(vec4(0.0), v, bvec4(row_on[ky] & column_on[kx]))
 #else
 #define TAP(v, ky, kx) v
 #endif
 
   for (int iy = 0; iy < PATCH_H; ++iy) {
-#if TAP_WINDOWS
+#if TAP_WINDOWS && SKIP_TAPS
     if (iy < used.x || iy >= used.y) continue;
 #endif
     for (int ix = 0; ix < PATCH_W; ++ix) {
-#if TAP_WINDOWS
+#if TAP_WINDOWS && SKIP_TAPS
       if (ix < used.z || ix >= used.w) continue;
 #endif
       ivec2 c = origin + ivec2(ix, iy) * dilation;
@@ -107,7 +120,7 @@ vec4 convolve_tile(ivec3 gid) {
         for (int tx = 0; tx < TILE_W; ++tx) {
           int kx = ix - tx;
           if (kx < 0 || kx >= KW) continue;
-          acc[ty * TILE_W + tx] += TAP(v, ky, kx) * w[ky * KW + kx];
+          acc[ty * TILE_W + tx] += TAP(v, ky, kx) * W(ky * KW + kx);
         }
       }
     }

@@ -23,6 +23,8 @@ CASES = [  # kernel (h, w), strides, dilations, padding, in channels, multiplier
     ((3, 3), (1, 2), (1, 1), VALID, 4, 1, (6, 9), 1),     # tiles along y only
     ((3, 3), (2, 2), (1, 1), SAME, 1, 1, (1, 1), 3),      # 1x1 spatial, one channel, batch 3
     ((5, 5), (2, 2), (1, 1), SAME, 16, 1, (11, 10), 1),
+    ((7, 7), (1, 1), (1, 1), SAME, 6, 1, (9, 8), 1),      # 49 taps: weights loaded per tap (PRELOAD_TAPS_MAX)
+    ((9, 9), (2, 2), (1, 1), SAME, 4, 2, (10, 11), 1),    # 81 taps, multiplier 2
 ]
 
 

@@ -29,6 +29,12 @@ TAP_WINDOWS = "tap_windows"
 # Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
 # because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
 TILE_BLOCK = (8, 8)
+# Weights go to registers first (PRELOAD_WEIGHTS) only for kernels of at most this many taps: a
+# 9x9 array of vec4s spills, and a large kernel's tile is mostly one pixel, which reuses none.
+PRELOAD_TAPS_MAX = 25
+# TAP_WINDOWS: skip the patch pixels no lane of a slice uses (SKIP_TAPS) only on grids of at
+# least this many invocations; below, the GPU is latency-bound and branch-free loads overlap.
+SKIP_TAPS_MIN_INVOCATIONS = MIN_INVOCATIONS
 
 
 def pack_weights(filter_1hwc):
@@ -99,8 +105,11 @@ def build(node, env):
     multiplier = out4.c // in4.c
     sums = node.outputs[1] if node.options.get(TILE_SUMS) else None
     windows = node.options.get(TAP_WINDOWS)
+    invocations = tiles_w * tiles_h * out4.b * out4.slices
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
                "PADDED": int(padded), "TILE_SUMS": int(sums is not None), "TAP_WINDOWS": int(windows is not None),
+               "SKIP_TAPS": int(invocations >= SKIP_TAPS_MIN_INVOCATIONS),
+               "PRELOAD_WEIGHTS": int(kh * kw <= PRELOAD_TAPS_MAX),
                **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,

@@ -7,6 +7,7 @@ import pytest
 
 from gles_delegate import GpuDelegate
 from gles_delegate.gpu import kernels
+from gles_delegate.gpu.kernels import depthwise
 from gles_delegate.gpu.kernels.depthwise import TAP_WINDOWS
 from tests.gpu.gpulib import PRECISIONS
 from tests.gpu.transforms.rulelib import (Chain, check_gpu, check_skipped, dispatches_without, random, rewrite_through, rule_off, statuses)
@@ -132,11 +133,23 @@ def test_even_kernels_and_dilation(precision):
     assert (summary["dispatches"], dispatches_without(RULE, model, values)) == (3, 5)  # 2 convolutions, convert_out
 
 
+# (depthwise.SKIP_TAPS_MIN_INVOCATIONS, PRELOAD_TAPS_MAX): the kernel's variants, whichever the
+# grids of these small tests would pick: patch pixels no lane uses skipped or loaded, weights in
+# registers first or loaded per tap.
+KERNEL_VARIANTS = [(0, 0), (0, 81), (2**31, 0), (2**31, 81)]
+
+
+@pytest.fixture(params=KERNEL_VARIANTS, ids=lambda v: f"skip{int(v[0] == 0)}-preload{int(v[1] > 0)}")
+def kernel_variant(request, monkeypatch):
+    monkeypatch.setattr(depthwise, "SKIP_TAPS_MIN_INVOCATIONS", request.param[0])
+    monkeypatch.setattr(depthwise, "PRELOAD_TAPS_MAX", request.param[1])
+
+
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_an_infinite_input_reaches_only_the_taps_of_each_group(precision):
+def test_an_infinite_input_reaches_only_the_taps_of_each_group(precision, kernel_variant):
     """An Inf in the input: a 3x3 group's outputs two pixels from it stay finite, as the group's
     own convolution left them, though the fused 7x7 filter spans it (zero weight times Inf would
-    be NaN there)."""
+    be NaN there), in every variant of the kernel."""
     shape = (1, 9, 9, 12)
     c = Chain(shape)
     model = c.build(mixed_block(c, c.x, (6, 6), (3, 7)))
@@ -149,9 +162,10 @@ def test_an_infinite_input_reaches_only_the_taps_of_each_group(precision):
     assert summary["dispatches"] == 2
 
 
-def test_only_copies_go_bit_identical():
+def test_only_copies_go_bit_identical(kernel_variant):
     """Without a batch norm to fold, the fused convolution sums each output's taps in its group's
-    order (the skipped taps add exact zeros): at fp32 the output is the groups' bit for bit."""
+    order (the skipped taps add exact zeros): at fp32 the output is the groups' bit for bit, in
+    every variant of the kernel."""
     shape = (1, 8, 8, 16)
     c = Chain(shape)
     model = c.build(c.op("ABS", mixed_block(c, c.op("EXP", c.x), (2, 6, 8), (5, 3, 5))))
