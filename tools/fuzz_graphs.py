@@ -36,7 +36,8 @@ too), RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR (align_corners, half_pixel_cente
 (adj_x / adj_y, constant, runtime and one tensor twice), and the patterns the rewrite rules fuse
 (gpu/transforms/): swish, squeeze-excite gates (MEAN or a global pool -> FC / 1x1 CONV ->
 LOGISTIC -> MUL, Keras' reshaped form too), batch norms around convolutions, PAD before a VALID
-window, residual ADDs, mixed-kernel depthwise blocks, Keras' flattened Dense, a softmax between
+window, residual ADDs, mixed-kernel depthwise blocks, split pointwise convolutions and what follows their
+concatenation, Keras' flattened Dense, a softmax between
 reshapes, attention (BATCH_MATMUL, SOFTMAX, heads split by RESHAPE / TRANSPOSE), layer and RMS
 normalizations, MediaPipe's pooled shortcut padded in channels, an ADD only a MEAN reads. Not
 generated: a fused activation on CONCATENATION (LiteRT's builtin kernel refuses it, XNNPACK
@@ -1004,6 +1005,29 @@ def mixed_depthwise(g):
     return True
 
 
+def split_pointwise(g):
+    """MixNet's grouped pointwise convolution as litert-torch writes it (1x1 CONV_2Ds of one
+    input, concatenated along the channels), then what follows it there: a batch norm, an
+    activation, a swish, a residual ADD of a tensor of the concatenation's shape."""
+    x = g.pick(_rank4)
+    if x is None:
+        return False
+    outs = [conv2d(g, x, g.channels(), 1, 1, SAME, NONE) for _ in range(int(g.rng.integers(2, 4)))]
+    if not all(outs):
+        return True
+    shape = g.shape_of(outs[0])[:3] + (sum(g.shape_of(o)[3] for o in outs),)
+    y = g.one("CONCATENATION", outs, shape, axis=g.choice((3, -1)), fused_activation_function=NONE)
+    if g.chance(0.7):
+        y = g.one("SUB", [y, g.uniform((shape[3],), -0.3, 0.3)], shape, fused_activation_function=NONE)
+        y = g.one("MUL", [y, g.uniform((shape[3],), 0.5, 1.5)], shape, fused_activation_function=g.activation(0.5))
+    if g.chance(0.5):
+        y = g.one("MUL", [y, unary(g, y, "LOGISTIC")], shape, fused_activation_function=NONE)
+    same = g.pick(lambda s: tuple(s) == shape) if g.chance(0.5) else None
+    if same is not None:
+        g.one("ADD", [y, same] if g.chance(0.5) else [same, y], shape, fused_activation_function=g.activation(0.3))
+    return True
+
+
 def keras_dense(g):
     x = g.pick(lambda s: len(s) >= 3)
     if x is None:
@@ -1125,7 +1149,7 @@ BUILDERS = (
     (conv2d, 6), (depthwise, 4), (fully_connected, 4), (binary_const, 5), (binary_runtime, 5), (unary, 5),
     (mean, 2), (softmax, 2), (concatenation, 4), (slice_op, 2), (strided_slice, 2), (split, 2), (reshape, 3),
     (transpose, 2), (pad, 2), (pool, 3), (batch_matmul, 2), (swish, 3), (squeeze_excite, 3), (conv_batch_norm, 2),
-    (pad_window, 2), (residual, 2), (mixed_depthwise, 1.5), (keras_dense, 1.5), (row_op_in_reshapes, 1),
+    (pad_window, 2), (residual, 2), (mixed_depthwise, 1.5), (split_pointwise, 1.5), (keras_dense, 1.5), (row_op_in_reshapes, 1),
     (attention, 1), (layer_norm, 1), (rms_norm, 1), (pooled_shortcut, 1), (add_into_mean, 1), (reduction, 1),
     (resize, 1.5), (squeeze_or_expand, 1.5), (gather, 1.5), (tile, 1),
 )

@@ -29,9 +29,10 @@ TAP_WINDOWS = "tap_windows"
 # Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
 # because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
 TILE_BLOCK = (8, 8)
-# Weights go to registers first (PRELOAD_WEIGHTS) only for kernels of at most this many taps: a
-# 9x9 array of vec4s spills, and a large kernel's tile is mostly one pixel, which reuses none.
-PRELOAD_TAPS_MAX = 25
+# Weights go to registers first (PRELOAD_WEIGHTS) only for kernels of at most this many taps: on
+# the H100 a 9x9 array of vec4s beside the tap windows' masks spilled (MixNet's fused 9x9 blocks
+# took 3x as long: mixnet_s 1.21 -> 0.85 ms loading each weight at its tap); 7x7 kept its speed.
+PRELOAD_TAPS_MAX = 49
 # TAP_WINDOWS: skip the patch pixels no lane of a slice uses (SKIP_TAPS) only on grids of at
 # least this many invocations; below, the GPU is latency-bound and branch-free loads overlap.
 SKIP_TAPS_MIN_INVOCATIONS = MIN_INVOCATIONS
