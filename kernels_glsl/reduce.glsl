@@ -14,6 +14,9 @@
 // kernel, which scans the elements in row-major order (see scanned()).
 // With ADDEND (rule fuse_add_into_reduce) each element is the sum of the input's and the
 // addend's at addend_offset (a tensor of the input's shape and layout): the reduction of an ADD.
+// With SQUARED (rule square_into_reduce) each element, after the addend, is squared: the
+// reduction of a MUL of a tensor by itself. The result goes through the node's epilogue steps
+// (epilogue.glsl) but in the GATHER variant, which has none.
 //
 // Variants:
 //   PARALLEL 0: one invocation per output vec4, looping over the whole reduction.
@@ -46,6 +49,9 @@ highp vec4 element(int e) {
   highp vec4 v = load(in_offset + e);
 #if ADDEND
   v += load(addend_offset + e);
+#endif
+#if SQUARED
+  v *= v;
 #endif
 #if MASK_C
   int s = (e / (in_size.x * in_size.y)) % in_size.z;
@@ -213,7 +219,7 @@ void main() {
   partial[slot] = acc;
   fold_lanes(lane, slot, FOLD_VALUE);
   // o is also the output's PHWC4 index: the keep-dims layout is the output's in this variant.
-  if (live && lane == 0) store(out_offset + o, keep_channels(finish(partial[slot], last_nan), out_channels, k.z));
+  if (live && lane == 0) store(out_offset + o, keep_channels(epilogue(finish(partial[slot], last_nan), k), out_channels, k.z));
 }
 
 #elif GATHER
@@ -244,7 +250,7 @@ void main() {
   ivec4 k = ivec4(gid.xy, gid.z % k_size.z, gid.z / k_size.z);
   highp vec4 last_nan;
   highp vec4 acc = reduce_whole(input_index(k), last_nan);
-  vec4 r = finish(acc, last_nan);
+  vec4 r = epilogue(finish(acc, last_nan), k);
   store(out_offset + phwc4_index(k_size, gid.x, gid.y, gid.z), keep_channels(r, out_channels, k.z));
 }
 #endif

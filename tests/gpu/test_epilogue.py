@@ -99,6 +99,22 @@ def test_a_remap_applies_the_chain_as_it_moves_values(op, precision):
     assert summary["dispatches"] == 3, [r for r in log if r.status == "SKIPPED"]  # convert_in x2, the remap
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op, batch", [("SUM", 3), ("SUM", 20), ("MEAN", 20), ("REDUCE_MAX", 3), ("REDUCE_MIN", 20),
+                                       ("REDUCE_PROD", 3)])
+def test_a_reduction_applies_the_chain_to_its_result(op, batch, precision):
+    """The chain fuses into a reduction over the batch: one reduce dispatch, a loop per output
+    (3 values) or a workgroup per output (20: the parallel variant)."""
+    in_shape = (batch,) + SHAPE[1:]
+    c = Chain(in_shape)
+    residual = c.b.input("residual", SHAPE)
+    c.shapes[residual] = SHAPE
+    reduced = c.op(op, c.x, _i32(c, [0]), shape=SHAPE, keep_dims=True)
+    model = c.build(chain(c, reduced, residual))
+    summary, log = check_gpu(model, [random(in_shape, 1, 1.0), random(SHAPE, 2)], precision)
+    assert summary["dispatches"] == 3, [r for r in log if r.status == "SKIPPED"]  # convert_in x2, the reduction
+
+
 def test_a_remap_of_several_outputs_or_an_alias_takes_no_epilogue():
     """SPLIT's outputs would share one epilogue; a reshape made an alias (rule alias_reshape)
     runs no dispatch to apply steps, and a reshape with steps is not made one."""
@@ -129,7 +145,8 @@ def test_every_kernel_with_an_epilogue_is_covered():
     # SPLIT, SPLIT_V (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror): the
     # remap kernel's refusals and SQUEEZE's case; COMPLEX_ABS, REAL, IMAG (complex64 inputs):
     # tests/gpu/test_spectral.py
-    assert with_epilogue - set(KINDS) - set(REMAPS) - elementwise_ops <= {
+    reductions = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}  # the case above
+    assert with_epilogue - set(KINDS) - set(REMAPS) - reductions - elementwise_ops <= {
         "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "EXPAND_DIMS",
         "COMPLEX_ABS", "REAL", "IMAG"}
     assert elementwise_ops <= with_epilogue

@@ -54,7 +54,7 @@ def build(node, env):
     x, out = node.inputs[0], node.outputs[0]
     stage = env.output_stage(node)
     if is_global(node):
-        return reduce.reduction(x, out, {1, 2}, AS_REDUCTION[node.op], env, stage)
+        return reduce.reduction(x, out, {1, 2}, AS_REDUCTION[node.op], env, node, stage)
     window, strides, _, pads = _geometry(node)
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     top, left, bottom, right = node.options.get(EXPLICIT_PADDING, NO_PADDING)

@@ -6,7 +6,10 @@ output vec4 (short reductions), one workgroup per output (long reductions with f
 global mean over a large H x W), and a gather when the output's PHWC4 layout is not the input's
 with the reduced axes set to 1 (channels reduced, or dims dropped by keep_dims=false).
 A reduction may also add a second tensor of the input's shape to each element it loads
-(INPUT_ADDEND, rule fuse_add_into_reduce): it then reduces the ADD of the two.
+(INPUT_ADDEND, rule fuse_add_into_reduce): it then reduces the ADD of the two; square each element
+it loads (INPUT_SQUARED, rule square_into_reduce), after the addend: it then reduces the square;
+and apply epilogue steps to its result (epilogue.py), but where the output's layout is not the
+keep-dims one (the gather variant).
 """
 import numpy as np
 
@@ -14,6 +17,7 @@ from ...graph import INPUT_ADDEND_KEY
 from ...ops import reduce as reference
 from ...registry import BINARY, OpFacts
 from ..phwc4 import BHWC_AXES, Shape4, bhwc
+from . import epilogue
 from .base import Dispatch
 
 OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
@@ -24,6 +28,10 @@ SCANNED_OPS = ("REDUCE_MAX", "REDUCE_MIN")
 # node.options[INPUT_ADDEND] = a runtime tensor of the input's shape added to each input element
 # as it is loaded (the ADD that computed the input, fused in).
 INPUT_ADDEND = INPUT_ADDEND_KEY
+# node.options[INPUT_SQUARED] = True: each element is squared as it is loaded (the MUL of a
+# tensor by itself that computed the input, fused in; in highp, unlike a stored square, which
+# would round to the storage precision and overflow half's 65504 at 256).
+INPUT_SQUARED = "input_squared"
 # A workgroup reduces one output when the reduction is at least this long (in vec4 elements) and
 # there are few enough outputs that one invocation each would not fill the GPU anyway. On an H200
 # a workgroup per output is already faster for a 7x7 mean over 1280 channels (49 elements, 320
@@ -93,15 +101,24 @@ def _runs(in4, axes4):
     return runs or [(1, 1)]
 
 
-def reduction(x, out, axes4, op, env, stage=None, addend=None):
-    """Dispatches reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into out.
+def _keep(x, axes4):
+    """The keep-dims Shape4 of reducing x over BHWC axes `axes4`."""
+    in4 = bhwc(x.shape)
+    return Shape4(*(1 if a in axes4 else d for a, d in enumerate((in4.b, in4.h, in4.w, in4.c))))
+
+
+def reduction(x, out, axes4, op, env, node, stage=None):
+    """Dispatches of `node` reducing x over BHWC axes `axes4` (a set of 0 b, 1 h, 2 w, 3 c) into
+    out, applying the node's epilogue steps.
 
     op: a key of TEMPLATE_CODES; stage: the output stage of a pooling node run as a reduction
-    (KernelEnv.output_stage), None for a reduction op (it has no fused activation); addend: a
-    tensor of x's shape added to x element by element before the reduction, or None."""
+    (KernelEnv.output_stage), None for a reduction op (it has no fused activation). The node's
+    INPUT_ADDEND (a tensor of x's shape added to x element by element) and INPUT_SQUARED apply
+    before the reduction."""
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     dims = (in4.b, in4.h, in4.w, in4.c)
-    keep = Shape4(*(1 if a in axes4 else d for a, d in enumerate(dims)))
+    keep = _keep(x, axes4)
+    addend = node.options.get(INPUT_ADDEND)
     runs = _runs(in4, axes4)
     (count, stride), (outer_count, outer_stride) = runs[0], runs[1] if len(runs) == 2 else (1, 0)
     elements = count * outer_count
@@ -117,7 +134,8 @@ def reduction(x, out, axes4, op, env, stage=None, addend=None):
     defines = {"OP": TEMPLATE_CODES[op], **(stage or {}), "RUNS": len(runs), "REDUCE_C": int(reduce_c),
                "SCANNED": int(op in SCANNED_OPS),
                "MASK_C": int(reduce_c and in4.c % 4 != 0 and op in MASKED_OPS),
-               "PARALLEL": int(parallel), "GATHER": int(gather), "ADDEND": int(addend is not None)}
+               "PARALLEL": int(parallel), "GATHER": int(gather), "ADDEND": int(addend is not None),
+               "SQUARED": int(bool(node.options.get(INPUT_SQUARED)))}
     if addend is not None:
         params["addend_offset"] = env.arena(addend)
     if gather:
@@ -129,17 +147,32 @@ def reduction(x, out, axes4, op, env, stage=None, addend=None):
         grid = (keep.w, keep.h, keep.slices * keep.b)
     # The parallel variant's lanes share one output through shared memory: one workgroup of them.
     workgroup = PARALLEL_LANES + (1,) if parallel else None
-    reads = (x,) if addend is None else (x, addend)
-    return [Dispatch("reduce", grid, defines, params, reads=reads, writes=(out,), workgroup=workgroup)]
+    reads, inplace = epilogue.apply(node, env, out, defines, params, (x,) if addend is None else (x, addend))
+    return [Dispatch("reduce", grid, defines, params, reads=reads, writes=(out,), workgroup=workgroup,
+                     inplace=inplace)]
+
+
+def _axes4(node):
+    rank = len(node.inputs[0].shape)
+    return {BHWC_AXES[rank][a] for a in _axes(node)}
 
 
 def build(node, env):
     """The reduce.glsl Dispatch of a reduction node over its constant axes (see reduction)."""
-    rank = len(node.inputs[0].shape)
-    axes4 = {BHWC_AXES[rank][a] for a in _axes(node)}
-    return reduction(node.inputs[0], node.outputs[0], axes4, node.op, env, addend=node.options.get(INPUT_ADDEND))
+    return reduction(node.inputs[0], node.outputs[0], _axes4(node), node.op, env, node)
+
+
+def epilogue_reason(node):
+    """Why the node's kernel applies no epilogue steps (the gather variant: the output's layout is
+    not the keep-dims one), or None."""
+    if supports(node) is not None:
+        return "its reduction does not run on the GPU"
+    if not _same_layout(_keep(node.inputs[0], _axes4(node)), bhwc(node.outputs[0].shape)):
+        return "its output's layout is not the reduced input's (a gather), which applies no epilogue"
+    return None
 
 
 SUPPORT = {op: supports for op in OP_CODES}
 BUILD = {op: build for op in OP_CODES}
+EPILOGUE = {op: epilogue_reason for op in OP_CODES}
 FACTS = {op: OpFacts(arity=BINARY, integer_move=op in ("REDUCE_MAX", "REDUCE_MIN")) for op in OP_CODES}  # x, axes

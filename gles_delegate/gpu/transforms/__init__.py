@@ -14,7 +14,7 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
                dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, elementwise_before_concat, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
                global_pool_to_mean, lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
-               remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, unflatten_dense)
+               remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, square_into_reduce, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts are
 # true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
@@ -22,7 +22,8 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # past the permutation after them (before any epilogue takes them), then rewrites that change what a
 # node is (a Dense's reshapes, padding, a mixed-kernel depthwise block as one convolution, which
 # then takes the batch norm after it; FC, MEAN), then folding into weights (needs the producer
-# free of activations), then epilogue fusion, in the order an epilogue applies its steps (swish,
+# free of activations), then squares into the reductions that read them (before epilogue fusion
+# takes a SQUARE into its producer), then epilogue fusion, in the order an epilogue applies its steps (swish,
 # which is two nodes, then activation, residual, the rest), then the squeeze-excite fusions, which
 # take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no epilogue
 # took, then a gate's mean taken off the depthwise convolution before it, then an ADD into the
@@ -51,6 +52,7 @@ RULES = (
     ("conv_to_fully_connected", conv_to_fully_connected.apply),
     ("global_pool_to_mean", global_pool_to_mean.apply),
     ("fold_mul_add", fold_mul_add.apply),
+    ("square_into_reduce", square_into_reduce.apply),
     ("fuse_swish", fuse_swish.apply),
     ("fuse_activation", fuse_activation.apply),
     ("fuse_residual_add", fuse_residual_add.apply),

@@ -7,7 +7,7 @@ import numpy as np
 from ...graph import Node, option_operands
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
-from ..kernels import epilogue
+from ..kernels import epilogue, reduce
 from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
 from ..kernels.variables import IN_PLACE
 
@@ -30,6 +30,14 @@ def dense_variant(fc, inputs, output, keep_num_dims):
                 options={**fc.options, "keep_num_dims": keep_num_dims})
     reason = kernels.unsupported_reason(node)
     return (None, reason) if reason else (node, None)
+
+
+def plain_reduction(node):
+    """Whether reduction `node` reduces its input as it is: no element squared or added to as it
+    loads (kernels.reduce INPUT_SQUARED, INPUT_ADDEND), no epilogue steps on its result. A rule
+    that replaces a MEAN by another kernel's sums keeps only such a one."""
+    return not (epilogue.steps_of(node) or node.options.get(reduce.INPUT_SQUARED)
+                or node.options.get(reduce.INPUT_ADDEND) is not None)
 
 
 def is_boundary(graph, tensor):

@@ -8,7 +8,7 @@ import numpy as np
 from ...graph import read_tensors
 from ..kernels import depthwise, epilogue, squeeze_excite
 from . import alias_reshape
-from .common import only_reader_blocker, producer_of
+from .common import only_reader_blocker, plain_reduction, producer_of
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.depthwise_tile_sums.ENABLED=0)
 
@@ -49,6 +49,8 @@ def _blocker(graph, chain, gate):
             return reason
         if sum(t is node.outputs[0] for t in read_tensors(reader)) > 1:
             return f"{reader.label} also reads the output of {node.label} as an operand of its epilogue steps"
+    if not plain_reduction(chain[0]):
+        return f"{chain[0].label} squares its input or applies epilogue steps, which tile sums would not"
     x = chain[0].inputs[0]
     conv = producer_of(graph, x)
     if conv is None or conv.op != "DEPTHWISE_CONV_2D" or conv.outputs[0] is not x:
@@ -60,6 +62,8 @@ def _blocker(graph, chain, gate):
 
 def _rewrite(graph, gate, chain):
     """The convolution writes its tile sums; the gate reads them, dividing by H x W; the chain goes."""
+    if not plain_reduction(chain[0]):
+        return f"{chain[0].label} squares its input or applies epilogue steps, which tile sums would not"
     x = chain[0].inputs[0]
     conv = producer_of(graph, x)
     sums = graph.new_tensor(f"{x.name}/tile_sums", depthwise.tile_sums_shape(conv), np.float32)

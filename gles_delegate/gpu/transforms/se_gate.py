@@ -11,7 +11,7 @@ from ..kernels.conv import optional_input
 from ..kernels.layout import same_storage
 from ..phwc4 import bhwc
 from . import alias_reshape
-from .common import fused_operands, readers_of, sole_reader
+from .common import fused_operands, plain_reduction, readers_of, sole_reader
 
 ENABLED = True  # rewrite_partition skips the rule when False, for A/B measurements (gles-profile --set gpu.transforms.se_gate.ENABLED=0)
 # One workgroup sums the mean alone: past this many vec4s of x per batch item the MEAN keeps its
@@ -29,6 +29,9 @@ def apply(graph, log):
     operands = fused_operands(graph)
     for mean in list(graph.nodes):
         if mean.op != "MEAN" or not _over_plane(mean):
+            continue
+        if not plain_reduction(mean):
+            log.skipped(mean, "it squares its input or applies epilogue steps, which the gate would not")
             continue
         reason = _fuse(graph, log, mean, operands)
         if reason:

@@ -12,11 +12,14 @@ RULE = "channel_gate"
 
 
 def gated(shape=(1, 6, 6, 8), consumer=None, gate_shape=None, swap=False, extra_output=False, activation=0):
-    """x -> depthwise; gate = LOGISTIC(MEAN(x)); consumer(MUL(depthwise, gate))."""
+    """x -> depthwise y; gate = LOGISTIC(MEAN(y)) (the LOGISTIC an epilogue step of the MEAN);
+    consumer(MUL(y, gate)). The gate is computed from y, as a squeeze-excite's is: the
+    depthwise's epilogue could not read it (a gate of x would be hoisted before the depthwise,
+    which would then take the MUL)."""
     c = Chain(shape)
     n, _, _, ch = shape
     y = c.depthwise(c.x)
-    gate = c.op("LOGISTIC", c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(n, 1, 1, ch), keep_dims=True))
+    gate = c.op("LOGISTIC", c.op("MEAN", y, c.const([1, 2], np.int32), shape=(n, 1, 1, ch), keep_dims=True))
     if gate_shape:
         gate = c.op("RESHAPE", gate, c.const(gate_shape, np.int32), shape=gate_shape)
     product = c.op("MUL", *((gate, y) if swap else (y, gate)), shape=shape, fused_activation_function=activation)

@@ -61,13 +61,13 @@ def test_two_convs_fuse_into_the_later_one():
 
 
 def test_left_alone_when_no_producer_can_take_it():
-    """One operand is also read elsewhere, the other comes from a MEAN (no epilogue)."""
+    """One operand is also read elsewhere, the other comes from a SOFTMAX (no epilogue)."""
     c = Chain((1, 6, 6, 4))
     conv = c.conv(c.x, 4)
     mean = c.op("MEAN", c.x, c.const([1, 2], np.int32), shape=(1, 1, 1, 4), keep_dims=True)
-    model = c.build(c.op("MUL", conv, mean), conv)
+    model = c.build(c.op("MUL", conv, c.op("SOFTMAX", mean, beta=1.0)), conv)
     graph, log = rewrite(model, RULE)
-    reason = why(log, RULE, "#2 (MUL)")
+    reason = why(log, RULE, "#3 (MUL)")
     assert "read elsewhere" in reason and "applies no epilogue" in reason
     check_gpu(model, [random((1, 6, 6, 4))])
 
