@@ -15,11 +15,22 @@ from . import epilogue
 from ...registry import OpFacts
 from ..phwc4 import bhwc
 from .base import Dispatch
-from .conv import pack_bias
+from .conv import MIN_INVOCATIONS, pack_bias
 
 OP = "LAYER_NORM"
 EPSILON = "epsilon"  # node.options keys
 CENTER = "center"
+# A workgroup of up to this many lanes per pixel shares its passes where one invocation per pixel
+# would leave the GPU idle (fewer than MIN_INVOCATIONS): at least 4 lanes, each 2 slices or more.
+MAX_LANES = 32
+
+
+def lanes_per_pixel(pixels, slices):
+    """Lanes sharing one pixel's passes (a power of 2; 1: one invocation per pixel)."""
+    lanes = 1
+    while lanes < MAX_LANES and 4 * lanes <= slices and 2 * lanes * pixels <= MIN_INVOCATIONS:
+        lanes *= 2
+    return lanes if lanes >= 4 else 1
 
 
 def support(node):
@@ -40,15 +51,21 @@ def support(node):
 
 
 def build(node, env):
-    """One layer_norm.glsl Dispatch, one invocation per pixel."""
+    """One layer_norm.glsl Dispatch: one invocation per pixel, or a workgroup of lanes per pixel
+    where the pixels are few (lanes_per_pixel)."""
     (x, gamma, beta), out = node.inputs, node.outputs[0]
     s4 = bhwc(x.shape)
     params = {"size": s4.as_ivec4(), "channels": s4.c, "epsilon": float(node.options[EPSILON]),
               "in_offset": env.arena(x), "out_offset": env.arena(out),
               "gamma_offset": env.constant(pack_bias(gamma.data, s4.c)),
               "beta_offset": env.constant(pack_bias(beta.data, s4.c))}
-    defines = {**env.output_stage(node), "CENTER": int(node.options.get(CENTER, True))}
+    pixels = s4.w * s4.h * s4.b
+    lanes = lanes_per_pixel(pixels, s4.slices)
+    defines = {**env.output_stage(node), "CENTER": int(node.options.get(CENTER, True)), "LANES": lanes}
     reads, _ = epilogue.apply(node, env, out, defines, params, (x,))
+    if lanes > 1:
+        return [Dispatch("layer_norm", (lanes, pixels, 1), defines, params, reads=reads, writes=(out,),
+                         workgroup=(lanes, 1, 1))]
     return [Dispatch("layer_norm", (s4.w, s4.h, s4.b), defines, params, reads=reads, writes=(out,))]
 
 

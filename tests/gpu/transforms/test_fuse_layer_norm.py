@@ -131,6 +131,21 @@ def test_other_ranks_and_channel_counts(shape):
         check_gpu(model, [random(shape, 2)], precision)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("shape, lanes", [((1, 25, 168), 16), ((3, 5, 70), 8), ((2, 9, 24), 1)])
+def test_few_rows_of_many_channels_share_a_workgroup(shape, lanes, precision, monkeypatch):
+    """A transformer's few tokens: a workgroup of lanes per row, each taking every lanes-th slice
+    (42 slices over 16, 18 over 8, the padded channels of 70 too); the same outputs as one
+    invocation per row. 6 slices are too few to share (4 lanes would take fewer than 2 each)."""
+    model = layer_norm_model(shape, form="batch_norm", epsilon=1e-5)
+    assert layer_norm.lanes_per_pixel(int(np.prod(shape[:-1])), -(-shape[-1] // 4)) == lanes
+    values = [random(shape, 3, 2.0) + 1]
+    summary, _ = check_gpu(model, values, precision)
+    assert summary["dispatches"] == 2
+    monkeypatch.setattr(layer_norm, "MAX_LANES", 1)
+    check_gpu(model, values, precision)
+
+
 def test_the_fused_kernel_is_no_less_accurate_than_the_unfused_graph():
     """Rows far from zero (mean 100, spread 1): the fused kernel sums in highp and stores nothing
     between the statistics, so in half storage it is at least as close to the reference (run on

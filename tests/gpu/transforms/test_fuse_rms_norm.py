@@ -66,7 +66,7 @@ def test_litert_torch_s_rms_norm_takes_one_dispatch(precision):
     assert summary["dispatches"] == 2
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 5, 6), (7, 3), (1, 2, 2, 64)])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 6), (7, 3), (1, 2, 2, 64), (1, 25, 168)])
 def test_other_ranks_and_channel_counts(shape):
     """Padded channels of the last slice take no part in the mean of squares."""
     model = rms_norm_model(shape)
