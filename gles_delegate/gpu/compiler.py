@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GpuError
+from ..graph import fused_reads
 from . import kernels, memory, schedule, shader, storage
 from .kernels.base import MAX_LANE_READS, ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
@@ -27,6 +28,9 @@ from .workgroups import candidates, choose_workgroup, clamp_workgroup, group_cou
 FUSE_OUTPUT_STORES = True
 # Dispatches reordered into barrier phases (gpu/schedule.py); False: the graph's node order.
 SCHEDULE = True
+# A partition input that only a TRANSPOSE reads is converted straight into its output
+# (permute_on_input); False: convert_in, then the TRANSPOSE's copy.
+PERMUTE_ON_INPUT = True
 # Where each partition input and output starts in the I/O buffer (bytes): TFLite's
 # kDefaultTensorAlignment, so that LiteRT's Interpreter can take a mapped output as a tensor's
 # memory (litert/memory.py); the kernels need 16 (a vec4).
@@ -158,6 +162,8 @@ def build_dispatches(nodes, inputs, outputs, env):
             d.node = node
             dispatches.append(d)
     env.node = None
+    if PERMUTE_ON_INPUT:
+        dispatches = permute_on_input(dispatches, inputs, io_in, env)
     io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     converts = [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
@@ -252,14 +258,67 @@ def fuse_output_stores(dispatches, outputs, io_out, env):
     return fused
 
 
-def _convert(tensor, slot, kind, env):
+def _convert(tensor, slot, kind, env, io_strides=None):
+    """The dispatch copying `tensor` between its I/O slot (BHWC float32, row-major unless
+    io_strides: the I/O element step of its (w, h, c, b)) and its PHWC4 storage."""
     s4 = bhwc(tensor.shape)
     arena = {"reads": () if kind == "convert_in" else (tensor,),
              "writes": (tensor,) if kind == "convert_in" else ()}
+    strides = io_strides or (s4.c, s4.w * s4.c, 1, s4.h * s4.w * s4.c)
     return Dispatch(kind, (s4.w, s4.h, s4.slices * s4.b),
                     params={"size": s4.as_ivec4(), "channels": s4.c, "tensor_offset": ArenaRef(tensor),
-                            "io_offset": slot.offset // 4},
+                            "io_offset": slot.offset // 4, "io_strides": strides},
                     label=f"{kind} tensor {tensor.index}", **arena)
+
+
+def permute_on_input(dispatches, inputs, io_in, env):
+    """`dispatches` with each partition input that only a TRANSPOSE reads (a PyTorch model's
+    NCHW image) converted straight into the TRANSPOSE's output, reading its I/O slot with the
+    permuted strides: the TRANSPOSE's copy dispatch, and a barrier, go. Only a rank-4 float32
+    input, a TRANSPOSE whose one dispatch reads it alone (no epilogue, no fused operand) and an
+    output that is no lane view."""
+    converts = {id(d.writes[0]): k for k, d in enumerate(dispatches[:len(inputs)])}
+    readers = {}
+    for d in dispatches[len(inputs):]:
+        for t in set(map(id, d.reads)):
+            readers.setdefault(t, []).append(d)
+    dropped = set()
+    for tensor, slot in zip(inputs, io_in):
+        transpose = _sole_transpose(readers.get(id(tensor), ()), tensor, env)
+        if transpose is None or id(tensor) not in converts:
+            continue
+        out = transpose.writes[0]
+        convert = _convert(out, slot, "convert_in", env, _permuted_strides(tensor.shape, transpose.node))
+        convert.label = f"convert_in tensor {tensor.index} as {transpose.label}"  # node None: no kernel's (no I/O store)
+        dispatches[converts[id(tensor)]] = convert
+        dropped.add(id(transpose))
+    return [d for d in dispatches if id(d) not in dropped]
+
+
+def _sole_transpose(readers, tensor, env):
+    """The one dispatch reading partition input `tensor` when it is a TRANSPOSE's plain copy of
+    it (see permute_on_input), else None."""
+    if len(readers) != 1 or len(tensor.shape) != 4 or tensor.dtype != np.float32 or tensor.quantization is not None:
+        return None
+    d = readers[0]
+    node = d.node
+    if node is None or node.op != "TRANSPOSE" or node.inputs[0] is not tensor or len(d.writes) != 1:
+        return None
+    if tuple(d.reads) != (tensor,) or d.defines.get("EP_COUNT", 0) or fused_reads(node) or d.template != "layout_map":
+        return None
+    out = d.writes[0]
+    if out is not node.outputs[0] or out.dtype != np.float32 or id(out) in env.lanes:
+        return None
+    return d
+
+
+def _permuted_strides(shape, transpose):
+    """The I/O element step of each of (w, h, c, b) of the TRANSPOSE's output, read from its
+    row-major input of `shape`: output dim k is input dim perm[k]."""
+    perm = [int(p) % 4 for p in np.asarray(transpose.inputs[1].data).reshape(-1)]
+    row_major = [int(np.prod(shape[k + 1:])) for k in range(4)]
+    b, h, w, c = (row_major[p] for p in perm)
+    return w, h, c, b
 
 
 def _views(env):

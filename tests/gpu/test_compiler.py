@@ -3,13 +3,15 @@
 import logging
 
 import numpy as np
+import pytest
 
 from gles_delegate import GpuDelegate
 from gles_delegate.graph import Tensor
 from gles_delegate.gpu import compiler, gl, transforms, workgroup_tuner
 from gles_delegate.gpu.kernels.base import Dispatch
+from tests.gpu.gpulib import PRECISIONS
 from tests.oplib import assert_close, run_ours
-from tests.gpu.transforms.rulelib import Chain, check_gpu, random
+from tests.gpu.transforms.rulelib import Chain, check_gpu, dispatches, random
 
 
 def tensor(index, shape):
@@ -162,3 +164,40 @@ def test_a_candidate_that_fails_to_compile_keeps_the_heuristic(monkeypatch, capl
     assert "workgroup tuning failed" in caplog.text and not plan.tuned
     assert_close(outputs[0], run_ours(model, values)[0])
     assert released.count(True) >= 2  # the broken one, and at least one started beside it
+
+
+# -- a permutation of an input, read from the I/O buffer -----------------------------------------
+def nchw_model(perm=(0, 2, 3, 1), shape=(1, 3, 7, 6), also_read=False, scale_after=False):
+    """A PyTorch model's image input: TRANSPOSE to NHWC, then a convolution."""
+    c = Chain(shape)
+    out_shape = tuple(shape[p] for p in perm)
+    nhwc = c.op("TRANSPOSE", c.x, c.const(perm, np.int32), shape=out_shape)
+    if scale_after:  # an epilogue step on the TRANSPOSE's copy, or before it (elementwise_after_layout)
+        nhwc = c.op("ABS", nhwc)
+    outputs = [c.conv(nhwc, 5, seed=3)] + ([c.op("ABS", c.x)] if also_read else [])
+    return c.build(*outputs)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("perm", [(0, 2, 3, 1), (0, 3, 1, 2), (2, 1, 0, 3)])
+def test_an_input_only_a_transpose_reads_is_converted_into_its_output(perm, precision, monkeypatch):
+    """convert_in reads the I/O slot with the permuted strides and writes the TRANSPOSE's output:
+    one dispatch (and barrier) less, the same values."""
+    model = nchw_model(perm)
+    values = [random((1, 3, 7, 6), 2)]
+    summary, _ = check_gpu(model, values, precision)
+    _, plan = compiled(model, values, precision=precision)
+    assert [label.split(" as ")[-1] for label in plan.labels[:1]] == ["#0 (TRANSPOSE)"]
+    monkeypatch.setattr(compiler, "PERMUTE_ON_INPUT", False)
+    assert dispatches(model, values) == summary["dispatches"] + 1
+
+
+@pytest.mark.parametrize("case", ["also_read", "scale_after"])
+def test_a_transpose_that_is_not_the_input_s_only_plain_copy_stays(case):
+    """The input also read by another node, or an ABS after the TRANSPOSE (its step, or moved
+    before it): the TRANSPOSE's dispatch stays."""
+    model = nchw_model(**{case: True})
+    values = [random((1, 3, 7, 6), 2)]
+    check_gpu(model, values)
+    _, plan = compiled(model, values)
+    assert any(label == "#0 (TRANSPOSE)" for label in plan.labels)
