@@ -275,9 +275,12 @@ def permute_on_input(dispatches, inputs, io_in, env):
     """`dispatches` with each partition input that only a TRANSPOSE reads (a PyTorch model's
     NCHW image) converted straight into the TRANSPOSE's output, reading its I/O slot with the
     permuted strides: the TRANSPOSE's copy dispatch, and a barrier, go. Only a rank-4 float32
-    input, a TRANSPOSE whose one dispatch reads it alone (no epilogue, no fused operand) and an
-    output that is no lane view."""
+    input whose storage no alias or view shares, read by the TRANSPOSE's one dispatch alone (no
+    epilogue, no fused operand), and an output that is no lane view."""
     converts = {id(d.writes[0]): k for k, d in enumerate(dispatches[:len(inputs)])}
+    # An input whose storage another tensor shares (a RESHAPE made its alias, a slice its view)
+    # is read under that tensor's name too: it keeps its own storage.
+    shared = {id(t) for pair in env.aliases for t in pair} | {id(t) for view in env.views for t in view[:2]}
     readers = {}
     for d in dispatches[len(inputs):]:
         for t in set(map(id, d.reads)):
@@ -285,7 +288,7 @@ def permute_on_input(dispatches, inputs, io_in, env):
     dropped = set()
     for tensor, slot in zip(inputs, io_in):
         transpose = _sole_transpose(readers.get(id(tensor), ()), tensor, env)
-        if transpose is None or id(tensor) not in converts:
+        if transpose is None or id(tensor) not in converts or id(tensor) in shared:
             continue
         out = transpose.writes[0]
         convert = _convert(out, slot, "convert_in", env, _permuted_strides(tensor.shape, transpose.node))

@@ -167,15 +167,25 @@ def test_a_candidate_that_fails_to_compile_keeps_the_heuristic(monkeypatch, capl
 
 
 # -- a permutation of an input, read from the I/O buffer -----------------------------------------
-def nchw_model(perm=(0, 2, 3, 1), shape=(1, 3, 7, 6), also_read=False, scale_after=False):
-    """A PyTorch model's image input: TRANSPOSE to NHWC, then a convolution."""
+def nchw_model(perm=(0, 2, 3, 1), shape=(1, 3, 7, 6), also_read=False, scale_after=False, aliased=False):
+    """A PyTorch model's image input: TRANSPOSE to NHWC, then a convolution. also_read: an ABS
+    of the input too; aliased: a FULLY_CONNECTED of the input reshaped to rows, an alias of its
+    storage (gles-fuzz-graphs seed 54 case 770: that FC read the TRANSPOSE's output)."""
     c = Chain(shape)
     out_shape = tuple(shape[p] for p in perm)
     nhwc = c.op("TRANSPOSE", c.x, c.const(perm, np.int32), shape=out_shape)
     if scale_after:  # an epilogue step on the TRANSPOSE's copy, or before it (elementwise_after_layout)
         nhwc = c.op("ABS", nhwc)
     outputs = [c.conv(nhwc, 5, seed=3)] + ([c.op("ABS", c.x)] if also_read else [])
+    if aliased:
+        rows = c.op("RESHAPE", c.x, c.const([-1, shape[-1]], np.int32), shape=(rows_count(shape), shape[-1]))
+        outputs.append(c.op("FULLY_CONNECTED", rows, c.const(random((4, shape[-1]), 5)), c.const(random(4, 6)),
+                            shape=(rows_count(shape), 4), keep_num_dims=False))
     return c.build(*outputs)
+
+
+def rows_count(shape):
+    return int(np.prod(shape[:-1]))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -192,12 +202,13 @@ def test_an_input_only_a_transpose_reads_is_converted_into_its_output(perm, prec
     assert dispatches(model, values) == summary["dispatches"] + 1
 
 
-@pytest.mark.parametrize("case", ["also_read", "scale_after"])
+@pytest.mark.parametrize("case", ["also_read", "scale_after", "aliased"])
 def test_a_transpose_that_is_not_the_input_s_only_plain_copy_stays(case):
-    """The input also read by another node, or an ABS after the TRANSPOSE (its step, or moved
-    before it): the TRANSPOSE's dispatch stays."""
-    model = nchw_model(**{case: True})
-    values = [random((1, 3, 7, 6), 2)]
+    """The input also read by another node, or through an alias of its storage, or an ABS after
+    the TRANSPOSE (its step, or moved before it): the TRANSPOSE's dispatch stays."""
+    shape = (1, 3, 7, 4)  # 4 channels: [21, 4] rows have the input's PHWC4 layout (an alias)
+    model = nchw_model(shape=shape, **{case: True})
+    values = [random(shape, 2)]
     check_gpu(model, values)
     _, plan = compiled(model, values)
     assert any(label == "#0 (TRANSPOSE)" for label in plan.labels)
