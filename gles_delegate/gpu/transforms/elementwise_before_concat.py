@@ -35,14 +35,14 @@ def apply(graph, log):
     for concat in list(graph.nodes):
         if concat.op != "CONCATENATION" or len(concat.inputs) < 2:
             continue
-        moved = []
+        groups = 0
         while True:  # the nodes after the moved ones then read the concatenation: again
             reason = _move_readers(graph, concat)
             if reason:
                 break
-            moved.append(concat.outputs[0])
-        if moved:
-            log.applied(concat, f"moved the elementwise nodes after it before it ({len(moved)} groups), "
+            groups += 1
+        if groups:
+            log.applied(concat, f"moved the elementwise nodes after it before it ({groups} groups), "
                                 f"one copy per input")
         else:
             log.skipped(concat, reason)
@@ -135,11 +135,12 @@ def _copies(graph, concat, group, result):
     axis = concat.options.get("axis", 0) % rank
     if len({id(t) for t in concat.inputs}) != len(concat.inputs):
         return None, None, "it reads one tensor twice"
-    start, placed, parts = 0, [], []
-    for j, part in enumerate(concat.inputs):
+    for j, part in enumerate(concat.inputs):  # before any tensor is made for the copies
         reason = _producer_blocker(graph, part, len(group))
         if reason:
             return None, None, f"input {j}: {reason}"
+    start, placed, parts = 0, [], []
+    for j, part in enumerate(concat.inputs):
         width = part.shape[axis]
         made = {id(concat.outputs[0]): part}  # what each tensor of the group is for this input
         for node in group:
@@ -194,7 +195,7 @@ def _part_of(graph, operand, axis, start, width, part):
     begin = [0] * len(part.shape)
     begin[axis] = start
     out = graph.new_tensor(f"{operand.name}/part_{start}_{start + width}", part.shape, operand.dtype)
-    slicer = Node(index=producer_index(graph, operand), op="SLICE", outputs=[out],
+    slicer = Node(index=_producer_index(graph, operand), op="SLICE", outputs=[out],
                   inputs=[operand, new_constant(graph, f"{out.name}/begin", begin, np.int32),
                           new_constant(graph, f"{out.name}/size", part.shape, np.int32)])
     maps = layout.slice_maps(slicer) if layout.SUPPORT["SLICE"](slicer) is None else None
@@ -211,7 +212,7 @@ def _earliest_place(graph, tensor):
     return nodes[0] if producer is None else nodes[nodes.index(producer) + 1]
 
 
-def producer_index(graph, tensor):
+def _producer_index(graph, tensor):
     """The index of the node computing `tensor` (what a SLICE of it is named after), else -1."""
     producer = producer_of(graph, tensor)
     return producer.index if producer is not None else -1
