@@ -126,3 +126,18 @@ def test_a_reduction_whose_output_is_gathered_takes_no_epilogue():
     graph, log = rewrite_through(model, "fuse_elementwise")
     assert "a gather" in why(log, "fuse_elementwise", "#2 (SQRT)")
     check_gpu(model, [random(shape)])
+
+
+def test_a_reduction_whose_output_has_other_coordinates_takes_no_epilogue():
+    """[1, 8, 1, 5] summed over its channels to [1, 8, 1]: the same memory, but the output's
+    rows lie along another BHWC axis than the sum's keep-dims position, where an epilogue step
+    would read its operand (a constant varying along the rows: gles-fuzz-graphs seed 56 case
+    465, 1.3x the output off): the MUL stays a dispatch."""
+    shape = (1, 8, 1, 5)
+    c = Chain(shape)
+    summed = reduce_(c, "SUM", c.op("EXP", c.x), [3], keep_dims=False)
+    model = c.build(c.op("MUL", c.const(random((8, 1), 4)), summed, shape=(1, 8, 1)))
+    graph, log = rewrite_through(model, "fuse_elementwise")
+    assert "coordinates are not the reduced input's" in why(log, "fuse_elementwise", "#2 (MUL)")
+    for precision in PRECISIONS:
+        check_gpu(model, [random(shape, 1)], precision)
