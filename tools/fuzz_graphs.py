@@ -33,9 +33,17 @@ inputs, slices of one tensor among them, one tensor more than once), SLICE, STRI
 (masks, strides 2, 3 and -1, shrink_axis), SPLIT, SPLIT_V, RESHAPE, SQUEEZE, EXPAND_DIMS,
 TRANSPOSE, PAD, PADV2, GATHER (constant indices), TILE, AVERAGE_POOL_2D, MAX_POOL_2D (global
 too), RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR (align_corners, half_pixel_centers), BATCH_MATMUL
-(adj_x / adj_y, constant, runtime and one tensor twice), and the patterns the rewrite rules fuse
-(gpu/transforms/): swish, squeeze-excite gates (MEAN or a global pool -> FC / 1x1 CONV ->
-LOGISTIC -> MUL, Keras' reshaped form too), batch norms around convolutions, PAD before a VALID
+(adj_x / adj_y, constant, runtime and one tensor twice), SQUARE, SIN, COS, RELU_0_TO_1, RELU_N1_TO_1,
+LOG and SQRT (of EXP, LOGISTIC or |x| + a margin), the steps CEIL, FLOOR, ROUND, SIGN, POW (positive
+bases; any base to an integer exponent; constant or runtime exponents), ADD_N, REDUCE_MIN,
+REDUCE_PROD, LOG_SOFTMAX, MIRROR_PAD (REFLECT, SYMMETRIC), REVERSE_V2, DEPTH_TO_SPACE,
+SPACE_TO_DEPTH, SPACE_TO_BATCH_ND -> (a window op) -> BATCH_TO_SPACE_ND, TRANSPOSE_CONV (SAME /
+VALID, bias or none, fused clamp), UNIDIRECTIONAL_SEQUENCE_LSTM (Keras' 24 inputs, the state in
+variable tensors the invokes carry over, CIFG and peephole sometimes), LESS / GREATER ->
+LOGICAL_AND / LOGICAL_OR / LOGICAL_NOT -> SELECT_V2 or CAST to float32 (the bool tensors only
+inside that builder), and the patterns the rewrite rules fuse (gpu/transforms/): swish,
+squeeze-excite gates (MEAN or a global pool -> FC / 1x1 CONV -> LOGISTIC -> MUL, Keras' reshaped
+form too), batch norms around convolutions, PAD before a VALID
 window, residual ADDs, mixed-kernel depthwise blocks, split pointwise convolutions and what follows their
 concatenation, Keras' flattened Dense, a softmax between
 reshapes, attention (BATCH_MATMUL, SOFTMAX, heads split by RESHAPE / TRANSPOSE), layer and RMS
@@ -65,7 +73,9 @@ noise, x - mean(x) over equal values, cannot be held closer; see floors), plus a
 fp16_fp32acc a bound on what half storage moves it (tools/fuzz_half_bounds.py: each input,
 weight and stored result rounded to half, propagated node by node; a sum that cancels keeps its
 terms' rounding; an output it cannot bound, where a value it depends on exceeds half's range or
-an RSQRT's input may be 0, is not judged); NaN or infinity where LiteRT has a finite
+an RSQRT's input may be 0, is not judged; nor is an output past a step, CEIL / FLOOR / ROUND / SIGN
+or a comparison of floats, whose input lies within STEP_ULPS float32 ulps of a jump: near_step);
+NaN or infinity where LiteRT has a finite
 value; a shape or dtype that differs; or an exception other than a clean refusal (a ModelError,
 or a ValueError / TypeError that a raise statement raised: Python's own TypeError from unpacking
 None is a finding; on the GPU paths c and d, only where path b fails too: a delegate that cannot
@@ -105,6 +115,7 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
+from gles_delegate.ops.lstm import INPUT_NAMES as LSTM_INPUTS
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common, fuzz_half_bounds
 from gles_delegate.tools.parity_report import QUANTIZED_STEPS, TOLERANCES, compare
@@ -126,13 +137,17 @@ MINIMIZE_TRIALS = 400        # runs the minimiser may spend on one finding
 # (tools/fuzz_graph_resize.py).
 FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2}
 FLOOR_ULPS = 16              # floors(): the least absolute bound, in ulps of the largest value upstream
+# Ops whose output jumps at a point of their input; near_step: where LiteRT's input lies within
+# STEP_ULPS float32 ulps of the largest value upstream of a jump, the outputs past it are not judged.
+STEP_OPS = {"CEIL", "FLOOR", "ROUND", "SIGN", "LESS", "GREATER", "LESS_EQUAL", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
+STEP_ULPS = 64
 
 
 # -- the model description -----------------------------------------------------------------------
 @dataclass
 class TensorSpec:
     shape: tuple
-    kind: str                 # 'input' | 'const' | 'value'
+    kind: str                 # 'input' | 'const' | 'value' | 'variable' (LSTM state, is_variable)
     data: np.ndarray = None   # a constant's values
     dtype: object = np.float32
     quant: tuple = None       # (scale(s), zero point(s), quantized dimension) of a quantized tensor
@@ -189,6 +204,8 @@ class Spec:
                 spec = self.tensors[t]
                 if spec.kind == "const":
                     index[t] = b.const(f"c{t}", spec.data, quantization=spec.quant)
+                elif spec.kind == "variable":  # state a kernel updates in place (an LSTM's): no data
+                    index[t] = b.tensor(f"v{t}", spec.shape, spec.dtype, is_variable=True)
                 else:
                     shape, signature = self.declared(t)
                     index[t] = b.tensor(f"t{t}", shape, spec.dtype, quantization=spec.quant,
@@ -542,8 +559,13 @@ def mean(g, x=None, axes=None, keep=None, op="MEAN"):
 
 
 def reduction(g):
-    """SUM or REDUCE_MAX (MEAN has a builder of its own)."""
-    return mean(g, op=g.choice(("SUM", "REDUCE_MAX")))
+    """SUM, REDUCE_MAX, REDUCE_MIN or REDUCE_PROD (MEAN has a builder of its own); a product over
+    the last axis of at most 13 (a product of many values under- or overflows)."""
+    op = g.choice(("SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"), (2, 2, 1, 1))
+    if op != "REDUCE_PROD":
+        return mean(g, op=op)
+    x = g.pick(lambda s: s[-1] <= 13)
+    return x is not None and mean(g, x, [len(g.shape_of(x)) - 1], op=op)
 
 
 def softmax(g, x=None):
@@ -1145,13 +1167,250 @@ def add_into_mean(g):
     return True
 
 
+# Ops of the GPU kernels beyond the rewrite rules' patterns: math, logical, space / batch layout,
+# windows run backwards, a recurrent layer.
+ROUNDING_OPS = ("CEIL", "FLOOR", "ROUND", "SIGN")  # step functions: judged as STEP_OPS says
+
+
+def _positive(g, x):
+    """x mapped into (0, inf), where LOG, SQRT and a fractional POW are defined: EXP, LOGISTIC
+    or |x| plus a margin (|x| alone only for SQRT, defined at 0)."""
+    how = g.choice(("exp", "logistic", "abs"), (2, 1, 3))
+    if how != "abs":
+        return unary(g, x, how.upper())
+    y = unary(g, x, "ABS")
+    margin = g.choice((0.05, 0.25, 1.0))
+    return g.one("ADD", [y, g.const(np.float32(margin))], g.shape_of(y), fused_activation_function=NONE)
+
+
+def math_unary(g):
+    """SQUARE, SIN, COS, RELU_0_TO_1, RELU_N1_TO_1, LOG and SQRT (of positive values), and the
+    step functions CEIL, FLOOR, ROUND, SIGN, sometimes of x scaled by a power of 2 (more steps)."""
+    x = g.pick()
+    if x is None:
+        return False
+    op = g.choice(("SQUARE", "SIN", "COS", "RELU_0_TO_1", "RELU_N1_TO_1", "LOG", "SQRT") + ROUNDING_OPS,
+                  (2, 1, 1, 1, 1, 2, 2, 1, 1, 1, 1))
+    if op == "LOG":
+        x = _positive(g, x)
+    elif op == "SQRT":
+        x = unary(g, x, "ABS") if g.chance(0.3) else _positive(g, x)
+    elif op in ("SIN", "COS") or (op in ROUNDING_OPS and g.chance(0.5)):
+        x = g.one("MUL", [x, g.const(np.float32(g.choice((2.0, 4.0))))], g.shape_of(x), fused_activation_function=NONE)
+    return g.one(op, [x], g.shape_of(x))
+
+
+def power(g):
+    """POW of a positive base (any exponent), or of any base to an integer constant exponent
+    (C's powf: defined for a negative base); the exponent a constant (scalar or per channel) or
+    a runtime tensor within [-1.5, 1.5] (1.5 TANH)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    integer = g.chance(0.3)
+    base = x if integer else _positive(g, x)
+    if integer:
+        exponent = g.const(np.float32(g.choice((2.0, 3.0, -1.0, 0.0)))) if g.chance(0.7) else \
+            g.const(g.rng.integers(-1, 4, (shape[-1],)).astype(np.float32))
+        if g.spec.tensors[exponent].data.min() < 0:  # 1 / x: away from 0
+            base = g.one("ADD", [unary(g, x, "ABS"), g.const(np.float32(0.25))], shape, fused_activation_function=NONE)
+    elif g.chance(0.6):
+        exponent = g.const(np.float32(g.choice((0.5, 1.5, -0.5, 2.0, 2.5)))) if g.chance(0.6) else \
+            g.uniform((shape[-1],), -1.5, 1.5)
+    else:
+        y = g.pick(lambda s: _broadcasts_onto(s, shape))
+        exponent = g.one("MUL", [unary(g, y, "TANH"), g.const(np.float32(1.5))], g.shape_of(y),
+                         fused_activation_function=NONE)
+    return g.one("POW", [base, exponent], shape)
+
+
+def add_n(g):
+    """ADD_N of 2-4 tensors of one shape (a tensor more than once, a constant among them)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    same = [t for t in g.values if g.shape_of(t) == shape]
+    parts = [g.choice(same) for _ in range(int(g.rng.integers(1, 4)))]
+    if g.chance(0.2):
+        parts.append(g.uniform(shape, -1, 1))
+    return g.one("ADD_N", [x] + parts, shape)
+
+
+def depth_space(g):
+    """DEPTH_TO_SPACE or SPACE_TO_DEPTH, block 2 or 3, of a tensor made to fit where it does not:
+    a 1x1 CONV_2D to a multiple of block^2 channels, a PAD to multiples of block in height and width."""
+    x = g.pick(_rank4)
+    if x is None:
+        return False
+    k = g.choice((2, 3), (3, 1))
+    n, h, w, c = g.shape_of(x)
+    if g.chance(0.5):
+        if c % (k * k):
+            x = conv2d(g, x, k * k * g.choice((1, 2, 3)), 1, 1, SAME)
+            if not x:
+                return False
+        n, h, w, c = g.shape_of(x)
+        out = (n, h * k, w * k, c // (k * k))
+        return g.fits(out) and g.one("DEPTH_TO_SPACE", [x], out, block_size=k)
+    if h % k or w % k:
+        x = pad(g, x, [[0, 0], [0, -h % k], [0, -w % k], [0, 0]])
+        if not x:
+            return False
+        n, h, w, c = g.shape_of(x)
+    return g.one("SPACE_TO_DEPTH", [x], (n, h // k, w // k, c * k * k), block_size=k)
+
+
+def space_batch(g):
+    """SPACE_TO_BATCH_ND (block per spatial dim, paddings making them multiples of it), then
+    often a window op on the batches (how converters write a dilated convolution), then
+    BATCH_TO_SPACE_ND back, its crops the paddings or none."""
+    x = g.pick(lambda s: len(s) in (3, 4))
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    spatial = len(shape) - 2
+    block = [g.choice((1, 2, 3), (1, 3, 1)) for _ in range(spatial)]
+    paddings = []
+    for d, b in zip(shape[1:1 + spatial], block):
+        before = int(g.rng.integers(0, b)) if g.chance(0.4) else 0
+        paddings.append([before, -(d + before) % b + (b if g.chance(0.2) else 0)])
+    padded = [d + a + e for d, (a, e) in zip(shape[1:1 + spatial], paddings)]
+    out = (shape[0] * int(np.prod(block)),) + tuple(p // b for p, b in zip(padded, block)) + tuple(shape[1 + spatial:])
+    if not g.fits(out):
+        return False
+    y = g.one("SPACE_TO_BATCH_ND", [x, g.ints(block), g.ints(paddings)], out)
+    if spatial == 2 and g.chance(0.5):
+        y = depthwise(g, y, kernel=3, stride=1, padding=VALID if min(out[1:3]) >= 3 else SAME, multiplier=1) or y
+    elif g.chance(0.4):
+        y = unary(g, y)
+    if g.chance(0.8):
+        ys = g.shape_of(y)
+        crops = paddings if ys[1:1 + spatial] == out[1:1 + spatial] and g.chance(0.7) else [[0, 0]] * spatial
+        back = (ys[0] // int(np.prod(block)),) + tuple(d * b - a - e for d, b, (a, e) in
+                                                       zip(ys[1:1 + spatial], block, crops)) + tuple(ys[1 + spatial:])
+        g.one("BATCH_TO_SPACE_ND", [y, g.ints(block), g.ints(crops)], back)
+    return True
+
+
+def mirror_pad(g):
+    """MIRROR_PAD, REFLECT (pads <= dim - 1) or SYMMETRIC (pads <= dim)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    symmetric = g.chance(0.5)
+    paddings = [[int(g.rng.integers(0, min(2, d - 1 + symmetric) + 1)) if g.chance(0.15 if k == 0 else 0.6) else 0
+                 for _ in range(2)] for k, d in enumerate(shape)]
+    out = tuple(d + a + b for d, (a, b) in zip(shape, paddings))
+    if not g.fits(out):
+        return False
+    return g.one("MIRROR_PAD", [x, g.ints(paddings)], out, mode=int(symmetric))
+
+
+def reverse(g):
+    """REVERSE_V2 along one axis (negative sometimes)."""
+    x = g.pick()
+    if x is None:
+        return False
+    rank = len(g.shape_of(x))
+    axis = int(g.rng.integers(rank))
+    return g.one("REVERSE_V2", [x, g.ints([axis - rank if g.chance(0.2) else axis])], g.shape_of(x))
+
+
+def log_softmax(g):
+    x = g.pick()
+    if x is None:
+        return False
+    return g.one("LOG_SOFTMAX", [x], g.shape_of(x))
+
+
+def transpose_conv(g):
+    """TRANSPOSE_CONV: weights [O, K, K, I], stride 1 / 2, SAME (output input x stride) or VALID
+    ((input - 1) x stride + K), its output_shape a constant, bias mostly, a fused clamp sometimes."""
+    x = g.pick(_rank4)
+    if x is None:
+        return False
+    n, h, w, c = g.shape_of(x)
+    k, stride, padding = g.choice((1, 2, 3, 4), (1, 3, 3, 1)), g.choice((1, 2), (1, 2)), g.choice((SAME, VALID))
+    size = (lambda d: d * stride) if padding == SAME else (lambda d: (d - 1) * stride + k)
+    o = g.channels()
+    shape = (n, size(h), size(w), o)
+    if not g.fits(shape):
+        return False
+    bias = g.uniform((o,), -0.2, 0.2) if g.chance(0.8) else -1
+    return g.one("TRANSPOSE_CONV", [g.ints(shape), g.weights((o, k, k, c), k * k * c // (stride * stride) or 1), x, bias],
+                 shape, padding=padding, stride_w=stride, stride_h=stride,
+                 fused_activation_function=g.activation(0.25))
+
+
+def sequence_lstm(g):
+    """UNIDIRECTIONAL_SEQUENCE_LSTM as Keras converts it (24 inputs, TANH, the state two
+    variable tensors the invokes carry over), batch- or time-major, CIFG and peephole sometimes."""
+    x = g.pick(lambda s: len(s) == 3 and s[-1] <= 16)
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    time_major = g.chance(0.3)
+    batch, n_input = shape[1] if time_major else shape[0], shape[2]
+    n_cell = g.choice((2, 3, 4, 5, 8))
+    cifg, peephole = g.chance(0.2), g.chance(0.25)
+    gates = ("forget", "cell", "output") if cifg else ("input", "forget", "cell", "output")
+    named = {}
+    for gate in gates:
+        named[f"input_to_{gate}_weights"] = g.weights((n_cell, n_input), n_input)
+        named[f"recurrent_to_{gate}_weights"] = g.weights((n_cell, n_cell), n_cell)
+        named[f"{gate}_gate_bias"] = g.uniform((n_cell,), *((0.5, 1.5) if gate == "forget" else (-0.5, 0.5)))
+        if peephole and gate != "cell":
+            named[f"cell_to_{gate}_weights"] = g.uniform((n_cell,), -0.5, 0.5)
+    for name, size in (("output_state", n_cell), ("cell_state", n_cell)):
+        named[name] = g.spec.add(TensorSpec((batch, size), "variable"))
+    inputs = [x] + [named.get(name, -1) for name in LSTM_INPUTS[1:]]
+    return g.one("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, shape[:-1] + (n_cell,), fused_activation_function=4,
+                 cell_clip=g.choice((0.0, 10.0, 0.5)), proj_clip=0.0, time_major=time_major,
+                 asymmetric_quantize_inputs=False, diagonal_recurrent_tensors=False)
+
+
+def _compare(g, x):
+    """LESS / GREATER of x and a constant or a tensor of x's shape: a bool tensor."""
+    same = [t for t in g.values if g.shape_of(t) == g.shape_of(x) and t != x]
+    y = g.choice(same) if same and g.chance(0.4) else g.const(np.float32(g.choice((0.0, 0.25, -0.5))))
+    inputs = [x, y] if g.chance(0.7) else [y, x]
+    return g.typed(g.choice(("LESS", "GREATER")), inputs, [TensorSpec(g.shape_of(x), "value", dtype=np.bool_)])[0]
+
+
+def logical(g):
+    """LOGICAL_AND / LOGICAL_OR of two comparisons, or LOGICAL_NOT of one, read by a SELECT_V2
+    of floats or a CAST to float32 (the float pools hold no bool tensor)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    cond = _compare(g, x)
+    op = g.choice(("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"))
+    boolean = lambda inputs: g.typed(op, inputs, [TensorSpec(shape, "value", dtype=np.bool_)])[0]
+    if op == "LOGICAL_NOT":
+        cond = boolean([cond])
+    else:
+        other = g.pick(lambda s: s == shape)
+        cond = boolean([cond, _compare(g, other)] if g.chance(0.5) else [_compare(g, other), cond])
+    out = [TensorSpec(shape, "value")]  # float32: node() would type it as its first runtime input, bool
+    if g.chance(0.35):
+        return g.typed("CAST", [cond], out)[0]
+    y = g.pick(lambda s: _broadcasts_onto(s, shape))
+    return g.typed("SELECT_V2", [cond, x, y] if g.chance(0.5) else [cond, y, x], out)[0]
+
+
 BUILDERS = (
     (conv2d, 6), (depthwise, 4), (fully_connected, 4), (binary_const, 5), (binary_runtime, 5), (unary, 5),
     (mean, 2), (softmax, 2), (concatenation, 4), (slice_op, 2), (strided_slice, 2), (split, 2), (reshape, 3),
     (transpose, 2), (pad, 2), (pool, 3), (batch_matmul, 2), (swish, 3), (squeeze_excite, 3), (conv_batch_norm, 2),
     (pad_window, 2), (residual, 2), (mixed_depthwise, 1.5), (split_pointwise, 1.5), (keras_dense, 1.5), (row_op_in_reshapes, 1),
-    (attention, 1), (layer_norm, 1), (rms_norm, 1), (pooled_shortcut, 1), (add_into_mean, 1), (reduction, 1),
+    (attention, 1), (layer_norm, 1), (rms_norm, 1), (pooled_shortcut, 1), (add_into_mean, 1), (reduction, 2),
     (resize, 1.5), (squeeze_or_expand, 1.5), (gather, 1.5), (tile, 1),
+    (math_unary, 6), (power, 2), (add_n, 2), (depth_space, 2), (space_batch, 2), (mirror_pad, 1.5), (reverse, 1.5),
+    (log_softmax, 1.5), (transpose_conv, 3), (sequence_lstm, 1.5), (logical, 3),
 )
 
 
@@ -1336,27 +1595,76 @@ def floors(spec, index, interpreter):
     from through float tensors holds (inputs and intermediates, from LiteRT's run that kept
     them). An output that cancels (x - mean(x) over equal values, exactly 0) is rounding noise of
     that magnitude, and another order of the same sums gives other noise. Integer and quantized
-    values are exact: an integer output has no floor, and none is taken from them."""
+    values are exact: an integer output has no floor, and none is taken from them. inf (not
+    judged) for an output downstream of a step (near_step): rounding may take it either way."""
     producer = {t: n for n in spec.nodes for t in n.outputs}
+    value = lambda u: np.asarray(spec.tensors[u].data if spec.tensors[u].kind == "const" else interpreter.get_tensor(index[u]))
     out = []
     for t in spec.outputs:
-        seen, stack, largest = set(), [t], 0.0
-        while stack:
-            u = stack.pop()
-            if u in seen or u < 0 or spec.tensors[u].kind == "const" or not spec.tensors[u].is_float:
-                continue
-            seen.add(u)
-            try:
-                value = np.abs(np.asarray(interpreter.get_tensor(index[u]))).astype(np.float64)
-            except (ValueError, RuntimeError):
-                value = np.zeros(0)
-            value = value[np.isfinite(value)]
-            if value.size:
-                largest = max(largest, float(np.abs(value).max()))
-            if u in producer:
-                stack.extend(producer[u].inputs)
-        out.append(FLOOR_ULPS * float(np.finfo(np.float32).eps) * largest)
+        if near_step(spec, producer, value, t):
+            out.append(math.inf)
+            continue
+        out.append(FLOOR_ULPS * float(np.finfo(np.float32).eps) * _largest_upstream(spec, producer, value, [t]))
     return out
+
+
+def _largest_upstream(spec, producer, value, roots):
+    """The largest finite |value| of the runtime float tensors `roots` are computed from through
+    float tensors (value(t): its values in LiteRT's run)."""
+    seen, stack, largest = set(), list(roots), 0.0
+    while stack:
+        u = stack.pop()
+        if u in seen or u < 0 or spec.tensors[u].kind == "const" or not spec.tensors[u].is_float:
+            continue
+        seen.add(u)
+        try:
+            v = np.abs(value(u)).astype(np.float64)
+        except (ValueError, RuntimeError):
+            v = np.zeros(0)
+        v = v[np.isfinite(v)]
+        if v.size:
+            largest = max(largest, float(v.max()))
+        if u in producer:
+            stack.extend(producer[u].inputs)
+    return largest
+
+
+def _step_distance(op, xs):
+    """Per element, how far a step op's inputs lie from where its output jumps."""
+    x = xs[0].astype(np.float64)
+    if op in ("FLOOR", "CEIL"):
+        return np.abs(x - np.rint(x))
+    if op == "ROUND":
+        return np.abs(np.abs(x - np.floor(x)) - 0.5)
+    if op == "SIGN":
+        return np.abs(x)
+    return np.abs(x - xs[1].astype(np.float64))  # a comparison
+
+
+def near_step(spec, producer, value, t):
+    """Whether output t is computed (through tensors of any type) from a step (STEP_OPS: CEIL,
+    FLOOR, ROUND, SIGN, a comparison of floats) whose input lies, in LiteRT's run, off its step
+    but within STEP_ULPS float32 ulps of the largest value upstream of it: another order of the
+    same float32 sums may take it to the other side, a jump no tolerance of the output bounds.
+    An input exactly on a step (0 of a RELU, a tie of ROUND) is computed exactly and judged."""
+    seen, stack = set(), [t]
+    while stack:
+        u = stack.pop()
+        if u in seen or u < 0 or u not in producer:
+            continue
+        seen.add(u)
+        node = producer[u]
+        stack.extend(node.inputs)
+        if node.op not in STEP_OPS or not all(spec.tensors[i].is_float for i in node.inputs):
+            continue
+        try:
+            d = _step_distance(node.op, [value(i) for i in node.inputs])
+        except (ValueError, RuntimeError):
+            return True
+        window = STEP_ULPS * float(np.finfo(np.float32).eps) * _largest_upstream(spec, producer, value, node.inputs)
+        if ((d > 0) & (d <= window)).any():
+            return True
+    return False
 
 
 def with_half_storage(floor, data, steps, precision):

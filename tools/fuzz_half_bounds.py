@@ -19,7 +19,11 @@ by at most (first order: products of two errors are dropped)
 - a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|, inf where f is not
   finite there (RSQRT of a variance no larger than its own error: nothing bounds the output);
 - DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
-  x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis,
+  x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis; LOG_SOFTMAX:
+  E + sum(softmax E); POW: its largest move over the corners of the operands' error box;
+- a comparison: a bool tensor whose "bound" is 1 where it may flip (|a - b| within E_a + E_b),
+  carried by LOGICAL_AND / OR / NOT and CAST; a SELECT / SELECT_V2 of a condition that may flip
+  may give either operand (|x - y| + the larger error), else its pick's error,
 plus the rounding of its stored result (none for a node that moves or picks half values: they
 stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: gpu/shader.py
 FULL_PRECISION_TEMPLATES) each node also rounds its arithmetic: a sum of K terms by gamma(K) of
@@ -41,16 +45,20 @@ F32_MAX = float(np.finfo(np.float32).max)
 HALF_PRECISIONS = ("fp16", "fp16_fp32acc")
 
 SUMS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "ADD", "SUB", "MUL", "MEAN", "SUM",
-        "AVERAGE_POOL_2D", "RESIZE_BILINEAR"}
+        "AVERAGE_POOL_2D", "RESIZE_BILINEAR", "ADD_N", "TRANSPOSE_CONV", "REDUCE_PROD"}  # REDUCE_PROD: multilinear
 MOVES = {"RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "CONCATENATION", "PAD", "PADV2",
          "GATHER", "TILE", "SQUEEZE", "EXPAND_DIMS", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "REDUCE_MAX",
-         "MAXIMUM"}
+         "MAXIMUM", "MIRROR_PAD", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
+         "BATCH_TO_SPACE_ND"}
 # A minimum moves by at most its operands' largest error too: the matching maximum of the errors.
 AS_MAXIMUM = {"MINIMUM": "MAXIMUM", "REDUCE_MIN": "REDUCE_MAX"}
-UNARY = {"LOGISTIC", "TANH", "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "ABS", "NEG", "EXP", "ELU", "GELU",
-         "LEAKY_RELU", "RSQRT", "SQRT", "SQUARE", "LOG", "SIN", "COS"}
-EXACT_UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "ABS", "NEG"}   # of a half: a half, no rounding
-HIGHP = {"MEAN", "SUM", "SOFTMAX"}                  # computed in float32 in fp16 too (gpu/shader.py)
+# (the step functions CEIL ... SIGN too: an interval across a step moves them by the step)
+UNARY = {"LOGISTIC", "TANH", "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ABS", "NEG", "EXP", "ELU",
+         "GELU", "LEAKY_RELU", "RSQRT", "SQRT", "SQUARE", "LOG", "SIN", "COS", "CEIL", "FLOOR", "ROUND", "SIGN"}
+EXACT_UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ABS", "NEG", "CEIL", "FLOOR", "ROUND",
+               "SIGN"}   # of a half: a half, no rounding
+HIGHP = {"MEAN", "SUM", "SOFTMAX", "LOG_SOFTMAX", "REDUCE_PROD"}  # computed in float32 in fp16 too (gpu/shader.py)
+COMPARISONS = {"LESS", "GREATER", "LESS_EQUAL", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
 # The terms of one output element of a sum that averages them (its reference on ones gives 1).
 AVERAGED_TERMS = {
     "AVERAGE_POOL_2D": lambda node: node.options["filter_height"] * node.options["filter_width"],
@@ -152,6 +160,36 @@ def _special_bound(node, xs, es):
         y = _run(node, [xs[0].astype(np.float32)])[0]
         beta = abs(float(node.options.get("beta", 1.0)))
         return beta * y * (es[0] + np.sum(y * es[0], axis=-1, keepdims=True))
+    if node.op == "LOG_SOFTMAX":  # x - log(sum(exp(x))): E, plus the softmax-weighted E
+        p = np.exp(_run(node, [xs[0].astype(np.float32)])[0])
+        return es[0] + np.sum(p * es[0], axis=-1, keepdims=True)
+    if node.op == "POW":  # monotone in each operand (where defined): the corners of the box
+        y = np.power(xs[0], xs[1])
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            corners = [np.abs(np.power(xs[0] + a * es[0], xs[1] + b * es[1]) - y) for a in (-1, 1) for b in (-1, 1)]
+        return _unbounded(np.maximum.reduce(corners), y)
+    return None
+
+
+def flip_bound(node, xs, es):
+    """A bool-producing or bool-reading node (a comparison, LOGICAL_*, SELECT / SELECT_V2, CAST of
+    a bool), or None for another op. A bool tensor's bound is 1 where half storage may flip it
+    (its operands' difference within their errors), 0 where not, NaN where unknown; a float
+    output of a flipped condition may be either operand: |x - y| plus the larger error."""
+    with np.errstate(invalid="ignore"):
+        if node.op in COMPARISONS:
+            e = es[0] + es[1]
+            flips = ((e > 0) & (np.abs(xs[0].astype(np.float64) - xs[1]) <= e)).astype(np.float64)
+            return [np.where(np.isnan(e), np.nan, flips)]
+        if node.op in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"):
+            return [np.broadcast_to(np.maximum(es[0], es[-1]), node.outputs[0].shape)]  # NaN stays NaN
+        if node.op in ("SELECT", "SELECT_V2"):
+            cond, x, y = xs
+            flipped = np.abs(x.astype(np.float64) - y) + np.maximum(es[1], es[2])
+            bound = np.where(es[0] > 0, flipped, np.where(cond, es[1], es[2]))
+            return [np.broadcast_to(np.where(np.isnan(es[0]), np.nan, bound), node.outputs[0].shape)]
+        if node.op == "CAST" and xs[0].dtype == np.bool_:
+            return [np.asarray(es[0], np.float64)]
     return None
 
 
@@ -160,6 +198,9 @@ def node_bounds(node, xs, es, half_math=False):
     xs: its inputs' float32 values (None where omitted), es: per input the bound on its error
     (zeros for an integer one). NaN where the op has no rule, and for an integer output (an
     ARG_MAX of floats may pick another index: what reads it is not bounded here)."""
+    flips = flip_bound(node, xs, es)
+    if flips is not None:
+        return flips
     if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
         return [np.full(t.shape, np.nan) for t in node.outputs]
     if node.op in SUMS:

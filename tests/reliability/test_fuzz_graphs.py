@@ -286,3 +286,27 @@ def test_a_kernel_that_fails_to_compile_is_a_finding(monkeypatch, tmp_path):
                       families=("float",))
     kinds = {f["path"]: (f["kind"], f.get("exception")) for f in summary["findings"]}
     assert kinds == {p: ("exception", "KernelCompileFailure") for p in "cd"}, summary["findings"]
+
+
+class _Kept:
+    """Stands in for LiteRT's interpreter that kept every tensor (floors' `interpreter`)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def get_tensor(self, index):
+        return self.values[index]
+
+
+@pytest.mark.parametrize("x, judged", [([2.9999998, 0.5, 1.0], False), ([3.0, 2.5, -1.25], True)])
+def test_an_output_past_a_step_near_its_jump_is_not_judged(x, judged):
+    """FLOOR of 2.9999998 (one float32 ulp of 3 from its jump, within fg.STEP_ULPS): another order
+    of float32 sums may give 3.0000002, a jump of 1 no tolerance of the output allows, so the output
+    is not judged (floor inf); exactly on a step (3.0) or away from one, it is."""
+    spec = fg.Spec()
+    t = spec.add(fg.TensorSpec((1, 3), "input"))
+    y = spec.add(fg.TensorSpec((1, 3), "value"))
+    spec.inputs, spec.nodes, spec.outputs = [t], [fg.NodeSpec("FLOOR", [t], [y])], [y]
+    values = {t: np.float32([x]), y: np.floor(np.float32([x]))}
+    floor, = fg.floors(spec, {t: t, y: y}, _Kept(values))
+    assert np.isfinite(floor) == judged

@@ -27,7 +27,8 @@ def emulated(graph, inputs):
     """{tensor index: value} of `graph` run on the reference kernels with every input, constant
     and node result rounded to half, as half storage holds them (float32 math between)."""
     values = {t.index: half(x) for t, x in zip(graph.inputs, inputs)}
-    read = lambda t: values[t.index] if t.index in values else half(t.data)
+    # a variable tensor without data (an LSTM's state) starts at zeros
+    read = lambda t: values[t.index] if t.index in values else half(np.zeros(t.shape, np.float32) if t.data is None else t.data)
     for node in graph.nodes:
         outputs = ops.run_node(node, [None if t is None else read(t) for t in node.inputs])
         values.update({t.index: half(o) for t, o in zip(node.outputs, outputs)})
@@ -126,3 +127,26 @@ def test_the_first_bad_node_hint_allows_each_intermediate_its_half_bound():
     (2% of its result); every intermediate is within its half bound, so it names none."""
     seed, case = CANCELLING[0]
     assert fg.first_bad_node(fg.generate(seed, case, families=("float",)), seed, case, "c", "fp16_fp32acc") is None
+
+
+def test_a_step_function_moves_by_its_step_where_the_error_crosses_it():
+    """FLOOR of 0.9995 known to 1e-3 may be 0 or 1: its bound is the step; of 0.5 it is exact."""
+    f32 = np.dtype(np.float32)
+    node = Node(0, "FLOOR", [Tensor(0, "x", (2,), f32)], [Tensor(1, "y", (2,), f32)])
+    bound, = hb.node_bounds(node, [np.float32([0.9995, 0.5])], [np.array([1e-3, 1e-3])])
+    assert bound.tolist() == [1.0, 0.0]
+
+
+def test_a_comparison_within_its_operands_errors_may_flip_what_it_selects():
+    """LESS(x, 0.25) of x = 0.2501 known to 1e-3 may flip (bound 1), of 0.9 not (0); a SELECT_V2
+    of it may then give either operand (|a - b| + the larger error), else its pick's error."""
+    f32, b8 = np.dtype(np.float32), np.dtype(np.bool_)
+    cond = Tensor(2, "cond", (2,), b8)
+    less = Node(0, "LESS", [Tensor(0, "x", (2,), f32), Tensor(1, "c", (), f32)], [cond])
+    flips, = hb.node_bounds(less, [np.float32([0.2501, 0.9]), np.float32(0.25)], [np.full(2, 1e-3), np.zeros(())])
+    assert flips.tolist() == [1.0, 0.0]
+    a, b = Tensor(3, "a", (2,), f32), Tensor(4, "b", (2,), f32)
+    select = Node(1, "SELECT_V2", [cond, a, b], [Tensor(5, "y", (2,), f32)])
+    bound, = hb.node_bounds(select, [np.array([True, False]), np.float32([1, 1]), np.float32([-2, -2])],
+                            [flips, np.full(2, 1e-4), np.full(2, 2e-4)])
+    assert bound.tolist() == pytest.approx([3 + 2e-4, 2e-4])
