@@ -310,3 +310,21 @@ def test_an_output_past_a_step_near_its_jump_is_not_judged(x, judged):
     values = {t: np.float32([x]), y: np.floor(np.float32([x]))}
     floor, = fg.floors(spec, {t: t, y: y}, _Kept(values))
     assert np.isfinite(floor) == judged
+
+
+def test_an_inexact_value_exactly_on_a_step_is_not_judged_an_exact_one_is():
+    """SIGN of x + c where LiteRT's sum is exactly 0 (seed 65 case 398: a RFFT2D term that
+    cancels to 0 in LiteRT, 1e-16 on the GPU, then CEIL): rounding may take it either way, so the
+    output is not judged; SIGN of a model input exactly 0 is the same on every path, and judged."""
+    spec = fg.Spec()
+    t = spec.add(fg.TensorSpec((1, 2), "input"))
+    c = spec.add(fg.TensorSpec((), "const", np.float32(0.5)))
+    s = spec.add(fg.TensorSpec((1, 2), "value"))
+    y = spec.add(fg.TensorSpec((1, 2), "value"))
+    z = spec.add(fg.TensorSpec((1, 2), "value"))
+    spec.inputs, spec.outputs = [t], [y, z]
+    spec.nodes = [fg.NodeSpec("ADD", [t, c], [s]), fg.NodeSpec("SIGN", [s], [y]), fg.NodeSpec("SIGN", [t], [z])]
+    x = np.float32([[-0.5, 0.0]])
+    values = {t: x, s: x + 0.5, y: np.sign(x + 0.5), z: np.sign(x)}
+    floor = fg.floors(spec, {k: k for k in values}, _Kept(values))
+    assert floor[0] == np.inf and np.isfinite(floor[1])
