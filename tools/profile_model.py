@@ -3,6 +3,15 @@ the slowest dispatches by GPU time.
 
     gles-profile MODEL [...] [--precision fp32] [--top 6] [--warmup-secs 0.5] [--floor]
         [--set gpu.runtime.FLUSH_FIRST=0 ...]     (A/B a tuning constant: each setting in turn)
+        [--paired]                                (... or interleaved with the defaults)
+
+--set profiles the model again with each setting in turn, after the defaults; a GPU machine's
+speed drifts by 10-30 % between such runs a few seconds apart. --paired instead loads the model
+twice in one process, with the defaults (A) and with the setting (B, applied while B loads and
+runs), and times them in alternating blocks of PAIRED_BLOCK end-to-end runs (A B, then B A):
+it reports each side's median, the median of the blocks' B / A ratios and in how many blocks B
+was faster, so the drift falls on both sides alike. The first run of a block rebinds the
+partition's buffers (the other side ran last); the medians leave it out.
 
 --floor also times each partition's dispatch loop (the invoke's dispatches, without its I/O and
 fence) as planned and altered, to split a dispatch's fixed cost: without the barriers, with every
@@ -185,6 +194,56 @@ def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SE
     return "\n".join(lines)
 
 
+PAIRED_BLOCK = 20  # end-to-end runs of one side before the other's (--paired)
+
+
+def _loaded(path, precision):
+    """(delegate, interpreter, run_once) of `path` on a new GpuDelegate, allocated."""
+    delegate = GpuDelegate(precision=precision)
+    interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    run_once, _ = end_to_end(interpreter, common.seeded_inputs(interpreter.get_input_details(), 0, common.index_ranges(path)))
+    return delegate, interpreter, run_once
+
+
+def paired(path, precision, runs, setting, warmup_secs=common.WARMUP_SECONDS, block=PAIRED_BLOCK):
+    """The defaults (A) against `setting` (B, a parsed --set) on one model, interleaved in blocks
+    of `block` end-to-end runs (about `runs` per side, after `warmup_secs` of both alternating):
+    one line with each side's median (ms), the median of the blocks' B / A median ratios and
+    the number of blocks where B's median was lower."""
+    delegate_a, _, run_a = _loaded(path, precision)
+    restore = apply_setting(setting)
+    try:
+        delegate_b, _, run_b = _loaded(path, precision)
+    finally:
+        restore()
+
+    def run_b_set():
+        undo = apply_setting(setting)
+        try:
+            return run_b()
+        finally:
+            undo()
+    sides = {"A": run_a, "B": run_b_set}
+    common.warm_up(lambda: (run_a(), run_b_set()), 10, warmup_secs)
+    times = {"A": [], "B": []}
+    ratios = []
+    for k in range(max(1, -(-runs // block))):
+        medians = {}
+        for side in ("AB" if k % 2 == 0 else "BA"):
+            block_times = [sides[side]() for _ in range(block)][1:]  # the first one rebinds
+            times[side] += block_times
+            medians[side] = statistics.median(block_times)
+        ratios.append(medians["B"] / medians["A"])
+    delegate_a.close()
+    delegate_b.close()
+    a_ms, b_ms = (statistics.median(times[side]) * 1e3 for side in "AB")
+    faster = sum(r < 1 for r in ratios)
+    return (f"{path.stem} [{precision}] A (defaults) {a_ms:.3f} ms, B ({setting[0]}) {b_ms:.3f} ms: "
+            f"B / A {statistics.median(ratios):.3f} (median of {len(ratios)} blocks of {block - 1} runs; "
+            f"B faster in {faster})")
+
+
 def build_parser():
     parser = common.tool_parser("gles-profile", __doc__)
     parser.add_argument("models", nargs="+", type=common.model_file, help="model files or MediaPipe model names")
@@ -202,6 +261,9 @@ def build_parser():
     parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting; "
                              "a tuple constant takes a tuple: gpu.kernels.reduce.PARALLEL_LANES='(32, 16)'")
+    parser.add_argument("--paired", action="store_true",
+                        help="time each --set setting against the defaults interleaved in one process, "
+                             f"in alternating blocks of {PAIRED_BLOCK} runs (end-to-end only; see above)")
     return parser
 
 
@@ -210,6 +272,13 @@ def main(argv=None):
 
 
 def run(args):
+    if args.paired:
+        if not args.set:
+            raise argparse.ArgumentTypeError("--paired compares settings with the defaults: give at least one --set")
+        for path in args.models:
+            for setting in args.set:
+                print(paired(path, args.precision, args.runs, setting, args.warmup_secs), flush=True)
+        return 0
     for path in args.models:
         for setting in [None] + args.set:  # the defaults first, then each setting alone
             restore = apply_setting(setting) if setting else None

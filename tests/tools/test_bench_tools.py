@@ -111,6 +111,31 @@ def test_profile_floor_times_the_loop_altered_and_leaves_it_as_planned(small_mod
         assert np.array_equal(interpreter.get_tensor(out), before)
 
 
+def test_profile_paired_runs_b_with_the_setting_and_a_without(small_model, monkeypatch, capsys):
+    """--paired: side B's partition is built and invoked with the setting, side A's with the
+    defaults, the runs alternate in blocks, and the constant is the default again afterwards."""
+    from gles_delegate.gpu import runtime
+    seen = []  # (partition, DIRECT_IO_MAX_BYTES at its invoke, whether its I/O is direct)
+    real_run = runtime.GpuPartition.run
+
+    def spy(partition, storage, capture=None):
+        seen.append((partition, runtime.DIRECT_IO_MAX_BYTES, partition.io.direct))
+        return real_run(partition, storage, capture)
+    monkeypatch.setattr(runtime.GpuPartition, "run", spy)
+    default = runtime.DIRECT_IO_MAX_BYTES
+    assert profile_model.main([str(small_model), "--runs", "8", "--warmup-secs", "0", "--paired",
+                               "--set", "gpu.runtime.DIRECT_IO_MAX_BYTES=0"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert re.fullmatch(r"small \[fp32\] A \(defaults\) \d+\.\d{3} ms, B \(gpu.runtime.DIRECT_IO_MAX_BYTES=0\) "
+                        r"\d+\.\d{3} ms: B / A \d+\.\d{3} \(median of 1 blocks of 19 runs; B faster in [01]\)", line), line
+    partitions = list(dict.fromkeys(p for p, _, _ in seen))
+    assert len(partitions) == 2 and runtime.DIRECT_IO_MAX_BYTES == default
+    a, b = partitions
+    assert {(value, direct) for p, value, direct in seen if p is a} == {(default, True)}
+    assert {(value, direct) for p, value, direct in seen if p is b} == {(0, False)}  # built with it too
+    order = [p for p, _, _ in seen][-40:]  # the timed block: 20 of A, then 20 of B
+    assert order == [a] * 20 + [b] * 20
+
 def test_top1_agreement_table(small_model, capsys):
     from gles_delegate.tools import top1_agreement
     assert top1_agreement.main([str(small_model), "--seeds", "3"]) == 0
