@@ -21,6 +21,16 @@ by at most (first order: products of two errors are dropped)
 - DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
   x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis; LOG_SOFTMAX:
   E + sum(softmax E); POW: its largest move over the corners of the operands' error box;
+  L2_NORMALIZATION: (E + |y| sum(|y| E)) / ||x|| along its axis (inf where 0 < ||E|| >= ||x||);
+  an input with no bound (NaN) leaves the node's outputs without one;
+- a resource variable: READ_VARIABLE gives the bound of the value last assigned to it
+  (ASSIGN_VARIABLE), carried from invoke to invoke (reset_all_variables leaves resource
+  variables as they are); one never assigned holds its initial value, stored once: rounding(v);
+- RFFT2D: a complex tensor's bound is one on |dz|. Every bin is a sum of the window's inputs
+  times twiddles of modulus 1: the sum of the inputs' errors, plus the rows' transform stored
+  in half between the two passes (U (|re| + |im|) of each, summed down a column), the float32
+  butterflies (4 log2(N) 2^-24 sqrt(N) ||window||_2, gpu/kernels/spectral.py) and the stored
+  result; COMPLEX_ABS, REAL and IMAG move by at most |dz|, plus their own rounding;
 - a comparison: a bool tensor whose "bound" is 1 where it may flip (|a - b| within E_a + E_b),
   carried by LOGICAL_AND / OR / NOT and CAST; a SELECT / SELECT_V2 of a condition that may flip
   may give either operand (|x - y| + the larger error), else its pick's error,
@@ -57,7 +67,9 @@ UNARY = {"LOGISTIC", "TANH", "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "REL
          "GELU", "LEAKY_RELU", "RSQRT", "SQRT", "SQUARE", "LOG", "SIN", "COS", "CEIL", "FLOOR", "ROUND", "SIGN"}
 EXACT_UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ABS", "NEG", "CEIL", "FLOOR", "ROUND",
                "SIGN"}   # of a half: a half, no rounding
-HIGHP = {"MEAN", "SUM", "SOFTMAX", "LOG_SOFTMAX", "REDUCE_PROD"}  # computed in float32 in fp16 too (gpu/shader.py)
+HIGHP = {"MEAN", "SUM", "SOFTMAX", "LOG_SOFTMAX", "REDUCE_PROD",  # computed in float32 in fp16 too (gpu/shader.py)
+         "RFFT2D", "COMPLEX_ABS", "REAL", "IMAG"}
+COMPLEX_PARTS = {"COMPLEX_ABS", "REAL", "IMAG"}  # a float of a complex input: |dz| bounds its move
 COMPARISONS = {"LESS", "GREATER", "LESS_EQUAL", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
 # The terms of one output element of a sum that averages them (its reference on ones gives 1).
 AVERAGED_TERMS = {
@@ -163,12 +175,42 @@ def _special_bound(node, xs, es):
     if node.op == "LOG_SOFTMAX":  # x - log(sum(exp(x))): E, plus the softmax-weighted E
         p = np.exp(_run(node, [xs[0].astype(np.float32)])[0])
         return es[0] + np.sum(p * es[0], axis=-1, keepdims=True)
+    if node.op == "L2_NORMALIZATION":  # y = x / ||x|| along the last axis: dy = (dx - y (y . dx)) / ||x||
+        x, e = xs[0], es[0]
+        norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))
+        divisor = np.maximum(norm, 1e-6)  # TFLite's floor on the norm (ops/normalization.py)
+        y = x / divisor
+        moved = (e + np.abs(y) * np.sum(np.abs(y) * e, axis=-1, keepdims=True)) / divisor
+        reach = np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
+        return np.where((reach > 0) & (reach >= norm), np.inf, moved)
     if node.op == "POW":  # monotone in each operand (where defined): the corners of the box
         y = np.power(xs[0], xs[1])
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             corners = [np.abs(np.power(xs[0] + a * es[0], xs[1] + b * es[1]) - y) for a in (-1, 1) for b in (-1, 1)]
         return _unbounded(np.maximum.reduce(corners), y)
     return None
+
+
+def _parts_rounding(z):
+    """What storing complex z (real and imaginary parts) in half moves it, as a bound on |dz|."""
+    return rounding(z.real) + rounding(z.imag)
+
+
+def _rfft2d_bound(node, xs, es):
+    """The bound on |dz| of each bin of an RFFT2D (module docstring), its result's rounding
+    included; x cropped or zero-padded to the FFT lengths as TFLite's kernel takes it."""
+    fft_h, fft_w = (int(v) for v in np.asarray(xs[1]).ravel())
+
+    def window(a):
+        a = np.asarray(a, np.float64)[..., :fft_h, :fft_w]
+        return np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, fft_h - a.shape[-2]), (0, fft_w - a.shape[-1])])
+    x, e = window(xs[0]), window(es[0])
+    rows = np.fft.rfft(x, axis=-1)
+    z = np.fft.fft(rows, axis=-2)
+    n = fft_h * fft_w
+    butterflies = 4 * np.log2(max(n, 2)) * 2.0 ** -24 * np.sqrt(n) * np.sqrt(np.sum(x * x, axis=(-2, -1), keepdims=True))
+    between = np.sum(_parts_rounding(rows), axis=-2, keepdims=True) if fft_h > 1 else 0.0
+    return np.sum(e, axis=(-2, -1), keepdims=True) + between + butterflies + _parts_rounding(z)
 
 
 def flip_bound(node, xs, es):
@@ -201,6 +243,12 @@ def node_bounds(node, xs, es, half_math=False):
     flips = flip_bound(node, xs, es)
     if flips is not None:
         return flips
+    if any(e is not None and np.isnan(e).any() for e in es):  # an input no rule bounds: nor this
+        return [np.full(t.shape, np.nan) for t in node.outputs]
+    if node.op == "RFFT2D":
+        return [_rfft2d_bound(node, xs, es)]
+    if node.op in COMPLEX_PARTS:
+        return [es[0] + rounding(_run(node, xs)[0])]
     if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
         return [np.full(t.shape, np.nan) for t in node.outputs]
     if node.op in SUMS:
@@ -221,10 +269,18 @@ def node_bounds(node, xs, es, half_math=False):
     return [b + rounds * rounding(v) for b, v in zip(bounds, values)]
 
 
-def graph_bounds(graph, value, half_math=False):
+def _variable_key(node):
+    """(container, shared_name) of the resource variable a READ_VARIABLE / ASSIGN_VARIABLE uses."""
+    return node.options["variable"].key
+
+
+def graph_bounds(graph, value, half_math=False, variables=None):
     """{tensor index: error bound array} of every float tensor of `graph` (its nodes in order),
     value(tensor) giving a tensor's float32 value in the run (a constant's data, else the
-    interpreter's)."""
+    interpreter's). variables: {(container, shared_name): the bound of the value a variable
+    holds}, read and updated by the graph's READ_VARIABLE / ASSIGN_VARIABLE nodes (pass the same
+    dict to the next invoke's call)."""
+    variables = {} if variables is None else variables
     bounds = {}
     for t in graph.inputs:
         bounds[t.index] = stored_error(value(t)) if _is_float(value(t)) else np.zeros(t.shape)
@@ -237,19 +293,27 @@ def graph_bounds(graph, value, half_math=False):
         return bounds[t.index]
 
     for node in graph.nodes:
+        if node.op == "READ_VARIABLE":
+            out = node.outputs[0]
+            held = variables.get(_variable_key(node))
+            bounds[out.index] = rounding(np.asarray(value(out), np.float64)) if held is None else held
+            continue
         xs = [None if t is None else value(t) for t in node.inputs]
         es = [error_of(t) for t in node.inputs]
+        if node.op == "ASSIGN_VARIABLE":
+            variables[_variable_key(node)] = es[1] if _is_float(xs[1]) else np.full(np.shape(xs[1]), np.nan)
+            continue
         for t, bound in zip(node.outputs, node_bounds(node, xs, es, half_math)):
             bounds[t.index] = bound
     return bounds
 
 
 def tensor_bounds(data, steps, precision):
-    """Per invoke of `steps` (tools/fuzz_graphs.case_inputs; float models: no reset or resize),
-    {model tensor index: the largest half-storage error bound of its elements} of every tensor
-    (NaN where some op on its way has no rule or it is an integer; inf where half storage may
-    take a function past its domain: any finite value). None at a precision without half
-    storage, or where `steps` holds more than invokes (a reset of resource variables)."""
+    """Per invoke of `steps` (tools/fuzz_graphs.case_inputs: inputs, None for a reset of the
+    resource variables, a Resize), {model tensor index: the largest half-storage error bound of
+    its elements} of every tensor (NaN where some op on its way has no rule or it is an integer;
+    inf where half storage may take a function past its domain: any finite value). None at a
+    precision without half storage."""
     runs = _bounded_runs(data, steps, precision)
     return None if runs is None else runs[1]
 
@@ -267,17 +331,24 @@ def output_bounds(data, steps, precision):
 
 def _bounded_runs(data, steps, precision):
     """(the model's output tensor indices, tensor_bounds), or None (tensor_bounds says when)."""
-    if precision not in HALF_PRECISIONS or not all(isinstance(inputs, list) for inputs in steps):
+    if precision not in HALF_PRECISIONS:
         return None
     interpreter = Interpreter(model_content=data, cpu_backend="reference", experimental_preserve_all_tensors=True)
     interpreter.allocate_tensors()
-    graph = interpreter._main.graph
-    per_invoke = []
+    per_invoke, variables = [], {}  # variables: graph_bounds'; kept from invoke to invoke
     for inputs in steps:
+        if inputs is None:  # reset_all_variables zeroes variable tensors (no rule here): resource
+            interpreter.reset_all_variables()  # variables keep their values, in TFLite as here
+            continue
+        if not isinstance(inputs, list):  # a Resize (tools/fuzz_graphs.py): new shapes, same graph
+            for detail, shape in zip(interpreter.get_input_details(), inputs.shapes):
+                interpreter.resize_tensor_input(detail["index"], shape)
+            interpreter.allocate_tensors()
+            continue
         for detail, x in zip(interpreter.get_input_details(), inputs):
             interpreter.set_tensor(detail["index"], x)
         interpreter.invoke()
         value = lambda t: t.data if t.is_const else interpreter.get_tensor(t.index)
-        bounds = graph_bounds(graph, value, half_math=precision == "fp16")
+        bounds = graph_bounds(interpreter._main.graph, value, precision == "fp16", variables)
         per_invoke.append({k: float(np.max(b, initial=0.0)) for k, b in bounds.items()})
-    return [t.index for t in graph.outputs], per_invoke
+    return [t.index for t in interpreter._main.graph.outputs], per_invoke

@@ -150,3 +150,62 @@ def test_a_comparison_within_its_operands_errors_may_flip_what_it_selects():
     bound, = hb.node_bounds(select, [np.array([True, False]), np.float32([1, 1]), np.float32([-2, -2])],
                             [flips, np.full(2, 1e-4), np.full(2, 2e-4)])
     assert bound.tolist() == pytest.approx([3 + 2e-4, 2e-4])
+
+
+# (seed, case) of --precision fp16_fp32acc --families float,state,signal,resize findings that half
+# storage explains: a resource variable multiplied and passed through COS (579) or POW (1287) on
+# every invoke, its half rounding compounding over 4 invokes (reset_all_variables leaves resource
+# variables as they are, in LiteRT as here); an RFFT2D -> COMPLEX_ABS -> MUL (774).
+STATEFUL_AND_SPECTRAL = ((72, 579), (72, 1287), (72, 774))
+
+
+@pytest.mark.parametrize("seed, case", STATEFUL_AND_SPECTRAL)
+def test_variables_and_spectra_are_within_the_half_bound(seed, case, tmp_path):
+    summary = fg.fuzz(seed, paths="ac", only_case=case, precision="fp16_fp32acc", minimize_findings=False,
+                      out_dir=tmp_path, log=lambda line: None, families=("float", "state", "signal", "resize"))
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
+def test_a_variable_s_bound_is_the_last_one_assigned_to_it():
+    """READ_VARIABLE gives what the last ASSIGN_VARIABLE stored, across calls sharing `variables`;
+    one never assigned holds its initial value, rounded once."""
+    from gles_delegate.resource_variables import VariableRef
+    f32 = np.dtype(np.float32)
+    ref = VariableRef(container="", shared_name="v", rid=0, shape=(2,), dtype=f32, why=None, gpu_reason=None)
+    held, value = Tensor(0, "held", (2,), f32), Tensor(1, "x", (2,), f32)
+    read = Node(0, "READ_VARIABLE", [], [held], options={"variable": ref})
+    assign = Node(1, "ASSIGN_VARIABLE", [Tensor(2, "handle", (), np.dtype(np.int32)), value], [], options={"variable": ref})
+    graph = type("G", (), {"inputs": [value], "nodes": [read, assign]})
+    values = {0: np.float32([1.0, -3.0]), 1: np.float32([0.1, 0.2]), 2: np.int32(0)}
+    variables = {}
+    first = hb.graph_bounds(graph, lambda t: values[t.index], variables=variables)
+    assert first[0].tolist() == pytest.approx([hb.U, 3 * hb.U])  # the initial value, stored once
+    second = hb.graph_bounds(graph, lambda t: values[t.index], variables=variables)
+    assert np.array_equal(second[0], first[1])  # what the first call assigned: x's stored error
+
+
+def test_an_input_without_a_bound_leaves_the_output_without_one():
+    """LOGISTIC of an input no rule bounds (NaN): NaN, so the fuzzer's float bound judges it
+    (it was inf, not judged at all)."""
+    f32 = np.dtype(np.float32)
+    node = Node(0, "LOGISTIC", [Tensor(0, "x", (2,), f32)], [Tensor(1, "y", (2,), f32)])
+    bound, = hb.node_bounds(node, [np.float32([0.5, 1.0])], [np.array([np.nan, 1e-3])])
+    assert np.isnan(bound).all()
+
+
+def test_the_rfft2d_bound_covers_half_storage_emulated():
+    """RFFT2D of [3, 8, 16] values with its input, the rows' transform and the output stored in
+    half (the GPU's two passes): within the bound, which stays under 2 % of the largest bin."""
+    f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
+    node = Node(0, "RFFT2D", [Tensor(0, "x", (3, 8, 16), f32), Tensor(1, "n", (2,), np.dtype(np.int32))],
+                [Tensor(2, "z", (3, 8, 9), c64)])
+    x = np.random.default_rng(0).normal(size=(3, 8, 16)).astype(np.float32)
+
+    def stored(z):
+        return half(z.real) + 1j * half(z.imag)
+    emulated_z = stored(np.fft.fft(stored(np.fft.rfft(half(x).astype(np.float64), axis=-1)), axis=-2))
+    exact = np.fft.rfft2(x.astype(np.float64))
+    bound, = hb.node_bounds(node, [x, np.int32([8, 16])], [hb.stored_error(x), np.zeros(2)])
+    assert bound.shape == exact.shape
+    assert np.all(np.abs(emulated_z - exact) <= bound)
+    assert bound.max() < 0.02 * np.abs(exact).max()
