@@ -34,24 +34,22 @@ ARENA_BINDING, CONSTS_BINDING, IO_BINDING, FLOAT_BINDING = 0, 1, 2, 3
 END_BARRIER = G.GL_SHADER_STORAGE_BARRIER_BIT
 # One glFlush after the first FLUSH_FIRST dispatches (0: none): a driver may hold the commands
 # until the fence at the end, and the GPU would then start only once the CPU issued them all.
-# On an H200 a flush after 4 made the small models faster than none (docs/performance.md:
-# `gles-profile --set`); on an H100, after 8 rather than 4 was 1.4-6.4 % faster on the 5 models
-# of `gles-profile --paired --set gpu.runtime.FLUSH_FIRST=8` (round 27); none was slower there.
-FLUSH_FIRST = 8
+# On an H200 it made the small models faster (docs/performance.md: `gles-profile --set`). After 8
+# instead was 1.4-6.4 % faster in one H100 lease and 0.7-2.7 % slower in another, both with
+# `gles-profile --paired` (round 27): a host's trait, not a better value.
+FLUSH_FIRST = 4
 # Then one glFlush every FLUSH_EVERY dispatches (0: none): on a long plan the GPU may otherwise
 # idle while the CPU issues the rest (gles-profile reports a CPU issue loop as long as the GPU
 # time on MobileNet v1). `gles-profile --set gpu.runtime.FLUSH_EVERY=8` measures it.
 FLUSH_EVERY = 0
-# A partition whose inputs and outputs together are at most DIRECT_IO_MAX_BYTES, its outputs at
-# most DIRECT_OUTPUT_MAX_BYTES, lets its kernels read and write the persistently mapped host
-# buffer itself (MappedIo): no DMA copy into and out of device memory. Each input element is
-# read once over PCIe by its convert_in kernel. Large outputs go through device memory: a kernel
-# writing 5.5 MB into host memory took 1.7 ms on an H200. `gles-profile --paired --set
-# gpu.runtime.DIRECT_IO_MAX_BYTES=65536` (the limit before) on an H100: 2.5-5 % slower end to end
-# on MobileNet v1 / v2 / v3-small and selfie_segmentation (0.2-1 MB of I/O; docs/performance.md,
-# round 27).
-DIRECT_IO_MAX_BYTES = 2 * 1024 * 1024
-DIRECT_OUTPUT_MAX_BYTES = 512 * 1024
+# A partition whose inputs and outputs together are at most this many bytes lets its kernels
+# read and write the persistently mapped host buffer itself (MappedIo): no copy into and out of
+# device memory, two GPU operations fewer per invoke, which is most of a small model's latency.
+# Larger I/O goes through device memory, where a kernel writing host memory over PCIe is slow
+# (class MappedIo). `gles-profile --set gpu.runtime.DIRECT_IO_MAX_BYTES=0` measures without.
+# Up to 2 MiB (outputs up to 512 KiB) was 2.5-5 % faster on 0.2-1 MB of I/O in one H100 lease and
+# 3.7-3.9 % slower in the next (`gles-profile --paired`, round 27): PCIe reads depend on the host.
+DIRECT_IO_MAX_BYTES = 64 * 1024
 # Zeroed buffers (the arena) are filled on the GPU from a block of this many zeros (fill_zeros).
 ZERO_SEED_BYTES = 64 * 1024
 log = logging.getLogger("gles_delegate")
@@ -482,12 +480,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_settle_before_fork)
 
 
-def is_direct(plan):
-    """Whether the kernels of `plan` use the mapped I/O buffer itself (DIRECT_IO_MAX_BYTES)."""
-    out_bytes = sum(slot.nbytes for slot in plan.outputs)
-    return plan.io_bytes <= DIRECT_IO_MAX_BYTES and out_bytes <= DIRECT_OUTPUT_MAX_BYTES
-
-
 class MappedIo:
     """Inputs and outputs through a persistently, coherently mapped staging buffer: inputs are
     copied (and converted to float32) straight into it, outputs out of it after a fence (or left
@@ -502,7 +494,7 @@ class MappedIo:
     def __init__(self, context, plan):
         gl = self.gl = context.gl
         self.context = context
-        self.direct = is_direct(plan)
+        self.direct = plan.io_bytes <= DIRECT_IO_MAX_BYTES
         self.device = None if self.direct else create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
         self.staging, address, error = G.mapped_buffer(gl, plan.io_bytes, self.FLAGS)
         if not address:  # free what was made (mapped_buffer did its own), say what failed
