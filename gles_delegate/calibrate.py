@@ -387,8 +387,9 @@ class _Runner:
 
     def build(self, precision, promotion=None, tuner=None):
         r = self.rewritten
+        options = self.delegate.options
         plan = compile_plan(r.nodes, r.inputs, r.outputs, precision, self.delegate.context.limits,
-                            self.delegate.options.memory_strategy, tuner, promotion)
+                            options.memory_strategy, tuner, promotion, options.resolved_bake_params)
         computed = {t.index for n in r.nodes for t in n.outputs}
         fused_away = {t.index for n in self.spec.nodes for t in n.outputs} - computed
         return GpuPartition(self.delegate.context, plan, self.spec.nodes, view=self.view, fused_away=fused_away)

@@ -94,8 +94,9 @@ _OPTIONS_DOC = """
         the model's inputs: a partition inside a loop body calibrates on what the body
         receives when the model runs on them (calibrate.graph_samples).
     inference_preference: 'fast_single_answer' | 'sustained_speed' | 'balanced',
-        'fast_single_answer'. 'sustained_speed' turns tune_workgroups on (a longer init for
-        faster invokes); the others change nothing.
+        'fast_single_answer'. 'sustained_speed' turns tune_workgroups on and compiles every
+        dispatch's params into a program of its own (a longer init, about twice the programs to
+        compile, for faster invokes); the others change nothing.
     inference_priority1: 'auto' | 'max_precision' | 'min_latency' | 'min_memory_usage', 'auto'.
         'max_precision' forces FP32 when precision is None; the others change nothing.
     inference_priority2: as inference_priority1, 'auto'. Accepted for TFLite's sake; no effect.
@@ -219,6 +220,13 @@ class GpuDelegateOptions:
         """Whether compilation times workgroup candidates: asked for, or implied by a
         sustained-speed preference (a longer init pays off over many invokes)."""
         return self.tune_workgroups or self.inference_preference == "sustained_speed"
+
+    @property
+    def resolved_bake_params(self) -> str | None:
+        """Which dispatches' params compile into their programs (compiler.compile_plan's `bake`):
+        every one with a sustained-speed preference (a program per dispatch, about twice the
+        programs to compile, for a bind less per dispatch), else the compiler's default."""
+        return "all" if self.inference_preference == "sustained_speed" else None
 
 
 class _HeldLogs(logging.Filter):
@@ -452,7 +460,8 @@ class GpuDelegate:
         try:
             try:
                 plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
-                                    self.context.limits, self.options.memory_strategy, tuner)
+                                    self.context.limits, self.options.memory_strategy, tuner,
+                                    bake=self.options.resolved_bake_params)
             except PlanLimitError:
                 raise
             except GpuError as exc:
@@ -462,7 +471,8 @@ class GpuDelegate:
                 # programs, whose failures are found (and their nodes moved) below.
                 log.warning("workgroup tuning failed (%s); keeping the heuristic workgroups", _first_line(exc))
                 plan = compile_plan(rewritten.nodes, rewritten.inputs, rewritten.outputs, precision,
-                                    self.context.limits, self.options.memory_strategy, None)
+                                    self.context.limits, self.options.memory_strategy, None,
+                                    bake=self.options.resolved_bake_params)
         except PlanLimitError as exc:
             nodes = self._nodes_of(spec, exc.labels) or spec.nodes
             why = f"the GPU cannot run it here: {exc}"

@@ -4,13 +4,16 @@ Every activation tensor of the partition lives in one arena buffer (binding 0) a
 memory planner chose; weights live in one constants buffer (binding 1); partition inputs and
 outputs pass through an I/O buffer of plain BHWC float32 (binding 2), converted by the
 convert_in / convert_out kernels, or stored there by the kernel that computes an output nothing
-else reads (fuse_output_stores). Per-dispatch values (sizes, offsets) live in one uniform
-buffer, one aligned slot per dispatch, so a dispatch costs one bind, one run and, only where a
-dispatch reads or overwrites memory an earlier one wrote, one barrier.
+else reads (fuse_output_stores). Per-dispatch values (sizes, offsets) are constants of a
+dispatch's program where no other dispatch shares it, else live in one uniform buffer, one
+aligned slot per dispatch (_params_blocks), so a dispatch costs a program switch, at most one
+bind, one run and, only where a dispatch reads or overwrites memory an earlier one wrote, one
+barrier.
 
 The memory planner (memory.plan_arena) decides where each arena tensor lives, tensors that share
 storage (free reshapes, in-place elementwise outputs) included.
 """
+import collections
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +38,11 @@ PERMUTE_ON_INPUT = True
 # kDefaultTensorAlignment, so that LiteRT's Interpreter can take a mapped output as a tensor's
 # memory (litert/memory.py); the kernels need 16 (a vec4).
 IO_ALIGNMENT = 64
+# The dispatches whose params become constants of their program (_params_blocks): "own", those
+# whose program no other dispatch shares; "all", every one (a program per dispatch; what
+# inference_preference='sustained_speed' asks for); "none", every params block bound per run.
+BAKE_PARAMS = "own"
+BAKE_CHOICES = ("none", "own", "all")
 
 
 @dataclass
@@ -422,7 +430,7 @@ class _Programs:
         self.env, self.limits, self.tune = env, limits, tune
         self.sources, self.keyed, self.workgroups = {}, {}, {}
 
-    def variants(self, d, values, mode="plain", types=None):
+    def variants(self, d, values, mode="plain", types=None, baked=False):
         """[(workgroup, GLSL source, group counts)] of a dispatch: the chosen workgroup first (the
         kernel's own request, clamped, else the heuristic's), then for tuning the other candidates
         (none for a kernel that fixed its workgroup). types: shader.param_types(values)."""
@@ -445,16 +453,18 @@ class _Programs:
         out = []
         for wg in workgroups:
             key = (d.template, defines, mode, wg, types, tensors_half, math_half)
-            source = self.keyed.get(key)
+            source = None if baked else self.keyed.get(key)
             if source is None:
                 merged = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
-                source = self.keyed[key] = shader.assemble(d.template, merged, values, tensors_half, math_half,
-                                                           self.sources, types)
+                source = shader.assemble(d.template, merged, values, tensors_half, math_half, self.sources, types, baked)
+                if not baked:  # a baked source is this dispatch's alone
+                    self.keyed[key] = source
             out.append((wg, source, group_counts(d.grid, wg)))
         return out
 
 
-def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None):
+def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None,
+                 bake=None):
     """Build the Plan of a partition (pure: no GL calls, except through `tuner`).
 
     nodes: graph nodes in execution order; inputs / outputs: the partition's boundary tensors.
@@ -463,6 +473,8 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     tuner: None (heuristic workgroups), or an object whose choose(plan, variants) picks a
         workgroup per step, or returns None to keep the heuristic's (workgroup_tuner.WorkgroupTuner
         times them on the GPU).
+    bake: which dispatches' params are baked into their programs, one of BAKE_CHOICES (None:
+        BAKE_PARAMS; _params_blocks).
     Raises PlanLimitError when the plan exceeds a limit of the device (check_limits).
     """
     env = KernelEnv(precision, limits)
@@ -479,19 +491,18 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
     aliases = memory.alias_groups(env.aliases)
     completed = _view_completions(dispatches, env, offsets)
     programs = _Programs(env, limits, tuner is not None)
-    variants, blocks, params, writes, modes = [], [], bytearray(), [], []
+    variants, resolved, writes, modes = [], [], [], []
     for k, d in enumerate(dispatches):
         modes.append(layout.mode(d))
         values = layout.resolve(d.params, modes[-1], grid=tuple(d.grid))
         types = shader.param_types(values)
         variants.append(programs.variants(d, values, modes[-1], types))
-        block = shader.pack_params(values, types)
-        params.extend(b"\0" * (-len(params) % alignment))
-        blocks.append((len(params), len(block)))
-        params.extend(block)
+        resolved.append((values, types))
         written = [m for t in d.writes if id(t) not in completed.viewed for m in aliases.get(id(t), [t])]
         written += completed.get(k, [])
         writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
+    blocks, params = _params_blocks(dispatches, variants, resolved, modes, programs, alignment,
+                                    BAKE_PARAMS if bake is None else bake)
     plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=layout.constants,
                 arena_elements=max(arena.elements, 1), arena_lower_bound=arena.lower_bound, arena_naive=arena.naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
@@ -516,6 +527,30 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
             _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
             plan.tuned = False
     return plan
+
+
+def _params_blocks(dispatches, variants, resolved, modes, programs, alignment, bake):
+    """([(offset, size)] of each dispatch's params block in the params buffer, its bytes). A
+    dispatch whose program serves no other dispatch (bake 'own'; every one with 'all') has its
+    params baked into its program as constants instead (size 0; its variants replaced): the
+    runtime then binds no block for it, a glBindBufferRange less per dispatch, which on an H100
+    was 5-9 % of a small model's end-to-end time (docs/performance.md, round 28). Sharing
+    dispatches keep the block: baking theirs would compile a program per dispatch (twice the
+    programs of a cold start on MobileNet v1)."""
+    if bake not in BAKE_CHOICES:
+        raise ValueError(f"bake must be one of {BAKE_CHOICES}, got {bake!r}")
+    uses = collections.Counter(options[0][1] for options in variants)
+    blocks, params = [], bytearray()
+    for k, (d, (values, types)) in enumerate(zip(dispatches, resolved)):
+        if bake == "all" or (bake == "own" and uses[variants[k][0][1]] == 1):
+            variants[k] = programs.variants(d, values, modes[k], types, baked=True)
+            block = b""
+        else:
+            block = shader.pack_params(values, types)
+        params.extend(b"\0" * (-len(params) % alignment))
+        blocks.append((len(params), len(block)))
+        params.extend(block)
+    return blocks, params
 
 
 def _set_steps(plan, variants, blocks, barriers, choice):

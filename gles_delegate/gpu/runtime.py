@@ -238,7 +238,8 @@ class GpuPartition:
             for barrier, offset, size, program, x, y, z in steps:
                 if barrier:
                     barrier_bits(ssbo_bit)
-                bind_range(ubo, binding, params, offset, size)
+                if size:  # a c_ssize_t, 0 where the program has its params baked in (compiler._params_blocks)
+                    bind_range(ubo, binding, params, offset, size)
                 if program:
                     use(program)
                 dispatch(x, y, z)
@@ -252,7 +253,7 @@ class GpuPartition:
         for k, (program, offset, size, groups, barrier) in enumerate(self.steps):
             if barrier:
                 gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-            gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+            self._bind_params(offset, size)
             if program != current:
                 gl.use_program_fast(program)
                 current = program
@@ -260,6 +261,12 @@ class GpuPartition:
             if k in self.flush_points:
                 gl.flush()
             self._capture(self.plan.writes[k], capture)
+
+    def _bind_params(self, offset, size):
+        """Bind a step's params block (c_ssize_t offset and size); a step whose program has its
+        params baked in has none (size 0)."""
+        if size:
+            self.context.gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
 
     def _capture(self, written, capture):
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
@@ -339,7 +346,7 @@ class GpuPartition:
                 self._begin(storage)
                 for k, (program, offset, size, groups, _) in enumerate(self.steps):
                     gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-                    gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, self.params.glo, offset, size)
+                    self._bind_params(offset, size)
                     gl.use_program_fast(program)
                     gl.dispatch_compute_fast(*groups)
                     gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)

@@ -19,6 +19,9 @@ PARAMS_BINDING = 0
 # exponents and tests infinities and NaN on the bits, which fp16 registers would not hold.
 FULL_PRECISION_TEMPLATES = frozenset({"complex_part", "fft", "reduce", "se_gate", "softmax"})
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
+_BAKED = re.compile(r"const highp (int|float|i?vec[234]) (\w+) = (.+);$")
+_INT_LITERAL = re.compile(r"\(-2147483647-1\)|-?\d+")
+_FLOAT_BITS = re.compile(r"uintBitsToFloat\((\d+)u\)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,7 +107,7 @@ def _std140(kinds):
     return struct.Struct(fmt + f"{-size % 16}x")
 
 
-def assemble(template_name, defines, params, storage_half, math_half, cache=None, types=None):
+def assemble(template_name, defines, params, storage_half, math_half, cache=None, types=None, baked=False):
     """Full GLSL ES 3.10 source of one kernel variant.
 
     defines: {NAME: value} compile-time constants (must include WG_X, WG_Y, WG_Z).
@@ -116,8 +119,10 @@ def assemble(template_name, defines, params, storage_half, math_half, cache=None
     string object, whose hash the compiler's dedupe computes once (assembling and hashing 20 KB
     per dispatch was a third of compiling 100,000 dispatches).
     """
-    key = (template_name, tuple(sorted(defines.items())), param_types(params) if types is None else types,
-           bool(storage_half), bool(math_half))
+    types = param_types(params) if types is None else types
+    if baked:
+        types = tuple((name, kind, _literal(kind, params[name])) for name, kind in types)
+    key = (template_name, tuple(sorted(defines.items())), types, bool(storage_half), bool(math_half))
     if cache is None:
         return _assemble(*key)
     source = cache.get(key)
@@ -137,7 +142,42 @@ def _assemble(template_name, defines, param_types, storage_half, math_half):
     lines += [f"#define {name} {_define_value(value)}" for name, value in sorted(defines.items())]
     # A kernel that applies an epilogue (gpu/kernels/epilogue.py) always defines EP_COUNT.
     shared = template("common") + (epilogue.glsl_defines() + template("epilogue") if "EP_COUNT" in defines else "")
-    return "\n".join(lines) + "\n" + _block(param_types) + shared + template(template_name)
+    block = _constants(param_types) if param_types and len(param_types[0]) == 3 else _block(param_types)
+    return "\n".join(lines) + "\n" + block + shared + template(template_name)
+
+
+def _constants(baked_types):
+    """The params as compile-time constants: (name, GLSL type, literal) triples."""
+    return "".join(f"const highp {kind} {name} = {literal};\n" for name, kind, literal in baked_types)
+
+
+def baked_params(source):
+    """{name: (GLSL type, values)} of the params a source declares as constants (assemble's
+    `baked`), each value a tuple of Python ints or floats; {} for a source with a Params block.
+    Only the header is read: the constants follow the #defines, before common.glsl."""
+    found, position = {}, source.find("\nconst highp ") + 1
+    while position and source.startswith("const highp ", position):
+        end = source.index("\n", position)
+        kind, name, literal = _BAKED.match(source, position, end).groups()
+        position = end + 1
+        if kind.startswith(("int", "ivec")):
+            inner = literal[len(kind) + 1:-1] if kind.startswith("ivec") else literal
+            values = tuple(-2**31 if v.startswith("(") else int(v) for v in _INT_LITERAL.findall(inner))
+        else:
+            values = tuple(np.array(_FLOAT_BITS.findall(literal), np.uint64).astype(np.uint32).view(np.float32).tolist())
+        found[name] = (kind, values)
+    return found
+
+
+def _literal(kind, value):
+    """A GLSL constant expression of `value` (a param of GLSL type `kind`), exact: floats by their
+    float32 bits (a decimal literal would be rounded by the driver's parser)."""
+    items = [value] if kind in ("int", "float") else list(value)
+    if kind.startswith(("int", "ivec")):
+        parts = [str(int(v)) if int(v) != -2**31 else "(-2147483647-1)" for v in items]
+    else:
+        parts = [f"uintBitsToFloat({int(np.float32(v).view(np.uint32))}u)" for v in items]
+    return parts[0] if kind in ("int", "float") else f"{kind}({', '.join(parts)})"
 
 
 def _define_value(value):

@@ -148,12 +148,17 @@ class _Session:
             for pending in started:
                 pending.release()  # those a failure left unfinished (a finished one holds nothing)
 
+    def _bind_params(self, step):
+        """Bind a plan step's params block; none where its program bakes them in (size 0)."""
+        if step[2]:
+            self.params.bind_to_uniform_block(PARAMS_BINDING, step[1], step[2])
+
     def warm_up(self, steps, variants, passes=WARM_UP_PASSES):
         """Run the plan (every step's first variant) a few times."""
         self.compile([options[0][1] for options in variants])
         for _ in range(passes):
             for step, options in zip(steps, variants):
-                self.params.bind_to_uniform_block(PARAMS_BINDING, step[1], step[2])
+                self._bind_params(step)
                 self.programs[options[0][1]].run(*options[0][2])
         self.context.gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
 
@@ -170,7 +175,7 @@ class _Session:
     def time(self, step, source, groups, repeats=REPEATS):
         """Fastest of `repeats` timed runs of one dispatch (with the params block of `step`), in
         ns; inf when the driver reports a disjoint timer (a meaningless result)."""
-        self.params.bind_to_uniform_block(PARAMS_BINDING, step[1], step[2])
+        self._bind_params(step)
         self.compile([source])
         program, timers, best = self.programs[source], self.timers, float("inf")
         barrier = self.context.gl.memory_barrier_fast

@@ -1,12 +1,14 @@
 """The serialization cache: warm starts give the cold start's results; anything wrong with an
 entry (corrupt, truncated, made elsewhere, unsafe permissions, refused binaries) is a warning and
 a clean rebuild, never an exception."""
+import copy
 import dataclasses
 import errno
 import hashlib
 import json
 import math
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -465,7 +467,8 @@ def forge_source(header, blobs, pick, edit):
 
 
 @pytest.mark.parametrize("forgery", ["empty main", "no workgroups", "params 0x7fffffff",
-                                     "offset past the buffers", "consts binding", "io as arena"])
+                                     "offset past the buffers", "baked offset past the buffers",
+                                     "baked grid", "consts binding", "io as arena"])
 def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
     header, blobs = header_of(cold[4])
     blobs = [bytes(b) for b in blobs]
@@ -491,6 +494,15 @@ def test_forged_entries_are_rejected(cold, mediapipe_models, tmp_path, forgery):
         params[step[1] + position:step[1] + position + 4] = limit.to_bytes(4, "little")
         blobs[index] = bytes(params)
         match = "outside the arena"
+    elif forgery.startswith("baked"):  # a source with its params as constants (compiler._params_blocks)
+        plan = cold[1].partitions[0].plan
+        limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4)
+        pattern = r"const highp int (\w+_offset) = \d+;" if "offset" in forgery else r"const highp ivec3 grid = ivec3\(\d+"
+        swap = (lambda m: f"const highp int {m.group(1)} = {limit};") if "offset" in forgery else \
+            (lambda m: m.group(0)[:m.group(0).index("(") + 1] + str(int(m.group(0).split("(")[1]) + 1000))
+        forge_source(header, blobs, lambda s: re.search(pattern, s) is not None,
+                     lambda s: re.sub(pattern, swap, s, count=1))
+        match = "outside the arena" if "offset" in forgery else "do not cover its grid"
     elif forgery == "consts binding":
         forge_source(header, blobs, lambda s: "weights_offset" in s,
                      lambda s: s.replace("binding = 1) readonly buffer Consts", "binding = 3) readonly buffer Consts"))
@@ -573,10 +585,18 @@ def test_program_binary_of_another_program_is_rejected(cold, tmp_path, private_c
     header, blobs = header_of(cold[4])
     table = [bytes(b) for b in blobs] + [binary[1]]
     part = header["partitions"][0]
-    part["binaries"][0] = [binary[0], len(table) - 1]
-    loaded, caught = load_bytes(repack(header, table), cold, tmp_path, private_context)
-    assert loaded is None and len(caught) == 1 and "does not use the Params block" in str(caught[0].message)
-    assert source_text(part["plan"]["fields"]["sources"][0], table) not in private_context._programs
+    sources = [source_text(s, table) for s in part["plan"]["fields"]["sources"]]
+    # A source with a Params block (one whose dispatches share it), and one with its params baked in.
+    with_block = next(k for k, s in enumerate(sources) if "uniform Params {" in s)
+    baked = next(k for k, s in enumerate(sources) if "uniform Params {" not in s)
+    for k, why in ((with_block, "does not use the Params block"), (baked, "writes no storage buffer")):
+        with private_context.current():  # an earlier load keeps the genuine program of a source
+            private_context.forget_program(sources[k])
+        forged = copy.deepcopy(header)
+        forged["partitions"][0]["binaries"][k] = [binary[0], len(table) - 1]
+        loaded, caught = load_bytes(repack(forged, table), cold, tmp_path, private_context)
+        assert loaded is None and len(caught) == 1 and why in str(caught[0].message)
+        assert sources[k] not in private_context._programs
 
 
 def test_serialization_dir_writable_by_others_is_refused(cold, mediapipe_models, tmp_path):

@@ -15,6 +15,7 @@ from ..workgroups import group_counts
 from ..phwc4 import MAX_RANK
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
 from ..storage import FLOAT_BASE
+from .. import shader
 from ..shader import PARAMS_BINDING
 from .entry import EntryError
 
@@ -135,7 +136,7 @@ def check_plan(plan, graph, limits):
         source, offset, size, groups, barrier = step[:5]
         if not is_index(source, len(plan.sources)):
             fail(f"step source {source!r}")
-        if not (is_count(offset) and is_count(size, 1) and offset + size <= len(plan.params)):
+        if not (is_count(offset) and is_count(size) and offset + size <= len(plan.params)):
             fail(f"step params range {offset!r} +{size!r}")
         if not (isinstance(groups, tuple) and len(groups) == 3
                 and all(is_count(g, 1) and g <= m for g, m in zip(groups, max_groups))
@@ -250,18 +251,39 @@ def params_layout(source):
     return max(16, position + -position % 16), fields, positions
 
 
+@functools.lru_cache(maxsize=4096)
+def baked_offsets(source):
+    """((name, values) of the `*_offset` int params a source declares as constants
+    (shader.baked_params), the grid it declares or None, whether it bakes any)."""
+    baked = shader.baked_params(source)
+    offsets = tuple((name, values) for name, (kind, values) in baked.items()
+                    if name.endswith("_offset") and kind.startswith(("int", "ivec")))
+    return offsets, baked["grid"][1] if "grid" in baked else None, bool(baked)
+
+
+def step_offsets(plan, source_index, offset):
+    """[(name, values)] of a step's `*_offset` params: from its block of plan.params, or from
+    its source where the compiler baked them in (shader.assemble's `baked`)."""
+    source = plan.sources[source_index]
+    _, fields, _ = params_layout(source)
+    if fields:
+        return [(name, struct.unpack_from(f"<{count}i", plan.params, offset + position))
+                for name, position, count in fields]
+    return list(baked_offsets(source)[0])
+
+
 def check_params(plan, source_index, offset, size, fail):
-    """A step's params block must have its source's size, and every buffer offset in it must
-    index an element of the arena, the constants or the I/O buffer's floats (which of them a
-    field indexes is the kernel's: the plan does not say, so the largest bounds it; an offset
-    past all three is forged, and on a GPU an out-of-range storage access is undefined
-    behaviour)."""
-    expected, fields, _ = params_layout(plan.sources[source_index])
+    """A step's params block must have its source's size (none for a source that bakes its
+    params in), and every buffer offset in it must index an element of the arena, the constants
+    or the I/O buffer's floats (which of them a field indexes is the kernel's: the plan does not
+    say, so the largest bounds it; an offset past all three is forged, and on a GPU an
+    out-of-range storage access is undefined behaviour)."""
+    source = plan.sources[source_index]
+    expected = 0 if baked_offsets(source)[2] else params_layout(source)[0]
     if size != expected:
         fail(f"params block of {size} bytes for a source that declares {expected}")
     limit = max(plan.arena_elements, len(plan.constants), plan.io_bytes // 4, plan.float_elements)
-    for name, position, count in fields:
-        values = struct.unpack_from(f"<{count}i", plan.params, offset + position)
+    for name, values in step_offsets(plan, source_index, offset):
         if not all(0 <= v < limit or 0 <= v - FLOAT_BASE < plan.float_elements for v in values):
             fail(f"params {name} = {values} outside the arena ({plan.arena_elements}), constants "
                  f"({len(plan.constants)}) and I/O ({plan.io_bytes // 4})")
@@ -270,10 +292,10 @@ def check_params(plan, source_index, offset, size, fail):
 @functools.lru_cache(maxsize=4096)
 def local_size(source):
     """The (x, y, z) workgroup a source declares (its WG_X, WG_Y, WG_Z defines), or None. Only
-    the defines ahead of the Params block are read (a source is 28 kB, its defines the first
+    the defines ahead of the params (a block or constants) are read (a source is 28 kB, its defines the first
     few hundred bytes; shader.assemble writes them there), and so only they count."""
-    end = source.find("uniform Params")
-    found = dict(_WORKGROUP_DEFINE.findall(source, 0, len(source) if end < 0 else end))
+    ends = [end for end in (source.find("uniform Params"), source.find("\nconst highp ")) if end >= 0]
+    found = dict(_WORKGROUP_DEFINE.findall(source, 0, min(ends, default=len(source))))
     return tuple(int(found[axis]) for axis in "XYZ") if found.keys() >= {"X", "Y", "Z"} else None
 
 
@@ -284,10 +306,11 @@ def check_coverage(plan, step, fail):
     a corner of the grid and leave the rest of the output as it was)."""
     source, offset, _, groups = step[:4]
     workgroup = local_size(plan.sources[source])
-    grid = params_layout(plan.sources[source])[2].get("grid")
+    position = params_layout(plan.sources[source])[2].get("grid")
+    grid = baked_offsets(plan.sources[source])[1] if position is None else \
+        struct.unpack_from("<3i", plan.params, offset + position)
     if workgroup is None or grid is None:
         fail(f"step of source {source} declares no workgroup or no grid")
-    grid = struct.unpack_from("<3i", plan.params, offset + grid)
     if groups != group_counts(grid, workgroup):
         fail(f"step groups {groups} do not cover its grid {grid} in workgroups of {workgroup}")
 
