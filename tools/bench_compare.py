@@ -5,7 +5,8 @@
 
 For every model: ours at FP32, fp16_fp32acc and auto (with --fastest also ours with
 placement='fastest' at fp16_fp32acc or the precision given, whose "fastest on" column says where
-its partitions ran: GPU, CPU, or both), LiteRT's interpreter (XNNPACK) at 1 and 16
+its partitions ran: GPU, CPU, or both; with --sustained also ours with
+inference_preference='sustained_speed', which "best ours" then counts), LiteRT's interpreter (XNNPACK) at 1 and 16
 threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
 and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
 --runs runs after --warmup runs (and at least --warmup-secs seconds of them); throughput is
@@ -44,9 +45,9 @@ def throughput(interpreter, runs):
     return runs / (time.perf_counter() - start)
 
 
-def ours(path, inputs, precision, args, placement="gpu"):
+def ours(path, inputs, precision, args, placement="gpu", preference="fast_single_answer"):
     start = time.perf_counter()
-    delegate = GpuDelegate(precision=precision, placement=placement)
+    delegate = GpuDelegate(precision=precision, placement=placement, inference_preference=preference)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1000.0
@@ -111,6 +112,8 @@ def bench_model(path, args):
         row[f"ours_{precision}"] = guarded(ours, path, inputs, precision, args)
     if args.fastest:
         row["ours_fastest"] = guarded(ours, path, inputs, args.fastest, args, "fastest")
+    if args.sustained:
+        row["ours_sustained"] = guarded(ours, path, inputs, args.sustained, args, "gpu", "sustained_speed")
     if common.litert() is not None:
         for key, enforce_f32 in LITERT_GPU.items():
             row[key] = guarded(litert_gpu, path, inputs, args, enforce_f32)
@@ -133,7 +136,7 @@ def best_ms(row, keys):
 
 
 def ratio(row, baseline_keys):
-    return _ratio(best_ms(row, [f"ours_{p}" for p in PRECISIONS]), best_ms(row, baseline_keys))
+    return _ratio(best_ms(row, [f"ours_{p}" for p in PRECISIONS] + ["ours_sustained"]), best_ms(row, baseline_keys))
 
 
 def _ratio(ms, base_ms):
@@ -167,13 +170,15 @@ def fastest_columns(rows):
 
 def markdown(rows, command, device):
     extra_header, extra = fastest_columns(rows)
-    header = ([name for name, _ in COLUMNS] + ["best ours / best LiteRT GPU", "best ours / XNNPACK 16t"]
+    columns = COLUMNS[:3] + ([("ours sustained", "ours_sustained")] if any("ours_sustained" in r for r in rows) else []) \
+        + COLUMNS[3:]
+    header = ([name for name, _ in columns] + ["best ours / best LiteRT GPU", "best ours / XNNPACK 16t"]
               + extra_header + [f"error {name}" for name, _ in ERROR_COLUMNS] + ["dispatches", "ours init ms"])
     lines = [f"Measured on {device} with `{command}` (ms, median end-to-end: set inputs + invoke + read outputs; "
              "error: max|a - XNNPACK 16t| / max|XNNPACK 16t| over the outputs).",
              "", "| model | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
     for row in rows:
-        cells = ([cell(row.get(key)) for _, key in COLUMNS]
+        cells = ([cell(row.get(key)) for _, key in columns]
                  + [ratio(row, list(LITERT_GPU)), ratio(row, ["xnnpack_16"])] + extra(row)
                  + [cell(row.get(key), "error_vs_xnnpack", ".1e") for _, key in ERROR_COLUMNS]
                  + [str(row["ours_fp32"].get("dispatches", "-")), cell(row["ours_fp32"], "init_ms")])
@@ -199,6 +204,11 @@ def build_parser():
                         help="also time ours with placement='fastest' (each small GPU partition timed against "
                              "LiteRT's CPU kernels at start-up, the faster kept) at PRECISION (default "
                              "fp16_fp32acc)")
+    parser.add_argument("--sustained", nargs="?", const="fp16_fp32acc", default=None, choices=common.PRECISIONS,
+                        metavar="PRECISION",
+                        help="also time ours with inference_preference='sustained_speed' (workgroups tuned, "
+                             "every dispatch's params compiled into its program: a longer init) at PRECISION "
+                             "(default fp16_fp32acc); 'best ours' counts it")
     parser.add_argument("--merge", action="append", default=[], metavar="RESULTS_JSON",
                         help="measure nothing: merge the rows of earlier runs' results.json files (repeatable, "
                              "in order) into one table")

@@ -57,6 +57,21 @@ def test_bench_compare_fastest_times_placement_fastest(small_model, tmp_path):
     assert all(r["gpu_ms"] is not None for r in fastest["placements"])  # the small model is measured
 
 
+def test_bench_compare_sustained_times_a_program_per_dispatch(small_model, tmp_path):
+    out = tmp_path / "cmp"
+    assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--warmup-secs", "0",
+                               "--sustained", "fp32", "--out", str(out)]) == 0
+    lines = (out / "results.md").read_text().splitlines()
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    row = dict(zip(header, [c.strip() for c in next(x for x in lines if x.startswith("| small |")).strip("|").split("|")]))
+    assert re.fullmatch(r"\d+\.\d\d", row["ours sustained"])
+    (result,) = json.loads((out / "results.json").read_text())
+    sustained = result["ours_sustained"]
+    assert sustained["precision"] == "fp32" and sustained["programs"] == sustained["dispatches"] > 1
+    best = min([result[f"ours_{p}"]["median_ms"] for p in bench_compare.PRECISIONS] + [sustained["median_ms"]])
+    assert row["best ours / XNNPACK 16t"] == f"{best / result['xnnpack_16']['median_ms']:.2f}"
+
+
 def test_relative_error_is_over_the_worst_output():
     reference = [np.array([1.0, -4.0]), np.array([[2.0]])]
     assert bench_compare.relative_error([np.array([1.0, -4.0]), np.array([[2.5]])], reference) == 0.25
