@@ -82,3 +82,21 @@ def test_an_unknown_bake_choice_is_refused(monkeypatch):
     monkeypatch.setattr(compiler, "BAKE_PARAMS", "some")
     with pytest.raises(ValueError, match="bake must be one of"):
         compiler._params_blocks([], [], [], [], None, 256, "some")
+
+
+def test_calibration_trials_are_not_baked(monkeypatch, tmp_path):
+    """precision 'auto' builds trial plans that differ in promotions: baked, each trial's sources
+    would differ and compile again; only the plan that serves takes the delegate's choice."""
+    from gles_delegate import calibrate
+    asked = []
+
+    def recording(*args, **kwargs):
+        asked.append(args[8] if len(args) > 8 else kwargs.get("bake"))
+        return compiler.compile_plan(*args, **kwargs)
+    monkeypatch.setattr(calibrate, "compile_plan", recording)
+    model, values = shared_program_model(), [random((1, 9, 9, 8), 2)]
+    for preference, served in (("fast_single_answer", None), ("sustained_speed", "all")):
+        asked.clear()
+        plan_of(model, values, precision="auto", inference_preference=preference,
+                calibration_cache_dir=str(tmp_path / preference))
+        assert len(asked) >= 2 and asked[:-1] == ["none"] * (len(asked) - 1) and asked[-1] == served, asked
