@@ -33,7 +33,6 @@ import time
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import gl as G
 from gles_delegate.gpu.runtime import ARENA_BINDING, CONSTS_BINDING, IO_BINDING
-from gles_delegate.gpu.shader import PARAMS_BINDING
 from gles_delegate.gpu.workgroup_tuner import MIN_MEASURABLE_NS, elapsed_ns, timer_unavailable
 from gles_delegate.tools import common
 from gles_delegate.tools.benchmark_model import end_to_end
@@ -61,7 +60,7 @@ def dispatch_runner(partition, step):
                                 (IO_BINDING, partition.io.handle)):
             gl.bind_buffer_base_fast(G.GL_SHADER_STORAGE_BUFFER, binding, handle)
         gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-        gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, offset, size)
+        partition.bind_params(offset, size)
         gl.use_program_fast(program)
         gl.dispatch_compute_fast(*groups)
         gl.use_program_fast(0)
@@ -76,7 +75,8 @@ def _altered(segments, barriers=True, one_group=False):
 
 def _doubled_binds(partition, params=False, program=False):
     """A dispatch loop like Partition._dispatch that binds the params range (or the program)
-    twice per dispatch: first another one, then the right one."""
+    twice per dispatch: first another one, then the right one (a step whose params are baked into
+    its program binds none)."""
     gl, ssbo_bit = partition.context.gl, G.GL_SHADER_STORAGE_BARRIER_BIT
     programs = [p for p, *_ in partition.steps]
 
@@ -85,9 +85,8 @@ def _doubled_binds(partition, params=False, program=False):
             if barrier:
                 gl.memory_barrier_fast(ssbo_bit)
             if params:
-                other = partition.steps[k - 1]
-                gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, other[1], other[2])
-            gl.bind_buffer_range_fast(G.GL_UNIFORM_BUFFER, PARAMS_BINDING, partition.params.glo, offset, size)
+                partition.bind_params(*partition.steps[k - 1][1:3])
+            partition.bind_params(offset, size)
             if program:
                 gl.use_program_fast(programs[k - 1] if programs[k - 1] != handle else 0)
             gl.use_program_fast(handle)

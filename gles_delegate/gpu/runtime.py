@@ -253,7 +253,7 @@ class GpuPartition:
         for k, (program, offset, size, groups, barrier) in enumerate(self.steps):
             if barrier:
                 gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-            self._bind_params(offset, size)
+            self.bind_params(offset, size)
             if program != current:
                 gl.use_program_fast(program)
                 current = program
@@ -262,7 +262,7 @@ class GpuPartition:
                 gl.flush()
             self._capture(self.plan.writes[k], capture)
 
-    def _bind_params(self, offset, size):
+    def bind_params(self, offset, size):
         """Bind a step's params block (c_ssize_t offset and size); a step whose program has its
         params baked in has none (size 0)."""
         if size:
@@ -346,7 +346,7 @@ class GpuPartition:
                 self._begin(storage)
                 for k, (program, offset, size, groups, _) in enumerate(self.steps):
                     gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
-                    self._bind_params(offset, size)
+                    self.bind_params(offset, size)
                     gl.use_program_fast(program)
                     gl.dispatch_compute_fast(*groups)
                     gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
