@@ -477,6 +477,9 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
         BAKE_PARAMS; _params_blocks).
     Raises PlanLimitError when the plan exceeds a limit of the device (check_limits).
     """
+    bake = BAKE_PARAMS if bake is None else bake
+    if bake not in BAKE_CHOICES:
+        raise ValueError(f"bake must be one of {BAKE_CHOICES}, got {bake!r}")
     env = KernelEnv(precision, limits)
     dispatches, io_in, io_out, io_bytes = build_dispatches(nodes, inputs, outputs, env)
     phases = None
@@ -496,13 +499,12 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
         modes.append(layout.mode(d))
         values = layout.resolve(d.params, modes[-1], grid=tuple(d.grid))
         types = shader.param_types(values)
-        variants.append(programs.variants(d, values, modes[-1], types))
+        variants.append(programs.variants(d, values, modes[-1], types, baked=bake == "all"))
         resolved.append((values, types))
         written = [m for t in d.writes if id(t) not in completed.viewed for m in aliases.get(id(t), [t])]
         written += completed.get(k, [])
         writes.append([(t.index, offsets[id(t)], tuple(t.shape)) for t in written])
-    blocks, params = _params_blocks(dispatches, variants, resolved, modes, programs, alignment,
-                                    BAKE_PARAMS if bake is None else bake)
+    blocks, params = _params_blocks(dispatches, variants, resolved, modes, programs, alignment, bake)
     plan = Plan(steps=[], sources=[], params=bytes(params) or b"\0" * 16, constants=layout.constants,
                 arena_elements=max(arena.elements, 1), arena_lower_bound=arena.lower_bound, arena_naive=arena.naive,
                 io_bytes=io_bytes, inputs=io_in, outputs=io_out, storage_half=env.storage_half,
@@ -536,13 +538,13 @@ def _params_blocks(dispatches, variants, resolved, modes, programs, alignment, b
     runtime then binds no block for it, a glBindBufferRange less per dispatch, which on an H100
     was 5-9 % of a small model's end-to-end time (docs/performance.md, round 28). Sharing
     dispatches keep the block: baking theirs would compile a program per dispatch (twice the
-    programs of a cold start on MobileNet v1)."""
-    if bake not in BAKE_CHOICES:
-        raise ValueError(f"bake must be one of {BAKE_CHOICES}, got {bake!r}")
+    programs of a cold start on MobileNet v1). With 'all' the variants are baked already."""
     uses = collections.Counter(options[0][1] for options in variants)
     blocks, params = [], bytearray()
     for k, (d, (values, types)) in enumerate(zip(dispatches, resolved)):
-        if bake == "all" or (bake == "own" and uses[variants[k][0][1]] == 1):
+        if bake == "all":
+            block = b""
+        elif bake == "own" and uses[variants[k][0][1]] == 1:
             variants[k] = programs.variants(d, values, modes[k], types, baked=True)
             block = b""
         else:

@@ -122,7 +122,7 @@ def assemble(template_name, defines, params, storage_half, math_half, cache=None
     types = param_types(params) if types is None else types
     if baked:
         types = tuple((name, kind, _literal(kind, params[name])) for name, kind in types)
-    key = (template_name, tuple(sorted(defines.items())), types, bool(storage_half), bool(math_half))
+    key = (template_name, tuple(sorted(defines.items())), types, bool(storage_half), bool(math_half), bool(baked))
     if cache is None:
         return _assemble(*key)
     source = cache.get(key)
@@ -131,8 +131,9 @@ def assemble(template_name, defines, params, storage_half, math_half, cache=None
     return source
 
 
-def _assemble(template_name, defines, param_types, storage_half, math_half):
-    """assemble() of sorted (name, value) `defines` and (name, GLSL type) `param_types`."""
+def _assemble(template_name, defines, param_types, storage_half, math_half, baked):
+    """assemble() of sorted (name, value) `defines` and (name, GLSL type) `param_types`, or with
+    `baked` (name, GLSL type, literal) triples declared as constants."""
     # Reductions compute in highp in every mode: a half-float sum overflows at 65504, and NVIDIA's
     # GLES compiler runs mediump as fp16, shared-memory folds included (seen on an H200).
     precision = "mediump" if math_half and template_name not in FULL_PRECISION_TEMPLATES else "highp"
@@ -142,7 +143,7 @@ def _assemble(template_name, defines, param_types, storage_half, math_half):
     lines += [f"#define {name} {_define_value(value)}" for name, value in sorted(defines.items())]
     # A kernel that applies an epilogue (gpu/kernels/epilogue.py) always defines EP_COUNT.
     shared = template("common") + (epilogue.glsl_defines() + template("epilogue") if "EP_COUNT" in defines else "")
-    block = _constants(param_types) if param_types and len(param_types[0]) == 3 else _block(param_types)
+    block = _constants(param_types) if baked else _block(param_types)
     return "\n".join(lines) + "\n" + block + shared + template(template_name)
 
 

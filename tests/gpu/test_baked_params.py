@@ -78,10 +78,9 @@ def test_own_baking_compiles_no_program_more_and_sustained_speed_bakes_all(monke
     assert all(step[2] == 0 for step in every.steps) and len(every.sources) == len(every.steps)
 
 
-def test_an_unknown_bake_choice_is_refused(monkeypatch):
-    monkeypatch.setattr(compiler, "BAKE_PARAMS", "some")
+def test_an_unknown_bake_choice_is_refused():
     with pytest.raises(ValueError, match="bake must be one of"):
-        compiler._params_blocks([], [], [], [], None, 256, "some")
+        compiler.compile_plan([], [], [], "fp32", {}, bake="some")
 
 
 def test_calibration_trials_are_not_baked(monkeypatch, tmp_path):
