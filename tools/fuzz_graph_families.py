@@ -25,6 +25,9 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           outputs too).
   resize  float32 graphs over dynamic input dimensions, resized between invokes
           (tools/fuzz_graph_resize.py's docstring).
+  stack   a float32 graph with PACK (1-3 tensors of one shape, one of them twice sometimes, along
+          a new axis anywhere), UNPACK (along an axis of 1-4) and BROADCAST_TO (size-1 dims
+          widened, a leading dim added sometimes).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -700,7 +703,65 @@ def rfft2d(g):
     return g.emit(part, [spectrum], g.value(out)) if part else spectrum
 
 
+# -- PACK, UNPACK, BROADCAST_TO ------------------------------------------------------------------
+class StackGenerator(_Pools):
+    """A float32 graph with PACK, UNPACK and BROADCAST_TO (the module docstring)."""
+
+    def generate(self):
+        for _ in range(1 if self.chance(0.7) else 2):
+            self.add_input()
+        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5)))
+        self.choose_outputs()
+        return self.spec
+
+
+def _axis_written(g, axis, rank):
+    """`axis` of a rank-`rank` dim list as a node's option: negative three times in ten."""
+    return axis - rank if g.chance(0.3) else axis
+
+
+def pack(g):
+    """PACK of 1-3 tensors of x's shape along a new axis at any position."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    same = [t for t in g.values if g.shape_of(t) == shape]
+    inputs = [x] + [g.choice(same) for _ in range(int(g.rng.integers(0, 3)))]
+    axis = int(g.rng.integers(0, len(shape) + 1))
+    out = shape[:axis] + (len(inputs),) + shape[axis:]
+    if not g.fits(out):
+        return False
+    return g.one("PACK", inputs, out, axis=_axis_written(g, axis, len(out)), values_count=len(inputs))
+
+
+def unpack(g):
+    """UNPACK along an axis of 1 to 4 elements (one output per element)."""
+    x = g.pick(lambda shape: any(d <= 4 for d in shape))
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    axis = g.choice([k for k, d in enumerate(shape) if d <= 4])
+    out = shape[:axis] + shape[axis + 1:]
+    return g.node("UNPACK", [x], [out] * shape[axis], num=shape[axis], axis=_axis_written(g, axis, len(shape)))[0]
+
+
+def broadcast_to(g):
+    """BROADCAST_TO of x with its size-1 dims widened (to 1, 2, 3 or 5), a leading dim added
+    sometimes (LiteRT registers the op from version 2)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    target = tuple(g.choice((1, 2, 3, 5)) if d == 1 else d for d in shape)
+    if len(shape) < 4 and g.chance(0.4):
+        target = (g.choice((2, 3)),) + target
+    if target == shape or not g.fits(target):
+        return False
+    return g.one("BROADCAST_TO", [x, g.ints(target)], target, version=2)
+
+
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)
 
 GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator,
-              "resize": ResizeGenerator}
+              "resize": ResizeGenerator, "stack": StackGenerator}

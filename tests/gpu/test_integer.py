@@ -7,7 +7,7 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder
-from tests.gpu.gpulib import PRECISIONS, run_gpu
+from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
 from tests.gpu.test_float_view import INT_SPECIALS, check_exact
 from tests.oplib import In, run_ours
 
@@ -111,6 +111,8 @@ MOVES = [
     ("PAD", lambda x: [In(np.array([[0, 0], [1, 0], [2, 3]], np.int32), const=True)], {}),
     ("TILE", lambda x: [In(np.array([1, 2, 1], np.int32), const=True)], {}),
     ("GATHER", lambda x: [In(np.array([2, 0, 1], np.int32), const=True)], {"axis": 1}),
+    ("BROADCAST_TO", lambda x: [In(np.array([2, 2, 3, 7], np.int32), const=True)], {}),
+    ("PACK", lambda x: [In(x[::-1].copy(), const=True)], {"axis": 2, "values_count": 2}),
 ]
 
 
@@ -119,6 +121,16 @@ MOVES = [
 def test_layout_ops_move_int32_bits(op, extra, options, precision):
     x = full_range(np.random.default_rng(2), (2, 3, 7))
     check_exact(op, [In(x)] + extra(x), options, precision=precision, out_dtype=np.int32)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_unpack_moves_int32_bits(precision):
+    """Each output of an UNPACK of int32 values over the whole range is its slice, bit for bit."""
+    x = full_range(np.random.default_rng(4), (2, 3, 7))
+    reference, gpu = check_gpu("UNPACK", [In(x)], {"num": 3, "axis": 1}, precision, n_outputs=3,
+                               output_dtypes=[np.int32] * 3)
+    for want, got in zip(reference, gpu):
+        assert got.dtype == np.int32 and np.array_equal(got, want)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

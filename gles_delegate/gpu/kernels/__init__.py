@@ -60,10 +60,10 @@ def arity_reason(node):
     if (not node.outputs and _output_count(node.op) != 0) or any(t is None for t in node.outputs):
         return f"{node.op} needs its outputs, got {len(node.outputs)} (some omitted)" if node.outputs \
             else f"{node.op} has no outputs"
-    if node.op == "CONCATENATION":
+    if node.op in ("CONCATENATION", "PACK"):  # any count of inputs
         if not node.inputs or any(t is None for t in node.inputs):
-            return "CONCATENATION needs at least one input and no omitted input"
-        return None if len(node.outputs) == 1 else f"CONCATENATION takes 1 output, got {len(node.outputs)}"
+            return f"{node.op} needs at least one input and no omitted input"
+        return None if len(node.outputs) == 1 else f"{node.op} takes 1 output, got {len(node.outputs)}"
     if facts(node.op).arity is None:
         return None if node.inputs and node.inputs[0] is not None else f"{node.op} lacks its first input"
     counts, optional, outputs = facts(node.op).arity

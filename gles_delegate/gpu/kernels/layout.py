@@ -3,12 +3,13 @@ Gather (how one output box maps to its source).
 
 The map sends an output coordinate to the source's row-major index (base + sum of digit *
 stride), then unravels it by the source's shape. Ops whose map is affine per output axis
-(RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, GATHER,
-REVERSE_V2) read it off the reference kernel run on an iota: output element i holds the source
-index it copies, so the masks and conventions of these ops live in one place (ops/layout.py).
-PAD / PADV2 / MIRROR_PAD / TILE add an edge rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH /
-BATCH_TO_SPACE_ND split axes into digits, CONCATENATION runs one dispatch per input on its box
-of the output, and SPACE_TO_BATCH_ND one per position within a block on its box of batches.
+(RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK, GATHER,
+REVERSE_V2, BROADCAST_TO) read it off the reference kernel run on an iota: output element i holds
+the source index it copies (a broadcast dim steps 0), so the masks and conventions of these ops
+live in one place (ops/layout.py, ops/generate.py). PAD / PADV2 / MIRROR_PAD / TILE add an edge
+rule, DEPTH_TO_SPACE / SPACE_TO_DEPTH / BATCH_TO_SPACE_ND split axes into digits, CONCATENATION
+and PACK run one dispatch per input on its box of the output, and SPACE_TO_BATCH_ND one per
+position within a block on its box of batches.
 
 Ranks 5 and 6 (HIGH_RANK): the view merges the leading dims into B (phwc4.py), whose coordinate
 the map splits back into one digit per merged dim (up to the template's 3), so every op whose map
@@ -293,14 +294,16 @@ def read_through_reason(node, read_through):
     return None
 
 
-def _source_axes(node, x, read_through=None):
+def _source_axes(node, x, read_through=None, shape=None):
     """(stored source, base, Gather axes) of a read of input `x` of `node` in x's own row-major
     order, through the map of a removed layout op in between (READ_THROUGH, or `read_through`);
-    None when that map is no strided view of the source."""
+    None when that map is no strided view of the source. shape: the dims the read is indexed by
+    (x's elements in their order: x.shape with unit dims added, a PACK's box), default x.shape."""
+    shape = x.shape if shape is None else shape
     source, through = stored_source(node, x, read_through), _through(node, x, read_through)
     if through is None:
-        return source, 0, _dense_axes(x.shape)
-    fit = _strided_fit(through.reshape(x.shape))
+        return source, 0, _dense_axes(shape)
+    fit = _strided_fit(through.reshape(shape))
     return None if fit is None else (source, *fit)
 
 
@@ -462,10 +465,10 @@ def same_storage(x, out):
 
 # -- PAD / PADV2 / MIRROR_PAD / TILE ---------------------------------------------------------
 def _support(node):
-    """PAD, PADV2, MIRROR_PAD, TILE, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH,
+    """PAD, PADV2, MIRROR_PAD, TILE, CONCATENATION, PACK, DEPTH_TO_SPACE, SPACE_TO_DEPTH,
     SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND: every input but the values moved is constant, and the
     reference accepts the node as declared (paddings in range, divisible depths, matching shapes)."""
-    data = range(len(node.inputs)) if node.op == "CONCATENATION" else (0,)
+    data = range(len(node.inputs)) if node.op in JOINS else (0,)
     activation = node.options.get("fused_activation_function", 0)
     if not 0 <= activation <= ACT_TANH:
         return f"fused activation {activation} is not supported"
@@ -542,8 +545,23 @@ def _concatenation_axis(node):
     return node.options.get("axis", 0) % len(node.outputs[0].shape)
 
 
+# -- PACK -------------------------------------------------------------------------------------
+def _pack(node, env):
+    """One dispatch per input, each writing its slab of the output: the output's box at index j
+    of the new axis, which holds input j's elements in their row-major order."""
+    out = node.outputs[0]
+    axis = _concatenation_axis(node)
+    dispatches = []
+    for j, x in enumerate(node.inputs):
+        origin, extent = dims_in_box(out.shape, axis, j, j + 1)
+        slab = tuple(1 if k == axis else n for k, n in enumerate(out.shape))
+        g = Gather(*_source_axes(node, x, shape=slab), lead=origin, origin=origin, extent=extent)
+        dispatches.append(gather_dispatch(out, g, env))
+    return dispatches
+
+
 def _concatenation_support(node):
-    """_support, and a box of the output's view per input (merged_dim_reason)."""
+    """_support, and a box of the output's view per input (merged_dim_reason); a PACK's too."""
     return _support(node) or merged_dim_reason(node.outputs[0].shape, _concatenation_axis(node))
 
 
@@ -643,8 +661,9 @@ def _space_to_batch_support(node):
 
 # Ops whose map is read off the reference kernel, and ops whose map is built here.
 REMAP_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V",
-             "GATHER", "REVERSE_V2")
+             "UNPACK", "GATHER", "REVERSE_V2", "BROADCAST_TO")
 BUILD_OPS = ("PAD", "PADV2", "MIRROR_PAD", "TILE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
+JOINS = ("CONCATENATION", "PACK")  # every input moved, each into its box of the output
 # Built ops that read their first n inputs in their own row-major order (_source_axes), so they
 # read through any removed layout op whose map is a strided view (None: every input).
 DENSE_READS = {"CONCATENATION": None, "PAD": 1, "PADV2": 1, "MIRROR_PAD": 1, "TILE": 1}
@@ -667,9 +686,11 @@ def _checked(support):
 
 
 SUPPORT = {**{op: _checked(_remap_support) for op in REMAP_OPS}, **{op: _checked(_support) for op in BUILD_OPS},
-           "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support), "CONCATENATION": _checked(_concatenation_support)}
+           "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support),
+           **{op: _checked(_concatenation_support) for op in JOINS}}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
-         "CONCATENATION": _concatenation, "DEPTH_TO_SPACE": _depth_to_space, "SPACE_TO_DEPTH": _space_to_depth,
+         "CONCATENATION": _concatenation, "PACK": _pack, "DEPTH_TO_SPACE": _depth_to_space,
+         "SPACE_TO_DEPTH": _space_to_depth,
          "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space}
 
 
@@ -697,14 +718,16 @@ def _epilogue_reason(node):
 EPILOGUE = {op: _epilogue_reason for op in REMAP_OPS}
 FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks and int32 values move exactly (_moved_dtype_reason)
 # Ranks 5, 6 through the view (module docstring): the ops whose map is read off the reference, and
-# CONCATENATION; the edge rules and block ops index their dims one BHWC axis each.
-HIGH_RANK = {op: None for op in REMAP_OPS + ("CONCATENATION",)}
+# CONCATENATION and PACK; the edge rules and block ops index their dims one BHWC axis each.
+HIGH_RANK = {op: None for op in REMAP_OPS + JOINS}
 FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND_DIMS": _moves(BINARY),
          "TRANSPOSE": _moves(BINARY), "SLICE": _moves(((3,), (), 1)), "STRIDED_SLICE": _moves(((4,), (), 1)),
          "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),
+         "UNPACK": _moves(((1,), (), None)), "BROADCAST_TO": _moves(BINARY),
          "GATHER": _moves(BINARY), "PAD": _moves(((2, 3), (2,), 1)), "PADV2": _moves(((2, 3), (2,), 1)),
          "MIRROR_PAD": _moves(BINARY), "TILE": _moves(BINARY), "DEPTH_TO_SPACE": _moves(UNARY),
          "SPACE_TO_DEPTH": _moves(UNARY), "REVERSE_V2": _moves(BINARY), "SPACE_TO_BATCH_ND": _moves(((3,), (), 1)),
          "BATCH_TO_SPACE_ND": _moves(((3,), (), 1)),
          # Any count of inputs (arity_reason's own case); its quantized kernels rescale (quant.GRID_KEEPING).
-         "CONCATENATION": OpFacts(fused_activation=True, noop_input=0)}
+         "CONCATENATION": OpFacts(fused_activation=True, noop_input=0),
+         "PACK": OpFacts(integer_move=True)}  # any count of inputs; TFLite's 8-bit PACK copies one grid
