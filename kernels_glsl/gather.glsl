@@ -9,18 +9,7 @@
 // idx_offset; outer_stride (= indices count x inner), inner (elements after the axis), axis_size,
 // status_offset (a float index into the I/O buffer).
 
-// The PHWC4 element of row-major index `index` of a tensor of `size` and `channels`, and the
-// channel's component in it.
-int element_of(int index, ivec4 size, int channels, out int component) {
-  int c = index % channels;
-  index /= channels;
-  int w = index % size.x;
-  index /= size.x;
-  int h = index % size.y;
-  int b = index / size.y;
-  component = c % 4;
-  return phwc4_index(size, w, h, b * size.z + c / 4);
-}
+#include "row_major.glsl"
 
 float gathered(int f) {
   int outer = f / outer_stride;

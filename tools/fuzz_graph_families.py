@@ -25,9 +25,12 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           outputs too).
   resize  float32 graphs over dynamic input dimensions, resized between invokes
           (tools/fuzz_graph_resize.py's docstring).
-  stack   a float32 graph with PACK (1-3 tensors of one shape, one of them twice sometimes, along
-          a new axis anywhere), UNPACK (along an axis of 1-4) and BROADCAST_TO (size-1 dims
-          widened, a leading dim added sometimes).
+  edge    a float32 graph with the ops that split GPU partitions until they got kernels: PACK
+          (1-3 tensors of one shape, one of them twice sometimes, along a new axis anywhere),
+          UNPACK (along an axis of 1-4), BROADCAST_TO (size-1 dims widened, a leading dim added
+          sometimes), CUMSUM (any axis, exclusive and reverse), and REDUCE_ALL / REDUCE_ANY of a
+          comparison (any axes, keep_dims both ways) cast to float32 or selecting between two
+          tensors.
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -703,14 +706,15 @@ def rfft2d(g):
     return g.emit(part, [spectrum], g.value(out)) if part else spectrum
 
 
-# -- PACK, UNPACK, BROADCAST_TO ------------------------------------------------------------------
-class StackGenerator(_Pools):
-    """A float32 graph with PACK, UNPACK and BROADCAST_TO (the module docstring)."""
+# -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
+class EdgeGenerator(_Pools):
+    """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM and bool reductions (the module
+    docstring)."""
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
-        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5)))
+        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4)))
         self.choose_outputs()
         return self.spec
 
@@ -761,7 +765,41 @@ def broadcast_to(g):
     return g.one("BROADCAST_TO", [x, g.ints(target)], target, version=2)
 
 
+def cumsum(g):
+    """CUMSUM along any axis, exclusive and reverse three times in ten each."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    axis = _axis_written(g, int(g.rng.integers(len(shape))), len(shape))
+    return g.one("CUMSUM", [x, g.ints(axis)], shape, exclusive=g.chance(0.3), reverse=g.chance(0.3))
+
+
+def bool_reduce(g):
+    """REDUCE_ALL or REDUCE_ANY over random axes of x > t (t a quantile of x's likely values, so
+    that both answers occur), then CAST to float32 or SELECT_V2 between x's reduction's shape
+    tensors (a constant and x reduced by a MEAN of the same axes)."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    axes = sorted({int(a) for a in g.rng.integers(0, len(shape), int(g.rng.integers(1, len(shape) + 1)))})
+    keep = g.chance(0.5)
+    out = tuple(1 if k in axes else d for k, d in enumerate(shape)) if keep else \
+        tuple(d for k, d in enumerate(shape) if k not in axes)
+    if len(out) < 2:
+        return False  # the pools hold ranks 2-4: a CAST or SELECT of it would be an output only
+    above = g.typed("GREATER", [x, g.const(np.float32(g.choice((-1.0, 0.0, 1.0))))],
+                    [g.value(shape, np.bool_)])[0]
+    op = g.choice(("REDUCE_ALL", "REDUCE_ANY"))
+    reduced = g.typed(op, [above, g.ints(axes)], [g.value(out, np.bool_)], keep_dims=keep)[0]
+    if g.chance(0.5):
+        return g.typed("CAST", [reduced], [g.value(out)])[0]
+    mean = g.one("MEAN", [x, g.ints(axes)], out, keep_dims=keep)
+    return g.typed("SELECT_V2", [reduced, mean, g.const(np.float32(0.5))], [g.value(out)])[0]
+
+
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)
 
 GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator,
-              "resize": ResizeGenerator, "stack": StackGenerator}
+              "resize": ResizeGenerator, "edge": EdgeGenerator}

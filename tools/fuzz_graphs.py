@@ -3,15 +3,15 @@ stateful), run on LiteRT and on this package, for silent wrong outputs of the GP
 rewrite rules and kernels and of the reference kernels.
 
     gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcd]
-                     [--families float,int32,quant,state,signal,resize,stack]
+                     [--families float,int32,quant,state,signal,resize,edge]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE]
 
 Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
 of their own so that a float case is the model it was before the other families): 'float' below,
-and 'int32', 'quant', 'state', 'signal', 'resize' and 'stack' (tools/fuzz_graph_families.py's
+and 'int32', 'quant', 'state', 'signal', 'resize' and 'edge' (tools/fuzz_graph_families.py's
 docstring: int32 index arithmetic and runtime gather indices, int8 / uint8 graphs, resource
-variables across invokes, L2_NORMALIZATION and RFFT2D, PACK / UNPACK / BROADCAST_TO;
+variables across invokes, L2_NORMALIZATION and RFFT2D, PACK / UNPACK / BROADCAST_TO / CUMSUM;
 tools/fuzz_graph_resize.py's: float32 graphs over dynamic input dimensions). Every case runs its Spec.steps: two invokes on different inputs (a stale result
 or a cache shows on the second), for 'state' three, reset_all_variables and one more, for 'resize'
 an invoke, then four resizes (resize_tensor_input of every input, allocate_tensors), each followed
@@ -133,9 +133,9 @@ SAME, VALID = 0, 1                   # Padding
 MINIMIZE_TRIALS = 400        # runs the minimiser may spend on one finding
 # Generator families and their weights: float32 graphs of the rewrite rules' ops (this module);
 # int32 index arithmetic, int8 / uint8 quantized graphs, resource variables across invokes and
-# L2 norms / FFTs, PACK / UNPACK / BROADCAST_TO (tools/fuzz_graph_families.py); float32 graphs
+# L2 norms / FFTs, PACK / UNPACK / BROADCAST_TO / CUMSUM (tools/fuzz_graph_families.py); float32 graphs
 # resized between invokes (tools/fuzz_graph_resize.py).
-FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2, "stack": 1}
+FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2, "edge": 1}
 FLOOR_ULPS = 16              # floors(): the least absolute bound, in ulps of the largest value upstream
 # Ops whose output jumps at a point of their input; near_step: where LiteRT's input lies within
 # STEP_ULPS float32 ulps of the largest value upstream of a jump, the outputs past it are not judged.

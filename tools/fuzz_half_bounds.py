@@ -9,7 +9,7 @@ inputs and constants by exactly |half(v) - v| (their values are known), a node's
 most rounding(v) (below). Given E(x), a bound on each float input's error, a node's output is off
 by at most (first order: products of two errors are dropped)
 - a linear, multilinear or affine node (convolutions, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB,
-  MUL, MEAN, SUM, AVERAGE_POOL_2D, RESIZE_BILINEAR): f(|x| + E) - f(|x|), its reference kernel
+  MUL, MEAN, SUM, CUMSUM, AVERAGE_POOL_2D, RESIZE_BILINEAR): f(|x| + E) - f(|x|), its reference kernel
   on magnitudes without its fused activation, SUB as an ADD: every term's error reaches the sum
   at most at its own weight's magnitude. A sum that cancels (0.16 - 0.158) keeps the error of its
   terms: relative to the result, many times U. Its fused activation then moves by at most
@@ -55,7 +55,8 @@ F32_MAX = float(np.finfo(np.float32).max)
 HALF_PRECISIONS = ("fp16", "fp16_fp32acc")
 
 SUMS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "ADD", "SUB", "MUL", "MEAN", "SUM",
-        "AVERAGE_POOL_2D", "RESIZE_BILINEAR", "ADD_N", "TRANSPOSE_CONV", "REDUCE_PROD"}  # REDUCE_PROD: multilinear
+        "AVERAGE_POOL_2D", "RESIZE_BILINEAR", "ADD_N", "TRANSPOSE_CONV", "REDUCE_PROD",  # REDUCE_PROD: multilinear
+        "CUMSUM"}
 MOVES = {"RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "CONCATENATION", "PAD", "PADV2",
          "GATHER", "TILE", "SQUEEZE", "EXPAND_DIMS", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "REDUCE_MAX",
          "MAXIMUM", "MIRROR_PAD", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
@@ -67,7 +68,7 @@ UNARY = {"LOGISTIC", "TANH", "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "REL
          "GELU", "LEAKY_RELU", "RSQRT", "SQRT", "SQUARE", "LOG", "SIN", "COS", "CEIL", "FLOOR", "ROUND", "SIGN"}
 EXACT_UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ABS", "NEG", "CEIL", "FLOOR", "ROUND",
                "SIGN"}   # of a half: a half, no rounding
-HIGHP = {"MEAN", "SUM", "SOFTMAX", "LOG_SOFTMAX", "REDUCE_PROD",  # computed in float32 in fp16 too (gpu/shader.py)
+HIGHP = {"MEAN", "SUM", "CUMSUM", "SOFTMAX", "LOG_SOFTMAX", "REDUCE_PROD",  # computed in float32 in fp16 too (gpu/shader.py)
          "RFFT2D", "COMPLEX_ABS", "REAL", "IMAG"}
 COMPLEX_PARTS = {"COMPLEX_ABS", "REAL", "IMAG"}  # a float of a complex input: |dz| bounds its move
 COMPARISONS = {"LESS", "GREATER", "LESS_EQUAL", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}

@@ -131,3 +131,21 @@ def test_reduce_random(op, shape, keep_dims, precision, seed):
     rng = np.random.default_rng(seed)
     axes = rng.integers(-len(shape), len(shape), int(rng.integers(1, len(shape) + 2)))
     check_gpu(op, reduce_inputs(sample(op, rng, tuple(shape)), axes), {"keep_dims": keep_dims}, precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("x_shape,axes,keep_dims,expected", CASES)
+@pytest.mark.parametrize("op", ["REDUCE_ALL", "REDUCE_ANY"])
+def test_bool_reductions(op, x_shape, axes, keep_dims, expected, precision):
+    """REDUCE_ALL / REDUCE_ANY of bool tensors in every variant, exactly: the op's neutral value
+    everywhere (true for ALL) but a few elements, so that both answers occur where there are
+    several outputs; padded channels never count."""
+    rng = np.random.default_rng(sum(x_shape))
+    neutral = op == "REDUCE_ALL"
+    x = np.full(x_shape, neutral)
+    outputs = np.prod([d for k, d in enumerate(x_shape) if k not in {a % len(x_shape) for a in axes}], dtype=int)
+    x.reshape(-1)[rng.choice(x.size, max(1, outputs // 2), replace=False)] = not neutral
+    reference, gpu = check_gpu(op, reduce_inputs(x, axes), {"keep_dims": keep_dims}, precision,
+                               output_dtypes=[np.bool_])
+    assert gpu[0].dtype == np.bool_ and np.array_equal(gpu[0], reference[0])
+    assert len(set(reference[0].reshape(-1).tolist())) == min(2, outputs), "both answers occur"

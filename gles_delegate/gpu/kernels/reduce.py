@@ -1,4 +1,5 @@
-"""Reductions (SUM, MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD) over constant axes:
+"""Reductions (SUM, MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD; REDUCE_ALL and REDUCE_ANY of bool
+tensors, stored as 0.0 / 1.0: a minimum and a maximum) over constant axes:
 kernels_glsl/reduce.glsl. Also runs global pooling (pool.py).
 
 Axes are mapped onto the input's BHWC view. Three variants of the template: one invocation per
@@ -24,6 +25,9 @@ OP_CODES = {"SUM": 0, "MEAN": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD"
 # The template's ops: also MAX_POOL_2D (pool.py's global pools), a max that skips NaN as TFLite's
 # max pooling does, where REDUCE_MAX / MIN give what LiteRT's row-major scan gives (SCANNED).
 TEMPLATE_CODES = {**OP_CODES, "MAX_POOL_2D": OP_CODES["REDUCE_MAX"]}
+# Reductions of bool tensors (0.0 / 1.0, base.py): all is the minimum, any the maximum.
+BOOL_CODES = {"REDUCE_ALL": OP_CODES["REDUCE_MIN"], "REDUCE_ANY": OP_CODES["REDUCE_MAX"]}
+TEMPLATE_CODES.update(BOOL_CODES)
 SCANNED_OPS = ("REDUCE_MAX", "REDUCE_MIN")
 # node.options[INPUT_ADDEND] = a runtime tensor of the input's shape added to each input element
 # as it is loaded (the ADD that computed the input, fused in).
@@ -39,7 +43,7 @@ INPUT_SQUARED = "input_squared"
 PARALLEL_MIN_ELEMENTS = 16
 PARALLEL_MAX_OUTPUTS = 8192
 # Reductions in which the zeros of padded channels would count.
-MASKED_OPS = ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
+MASKED_OPS = ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ALL")
 # The invocations (x, y) that share one output in the parallel variant: one workgroup (the
 # template stays correct for any other, the workgroup clamped to small devices included).
 PARALLEL_LANES = (16, 8)
@@ -175,7 +179,9 @@ def epilogue_reason(node):
     return None
 
 
-SUPPORT = {op: supports for op in OP_CODES}
-BUILD = {op: build for op in OP_CODES}
-EPILOGUE = {op: epilogue_reason for op in OP_CODES}
-FACTS = {op: OpFacts(arity=BINARY, integer_move=op in ("REDUCE_MAX", "REDUCE_MIN")) for op in OP_CODES}  # x, axes
+SUPPORT = {op: supports for op in (*OP_CODES, *BOOL_CODES)}
+BUILD = {op: build for op in (*OP_CODES, *BOOL_CODES)}
+EPILOGUE = {op: epilogue_reason for op in OP_CODES}  # a bool result takes no float epilogue
+FACTS = {**{op: OpFacts(arity=BINARY, integer_move=op in ("REDUCE_MAX", "REDUCE_MIN")) for op in OP_CODES},
+         **{op: OpFacts(arity=BINARY) for op in BOOL_CODES}}  # x, axes
+FLOAT_VIEW = {op: None for op in BOOL_CODES}  # bool tensors, as 0.0 / 1.0 (the reference checks the dtype)

@@ -1,0 +1,14 @@
+// Reading a PHWC4 tensor by the row-major index of its elements (gather.glsl, scan.glsl).
+
+// The PHWC4 element of row-major index `index` of a tensor of `size` and `channels`, and the
+// channel's component in it.
+int element_of(int index, ivec4 size, int channels, out int component) {
+  int c = index % channels;
+  index /= channels;
+  int w = index % size.x;
+  index /= size.x;
+  int h = index % size.y;
+  int b = index / size.y;
+  component = c % 4;
+  return phwc4_index(size, w, h, b * size.z + c / 4);
+}

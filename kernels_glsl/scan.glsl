@@ -1,0 +1,57 @@
+// CUMSUM along one axis (gpu/kernels/scan.py), one vec4 (4 channels) of the output per
+// invocation. Each channel adds its line of the input in TFLite's order (cumsum.cc: an
+// accumulator from 0, first to last, or last to first with REVERSE) up to its own position, or up
+// to the one before it with EXCLUSIVE, so a float32 sum is the one TFLite's sequential scan
+// computes; int32 values (INT_VALUES: their bits, the int view) add in 32-bit arithmetic, which
+// wraps as TFLite's does. Every element is read through its row-major index: an invocation reads
+// up to axis_size elements, which the short axes of the models that scan (position ids from a
+// mask, a running count) keep cheap.
+// Params: out_size, out_channels, out_offset; in_size, in_channels, in_offset; axis_size, inner
+// (elements after the axis).
+
+#include "row_major.glsl"
+
+#if INT_VALUES
+#define SCALAR int
+#else
+#define SCALAR float
+#endif
+
+SCALAR value_at(int index) {
+  int component;
+  vec4 v = load(in_offset + element_of(index, in_size, in_channels, component));
+#if INT_VALUES
+  return floatBitsToInt(v[component]);
+#else
+  return v[component];
+#endif
+}
+
+SCALAR scanned(int f) {
+  int position = (f / inner) % axis_size;
+  int line = f - position * inner;  // the element at position 0 of f's line
+  SCALAR sum = SCALAR(0);
+#if REVERSE
+  for (int j = axis_size - 1; j >= position + EXCLUSIVE; --j) sum += value_at(line + j * inner);
+#else
+  for (int j = 0; j <= position - EXCLUSIVE; ++j) sum += value_at(line + j * inner);
+#endif
+  return sum;
+}
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int s = gid.z % out_size.z;
+  int b = gid.z / out_size.z;
+  int first = ((b * out_size.y + gid.y) * out_size.x + gid.x) * out_channels + 4 * s;  // channel 4s
+  vec4 r = vec4(0.0);  // padded channels stay zero
+  for (int k = 0; k < 4; ++k) {
+#if INT_VALUES
+    if (4 * s + k < out_channels) r[k] = intBitsToFloat(scanned(first + k));
+#else
+    if (4 * s + k < out_channels) r[k] = scanned(first + k);
+#endif
+  }
+  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
+}

@@ -1,0 +1,55 @@
+"""CUMSUM on the GPU (kernels_glsl/scan.glsl) against the numpy reference, in every precision:
+every axis of ranks 1-4 (channels that are not a multiple of 4 too), exclusive and reverse,
+int32 sums exact over the whole range (wrapping), and what the kernel refuses."""
+import numpy as np
+import pytest
+
+from gles_delegate.gpu import kernels
+from tests.gpu.gpulib import PRECISIONS, check_gpu
+from tests.gpu.test_float_view import check_exact
+from tests.oplib import In, node_with_output
+
+
+def axis(value):
+    return In(np.array(value, np.int32), const=True)
+
+
+SHAPES_AXES = [((7,), 0), ((3, 5), 1), ((2, 6, 3), -2), ((1, 4, 5, 6), 3), ((2, 3, 4, 9), 1), ((2, 3, 4, 5), 0),
+               ((1, 3, 17, 2), 2)]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("shape,axis_value", SHAPES_AXES)
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True), (True, True)])
+def test_cumsum_of_floats(shape, axis_value, exclusive, reverse, precision):
+    x = np.random.default_rng(len(shape) + axis_value).standard_normal(shape).astype(np.float32)
+    check_gpu("CUMSUM", [In(x), axis(axis_value)], {"exclusive": exclusive, "reverse": reverse}, precision)
+
+
+def test_cumsum_of_floats_is_tflites_sequential_sum():
+    """At fp32 the GPU adds in TFLite's order: the sums are the reference's bit for bit (values of
+    mixed magnitudes, where another order rounds differently)."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((2, 33, 3)) * 10.0 ** rng.integers(-4, 5, (2, 33, 3))).astype(np.float32)
+    for reverse in (False, True):
+        reference, gpu = check_gpu("CUMSUM", [In(x), axis(1)], {"exclusive": False, "reverse": reverse}, "fp32")
+        assert np.array_equal(gpu[0], reference[0])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, True)])
+def test_cumsum_of_int32_wraps_exactly(exclusive, reverse, precision):
+    rng = np.random.default_rng(2)
+    x = rng.integers(-2 ** 31, 2 ** 31, (2, 5, 7), dtype=np.int64).astype(np.int32)
+    x[0, :, 0] = 2 ** 31 - 1  # a line that overflows at its second element
+    check_exact("CUMSUM", [In(x), axis(1)], {"exclusive": exclusive, "reverse": reverse}, precision=precision,
+                out_dtype=np.int32)
+
+
+@pytest.mark.parametrize("inputs,reason", [
+    ([In(np.zeros((2, 3), np.float32)), In(np.array(1, np.int32))], "axis must be constant"),
+    ([In(np.zeros((2, 3), np.int64)), axis(1)], "int64"),
+])
+def test_cumsum_refusals(inputs, reason):
+    node = node_with_output("CUMSUM", inputs, (2, 3), exclusive=False, reverse=False)
+    assert reason in kernels.unsupported_reason(node)
