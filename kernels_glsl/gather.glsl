@@ -1,28 +1,46 @@
-// GATHER and EMBEDDING_LOOKUP with indices computed at run time (int32, as their bits: the int view):
-// out[outer, i, inner] = params[outer, indices[i], inner], every tensor read and written through
-// its row-major index. Each invocation writes one vec4 of the output (4 channels), gathering
-// each channel on its own. TFLite fails the invoke on an index outside [0, axis_size); a shader
-// cannot fail, so such an element reads 0 and sets the I/O buffer's status word io[status_offset]
-// (common.glsl IO_STATUS), which fails the invoke once the runtime reads it.
+// GATHER and EMBEDDING_LOOKUP with indices computed at run time, and GATHER_ND (ND) with runtime or
+// constant (IDX_CONST) indices (int32, as their bits: the int view):
+// out[outer, i, inner] = params[outer, indices[i], inner]; with ND,
+// out[row, inner] = params[indices[row, 0], ..., indices[row, depth - 1], inner]; every tensor read
+// and written through its row-major index. Each invocation writes one vec4 of the output (4
+// channels), gathering each channel on its own. TFLite fails the invoke on an index outside its
+// dim; a shader cannot fail, so such an element reads 0 and sets the I/O buffer's status word
+// io[status_offset] (common.glsl IO_STATUS), which fails the invoke once the runtime reads it.
 // Params: out_size (w, h, slices, batch), out_channels, out_offset; in_size, in_channels,
 // in_offset (params: constants with SOURCE_CONST, else the arena); idx_size, idx_channels,
-// idx_offset; outer_stride (= indices count x inner), inner (elements after the axis), axis_size,
-// status_offset (a float index into the I/O buffer).
+// idx_offset; inner (elements after the gathered dims), status_offset (a float index into the
+// I/O buffer); GATHER: outer_stride (= indices count x inner), axis_size; ND: depth (dims each
+// index row picks), nd_dims (those dims' sizes).
 
 #include "row_major.glsl"
 
+int index_at(int i) { return int_at(idx_offset, idx_size, idx_channels, i, IDX_CONST == 1); }
+
+bool outside(int position, int size) {
+  if (position >= 0 && position < size) return false;
+  io[status_offset] = 1.0;  // every invocation that sees one writes the same value: no atomics
+  return true;
+}
+
 float gathered(int f) {
+#if ND
+  int row = f / inner;
+  int source = 0;
+  for (int k = 0; k < depth; ++k) {
+    int position = index_at(row * depth + k);
+    if (outside(position, nd_dims[k])) return 0.0;
+    source = source * nd_dims[k] + position;
+  }
+  source = source * inner + f % inner;
+#else
   int outer = f / outer_stride;
   int rest = f % outer_stride;
-  int component;
-  int element = element_of(rest / inner, idx_size, idx_channels, component);
-  int position = floatBitsToInt(load(idx_offset + element)[component]);
-  if (position < 0 || position >= axis_size) {
-    io[status_offset] = 1.0;  // every invocation that sees one writes the same value: no atomics
-    return 0.0;
-  }
+  int position = index_at(rest / inner);
+  if (outside(position, axis_size)) return 0.0;
   int source = (outer * axis_size + position) * inner + rest % inner;
-  element = element_of(source, in_size, in_channels, component);
+#endif
+  int component;
+  int element = element_of(source, in_size, in_channels, component);
 #if SOURCE_CONST
   return weight(in_offset + element)[component];
 #else

@@ -1,4 +1,5 @@
-// Reading a PHWC4 tensor by the row-major index of its elements (gather.glsl, scan.glsl).
+// Reading a PHWC4 tensor by the row-major index of its elements (gather.glsl, scan.glsl,
+// one_hot.glsl).
 
 // The PHWC4 element of row-major index `index` of a tensor of `size` and `channels`, and the
 // channel's component in it.
@@ -11,4 +12,12 @@ int element_of(int index, ivec4 size, int channels, out int component) {
   int b = index / size.y;
   component = c % 4;
   return phwc4_index(size, w, h, b * size.z + c / 4);
+}
+
+// The int32 at row-major index `index` of a tensor (its bits: the int view) at `offset` of the
+// arena, or of the constants where `constant`.
+int int_at(int offset, ivec4 size, int channels, int index, bool constant) {
+  int component;
+  int element = offset + element_of(index, size, channels, component);
+  return floatBitsToInt((constant ? weight(element) : load(element))[component]);
 }

@@ -28,9 +28,11 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
   edge    a float32 graph with the ops that split GPU partitions until they got kernels: PACK
           (1-3 tensors of one shape, one of them twice sometimes, along a new axis anywhere),
           UNPACK (along an axis of 1-4), BROADCAST_TO (size-1 dims widened, a leading dim added
-          sometimes), CUMSUM (any axis, exclusive and reverse), and REDUCE_ALL / REDUCE_ANY of a
+          sometimes), CUMSUM (any axis, exclusive and reverse), REDUCE_ALL / REDUCE_ANY of a
           comparison (any axes, keep_dims both ways) cast to float32 or selecting between two
-          tensors.
+          tensors, and GATHER_ND of constant index rows or of an ARG_MAX's (in range by its
+          construction) reshaped into rows of one, and ONE_HOT of such an ARG_MAX (a depth
+          below its range sometimes: lines of off_value).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -708,13 +710,14 @@ def rfft2d(g):
 
 # -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
 class EdgeGenerator(_Pools):
-    """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM and bool reductions (the module
-    docstring)."""
+    """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND and
+    ONE_HOT (the module docstring)."""
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
-        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4)))
+        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
+                                        (gather_nd, 4), (one_hot, 3)))
         self.choose_outputs()
         return self.spec
 
@@ -797,6 +800,51 @@ def bool_reduce(g):
         return g.typed("CAST", [reduced], [g.value(out)])[0]
     mean = g.one("MEAN", [x, g.ints(axes)], out, keep_dims=keep)
     return g.typed("SELECT_V2", [reduced, mean, g.const(np.float32(0.5))], [g.value(out)])[0]
+
+
+def gather_nd(g):
+    """GATHER_ND of x by constant rows of depth 1 to rank(x), or by the ARG_MAX over the last axis
+    of a tensor no wider than x's first dim, as rows of depth 1."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    narrow = [t for t in g.values if g.shape_of(t)[-1] <= shape[0] and len(g.shape_of(t)) <= 3]
+    y = g.choice(narrow) if narrow and g.chance(0.5) else None
+    if y is not None:
+        depth, rows = 1, g.shape_of(y)[:-1]
+    else:
+        depth = int(g.rng.integers(1, len(shape) + 1))
+        rows = tuple(int(d) for d in g.rng.integers(1, 4, int(g.rng.integers(1, 3))))
+    out = tuple(rows) + tuple(shape[depth:])
+    if not 1 <= len(out) <= 4 or not g.fits(out):
+        return False
+    if y is not None:
+        picked = g.typed("ARG_MAX", [y, g.ints(-1)], [g.value(rows, np.int32, bounds=(0, g.shape_of(y)[-1] - 1))],
+                         output_type=2)[0]
+        indices = g.typed("RESHAPE", [picked, g.ints(rows + (1,))], [g.value(rows + (1,), np.int32)])[0]
+    else:
+        indices = g.ints(np.stack([g.rng.integers(0, d, rows) for d in shape[:depth]], axis=-1))
+    return g.typed("GATHER_ND", [x, indices], [g.value(out)])[0]
+
+
+def one_hot(g):
+    """ONE_HOT of the ARG_MAX over the last axis of x (depth around its width), the new axis
+    anywhere, float32 on / off values."""
+    x = g.pick(lambda shape: len(shape) <= 4)
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    rows, width = shape[:-1], shape[-1]
+    depth = max(1, width + int(g.rng.integers(-2, 3)))
+    axis = int(g.rng.integers(0, len(rows) + 1))
+    out = rows[:axis] + (depth,) + rows[axis:]
+    if not g.fits(out):
+        return False
+    picked = g.typed("ARG_MAX", [x, g.ints(-1)], [g.value(rows, np.int32, bounds=(0, width - 1))], output_type=2)[0]
+    values = [g.const(np.float32(v)) for v in (g.choice((1.0, 2.5)), g.choice((0.0, -0.5)))]
+    return g.typed("ONE_HOT", [picked, g.ints(depth), *values], [g.value(out)],
+                   axis=-1 if axis == len(rows) and g.chance(0.5) else axis)[0]
 
 
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)

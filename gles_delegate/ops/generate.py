@@ -172,7 +172,7 @@ def _rank_support(node):
 
 
 # -- ONE_HOT ----------------------------------------------------------------------------------
-def _one_hot_axis(node, indices_rank):
+def one_hot_axis(node, indices_rank):
     """options axis: -1 (last) or in [0, rank(indices)]; TFLite takes no other negative axis."""
     axis = int(node.options.get("axis", -1))
     if axis == -1:
@@ -194,7 +194,7 @@ def one_hot(node, inputs):
     of `depth` inserted at options axis; on_value where the index equals the position, else
     off_value (indices out of [0, depth) give a row of off_value)."""
     indices, depth, on_value, off_value = inputs
-    axis = _one_hot_axis(node, indices.ndim)
+    axis = one_hot_axis(node, indices.ndim)
     positions = np.arange(_one_hot_depth(node, depth)).reshape((-1,) + (1,) * (indices.ndim - axis))
     hot = np.expand_dims(indices.astype(np.int64), axis) == positions
     on, off = (_scalar(node, v, what) for v, what in ((on_value, "on_value"), (off_value, "off_value")))
@@ -248,7 +248,7 @@ def _random_shape(node, shapes, values):
 def _one_hot_shape(node, shapes, values):
     if values[1] is None:
         return None
-    axis = _one_hot_axis(node, len(shapes[0]))
+    axis = one_hot_axis(node, len(shapes[0]))
     return [shapes[0][:axis] + (_one_hot_depth(node, values[1]),) + shapes[0][axis:]]
 
 

@@ -182,6 +182,46 @@ def test_embedding_lookup(precision):
                 precision=precision, out_dtype=np.int32)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gather_nd(precision):
+    """GATHER_ND by runtime and constant index rows of every depth: whole slices (depth 1, 2),
+    single elements (depth = rank), repeated rows, index tensors of rank 1-3; bool and int32
+    params over the whole range; a runtime and a constant params tensor."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    for depth, rows in [(1, (3,)), (2, (2, 3)), (3, (7,)), (2, (1, 2, 2))]:
+        indices = np.stack([rng.integers(0, d, rows) for d in x.shape[:depth]], axis=-1).astype(np.int32)
+        indices.reshape(-1, depth)[-1] = indices.reshape(-1, depth)[0]  # a row twice
+        for const_indices in (False, True):
+            params = In(x, const=depth == 2 and not const_indices)  # not both: the node would fold
+            check_exact("GATHER_ND", [params, In(indices, const=const_indices)], precision=precision,
+                        out_dtype=np.float32)
+    mask = rng.random((3, 4)) < 0.5
+    check_exact("GATHER_ND", [In(mask), In(np.array([[2], [0]], np.int32))], precision=precision)
+    ints = np.resize(INT_SPECIALS, (5, 3))
+    check_exact("GATHER_ND", [In(ints), In(np.array([[4, 2], [0, 1], [3, 0]], np.int32))], precision=precision,
+                out_dtype=np.int32)
+
+
+def test_gather_nd_out_of_range_index_fails_the_invoke():
+    """A row of GATHER_ND's indices outside params' dims fails the invoke, naming the node, as
+    TFLite fails it; the next invoke in range runs."""
+    params = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    model = single_op_model("GATHER_ND", [In(params, const=True), In(np.array([[1, 2]], np.int32))])
+    with GpuDelegate() as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert delegate.summary()["gpu_nodes"] == 1
+        index = interp.get_input_details()[0]["index"]
+        for bad in ([[1, 3]], [[-1, 0]], [[2, 0]]):
+            interp.set_tensor(index, np.array(bad, np.int32))
+            with pytest.raises(ModelError, match=r"#0 \(GATHER_ND\): a gather_nd index is out of range for shape \[2, 3\]"):
+                interp.invoke()
+        interp.set_tensor(index, np.array([[1, 2]], np.int32))
+        interp.invoke()
+        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), params[1, 2][None])
+
+
 def computed_indices_model(table, count):
     """GATHER(table, CAST(x)) of a float32 input `x` of `count`: the indices computed inside
     the partition (a CAST to int32 on the GPU) rather than taken from outside it."""

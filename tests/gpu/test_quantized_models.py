@@ -121,6 +121,8 @@ def _moves(rng):
                       [x.value, x.value[:, ::-1].copy()], 0),
         "unpack int8": (single_op_model("UNPACK", [x], {"num": 6, "axis": 1}, n_outputs=6,
                                         output_dtypes=[np.dtype(np.int8)] * 6, output_quant=[grid] * 6), [x.value], 0),
+        "gather_nd int8": (single_op_model("GATHER_ND", [x, In(np.array([[0, 5], [0, 1]], np.int32))],
+                                           output_quant=[grid]), [x.value, np.array([[0, 5], [0, 1]], np.int32)], 0),
         "broadcast_to int8": (single_op_model("BROADCAST_TO", [x, In(np.array([2, 6, 3, 8], np.int32), const=True)],
                                               version=2, output_quant=[grid]), [x.value], 0),
         "concatenation uint8 requantized": (
@@ -133,7 +135,7 @@ def _moves(rng):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name", ["strided slice", "split_v", "split", "concatenation int8",
                                   "concatenation uint8 requantized", "pack int8", "unpack int8",
-                                  "broadcast_to int8"])
+                                  "broadcast_to int8", "gather_nd int8"])
 def test_quantized_layout_ops_of_streaming_models(name, precision):
     """The ops a streaming keyword spotter moves its int8 frames with run on the GPU through the
     float view and give LiteRT's integers (a requantizing uint8 CONCATENATION within one step)."""

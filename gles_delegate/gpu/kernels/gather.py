@@ -1,11 +1,13 @@
-"""GATHER and EMBEDDING_LOOKUP with indices computed at run time (kernels_glsl/gather.glsl). For
-GATHER this is the second candidate, after layout.py's, which takes constant indices
-(kernels.ORDER); EMBEDDING_LOOKUP is a GATHER along axis 0 of its value (input 1) by its lookup
-(input 0). The indices are int32, read as their bits (base.py: the int view), so every index is
-exact; float32, bool and int32 values are moved as they are stored. An out-of-range index fails
-TFLite's invoke; the shader reads 0 for it and flags its status word (KernelEnv.status_word), which
-fails ours with the reference's ModelError, whether the indices came from outside the partition
-or were computed inside it."""
+"""GATHER and EMBEDDING_LOOKUP with indices computed at run time, and GATHER_ND with runtime or
+constant indices (kernels_glsl/gather.glsl). For GATHER this is the second candidate, after
+layout.py's, which takes constant indices (kernels.ORDER); EMBEDDING_LOOKUP is a GATHER along axis
+0 of its value (input 1) by its lookup (input 0); GATHER_ND picks, per row of its indices, the
+slice of params at that row's leading coordinates (what litert-torch writes for torch.gather and
+index_select). The indices are int32, read as their bits (base.py: the int view), so every index
+is exact; float32, bool and int32 values are moved as they are stored. An out-of-range index
+fails TFLite's invoke; the shader reads 0 for it and flags its status word
+(KernelEnv.status_word), which fails ours with a ModelError naming the node, whether the indices
+came from outside the partition or were computed inside it."""
 import numpy as np
 
 from ...ops import gather as lookup_reference
@@ -19,22 +21,28 @@ VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))
 
 
 def _operands(node):
-    """(params, indices, axis) of a GATHER or an EMBEDDING_LOOKUP node."""
+    """(params, indices, axis) of a GATHER or an EMBEDDING_LOOKUP node (GATHER_ND: axis 0, the
+    first of the dims an index row picks)."""
     if node.op == "EMBEDDING_LOOKUP":
         return node.inputs[1], node.inputs[0], 0
+    if node.op == "GATHER_ND":
+        return node.inputs[0], node.inputs[1], 0
     return node.inputs[0], node.inputs[1], node.options.get("axis", 0) % len(node.inputs[0].shape)
 
 
 def supports(node):
-    """The reference's checks; batch_dims 0; runtime int32 indices; float32, bool or int32 values
-    of the output's dtype (a hybrid EMBEDDING_LOOKUP of 8-bit rows stays on the CPU); ranks <= 4."""
-    checks = lookup_reference.SUPPORT if node.op == "EMBEDDING_LOOKUP" else reference.SUPPORT
+    """The reference's checks; batch_dims 0; int32 indices, runtime ones (GATHER_ND: constant
+    ones too); float32, bool or int32 values of the output's dtype (a hybrid EMBEDDING_LOOKUP of
+    8-bit rows stays on the CPU); ranks <= 4."""
+    checks = reference.SUPPORT if node.op == "GATHER" else lookup_reference.SUPPORT
     reason = checks[node.op](node)
     if reason:
         return reason
     params, indices, _ = _operands(node)
-    if indices.is_const or indices.dtype != np.int32:
-        return "this kernel takes runtime int32 indices"
+    if indices.dtype != np.int32 or (indices.is_const and node.op != "GATHER_ND"):
+        return "this kernel takes runtime int32 indices" + (" (or constant ones)" if node.op == "GATHER_ND" else "")
+    if node.op == "GATHER_ND" and len(indices.shape) == 0:
+        return "GATHER_ND indices must have rank >= 1"
     if node.options.get("batch_dims", 0):
         return "batch_dims is not 0"
     if params.dtype not in VALUE_DTYPES or params.dtype != node.outputs[0].dtype:
@@ -47,10 +55,33 @@ def supports(node):
 
 
 def _index_error(node, params, axis):
-    """The error an out-of-range index fails the invoke with (the reference's words)."""
+    """The error an out-of-range index fails the invoke with (the reference's words; GATHER_ND's
+    without the row, which the shader does not report)."""
     if node.op == "EMBEDDING_LOOKUP":
         return node_error(node, f"an embedding_lookup index is out of range for shape {list(params.shape)}")
+    if node.op == "GATHER_ND":
+        depth = node.inputs[1].shape[-1]
+        return node_error(node, f"a gather_nd index is out of range for shape {list(params.shape[:depth])}")
     return reference.gather_index_error(node, params.shape[axis])
+
+
+def _packed(env, tensor):
+    """The offset of `tensor`: its arena slot, or a constant's PHWC4 copy."""
+    if not tensor.is_const:
+        return env.arena(tensor)
+    t4 = bhwc(tensor.shape)
+    return env.constant(to_phwc4(stored_values(tensor.data).reshape(t4.b, t4.h, t4.w, t4.c)))
+
+
+def _picked(node, params, indices, axis):
+    """GATHER / EMBEDDING_LOOKUP: {outer_stride, axis_size}; GATHER_ND: {depth, nd_dims}; and
+    inner, the elements after the dims an index picks."""
+    if node.op != "GATHER_ND":
+        inner = int(np.prod(params.shape[axis + 1:], dtype=np.int64))
+        return {"outer_stride": indices.size * inner, "axis_size": int(params.shape[axis]), "inner": inner}
+    depth = int(indices.shape[-1])
+    dims = [int(d) for d in params.shape[:depth]] + [1] * (4 - depth)
+    return {"depth": depth, "nd_dims": tuple(dims), "inner": int(np.prod(params.shape[depth:], dtype=np.int64))}
 
 
 def build(node, env):
@@ -58,25 +89,22 @@ def build(node, env):
     params, indices, axis = _operands(node)
     out = node.outputs[0]
     p4, i4, o4 = bhwc(params.shape), bhwc(indices.shape), bhwc(out.shape)
-    inner = int(np.prod(params.shape[axis + 1:], dtype=np.int64))
     status = env.status_word(str(_index_error(node, params, axis)))
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
-              "in_size": p4.as_ivec4(), "in_channels": p4.c, "idx_size": i4.as_ivec4(), "idx_channels": i4.c,
-              "idx_offset": env.arena(indices), "outer_stride": indices.size * inner, "inner": inner,
-              "axis_size": int(params.shape[axis]), "status_offset": status}
-    if params.is_const:
-        data = stored_values(params.data).reshape(p4.b, p4.h, p4.w, p4.c)
-        values["in_offset"] = env.constant(to_phwc4(data))
-    else:
-        values["in_offset"] = env.arena(params)
-    reads = (indices,) if params.is_const else (params, indices)
-    defines = {"SOURCE_CONST": int(params.is_const), "IO_STATUS": 1}
+              "in_size": p4.as_ivec4(), "in_channels": p4.c, "in_offset": _packed(env, params),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, indices),
+              "status_offset": status, **_picked(node, params, indices, axis)}
+    reads = tuple(t for t in (params, indices) if not t.is_const)
+    defines = {"SOURCE_CONST": int(params.is_const), "IDX_CONST": int(indices.is_const),
+               "ND": int(node.op == "GATHER_ND"), "IO_STATUS": 1}
     return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
 
 
 # GATHER's FACTS and FLOAT_VIEW entry are layout.py's (one per op).
-SUPPORT = {"GATHER": supports, "EMBEDDING_LOOKUP": supports}
-BUILD = {"GATHER": build, "EMBEDDING_LOOKUP": build}
-FLOAT_VIEW = {"EMBEDDING_LOOKUP": None}
-# EMBEDDING_LOOKUP copies stored values (its hybrid 8-bit variant stays on the CPU).
-FACTS = {"EMBEDDING_LOOKUP": OpFacts(arity=((2,), (), 1), integer_move=True)}
+OPS = ("GATHER", "EMBEDDING_LOOKUP", "GATHER_ND")
+SUPPORT = {op: supports for op in OPS}
+BUILD = {op: build for op in OPS}
+FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None}
+# Both copy stored values (EMBEDDING_LOOKUP's hybrid 8-bit variant stays on the CPU).
+FACTS = {"EMBEDDING_LOOKUP": OpFacts(arity=((2,), (), 1), integer_move=True),
+         "GATHER_ND": OpFacts(arity=((2,), (), 1), integer_move=True)}
