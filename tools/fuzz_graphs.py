@@ -1784,7 +1784,8 @@ def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
     an output half storage does not bound, with_half_storage, is not judged but for its shape);
     quantum: per output, quanta() (None: none); per_invoke: outputs of one invoke, where the list
     holds several invokes' (messages then name the invoke). Integer outputs are held exactly (one
-    step where quantized), complex ones as their float pairs."""
+    step where quantized) but for what half storage moves them (floor), complex ones as their
+    float pairs."""
     if len(got) != len(want):
         return {"kind": "shape", "output": None, "message": f"{len(got)} outputs, LiteRT has {len(want)}"}
     worst = None
@@ -1807,8 +1808,10 @@ def judge(got, want, spread, rtol, floor=None, quantum=None, per_invoke=None):
         step = quantum[k] if quantum else 0.0
         integer = w.dtype.kind in "iub"
         metrics = compare(g, w, rtol, quantized=integer and step > 0, spread=spread[k] if spread else 0.0)
+        # an integer output's floor is its half-storage bound alone (floors() gives integers none): a
+        # CAST of a half-rounded float, an ARG_MAX of values within their rounding of each other;
         # a dequantized output: one step, plus its float32 rounding (each side rounds (q - zp) x scale)
-        bound = max(metrics["tolerance"], floor[k] if floor and not integer else 0.0,
+        bound = max(metrics["tolerance"], floor[k] if floor else 0.0,
                     0.0 if integer or not step else QUANTIZED_STEPS * step + (floor[k] if floor else 0.0))
         if metrics["max_abs"] > bound and (worst is None or metrics["max_rel"] > worst["max_rel"]):
             worst = {"kind": "tolerance", "output": k, "max_abs": metrics["max_abs"], "max_rel": metrics["max_rel"],

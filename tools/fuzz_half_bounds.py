@@ -14,8 +14,9 @@ by at most (first order: products of two errors are dropped)
   at most at its own weight's magnitude. A sum that cancels (0.16 - 0.158) keeps the error of its
   terms: relative to the result, many times U. Its fused activation then moves by at most
   max |act(y +- E) - act(y)| of the sum y (0 where RELU clamps the whole interval);
-- a node that moves or picks values (the layout ops, MAX_POOL_2D, REDUCE_MAX, MAXIMUM, MINIMUM):
-  the same node on the errors (a maximum moves by at most its operands' largest error);
+- a node that moves or picks values (the layout ops, GATHER_ND, ONE_HOT, MAX_POOL_2D, REDUCE_MAX,
+  MAXIMUM, MINIMUM): the same node on the errors (a maximum moves by at most its operands'
+  largest error);
 - a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|, inf where f is not
   finite there (RSQRT of a variance no larger than its own error: nothing bounds the output);
 - DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
@@ -32,7 +33,14 @@ by at most (first order: products of two errors are dropped)
   butterflies (4 log2(N) 2^-24 sqrt(N) ||window||_2, gpu/kernels/spectral.py) and the stored
   result; COMPLEX_ABS, REAL and IMAG move by at most |dz|, plus their own rounding;
 - a comparison: a bool tensor whose "bound" is 1 where it may flip (|a - b| within E_a + E_b),
-  carried by LOGICAL_AND / OR / NOT and CAST; a SELECT / SELECT_V2 of a condition that may flip
+  carried by LOGICAL_AND / OR / NOT, CAST and REDUCE_ALL / REDUCE_ANY (1 where any element
+  reduced may flip); a CAST of a float to bool may flip where [x - E, x + E] reaches 0, one to an
+  integer type moves by what truncation moves over that interval; ARG_MAX / ARG_MIN may pick
+  another index where a rival lies within the errors of the pick (1 there, else 0), and ONE_HOT,
+  GATHER, GATHER_ND and EMBEDDING_LOOKUP may write any value they could pick where their index
+  may move (the spread of those values), integers moved by a layout op carry their bound, integer
+  ADD, SUB, MUL, NEG, ABS, MAXIMUM and MINIMUM propagate it, and any op of exact integers and
+  bools (bound 0) is exact; a SELECT / SELECT_V2 of a condition that may flip
   may give either operand (|x - y| + the larger error), else its pick's error,
 plus the rounding of its stored result (none for a node that moves or picks half values: they
 stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: gpu/shader.py
@@ -60,7 +68,8 @@ SUMS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "ADD"
 MOVES = {"RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "CONCATENATION", "PAD", "PADV2",
          "GATHER", "TILE", "SQUEEZE", "EXPAND_DIMS", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "REDUCE_MAX",
          "MAXIMUM", "MIRROR_PAD", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
-         "BATCH_TO_SPACE_ND"}
+         "BATCH_TO_SPACE_ND", "PACK", "UNPACK", "BROADCAST_TO", "GATHER_ND",
+         "ONE_HOT"}  # ONE_HOT: its on / off values' own rounding where it writes them
 # A minimum moves by at most its operands' largest error too: the matching maximum of the errors.
 AS_MAXIMUM = {"MINIMUM": "MAXIMUM", "REDUCE_MIN": "REDUCE_MAX"}
 # (the step functions CEIL ... SIGN too: an interval across a step moves them by the step)
@@ -233,7 +242,79 @@ def flip_bound(node, xs, es):
             return [np.broadcast_to(np.where(np.isnan(es[0]), np.nan, bound), node.outputs[0].shape)]
         if node.op == "CAST" and xs[0].dtype == np.bool_:
             return [np.asarray(es[0], np.float64)]
+        if node.op in ("REDUCE_ALL", "REDUCE_ANY"):  # may flip where any element it reduces may
+            if np.isnan(es[0]).any():
+                return [np.full(node.outputs[0].shape, np.nan)]
+            return [np.asarray(_run(_plain(node, "REDUCE_MAX"), [es[0].astype(np.float32), xs[1]])[0], np.float64)]
     return None
+
+
+# Ops reading an index tensor (input k) that picks which values they move: where half storage may
+# move an index (an ARG_MAX of values within their errors of each other), what they write there
+# may be any value they could pick.
+INDEX_INPUT = {"ONE_HOT": 0, "GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0}
+
+
+def _arg_extreme_bound(node, xs, es):
+    """ARG_MAX / ARG_MIN: 1 where another element lies within the errors of the one picked (half
+    storage may pick it instead), else 0; NaN where an error is unknown."""
+    x, e = np.asarray(xs[0], np.float64), es[0]
+    axis = int(np.asarray(xs[1]).reshape(-1)[0]) % x.ndim
+    signed = x if node.op == "ARG_MAX" else -x
+    picked = np.expand_dims(np.asarray(ops.run_node(node, xs)[0], np.int64), axis)
+    top = np.take_along_axis(signed, picked, axis) - np.take_along_axis(e, picked, axis)
+    with np.errstate(invalid="ignore"):
+        rivals = (signed + e >= top).sum(axis=axis)  # the pick itself among them
+    return [np.where(np.isnan(e).any(axis=axis), np.nan, (rivals > 1).astype(np.float64))]
+
+
+def _moved_index_mask(node, index_bound):
+    """Where an output element of an INDEX_INPUT node reads an index that may move (bool,
+    broadcastable to the output)."""
+    moved = np.asarray(index_bound) > 0
+    out_rank = len(node.outputs[0].shape)
+    if node.op == "ONE_HOT":
+        return np.expand_dims(moved, ops.generate.one_hot_axis(node, moved.ndim))
+    if node.op == "GATHER_ND":
+        rows = moved.any(axis=-1)
+        return rows.reshape(rows.shape + (1,) * (out_rank - rows.ndim))
+    axis = node.options.get("axis", 0) % len(node.inputs[0].shape) if node.op == "GATHER" else 0
+    return moved.reshape((1,) * axis + moved.shape + (1,) * (out_rank - axis - moved.ndim))
+
+
+def _index_reader_bound(node, xs, es):
+    """An INDEX_INPUT node: the moved rule where its indices hold, else the spread of the values
+    it could pick (max - min, plus their largest error)."""
+    k = INDEX_INPUT[node.op]
+    moved = _moved_bound(node, xs, es)[0]
+    if not np.any(es[k] > 0):
+        return [moved]
+    picked = [(x, e) for j, (x, e) in enumerate(zip(xs, es)) if j != k and x is not None and _is_float(x)]
+    values = np.concatenate([np.asarray(x, np.float64).reshape(-1) for x, _ in picked])
+    spread = float(np.ptp(values)) + max(float(np.max(e, initial=0)) for _, e in picked)
+    return [np.where(_moved_index_mask(node, es[k]), spread, moved)]
+
+
+# Integer arithmetic of integers half storage may have moved (a CAST of a rounded float): how far
+# its result moves, first order and second (wrapping past int32 is not followed).
+INTEGER_RULES = {
+    "ADD": lambda xs, es: es[0] + es[1], "SUB": lambda xs, es: es[0] + es[1],
+    "MUL": lambda xs, es: np.abs(xs[0]) * es[1] + np.abs(xs[1]) * es[0] + es[0] * es[1],
+    "NEG": lambda xs, es: es[0], "ABS": lambda xs, es: es[0],
+    "MAXIMUM": lambda xs, es: np.maximum(es[0], es[1]), "MINIMUM": lambda xs, es: np.maximum(es[0], es[1]),
+}
+
+
+def _cast_bound(node, x, e):
+    """CAST of a float: to float, its own rounding; to an integer type, the most truncation toward
+    zero (C++'s static_cast) moves over [x - E, x + E]; to bool, 1 where that interval reaches 0."""
+    out = node.outputs[0].dtype
+    if _is_float(np.zeros(0, out)):
+        return e + rounding(x)
+    if out == np.bool_:
+        return np.where(np.isnan(e), np.nan, ((e > 0) & (np.abs(x) <= e)).astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        return np.maximum(np.abs(np.trunc(x + e) - np.trunc(x)), np.abs(np.trunc(x - e) - np.trunc(x)))
 
 
 def node_bounds(node, xs, es, half_math=False):
@@ -246,11 +327,24 @@ def node_bounds(node, xs, es, half_math=False):
         return flips
     if any(e is not None and np.isnan(e).any() for e in es):  # an input no rule bounds: nor this
         return [np.full(t.shape, np.nan) for t in node.outputs]
+    if all(x is None or np.asarray(x).dtype.kind in "biu" for x in xs) and not any(np.any(e) for e in es):
+        return [np.zeros(t.shape) for t in node.outputs]  # integers and bools of exact ones: exact
+    if node.op in ("ARG_MAX", "ARG_MIN"):
+        return _arg_extreme_bound(node, xs, es)
+    if node.op in INDEX_INPUT and np.asarray(xs[INDEX_INPUT[node.op]]).dtype.kind in "iu":
+        return _index_reader_bound(node, xs, es)
     if node.op == "RFFT2D":
         return [_rfft2d_bound(node, xs, es)]
     if node.op in COMPLEX_PARTS:
         return [es[0] + rounding(_run(node, xs)[0])]
+    if node.op == "CAST" and _is_float(xs[0]):
+        return [_cast_bound(node, np.asarray(xs[0], np.float64), es[0])]
     if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
+        if node.op in INTEGER_RULES and all(np.asarray(x).dtype.kind in "iu" for x in xs[:2] if x is not None):
+            return [np.broadcast_to(INTEGER_RULES[node.op](xs, es), node.outputs[0].shape).astype(np.float64)]
+        if node.op in MOVES:  # integers moved (an index that may move, above): their bounds moved alike
+            runtime = [t is not None and not t.is_const for t in node.inputs]
+            return _run(_plain(node), [np.asarray(e, np.float32) if r else x for x, e, r in zip(xs, es, runtime)])
         return [np.full(t.shape, np.nan) for t in node.outputs]
     if node.op in SUMS:
         bounds = _sum_bound(node, xs, es, half_math)

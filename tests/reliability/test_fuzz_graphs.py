@@ -69,6 +69,7 @@ FAMILY_OPS = {
     "signal": {"L2_NORMALIZATION", "RFFT2D", "COMPLEX_ABS"},
     "resize": {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MEAN", "SOFTMAX", "CONCATENATION", "STRIDED_SLICE",
                "RESHAPE", "TRANSPOSE", "BATCH_MATMUL", "GATHER"},
+    "edge": {"PACK", "UNPACK", "BROADCAST_TO", "CUMSUM", "GATHER_ND", "ONE_HOT"},
 }
 
 
@@ -200,10 +201,15 @@ def test_an_integer_output_off_by_one_is_a_finding(monkeypatch, tmp_path):
 
 
 def test_integers_are_held_exactly_quantized_ones_to_one_step():
+    """Integers exactly where their floor is 0 (floors() gives integer outputs none), within it
+    where half storage moves them (a CAST of a rounded float: with_half_storage); quantized ones
+    to one step; complex ones as their float pairs."""
     ints = [np.array([[3, -7, 2 ** 31 - 1]], np.int32)]
-    assert fg.judge(ints, ints, [0.0], 1e-4, [1e3]) is None
-    off = fg.judge([ints[0] + np.int32([[0, 1, 0]])], ints, [0.0], 1e-4, [1e3])  # no float floor for integers
+    assert fg.judge(ints, ints, [0.0], 1e-4, [0.0]) is None
+    off = fg.judge([ints[0] + np.int32([[0, 1, 0]])], ints, [0.0], 1e-4, [0.0])  # no rtol for integers
     assert off["kind"] == "tolerance" and off["tolerance"] == 0
+    assert fg.judge([ints[0] + np.int32([[0, 1, 0]])], ints, [0.0], 1e-4, [1.0]) is None
+    assert fg.judge([ints[0] + np.int32([[0, 2, 0]])], ints, [0.0], 1e-4, [1.0])["tolerance"] == 1
     q = [np.array([[-128, 5, 127]], np.int8)]
     assert fg.judge([q[0] + np.int8([[1, 0, 0]])], q, [0.0], 1e-4, quantum=[1.0]) is None
     assert fg.judge([q[0] + np.int8([[2, 0, 0]])], q, [0.0], 1e-4, quantum=[1.0])["tolerance"] == 1

@@ -209,3 +209,58 @@ def test_the_rfft2d_bound_covers_half_storage_emulated():
     assert bound.shape == exact.shape
     assert np.all(np.abs(emulated_z - exact) <= bound)
     assert bound.max() < 0.02 * np.abs(exact).max()
+
+
+def test_an_arg_max_within_its_errors_may_pick_another_index():
+    """ARG_MAX over the last axis: 1 where a rival lies within the errors of the pick (half
+    storage may round it past the pick), 0 where the pick stands clear; a ONE_HOT of it may
+    write on_value or off_value anywhere along a line whose index may move, its own values'
+    rounding elsewhere."""
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    x = np.float32([[1.0, 1.0004, -2.0], [0.5, 3.0, 2.0]])
+    e = np.full(x.shape, 1e-3)
+    arg = Node(0, "ARG_MAX", [Tensor(0, "x", (2, 3), f32), Tensor(1, "axis", (), i32)], [Tensor(2, "i", (2,), i32)],
+               options={"output_type": 2})
+    flips, = hb.node_bounds(arg, [x, np.int32(-1)], [e, np.zeros(())])
+    assert flips.tolist() == [1.0, 0.0]
+    hot = Node(1, "ONE_HOT", [Tensor(2, "i", (2,), i32), Tensor(3, "depth", (), i32), Tensor(4, "on", (), f32),
+                              Tensor(5, "off", (), f32)], [Tensor(6, "y", (2, 4), f32)], options={"axis": -1})
+    on, off = np.float32(2.5), np.float32(-0.1)
+    bound, = hb.node_bounds(hot, [np.int32([1, 1]), np.int32(4), on, off],
+                            [flips, np.zeros(()), hb.stored_error(on), hb.stored_error(off)])
+    assert np.all(bound[0] >= 2.6) and np.all(bound[1] < 1e-3)
+
+
+def test_an_arg_max_feeding_a_one_hot_is_within_the_half_bound(tmp_path):
+    """gles-fuzz-graphs --families edge --precision fp16_fp32acc seed 7 case 68 (MUL -> ARG_MAX ->
+    ONE_HOT -> CONV_2D, 1.5x max|LiteRT| off: the rounded values tie differently) was a finding
+    while ARG_MAX had no half rule; it is within the bound now."""
+    summary = fg.fuzz(7, paths="ac", only_case=68, precision="fp16_fp32acc", minimize_findings=False,
+                      out_dir=tmp_path, log=lambda line: None, families=("edge",))
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
+def test_a_cast_to_int32_moves_by_what_truncation_crosses():
+    """CAST float32 -> int32 of values half storage moves by e: by the integers truncation crosses
+    within [x - e, x + e] (0 where none); an integer ADD of that adds its operands' bounds."""
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    cast = Node(0, "CAST", [Tensor(0, "x", (3,), f32)], [Tensor(1, "n", (3,), i32)])
+    x = np.float32([2049.0, 3.5, -7.9999])  # 2049 is no half: stored 2048 or 2050
+    moved, = hb.node_bounds(cast, [x], [hb.stored_error(x)])
+    assert moved.tolist() == [1.0, 0.0, 1.0]
+    add = Node(1, "ADD", [Tensor(1, "n", (3,), i32), Tensor(2, "c", (3,), i32)], [Tensor(3, "m", (3,), i32)],
+               options={"fused_activation_function": 0})
+    summed, = hb.node_bounds(add, [np.int32([2049, 3, -7]), np.int32([1, 1, 1])], [moved, np.zeros(3)])
+    assert summed.tolist() == [1.0, 0.0, 1.0]
+
+
+# (seed, case) of --families edge,int32 --precision fp16_fp32acc findings that half storage
+# explains: int32 outputs of a CAST of a half-rounded float, through ADD, EMBEDDING_LOOKUP, MUL.
+INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54))
+
+
+@pytest.mark.parametrize("seed, case", INTEGER_CASES)
+def test_integer_outputs_of_rounded_floats_are_within_the_half_bound(seed, case, tmp_path):
+    summary = fg.fuzz(seed, paths="ac", only_case=case, precision="fp16_fp32acc", minimize_findings=False,
+                      out_dir=tmp_path, log=lambda line: None, families=("edge", "int32"))
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
