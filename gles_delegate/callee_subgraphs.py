@@ -1,4 +1,7 @@
-"""The subgraphs a WHILE or IF calls, copied into the LiteRT sub-model of the CPU run that holds it.
+"""The subgraphs a WHILE or IF calls, copied into the LiteRT sub-model of the CPU run that holds it;
+and those the StableHLO ops LiteRT runs call (a scatter's update computation, a reduction's body,
+a sort's comparator, a composite's decomposition), which have no kernel of ours: LiteRT's is
+theirs, with their callees copied in the same way.
 
 Why: a loop the CPU runs on our side goes through our Python once per iteration (subgraphs.py
 plans its body and runs it step by step): the zoo's Keras GRU/LSTM models took 5.6-16 ms on an
@@ -22,8 +25,17 @@ from .litert_crashes import crash_reason
 from .ops.control_flow import SUBGRAPH_OPTIONS, calls
 from .partition import work
 
+# The options naming the subgraphs an op calls: our control flow's (ops/control_flow.py) and the
+# StableHLO ops' (their tables in the second options union).
+CALLEE_OPTIONS = {**SUBGRAPH_OPTIONS, "STABLEHLO_SCATTER": ("update_computation_subgraph_index",),
+                  "STABLEHLO_REDUCE": ("body_subgraph_index",), "STABLEHLO_REDUCE_WINDOW": ("body_subgraph_index",),
+                  "STABLEHLO_SORT": ("comparator_subgraph_index",),
+                  "STABLEHLO_WHILE": ("cond_subgraph_index", "body_subgraph_index"),
+                  "STABLEHLO_COMPOSITE": ("decomposition_subgraph_index",)}
+# Callers our kernels run too: their callees stay ours when they compute much (CALLEE_WORK_MAX).
+OWN_CALLERS = ("WHILE", "IF")
 # Callees run by LiteRT's kernels inside the sub-model; CALL_ONCE's state is our interpreter's.
-COPIED_CALLERS = ("WHILE", "IF")
+COPIED_CALLERS = (*OWN_CALLERS, *(op for op in CALLEE_OPTIONS if op.startswith("STABLEHLO_")))
 # Multiply-adds per call (partition.work) above which callees stay ours, their nodes in GPU
 # partitions: our cost per call (about 0.3 ms of Python and GPU round trip on an H100 for the
 # zoo's GRU bodies) is then small beside theirs on one CPU core (2^24 multiply-adds: about 1 ms
@@ -35,26 +47,27 @@ STATEFUL_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CAL
 def callees(model, roots):
     """The subgraph indices of `model` (a ModelDef) that operators `roots` call, directly or
     through their callees, in the order first called."""
-    found, pending = [], [i for op in roots for i in calls(op)]
+    found, pending = [], [i for op in roots for i in calls(op, CALLEE_OPTIONS)]
     while pending:
         index = pending.pop(0)
         if index in found or not 0 <= index < len(model.subgraphs):
             continue
         found.append(index)
-        pending += [i for op in model.subgraphs[index].operators for i in calls(op)]
+        pending += [i for op in model.subgraphs[index].operators for i in calls(op, CALLEE_OPTIONS)]
     return found
 
 
 def callee_refusal(node, graph):
-    """None when LiteRT can run WHILE / IF `node` of `graph` with its callees copied into a
-    sub-model, else why not (see the module docstring)."""
+    """None when LiteRT can run `node` of `graph` (a WHILE, an IF, a StableHLO op that calls
+    subgraphs) with its callees copied into a sub-model, else why not (see the module docstring)."""
     if node.op not in COPIED_CALLERS:
         return f"{node.op} runs subgraphs"
     model = graph.source_model
     if model is None:
         return f"{node.op} runs subgraphs, and the model file they are in is not at hand"
     indices = callees(model, [node])
-    if graph.subgraph_index in indices or any(not 0 <= i < len(model.subgraphs) for i in calls(node)):
+    named = calls(node, CALLEE_OPTIONS)
+    if graph.subgraph_index in indices or any(not 0 <= i < len(model.subgraphs) for i in named):
         return f"{node.op} calls a subgraph that is out of range or calls back into its caller"
     for index in indices:
         subgraph = model.subgraphs[index]
@@ -71,7 +84,7 @@ def callee_refusal(node, graph):
     if crash is not None:
         return f"{node.op} calls subgraph {crash[0]}, whose {crash[1].label}: {crash[2]}"
     per_call = sum(work(g.nodes) for g in graphs.values())
-    if per_call > CALLEE_WORK_MAX:
+    if node.op in OWN_CALLERS and per_call > CALLEE_WORK_MAX:
         return (f"{node.op}'s subgraphs compute about {per_call:,} multiply-adds a call, over "
                 f"{CALLEE_WORK_MAX:,} (callee_subgraphs.CALLEE_WORK_MAX): they run on our side, on the GPU where it takes them")
     return None
@@ -131,7 +144,7 @@ def renumbered_options(op, renumber):
     """`op`'s options (a dict) with the subgraph indices it names renumbered ({old: new})."""
     options = dict(op.options)
     if not op.custom:
-        for option in SUBGRAPH_OPTIONS.get(op.op, ()):
+        for option in CALLEE_OPTIONS.get(op.op, ()):
             if options.get(option) in renumber:
                 options[option] = renumber[options[option]]
     return options

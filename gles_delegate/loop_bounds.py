@@ -65,8 +65,9 @@ class _Taint:
             return self._loop(op, hot, stack, label)
         if op.op == "IF":
             return self._branch(op, hot, stack)
-        if any("subgraph" in key for key in op.options) and op.op not in SUBGRAPH_OPTIONS:
-            self._flag(label)  # a loop of a kind not followed here
+        if op.op == "STABLEHLO_WHILE":
+            self._flag(label)  # a loop of a kind not followed here (StableHLO's other callers run a
+            # computation per element or pair: bounded by the tensors' sizes)
             return everything
         return everything if hot else ()
 

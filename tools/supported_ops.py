@@ -116,7 +116,8 @@ def _without_reference(status):
             "one by one: none has a",
             f"reference or GPU kernel; LiteRT 2.3 registers {len(stablehlo_litert)} of them, which run through "
             "LiteRT like the ops above",
-            "(but `STABLEHLO_COMPOSITE`: cpu_litert.py keeps ops that call subgraphs off LiteRT): "
+            "(those that call subgraphs, a scatter's update computation, a reduce window's body, a composite's",
+            "decomposition, with their callees copied into the LiteRT sub-model: callee_subgraphs.py): "
             f"{_ops_line(stablehlo_litert)}.", ""]
     return out
 

@@ -34,7 +34,7 @@ _SCALARS = {"Type": struct.Struct("<b"), "Buffer": _UOFFSET, "IsVariable": struc
             "OpcodeIndex": _UOFFSET, "Offset": struct.Struct("<Q"), "Size": struct.Struct("<Q"),
             "Format": struct.Struct("<b"), "DenseSize": struct.Struct("<i"),
             "ArraySegmentsType": struct.Struct("<B"), "ArrayIndicesType": struct.Struct("<B"),
-            "BuiltinOptionsType": struct.Struct("<B")}
+            "BuiltinOptionsType": struct.Struct("<B"), "BuiltinOptions2Type": struct.Struct("<B")}
 
 
 def _slots(table_class, *accessors):
@@ -45,7 +45,8 @@ def _slots(table_class, *accessors):
 # The fields the hot paths read of every tensor, operator, buffer and sparse dimension, by vtable slot.
 _TENSOR_FIELDS = ("Shape", "Type", "Buffer", "Name", "Quantization", "IsVariable", "Sparsity", "ShapeSignature")
 _T = dict(zip(_TENSOR_FIELDS, _slots(tflite.Tensor, *_TENSOR_FIELDS)))
-_OPERATOR_FIELDS = ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates")
+_OPERATOR_FIELDS = ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates",
+                    "BuiltinOptions2Type", "BuiltinOptions2")
 _O = dict(zip(_OPERATOR_FIELDS, _slots(tflite.Operator, *_OPERATOR_FIELDS)))
 _BUFFER_FIELDS = ("Data", "Offset", "Size")
 _B = dict(zip(_BUFFER_FIELDS, _slots(tflite.Buffer, *_BUFFER_FIELDS)))
@@ -57,6 +58,7 @@ _T_TYPE, _T_SHAPE, _T_SIGNATURE, _T_BUFFER = _T["Type"], _T["Shape"], _T["ShapeS
 _T_NAME, _T_QUANTIZATION, _T_SPARSITY, _T_IS_VARIABLE = _T["Name"], _T["Quantization"], _T["Sparsity"], _T["IsVariable"]
 _O_OPCODE, _O_INPUTS, _O_OUTPUTS, _O_INTERMEDIATES = _O["OpcodeIndex"], _O["Inputs"], _O["Outputs"], _O["Intermediates"]
 _O_OPTIONS_TYPE, _O_OPTIONS = _O["BuiltinOptionsType"], _O["BuiltinOptions"]
+_O_OPTIONS2_TYPE, _O_OPTIONS2 = _O["BuiltinOptions2Type"], _O["BuiltinOptions2"]
 
 
 def read_model(source, background_digest=False):
@@ -447,13 +449,17 @@ class _Reader:
 
     def builtin_options(self, at):
         """The builtin options of an operator as {snake_name: value}: every scalar, string and
-        vector field. `at`: the operator's field positions (slots())."""
-        type_name = schema.OPTIONS_TYPE_NAMES.get(self.scalar_at(at[_O_OPTIONS_TYPE], "BuiltinOptionsType"))
-        table = self.subtable_at(at[_O_OPTIONS])
-        if type_name in (None, "NONE") or not table:
-            return {}
-        self.table()
-        return self.table_fields(table, getattr(schema.table_module(type_name), type_name))
+        vector field of the table in its first options union, else in its second (the
+        StableHLO ops'). `at`: the operator's field positions (slots())."""
+        for names, type_at, table_at, accessor in (
+                (schema.OPTIONS_TYPE_NAMES, _O_OPTIONS_TYPE, _O_OPTIONS, "BuiltinOptionsType"),
+                (schema.OPTIONS2_TYPE_NAMES, _O_OPTIONS2_TYPE, _O_OPTIONS2, "BuiltinOptions2Type")):
+            type_name = names.get(self.scalar_at(at[type_at], accessor))
+            table = self.subtable_at(at[table_at])
+            if type_name not in (None, "NONE") and table:
+                self.table()
+                return self.table_fields(table, getattr(schema.table_module(type_name), type_name))
+        return {}
 
     def table_fields(self, pos, table_class):
         """Every scalar, string and vector field of the options table at `pos` as

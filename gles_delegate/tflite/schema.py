@@ -15,6 +15,10 @@ BUILTIN_OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not
 BUILTIN_OP_CODES = {name: code for code, name in BUILTIN_OP_NAMES.items()}
 OPTIONS_TYPE_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
 OPTIONS_TYPE_CODES = {name: code for code, name in OPTIONS_TYPE_NAMES.items()}
+# The second options union (Operator.builtin_options_2): the StableHLO ops' tables, and DILATE's,
+# REDUCE_WINDOW's, STABLEHLO_COMPOSITE's. An operator fills one union or the other.
+OPTIONS2_TYPE_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions2).items() if not k.startswith("_")}
+OPTIONS2_TYPE_CODES = {name: code for code, name in OPTIONS2_TYPE_NAMES.items()}
 
 TENSOR_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
 TENSOR_TYPE_CODES = {name: code for code, name in TENSOR_TYPE_NAMES.items()}
@@ -49,9 +53,17 @@ def _name_key(name):
     return name.replace("_", "").lower()
 
 
-# {_name_key(table name without "Options"): table name} over the BuiltinOptions union.
-_OPTIONS_BY_KEY = {_name_key(name[:-len("Options")]): name for name in OPTIONS_TYPE_CODES
+# {_name_key(table name without "Options"): table name} over both options unions.
+_OPTIONS_BY_KEY = {_name_key(name[:-len("Options")]): name for name in (*OPTIONS_TYPE_CODES, *OPTIONS2_TYPE_CODES)
                    if name.endswith("Options")}
+
+
+def options_union(table_name):
+    """(type field, table field, type code) of the Operator union that holds `table_name`:
+    BuiltinOptions, or BuiltinOptions2 for the tables only it has."""
+    if table_name in OPTIONS2_TYPE_CODES:
+        return "BuiltinOptions2Type", "BuiltinOptions2", OPTIONS2_TYPE_CODES[table_name]
+    return "BuiltinOptionsType", "BuiltinOptions", OPTIONS_TYPE_CODES[table_name]
 
 
 def options_table_name(op_name):
@@ -152,17 +164,42 @@ class _AbsentProbe:
         return 0
 
 
+class _VectorProbe:
+    """A present vector field: its AsNumpy accessor names the item's number type through
+    GetVectorAsNumpy(flags, ...)."""
+    Pos = 0
+
+    def Offset(self, offset):
+        return 4
+
+    def GetVectorAsNumpy(self, flags, offset):
+        raise _FieldType(flags)
+
+
 @dataclasses.dataclass(frozen=True)
 class OptionsField:
     """One field of a generated options table: its snake_case name and accessor; for a scalar
     its vtable offset, the struct that reads it and its default (packer None: a vector, a
-    string or a table, read through the generated accessor)."""
+    string or a table, read through the generated accessor); for a vector its items' numpy
+    dtype name (int64 for the StableHLO tables' dimension lists, uint8 for bytes)."""
     name: str
     accessor: str
     offset: int
     packer: object = None
     default: object = None
     vector: bool = False
+    item: str = None
+
+
+def _vector_item(table_class, name):
+    """The numpy dtype name of the items of vector field `name` (its AsNumpy accessor's type)."""
+    table = table_class.__new__(table_class)
+    table._tab = _VectorProbe()
+    try:
+        getattr(table, name + "AsNumpy")()
+    except _FieldType as found:
+        return found.flags.name
+    return None  # a vector of tables or strings: no numpy view
 
 
 @functools.lru_cache(maxsize=None)
@@ -189,5 +226,6 @@ def options_layout(table_class):
                 default = getattr(table, name)()
             except (AttributeError, TypeError):  # a string or a table: no Get
                 pass
-        fields.append(OptionsField(snake_case(name), name, offsets[name], packer, default, vector))
+        item = _vector_item(table_class, name) if vector else None
+        fields.append(OptionsField(snake_case(name), name, offsets[name], packer, default, vector, item))
     return tuple(fields)

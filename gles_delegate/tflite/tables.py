@@ -5,8 +5,9 @@ stay the definition).
 Every table's vtable, its scalar fields and the positions and lengths of its vectors (a
 tensor's shape, signature and name, an operator's tensor lists) are gathered at once and
 bounds-checked as arrays; the Python left per table is making its object, decoding a name and
-reading an operator's options. A tensor with a quantization scale or a sparsity table, and a
-custom operator, are read by the scalar path on their own. Anything unusual (a position or
+reading an operator's options. A tensor with a quantization scale or a sparsity table, a custom
+operator and one with options in the second union (the StableHLO ops') are read by the scalar
+path on their own. Anything unusual (a position or
 value out of range, a bad shape, a buffer of the wrong size, the file's reading budget running
 out) makes the whole table go through the scalar path one table at a time, which gives the
 same result or names what is wrong and where: nothing here raises an error of its own.
@@ -25,7 +26,8 @@ _TENSOR_SLOTS = {name: (schema.vtable_offset(tflite.Tensor, name) - 4) // 2 for 
                  ("Shape", "Type", "Buffer", "Name", "Quantization", "IsVariable", "Sparsity", "ShapeSignature")}
 _SCALE_SLOT = (schema.vtable_offset(tflite.QuantizationParameters, "Scale") - 4) // 2
 _OPERATOR_SLOTS = {name: (schema.vtable_offset(tflite.Operator, name) - 4) // 2 for name in
-                   ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates")}
+                   ("OpcodeIndex", "Inputs", "Outputs", "BuiltinOptionsType", "BuiltinOptions", "Intermediates",
+                    "BuiltinOptions2")}
 _OPTIONS_CLASSES = {}  # options type code -> generated class (None: no options), filled on first use
 # Bytes an item of each tensor type code takes (0: a type numpy cannot hold, as TensorDef.dtype says).
 _ITEMSIZES = np.array([np.dtype(schema.NUMPY_DTYPES[name]).itemsize if name in schema.NUMPY_DTYPES else 0
@@ -202,13 +204,15 @@ def _operators(reader, s, positions, opcodes, n_tensors):
     option_types = gather.where(at["BuiltinOptionsType"], 1).tolist()
     option_tables = np.where(at["BuiltinOptions"] != 0, at["BuiltinOptions"] + gather.where(at["BuiltinOptions"], 4), 0)
     codes = [opcodes[k] for k in opcode_indices.tolist()]
-    builtin = np.array([not custom for _, custom, _ in codes], bool)  # a custom op is read by _Reader.operator
+    # a custom op, and one with options in the second union (StableHLO's), are read by _Reader.operator
+    scalar_path = [custom or bool(options2) for (_, custom, _), options2 in zip(codes, at["BuiltinOptions2"].tolist())]
+    builtin = ~np.array(scalar_path, bool)
     reader.spend(int(TABLE_COST * builtin.sum() + INT_COST * ((input_counts + output_counts + intermediate_counts)
                                                                * builtin).sum()))
     operators = []
-    for k, (pos, (name, custom, version), ins, outs, inters, option_type, table) in enumerate(zip(
-            positions, codes, inputs, outputs, intermediates, option_types, option_tables.tolist())):
-        if custom:
+    for k, (pos, (name, custom, version), ins, outs, inters, option_type, table, scalar) in enumerate(zip(
+            positions, codes, inputs, outputs, intermediates, option_types, option_tables.tolist(), scalar_path)):
+        if scalar:
             operators.append(reader.operator(s, k, pos, opcodes, n_tensors))
             continue
         options_class = _options_class(option_type)

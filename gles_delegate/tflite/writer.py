@@ -161,39 +161,40 @@ class _Writer:
         return self.table(_SPARSE_VECTOR_MODULES[1], ("Values", self.int_vector(values)))
 
     def operator(self, op):
-        options_type, options = self.builtin_options(op)
+        union = self.builtin_options(op)  # (type field, table field, type code, table) or None
         custom = self.bytes_vector(op.custom_options) if op.custom_options is not None else None
         inputs, outputs = self.int_vector(op.inputs), self.int_vector(op.outputs)
         intermediates = self.int_vector(op.intermediates) if op.intermediates else None
+        options = () if union is None else ((union[0], union[2]), (union[1], union[3]))
         return self.table("Operator", ("OpcodeIndex", self.opcodes[(op.op, op.custom, op.version)]),
-                          ("Inputs", inputs), ("Outputs", outputs),
-                          ("BuiltinOptionsType", options_type if options is not None else None),
-                          ("BuiltinOptions", options), ("CustomOptions", custom), ("Intermediates", intermediates))
+                          ("Inputs", inputs), ("Outputs", outputs), *options, ("CustomOptions", custom),
+                          ("Intermediates", intermediates))
 
     def builtin_options(self, op):
-        """(options type code, table offset) for a builtin op, or (0, None) without options."""
+        """(type field, table field, type code, table offset) of a builtin op's options in the
+        Operator union that holds its table (schema.options_union), or None without options."""
         table_name = None if op.custom else schema.options_table_name(op.op)
         if table_name is None:
             if op.options:
                 raise ValueError(f"operator {op.op} takes no builtin options, got {sorted(op.options)}")
-            return 0, None
+            return None
         b, mod = self.b, schema.table_module(table_name)
         reader_class = getattr(mod, table_name)
+        items = {f.accessor: f.item for f in schema.options_layout(reader_class) if f.vector}
         vectors = {}
         for field, value in op.options.items():
             camel = schema.camel_case(field)
             if not hasattr(reader_class, camel):
                 raise ValueError(f"{table_name} has no field {field!r}")
-            if hasattr(reader_class, camel + "Length"):  # float values: a float vector (BUCKETIZE's boundaries)
-                vectors[camel] = self.float_vector(value) if np.asarray(value).dtype.kind == "f" else \
-                    self.int_vector(value)
+            if camel in items:  # of the items' own type: int32, int64 (StableHLO's dims), float32, uint8
+                vectors[camel] = self.int_vector(value, np.dtype(items[camel] or np.int32))
             elif isinstance(value, str):  # VAR_HANDLE's container and shared_name
                 vectors[camel] = b.CreateString(value)
         mod.Start(b)
         for field, value in op.options.items():
             camel = schema.camel_case(field)
             getattr(mod, "Add" + camel)(b, vectors.get(camel, value))
-        return schema.OPTIONS_TYPE_CODES[table_name], mod.End(b)
+        return (*schema.options_union(table_name), mod.End(b))
 
     def metadata(self, name, buffer_index):
         return self.table("Metadata", ("Name", self.b.CreateString(name)), ("Buffer", buffer_index))
@@ -274,11 +275,13 @@ class ModelBuilder:
     def output(self, index):
         self.outputs.append(index)
 
-    def op(self, op, inputs, outputs, version=1, custom_options=None, custom=False, **options):
-        """Add an operator. Keyword arguments are the builtin options (reader field names)."""
+    def op(self, op, inputs, outputs, version=1, custom_options=None, custom=False, options=None, **named):
+        """Add an operator. Keyword arguments are the builtin options (reader field names);
+        `options`, a dict of more, holds those named like an argument here (the `version` of
+        StableHLOCompositeOptions)."""
         self.operators.append(OperatorDef(op=op, inputs=tuple(inputs), outputs=tuple(outputs), version=version,
-                                          options=options, custom=custom or custom_options is not None,
-                                          custom_options=custom_options))
+                                          options={**(options or {}), **named},
+                                          custom=custom or custom_options is not None, custom_options=custom_options))
 
     def signature(self, key, inputs, outputs):
         """Add a signature def of this subgraph: inputs / outputs map names to tensor indices."""

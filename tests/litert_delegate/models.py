@@ -64,11 +64,11 @@ def batch_div8_model():
 
 
 def unpack_fc_model():
-    """x [None, 2, 3] -> UNPACK (LiteRT's CPU: no GPU kernel) -> FULLY_CONNECTED of each half;
-    logistic(fc0 + FILL([B, 5], 0.25)) + fc1 -> LOGISTIC, the FILL's shape from SHAPE(x) (a
-    Keras zero state), in TF's order: operators 0, 1 (SHAPE, STRIDED_SLICE) before the UNPACK #2,
-    5, 6 (PACK, FILL) between the FCs #3, #4 and the rest. The SHAPE chain folds into a constant
-    (claimed), and LiteRT puts it in a delegate kernel of its own, apart from the GPU nodes."""
+    """x [None, 2, 3] -> UNPACK -> FULLY_CONNECTED of each half; logistic(fc0 + FILL([B, 5],
+    0.25)) + fc1 -> LOGISTIC, the FILL's shape from SHAPE(x) (a Keras zero state), in TF's order:
+    operators 0, 1 (SHAPE, STRIDED_SLICE) before the UNPACK #2, 5, 6 (PACK, FILL) between the
+    FCs #3, #4 and the rest. The SHAPE chain folds into a constant (claimed), and LiteRT puts it
+    in a delegate kernel of its own, apart from the GPU nodes."""
     b = ModelBuilder()
     x = b.input("x", (1, 2, 3), shape_signature=(-1, 2, 3))
     batch = _batch_of(b, x, 3)

@@ -386,14 +386,14 @@ def test_a_node_invalid_at_the_declared_shapes_stays_on_litert(caplog):
 
 def test_a_fold_in_another_kernel_follows_a_resize():
     """LiteRT puts the claimed SHAPE -> FILL chain (a constant of the GPU partition) in a kernel of
-    its own, apart from the GPU nodes after the CPU's UNPACK: after a resize the GPU kernel folds
-    that chain again at the new batch, and keeps every node it claimed."""
+    its own, apart from the GPU nodes from the UNPACK on: after a resize the GPU kernel folds that
+    chain again at the new batch, and keeps every node it claimed."""
     data = unpack_fc_model()
     x = np.random.default_rng(9).standard_normal((3, 2, 3)).astype(np.float32)
     with GpuDelegate() as delegate:
         interp, out = resized_run(data, [3, 2, 3], x, [delegate])
         kernels = [k for n in native_delegates(delegate) for k in n.kernels.values() if k.partitions]
-        assert [[n.index for p in k.partitions for n in p.nodes] for k in kernels] == [[3, 4, 7, 8, 9, 10]]
+        assert [[n.index for p in k.partitions for n in p.nodes] for k in kernels] == [[2, 3, 4, 7, 8, 9, 10]]
         del interp
     _, ref = resized_run(data, [3, 2, 3], x)
     assert out.shape == (3, 5) and np.abs(out - ref).max() <= 8 * EPS32
@@ -416,7 +416,7 @@ def test_a_node_the_gpu_refuses_at_new_shapes_runs_on_the_reference(monkeypatch,
     with GpuDelegate() as delegate:
         interp, out = resized_run(data, [3, 2, 3], x, [delegate])
         (kernel,) = [k for n in native_delegates(delegate) for k in n.kernels.values() if k.partitions]
-        assert [n.index for n in kernel.reference] == [8, 9, 10]  # the partition: #3, #4, #7
+        assert [n.index for n in kernel.reference] == [8, 9, 10]  # the partition: #2, #3, #4, #7
         del interp
     assert "operator #8 (LOGISTIC) (refused past batch 1 (test))" in caplog.text
     assert "operator #9 (ADD) (its GPU partition is not among the max_delegated_partitions=1" in caplog.text

@@ -1,16 +1,18 @@
 """The op -> options table mapping the writer uses (schema.options_table_name), over every
-builtin operator and every table of the schema's BuiltinOptions union."""
+builtin operator and every table of the schema's two options unions (BuiltinOptions, and
+BuiltinOptions2: the StableHLO ops', DILATE's, REDUCE_WINDOW's)."""
+import numpy as np
 import pytest
 
 from gles_delegate.tflite import ModelBuilder, read_model, schema
 
-TABLES = sorted(name for name in schema.OPTIONS_TYPE_CODES if name != "NONE")
+TABLES = sorted(name for name in (*schema.OPTIONS_TYPE_CODES, *schema.OPTIONS2_TYPE_CODES) if name != "NONE")
 
 
 @pytest.mark.parametrize("op", sorted(schema.BUILTIN_OP_CODES))
 def test_every_op_names_an_existing_options_table_or_none(op):
     table = schema.options_table_name(op)
-    assert table is None or table in schema.OPTIONS_TYPE_CODES, (op, table)
+    assert table is None or table in schema.OPTIONS_TYPE_CODES or table in schema.OPTIONS2_TYPE_CODES, (op, table)
     if table is not None:
         assert hasattr(schema.table_module(table), table)
 
@@ -46,12 +48,15 @@ def test_options_tables_that_share_or_abbreviate_names(op, table):
 
 def _non_default_options(table):
     """{field: value} setting every scalar field of an options table to a value other than its
-    default (strings, vectors and sub-tables left out)."""
+    default, and every numeric vector to (1, 2) (bools: (True, False)), in its items' type (the StableHLO tables' int64
+    dimension lists, a composite's uint8 attributes); strings and sub-tables left out."""
     values = {}
     for field in schema.options_layout(getattr(schema.table_module(table), table)):
         if field.packer is not None:
             kind = field.packer.format[-1]
             values[field.name] = {"?": not field.default, "f": field.default + 0.5}.get(kind, field.default + 1)
+        elif field.vector and field.item is not None:
+            values[field.name] = (True, False) if field.item == "bool" else (1, 2)
     return values
 
 
@@ -60,7 +65,9 @@ def test_every_ops_options_write_and_read_back(op):
     options = _non_default_options(schema.options_table_name(op))
     b = ModelBuilder()
     x, y = b.input("x", (1,)), b.tensor("y", (1,))
-    b.op(op, [x], [y], **options)
+    b.op(op, [x], [y], options=options)
     b.output(y)
     read = read_model(b.build()).subgraphs[0].operators[0]
-    assert read.op == op and {k: read.options[k] for k in options} == pytest.approx(options)
+    assert read.op == op
+    for key, value in options.items():
+        assert np.asarray(read.options[key]) == pytest.approx(np.asarray(value)), key
