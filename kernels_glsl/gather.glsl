@@ -22,7 +22,7 @@ bool outside(int position, int size) {
   return true;
 }
 
-float gathered(int f) {
+float element(int f) {
 #if ND
   int row = f / inner;
   int source = 0;
@@ -40,23 +40,12 @@ float gathered(int f) {
   int source = (outer * axis_size + position) * inner + rest % inner;
 #endif
   int component;
-  int element = element_of(source, in_size, in_channels, component);
+  int slot = element_of(source, in_size, in_channels, component);
 #if SOURCE_CONST
-  return weight(in_offset + element)[component];
+  return weight(in_offset + slot)[component];
 #else
-  return load(in_offset + element)[component];
+  return load(in_offset + slot)[component];
 #endif
 }
 
-void main() {
-  ivec3 gid = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(gid, grid))) return;
-  int s = gid.z % out_size.z;
-  int b = gid.z / out_size.z;
-  int first = ((b * out_size.y + gid.y) * out_size.x + gid.x) * out_channels + 4 * s;  // channel 4s
-  vec4 r = vec4(0.0);  // padded channels stay zero
-  for (int k = 0; k < 4; ++k) {
-    if (4 * s + k < out_channels) r[k] = gathered(first + k);
-  }
-  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
-}
+#include "per_element.glsl"

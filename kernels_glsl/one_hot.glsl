@@ -9,21 +9,10 @@
 
 #include "row_major.glsl"
 
-float one_hot(int f) {
+float element(int f) {
   int position = (f / inner) % depth;
   int index = int_at(idx_offset, idx_size, idx_channels, (f / (inner * depth)) * inner + f % inner, false);
   return intBitsToFloat(index == position ? on_bits : off_bits);
 }
 
-void main() {
-  ivec3 gid = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(gid, grid))) return;
-  int s = gid.z % out_size.z;
-  int b = gid.z / out_size.z;
-  int first = ((b * out_size.y + gid.y) * out_size.x + gid.x) * out_channels + 4 * s;  // channel 4s
-  vec4 r = vec4(0.0);  // padded channels stay zero
-  for (int k = 0; k < 4; ++k) {
-    if (4 * s + k < out_channels) r[k] = one_hot(first + k);
-  }
-  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
-}
+#include "per_element.glsl"

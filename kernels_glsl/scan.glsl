@@ -39,19 +39,12 @@ SCALAR scanned(int f) {
   return sum;
 }
 
-void main() {
-  ivec3 gid = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(gid, grid))) return;
-  int s = gid.z % out_size.z;
-  int b = gid.z / out_size.z;
-  int first = ((b * out_size.y + gid.y) * out_size.x + gid.x) * out_channels + 4 * s;  // channel 4s
-  vec4 r = vec4(0.0);  // padded channels stay zero
-  for (int k = 0; k < 4; ++k) {
+float element(int f) {
 #if INT_VALUES
-    if (4 * s + k < out_channels) r[k] = intBitsToFloat(scanned(first + k));
+  return intBitsToFloat(scanned(f));
 #else
-    if (4 * s + k < out_channels) r[k] = scanned(first + k);
+  return scanned(f);
 #endif
-  }
-  store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);
 }
+
+#include "per_element.glsl"

@@ -82,6 +82,7 @@ REMAPS = {
     "GATHER": ((1, 6, 7, 8), lambda c, x: c.op("GATHER", x, _i32(c, [7, 6, 5, 4, 3]), shape=SHAPE, axis=3)),
     "REVERSE_V2": (SHAPE, lambda c, x: c.op("REVERSE_V2", x, _i32(c, [2]), shape=SHAPE)),
     "SQUEEZE": ((1, 6, 1, 7, 5), lambda c, x: c.op("SQUEEZE", x, shape=SHAPE, squeeze_dims=[2])),
+    "BROADCAST_TO": ((1, 6, 1, 5), lambda c, x: c.op("BROADCAST_TO", x, _i32(c, SHAPE), shape=SHAPE, version=2)),
 }
 
 
@@ -142,12 +143,12 @@ def test_every_kernel_with_an_epilogue_is_covered():
     with_epilogue = {op for module in kernels.MODULES for op in getattr(module, "EPILOGUE", {})}
     elementwise_ops = set(epilogue.UNARY_OPS) | set(epilogue.BINARY_CODES)
     # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/;
-    # SPLIT, SPLIT_V (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror): the
-    # remap kernel's refusals and SQUEEZE's case; COMPLEX_ABS, REAL, IMAG (complex64 inputs):
+    # SPLIT, SPLIT_V, UNPACK (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror):
+    # the remap kernel's refusals and SQUEEZE's case; COMPLEX_ABS, REAL, IMAG (complex64 inputs):
     # tests/gpu/test_spectral.py
     reductions = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}  # the case above
     assert with_epilogue - set(KINDS) - set(REMAPS) - reductions - elementwise_ops <= {
-        "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "EXPAND_DIMS",
+        "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "UNPACK", "EXPAND_DIMS",
         "COMPLEX_ABS", "REAL", "IMAG"}
     assert elementwise_ops <= with_epilogue
 

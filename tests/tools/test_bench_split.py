@@ -29,7 +29,7 @@ def test_report_compares_the_three_runtimes(tmp_path, capsys):
 
 def test_empty_dispatches_and_a_graph_file(tmp_path, capsys):
     path = tmp_path / "split.tflite"
-    path.write_bytes(bench_split.split_model(blocks=1, size=4, channels=4, cpu_ops=["CUMSUM"]))
+    path.write_bytes(bench_split.split_model(blocks=1, size=4, channels=4, cpu_ops=["L2_POOL_2D"]))
     argv = ["--graph", str(path), "--runs", "2", "--warmup", "0", "--warmup-secs", "0", "--empty-dispatches"]
     assert bench_split.main(argv) == 0
     text = capsys.readouterr().out
@@ -39,8 +39,8 @@ def test_empty_dispatches_and_a_graph_file(tmp_path, capsys):
 
 def test_the_model_computes_blocks_then_the_cpu_ops():
     """One block and its CPU ops, recomputed with numpy: x + project(relu(expand(dw(x)))), then
-    LOCAL_RESPONSE_NORMALIZATION over the channels (radius 2: all of them here), then CUMSUM
-    over them."""
+    LOCAL_RESPONSE_NORMALIZATION over the channels (radius 2: all of them here), then a 3x3 SAME
+    L2 pool (TFLite's counts only the window's cells inside the input)."""
     data = bench_split.split_model(blocks=1, size=5, channels=2)
     x = np.random.default_rng(1).standard_normal((1, 5, 5, 2)).astype(np.float32)
     with GpuDelegate(max_delegated_partitions=0) as delegate:
@@ -58,4 +58,7 @@ def test_the_model_computes_blocks_then_the_cpu_ops():
     expand = np.maximum(dw @ weights["expand0_w"][:, 0, 0, :].T + weights["expand0_b"], 0)
     block = x[0] + expand @ weights["project0_w"][:, 0, 0, :].T + weights["project0_b"]
     normal = block / (1 + 1e-4 * np.sum(block ** 2, axis=-1, keepdims=True)) ** 0.75
-    np.testing.assert_allclose(ours[0], np.cumsum(normal, axis=-1), rtol=1e-4, atol=1e-5)
+    squares = np.pad(normal ** 2, ((1, 1), (1, 1), (0, 0)))
+    counts = np.pad(np.ones((5, 5, 1)), ((1, 1), (1, 1), (0, 0)))
+    window = lambda a: sum(a[i:i + 5, j:j + 5] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(ours[0], np.sqrt(window(squares) / window(counts)), rtol=1e-4, atol=1e-5)
