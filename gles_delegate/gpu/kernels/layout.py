@@ -43,8 +43,8 @@ READ_THROUGH = READ_THROUGH_KEY  # graph.fused_reads counts the sources among wh
 # that are a block of the input's storage (phwc4.block_offset): no dispatch, KernelEnv.view.
 VIEW_OUTPUTS = "view_outputs"
 # options[IN_PLACE_INPUTS] (rule concat_in_place): ((input position, vec4 offset), ...) of a
-# CONCATENATION's inputs that are a block of the output's storage, written there by their
-# producers: no dispatch, KernelEnv.view.
+# CONCATENATION's or PACK's inputs that are a block of the output's storage, written there by
+# their producers: no dispatch, KernelEnv.view.
 IN_PLACE_INPUTS = "in_place_inputs"
 # options[LANE_VIEWS] (rule lane_views): ((output position of a slicing op, or input position of a
 # CONCATENATION, vec4 offset, phwc4.Lanes), ...) of the outputs / inputs that are channels of the
@@ -525,11 +525,13 @@ def _concatenation(node, env):
 
 
 def concatenation_maps(node):
-    """Per input of a CONCATENATION, the row-major index in the output of each of its elements
-    (an array of the input's shape)."""
+    """Per input of a CONCATENATION or PACK, the row-major index in the output of each of its
+    elements (an array of the input's shape)."""
     out = node.outputs[0]
     axis = _concatenation_axis(node)
     iota = np.arange(out.size, dtype=np.int64).reshape(out.shape)
+    if node.op == "PACK":
+        return [np.take(iota, j, axis=axis) for j in range(len(node.inputs))]
     bounds = np.cumsum([0] + [x.shape[axis] for x in node.inputs])
     return [np.take(iota, range(a, b), axis=axis) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -548,11 +550,16 @@ def _concatenation_axis(node):
 # -- PACK -------------------------------------------------------------------------------------
 def _pack(node, env):
     """One dispatch per input, each writing its slab of the output: the output's box at index j
-    of the new axis, which holds input j's elements in their row-major order."""
+    of the new axis, which holds input j's elements in their row-major order; none for the
+    inputs written in place (IN_PLACE_INPUTS, rule concat_in_place)."""
     out = node.outputs[0]
     axis = _concatenation_axis(node)
+    in_place = dict(node.options.get(IN_PLACE_INPUTS, ()))
     dispatches = []
     for j, x in enumerate(node.inputs):
+        if j in in_place:
+            env.view(x, out, in_place[j], None)
+            continue
         origin, extent = dims_in_box(out.shape, axis, j, j + 1)
         slab = tuple(1 if k == axis else n for k, n in enumerate(out.shape))
         g = Gather(*_source_axes(node, x, shape=slab), lead=origin, origin=origin, extent=extent)

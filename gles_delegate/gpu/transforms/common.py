@@ -8,7 +8,7 @@ from ...graph import Node, option_operands
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue, reduce
-from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
+from ..kernels.layout import ALIAS, DATA_INPUT, IN_PLACE_INPUTS, JOINS, LANE_VIEWS, VIEW_OUTPUTS, stored_source
 from ..kernels.variables import IN_PLACE
 
 
@@ -330,7 +330,7 @@ def _placed(node):
     if LANE_VIEWS not in options and IN_PLACE_INPUTS not in options and VIEW_OUTPUTS not in options:
         return ()  # most nodes (every node of the graph is asked, by each rule that makes views)
     lanes = [entry[0] for entry in options.get(LANE_VIEWS, ())]
-    if node.op == "CONCATENATION":
+    if node.op in JOINS:
         inputs = [j for j, _ in node.options.get(IN_PLACE_INPUTS, ())] + lanes
         return [(node.inputs[j], node.outputs[0]) for j in inputs]
     outputs = [k for k, _ in node.options.get(VIEW_OUTPUTS, ())] + lanes

@@ -1,9 +1,10 @@
-"""Write a CONCATENATION's inputs in place: an input whose PHWC4 storage is one contiguous block
-of the output's (phwc4.block_offset: channels of a batch-1 tensor from a multiple of 4, to a
-multiple of 4 or the last channel; a range of the outermost dim of more than one element) is a
-view of that block (KernelEnv.view): the kernel computing it writes it straight into its place
-in the output, and the input's copy dispatch goes. Readers of the input elsewhere read it there.
-GhostNet's and MixNet's channel concatenations, SqueezeNet's fire modules."""
+"""Write a CONCATENATION's or PACK's inputs in place: an input whose PHWC4 storage is one
+contiguous block of the output's (phwc4.block_offset: channels of a batch-1 tensor from a
+multiple of 4, to a multiple of 4 or the last channel; a range of the outermost dim of more than
+one element; a PACK's slab along its first axis) is a view of that block (KernelEnv.view): the
+kernel computing it writes it straight into its place in the output, and the input's copy
+dispatch goes. Readers of the input elsewhere read it there. GhostNet's and MixNet's channel
+concatenations, SqueezeNet's fire modules, a tf.stack of feature maps."""
 from ...ops.common import ACT_NONE, fused_activation
 from ..kernels import epilogue, layout
 from ..phwc4 import block_offset
@@ -15,7 +16,7 @@ ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --se
 def apply(graph, log):
     tree = StorageTree(graph)
     for node in graph.nodes:
-        if node.op != "CONCATENATION":
+        if node.op not in layout.JOINS:
             continue
         reason = _node_blocker(node)
         if reason:

@@ -120,7 +120,7 @@ def _writer_blocker(graph, tree, node, tensor, whole, lanes):
     if layout.stored_source(node, tensor) is not tensor:
         return "it is read through a removed layout op (rule read_through_layout)"
     producer = producer_of(graph, tensor)
-    if producer.op == "CONCATENATION":
+    if producer.op in layout.JOINS:
         return f"{producer.label} merges its own inputs' lanes into it (a lane view takes no merge)"
     outermost = tree.outermost(whole)
     if any(t is not tensor and tree.outermost(t) == outermost for t in producer.outputs):

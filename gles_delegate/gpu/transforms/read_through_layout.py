@@ -17,7 +17,7 @@ ENABLED = True  # rewrite_partition skips the rule when False (gles-profile --se
 
 def data_inputs(node):
     """The input positions whose values a layout node moves (the others are constants)."""
-    if node.op == "CONCATENATION":
+    if node.op in layout.JOINS:
         return range(len(node.inputs))
     return (layout.DATA_INPUT.get(node.op, 0),)
 

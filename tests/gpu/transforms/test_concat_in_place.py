@@ -41,6 +41,28 @@ def test_producers_write_into_their_place(precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_pack_s_slabs_along_its_first_axis_are_written_in_place(precision):
+    """PACK of two convolutions' [1, 4, 5, 8] outputs along axis 0 (tf.stack's default): each is
+    one batch of the [2, 1, 4, 5, 8] output (its view merges the leading dims), written there by
+    its convolution (no copy); along the last axis their channels interleave, so both keep their
+    copies."""
+    c = Chain(SHAPE)
+    stacked = c.op("PACK", c.conv(c.x, 8), c.conv(c.x, 8, seed=5), shape=(2,) + SHAPE, axis=0, values_count=2)
+    model = c.build(c.op("ABS", stacked))
+    graph, _ = rewrite_through(model, RULE)
+    [pack] = [n for n in graph.nodes if n.op == "PACK"]
+    assert pack.options.get(IN_PLACE_INPUTS) == ((0, 0), (1, 2 * 4 * 5))
+    summary, _ = check_gpu(model, [random(SHAPE)], precision)
+    assert summary["dispatches"] == dispatches_without(RULE, model, [random(SHAPE)]) - 2
+    c = Chain(SHAPE)
+    across = c.op("PACK", c.conv(c.x, 8), c.conv(c.x, 8, seed=5), shape=SHAPE + (2,), axis=-1, values_count=2)
+    model = c.build(c.op("ABS", across))
+    graph, _ = rewrite_through(model, RULE)
+    assert not [n for n in graph.nodes if n.op == "PACK" and n.options.get(IN_PLACE_INPUTS)]
+    check_gpu(model, [random(SHAPE)], precision)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_odd_channel_counts_keep_their_copies(precision):
     """5 + 7 + 4 channels: the first would put its padded lanes on the second's channels, the
     second starts mid-slice; only the last (from channel 12, to the end) is in place."""
