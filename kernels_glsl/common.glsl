@@ -236,6 +236,25 @@ vec4 tfl_pow(vec4 x, vec4 y) {
   return mix(r, vec4(1.0), one);
 }
 
+// atan2(y, x) as TFLite's ATAN2 computes it, C's atan2f: GLSL's atan(y, x) is undefined at
+// y = x = 0 and says nothing of signed zeros and infinities, so it only gives the angle of
+// (|x|, |y|) in the first quadrant where both are finite and one is nonzero; the rest is C's:
+// 0 at |y| = 0, pi / 2 at |x| = 0 or |y| = inf, pi / 4 at both inf, 0 at |x| = inf. A sign bit
+// on x (-0 too) reflects the angle to pi - angle, one on y negates it; a NaN operand gives NaN.
+#define TFL_PI 3.14159265358979
+vec4 tfl_atan2(vec4 y, vec4 x) {
+  vec4 ay = abs(y), ax = abs(x);
+  vec4 a = atan(ay, ax);  // undefined where both are 0: replaced below, as are the infinities
+  a = mix(a, vec4(0.5 * TFL_PI), bvec4(uvec4(equal(ax, vec4(0.0))) & uvec4(greaterThan(ay, vec4(0.0)))));
+  a = mix(a, vec4(0.0), equal(ay, vec4(0.0)));
+  a = mix(a, vec4(0.0), tfl_isinf(ax));
+  a = mix(a, vec4(0.5 * TFL_PI), tfl_isinf(ay));
+  a = mix(a, vec4(0.25 * TFL_PI), bvec4(uvec4(tfl_isinf(ax)) & uvec4(tfl_isinf(ay))));
+  a = mix(a, TFL_PI - a, bvec4(floatBitsToUint(x) >> 31u));
+  a = mix(a, -a, bvec4(floatBitsToUint(y) >> 31u));
+  return mix(a, vec4(uintBitsToFloat(0x7fc00000u)), tfl_either_nan(y, x));
+}
+
 // TFLite's fused activations (ActivationFunctionType): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6,
 // 4 tanh. NaN stays NaN (tfl_clamp). CLAMP_FINITE: the kernel's TFLite op ends in
 // ActivationFunctionWithMinMax (conv, depthwise, transpose conv, FC, pooling), whose range is

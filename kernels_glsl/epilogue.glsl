@@ -127,6 +127,7 @@ vec4 ep_binary(int op, vec4 a, vec4 b) {
   if (op == EP_OP_MINIMUM) return tfl_min(b, a);
   if (op == EP_OP_SQUARED_DIFFERENCE) return (a - b) * (a - b);
   if (op == EP_OP_POW) return tfl_pow(a, b);  // C's powf, not GLSL's pow (common.glsl)
+  if (op == EP_OP_ATAN2) return tfl_atan2(a, b);  // C's atan2f (common.glsl)
   return a;
 }
 

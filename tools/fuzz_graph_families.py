@@ -31,8 +31,9 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           sometimes), CUMSUM (any axis, exclusive and reverse), REDUCE_ALL / REDUCE_ANY of a
           comparison (any axes, keep_dims both ways) cast to float32 or selecting between two
           tensors, and GATHER_ND of constant index rows or of an ARG_MAX's (in range by its
-          construction) reshaped into rows of one, and ONE_HOT of such an ARG_MAX (a depth
-          below its range sometimes: lines of off_value).
+          construction) reshaped into rows of one, ONE_HOT of such an ARG_MAX (a depth below its
+          range sometimes: lines of off_value), and ATAN2(y, |x| + 0.25) (right of the branch cut,
+          where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -710,14 +711,14 @@ def rfft2d(g):
 
 # -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
 class EdgeGenerator(_Pools):
-    """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND and
-    ONE_HOT (the module docstring)."""
+    """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND,
+    ONE_HOT and ATAN2 (the module docstring)."""
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
         self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
-                                        (gather_nd, 4), (one_hot, 3)))
+                                        (gather_nd, 4), (one_hot, 3), (atan2, 3)))
         self.choose_outputs()
         return self.spec
 
@@ -845,6 +846,17 @@ def one_hot(g):
     values = [g.const(np.float32(v)) for v in (g.choice((1.0, 2.5)), g.choice((0.0, -0.5)))]
     return g.typed("ONE_HOT", [picked, g.ints(depth), *values], [g.value(out)],
                    axis=-1 if axis == len(rows) and g.chance(0.5) else axis)[0]
+
+
+def atan2(g):
+    """ATAN2(y, |x| + 0.25) of two tensors of one shape (x may be y)."""
+    y = g.pick()
+    if y is None:
+        return False
+    shape = g.shape_of(y)
+    x = g.choice([t for t in g.values if g.shape_of(t) == shape])
+    right = g.one("ADD", [g.one("ABS", [x], shape), g.const(np.float32(0.25))], shape, fused_activation_function=NONE)
+    return g.one("ATAN2", [y, right], shape)
 
 
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)

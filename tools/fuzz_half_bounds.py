@@ -19,7 +19,8 @@ by at most (first order: products of two errors are dropped)
   largest error);
 - a one-input function (LOGISTIC, TANH, EXP, ...): max |f(x +- E) - f(x)|, inf where f is not
   finite there (RSQRT of a variance no larger than its own error: nothing bounds the output);
-- DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
+- DIV: (E_a + |a / b| E_b) / |b| (inf where E_b >= |b|); ATAN2: (|x| E_y + |y| E_x) / (x^2 + y^2)
+  (inf where the error box reaches the origin, or y's reaches 0 left of it: the branch cut); SQUARED_DIFFERENCE: 2 |a - b| (E_a + E_b); PRELU: E_x where
   x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis; LOG_SOFTMAX:
   E + sum(softmax E); POW: its largest move over the corners of the operands' error box;
   L2_NORMALIZATION: (E + |y| sum(|y| E)) / ||x|| along its axis (inf where 0 < ||E|| >= ||x||);
@@ -168,7 +169,7 @@ def _unbounded(moved, y):
 
 
 def _special_bound(node, xs, es):
-    """DIV, SQUARED_DIFFERENCE, PRELU and SOFTMAX (module docstring), or None for another op."""
+    """DIV, SQUARED_DIFFERENCE, PRELU, SOFTMAX, ATAN2 ... (module docstring), or None for another op."""
     if node.op == "DIV":
         a, b = xs
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -193,6 +194,13 @@ def _special_bound(node, xs, es):
         moved = (e + np.abs(y) * np.sum(np.abs(y) * e, axis=-1, keepdims=True)) / divisor
         reach = np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
         return np.where((reach > 0) & (reach >= norm), np.inf, moved)
+    if node.op == "ATAN2":  # |d atan2(y, x)| = |x dy - y dx| / (x^2 + y^2); no bound where the box reaches 0
+        y, x = (np.asarray(v, np.float64) for v in xs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            moved = (np.abs(x) * es[0] + np.abs(y) * es[1]) / (x * x + y * y)
+        reaches_origin = (es[0] >= np.abs(y)) & (es[1] >= np.abs(x))
+        crosses_cut = (es[0] >= np.abs(y)) & (x < 0)
+        return np.where(reaches_origin | crosses_cut, np.inf, moved)
     if node.op == "POW":  # monotone in each operand (where defined): the corners of the box
         y = np.power(xs[0], xs[1])
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):

@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gles_delegate.gpu import kernels
 from tests.gpu.gpulib import PRECISIONS, check_gpu
 from tests.litert import LiteRTInterpreter
-from tests.oplib import In, single_op_model
+from tests.oplib import In, node_with_output, single_op_model
 
 SHAPES = [  # (a, b, b constant)
     ((1, 5, 6, 7), (1, 5, 6, 7), False),
@@ -77,6 +78,35 @@ def test_pow_runtime_exponent(precision):
     np.testing.assert_allclose(reference[0], expected, rtol=1e-6)
     signed = ~np.isnan(expected)
     np.testing.assert_array_equal(np.signbit(reference[0])[signed], np.signbit(expected)[signed])
+
+
+# (y, x) where C's atan2f has its own answer: signed zeros (+-0 or +-pi), a zero x (+-pi / 2),
+# infinities (+-pi / 4, +-3 pi / 4, +-0, +-pi), NaN.
+ATAN2_SPECIALS = [(0.0, 1.0), (-0.0, 1.0), (0.0, -1.0), (-0.0, -1.0), (0.0, 0.0), (-0.0, 0.0), (0.0, -0.0),
+                  (-0.0, -0.0), (2.0, 0.0), (-2.0, -0.0), (INF, INF), (INF, -INF), (-INF, INF), (-INF, -INF),
+                  (3.0, INF), (-3.0, INF), (3.0, -INF), (-3.0, -INF), (INF, 2.0), (-INF, -2.0), (NAN, 1.0),
+                  (1.0, NAN)]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_atan2_in_every_quadrant_and_at_c_s_special_values(precision):
+    """TFLite's ATAN2 is C's atan2f of two tensors of one shape: values of every quadrant and
+    magnitude, then the special values (GLSL's atan(y, x) is undefined at 0, 0), their signs too."""
+    rng = np.random.default_rng(4)
+    y, x = (rng.standard_normal((2, 5, 7)) * 10.0 ** rng.integers(-3, 4, (2, 5, 7)) for _ in range(2))
+    check_gpu("ATAN2", [In(y.astype(np.float32)), In(x.astype(np.float32))], {}, precision)
+    y, x = (np.array(column, np.float32).reshape(1, -1) for column in zip(*ATAN2_SPECIALS))
+    reference, gpu = check_gpu("ATAN2", [In(y), In(x)], {}, precision)
+    np.testing.assert_allclose(reference[0], np.arctan2(y, x), rtol=1e-6)
+    signed = ~np.isnan(reference[0])
+    np.testing.assert_array_equal(np.signbit(gpu[0])[signed], np.signbit(reference[0])[signed])
+
+
+def test_atan2_of_two_shapes_stays_off_the_gpu():
+    """TFLite's ATAN2 takes operands of one shape (no broadcast): the reference's refusal is the
+    kernel's."""
+    node = node_with_output("ATAN2", [In(np.ones((2, 3), np.float32)), In(np.ones((3,), np.float32))], (2, 3))
+    assert "shapes" in kernels.unsupported_reason(node)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

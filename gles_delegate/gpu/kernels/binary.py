@@ -1,4 +1,5 @@
-"""Broadcasting binary ops (ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW; and on
+"""Broadcasting binary ops (ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW, ATAN2 (of
+two tensors of one shape, as TFLite takes it); and on
 the float view, the comparisons and LOGICAL_AND / LOGICAL_OR): the elementwise kernel
 (elementwise.py) with the op and the fused activation as its first steps. ADD_N of float32: the
 same kernel, its first input then one ADD step per further input (each clamped to
@@ -26,9 +27,10 @@ _ACTIVATIONS = frozenset((0, *epilogue.ACTIVATION_STEPS))  # NONE and those with
 
 
 def view_supports(node):
-    """A comparison or logical op: the reference's dtype rules (bool operands for the logical
+    """A comparison or logical op, or ATAN2: the reference's rules (bool operands for the logical
     ops and equality; comparisons of float32 here, since a runtime int32 operand is exact only
-    to 2^24 in the float view, which operand_reason refuses), then the broadcasting checks."""
+    to 2^24 in the float view, which operand_reason refuses; ATAN2's operands of one shape),
+    then the broadcasting checks."""
     return reference.SUPPORT[node.op](node) or supports(node)
 
 
@@ -48,7 +50,9 @@ def add_n_supports(node):
     return next((r for r in (epilogue.operand_reason(t, out) for t in node.inputs) if r is not None), None)
 
 
-SUPPORT = {**{op: view_supports if op in VIEW_OPS else supports for op in OP_CODES}, "ADD_N": add_n_supports}
+# Ops whose reference checks come first: the comparisons' dtypes, ATAN2's one shape.
+CHECKED_OPS = (*VIEW_OPS, "ATAN2")
+SUPPORT = {**{op: view_supports if op in CHECKED_OPS else supports for op in OP_CODES}, "ADD_N": add_n_supports}
 BUILD = {op: elementwise.build for op in (*OP_CODES, "ADD_N")}
 EPILOGUE = {op: None for op in OP_CODES}
 FLOAT_VIEW = {op: None for op in VIEW_OPS}

@@ -32,7 +32,7 @@ UNARY_CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "LEAK
                "SWISH": 25}
 FAKE_QUANT = "QUANTIZE_AND_DEQUANTIZE"  # quant.py's fake-quant node, fused as five steps
 BINARY_CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "MAXIMUM": 4, "MINIMUM": 5, "SQUARED_DIFFERENCE": 6,
-                "POW": 7}
+                "POW": 7, "ATAN2": 8}
 BINARY_BASE = 64
 
 # -- steps of the float and int views (base.py: bool as 0.0 / 1.0, int32 as its bits) ------------
