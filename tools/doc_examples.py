@@ -55,8 +55,8 @@ VOLATILE = (
 
 def small_model_bytes():
     """small.tflite, a model for the examples (and the tools' tests): x, y [1,8,8,4] -> ADD ->
-    LOGISTIC -> MUL by a constant -> RELU (fused into the MUL), then ATAN2 of the RELU and
-    LOGISTIC outputs (no GPU kernel: CPU). The ADD reads graph inputs and its output 'sum' is a
+    LOGISTIC -> MUL by a constant -> RELU (fused into the MUL), then a 3x3 L2_POOL_2D of the
+    RELU's output (no GPU kernel: CPU). The ADD reads graph inputs and its output 'sum' is a
     graph output, so no rewrite can fuse it away: a test can break its kernel and expect the
     report to name it."""
     b = ModelBuilder()
@@ -65,14 +65,15 @@ def small_model_bytes():
     scale = b.const("scale", np.array([0.5, -1.0, 2.0, 1.5], np.float32))
     total, gate = b.tensor("sum", (1, 8, 8, 4)), b.tensor("gate", (1, 8, 8, 4))
     scaled, scaled_relu = b.tensor("scaled", (1, 8, 8, 4)), b.tensor("scaled_relu", (1, 8, 8, 4))
-    angle = b.tensor("angle", (1, 8, 8, 4))
+    pooled = b.tensor("pooled", (1, 8, 8, 4))
     b.op("ADD", [x, y], [total], fused_activation_function=0)
     b.op("LOGISTIC", [total], [gate])
     b.op("MUL", [gate, scale], [scaled], fused_activation_function=0)
     b.op("RELU", [scaled], [scaled_relu])
-    b.op("ATAN2", [scaled_relu, gate], [angle])
+    b.op("L2_POOL_2D", [scaled_relu], [pooled], padding=0, stride_w=1, stride_h=1, filter_width=3, filter_height=3,
+         fused_activation_function=0)
     b.output(total)
-    b.output(angle)
+    b.output(pooled)
     return b.build()
 
 

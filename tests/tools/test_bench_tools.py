@@ -25,7 +25,7 @@ def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
     assert re.fullmatch(r"\d\.\de[-+]\d\d", row["error ours fp32"])  # against XNNPACK, on the same inputs
     assert {"LiteRT GPU", "LiteRT GPU f32", "error LiteRT GPU", "error LiteRT GPU f32"} <= set(row)
     rows = json.loads((out / "results.json").read_text())
-    assert rows[0]["ours_fp32"]["cpu_nodes"] == 1  # ATAN2 has no GPU kernel
+    assert rows[0]["ours_fp32"]["cpu_nodes"] == 1  # L2_POOL_2D has no GPU kernel
     assert rows[0]["ours_fp32"]["error_vs_xnnpack"] < 1e-5 and "outputs" not in rows[0]["ours_fp32"]
     for key in ("litert_gpu", "litert_gpu_f32"):  # measured, or why not (no Vulkan here)
         assert "median_ms" in rows[0][key] or rows[0][key]["error"]

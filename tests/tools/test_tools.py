@@ -111,7 +111,7 @@ def test_benchmark_cli_small_model(small_model, tmp_path):
     assert data["runtime"] == "gles_delegate GPU"
     assert data["delegation"]["precision"] == "fp16_fp32acc"
     assert (data["delegation"]["gpu_nodes"], data["delegation"]["cpu_nodes"]) == (4, 1)
-    assert data["delegation"]["ops"]["ATAN2"] == {"gpu": 0, "cpu": 1}
+    assert data["delegation"]["ops"]["L2_POOL_2D"] == {"gpu": 0, "cpu": 1}
     assert data["memory"]["gpu_intermediate_bytes"] >= data["memory"]["gpu_intermediate_lower_bound_bytes"] > 0
     assert "compare" not in data
 
@@ -208,14 +208,14 @@ def test_inspect_cli_small_model(small_model, tmp_path):
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert "4 on the GPU in 1 partition(s), 1 on the CPU" in text
-    assert "#4 (ATAN2)" in text and "no GPU kernel for ATAN2" in text
+    assert "#4 (L2_POOL_2D)" in text and "no GPU kernel for L2_POOL_2D" in text
     assert "== Rewrite rules applied ==" in text
     assert "kernels (template x dispatches): " in text and "convert_in x2" in text
     assert "memory plan: arena" in text and "lower bound" in text and "naive" in text
     graph = dot.read_text()
     assert graph.startswith("digraph model {") and graph.rstrip().endswith("}")
     assert graph.count("{") == graph.count("}")
-    assert 'n4 [shape=box, fillcolor="#ffcc80"' in graph  # ATAN2: CPU colour
+    assert 'n4 [shape=box, fillcolor="#ffcc80"' in graph  # L2_POOL_2D: CPU colour
     assert 'n0 [shape=box, fillcolor="#a5d6a7"' in graph  # ADD: GPU partition 0
     if shutil.which("dot"):
         assert "<svg" in (tmp_path / "small.dot.svg").read_text()
@@ -269,7 +269,7 @@ def test_parity_cli_small_model_passes(small_model, tmp_path):
     assert "scaled" in report["summary"]["fused_away"]  # the MUL's output: RELU fused into it
     assert "sum" not in report["summary"]["fused_away"]  # a graph output
     by_tensor = {r["tensor"]: r for r in report["rows"]}
-    assert by_tensor["angle"]["where"] == "CPU" and by_tensor["sum"]["where"] == "GPU"
+    assert by_tensor["pooled"]["where"] == "CPU" and by_tensor["sum"]["where"] == "GPU"
     assert by_tensor["sum"]["gpu_vs_reference"]["within"] and by_tensor["sum"]["reference_vs_litert"]["within"]
 
 
@@ -286,14 +286,14 @@ def test_parity_flags_a_broken_kernel(small_model, tmp_path, monkeypatch, capsys
     report = check_parity_outputs(out, tensor_names(small_model))
     first = report["summary"]["first_over_tolerance"]
     assert (first["node"], first["op"], first["tensor"]) == ("#0 (ADD)", "ADD", "sum")
-    # Only the ADD's own kernel is wrong; LOGISTIC, MUL + RELU and ATAN2 inherit its error.
+    # Only the ADD's own kernel is wrong; LOGISTIC, MUL + RELU and L2_POOL_2D inherit its error.
     assert [k["node"] for k in report["summary"]["kernels_over_tolerance"]] == ["#0 (ADD)"]
     over = [r["node"] for r in report["rows"] if r["gpu_vs_reference"] and not r["gpu_vs_reference"]["within"]]
     assert over[0] == "#0 (ADD)" and len(over) >= 3
     assert report["summary"]["litert_over_tolerance"] == 0  # the reference still matches LiteRT
     node_data = load_strict_json(out / "model_explorer_gpu_vs_reference.json")
     assert node_data["results"]["sum"]["value"] > node_data["thresholds"][0]["value"]
-    assert node_data["results"]["gate"]["value"] > node_data["thresholds"][0]["value"]  # inherited
+    assert node_data["results"]["scaled_relu"]["value"] > node_data["thresholds"][0]["value"]  # inherited
 
 
 def test_parity_selfie(selfie, tmp_path, capsys):

@@ -29,7 +29,7 @@ def custom_op_model_bytes():
 
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
-    """A zoo directory: the tools' small model (an ATAN2 on the CPU), a model with a custom op, a
+    """A zoo directory: the tools' small model (an L2_POOL_2D on the CPU), a model with a custom op, a
     file that is not a model, and a manifest naming the small model's source and a skipped one."""
     directory = tmp_path_factory.mktemp("zoo")
     (directory / "small.tflite").write_bytes(small_model_bytes())
@@ -45,7 +45,7 @@ def test_histogram_counts_every_subgraph():
     model = read_model(small_model_bytes())
     model.subgraphs.append(copy.deepcopy(model.subgraphs[0]))  # a second subgraph (as a WHILE body would be)
     histogram = zoo_report.op_histogram(read_model(write_model(model)))
-    assert histogram == {"ADD": 2, "LOGISTIC": 2, "MUL": 2, "ATAN2": 2, "RELU": 2}
+    assert histogram == {"ADD": 2, "LOGISTIC": 2, "MUL": 2, "L2_POOL_2D": 2, "RELU": 2}
 
 
 def test_lacking_names_ops_missing_from_each_registry():
@@ -68,10 +68,10 @@ def test_refusals_count_nodes_per_op_with_the_first_reason(monkeypatch):
 def test_small_model_runs_with_its_cpu_node_and_matches_litert(zoo):
     result = zoo_report.examine(zoo / "small.tflite")
     assert (result["nodes"], result["gpu_nodes"], result["partitions"]) == (5, 4, 1), result
-    assert zoo_report.status(result) == (zoo_report.WITH_CPU, "ATAN2 x1")
-    assert "ATAN2" in result["cpu_ops"]["ATAN2"]["reason"]
+    assert zoo_report.status(result) == (zoo_report.WITH_CPU, "L2_POOL_2D x1")
+    assert "L2_POOL_2D" in result["cpu_ops"]["L2_POOL_2D"]["reason"]
     assert result["litert"] == "ok" and result["max_rel"] <= zoo_report.TOLERANCES["fp32"], result
-    assert result["no_gpu"] == ["ATAN2"] and result["no_reference"] == []
+    assert result["no_gpu"] == ["L2_POOL_2D"] and result["no_reference"] == []
 
 
 def test_fully_delegated_model_says_so(tmp_path):
@@ -118,9 +118,9 @@ def test_main_writes_the_markdown_and_json(zoo, tmp_path):
     assert "\n3 models: 0 run fully on the GPU, 1 run with CPU nodes, 2 fail." in text
     row = next(line for line in text.splitlines() if line.startswith("| small |"))
     assert row.split(" | ")[1:7] == ["tests/tools/conftest.py", "1x8x8x4 1x8x8x4", "5", "4", "1",
-                                     "runs with CPU nodes: ATAN2 x1"], row
+                                     "runs with CPU nodes: L2_POOL_2D x1"], row
     assert "| custom | `CUSTOM:NoSuchOp` | - | `CUSTOM:NoSuchOp` | - |" in text
-    assert "- small: ADD 1, ATAN2 1, LOGISTIC 1, MUL 1, RELU 1" in text
+    assert "- small: ADD 1, L2_POOL_2D 1, LOGISTIC 1, MUL 1, RELU 1" in text
     assert "- broken_net: torch thing: ValueError: cannot export" in text
     results = json.loads(numbers.read_text())
     assert [r["model"] for r in results] == ["custom", "garbage", "small"]
