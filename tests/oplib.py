@@ -328,3 +328,12 @@ def node_with_output(op, inputs, out_shape, **options):
     b.op(op, indices, [out], **options)
     b.output(out)
     return first_node(b.build())
+
+
+def cpu_node(b, x, out):
+    """Add a node `out` = |x| (x, out of one 4-D shape, builder `b`) of an op that has no GPU
+    kernel, for tests that need a CPU node between or after GPU nodes: an L2_POOL_2D of a 1x1
+    window. (ATAN2 and PACK were these until they got GPU kernels: change it here when this one
+    does; tests/test_registry.py checks it still has none.)"""
+    b.op("L2_POOL_2D", [x], [out], padding=1, stride_w=1, stride_h=1, filter_width=1, filter_height=1,
+         fused_activation_function=0)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gles_delegate.tflite import ModelBuilder
+from tests.oplib import cpu_node
 
 VALID = 1  # Padding
 I8 = np.dtype(np.int8)
@@ -99,13 +100,13 @@ def _state_subgraphs(b, ring):
 
 def ring_model(ring, seed=0, reader=False, signatures=False, init=True):
     """One streaming layer (see the module docstring). Input x [1, frames, 1, channels]; output
-    the convolution's [1, 1, 1, filters or channels]. `reader`: then ATAN2(x, x) (an op with no
-    GPU kernel) and a second READ_VARIABLE of the state, assigned by then, as a second output
+    the convolution's [1, 1, 1, filters or channels]. `reader`: then |x| by an op with no GPU
+    kernel (oplib.cpu_node) and a second READ_VARIABLE of the state, assigned by then, as a second output
     (a CPU node, or another partition, reads what the GPU assigned). `signatures`: signatures
     'step' (this), 'state' and 'set_state' (_state_subgraphs); "step": that one only. `init`:
     CALL_ONCE of the init subgraph first (else the first READ_VARIABLE reads a variable nothing
     assigned)."""
-    assert not (reader and ring.quantized), "ATAN2 takes float32 only"
+    assert not (reader and ring.quantized), "the CPU node takes float32 only"
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
     x = b.input("x", (1, ring.frames, 1, ring.channels), I8 if ring.quantized else np.float32,
@@ -134,8 +135,8 @@ def ring_model(ring, seed=0, reader=False, signatures=False, init=True):
     b.op("ASSIGN_VARIABLE", [handle, newest], [])
     b.output(y)
     if reader:
-        angle = _tensor(b, ring, "angle", (1, ring.frames, 1, ring.channels))
-        b.op("ATAN2", [x, x], [angle])
+        magnitude = _tensor(b, ring, "magnitude", (1, ring.frames, 1, ring.channels))
+        cpu_node(b, x, magnitude)  # an op the GPU lacks, between the assignment and the read
         after = _tensor(b, ring, "state_after", (1, ring.history, 1, ring.channels))
         b.op("READ_VARIABLE", [handle], [after])
         b.output(after)

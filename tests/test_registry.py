@@ -100,3 +100,16 @@ def test_every_gpu_op_has_one_kernel_or_a_stated_order():
     assert set(kernels.CANDIDATES) == set(kernels.SUPPORT) == set(kernels.BUILD)
     assert all(len(owners) == 1 or op in kernels.ORDER for op, owners in kernels.CANDIDATES.items())
     assert set(kernels.FACTS) <= set(kernels.BUILD)
+
+
+def test_the_tests_cpu_node_has_no_gpu_kernel():
+    """oplib.cpu_node, the op tests use for a CPU node, is no GPU op: when it gets a kernel, the
+    tests that need a CPU node would silently stop having one (ATAN2 and PACK did)."""
+    from gles_delegate.tflite import ModelBuilder
+    from tests.oplib import cpu_node, first_node
+    b = ModelBuilder()
+    x, out = b.input("x", (1, 3, 4, 5)), b.tensor("out", (1, 3, 4, 5))
+    cpu_node(b, x, out)
+    b.output(out)
+    node = first_node(b.build())
+    assert "no GPU kernel" in kernels.unsupported_reason(node)
