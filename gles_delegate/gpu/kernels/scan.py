@@ -10,10 +10,15 @@ from ..phwc4 import bhwc
 from .base import Dispatch
 
 SCANNED_DTYPES = (np.dtype(np.float32), np.dtype(np.int32))  # int64 has no GPU type
+# Each element adds up to its whole line: a line of n costs n^2 / 2 reads, which past this many
+# elements would keep the GPU busy for seconds (a driver may reset it) where the CPU's scan is
+# linear.
+MAX_LINE = 4096
 
 
 def supports(node):
-    """The reference's checks; a constant axis; float32 or int32 values, ranks <= 4."""
+    """The reference's checks; a constant axis; float32 or int32 values, ranks <= 4; lines of at
+    most MAX_LINE elements."""
     reason = reference.SUPPORT["CUMSUM"](node)
     if reason:
         return reason
@@ -21,6 +26,9 @@ def supports(node):
         return "the axis must be constant"
     if node.inputs[0].dtype not in SCANNED_DTYPES:
         return f"CUMSUM of {node.inputs[0].dtype} values (the GPU scans float32 and int32)"
+    length = node.inputs[0].shape[_axis(node)]
+    if length > MAX_LINE:
+        return f"a scan of {length} elements a line (each element re-adds its line: at most {MAX_LINE})"
     return None
 
 
