@@ -39,13 +39,7 @@ float element(int f) {
   if (outside(position, axis_size)) return 0.0;
   int source = (outer * axis_size + position) * inner + rest % inner;
 #endif
-  int component;
-  int slot = element_of(source, in_size, in_channels, component);
-#if SOURCE_CONST
-  return weight(in_offset + slot)[component];
-#else
-  return load(in_offset + slot)[component];
-#endif
+  return stored_at(in_offset, in_size, in_channels, source, SOURCE_CONST == 1);
 }
 
 #include "per_element.glsl"

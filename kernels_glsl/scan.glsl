@@ -18,12 +18,10 @@
 #endif
 
 SCALAR value_at(int index) {
-  int component;
-  vec4 v = load(in_offset + element_of(index, in_size, in_channels, component));
 #if INT_VALUES
-  return floatBitsToInt(v[component]);
+  return int_at(in_offset, in_size, in_channels, index, false);
 #else
-  return v[component];
+  return stored_at(in_offset, in_size, in_channels, index, false);
 #endif
 }
 

@@ -33,7 +33,10 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           tensors, and GATHER_ND of constant index rows or of an ARG_MAX's (in range by its
           construction) reshaped into rows of one, ONE_HOT of such an ARG_MAX (a depth below its
           range sometimes: lines of off_value), and ATAN2(y, |x| + 0.25) (right of the branch cut,
-          where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest).
+          where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest),
+          and DYNAMIC_UPDATE_SLICE of a tensor (or a constant) into another at start indices
+          one of which an ARG_MAX computes (the others constants, past the end sometimes: TFLite
+          clamps them).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -712,13 +715,13 @@ def rfft2d(g):
 # -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
 class EdgeGenerator(_Pools):
     """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND,
-    ONE_HOT and ATAN2 (the module docstring)."""
+    ONE_HOT, ATAN2 and DYNAMIC_UPDATE_SLICE (the module docstring)."""
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
         self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
-                                        (gather_nd, 4), (one_hot, 3), (atan2, 3)))
+                                        (gather_nd, 4), (one_hot, 3), (atan2, 3), (update_slice, 4)))
         self.choose_outputs()
         return self.spec
 
@@ -857,6 +860,28 @@ def atan2(g):
     x = g.choice([t for t in g.values if g.shape_of(t) == shape])
     right = g.one("ADD", [g.one("ABS", [x], shape), g.const(np.float32(0.25))], shape, fused_activation_function=NONE)
     return g.one("ATAN2", [y, right], shape)
+
+
+def update_slice(g):
+    """DYNAMIC_UPDATE_SLICE of an update (a tensor of its shape, else a constant) into x, the
+    start along one axis an ARG_MAX over a [1, w] tensor (in [0, w)), the others constants."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    update_shape = tuple(int(g.rng.integers(1, d + 1)) for d in shape)
+    fitting = [t for t in g.values if g.shape_of(t) == update_shape and t != x]
+    update = g.choice(fitting) if fitting and g.chance(0.7) else g.uniform(update_shape, -1.0, 1.0)
+    starts = [g.ints([int(g.rng.integers(-1, d + 2))]) for d in shape]  # clamped into range by TFLite
+    rows = [t for t in g.values if len(g.shape_of(t)) == 2 and g.shape_of(t)[0] == 1]
+    if rows:
+        y = g.choice(rows)
+        axis = int(g.rng.integers(len(shape)))
+        starts[axis] = g.typed("ARG_MAX", [y, g.ints(-1)], [g.value((1,), np.int32, bounds=(0, g.shape_of(y)[1] - 1))],
+                               output_type=2)[0]
+    start = g.typed("CONCATENATION", starts, [g.value((len(shape),), np.int32)], axis=0,
+                    fused_activation_function=NONE)[0]
+    return g.one("DYNAMIC_UPDATE_SLICE", [x, update, start], shape)
 
 
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)

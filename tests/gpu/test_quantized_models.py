@@ -104,6 +104,7 @@ def _moves(rng):
     grid = (0.05, -3)
     x = In(rng.integers(-128, 128, (1, 6, 1, 8)).astype(np.int8), quant=grid)
     ints = [In(np.array(v, np.int32), const=True) for v in ([0, 4, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1])]
+    rows = In(rng.integers(-128, 128, (1, 2, 1, 8)).astype(np.int8), quant=grid)  # a cache's new rows
     slice_options = dict(begin_mask=13, end_mask=15, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, offset=False)
     parts = [In(rng.integers(0, 256, (1, 2, 3, c)).astype(np.uint8), quant=(s, z)) for c, s, z in
              ((3, 0.02, 128), (5, 0.07, 10), (4, 0.04, 200))]
@@ -123,6 +124,9 @@ def _moves(rng):
                                         output_dtypes=[np.dtype(np.int8)] * 6, output_quant=[grid] * 6), [x.value], 0),
         "gather_nd int8": (single_op_model("GATHER_ND", [x, In(np.array([[0, 5], [0, 1]], np.int32))],
                                            output_quant=[grid]), [x.value, np.array([[0, 5], [0, 1]], np.int32)], 0),
+        "update_slice int8": (single_op_model("DYNAMIC_UPDATE_SLICE", [x, rows, In(np.array([0, 3, 0, 0], np.int32))],
+                                              output_quant=[grid]), [x.value, rows.value, np.array([0, 3, 0, 0], np.int32)],
+                              0),
         "broadcast_to int8": (single_op_model("BROADCAST_TO", [x, In(np.array([2, 6, 3, 8], np.int32), const=True)],
                                               version=2, output_quant=[grid]), [x.value], 0),
         "concatenation uint8 requantized": (
@@ -135,7 +139,7 @@ def _moves(rng):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name", ["strided slice", "split_v", "split", "concatenation int8",
                                   "concatenation uint8 requantized", "pack int8", "unpack int8",
-                                  "broadcast_to int8", "gather_nd int8"])
+                                  "broadcast_to int8", "gather_nd int8", "update_slice int8"])
 def test_quantized_layout_ops_of_streaming_models(name, precision):
     """The ops a streaming keyword spotter moves its int8 frames with run on the GPU through the
     float view and give LiteRT's integers (a requantizing uint8 CONCATENATION within one step)."""

@@ -1,5 +1,6 @@
 """GATHER and EMBEDDING_LOOKUP with indices computed at run time, and GATHER_ND with runtime or
-constant indices (kernels_glsl/gather.glsl). For GATHER this is the second candidate, after
+constant indices (kernels_glsl/gather.glsl); DYNAMIC_UPDATE_SLICE at runtime or constant start
+indices (kernels_glsl/update_slice.glsl: a copy of the operand with the update in its box). For GATHER this is the second candidate, after
 layout.py's, which takes constant indices (kernels.ORDER); EMBEDDING_LOOKUP is a GATHER along axis
 0 of its value (input 1) by its lookup (input 0); GATHER_ND picks, per row of its indices, the
 slice of params at that row's leading coordinates (what litert-torch writes for torch.gather and
@@ -100,11 +101,50 @@ def build(node, env):
     return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
 
 
+# -- DYNAMIC_UPDATE_SLICE ----------------------------------------------------------------------
+def update_slice_supports(node):
+    """The reference's checks; int32 start indices (runtime or constant); float32, bool or int32
+    values; ranks <= 4."""
+    reason = lookup_reference.SUPPORT["DYNAMIC_UPDATE_SLICE"](node)
+    if reason:
+        return reason
+    operand, update, start = node.inputs
+    if start.dtype != np.int32:
+        return "the GPU's DYNAMIC_UPDATE_SLICE takes int32 start indices"
+    if operand.dtype not in VALUE_DTYPES:
+        return f"DYNAMIC_UPDATE_SLICE of {operand.dtype} (the GPU moves float32, bool, int32)"
+    if len(operand.shape) > 4 or len(update.shape) != len(operand.shape) or \
+            any(u > o for u, o in zip(update.shape, operand.shape)):
+        return f"an update {list(update.shape)} of an operand {list(operand.shape)} (rank <= 4, the update inside)"
+    return None
+
+
+def _padded(shape):
+    return (1,) * (4 - len(shape)) + tuple(int(d) for d in shape)
+
+
+def update_slice_build(node, env):
+    """One update_slice.glsl dispatch over the output (a copy of the operand, the update in place)."""
+    operand, update, start = node.inputs
+    out = node.outputs[0]
+    o4, s4, u4, i4 = bhwc(out.shape), bhwc(operand.shape), bhwc(update.shape), bhwc(start.shape)
+    values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
+              "in_size": s4.as_ivec4(), "in_channels": s4.c, "in_offset": _packed(env, operand),
+              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": _packed(env, update),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, start),
+              "dims": _padded(operand.shape), "upd_dims": _padded(update.shape), "lead": 4 - len(operand.shape)}
+    defines = {"OPERAND_CONST": int(operand.is_const), "UPDATE_CONST": int(update.is_const),
+               "IDX_CONST": int(start.is_const)}
+    reads = tuple(t for t in node.inputs if not t.is_const)
+    return [Dispatch("update_slice", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
+
+
 # GATHER's FACTS and FLOAT_VIEW entry are layout.py's (one per op).
 OPS = ("GATHER", "EMBEDDING_LOOKUP", "GATHER_ND")
-SUPPORT = {op: supports for op in OPS}
-BUILD = {op: build for op in OPS}
-FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None}
-# Both copy stored values (EMBEDDING_LOOKUP's hybrid 8-bit variant stays on the CPU).
+SUPPORT = {**{op: supports for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_supports}
+BUILD = {**{op: build for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_build}
+FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None, "DYNAMIC_UPDATE_SLICE": None}
+# They copy stored values (EMBEDDING_LOOKUP's hybrid 8-bit variant stays on the CPU).
 FACTS = {"EMBEDDING_LOOKUP": OpFacts(arity=((2,), (), 1), integer_move=True),
-         "GATHER_ND": OpFacts(arity=((2,), (), 1), integer_move=True)}
+         "GATHER_ND": OpFacts(arity=((2,), (), 1), integer_move=True),
+         "DYNAMIC_UPDATE_SLICE": OpFacts(arity=((3,), (), 1), integer_move=True)}
