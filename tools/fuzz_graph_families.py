@@ -737,8 +737,7 @@ def pack(g):
     if x is None:
         return False
     shape = g.shape_of(x)
-    same = [t for t in g.values if g.shape_of(t) == shape]
-    inputs = [x] + [g.choice(same) for _ in range(int(g.rng.integers(0, 3)))]
+    inputs = [x] + [g.choice(g.alike(x)) for _ in range(int(g.rng.integers(0, 3)))]
     axis = int(g.rng.integers(0, len(shape) + 1))
     out = shape[:axis] + (len(inputs),) + shape[axis:]
     if not g.fits(out):
@@ -857,7 +856,7 @@ def atan2(g):
     if y is None:
         return False
     shape = g.shape_of(y)
-    x = g.choice([t for t in g.values if g.shape_of(t) == shape])
+    x = g.choice(g.alike(y))
     right = g.one("ADD", [g.one("ABS", [x], shape), g.const(np.float32(0.25))], shape, fused_activation_function=NONE)
     return g.one("ATAN2", [y, right], shape)
 

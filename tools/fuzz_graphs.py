@@ -342,6 +342,10 @@ class Generator:
             return eligible[-1]
         return eligible[int(self.rng.integers(len(eligible)))]
 
+    def alike(self, t):
+        """The runtime tensors of t's shape, t among them (in the order made)."""
+        return [u for u in self.values if self.shape_of(u) == self.shape_of(t)]
+
     def activation(self, p=0.35):
         return self.choice((RELU, RELU6)) if self.chance(p) else NONE
 
@@ -1231,8 +1235,7 @@ def add_n(g):
     if x is None:
         return False
     shape = g.shape_of(x)
-    same = [t for t in g.values if g.shape_of(t) == shape]
-    parts = [g.choice(same) for _ in range(int(g.rng.integers(1, 4)))]
+    parts = [g.choice(g.alike(x)) for _ in range(int(g.rng.integers(1, 4)))]
     if g.chance(0.2):
         parts.append(g.uniform(shape, -1, 1))
     return g.one("ADD_N", [x] + parts, shape)
