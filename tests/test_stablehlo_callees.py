@@ -3,15 +3,20 @@ litert-torch writes them for torch's index_copy / index_put / scatter and local_
 their options (the operator's second options union) are read and written, and our Interpreter
 runs them through LiteRT's kernels with their callees copied into the sub-model
 (callee_subgraphs.py), as LiteRT's own Interpreter runs the file."""
+import dataclasses
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from flatbuffers import flexbuffers
 
-from gles_delegate import GpuDelegate, Interpreter, ModelError
+from gles_delegate import GpuDelegate, Interpreter, ModelError, cpu_litert
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.reader import read_model
 from gles_delegate.tflite.writer import write_model
 from tests.cpu_litert_models import litert_outputs, run
+from tests.forking import in_forked_child
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -151,3 +156,24 @@ def test_a_composite_runs_its_decomposition_through_litert():
     (ours,), _ = run(composite_model(), [x])
     assert np.allclose(ours, 1 / (1 + np.exp(-(2 * x + 1))), rtol=1e-6)
     assert np.array_equal(ours, litert_outputs(composite_model(), [x])[0])
+
+
+def test_a_hostile_stablehlo_node_is_refused_not_crashed_on():
+    """A reduce window whose init value input is omitted (a mutation gles-fuzz made) crashes
+    LiteRT's kernel (SIGSEGV in LiteRT alone): the sub-model's trial run in a child process
+    sees that, and allocate_tensors() refuses the node with a ModelError instead of the process
+    dying. Run in a forked child, so that a regression fails this test, not the test run."""
+    model = read_model(reduce_window_model())
+    op = model.subgraphs[0].operators[0]
+    model.subgraphs[0].operators[0] = dataclasses.replace(op, inputs=(op.inputs[0], -1))
+    data = write_model(model)
+    litert_alone = subprocess.run([sys.executable, "-c", cpu_litert._TRIAL], input=bytes(data), capture_output=True)
+    assert litert_alone.returncode < 0, "LiteRT no longer crashes on it: pick another hostile model"
+
+    def refused():
+        try:
+            Interpreter(model_content=data).allocate_tensors()
+        except ModelError as error:
+            return "crash" in str(error) and "STABLEHLO_REDUCE_WINDOW" in str(error)
+        return False
+    assert in_forked_child(refused)
