@@ -47,6 +47,7 @@ import numpy as np
 
 from . import ops
 from .gpu import kernels
+from .gpu.kernels.pool import INTEGER_MEAN
 from .graph import Graph, Node, Tensor
 from .ops.common import dequantize, fused_activation, is_quantized, quant_params, round_half_away
 from .ops.quantize import REQUANTIZE_FROM, requantize_table
@@ -358,7 +359,12 @@ def _view_node(b, node):
             raw = b.fresh(out, "unquantized")
             outputs.append(raw)
             steps.append((raw, target, _range_options(out)))
-    copy = b.add(node.index, node.op, inputs, outputs, node.options)
+    options = node.options
+    if node.op == "AVERAGE_POOL_2D" and node.inputs[0].dtype in QUANTIZED_DTYPES:
+        # TFLite's integer average pool rounds the mean of the raw integers (pool.INTEGER_MEAN)
+        q = node.inputs[0].quantization
+        options = {**options, INTEGER_MEAN: (float(np.float32(q.scales[0])), int(q.zero_points[0]))}
+    copy = b.add(node.index, node.op, inputs, outputs, options)
     copy.version, copy.custom, copy.custom_options = node.version, node.custom, node.custom_options
     copy.runtime = node.runtime  # the interpreter's variables (resource variable ops)
     for raw, target, options in steps:

@@ -7,6 +7,10 @@
 // over [zeros_begin, zeros_end) (x, y); where a window reaches into them, a max also sees 0 and
 // an average counts them. Without explicit padding that box is the input itself.
 // The epilogue (epilogue.glsl, EP_*) runs on each value before it is stored.
+// INTEGER_MEAN (an int8 / uint8 average, in the float view: gpu/kernels/pool.py): each stored
+// value is (q - q_zero) * q_scale of an integer q (|q - q_zero| <= 255, so rounding recovers it in
+// half storage too); the raw integers' sum is divided as TFLite's integer kernel divides it,
+// (sum +- n / 2) / n truncated, and the result stored as a value of the grid again.
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
@@ -29,6 +33,8 @@ void main() {
       vec4 v = load(base + y * in_size.x + x);
 #if OP == 0
       acc = tfl_max(acc, v);  // std::max(acc, v): a NaN tap never wins, as in TFLite's MaxPool
+#elif INTEGER_MEAN
+      acc += round(v / q_scale);
 #else
       acc += v;
 #endif
@@ -37,7 +43,14 @@ void main() {
 #if OP == 0
   if (any(lessThan(zeros_lo, lo)) || any(greaterThan(zeros_hi, hi))) acc = tfl_max(acc, vec4(0.0));
 #else
-  acc /= float((zeros_hi.x - zeros_lo.x) * (zeros_hi.y - zeros_lo.y));
+  int count = (zeros_hi.x - zeros_lo.x) * (zeros_hi.y - zeros_lo.y);
+#if INTEGER_MEAN
+  ivec4 total = ivec4(acc) + count * q_zero;
+  ivec4 q = ivec4(sign(vec4(total))) * ((abs(total) + count / 2) / count);
+  acc = vec4(q - q_zero) * q_scale;
+#else
+  acc /= float(count);
+#endif
 #endif
   vec4 r = keep_channels(epilogue(activate(acc), ivec4(gid.xy, s, b)), channels, s);
   store(out_offset + phwc4_index(out_size, gid.x, gid.y, gid.z), r);

@@ -178,3 +178,24 @@ def test_requantize_is_tflites_fixed_point_one(precision):
     assert summary["cpu_nodes"] == 0, summary
     np.testing.assert_array_equal(ours[0], expected[0])
     assert_within_one_step(ours[1], expected[1], 1, share=1.0)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("dtype,grid", [(np.int8, (0.1, -18)), (np.uint8, (0.05, 130))])
+def test_an_integer_average_pool_rounds_its_ties_as_tflite(dtype, grid, precision):
+    """TFLite's integer AVERAGE_POOL_2D rounds the mean of the raw integers (zero point included)
+    half away from zero: a mean of -9.5 on zero point -18 is -10 there, where rounding the real
+    mean (the float view's fake-quant step) gave -9, and 5.5 gave 5 (gles-fuzz-graphs' recurring
+    int8 finding, a pool's tie grown by the next op). Every pair below is a tie; the GPU gives
+    LiteRT's integers exactly, padded windows (fewer cells) too."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    first = rng.integers(info.min, info.max, (1, 6, 5, 3))
+    x = np.clip(np.stack([first, first + 1], axis=3).reshape(1, 6, 10, 3), info.min, info.max).astype(dtype)
+    for padding, stride in ((1, 2), (0, 1)):  # VALID pairs (all ties), SAME 2x2 windows
+        options = {"padding": padding, "stride_w": stride, "stride_h": 1, "filter_width": 2,
+                   "filter_height": 1 + padding, "fused_activation_function": 0}
+        model = single_op_model("AVERAGE_POOL_2D", [In(x, quant=grid)], options, output_quant=[grid])
+        ours, summary = run_on_gpu(model, [x], precision)
+        assert summary["cpu_nodes"] == 0
+        assert np.array_equal(ours[0], run_litert(model, [x], resolver="builtin")[0])

@@ -16,6 +16,12 @@ from .base import Dispatch
 from .conv import EXPLICIT_PADDING, geometry
 
 OP_CODES = {"MAX_POOL_2D": 0, "AVERAGE_POOL_2D": 1}
+# options[INTEGER_MEAN] = (scale, zero point) of an int8 / uint8 AVERAGE_POOL_2D's grid (quant.py's
+# float view): TFLite's integer kernel rounds the mean of the raw integers, zero point included,
+# half away from zero, where the view's fake-quant step would round the real mean: their ties
+# differ (a raw mean of -9.5 on zero point -18 is -10 in TFLite, -9 rounded as a real). The kernel
+# recovers each integer from its stored value and divides as TFLite does.
+INTEGER_MEAN = "integer_mean"
 AS_REDUCTION = {"MAX_POOL_2D": "MAX_POOL_2D", "AVERAGE_POOL_2D": "MEAN"}  # reduce.TEMPLATE_CODES
 NO_PADDING = (0, 0, 0, 0)
 
@@ -62,7 +68,9 @@ def build(node, env):
               "window": window[::-1], "stride": strides[::-1], "pad": pads[::-1],  # (x, y) order
               "zeros_begin": (-left, -top), "zeros_end": (in4.w + right, in4.h + bottom),
               "in_offset": env.arena(x), "out_offset": env.arena(out)}
-    defines = {"OP": OP_CODES[node.op], **stage}
+    defines = {"OP": OP_CODES[node.op], "INTEGER_MEAN": int(INTEGER_MEAN in node.options), **stage}
+    if INTEGER_MEAN in node.options:
+        params["q_scale"], params["q_zero"] = node.options[INTEGER_MEAN]
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
     return [Dispatch("pool", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=reads, writes=(out,),
                      inplace=inplace)]
