@@ -336,11 +336,12 @@ def test_an_inexact_value_exactly_on_a_step_is_not_judged_an_exact_one_is():
     assert floor[0] == np.inf and np.isfinite(floor[1])
 
 
-def test_an_int8_average_pool_s_tie_is_tflite_s():
+def test_an_int8_average_pool_s_tie_is_tflite_s(tmp_path):
     """Seed 76 case 468 (all seven families; an int8 AVERAGE_POOL_2D -> CONV_2D -> TILE -> ADD ->
     QUANTIZE, 2 steps off where the bound is 1): the pool rounded a tie of the raw integers' mean
     otherwise than TFLite's integer kernel, and the convolution grew it. Since the pool rounds
     as TFLite does (gpu/kernels/pool.py INTEGER_MEAN), no finding."""
     families = ("float", "int32", "quant", "state", "signal", "resize", "edge")  # as the run drew them
-    summary = fg.fuzz(76, paths="ac", only_case=468, minimize_findings=False, log=quiet, families=families)
+    summary = fg.fuzz(76, paths="ac", only_case=468, minimize_findings=False, out_dir=tmp_path, log=quiet,
+                      families=families)
     assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
