@@ -8,7 +8,7 @@ import numpy as np
 from ...ops import generate as reference
 from ...registry import OpFacts
 from ..phwc4 import bhwc
-from .base import Dispatch
+from .base import Dispatch, stored_values
 
 OUTPUT_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))
 
@@ -31,10 +31,9 @@ def supports(node):
 
 
 def _stored_bits(value, dtype):
-    """The int32 bits the output's storage holds for `value` of `dtype` (base.py's views)."""
-    if dtype == np.int32:
-        return int(np.int32(value))
-    return int(np.float32(float(value)).view(np.int32))
+    """The int32 bits of the float32 word the output's storage holds for `value` of `dtype`
+    (base.stored_values: an int32's own bits, a bool's 0.0 / 1.0, a float's)."""
+    return int(stored_values(np.asarray(value, dtype).reshape(1)).view(np.int32)[0])
 
 
 def build(node, env):
