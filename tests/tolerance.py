@@ -71,7 +71,9 @@ def _lrn_terms(node, inputs):
     entering and subtracting the one leaving, so its error in s grows with every square of the
     channel axis it passed (Sigma, up to (4r + 3) alpha Sigma u), not with W; ours sums each
     window (2r + 1) alpha W u. A relative error e in s is beta e in the output, plus a few
-    roundings (squares, pow, the product): the step count whose 2 gamma bounds both."""
+    roundings (squares, the product): the step count whose 2 gamma bounds both. And s^-beta, which
+    GLSL ES 3.1 computes as exp2(-beta log2 s) (spec 4.7.1: log2 to 3 ulps of log2 s, exp2 to
+    3 + 2 |its argument| ulps), off by up to 3 + (2 + 3 ln 2) beta |log2 s| ulps: 74 u at s = 1e34."""
     x = np.asarray(inputs[0], np.float64)
     depth = x.shape[-1]
     radius = min(int(node.options.get("radius", 0)), depth)
@@ -83,7 +85,12 @@ def _lrn_terms(node, inputs):
     s = np.abs(float(node.options.get("bias", 0.0)) + float(node.options.get("alpha", 0.0)) * window)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = ((4 * radius + 3) * alpha * column + (2 * radius + 1) * alpha * window + 2 * (bias + s)) / s
-    return np.ceil(beta * np.nan_to_num(relative, nan=np.inf) / 2) + 3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pow_ulps = 3 + (2 + 3 * np.log(2)) * beta * np.abs(np.log2(s))
+        steps = np.ceil(beta * np.nan_to_num(relative, nan=np.inf) / 2 + pow_ulps) + 3
+    # An infinite or NaN s (an inf or NaN square in the window) gives an exact 0 (x * inf^-beta)
+    # or NaN, which the comparison takes as NaN: no rounding to bound.
+    return np.where(np.isfinite(s), steps, 3)
 
 
 def _filter_terms(axes):

@@ -2,7 +2,7 @@
 the same GpuDelegate, side by side in one process.
 
     gles-bench-split [--graph MODEL] [--blocks 6] [--size 32] [--channels 32]
-        [--cpu-ops LOCAL_RESPONSE_NORMALIZATION L2_POOL_2D] [--max_delegated_partitions 0] [--num_threads 1]
+        [--cpu-ops L2_POOL_2D] [--max_delegated_partitions 0] [--num_threads 1]
         [--runs 50] [--warmup 5] [--warmup-secs 0.5] [--precision fp32] [--empty-dispatches]
         [--json FILE]
 
@@ -38,8 +38,9 @@ from gles_delegate.tools import common
 from gles_delegate.tools.bench_invoke import EmptyDispatches, end_to_end_runner
 
 SAME, NONE, RELU = 0, 0, 1  # the schema's Padding and ActivationFunctionType
-# (CUMSUM was the second until it got a GPU kernel: docs/performance.md's earlier runs name it)
-CPU_OPS = ("LOCAL_RESPONSE_NORMALIZATION", "L2_POOL_2D")
+# (CUMSUM, then LOCAL_RESPONSE_NORMALIZATION ran before it until each got a GPU kernel:
+# docs/performance.md's earlier runs name them)
+CPU_OPS = ("L2_POOL_2D",)
 RUNTIMES = ("ours (auto)", "ours (reference)", "LiteRT + delegate")
 
 
@@ -75,11 +76,9 @@ def _conv(b, rng, name, x, weight_shape, out_shape, depthwise=False, activation=
 
 
 def _cpu_op(b, op, name, x, shape):
-    """One of CPU_OPS on x: a 3x3 SAME L2 pool, or AlexNet's local response normalization."""
-    if op == "L2_POOL_2D":
-        return _node(b, op, name, [x], shape, padding=SAME, stride_w=1, stride_h=1, filter_width=3, filter_height=3,
-                     fused_activation_function=NONE)
-    return _node(b, op, name, [x], shape, radius=2, bias=1.0, alpha=1e-4, beta=0.75)
+    """One of CPU_OPS on x: a 3x3 SAME L2 pool."""
+    return _node(b, op, name, [x], shape, padding=SAME, stride_w=1, stride_h=1, filter_width=3, filter_height=3,
+                 fused_activation_function=NONE)
 
 
 def _node(b, op, name, inputs, shape, **options):
