@@ -20,7 +20,7 @@ builtin resolver lacks MediaPipe's).
 from dataclasses import replace
 
 from .errors import ModelError
-from .graph import Graph
+from .graph import BODY_OP, Graph
 from .litert_crashes import crash_reason
 from .ops.control_flow import SUBGRAPH_OPTIONS, calls
 from .partition import work
@@ -141,8 +141,10 @@ def copy_callees(model, nodes, first_buffer):
 
 
 def renumbered_options(op, renumber):
-    """`op`'s options (a dict) with the subgraph indices it names renumbered ({old: new})."""
+    """`op`'s options (a dict) with the subgraph indices it names renumbered ({old: new}), less
+    what Graph.from_model derived from the model (graph.BODY_OP: the file has no such field)."""
     options = dict(op.options)
+    options.pop(BODY_OP, None)
     if not op.custom:
         for option in CALLEE_OPTIONS.get(op.op, ()):
             if options.get(option) in renumber:

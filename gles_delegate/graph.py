@@ -109,6 +109,35 @@ class Node:
         return f"#{self.index} ({self.op})"
 
 
+# StableHLO ops whose body subgraph LiteRT's kernel reads as one reduction op (stablehlo_reduce_window.cc
+# inspects the body's single kernel rather than running it): the option naming the body, and the
+# one Graph.from_model adds, BODY_OP, the body's op code when it is one binary op of the body's two
+# inputs to its output (no fused activation), else None.
+REDUCTION_BODIES = {"STABLEHLO_REDUCE_WINDOW": "body_subgraph_index"}
+BODY_OP = "body_op"
+
+
+def _options_of(model, op):
+    """A copy of operator `op`'s options, with BODY_OP for the ops of REDUCTION_BODIES."""
+    options = dict(op.options)
+    if not op.custom and op.op in REDUCTION_BODIES:
+        options[BODY_OP] = _body_op(model, options.get(REDUCTION_BODIES[op.op]))
+    return options
+
+
+def _body_op(model, index):
+    if not isinstance(index, int) or not 0 <= index < len(model.subgraphs):
+        return None
+    body = model.subgraphs[index]
+    if len(body.operators) != 1 or len(body.inputs) != 2 or len(body.outputs) != 1:
+        return None
+    (op,) = body.operators
+    if op.custom or sorted(op.inputs) != sorted(body.inputs) or len(set(op.inputs)) != 2 \
+            or tuple(op.outputs) != tuple(body.outputs) or op.options.get("fused_activation_function", 0) != 0:
+        return None
+    return op.op
+
+
 def _drop_written_buffer(tensor):
     """Make a tensor an operator writes a runtime tensor even when the model gives it a buffer
     (converters leave one there at times). LiteRT maps such a buffer read-only and the operator
@@ -243,7 +272,7 @@ class Graph:
                 _drop_written_buffer(out)
             _check_not_in_place(k, op, inputs, outputs)
             nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
-                              options=dict(op.options), custom=op.custom, custom_options=op.custom_options))
+                              options=_options_of(model, op), custom=op.custom, custom_options=op.custom_options))
         graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)
         graph.source_model = model
         graph.subgraph_index = subgraph_index

@@ -2,7 +2,8 @@
 litert-torch writes them for torch's index_copy / index_put / scatter and local_response_norm:
 their options (the operator's second options union) are read and written, and our Interpreter
 runs them through LiteRT's kernels with their callees copied into the sub-model
-(callee_subgraphs.py), as LiteRT's own Interpreter runs the file."""
+(callee_subgraphs.py), as LiteRT's own Interpreter runs the file; a reduce window, whose body
+LiteRT's kernel only reads, runs on our own kernels (ops/reduce_window.py)."""
 import dataclasses
 import subprocess
 import sys
@@ -103,7 +104,9 @@ def test_a_scatter_runs_through_litert_with_its_update_computation(combine):
     assert np.allclose(ours, expected)
 
 
-def test_a_reduce_window_runs_through_litert_with_its_body():
+def test_a_reduce_window_with_its_body_runs_as_litert_s():
+    """Its body's one ADD is what LiteRT's kernel reads: our reference kernel takes the node
+    (ops/reduce_window.py) and gives LiteRT's sums."""
     model = reduce_window_model()
     x = np.random.default_rng(1).standard_normal((1, 4, 5, 6)).astype(np.float32)
     (ours,), _ = run(model, [x])
@@ -159,13 +162,14 @@ def test_a_composite_runs_its_decomposition_through_litert():
 
 
 def test_a_hostile_stablehlo_node_is_refused_not_crashed_on():
-    """A reduce window whose init value input is omitted (a mutation gles-fuzz made) crashes
-    LiteRT's kernel (SIGSEGV in LiteRT alone): the sub-model's trial run in a child process
-    sees that, and allocate_tensors() refuses the node with a ModelError instead of the process
-    dying. Run in a forked child, so that a regression fails this test, not the test run."""
-    model = read_model(reduce_window_model())
+    """A composite whose input is omitted (-1) crashes LiteRT's kernel (SIGSEGV in LiteRT
+    alone): the sub-model's trial run in a child process sees that, and allocate_tensors()
+    refuses the node with a ModelError instead of the process dying. Run in a forked child, so
+    that a regression fails this test, not the test run. (A reduce window with its init value
+    omitted, gles-fuzz's first such find, is our reference's to refuse since it has a kernel.)"""
+    model = read_model(composite_model())
     op = model.subgraphs[0].operators[0]
-    model.subgraphs[0].operators[0] = dataclasses.replace(op, inputs=(op.inputs[0], -1))
+    model.subgraphs[0].operators[0] = dataclasses.replace(op, inputs=(-1,))
     data = write_model(model)
     litert_alone = subprocess.run([sys.executable, "-c", cpu_litert._TRIAL], input=bytes(data), capture_output=True)
     assert litert_alone.returncode < 0, "LiteRT no longer crashes on it: pick another hostile model"
@@ -174,6 +178,15 @@ def test_a_hostile_stablehlo_node_is_refused_not_crashed_on():
         try:
             Interpreter(model_content=data).allocate_tensors()
         except ModelError as error:
-            return "crash" in str(error) and "STABLEHLO_REDUCE_WINDOW" in str(error)
+            return "crash" in str(error) and "STABLEHLO_COMPOSITE" in str(error)
         return False
     assert in_forked_child(refused)
+
+
+def test_a_reduce_window_missing_its_init_value_is_malformed():
+    """gles-fuzz's mutation that crashed LiteRT's reduce window kernel: refused before LiteRT sees it."""
+    model = read_model(reduce_window_model())
+    op = model.subgraphs[0].operators[0]
+    model.subgraphs[0].operators[0] = dataclasses.replace(op, inputs=(op.inputs[0], -1))
+    with pytest.raises(ModelError, match=r"STABLEHLO_REDUCE_WINDOW.*input 1 is omitted"):
+        Interpreter(model_content=write_model(model)).allocate_tensors()

@@ -20,6 +20,7 @@ import dataclasses
 import numpy as np
 
 from gles_delegate import ops
+from gles_delegate.ops import reduce_window
 
 F32_U, F16_U = 2.0 ** -24, 2.0 ** -11  # unit roundoff: half the spacing at 1.0
 F32_TINY, F16_TINY = float(np.finfo(np.float32).tiny), float(np.finfo(np.float16).tiny)
@@ -93,11 +94,22 @@ def _lrn_terms(node, inputs):
     return np.where(np.isfinite(s), steps, 3)
 
 
+def _window_reduction_terms(node, inputs):
+    """[STABLEHLO_]REDUCE_WINDOW: a sum or a product of its window's taps (a product of n factors
+    is within gamma(n) of exact too, relative to |product|); None for max / min, exact."""
+    reducer = reduce_window.reducer(node)
+    if reducer not in ("add", "mul"):
+        return None
+    geometry, _ = reduce_window.geometry_reason(node, np.shape(inputs[0]), inputs)
+    return geometry.taps
+
+
 def _filter_terms(axes):
     return lambda node, inputs: int(np.prod([np.shape(inputs[1])[a] for a in axes]))
 
 
-# op -> (fn(node, inputs) -> how many products or addends each output element sums at most, the
+# op -> (fn(node, inputs) -> how many products or addends each output element sums at most (None:
+# this node sums nothing), the
 # operands that must be float for the sum to be a float one: a hybrid or quantized node sums
 # integers exactly and only rounds its final scaling, which the default ulp bound covers).
 SUM_TERMS = {
@@ -114,6 +126,8 @@ SUM_TERMS = {
     "CUMSUM": (_scan_terms, (0,)),
     "L2_NORMALIZATION": (_channel_terms, (0,)),
     "LOCAL_RESPONSE_NORMALIZATION": (_lrn_terms, (0,)),
+    "STABLEHLO_REDUCE_WINDOW": (_window_reduction_terms, (0,)),
+    "REDUCE_WINDOW": (_window_reduction_terms, (0,)),
 }
 
 
@@ -125,7 +139,8 @@ def sum_magnitudes(node, inputs):
     """sum|terms| of every output element of a float summing node (SUM_TERMS), float64: the
     node's reference kernel on |inputs| (float inputs only) with no fused activation. One array
     per output, or None when the node is not a float sum."""
-    if node.op not in SUM_TERMS or not all(_is_float(inputs[k]) for k in SUM_TERMS[node.op][1]):
+    if node.op not in SUM_TERMS or not all(_is_float(inputs[k]) for k in SUM_TERMS[node.op][1]) \
+            or SUM_TERMS[node.op][0](node, inputs) is None:
         return None
     unclamped = dataclasses.replace(node, options={**node.options, "fused_activation_function": 0})
     absolute = [np.abs(x) if _is_float(x) else x for x in inputs]

@@ -108,16 +108,17 @@ def _without_reference(status):
     out += [f"- Not written yet: {_ops_line(litert - grouped)}.", ""]
     nothing = {op for op, where in status.items() if where == "none"}
     stablehlo = sorted(op for op in schema.BUILTIN_OP_CODES if op.startswith(STABLEHLO_PREFIX))
-    stablehlo_litert = [op for op in stablehlo if op not in LITERT_UNREGISTERED]
+    ours = [op for op in stablehlo if op in ops.KERNELS]
+    stablehlo_litert = [op for op in stablehlo if op not in LITERT_UNREGISTERED and op not in ours]
     out += [f"LiteRT 2.3's builtin resolver does not register these, so nothing runs them: {_ops_line(nothing)}.",
             "`CUSTOM` is the code of every custom op (those the reference has are rows of the table, by their",
             "custom code); " + " and ".join(f"`{op}`" for op in NOT_OPS if op != "CUSTOM") + " name no op.", "",
             f"The {len(stablehlo)} `{STABLEHLO_PREFIX}*` builtins (StableHLO ops in .tflite files) are not listed "
-            "one by one: none has a",
-            f"reference or GPU kernel; LiteRT 2.3 registers {len(stablehlo_litert)} of them, which run through "
-            "LiteRT like the ops above",
-            "(those that call subgraphs, a scatter's update computation, a reduce window's body, a composite's",
-            "decomposition, with their callees copied into the LiteRT sub-model: callee_subgraphs.py): "
+            f"one by one: {len(ours)} {'has' if len(ours) == 1 else 'have'}",
+            f"kernels of ours (rows of the table above: {_ops_line(ours)}); LiteRT 2.3 registers "
+            f"{len(stablehlo_litert)} others, which run through LiteRT like the ops above",
+            "(those that call subgraphs, a scatter's update computation, a composite's decomposition, with their",
+            "callees copied into the LiteRT sub-model: callee_subgraphs.py): "
             f"{_ops_line(stablehlo_litert)}.", ""]
     return out
 

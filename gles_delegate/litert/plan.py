@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from ..callee_subgraphs import small_loop_caller
 from ..errors import ModelError
-from ..graph import Graph
+from ..graph import REDUCTION_BODIES, Graph
 from ..partition import boundary
 from ..placement import litert_side
 from ..tflite.schema import BUILTIN_OP_CODES
@@ -53,10 +53,19 @@ def match_subgraph(model, nodes, codes):
                for k, io in nodes.items()):
             found.append(s)
     if len(found) != 1:
-        log.warning("GpuDelegate: LiteRT's subgraph of %d nodes matches %s of the model's subgraphs; "
-                    "its nodes stay on LiteRT's CPU kernels", len(nodes), len(found) or "none")
+        # Reduction bodies (a reduce window's one ADD) are alike and never run: LiteRT reads their op.
+        quiet = found and set(found) <= _reduction_bodies(model)
+        (log.debug if quiet else log.warning)(
+            "GpuDelegate: LiteRT's subgraph of %d nodes matches %s of the model's subgraphs; its nodes stay on "
+            "LiteRT's CPU kernels", len(nodes), len(found) or "none")
         return None
     return found[0]
+
+
+def _reduction_bodies(model):
+    """The subgraph indices that ops of graph.REDUCTION_BODIES name as their body."""
+    return {op.options.get(REDUCTION_BODIES[op.op]) for sg in model.subgraphs for op in sg.operators
+            if not op.custom and op.op in REDUCTION_BODIES}
 
 
 def op_code(op):

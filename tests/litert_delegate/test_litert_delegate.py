@@ -445,3 +445,22 @@ def test_int_arrays_round_trip():
     assert abi.int_array(pointer) == [3, -1, 7] and abi.int_array(abi.make_int_array([])[0]) == []
     assert abi.int_array(ctypes.POINTER(abi.TfLiteIntArray)()) == []
     del memory
+
+
+def test_reduce_windows_run_on_the_gpu_inside_litert(caplog):
+    """litert-torch's ceil-mode average pool (STABLEHLO_REDUCE_WINDOW with ADD bodies): LiteRT hands
+    us its nodes, which run on the GPU as in our Interpreter, and asks about the two alike body
+    subgraphs too, which LiteRT never runs: no warning about them."""
+    from tests.reduce_window_models import avg_pool_ceil_model
+    data, _ = avg_pool_ceil_model()
+    x = np.random.default_rng(3).standard_normal((1, 9, 10, 6)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        with caplog.at_level(logging.WARNING, logger="gles_delegate"):
+            interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+            interp.allocate_tensors()
+        out = run(interp, x)
+        assert delegate.summary()["gpu_nodes"] == 2 and delegate.summary()["cpu_nodes"] == 0
+        del interp
+    assert not [r for r in caplog.records if r.name == "gles_delegate"], caplog.text
+    theirs = litert_alone(data, x)
+    assert_close(out, theirs, 3 * 10 * EPS32 * np.abs(theirs).max())
