@@ -203,6 +203,23 @@ def test_gather_nd(precision):
                 out_dtype=np.int32)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gathers_of_rank_5_and_6(precision):
+    """litert-torch's grid_sample and unfold gather from rank-5 params into rank-6 outputs:
+    GATHER_ND, GATHER and EMBEDDING_LOOKUP read and write by row-major index, which the BHWC
+    view of merged leading dims keeps."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 3, 2, 4, 5)).astype(np.float32)
+    for depth, rows in [(2, (2, 3, 2)), (4, (3, 2)), (1, (2, 2))]:  # outputs of rank 6, 3 and 6
+        indices = np.stack([rng.integers(0, d, rows) for d in x.shape[:depth]], axis=-1).astype(np.int32)
+        check_exact("GATHER_ND", [In(x), In(indices)], precision=precision, out_dtype=np.float32)
+    positions = rng.integers(0, 4, (2, 3)).astype(np.int32)
+    check_exact("GATHER", [In(x), In(positions)], {"axis": 3}, precision=precision, out_dtype=np.float32)
+    table = rng.standard_normal((6, 2, 3, 2, 2)).astype(np.float32)
+    check_exact("EMBEDDING_LOOKUP", [In(rng.integers(0, 6, (4,)).astype(np.int32)), In(table, const=True)],
+                precision=precision, out_dtype=np.float32)
+
+
 def test_gather_nd_out_of_range_index_fails_the_invoke():
     """A row of GATHER_ND's indices outside params' dims fails the invoke, naming the node, as
     TFLite fails it; the next invoke in range runs."""

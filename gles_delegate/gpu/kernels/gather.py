@@ -34,7 +34,8 @@ def _operands(node):
 def supports(node):
     """The reference's checks; batch_dims 0; int32 indices, runtime ones (GATHER_ND: constant
     ones too); float32, bool or int32 values of the output's dtype (a hybrid EMBEDDING_LOOKUP of
-    8-bit rows stays on the CPU); ranks <= 4."""
+    8-bit rows stays on the CPU); GATHER_ND rows of at most 4 dims. Any rank up to phwc4.MAX_RANK
+    (HIGH_RANK): every tensor is read by its row-major index, which the BHWC view keeps."""
     checks = reference.SUPPORT if node.op == "GATHER" else lookup_reference.SUPPORT
     reason = checks[node.op](node)
     if reason:
@@ -50,8 +51,8 @@ def supports(node):
         return f"{node.op} of {params.dtype} values into {node.outputs[0].dtype} (the GPU moves float32, bool, int32)"
     if len(params.shape) == 0:
         return "GATHER from a scalar"
-    if max(len(t.shape) for t in (params, indices, node.outputs[0])) > 4:  # layout.py's HIGH_RANK
-        return "runtime indices gather tensors of rank <= 4"
+    if node.op == "GATHER_ND" and indices.shape[-1] > 4:
+        return f"GATHER_ND index rows of {indices.shape[-1]} dims (the kernel's nd_dims holds 4)"
     return None
 
 
@@ -144,6 +145,7 @@ OPS = ("GATHER", "EMBEDDING_LOOKUP", "GATHER_ND")
 SUPPORT = {**{op: supports for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_supports}
 BUILD = {**{op: build for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_build}
 FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None, "DYNAMIC_UPDATE_SLICE": None}
+HIGH_RANK = {op: None for op in OPS}  # row-major reads and writes, whatever the view merged
 # They copy stored values (EMBEDDING_LOOKUP's hybrid 8-bit variant stays on the CPU).
 FACTS = {"EMBEDDING_LOOKUP": OpFacts(arity=((2,), (), 1), integer_move=True),
          "GATHER_ND": OpFacts(arity=((2,), (), 1), integer_move=True),
