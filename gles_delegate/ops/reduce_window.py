@@ -37,6 +37,7 @@ MAX_RANK = 6  # LiteRT's kMaxReduceWindowRank
 # The reference loops over the window's taps in Python (each a numpy pass over the outputs): a
 # window of more taps goes to LiteRT's kernel (cpu_backend 'auto'), or is refused without it.
 MAX_TAPS = 1 << 20
+INT32_MAX = (1 << 31) - 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ def geometry_reason(node, in_shape, values):
     if min(padded) < 1:
         return None, f"padding {padding} leaves an empty tensor of {padded}"
     spans = [(w - 1) * d + 1 for w, d in zip(window, dilations)]
+    if max(*dilated, *padded, *spans) > INT32_MAX:
+        # LiteRT's kernel computes these as CheckedInt<int32_t> and fails its Prepare past them.
+        return None, f"the dilated, padded or window sizes {dilated}, {padded}, {spans} overflow int32"
     out_shape = tuple(0 if p < s else (p - s) // stride + 1 for p, s, stride in zip(padded, spans, strides))
     return Geometry(tuple(window), tuple(strides), tuple(base), tuple(dilations), tuple(padding[0::2]),
                     tuple(padding[1::2]), dilated, out_shape), None
