@@ -36,7 +36,8 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest),
           and DYNAMIC_UPDATE_SLICE of a tensor (or a constant) into another at start indices
           one of which an ARG_MAX computes (the others constants, past the end sometimes: TFLite
-          clamps them).
+          clamps them), LOCAL_RESPONSE_NORMALIZATION (radius 0-6, AlexNet's options and others)
+          and TOPK_V2 of the last axis (its values go on).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -715,13 +716,15 @@ def rfft2d(g):
 # -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
 class EdgeGenerator(_Pools):
     """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND,
-    ONE_HOT, ATAN2 and DYNAMIC_UPDATE_SLICE (the module docstring)."""
+    ONE_HOT, ATAN2, DYNAMIC_UPDATE_SLICE, LOCAL_RESPONSE_NORMALIZATION and TOPK_V2 (the module
+    docstring)."""
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
         self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
-                                        (gather_nd, 4), (one_hot, 3), (atan2, 3), (update_slice, 4)))
+                                        (gather_nd, 4), (one_hot, 3), (atan2, 3), (update_slice, 4),
+                                        (local_response_norm, 3), (top_k, 3)))
         self.choose_outputs()
         return self.spec
 
@@ -881,6 +884,32 @@ def update_slice(g):
     start = g.typed("CONCATENATION", starts, [g.value((len(shape),), np.int32)], axis=0,
                     fused_activation_function=NONE)[0]
     return g.one("DYNAMIC_UPDATE_SLICE", [x, update, start], shape)
+
+
+def local_response_norm(g):
+    """LOCAL_RESPONSE_NORMALIZATION of a 4-D tensor: radius 0 to 6 (past the channels too), the
+    options of AlexNet and Inception or drawn around them."""
+    x = g.pick(lambda shape: len(shape) == 4)
+    if x is None:
+        return False
+    options = dict(radius=int(g.rng.integers(0, 7)), bias=g.choice((1.0, 2.0, 0.5)),
+                   alpha=g.choice((1e-4, 2e-5, 0.1, 1.0)), beta=g.choice((0.75, 0.5, 1.0)))
+    return g.one("LOCAL_RESPONSE_NORMALIZATION", [x], g.shape_of(x), **options)
+
+
+def top_k(g):
+    """TOPK_V2 of x's last axis, k from 1 to its width: the values go on (sorted values of rounded
+    inputs are the rounded sorted values, whatever order the rounding ties), the indices are an
+    int32 output of the node only."""
+    x = g.pick()
+    if x is None:
+        return False
+    shape = g.shape_of(x)
+    k = int(g.rng.integers(1, shape[-1] + 1))
+    out = tuple(shape[:-1]) + (k,)
+    values, _ = g.typed("TOPK_V2", [x, g.ints(k)],
+                        [g.value(out), g.value(out, np.int32, bounds=(0, shape[-1] - 1))])
+    return values
 
 
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)
