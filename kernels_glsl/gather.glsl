@@ -1,5 +1,5 @@
-// GATHER and EMBEDDING_LOOKUP with indices computed at run time, and GATHER_ND (ND) with runtime or
-// constant (IDX_CONST) indices (int32, as their bits: the int view):
+// GATHER and EMBEDDING_LOOKUP with indices computed at run time, GATHER_ND (ND) and SCATTER_ND
+// (SCATTER, below) with runtime or constant (IDX_CONST) indices (int32, as their bits: the int view):
 // out[outer, i, inner] = params[outer, indices[i], inner]; with ND,
 // out[row, inner] = params[indices[row, 0], ..., indices[row, depth - 1], inner]; every tensor read
 // and written through its row-major index. Each invocation writes one vec4 of the output (4
@@ -9,8 +9,9 @@
 // Params: out_size (w, h, slices, batch), out_channels, out_offset; in_size, in_channels,
 // in_offset (params: constants with SOURCE_CONST, else the arena); idx_size, idx_channels,
 // idx_offset; inner (elements after the gathered dims), status_offset (a float index into the
-// I/O buffer); GATHER: outer_stride (= indices count x inner), axis_size; ND: depth (dims each
-// index row picks), nd_dims (those dims' sizes).
+// I/O buffer); GATHER: outer_stride (= indices count x inner), axis_size; ND and SCATTER: depth
+// (dims each index row picks), nd_dims (those dims' sizes); SCATTER: rows (index rows), upd_size,
+// upd_channels, upd_offset (the updates: constants with UPDATE_CONST).
 
 #include "row_major.glsl"
 
@@ -22,6 +23,28 @@ bool outside(int position, int size) {
   return true;
 }
 
+#if SCATTER
+// SCATTER_ND: zeros, and each update row added where its index row points, in index order (as
+// TFLite adds duplicates): out[r, inner] = sum of updates[i, inner] over the rows i indexing r.
+// Every invocation walks every index row (so each also sees, and reports, one out of range).
+float update_at(int i) { return stored_at(upd_offset, upd_size, upd_channels, i, UPDATE_CONST == 1); }
+
+float element(int f) {
+  int target = f / inner;  // the row-major index of f's position in the first depth dims
+  highp float sum = 0.0;
+  for (int i = 0; i < rows; ++i) {
+    int position = 0;
+    bool inside = true;
+    for (int k = 0; k < depth; ++k) {
+      int p = index_at(i * depth + k);
+      if (outside(p, nd_dims[k])) inside = false;
+      position = position * nd_dims[k] + p;
+    }
+    if (inside && position == target) sum += update_at(i * inner + f % inner);
+  }
+  return sum;
+}
+#else
 float element(int f) {
 #if ND
   int row = f / inner;
@@ -41,5 +64,6 @@ float element(int f) {
 #endif
   return stored_at(in_offset, in_size, in_channels, source, SOURCE_CONST == 1);
 }
+#endif
 
 #include "per_element.glsl"

@@ -220,6 +220,44 @@ def test_gathers_of_rank_5_and_6(precision):
                 precision=precision, out_dtype=np.float32)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_scatter_nd(precision):
+    """SCATTER_ND of index rows of depth 1 to the output's rank, runtime and constant, with
+    duplicates (added in index order: the reference's sum, to rounding), into outputs of ranks 1
+    to 5; runtime and constant updates."""
+    rng = np.random.default_rng(19)
+    for shape, depth, rows, const_indices in [((6,), 1, (4,), False), ((3, 4, 5), 2, (7,), True),
+                                              ((2, 3, 4, 5), 1, (2, 2), False), ((4, 3), 2, (12,), False),
+                                              ((2, 2, 3, 2, 4), 3, (3,), True)]:
+        indices = np.stack([rng.integers(0, d, rows) for d in shape[:depth]], axis=-1).astype(np.int32)
+        indices.reshape(-1, depth)[-1] = indices.reshape(-1, depth)[0]  # a row twice: its updates add
+        updates = rng.standard_normal(rows + shape[depth:]).astype(np.float32)
+        const_updates = depth == 2 and not const_indices  # not both: the node would fold
+        check_gpu("SCATTER_ND", [In(indices, const=const_indices), In(updates, const=const_updates),
+                                 In(np.array(shape, np.int32), const=True)], None, precision,
+                  output_dtypes=[np.float32])
+
+
+def test_scatter_nd_out_of_range_index_fails_the_invoke():
+    """An index row outside the output fails the invoke, naming the node; in range it runs."""
+    model = single_op_model("SCATTER_ND", [In(np.array([[1, 2]], np.int32)), In(np.ones((1, 4), np.float32)),
+                                           In(np.array([2, 3, 4], np.int32), const=True)], output_dtypes=[np.float32])
+    with GpuDelegate() as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert delegate.summary()["gpu_nodes"] == 1
+        index, updates = (d["index"] for d in interp.get_input_details())
+        interp.set_tensor(updates, np.arange(4, dtype=np.float32).reshape(1, 4))
+        for bad in ([[1, 3]], [[-1, 0]], [[2, 0]]):
+            interp.set_tensor(index, np.array(bad, np.int32))
+            with pytest.raises(ModelError, match=r"#0 \(SCATTER_ND\): a scatter_nd index is out of range"):
+                interp.invoke()
+        interp.set_tensor(index, np.array([[1, 2]], np.int32))
+        interp.invoke()
+        out = interp.get_tensor(interp.get_output_details()[0]["index"])
+        assert np.array_equal(out[1, 2], np.arange(4)) and out.sum() == 6
+
+
 def test_gather_nd_out_of_range_index_fails_the_invoke():
     """A row of GATHER_ND's indices outside params' dims fails the invoke, naming the node, as
     TFLite fails it; the next invoke in range runs."""

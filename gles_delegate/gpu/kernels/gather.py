@@ -1,6 +1,9 @@
-"""GATHER and EMBEDDING_LOOKUP with indices computed at run time, and GATHER_ND with runtime or
-constant indices (kernels_glsl/gather.glsl); DYNAMIC_UPDATE_SLICE at runtime or constant start
-indices (kernels_glsl/update_slice.glsl: a copy of the operand with the update in its box). For GATHER this is the second candidate, after
+"""GATHER and EMBEDDING_LOOKUP with indices computed at run time, GATHER_ND and SCATTER_ND with
+runtime or constant indices (kernels_glsl/gather.glsl); DYNAMIC_UPDATE_SLICE at runtime or
+constant start indices (kernels_glsl/update_slice.glsl: a copy of the operand with the update in
+its box). SCATTER_ND (TensorFlow's scatter_nd: a point cloud's pillars into a grid) sums the
+updates each output element's index rows name, in index order as TFLite does, walking every
+row: index rows times output elements. For GATHER this is the second candidate, after
 layout.py's, which takes constant indices (kernels.ORDER); EMBEDDING_LOOKUP is a GATHER along axis
 0 of its value (input 1) by its lookup (input 0); GATHER_ND picks, per row of its indices, the
 slice of params at that row's leading coordinates (what litert-torch writes for torch.gather and
@@ -102,6 +105,43 @@ def build(node, env):
     return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
 
 
+# -- SCATTER_ND --------------------------------------------------------------------------------
+def scatter_supports(node):
+    """The reference's checks; int32 index rows of at most 4 dims, runtime or constant; float32
+    updates (summed: highp, in index order); a constant shape."""
+    reason = lookup_reference.SUPPORT["SCATTER_ND"](node)
+    if reason:
+        return reason
+    indices, updates, shape = node.inputs
+    if updates.dtype != np.float32:
+        return f"SCATTER_ND of {updates.dtype} updates (the GPU sums float32)"
+    if not shape.is_const:
+        return "the shape (input 2) must be constant"
+    if len(indices.shape) == 0 or indices.shape[-1] > 4:
+        return f"SCATTER_ND index rows of shape {list(indices.shape)} (the kernel takes rows of 1 to 4 dims)"
+    return None
+
+
+def scatter_build(node, env):
+    """One gather.glsl dispatch (SCATTER) over the output."""
+    indices, updates, _ = node.inputs
+    out = node.outputs[0]
+    depth = int(indices.shape[-1])
+    o4, u4, i4 = bhwc(out.shape), bhwc(updates.shape), bhwc(indices.shape)
+    status = env.status_word(str(node_error(node, f"a scatter_nd index is out of range for shape "
+                                                  f"{list(out.shape[:depth])}")))
+    values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
+              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": _packed(env, updates),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, indices),
+              "status_offset": status, "depth": depth, "rows": int(indices.size // depth),
+              "nd_dims": tuple(int(d) for d in out.shape[:depth]) + (1,) * (4 - depth),
+              "inner": int(np.prod(out.shape[depth:], dtype=np.int64))}
+    defines = {"SCATTER": 1, "UPDATE_CONST": int(updates.is_const), "IDX_CONST": int(indices.is_const),
+               "IO_STATUS": 1}
+    reads = tuple(t for t in (indices, updates) if not t.is_const)
+    return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
+
+
 # -- DYNAMIC_UPDATE_SLICE ----------------------------------------------------------------------
 def update_slice_supports(node):
     """The reference's checks; int32 start indices (runtime or constant); float32, bool or int32
@@ -142,11 +182,13 @@ def update_slice_build(node, env):
 
 # GATHER's FACTS and FLOAT_VIEW entry are layout.py's (one per op).
 OPS = ("GATHER", "EMBEDDING_LOOKUP", "GATHER_ND")
-SUPPORT = {**{op: supports for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_supports}
-BUILD = {**{op: build for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_build}
-FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None, "DYNAMIC_UPDATE_SLICE": None}
-HIGH_RANK = {op: None for op in OPS}  # row-major reads and writes, whatever the view merged
+SUPPORT = {**{op: supports for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_supports,
+           "SCATTER_ND": scatter_supports}
+BUILD = {**{op: build for op in OPS}, "DYNAMIC_UPDATE_SLICE": update_slice_build, "SCATTER_ND": scatter_build}
+FLOAT_VIEW = {"EMBEDDING_LOOKUP": None, "GATHER_ND": None, "DYNAMIC_UPDATE_SLICE": None, "SCATTER_ND": None}
+HIGH_RANK = {op: None for op in (*OPS, "SCATTER_ND")}  # row-major reads and writes, whatever the view merged
 # They copy stored values (EMBEDDING_LOOKUP's hybrid 8-bit variant stays on the CPU).
 FACTS = {"EMBEDDING_LOOKUP": OpFacts(arity=((2,), (), 1), integer_move=True),
          "GATHER_ND": OpFacts(arity=((2,), (), 1), integer_move=True),
-         "DYNAMIC_UPDATE_SLICE": OpFacts(arity=((3,), (), 1), integer_move=True)}
+         "DYNAMIC_UPDATE_SLICE": OpFacts(arity=((3,), (), 1), integer_move=True),
+         "SCATTER_ND": OpFacts(arity=((3,), (), 1))}
