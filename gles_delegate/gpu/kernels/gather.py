@@ -101,7 +101,7 @@ def build(node, env):
               "status_offset": status, **_picked(node, params, indices, axis)}
     reads = tuple(t for t in (params, indices) if not t.is_const)
     defines = {"SOURCE_CONST": int(params.is_const), "IDX_CONST": int(indices.is_const),
-               "ND": int(node.op == "GATHER_ND"), "IO_STATUS": 1}
+               "ND": int(node.op == "GATHER_ND"), "SCATTER": 0, "IO_STATUS": 1}
     return [Dispatch("gather", (o4.w, o4.h, o4.slices * o4.b), defines, values, reads=reads, writes=(out,))]
 
 
