@@ -138,6 +138,27 @@ def _body_op(model, index):
     return op.op
 
 
+def tensor_of(model, subgraph_index, i, index=None, name=None):
+    """The IR Tensor of tensor i of a model's subgraph (its constant data zero-copy); `index` and
+    `name` replace the file's (an inlined decomposition's tensors get fresh ones)."""
+    t = model.subgraphs[subgraph_index].tensors[i]
+    return Tensor(index=i if index is None else index, name=t.name if name is None else name, shape=tuple(t.shape),
+                  dtype=tensor_dtype(t), data=model.tensor_data(subgraph_index, i), quantization=t.quantization,
+                  sparsity=t.sparsity, shape_signature=t.shape_signature, is_variable=t.is_variable,
+                  type_name=t.type_name)
+
+
+def node_of(model, k, op, tensors):
+    """The IR Node of OperatorDef `op` (as node #k), its tensor indices looked up in `tensors`."""
+    inputs = [tensors[i] if i >= 0 else None for i in op.inputs]
+    outputs = [tensors[i] for i in op.outputs]
+    for out in outputs:
+        _drop_written_buffer(out)
+    _check_not_in_place(k, op, inputs, outputs)
+    return Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version, options=_options_of(model, op),
+                custom=op.custom, custom_options=op.custom_options)
+
+
 def _drop_written_buffer(tensor):
     """Make a tensor an operator writes a runtime tensor even when the model gives it a buffer
     (converters leave one there at times). LiteRT maps such a buffer read-only and the operator
@@ -253,26 +274,19 @@ class Graph:
         self.next_index = max((t.index for t in self.tensors), default=-1) + 1  # see new_tensor
 
     @classmethod
-    def from_model(cls, model, subgraph_index=0, single_producers=True):
+    def from_model(cls, model, subgraph_index=0, single_producers=True, inline_composites=True):
         """Build the IR of one subgraph of a ModelDef. Constant data stays zero-copy.
         single_producers: refuse a tensor that two operators write (check_order); LiteRT's
-        delegate path reads such a graph and leaves those operators to LiteRT."""
+        delegate path reads such a graph and leaves those operators to LiteRT.
+        inline_composites: each STABLEHLO_COMPOSITE that can be replaced by the nodes of its
+        decomposition subgraph is (composites.py); LiteRT's delegate path, whose graph LiteRT
+        holds, keeps them."""
         sg = model.subgraphs[subgraph_index]
-        tensors = []
-        for i, t in enumerate(sg.tensors):
-            tensors.append(Tensor(index=i, name=t.name, shape=tuple(t.shape), dtype=tensor_dtype(t),
-                                  data=model.tensor_data(subgraph_index, i), quantization=t.quantization,
-                                  sparsity=t.sparsity, shape_signature=t.shape_signature,
-                                  is_variable=t.is_variable, type_name=t.type_name))
-        nodes = []
-        for k, op in enumerate(sg.operators):
-            inputs = [tensors[i] if i >= 0 else None for i in op.inputs]
-            outputs = [tensors[i] for i in op.outputs]
-            for out in outputs:
-                _drop_written_buffer(out)
-            _check_not_in_place(k, op, inputs, outputs)
-            nodes.append(Node(index=k, op=op.op, inputs=inputs, outputs=outputs, version=op.version,
-                              options=_options_of(model, op), custom=op.custom, custom_options=op.custom_options))
+        tensors = [tensor_of(model, subgraph_index, i) for i in range(len(sg.tensors))]
+        nodes = [node_of(model, k, op, tensors) for k, op in enumerate(sg.operators)]
+        if inline_composites:
+            from .composites import inline  # it builds on this module
+            nodes = inline(model, subgraph_index, nodes, tensors)
         graph = cls(nodes, [tensors[i] for i in sg.inputs], [tensors[i] for i in sg.outputs], tensors, sg.name)
         graph.source_model = model
         graph.subgraph_index = subgraph_index

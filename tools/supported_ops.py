@@ -119,7 +119,9 @@ def _without_reference(status):
             f"{len(stablehlo_litert)} others, which run through LiteRT like the ops above",
             "(those that call subgraphs, a scatter's update computation, a composite's decomposition, with their",
             "callees copied into the LiteRT sub-model: callee_subgraphs.py): "
-            f"{_ops_line(stablehlo_litert)}.", ""]
+            f"{_ops_line(stablehlo_litert)}. Our Interpreter replaces a `STABLEHLO_COMPOSITE` by the nodes of its",
+            "decomposition wherever its signature allows (composites.py: litert-torch's RMS norms, layer norms and",
+            "attention blocks then run on the GPU); LiteRT's Interpreter, whose graph it is, keeps the node.", ""]
     return out
 
 

@@ -80,7 +80,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     index: shape} as LiteRT holds them; those that differ from the model's (after
     resize_tensor_input) are propagated through the graph as the Interpreter does."""
     sg = model.subgraphs[index]
-    graph = Graph.from_model(model, index, single_producers=False)
+    graph = Graph.from_model(model, index, single_producers=False, inline_composites=False)
     caller = small_loop_caller(model, index) if index else None
     if caller is not None:
         log.info("GpuDelegate: subgraph %d is left to LiteRT's kernels: %s calls it, and its subgraphs compute "
@@ -114,7 +114,7 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     shapes, also those LiteRT put in another kernel (which runs nothing: our constants are its
     outputs); the graph holds no claimed fold, as plan_subgraph's does not, since such a node left
     between two of the kernel's would cut their partition."""
-    graph = Graph.from_model(model, plan.index)
+    graph = Graph.from_model(model, plan.index, inline_composites=False)
     densify_sparse_reads(graph)
     fold_constants(graph)
     sources = _fold_sources(graph, nodes, plan.folded)
