@@ -279,8 +279,8 @@ class Graph:
         single_producers: refuse a tensor that two operators write (check_order); LiteRT's
         delegate path reads such a graph and leaves those operators to LiteRT.
         inline_composites: each STABLEHLO_COMPOSITE that can be replaced by the nodes of its
-        decomposition subgraph is (composites.py); LiteRT's delegate path, whose graph LiteRT
-        holds, keeps them."""
+        decomposition subgraph is (composites.py; LiteRT's delegate path claims such a composite
+        whole or not at all: litert/plan.py)."""
         sg = model.subgraphs[subgraph_index]
         tensors = [tensor_of(model, subgraph_index, i) for i in range(len(sg.tensors))]
         nodes = [node_of(model, k, op, tensors) for k, op in enumerate(sg.operators)]

@@ -2,7 +2,8 @@
 replace the composite, nested composites too, and the model computes what LiteRT's composite
 kernel computes, on our reference alone and as one GPU partition; a composite whose
 decomposition cannot replace it (its own subgraph, a cycle, another signature, an output that
-is an input, past the budget) stays one node, as before (LiteRT's kernels, or a ModelError)."""
+is an input, past the budget) stays one node, as before (LiteRT's kernels, or a ModelError).
+Inside LiteRT's Interpreter the delegate claims a composite node whole, or leaves it to LiteRT."""
 import numpy as np
 import pytest
 from flatbuffers import flexbuffers
@@ -148,21 +149,42 @@ def test_past_the_budget_composites_stay(monkeypatch):
     assert "STABLEHLO_COMPOSITE" in ops_of(norm_model())
 
 
-def test_litert_s_delegate_path_keeps_the_composite():
-    """Inside LiteRT's Interpreter the graph is LiteRT's: the composite is one of its nodes,
-    which LiteRT runs; the nodes around it still go to the GPU."""
-    pytest.importorskip("ai_edge_litert.interpreter")
+def litert_claims(model, x, **options):
+    """(the operator indices LiteRT replaced by our kernels, the output) in LiteRT's Interpreter."""
     from ai_edge_litert.interpreter import Interpreter as LiteRT
-    from tests.litert import run_litert
     from tests.litert_delegate.test_litert_delegate import replaced
-    model, x = norm_model(), sample()
-    with GpuDelegate(max_delegated_partitions=0) as delegate:
+    with GpuDelegate(max_delegated_partitions=0, **options) as delegate:
         interp = LiteRT(model_content=model, experimental_delegates=[delegate])
         interp.allocate_tensors()
         interp.set_tensor(interp.get_input_details()[0]["index"], x)
         interp.invoke()
         out = interp.get_tensor(interp.get_output_details()[0]["index"])
         claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
-        assert claimed == [0, 2]  # the ADD and the LOGISTIC
         del interp
-    np.testing.assert_allclose(out, run_litert(model, [x])[0], rtol=1e-6)
+    return claimed, out
+
+
+def test_inside_litert_the_delegate_claims_the_composite_whole():
+    """LiteRT's graph holds the composite as one node (#1): with every node of its decomposition
+    on the GPU, the delegate claims it with its neighbours, one kernel; LiteRT's outputs."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from tests.litert import run_litert
+    model, x = norm_model(), sample()
+    claimed, out = litert_claims(model, x)
+    assert claimed == [0, 1, 2]
+    np.testing.assert_allclose(out, run_litert(model, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_inside_litert_a_composite_with_a_cpu_node_stays_litert_s(monkeypatch):
+    """A node of the decomposition the GPU does not take (RSQRT, here): the composite stays one
+    LiteRT node, the nodes around it ours."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from gles_delegate.gpu import kernels
+    from tests.litert import run_litert
+    support = kernels.SUPPORT["RSQRT"]
+    monkeypatch.setitem(kernels.SUPPORT, "RSQRT", lambda node: "no RSQRT today")
+    model, x = norm_model(), sample()
+    claimed, out = litert_claims(model, x)
+    monkeypatch.setitem(kernels.SUPPORT, "RSQRT", support)
+    assert claimed == [0, 2]
+    np.testing.assert_allclose(out, run_litert(model, [x])[0], rtol=1e-5, atol=1e-6)

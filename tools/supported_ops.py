@@ -121,7 +121,8 @@ def _without_reference(status):
             "callees copied into the LiteRT sub-model: callee_subgraphs.py): "
             f"{_ops_line(stablehlo_litert)}. Our Interpreter replaces a `STABLEHLO_COMPOSITE` by the nodes of its",
             "decomposition wherever its signature allows (composites.py: litert-torch's RMS norms, layer norms and",
-            "attention blocks then run on the GPU); LiteRT's Interpreter, whose graph it is, keeps the node.", ""]
+            "attention blocks then run on the GPU); inside LiteRT's Interpreter the delegate claims the composite",
+            "node whole where every node of its decomposition runs on the GPU.", ""]
     return out
 
 

@@ -14,6 +14,7 @@ from ..fold_constants import densify_sparse_reads, fold_constants, fold_shapes
 
 log = logging.getLogger("gles_delegate")
 CUSTOM = BUILTIN_OP_CODES["CUSTOM"]
+COMPOSITE = "STABLEHLO_COMPOSITE"
 
 
 @dataclass
@@ -80,7 +81,7 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     index: shape} as LiteRT holds them; those that differ from the model's (after
     resize_tensor_input) are propagated through the graph as the Interpreter does."""
     sg = model.subgraphs[index]
-    graph = Graph.from_model(model, index, single_producers=False, inline_composites=False)
+    graph = Graph.from_model(model, index, single_producers=False)
     caller = small_loop_caller(model, index) if index else None
     if caller is not None:
         log.info("GpuDelegate: subgraph %d is left to LiteRT's kernels: %s calls it, and its subgraphs compute "
@@ -95,13 +96,52 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
     if fold_shapes(graph, dynamic) and dynamic:
         dynamic = dynamic_tensors(graph)
     candidates -= _decline_contradicted(graph, dynamic)
-    # What we do not claim LiteRT runs: placement='fastest' times partitions against it.
-    partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates],
-                                    cpu=litert_side(graph))
+    candidates -= _decline_composites(graph, sg, delegate.unsupported_reason)
+    while True:
+        # What we do not claim LiteRT runs: placement='fastest' times partitions against it.
+        partitions = delegate.partition(graph, [node for node in graph.nodes if node.index in candidates],
+                                        cpu=litert_side(graph))
+        split = _split_composites(graph, sg, partitions)
+        if not split:
+            break
+        for partition in partitions:  # rare: a compile failure moved a node of a composite off the GPU
+            partition.release()
+        candidates -= split
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
     folded = _claimed_folds(sg, gpu, set(candidates) - kept) if gpu else set()
     return SubgraphPlan(graph, index, set(candidates), dict(input_shapes), partitions, gpu, folded)
+
+
+def _composites(graph, sg):
+    """{operator index: its nodes in `graph`} of the file's STABLEHLO_COMPOSITE operators that
+    Graph.from_model inlined (composites.py: their nodes carry the composite's index)."""
+    indices = {k for k, op in enumerate(sg.operators) if op.op == COMPOSITE and not op.custom}
+    found = {}
+    for node in graph.nodes:
+        if node.index in indices and node.op != COMPOSITE:
+            found.setdefault(node.index, []).append(node)
+    return found
+
+
+def _decline_composites(graph, sg, reason_of):
+    """The indices of the inlined composites a node of which no GPU kernel runs. LiteRT's graph
+    holds the composite as one node: the delegate claims it whole, with every node of its
+    decomposition in GPU partitions, or leaves it to LiteRT (which runs the decomposition)."""
+    return {k for k, nodes in _composites(graph, sg).items() if any(reason_of(n) is not None for n in nodes)}
+
+
+def _split_composites(graph, sg, partitions):
+    """The inlined composites `partitions` hold only some nodes of, or cut inside (a tensor only
+    the decomposition has, past the file's tensors, on a partition's boundary)."""
+    claimed = {id(n) for p in partitions for n in p.nodes}
+    split = {k for k, nodes in _composites(graph, sg).items() if len({id(n) in claimed for n in nodes}) > 1}
+    count = len(sg.tensors)
+    for p in partitions:
+        spec = boundary(graph, p.nodes)
+        inner = {id(t) for t in (*spec.inputs, *spec.outputs) if t.index >= count}
+        split |= {n.index for n in p.nodes for t in (*n.inputs, *n.outputs) if t is not None and id(t) in inner}
+    return split
 
 
 def replan_kernel(delegate, model, plan, nodes, shape_of):
@@ -114,7 +154,7 @@ def replan_kernel(delegate, model, plan, nodes, shape_of):
     shapes, also those LiteRT put in another kernel (which runs nothing: our constants are its
     outputs); the graph holds no claimed fold, as plan_subgraph's does not, since such a node left
     between two of the kernel's would cut their partition."""
-    graph = Graph.from_model(model, plan.index, inline_composites=False)
+    graph = Graph.from_model(model, plan.index)
     densify_sparse_reads(graph)
     fold_constants(graph)
     sources = _fold_sources(graph, nodes, plan.folded)

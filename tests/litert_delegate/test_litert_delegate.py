@@ -464,3 +464,31 @@ def test_reduce_windows_run_on_the_gpu_inside_litert(caplog):
     assert not [r for r in caplog.records if r.name == "gles_delegate"], caplog.text
     theirs = litert_alone(data, x)
     assert_close(out, theirs, 3 * 10 * EPS32 * np.abs(theirs).max())
+
+
+def test_an_empty_constant_litert_holds_read_only_passes_the_file_check(monkeypatch):
+    """litert-torch writes a RESHAPE to a scalar with a [0] int32 shape whose buffer holds an
+    empty data vector: LiteRT holds that tensor read-only, where a missing vector (our writer's
+    default) is a read-write one; both are one empty buffer to the reader. The delegate's check
+    that LiteRT loaded the file it read (litert/verify.py) made LiteRT's Interpreter fail to
+    build on such a model (a litert-torch SmolLM); it passes, and the graph runs on the GPU."""
+    from gles_delegate.tflite import ModelBuilder, writer
+
+    def buffers(self):  # every buffer as a data vector, the empty ones too
+        tables = [self.table("Buffer", ("Data", self.bytes_vector(np.ascontiguousarray(raw, np.uint8).tobytes())))
+                  for raw in self.model.buffers]
+        return tables, []
+    monkeypatch.setattr(writer._Writer, "buffers", buffers)
+    b = ModelBuilder()
+    x = b.input("x", (1,))
+    y, z = b.tensor("y", ()), b.tensor("z", ())
+    b.op("RESHAPE", [x, b.const("shape", np.zeros((0,), np.int32))], [y])
+    b.op("ADD", [y, b.const("one", np.float32(1.0))], [z], fused_activation_function=0)
+    b.output(z)
+    data = b.build()
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert float(run(interp, np.array([2.0], np.float32))) == 3.0
+        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0, 1]
+        del interp
