@@ -1,6 +1,6 @@
 """Fold nodes whose inputs are all constant (fp16 DEQUANTIZE, DENSIFY of weights) into constants,
-and SHAPE of a tensor whose shape an allocation fixes (fold_shapes); give sparse weights that an
-op reads directly a DENSIFY of their own first (densify_sparse_reads)."""
+and SHAPE or ZEROS_LIKE of a tensor whose shape an allocation fixes (fold_shapes); give sparse
+weights that an op reads directly a DENSIFY of their own first (densify_sparse_reads)."""
 import functools
 
 import numpy as np
@@ -98,20 +98,26 @@ def fold_constants(graph):
     return folded
 
 
+# Ops whose output depends on their input's shape alone: node, that shape -> the output's value.
+SHAPE_ONLY = {"SHAPE": lambda node, shape: np.array(shape),
+              "ZEROS_LIKE": lambda node, shape: np.zeros(shape, node.outputs[0].dtype)}
+
+
 def fold_shapes(graph, dynamic):
-    """Fold each SHAPE node whose input's shape this allocation fixes (its id is not in
-    `dynamic`, shape_propagation.dynamic_tensors) into a constant, then what only computes on
-    such constants (fold_constants): the SHAPE -> STRIDED_SLICE -> PACK chain a dynamic-batch
-    Keras model computes a RESHAPE's shape with, whose int ops would otherwise run on the CPU
-    and cut the GPU's partition at every squeeze-excite block. The value holds until the next
-    allocate_tensors, which plans again from the model (after resize_tensor_input, say). A SHAPE
-    whose output is a graph output stays a node. Returns the folded nodes."""
+    """Fold each SHAPE (or ZEROS_LIKE: tf.linalg.band_part's) node whose input's shape this
+    allocation fixes (its id is not in `dynamic`, shape_propagation.dynamic_tensors) into a
+    constant, then what only computes on such constants (fold_constants): the SHAPE ->
+    STRIDED_SLICE -> PACK chain a dynamic-batch Keras model computes a RESHAPE's shape with, whose
+    int ops would otherwise run on the CPU and cut the GPU's partition at every squeeze-excite
+    block. The value holds until the next allocate_tensors, which plans again from the model
+    (after resize_tensor_input, say). A node whose output is a graph output stays a node.
+    Returns the folded nodes."""
     graph_outputs = {id(t) for t in graph.outputs}
     # One the reference refuses stays a node, for allocate_tensors' checks to name it.
-    shapes = [n for n in graph.nodes if n.op == "SHAPE" and n.inputs and n.inputs[0] is not None
-              and id(n.inputs[0]) not in dynamic and n.outputs[0] is not None
+    shapes = [n for n in graph.nodes if n.op in SHAPE_ONLY and n.inputs and n.inputs[0] is not None
+              and id(n.inputs[0]) not in dynamic and n.outputs and n.outputs[0] is not None
               and id(n.outputs[0]) not in graph_outputs and ops.unsupported_reason(n) is None]
     for node in shapes:
-        node.outputs[0].data = folded_value(node, node.outputs[0], np.array(node.inputs[0].shape))
+        node.outputs[0].data = folded_value(node, node.outputs[0], SHAPE_ONLY[node.op](node, node.inputs[0].shape))
     graph.remove_nodes(shapes)
     return shapes + (fold_constants(graph) if shapes else [])

@@ -97,6 +97,48 @@ def test_a_folded_shape_follows_a_resize():
     assert np.abs(out - expected).max() <= 16 * np.finfo(np.float32).eps * np.abs(expected).max()
 
 
+def band_part_model(batch=1):
+    """tf.linalg.band_part(x, 1, 0) as TF's converter writes it: SELECT_V2 between x and a
+    ZEROS_LIKE of x, by a mask computed from constants; the batch dynamic."""
+    b = ModelBuilder()
+    x = b.input("x", (batch, 4, 4), shape_signature=(-1, 4, 4))
+    zeros = b.tensor("zeros", (batch, 4, 4), shape_signature=(-1, 4, 4))
+    b.op("ZEROS_LIKE", [x], [zeros])
+    rows, cols = np.indices((4, 4))
+    band = b.const("band", (rows - cols >= 0) & (rows - cols <= 1))
+    y = b.tensor("y", (batch, 4, 4), shape_signature=(-1, 4, 4))
+    b.op("SELECT_V2", [band, x, zeros], [y])
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_zeros_like_of_a_fixed_shape_folds_and_follows_a_resize(batch):
+    """Its value is its input's shape's zeros: a constant once the allocation fixes that shape
+    (the GPU partition is then the SELECT_V2 alone, where ZEROS_LIKE has no GPU kernel)."""
+    interpreter = Interpreter(model_content=band_part_model())
+    if batch != 1:
+        interpreter.resize_tensor_input(0, [batch, 4, 4])
+    interpreter.allocate_tensors()
+    assert [node.op for node in interpreter._main.graph.nodes] == ["SELECT_V2"]
+    x = np.random.default_rng(batch).uniform(-1, 1, (batch, 4, 4)).astype(np.float32)
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                  np.tril(np.triu(x, -1)))
+
+
+def test_zeros_like_as_a_graph_output_stays_a_node():
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    zeros = b.tensor("zeros", (2, 3))
+    b.op("ZEROS_LIKE", [x], [zeros])
+    b.output(zeros)
+    interpreter = Interpreter(model_content=b.build())
+    interpreter.allocate_tensors()
+    assert [node.op for node in interpreter._main.graph.nodes] == ["ZEROS_LIKE"]
+
+
 # -- sparse weights read directly (densify_sparse_reads) ----------------------------------------
 SPARSE_FC_CASES = {  # weights dtype, formats, block_map, block_sizes
     "float_1x4_blocks": (np.float32, ("DENSE", "SPARSE_CSR", "DENSE"), (1,), (4,)),

@@ -192,6 +192,7 @@ CPU_ONLY_WHY = {
     "WHILE": "control flow: the loop's condition decides on the CPU; its body's nodes get GPU partitions of their own",
     "IF": "control flow: the branch is chosen on the CPU; each branch's nodes get GPU partitions of their own",
     "SHAPE": "a tensor's shape, known before invoke: folded at allocation wherever the shape is fixed",
+    "ZEROS_LIKE": "zeros of a tensor's shape: folded at allocation into a constant wherever the shape is fixed",
     "RANK": "a tensor's rank, known before invoke: folded as a constant",
     "BROADCAST_ARGS": "shape arithmetic on shape tensors, folded where its inputs are fixed",
     "WHERE": "an output whose shape depends on the values (a dynamic tensor)",
