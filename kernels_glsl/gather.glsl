@@ -1,6 +1,7 @@
 // GATHER and EMBEDDING_LOOKUP with indices computed at run time, GATHER_ND (ND) and SCATTER_ND
 // (SCATTER, below) with runtime or constant (IDX_CONST) indices (int32, as their bits: the int view):
-// out[outer, i, inner] = params[outer, indices[i], inner]; with ND,
+// out[outer, i, inner] = params[outer, indices[i], inner] (with batch_dims, indices[b, i] for
+// the outer rows of batch item b); with ND,
 // out[row, inner] = params[indices[row, 0], ..., indices[row, depth - 1], inner]; every tensor read
 // and written through its row-major index. Each invocation writes one vec4 of the output (4
 // channels), gathering each channel on its own. TFLite fails the invoke on an index outside its
@@ -9,7 +10,9 @@
 // Params: out_size (w, h, slices, batch), out_channels, out_offset; in_size, in_channels,
 // in_offset (params: constants with SOURCE_CONST, else the arena); idx_size, idx_channels,
 // idx_offset; inner (elements after the gathered dims), status_offset (a float index into the
-// I/O buffer); GATHER: outer_stride (= indices count x inner), axis_size; ND and SCATTER: depth
+// I/O buffer); GATHER: outer_stride (= index rows of a batch item x inner), axis_size,
+// outer_per_batch (outer rows of one batch item: all of them without batch_dims), rows_per_batch
+// (index rows of one batch item: all of them without batch_dims); ND and SCATTER: depth
 // (dims each index row picks), nd_dims (those dims' sizes); SCATTER: rows (index rows), upd_size,
 // upd_channels, upd_offset (the updates: constants with UPDATE_CONST).
 
@@ -58,7 +61,8 @@ float element(int f) {
 #else
   int outer = f / outer_stride;
   int rest = f % outer_stride;
-  int position = index_at(rest / inner);
+  int batch = outer / outer_per_batch;  // batch_dims: batch item b of params reads item b of indices
+  int position = index_at(batch * rows_per_batch + rest / inner);
   if (outside(position, axis_size)) return 0.0;
   int source = (outer * axis_size + position) * inner + rest % inner;
 #endif

@@ -170,6 +170,20 @@ def test_gather_with_runtime_indices(precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+def test_gather_with_batch_dims(precision):
+    """tf.gather(..., batch_dims=b): batch item k of params gathered by batch item k of the
+    indices, the axis right after the batch dims or further in, batch_dims negative too (counted
+    from the indices' rank); runtime and constant params."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    for axis, batch_dims, shape, high, const in [(1, 1, (2, 4), 3, False), (2, 1, (2, 2, 3), 5, False),
+                                                 (2, 2, (2, 3, 2), 5, True), (3, -1, (2, 3, 5, 2), 4, False)]:
+        indices = rng.integers(0, high, shape).astype(np.int32)
+        check_exact("GATHER", [In(x, const=const), In(indices)], {"axis": axis, "batch_dims": batch_dims}, precision,
+                    out_dtype=np.float32)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_embedding_lookup(precision):
     """EMBEDDING_LOOKUP: rows of a constant or runtime table (float32, int32) by runtime ids."""
     rng = np.random.default_rng(12)

@@ -14,6 +14,7 @@ fails TFLite's invoke; the shader reads 0 for it and flags its status word
 came from outside the partition or were computed inside it."""
 import numpy as np
 
+from ...errors import ModelError
 from ...ops import gather as lookup_reference
 from ...ops import layout as reference
 from ...ops.checks import node_error
@@ -25,13 +26,14 @@ VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))
 
 
 def _operands(node):
-    """(params, indices, axis) of a GATHER or an EMBEDDING_LOOKUP node (GATHER_ND: axis 0, the
-    first of the dims an index row picks)."""
+    """(params, indices, axis, batch_dims) of a GATHER or an EMBEDDING_LOOKUP node (GATHER_ND:
+    axis 0, the first of the dims an index row picks), axis and batch_dims as TFLite resolves them."""
     if node.op == "EMBEDDING_LOOKUP":
-        return node.inputs[1], node.inputs[0], 0
+        return node.inputs[1], node.inputs[0], 0, 0
     if node.op == "GATHER_ND":
-        return node.inputs[0], node.inputs[1], 0
-    return node.inputs[0], node.inputs[1], node.options.get("axis", 0) % len(node.inputs[0].shape)
+        return node.inputs[0], node.inputs[1], 0, 0
+    params, indices = node.inputs[:2]
+    return (params, indices, *reference.gather_dims(node, params.shape, indices.shape))
 
 
 def supports(node):
@@ -43,13 +45,14 @@ def supports(node):
     reason = checks[node.op](node)
     if reason:
         return reason
-    params, indices, _ = _operands(node)
+    try:
+        params, indices, _, _ = _operands(node)
+    except ModelError as error:  # axis or batch_dims out of range: the reference says so at invoke
+        return str(error)
     if indices.dtype != np.int32 or (indices.is_const and node.op != "GATHER_ND"):
         return "this kernel takes runtime int32 indices" + (" (or constant ones)" if node.op == "GATHER_ND" else "")
     if node.op == "GATHER_ND" and len(indices.shape) == 0:
         return "GATHER_ND indices must have rank >= 1"
-    if node.options.get("batch_dims", 0):
-        return "batch_dims is not 0"
     if params.dtype not in VALUE_DTYPES or params.dtype != node.outputs[0].dtype:
         return f"{node.op} of {params.dtype} values into {node.outputs[0].dtype} (the GPU moves float32, bool, int32)"
     if len(params.shape) == 0:
@@ -78,12 +81,15 @@ def _packed(env, tensor):
     return env.constant(to_phwc4(stored_values(tensor.data).reshape(t4.b, t4.h, t4.w, t4.c)))
 
 
-def _picked(node, params, indices, axis):
-    """GATHER / EMBEDDING_LOOKUP: {outer_stride, axis_size}; GATHER_ND: {depth, nd_dims}; and
-    inner, the elements after the dims an index picks."""
+def _picked(node, params, indices, axis, batch_dims):
+    """GATHER / EMBEDDING_LOOKUP: {outer_stride, axis_size, outer_per_batch, rows_per_batch};
+    GATHER_ND: {depth, nd_dims}; and inner, the elements after the dims an index picks."""
     if node.op != "GATHER_ND":
         inner = int(np.prod(params.shape[axis + 1:], dtype=np.int64))
-        return {"outer_stride": indices.size * inner, "axis_size": int(params.shape[axis]), "inner": inner}
+        rows = int(np.prod(indices.shape[batch_dims:], dtype=np.int64))  # index rows of one batch item
+        return {"outer_stride": rows * inner, "axis_size": int(params.shape[axis]), "inner": inner,
+                "outer_per_batch": int(np.prod(params.shape[batch_dims:axis], dtype=np.int64)),
+                "rows_per_batch": rows}
     depth = int(indices.shape[-1])
     dims = [int(d) for d in params.shape[:depth]] + [1] * (4 - depth)
     return {"depth": depth, "nd_dims": tuple(dims), "inner": int(np.prod(params.shape[depth:], dtype=np.int64))}
@@ -91,14 +97,14 @@ def _picked(node, params, indices, axis):
 
 def build(node, env):
     """One gather.glsl dispatch, one invocation per vec4 of the output."""
-    params, indices, axis = _operands(node)
+    params, indices, axis, batch_dims = _operands(node)
     out = node.outputs[0]
     p4, i4, o4 = bhwc(params.shape), bhwc(indices.shape), bhwc(out.shape)
     status = env.status_word(str(_index_error(node, params, axis)))
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
               "in_size": p4.as_ivec4(), "in_channels": p4.c, "in_offset": _packed(env, params),
               "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, indices),
-              "status_offset": status, **_picked(node, params, indices, axis)}
+              "status_offset": status, **_picked(node, params, indices, axis, batch_dims)}
     reads = tuple(t for t in (params, indices) if not t.is_const)
     defines = {"SOURCE_CONST": int(params.is_const), "IDX_CONST": int(indices.is_const),
                "ND": int(node.op == "GATHER_ND"), "SCATTER": 0, "IO_STATUS": 1}
