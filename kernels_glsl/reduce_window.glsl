@@ -30,18 +30,6 @@ highp float combine(highp float acc, highp float x) {
 #endif
 }
 
-// The coordinates of row-major index `index` in a tensor of `dims`.
-ivec4 coordinates(int index, ivec4 dims) {
-  ivec4 c;
-  c.w = index % dims.w;
-  index /= dims.w;
-  c.z = index % dims.z;
-  index /= dims.z;
-  c.y = index % dims.y;
-  c.x = index / dims.y;
-  return c;
-}
-
 float element(int f) {
   ivec4 first = coordinates(f, out_dims) * strides - pad_before;  // the window's first tap, dilated input
   highp float acc = init;
@@ -50,8 +38,7 @@ float element(int f) {
     highp float x = init;
     if (all(greaterThanEqual(p, ivec4(0))) && all(lessThan(p, dilated)) && all(equal(p % base_dilations, ivec4(0)))) {
       ivec4 q = p / base_dilations;
-      x = stored_at(in_offset, in_size, in_channels, ((q.x * in_dims.y + q.y) * in_dims.z + q.z) * in_dims.w + q.w,
-                    false);
+      x = stored_at(in_offset, in_size, in_channels, row_major_index(q, in_dims), false);
     }
     acc = combine(acc, x);
   }

@@ -1,5 +1,5 @@
 """int32 tensors on the GPU (gpu/kernels/base.py: held as their bits): the integer kernel
-(gpu/kernels/integer.py: arithmetic, comparisons, ABS, NEG) and the layout ops moving int32
+(gpu/kernels/integer.py: arithmetic, comparisons, ABS, NEG, SUM, REDUCE_PROD / MAX / MIN) and the layout ops moving int32
 values, against the reference in every precision, over the whole int32 range (values whose bits
 are float specials included). Outputs must match exactly; overflow wraps as on the CPU."""
 import numpy as np
@@ -199,3 +199,37 @@ def test_relative_position_buckets_run_in_one_partition(precision):
     assert np.abs(ids - reference[0]).max() <= (0 if precision == "fp32" else 1)
     rows = table if precision == "fp32" else table.astype(np.float16).astype(np.float32)
     assert np.array_equal(gpu[1], rows[ids.reshape(-1)])
+
+
+REDUCTIONS = ["SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN"]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_int32_reductions_over_the_whole_range(op, precision):
+    """Any axes (negative ones too), keep_dims both ways, ranks 1-4, values over the whole range
+    (sums and products wrap as TFLite's do) and small ones (a count of a mask)."""
+    rng = np.random.default_rng(len(op))
+    for shape, axes, keep in [((7,), [0], False), ((3, 5), [1], True), ((2, 3, 4), [0, 2], False),
+                              ((2, 3, 4, 5), [-1, 1], True), ((2, 3, 4, 5), [0, 1, 2, 3], False), ((4, 6), [0], False)]:
+        for values in (full_range(rng, shape), small_ints(rng, shape, 0, 2)):
+            check_exact(op, [In(values), In(np.array(axes, np.int32), const=True)], {"keep_dims": keep}, precision,
+                        out_dtype=np.int32)
+
+
+def test_an_int32_reduction_runs_with_its_neighbours():
+    """torch's (x > 0).sum(-1) / tf.reduce_sum(tf.cast(mask, tf.int32)): GREATER, CAST, SUM, CAST
+    back, one GPU partition."""
+    b = ModelBuilder()
+    x = b.input("x", (3, 10))
+    mask, ints, total, out = (b.tensor(n, s, d) for n, s, d in (("mask", (3, 10), np.bool_), ("ints", (3, 10), np.int32),
+                                                                ("total", (3,), np.int32), ("out", (3,), np.float32)))
+    b.op("GREATER", [x, b.const("zero", np.float32([0.0]))], [mask])
+    b.op("CAST", [mask], [ints])
+    b.op("SUM", [ints, b.const("axis", np.array([-1], np.int32))], [total], keep_dims=False)
+    b.op("CAST", [total], [out])
+    b.output(out)
+    values = np.random.default_rng(2).standard_normal((3, 10)).astype(np.float32)
+    (gpu,), summary = run_gpu(b.build(), [values])
+    assert (summary["gpu_nodes"], summary["cpu_nodes"], summary["partitions"]) == (4, 0, 1), summary
+    np.testing.assert_array_equal(gpu, (values > 0).sum(-1))

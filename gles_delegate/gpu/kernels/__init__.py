@@ -30,11 +30,12 @@ MODULES = (binary, conv, depthwise, elementwise, fully_connected, gather, intege
            mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce, reduce_window, resize, scan, select,
            softmax, spectral, squeeze_excite, transpose_conv, variables)
 # op -> its kernel modules in the order tried, for an op of several (registry.candidates):
-# GATHER with constant indices (layout.py), else with runtime ones (gather.py); float arithmetic
-# and comparisons (binary.py, elementwise.py), else int32 ones (integer.py).
+# GATHER with constant indices (layout.py), else with runtime ones (gather.py); float arithmetic,
+# comparisons and reductions (binary.py, elementwise.py, reduce.py), else int32 ones (integer.py).
 ORDER = {"GATHER": (layout, gather),
          **{op: (binary, integer) for op in integer.BINARY_CODES if op in binary.OP_CODES},
-         **{op: (elementwise, integer) for op in integer.UNARY_CODES}}
+         **{op: (elementwise, integer) for op in integer.UNARY_CODES},
+         **{op: (reduce, integer) for op in integer.REDUCTIONS}}
 
 CANDIDATES = registry.candidates(MODULES, "BUILD", ORDER)
 SUPPORT, BUILD = {}, {}

@@ -63,12 +63,9 @@ def _axes(node):
     return [int(a) % rank for a in values]
 
 
-def supports(node):
-    """The reference kernel's checks (arity, dtypes), constant axes in range, and the output shape
-    they imply."""
-    reason = reference.SUPPORT[node.op](node)
-    if reason:
-        return reason
+def reduced_axes(node):
+    """The reduced axes of a reduction node (constant, in range: non-negative ints), or a reason
+    string; the output shape they imply checked too."""
     axes = _axes(node)
     if isinstance(axes, str):
         return axes
@@ -78,7 +75,19 @@ def supports(node):
         [d for a, d in enumerate(x.shape) if a not in axes]
     if list(out.shape) != expected:
         return f"output shape {list(out.shape)}, expected {expected}"
-    return None
+    return axes
+
+
+def supports(node):
+    """The reference kernel's checks (arity, dtypes), constant axes in range, and the output shape
+    they imply; int32 inputs are integer.py's."""
+    reason = reference.SUPPORT[node.op](node)
+    if reason:
+        return reason
+    if node.inputs[0].dtype == np.int32:
+        return "an int32 reduction (the integer kernel's)"
+    axes = reduced_axes(node)
+    return axes if isinstance(axes, str) else None
 
 
 def _same_layout(a, b):
