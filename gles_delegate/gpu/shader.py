@@ -18,7 +18,7 @@ PARAMS_BINDING = 0
 # Templates compiled in highp in every mode (assemble): sums, and complex_part, whose |z| scales by
 # exponents and tests infinities and NaN on the bits, which fp16 registers would not hold.
 FULL_PRECISION_TEMPLATES = frozenset({"complex_part", "fft", "lrn", "reduce", "reduce_window", "scan", "se_gate",
-                                      "softmax"})
+                                      "segment", "softmax"})
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 _BAKED = re.compile(r"const highp (int|float|i?vec[234]) (\w+) = (.+);$")
 _INT_LITERAL = re.compile(r"\(-2147483647-1\)|-?\d+")

@@ -169,6 +169,11 @@ class KernelEnv:
             found = self._packed[key] = (tensor, self.constant(to_phwc4(data)))  # the tensor kept: its id stays its own
         return found[1]
 
+    def source(self, tensor):
+        """The offset a kernel reads `tensor` at: its arena slot, or its constant's PHWC4 copy
+        (packed() in its own shape), for kernels that read either (flagged by a *_CONST define)."""
+        return self.arena(tensor) if not tensor.is_const else self.packed(tensor, bhwc(tensor.shape))
+
     def alias(self, tensor, source):
         """Let `tensor` share `source`'s arena storage (same offset, joint lifetime) instead of
         being computed: a kernel calls it for a node that only relabels an identical PHWC4

@@ -20,8 +20,8 @@ from ...ops import gather as lookup_reference
 from ...ops import layout as reference
 from ...ops.checks import node_error
 from ...registry import OpFacts
-from ..phwc4 import bhwc, to_phwc4
-from .base import Dispatch, stored_values
+from ..phwc4 import bhwc
+from .base import Dispatch
 
 VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))
 
@@ -75,14 +75,6 @@ def _index_error(node, params, axis):
     return reference.gather_index_error(node, params.shape[axis])
 
 
-def _packed(env, tensor):
-    """The offset of `tensor`: its arena slot, or a constant's PHWC4 copy."""
-    if not tensor.is_const:
-        return env.arena(tensor)
-    t4 = bhwc(tensor.shape)
-    return env.constant(to_phwc4(stored_values(tensor.data).reshape(t4.b, t4.h, t4.w, t4.c)))
-
-
 def _picked(node, params, indices, axis, batch_dims):
     """GATHER / EMBEDDING_LOOKUP: {outer_stride, axis_size, outer_per_batch, rows_per_batch};
     GATHER_ND: {depth, nd_dims}; and inner, the elements after the dims an index picks."""
@@ -104,8 +96,8 @@ def build(node, env):
     p4, i4, o4 = bhwc(params.shape), bhwc(indices.shape), bhwc(out.shape)
     status = env.status_word(str(_index_error(node, params, axis)))
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
-              "in_size": p4.as_ivec4(), "in_channels": p4.c, "in_offset": _packed(env, params),
-              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, indices),
+              "in_size": p4.as_ivec4(), "in_channels": p4.c, "in_offset": env.source(params),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": env.source(indices),
               "status_offset": status, **_picked(node, params, indices, axis, batch_dims)}
     reads = tuple(t for t in (params, indices) if not t.is_const)
     defines = {"SOURCE_CONST": int(params.is_const), "IDX_CONST": int(indices.is_const),
@@ -139,8 +131,8 @@ def scatter_build(node, env):
     status = env.status_word(str(node_error(node, f"a scatter_nd index is out of range for shape "
                                                   f"{list(out.shape[:depth])}")))
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
-              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": _packed(env, updates),
-              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, indices),
+              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": env.source(updates),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": env.source(indices),
               "status_offset": status, "depth": depth, "rows": int(indices.size // depth),
               "nd_dims": tuple(int(d) for d in out.shape[:depth]) + (1,) * (4 - depth),
               "inner": int(np.prod(out.shape[depth:], dtype=np.int64))}
@@ -178,9 +170,9 @@ def update_slice_build(node, env):
     out = node.outputs[0]
     o4, s4, u4, i4 = bhwc(out.shape), bhwc(operand.shape), bhwc(update.shape), bhwc(start.shape)
     values = {"out_size": o4.as_ivec4(), "out_channels": o4.c, "out_offset": env.arena(out),
-              "in_size": s4.as_ivec4(), "in_channels": s4.c, "in_offset": _packed(env, operand),
-              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": _packed(env, update),
-              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": _packed(env, start),
+              "in_size": s4.as_ivec4(), "in_channels": s4.c, "in_offset": env.source(operand),
+              "upd_size": u4.as_ivec4(), "upd_channels": u4.c, "upd_offset": env.source(update),
+              "idx_size": i4.as_ivec4(), "idx_channels": i4.c, "idx_offset": env.source(start),
               "dims": _padded(operand.shape), "upd_dims": _padded(update.shape), "lead": 4 - len(operand.shape)}
     defines = {"OPERAND_CONST": int(operand.is_const), "UPDATE_CONST": int(update.is_const),
                "IDX_CONST": int(start.is_const)}
