@@ -2,8 +2,9 @@
 import textwrap
 
 import numpy as np
+import pytest
 
-from gles_delegate import GpuDelegate
+from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.complex_view import as_complex, as_floats
 from gles_delegate.gpu.kernels.base import KernelEnv
@@ -114,3 +115,25 @@ def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, extra=0.0
     for k, (r, g) in enumerate(zip(reference, gpu)):
         assert_gpu_matches(r, g, precision, f"{op} output {k}", node if k == 0 else None, stored_values, extra)
     return reference, gpu
+
+
+def fails_then_runs(model, bad, good, match):
+    """Run `model` (one node, which must go to the GPU) with the GPU delegate: each list of input
+    values in `bad` fails the invoke with a ModelError matching `match` (what a shader flags in
+    its status word: an index out of range), then `good` runs; returns its first output."""
+    with GpuDelegate() as delegate:
+        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        assert delegate.summary()["gpu_nodes"] == 1
+        indices = [d["index"] for d in interp.get_input_details()]
+
+        def feed(values):
+            for index, value in zip(indices, values):
+                interp.set_tensor(index, value)
+        for values in bad:
+            feed(values)
+            with pytest.raises(ModelError, match=match):
+                interp.invoke()
+        feed(good)
+        interp.invoke()
+        return interp.get_tensor(interp.get_output_details()[0]["index"])

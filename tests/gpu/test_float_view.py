@@ -8,7 +8,7 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter, ModelError
 from gles_delegate.tflite import ModelBuilder
-from tests.gpu.gpulib import PRECISIONS, check_gpu, run_gpu
+from tests.gpu.gpulib import fails_then_runs, PRECISIONS, check_gpu, run_gpu
 from tests.gpu.test_io_paths import IO_PATHS, check_io_path, use_io_path
 from tests.oplib import In, run_ours, single_op_model
 
@@ -256,20 +256,11 @@ def test_scatter_nd_out_of_range_index_fails_the_invoke():
     """An index row outside the output fails the invoke, naming the node; in range it runs."""
     model = single_op_model("SCATTER_ND", [In(np.array([[1, 2]], np.int32)), In(np.ones((1, 4), np.float32)),
                                            In(np.array([2, 3, 4], np.int32), const=True)], output_dtypes=[np.float32])
-    with GpuDelegate() as delegate:
-        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
-        interp.allocate_tensors()
-        assert delegate.summary()["gpu_nodes"] == 1
-        index, updates = (d["index"] for d in interp.get_input_details())
-        interp.set_tensor(updates, np.arange(4, dtype=np.float32).reshape(1, 4))
-        for bad in ([[1, 3]], [[-1, 0]], [[2, 0]]):
-            interp.set_tensor(index, np.array(bad, np.int32))
-            with pytest.raises(ModelError, match=r"#0 \(SCATTER_ND\): a scatter_nd index is out of range"):
-                interp.invoke()
-        interp.set_tensor(index, np.array([[1, 2]], np.int32))
-        interp.invoke()
-        out = interp.get_tensor(interp.get_output_details()[0]["index"])
-        assert np.array_equal(out[1, 2], np.arange(4)) and out.sum() == 6
+    updates = np.arange(4, dtype=np.float32).reshape(1, 4)
+    bad = [[np.array(rows, np.int32), updates] for rows in ([[1, 3]], [[-1, 0]], [[2, 0]])]
+    out = fails_then_runs(model, bad, [np.array([[1, 2]], np.int32), updates],
+                          r"#0 \(SCATTER_ND\): a scatter_nd index is out of range")
+    assert np.array_equal(out[1, 2], np.arange(4)) and out.sum() == 6
 
 
 def test_gather_nd_out_of_range_index_fails_the_invoke():
@@ -277,18 +268,10 @@ def test_gather_nd_out_of_range_index_fails_the_invoke():
     TFLite fails it; the next invoke in range runs."""
     params = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     model = single_op_model("GATHER_ND", [In(params, const=True), In(np.array([[1, 2]], np.int32))])
-    with GpuDelegate() as delegate:
-        interp = Interpreter(model_content=model, experimental_delegates=[delegate])
-        interp.allocate_tensors()
-        assert delegate.summary()["gpu_nodes"] == 1
-        index = interp.get_input_details()[0]["index"]
-        for bad in ([[1, 3]], [[-1, 0]], [[2, 0]]):
-            interp.set_tensor(index, np.array(bad, np.int32))
-            with pytest.raises(ModelError, match=r"#0 \(GATHER_ND\): a gather_nd index is out of range for shape \[2, 3\]"):
-                interp.invoke()
-        interp.set_tensor(index, np.array([[1, 2]], np.int32))
-        interp.invoke()
-        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), params[1, 2][None])
+    bad = [[np.array(rows, np.int32)] for rows in ([[1, 3]], [[-1, 0]], [[2, 0]])]
+    out = fails_then_runs(model, bad, [np.array([[1, 2]], np.int32)],
+                          r"#0 \(GATHER_ND\): a gather_nd index is out of range for shape \[2, 3\]")
+    assert np.array_equal(out, params[1, 2][None])
 
 
 def computed_indices_model(table, count):
