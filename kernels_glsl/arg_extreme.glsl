@@ -12,10 +12,19 @@
 // Params: in_size (w, h, slices, batch), in_channels, in_offset; out_size, out_channels,
 // out_offset.
 
-#if IS_MAX
-bool better(float a, float b) { return a > b; }
+// INT_VALUES: an int32 input (its bits: the int view), compared as integers (no NaN).
+#if INT_VALUES
+#define VALUE int
+VALUE value_at(vec4 v, int k) { return floatBitsToInt(v[k]); }
 #else
-bool better(float a, float b) { return a < b; }
+#define VALUE float
+VALUE value_at(vec4 v, int k) { return v[k]; }
+#endif
+
+#if IS_MAX
+bool better(VALUE a, VALUE b) { return a > b; }
+#else
+bool better(VALUE a, VALUE b) { return a < b; }
 #endif
 
 float row_extreme(int row) {
@@ -23,20 +32,24 @@ float row_extreme(int row) {
   row /= in_size.x;
   int h = row % in_size.y;
   int b = row / in_size.y;
-  float best = 0.0;
+  VALUE best = VALUE(0);
   bool best_nan = false;
   int index = 0;
   for (int s = 0; s < in_size.z; ++s) {
     vec4 v = load(in_offset + phwc4_index(in_size, w, h, b * in_size.z + s));
+#if INT_VALUES
+    bvec4 nan = bvec4(false);
+#else
     bvec4 nan = tfl_isnan(v);
+#endif
     for (int k = 0; k < 4; ++k) {
       int c = 4 * s + k;
       if (c >= in_channels) break;
       if (c == 0) {
-        best = v[k];
+        best = value_at(v, k);
         best_nan = nan[k];
-      } else if (!best_nan && !nan[k] && better(v[k], best)) {
-        best = v[k];
+      } else if (!best_nan && !nan[k] && better(value_at(v, k), best)) {
+        best = value_at(v, k);
         index = c;
       }
     }

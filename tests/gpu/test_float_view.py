@@ -121,7 +121,8 @@ def test_select_takes_bool_values_and_never_leaks_the_other_side(precision):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("op", ["ARG_MAX", "ARG_MIN"])
 def test_arg_extreme_over_the_last_axis(op, precision):
-    """Ranks 1-4, ties (the first index), NaN first (it stays) and later (it never wins)."""
+    """Ranks 1-4, ties (the first index), NaN first (it stays) and later (it never wins); bool
+    and int32 inputs."""
     rng = np.random.default_rng(8)
     for shape in [(9,), (5, 6), (2, 3, 13), (2, 3, 4, 5), (1, 2, 2, 64)]:
         x = small(rng, shape)
@@ -131,6 +132,11 @@ def test_arg_extreme_over_the_last_axis(op, precision):
                     out_dtype=np.int32)
     mask = rng.random((3, 7)) < 0.3
     check_exact(op, [In(mask), In(np.array([1], np.int64), const=True)], {"output_type": INT32}, precision,
+                out_dtype=np.int32)
+    # int32 over the whole range (values whose bits are float NaN or inf compare as integers), ties
+    ints = np.resize(INT_SPECIALS, (4, 9)).astype(np.int32)
+    ints[3] = [5, -2, 5, 7, -9, 7, 0, 7, 5]
+    check_exact(op, [In(ints), In(np.array([-1], np.int32), const=True)], {"output_type": INT32}, precision,
                 out_dtype=np.int32)
 
 

@@ -10,7 +10,7 @@ from ..phwc4 import bhwc
 from . import epilogue
 from .base import Dispatch
 
-VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_))  # what ARG_MAX / ARG_MIN compare
+VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32))  # what ARG_MAX / ARG_MIN compare
 IS_MAX = {"ARG_MAX": 1, "ARG_MIN": 0}
 
 
@@ -49,14 +49,14 @@ def select_build(node, env):
 
 # -- ARG_MAX / ARG_MIN ----------------------------------------------------------------------------
 def arg_supports(node):
-    """The reference's checks; a runtime float32 or bool input; a constant axis that is the last
-    one; an int32 output (int64 stays on the CPU)."""
+    """The reference's checks; a runtime float32, bool or int32 input; a constant axis that is the
+    last one; an int32 output (int64 stays on the CPU)."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
     x, axis, out = node.inputs[0], node.inputs[1], node.outputs[0]
     if x.is_const or x.dtype not in VALUE_DTYPES:
-        return f"{node.op} input must be a runtime float32 or bool tensor"
+        return f"{node.op} input must be a runtime float32, bool or int32 tensor"
     if not axis.is_const:
         return "the axis must be constant"
     if out.dtype != np.int32:
@@ -73,8 +73,9 @@ def arg_build(node, env):
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     params = {"in_size": in4.as_ivec4(), "in_channels": in4.c, "in_offset": env.arena(x),
               "out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
-    return [Dispatch("arg_extreme", (out4.w, out4.h, out4.slices * out4.b), {"IS_MAX": IS_MAX[node.op]}, params,
-                     reads=(x,), writes=(out,))]
+    defines = {"IS_MAX": IS_MAX[node.op], "INT_VALUES": int(x.dtype == np.int32)}
+    return [Dispatch("arg_extreme", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=(x,),
+                     writes=(out,))]
 
 
 SUPPORT = {"SELECT": select_supports, "SELECT_V2": select_supports, "ARG_MAX": arg_supports,
