@@ -1,4 +1,4 @@
-// REVERSE_SEQUENCE (OP 0), MATRIX_SET_DIAG (OP 1) and MATRIX_DIAG (OP 2) (gpu/kernels/reorder.py), one vec4 (4
+// REVERSE_SEQUENCE (OP 0) and MATRIX_SET_DIAG (OP 1) (gpu/kernels/reorder.py), one vec4 (4
 // channels) of the output per invocation, each element copied from the stored value it moves from
 // (so every dtype the storage holds comes back exactly), tensors read by row-major index;
 // dimensions are the input's, padded to 4 with leading 1s.
@@ -6,7 +6,6 @@
 //   of its line, b = c[batch_dim] (a length below 2 leaves the line; one past the dimension fails
 //   TFLite's invoke: the status word). OP 1: x's elements, but those on the diagonal of each
 //   innermost matrix, which come from the diagonal (its elements one row of min(M, N) a matrix).
-//   OP 2: x's rows of N on the diagonals of N x N matrices (dims: the output's), zeros elsewhere.
 // Params: out_size, out_channels, out_offset; in_size, in_channels, in_offset (x); aux_size,
 // aux_channels, aux_offset (seq_lengths, int32, or the diagonal); dims; seq_dim, batch_dim
 // (padded), status_offset; diagonal (min(M, N)).
@@ -20,13 +19,11 @@ float element(int f) {
   if (length > dims[seq_dim]) io[status_offset] = 1.0;  // every invocation that sees one writes the same value
   if (length > 1 && c[seq_dim] < length) c[seq_dim] = length - 1 - c[seq_dim];
   return stored_at(in_offset, in_size, in_channels, row_major_index(c, dims), false);
-#elif OP == 1
+#else
   if (c.z == c.w) {
     return stored_at(aux_offset, aux_size, aux_channels, (c.x * dims.y + c.y) * diagonal + c.z, AUX_CONST == 1);
   }
   return stored_at(in_offset, in_size, in_channels, f, false);
-#else
-  return c.z == c.w ? stored_at(in_offset, in_size, in_channels, (c.x * dims.y + c.y) * dims.w + c.z, false) : 0.0;
 #endif
 }
 

@@ -1,6 +1,6 @@
 """Layout ops that reorder elements by a map their parameter inputs define: REVERSE_V2,
-SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, REVERSE_SEQUENCE, MATRIX_SET_DIAG (which writes a diagonal)
-and MATRIX_DIAG (which makes matrices of one). (The other value-moving ops are in layout.py.)
+SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, REVERSE_SEQUENCE, and MATRIX_SET_DIAG (which writes a
+diagonal). (The other value-moving ops are in layout.py.)
 
 They take any dtype LiteRT's kernels take and copy stored values, so a quantized output keeps its
 input's integers; SPACE_TO_BATCH_ND pads 8-bit quantized tensors with the output's zero point
@@ -203,36 +203,13 @@ def _matrix_set_diag_support(node):
     return None
 
 
-def matrix_diag(node, inputs):
-    """MATRIX_DIAG: x [..., N] -> [..., N, N], x on the main diagonal of each matrix, zeros off it."""
-    x = inputs[0]
-    n = x.shape[-1]
-    out = np.zeros(x.shape + (n,), x.dtype)
-    out[..., np.arange(n), np.arange(n)] = x
-    return [out]
-
-
-def _matrix_diag_support(node):
-    reason = arity_reason(node, 1)
-    if reason:
-        return reason
-    x = node.inputs[0]
-    if x.dtype not in MATRIX_TYPES or node.outputs[0].dtype != x.dtype:
-        return Unimplemented(f"MATRIX_DIAG of {x.dtype} -> {node.outputs[0].dtype} is not supported")
-    if len(x.shape) < 1:
-        return "input must have at least one dimension"
-    return None
-
-
 KERNELS = {"REVERSE_V2": reverse_v2, "SPACE_TO_BATCH_ND": space_to_batch_nd, "BATCH_TO_SPACE_ND": batch_to_space_nd,
-           "REVERSE_SEQUENCE": reverse_sequence, "MATRIX_SET_DIAG": matrix_set_diag, "MATRIX_DIAG": matrix_diag}
+           "REVERSE_SEQUENCE": reverse_sequence, "MATRIX_SET_DIAG": matrix_set_diag}
 SUPPORT = {"REVERSE_V2": _support(2, ((1, "axis"),)),
            "SPACE_TO_BATCH_ND": _support(3, ((1, "block_shape"), (2, "paddings"))),
            "BATCH_TO_SPACE_ND": _support(3, ((1, "block_shape"), (2, "crops"))),
-           "REVERSE_SEQUENCE": _reverse_sequence_support, "MATRIX_SET_DIAG": _matrix_set_diag_support,
-           "MATRIX_DIAG": _matrix_diag_support}
+           "REVERSE_SEQUENCE": _reverse_sequence_support, "MATRIX_SET_DIAG": _matrix_set_diag_support}
 OUTPUT_SHAPES = {"REVERSE_V2": _reversed_shape, "SPACE_TO_BATCH_ND": _block_rule(_space_to_batch_shape),
                  "BATCH_TO_SPACE_ND": _block_rule(_batch_to_space_shape),
                  "REVERSE_SEQUENCE": lambda node, shapes, values: [shapes[0]],
-                 "MATRIX_SET_DIAG": lambda node, shapes, values: [shapes[0]],
-                 "MATRIX_DIAG": lambda node, shapes, values: [shapes[0] + shapes[0][-1:]]}
+                 "MATRIX_SET_DIAG": lambda node, shapes, values: [shapes[0]]}

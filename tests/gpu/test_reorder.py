@@ -1,4 +1,4 @@
-"""GPU REVERSE_SEQUENCE, MATRIX_SET_DIAG and MATRIX_DIAG (kernels_glsl/reorder.glsl) against the numpy
+"""GPU REVERSE_SEQUENCE and MATRIX_SET_DIAG (kernels_glsl/reorder.glsl) against the numpy
 reference in every precision, exactly (they copy stored values): every (seq_dim, batch_dim) pair
 of ranks 2 to 4, lengths from below 0 to the whole dimension, runtime and constant lengths;
 float32 and int32 values over the whole range; a length past the dimension fails the
@@ -51,12 +51,3 @@ def test_a_length_past_the_dimension_fails_the_invoke():
     out = fails_then_runs(model, [[x, np.array([4, 1], np.int32)]], [x, np.array([3, 2], np.int32)],
                           r"#0 \(REVERSE_SEQUENCE\): a seq_length exceeds dimension 1")
     np.testing.assert_array_equal(out, [[2, 1, 0], [4, 3, 5]])
-
-
-@pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])  # (the reference, as LiteRT, takes no bool one)
-def test_matrix_diag(dtype, precision):
-    """Rows on the diagonals, the storage's zero (0.0, int 0) elsewhere; outputs of rank 2-4."""
-    rng = np.random.default_rng(5)
-    for shape in [(1,), (4,), (2, 3), (2, 1, 5)]:
-        check_exact("MATRIX_DIAG", [In(values(rng, shape, dtype))], precision=precision, out_dtype=dtype)
