@@ -311,6 +311,9 @@ INTEGER_RULES = {
     "NEG": lambda xs, es: es[0], "ABS": lambda xs, es: es[0],
     "MAXIMUM": lambda xs, es: np.maximum(es[0], es[1]), "MINIMUM": lambda xs, es: np.maximum(es[0], es[1]),
 }
+# Integer reductions: the op run on its input's bounds bounds its output (a sum moves by the sum of
+# its terms' moves, a max or min by the largest); a product is not followed.
+INTEGER_FOLDS = {"SUM", "REDUCE_MAX", "REDUCE_MIN"}
 
 
 def _cast_bound(node, x, e):
@@ -350,7 +353,8 @@ def node_bounds(node, xs, es, half_math=False):
     if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
         if node.op in INTEGER_RULES and all(np.asarray(x).dtype.kind in "iu" for x in xs[:2] if x is not None):
             return [np.broadcast_to(INTEGER_RULES[node.op](xs, es), node.outputs[0].shape).astype(np.float64)]
-        if node.op in MOVES:  # integers moved (an index that may move, above): their bounds moved alike
+        if node.op in MOVES or node.op in INTEGER_FOLDS:  # integers moved (an index that may move, above), or
+            # summed or compared: their bounds moved, summed or compared alike
             runtime = [t is not None and not t.is_const for t in node.inputs]
             return _run(_plain(node), [np.asarray(e, np.float32) if r else x for x, e, r in zip(xs, es, runtime)])
         return [np.full(t.shape, np.nan) for t in node.outputs]

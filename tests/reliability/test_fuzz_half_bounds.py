@@ -254,9 +254,22 @@ def test_a_cast_to_int32_moves_by_what_truncation_crosses():
     assert summed.tolist() == [1.0, 0.0, 1.0]
 
 
+def test_an_integer_sum_adds_its_terms_bounds_and_a_max_takes_the_largest():
+    """SUM / REDUCE_MAX of int32 values a CAST of half-rounded floats may have moved (the GPU sums
+    int32 since int_reduce.glsl): the op run on the bounds."""
+    i32 = np.dtype(np.int32)
+    values, moved = np.int32([[3, -1, 7], [0, 2, 2]]), np.float64([[1, 0, 1], [0, 1, 1]])
+    axis = Tensor(2, "axis", (1,), i32, data=np.int32([1]))
+    for op, expected in (("SUM", [2.0, 2.0]), ("REDUCE_MAX", [1.0, 1.0])):
+        node = Node(0, op, [Tensor(0, "n", (2, 3), i32), axis], [Tensor(1, "s", (2,), i32)], options={"keep_dims": False})
+        bound, = hb.node_bounds(node, [values, np.int32([1])], [moved, np.zeros(1)])
+        assert bound.tolist() == expected, op
+
+
 # (seed, case) of --families edge,int32 --precision fp16_fp32acc findings that half storage
-# explains: int32 outputs of a CAST of a half-rounded float, through ADD, EMBEDDING_LOOKUP, MUL.
-INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54))
+# explains: int32 outputs of a CAST of a half-rounded float, through ADD, EMBEDDING_LOOKUP, MUL, and
+# (seed 35 case 30, once SUM of int32 ran on the GPU) MUL -> CAST -> SUM.
+INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54), (35, 30))
 
 
 @pytest.mark.parametrize("seed, case", INTEGER_CASES)
