@@ -33,8 +33,8 @@ from . import (binary, control_flow, conv, detection, elementwise, gather, gener
                select, softmax, spectral, variables)
 
 MODULES = (binary, conv, elementwise, gather, generate, layout, lstm, matmul, mediapipe, normalization, pool, quantize,
-           reduce, reduce_window, reorder, resize, rnn, scan, select, softmax, spectral, hybrid, control_flow, variables, detection,
-           segment)
+           reduce, reduce_window, reorder, resize, rnn, scan, select, softmax, spectral, hybrid, control_flow,
+           variables, detection, segment)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.
 ORDER = {op: (hybrid, conv) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}

@@ -161,7 +161,8 @@ def reduce_window(node, inputs):
         for taps in np.ndindex(*geometry.window):
             indices, reads = zip(*(positions(geometry, d, t) for d, t in enumerate(taps)))
             # np.ix_ would take boolean vectors for masks: each is given its own axis by hand.
-            inside = functools.reduce(np.logical_and, (r.reshape(_axis_shape(len(reads), d)) for d, r in enumerate(reads)))
+            inside = functools.reduce(np.logical_and,
+                                      (r.reshape(_axis_shape(len(reads), d)) for d, r in enumerate(reads)))
             acc = combine(acc, np.where(inside, x[np.ix_(*indices)], init)).astype(x.dtype)
     return [acc]
 

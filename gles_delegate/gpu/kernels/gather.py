@@ -1,11 +1,11 @@
-"""GATHER and EMBEDDING_LOOKUP, GATHER_ND and SCATTER_ND with runtime or constant indices (kernels_glsl/gather.glsl); DYNAMIC_UPDATE_SLICE at runtime or
-constant start indices (kernels_glsl/update_slice.glsl: a copy of the operand with the update in
-its box). SCATTER_ND (TensorFlow's scatter_nd: a point cloud's pillars into a grid) sums the
-updates each output element's index rows name, in index order as TFLite does, walking every
-row: index rows times output elements. For GATHER this is the second candidate, after
-layout.py's, which takes the constant indices that make a strided view of the input
-(kernels.ORDER); other constant ones (rows of 2-D indices, batch_dims) come here. EMBEDDING_LOOKUP
-is a GATHER along axis
+"""GATHER and EMBEDDING_LOOKUP, GATHER_ND and SCATTER_ND with runtime or constant indices
+(kernels_glsl/gather.glsl); DYNAMIC_UPDATE_SLICE at runtime or constant start indices
+(kernels_glsl/update_slice.glsl: a copy of the operand with the update in its box). SCATTER_ND
+(TensorFlow's scatter_nd: a point cloud's pillars into a grid) sums the updates each output
+element's index rows name, in index order as TFLite does, walking every row: index rows times
+output elements. For GATHER this is the second candidate, after layout.py's, which takes the
+constant indices that make a strided view of the input (kernels.ORDER); other constant ones (rows
+of 2-D indices, batch_dims) come here. EMBEDDING_LOOKUP is a GATHER along axis
 0 of its value (input 1) by its lookup (input 0); GATHER_ND picks, per row of its indices, the
 slice of params at that row's leading coordinates (what litert-torch writes for torch.gather and
 index_select). The indices are int32, read as their bits (base.py: the int view), so every index
@@ -40,8 +40,8 @@ def _operands(node):
 def supports(node):
     """The reference's checks; int32 indices, runtime or constant (a GATHER by constant indices
     is layout.py's first, where they make a strided view); float32, bool or int32 values of the
-    output's dtype (a hybrid EMBEDDING_LOOKUP of
-    8-bit rows stays on the CPU); GATHER_ND rows of at most 4 dims. Any rank up to phwc4.MAX_RANK
+    output's dtype (a hybrid EMBEDDING_LOOKUP of 8-bit rows stays on the CPU); GATHER_ND rows of
+    at most 4 dims. Any rank up to phwc4.MAX_RANK
     (HIGH_RANK): every tensor is read by its row-major index, which the BHWC view keeps."""
     checks = reference.SUPPORT if node.op == "GATHER" else lookup_reference.SUPPORT
     reason = checks[node.op](node)

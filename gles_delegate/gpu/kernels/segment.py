@@ -30,7 +30,8 @@ def supports(node):
         return "constant data (the node folds when its ids are constant too)"
     work = ids.size * node.outputs[0].size
     if work > MAX_WORK:
-        return f"{ids.size} segment ids x {node.outputs[0].size} outputs (each output walks every id: at most {MAX_WORK})"
+        return (f"{ids.size} segment ids x {node.outputs[0].size} outputs (each output walks every id: at most "
+                f"{MAX_WORK})")
     return None
 
 
