@@ -8,7 +8,8 @@ placement='fastest' at fp16_fp32acc or the precision given, whose "fastest on" c
 its partitions ran: GPU, CPU, or both; with --sustained also ours with
 inference_preference='sustained_speed', which "best ours" then counts), LiteRT's interpreter (XNNPACK) at 1 and 16
 threads, and LiteRT's GPU accelerator (CompiledModel) where it works, at its default precision
-and with enforce_f32. End-to-end latency is set inputs + invoke + read outputs, the median of
+and with enforce_f32 (--skip leaves any of these but XNNPACK at 16 threads out, to save a lent
+GPU's time). End-to-end latency is set inputs + invoke + read outputs, the median of
 --runs runs after --warmup runs (and at least --warmup-secs seconds of them); throughput is
 back-to-back invokes on fixed inputs. Each GPU runtime's outputs are compared with XNNPACK's (16 threads) on the same inputs: the largest
 max|a - b| / max|b| over the outputs. Writes results.md (a Markdown table, with the command
@@ -29,6 +30,7 @@ from gles_delegate.tools.benchmark_model import end_to_end, litert_gpu_runner, l
 
 PRECISIONS = ("fp32", "fp16_fp32acc", "auto")
 LITERT_GPU = {"litert_gpu": False, "litert_gpu_f32": True}  # row key -> enforce_f32
+SKIPPABLE = ("litert_gpu", "litert_gpu_f32", "xnnpack_1")  # --skip: baselines a table may go without
 
 
 def median_ms(run_once, args):
@@ -116,9 +118,11 @@ def bench_model(path, args):
         row["ours_sustained"] = guarded(ours, path, inputs, args.sustained, args, "gpu", "sustained_speed")
     if common.litert() is not None:
         for key, enforce_f32 in LITERT_GPU.items():
-            row[key] = guarded(litert_gpu, path, inputs, args, enforce_f32)
+            if key not in args.skip:
+                row[key] = guarded(litert_gpu, path, inputs, args, enforce_f32)
         for threads in (1, 16):
-            row[f"xnnpack_{threads}"] = guarded(litert_cpu, path, inputs, threads, args)
+            if f"xnnpack_{threads}" not in args.skip:
+                row[f"xnnpack_{threads}"] = guarded(litert_cpu, path, inputs, threads, args)
     return add_errors(row)
 
 
@@ -209,6 +213,9 @@ def build_parser():
                         help="also time ours with inference_preference='sustained_speed' (workgroups tuned, "
                              "every dispatch's params compiled into its program: a longer init) at PRECISION "
                              "(default fp16_fp32acc); 'best ours' counts it")
+    parser.add_argument("--skip", action="append", default=[], choices=SKIPPABLE, metavar="BASELINE",
+                        help=f"leave out a baseline (repeatable; one of {', '.join(SKIPPABLE)}): its column "
+                             "reads '-'; xnnpack_16 stays, the errors are measured against it")
     parser.add_argument("--merge", action="append", default=[], metavar="RESULTS_JSON",
                         help="measure nothing: merge the rows of earlier runs' results.json files (repeatable, "
                              "in order) into one table")

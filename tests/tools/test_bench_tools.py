@@ -43,6 +43,20 @@ def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
     assert stop.value.code != 0 and "--merge" in capsys.readouterr().err
 
 
+def test_bench_compare_skips_the_baselines_named(small_model, tmp_path):
+    out = tmp_path / "cmp"
+    assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--warmup-secs", "0",
+                               "--skip", "xnnpack_1", "--skip", "litert_gpu_f32", "--out", str(out)]) == 0
+    (result,) = json.loads((out / "results.json").read_text())
+    assert "xnnpack_1" not in result and "litert_gpu_f32" not in result and "median_ms" in result["xnnpack_16"]
+    lines = (out / "results.md").read_text().splitlines()
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    row = dict(zip(header, [c.strip() for c in next(x for x in lines if x.startswith("| small |")).strip("|").split("|")]))
+    assert row["XNNPACK 1t"] == "-" and row["LiteRT GPU f32"] == "-" and row["XNNPACK 16t"] not in ("-", "n/a")
+    with pytest.raises(SystemExit):
+        bench_compare.main([str(small_model), "--skip", "xnnpack_16", "--out", str(out)])
+
+
 def test_bench_compare_fastest_times_placement_fastest(small_model, tmp_path):
     out = tmp_path / "cmp"
     assert bench_compare.main([str(small_model), "--runs", "2", "--warmup", "1", "--warmup-secs", "0",
