@@ -1,7 +1,9 @@
 // REAL (PART 0), IMAG (PART 1) and COMPLEX_ABS (PART 2) of a complex view [..., 2]
 // (gpu/complex_view.py): one invocation per output vec4 (out_size, out_channels); output value e
 // (row-major) reads the pair at pixel e of the view, its vec4 (re, im, 0, 0); then the epilogue
-// steps fused after the node. Highp in every precision (shader.FULL_PRECISION_TEMPLATES).
+// steps fused after the node. Highp in every precision (its @highp line below).
+// @highp in every precision: |z| scales by exponents and tests infinities and NaN on the bits,
+//  which fp16 registers would not hold.
 
 // x * 2^e in two steps of at most 2^+-64 each: NVIDIA's ldexp multiplies by 2^e as a float, which
 // is inf past 2^127 (then 0 * inf = NaN: |2e38| gave NaN on an H200) and 0 below 2^-126.

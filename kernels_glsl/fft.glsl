@@ -7,9 +7,11 @@
 // log2(N) stages of butterflies run with twiddles e^(-2 pi i k / N) read from the constants as
 // (hi, lo) parts, and bins k < out_count are stored as (re, im, 0, 0) at pixel
 // a * out_outer + b * out_inner + k * out_step of the target. Highp throughout
-// (shader.FULL_PRECISION_TEMPLATES); the barriers stay outside control flow (GLSL ES 3.10): the
+// (its @highp line below); the barriers stay outside control flow (GLSL ES 3.10): the
 // stages are unrolled (up to N = 2048, spectral.MAX_FFT_LENGTH), and a workgroup past the last
 // line runs them on zeros.
+// @highp in every precision: twiddles and butterflies of up to 2^LOG2N points, whose sums fp16
+//  would round at every stage.
 
 #define N (1 << LOG2N)
 shared vec2 values[N];

@@ -2,9 +2,10 @@
 // per invocation, as TFLite's local_response_norm.cc computes it: out = x * (bias + alpha * W)^-beta,
 // W the sum of x^2 over channels c - radius .. c + radius clipped to the axis, C's powf (tfl_pow:
 // a negative base to an integer power is defined). Highp in every precision
-// (shader.FULL_PRECISION_TEMPLATES): the square of a half above 256 overflows half math.
+// (its @highp line below): the square of a half above 256 overflows half math.
 // Params: size (w, h, slices, batch), channels, radius (at most channels), bias, alpha, beta,
 // in_offset, out_offset.
+// @highp in every precision: a sum of squares and C's powf, which overflow and lose digits in fp16.
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);

@@ -25,6 +25,8 @@
 //     share of the elements, then a tree in shared memory folds the lanes.
 //   GATHER 1: the output's PHWC4 layout differs from the keep-dims layout (channels reduced or
 //     dims dropped without keep_dims): each output channel is found by its row-major index.
+// @highp in every precision: a half-float sum overflows at 65504, and NVIDIA runs mediump as fp16,
+//  shared-memory folds included.
 
 // combine(acc, x): GLSL's max / min on NaN are undefined; tfl_max / tfl_min keep acc, which is
 // never NaN, so a NaN x is skipped. START: LiteRT's start value (numeric_limits lowest / max).

@@ -4,10 +4,11 @@
 // init where it falls on the padding or between base-dilated elements. OP: 0 add, 1 mul, 2 max
 // (acc >= x ? acc : x, so a NaN wins only where it comes last), 3 min (acc <= x ? acc : x).
 // Dimensions are the op's own, padded to 4 with leading 1s; the input is read by row-major index.
-// Highp in every precision (shader.FULL_PRECISION_TEMPLATES): a window sum of halves overflows.
+// Highp in every precision (its @highp line below): a window sum of halves overflows.
 // Params: out_size, out_channels, out_offset; in_size, in_channels, in_offset (the input's BHWC
 // view); out_dims, in_dims, window, strides, base_dilations, window_dilations, pad_before, dilated
 // (ivec4s: x the first dimension); taps (the window's element count); init.
+// @highp in every precision: a window's sum or product, which overflows at 65504 in fp16.
 
 #include "row_major.glsl"
 

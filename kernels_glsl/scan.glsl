@@ -8,6 +8,7 @@
 // mask, a running count) keep cheap.
 // Params: out_size, out_channels, out_offset; in_size, in_channels, in_offset; axis_size, inner
 // (elements after the axis).
+// @highp in every precision: a running sum in TFLite's order, which overflows at 65504 in fp16.
 
 #include "row_major.glsl"
 

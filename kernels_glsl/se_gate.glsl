@@ -29,6 +29,7 @@
 //   convolution's tile sums add up when x is them);
 //   wk_offset, bk_offset (layer k's weights, packed as fully_connected.py packs them, and bias),
 //   unitsk (its output channels).
+// @highp in every precision: the mean and two layers' sums of a squeeze-excite gate.
 
 #define LANES (WG_X * WG_Y * WG_Z)
 shared highp vec4 sh[SHARED];

@@ -9,6 +9,7 @@
 // Params: out_size, out_channels, out_offset; in_size, in_channels, in_offset (data); idx_size,
 // idx_channels, idx_offset (segment ids); rows (ids), inner (elements a row), segments,
 // status_offset.
+// @highp in every precision: a segment's sum or product, which overflows at 65504 in fp16.
 
 #include "row_major.glsl"
 
@@ -19,7 +20,7 @@ SCALAR keep(bool keep_acc, SCALAR acc, SCALAR x) { return keep_acc ? acc : x; }
 #define LOWEST (-2147483647 - 1)
 #define HIGHEST 2147483647
 #else
-#define SCALAR float  // highp: the template is (shader.FULL_PRECISION_TEMPLATES)
+#define SCALAR float  // highp: the template is (its @highp line)
 SCALAR data_at(int i) { return stored_at(in_offset, in_size, in_channels, i, false); }
 SCALAR keep(bool keep_acc, SCALAR acc, SCALAR x) {
   return uintBitsToFloat(keep_acc || tfl_isnan(vec4(x)).x ? floatBitsToUint(acc) : floatBitsToUint(x));

@@ -6,13 +6,14 @@
 //     x / max(sqrt(sum(x^2)), epsilon), std::max's NaN included (a NaN sum stays NaN, tfl_max);
 //     then its epilogue (rules fuse_*: an activation, a scale, a fake-quant step, ...).
 // Padded channels take part in neither the max nor the sum, and are written as 0. The whole
-// template is highp in every precision (shader.FULL_PRECISION_TEMPLATES): a half-float sum
+// template is highp in every precision (its @highp line below): a half-float sum
 // overflows at 65504, and so does the square of a half above 256.
 //
 // PARALLEL 0: one invocation per pixel, a pass over its slices per reduction, then one to write.
 // PARALLEL 1: for many channels (e.g. [1, 1001] logits): the x-y plane of the first workgroup along
 //   x and y handles pixel gl_GlobalInvocationID.z, each lane a strided share of the slices; the
 //   max and the sum are folded across lanes in shared memory.
+// @highp in every precision: the sum of exponentials, which overflows at 65504 in fp16.
 
 #define OP_LOG_SOFTMAX 1
 #define OP_L2 2

@@ -44,8 +44,8 @@ by at most (first order: products of two errors are dropped)
   bools (bound 0) is exact; a SELECT / SELECT_V2 of a condition that may flip
   may give either operand (|x - y| + the larger error), else its pick's error,
 plus the rounding of its stored result (none for a node that moves or picks half values: they
-stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: gpu/shader.py
-FULL_PRECISION_TEMPLATES) each node also rounds its arithmetic: a sum of K terms by gamma(K) of
+stay exact). In fp16 (half math too; reductions, SOFTMAX and SE gates stay float32: the templates'
+@highp lines, gpu/shader.py) each node also rounds its arithmetic: a sum of K terms by gamma(K) of
 sum |terms| (Higham 3.1), anything else once more. A node of an op with no rule here has no bound
 (NaN): the outputs it reaches keep the fuzzer's float bound, so no finding is hidden by an op
 this cannot bound. A value past half's range (65504) is inf in half storage: its bound is inf.

@@ -15,10 +15,10 @@ from .kernels import epilogue
 
 SOURCE_TREE = Path(__file__).resolve().parents[2] / "kernels_glsl"
 PARAMS_BINDING = 0
-# Templates compiled in highp in every mode (assemble): sums, and complex_part, whose |z| scales by
-# exponents and tests infinities and NaN on the bits, which fp16 registers would not hold.
-FULL_PRECISION_TEMPLATES = frozenset({"complex_part", "fft", "lrn", "reduce", "reduce_window", "scan", "se_gate",
-                                      "segment", "softmax"})
+# A template compiled in highp in every mode (assemble) says so itself, in a line of its own
+# text (not of an include) beginning "// @highp", followed by why: sums that would overflow half
+# math, complex_part's tests of infinities and NaN on the bits, which fp16 registers would not hold.
+_HIGHP_MARKER = re.compile(r"^// @highp\b", re.MULTILINE)
 _INCLUDE = re.compile(r'^#include "(\w+)\.glsl"[ \t]*$', re.MULTILINE)
 _BAKED = re.compile(r"const highp (int|float|i?vec[234]) (\w+) = (.+);$")
 _INT_LITERAL = re.compile(r"\(-2147483647-1\)|-?\d+")
@@ -26,15 +26,25 @@ _FLOAT_BITS = re.compile(r"uintBitsToFloat\((\d+)u\)")
 
 
 @functools.lru_cache(maxsize=None)
+def full_precision(name):
+    """Whether template `name` computes in highp in every precision: its own text (includes not
+    expanded) has a line beginning "// @highp"."""
+    return bool(_HIGHP_MARKER.search(_template_text(name)))
+
+
+def _template_text(name):
+    """kernels_glsl/<name>.glsl as written: from the source tree, else the installed package."""
+    path = SOURCE_TREE / f"{name}.glsl"
+    if path.exists():
+        return path.read_text()
+    return importlib.resources.files("gles_delegate.kernels_glsl").joinpath(f"{name}.glsl").read_text()
+
+
+@functools.lru_cache(maxsize=None)
 def template(name):
     """The text of kernels_glsl/<name>.glsl (from the source tree, else the installed package),
     each `#include "other.glsl"` line replaced by template("other")."""
-    path = SOURCE_TREE / f"{name}.glsl"
-    if path.exists():
-        text = path.read_text()
-    else:
-        text = importlib.resources.files("gles_delegate.kernels_glsl").joinpath(f"{name}.glsl").read_text()
-    return _INCLUDE.sub(lambda match: template(match.group(1)).rstrip("\n"), text)
+    return _INCLUDE.sub(lambda match: template(match.group(1)).rstrip("\n"), _template_text(name))
 
 
 _PLAIN_TYPES = {int: "int", bool: "int", float: "float"}
@@ -135,9 +145,9 @@ def assemble(template_name, defines, params, storage_half, math_half, cache=None
 def _assemble(template_name, defines, param_types, storage_half, math_half, baked):
     """assemble() of sorted (name, value) `defines` and (name, GLSL type) `param_types`, or with
     `baked` (name, GLSL type, literal) triples declared as constants."""
-    # Reductions compute in highp in every mode: a half-float sum overflows at 65504, and NVIDIA's
-    # GLES compiler runs mediump as fp16, shared-memory folds included (seen on an H200).
-    precision = "mediump" if math_half and template_name not in FULL_PRECISION_TEMPLATES else "highp"
+    # A template with an @highp line (reductions: a half-float sum overflows at 65504) computes in
+    # highp in every mode: NVIDIA's GLES compiler runs mediump as fp16, shared-memory folds included.
+    precision = "mediump" if math_half and not full_precision(template_name) else "highp"
     lines = ["#version 310 es", f"precision {precision} float;", "precision highp int;",
              f"#define STORAGE_HALF {int(storage_half)}"]
     defines = {"ACTIVATION": 0, "CLAMP_FINITE": 0, "OUT_IO": 0, **dict(defines)}  # common.glsl tests them; GLSL ES has no implicit 0

@@ -29,7 +29,7 @@ def sample(shape, seed, scale=2.0):
 def test_template_is_highp_in_every_precision():
     """The window's sum of squares overflows half math above 256: the template is highp."""
     (d,) = dispatches(LRN, [In(np.zeros((1, 2, 2, 8), np.float32))], LRN_OPTIONS[0])
-    assert d.template == "lrn" and d.template in shader.FULL_PRECISION_TEMPLATES
+    assert d.template == "lrn" and shader.full_precision("lrn")
 
 
 @pytest.mark.parametrize("precision", ALL_PRECISIONS)

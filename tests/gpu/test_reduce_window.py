@@ -35,7 +35,7 @@ def check(model, x, precision):
 
 
 def test_template_is_highp_in_every_precision():
-    assert "reduce_window" in shader.FULL_PRECISION_TEMPLATES
+    assert shader.full_precision("reduce_window")
 
 
 @pytest.mark.parametrize("precision", ALL_PRECISIONS)

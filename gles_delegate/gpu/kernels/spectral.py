@@ -8,7 +8,7 @@ channels of the input's BHWC view) are real; their fft_w / 2 + 1 first bins are 
 fft_h > 1 a second pass transforms the columns of those bins (complex lines of a scratch tensor).
 Twiddles e^(-2 pi i k / N) are computed in float64 and stored as two parts, hi = the twiddle in
 the storage's type, lo = the rest (hi + lo holds ~22 bits in half storage too); the butterflies
-run in highp in every precision (shader.FULL_PRECISION_TEMPLATES). Error: each of the log2(N)
+run in highp in every precision (fft.glsl's @highp line). Error: each of the log2(N)
 stages rounds each value once or twice (a complex product and a sum, relative error <= ~3 u
 of the values' magnitude), so every output bin of one line lies within about
 log2(N) * 4 u * sqrt(N) * ||line||_2 of the exact transform (Higham, Accuracy and Stability of
