@@ -14,7 +14,7 @@ from . import __version__
 from . import partition as partitioning
 from . import placement as placing
 from . import quant
-from .gpu import complex_view, kernels
+from .gpu import complex_view, index_view, kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .graph import Graph, Node
@@ -44,15 +44,17 @@ log = logging.getLogger("gles_delegate")
 
 def _float_view(graph, spec):
     """The float view of a partition (quant.py): a quantized partition as float nodes with
-    fake-quant steps, and complex64 tensors as pairs of floats (gpu/complex_view.py); what a cold
+    fake-quant steps, complex64 tensors as pairs of floats (gpu/complex_view.py) and ARG_MAX's
+    int64 indices as int32 (gpu/index_view.py); what a cold
     start compiles, and what maps captured values back to the model's integers."""
     view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
-    return complex_view.complex_view(view, len(graph.tensors))
+    return index_view.index_view(complex_view.complex_view(view, len(graph.tensors)))
 
 
 def _gpu_reason(node):
-    """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors."""
-    return complex_view.unsupported_reason(node, kernels.unsupported_reason)
+    """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors
+    and its index view where it writes int64 indices (ARG_MAX's)."""
+    return index_view.unsupported_reason(node, lambda view: complex_view.unsupported_reason(view, kernels.unsupported_reason))
 
 
 def _loaded_view(graph, nodes):

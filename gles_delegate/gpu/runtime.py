@@ -423,9 +423,10 @@ class GpuPartition:
 
 def store_output(target, values):
     """Write an output as the GPU stores it (float32 words, gpu/kernels/base.py) into the
-    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits, complex64
-    from its pairs (gpu/complex_view.py)."""
-    if target.dtype == np.int32:
+    tensor's storage `target`: float32 as it is, bool as nonzero, int32 from its bits, int64 from
+    the bits of the int32 the GPU holds it in (gpu/index_view.py), complex64 from its pairs
+    (gpu/complex_view.py)."""
+    if target.dtype in (np.int32, np.int64):
         values = np.asarray(values, np.float32).view(np.int32)
     np.copyto(as_floats(target), as_floats(values), casting="unsafe")
 

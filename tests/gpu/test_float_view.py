@@ -118,18 +118,22 @@ def test_select_takes_bool_values_and_never_leaks_the_other_side(precision):
 
 
 # -- ARG_MAX / ARG_MIN --------------------------------------------------------------------------
+OUTPUT_TYPES = {INT32: np.int32, 4: np.int64}  # TensorType -> ARG_MAX's output dtype
+
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("op", ["ARG_MAX", "ARG_MIN"])
 def test_arg_extreme_over_the_last_axis(op, precision):
     """Ranks 1-4, ties (the first index), NaN first (it stays) and later (it never wins); bool
-    and int32 inputs."""
+    and int32 inputs; int32 and int64 indices (tf.argmax's default: held as int32 on the GPU,
+    gpu/index_view.py)."""
     rng = np.random.default_rng(8)
     for shape in [(9,), (5, 6), (2, 3, 13), (2, 3, 4, 5), (1, 2, 2, 64)]:
         x = small(rng, shape)
         x.reshape(-1, shape[-1])[0, 0] = np.nan
         x.reshape(-1, shape[-1])[-1, shape[-1] // 2] = np.nan
-        check_exact(op, [In(x), In(np.array([-1], np.int32), const=True)], {"output_type": INT32}, precision,
-                    out_dtype=np.int32)
+        for output_type, out_dtype in OUTPUT_TYPES.items():
+            check_exact(op, [In(x), In(np.array([-1], np.int32), const=True)], {"output_type": output_type},
+                        precision, out_dtype=out_dtype)
     mask = rng.random((3, 7)) < 0.3
     check_exact(op, [In(mask), In(np.array([1], np.int64), const=True)], {"output_type": INT32}, precision,
                 out_dtype=np.int32)
@@ -324,20 +328,54 @@ def test_gather_out_of_range_indices_fail_the_invoke(monkeypatch, computed, path
     ("CAST", [In(np.arange(4, dtype=np.float32))], {}, np.int64),
     ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([0], np.int32), const=True)], {"output_type": INT32},
      np.int32),
-    ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([1], np.int32), const=True)], {"output_type": 4},
+    ("ARG_MAX", [In(np.ones((3, 4), np.float32)), In(np.array([0], np.int32), const=True)], {"output_type": 4},
      np.int64),
+    ("CAST", [In(np.array([0, 3, 2**40], np.int64))], {}, np.float32),
     ("GATHER", [In(np.ones((3, 4), np.float32)), In(np.array([0, 2], np.int64))], {"axis": 0}, np.float32),
 ])
 def test_unsupported_variants_run_on_the_cpu(op, inputs, options, out_dtype):
-    """int64 tensors and ARG_MAX over another axis than the last stay on the CPU, and still
-    compute the reference's result."""
+    """int64 tensors (but ARG_MAX's output, gpu/index_view.py) and ARG_MAX over another axis
+    than the last stay on the CPU, and still compute the reference's result."""
     check_exact(op, inputs, options, out_dtype=out_dtype, gpu_nodes=0)
 
 
+def argmax_cast_model(shape):
+    """x -> ARG_MAX (int64, the last axis) -> CAST to float32 -> MUL by 2 -> y, and the indices
+    as an output: the CAST reads int64, which only ARG_MAX's outputs are on the GPU
+    (gpu/index_view.py), so it runs on the CPU, reading what the GPU wrote."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    best = b.tensor("best", shape[:-1], np.int64)
+    b.op("ARG_MAX", [x, b.const("axis", np.array([-1], np.int32))], [best], output_type=4)
+    as_float, y = b.tensor("as_float", shape[:-1]), b.tensor("y", shape[:-1])
+    b.op("CAST", [best], [as_float])
+    b.op("MUL", [as_float, b.const("two", np.float32([2.0]))], [y], fused_activation_function=0)
+    b.output(best)
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_int64_indices_on_the_gpu_feed_a_cpu_node(precision):
+    """ARG_MAX's int64 output leaves the GPU widened (int64 storage, exact past a half's 2^11
+    integers) and the CPU's CAST reads it there."""
+    shape = (2, 3, 3000)
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    x[0, 0, 2999] = x[1, 2, 2049] = 9.0
+    model = argmax_cast_model(shape)
+    reference = run_ours(model, [x])
+    (best, y), summary = run_gpu(model, [x], precision, max_delegated_partitions=0)
+    assert summary["gpu_nodes"] == 2 and summary["cpu_nodes"] == 1, summary  # ARG_MAX, MUL | CAST
+    assert best.dtype == np.int64 and np.array_equal(best, x.argmax(-1)) and np.array_equal(best, reference[0])
+    # The MUL's float output is stored as a half in the half precisions: one rounding (2^-11).
+    np.testing.assert_allclose(y, reference[1], rtol=0 if precision == "fp32" else 2.0**-11, atol=0)
+
+
 # -- a mask inside a float model ----------------------------------------------------------------
-def masked_model(shape):
+def masked_model(shape, index_dtype=np.int32):
     """x -> MUL -> (LESS 0.5, AND with GREATER_EQUAL -1) -> SELECT_V2(mask, MUL, -1e9) ->
-    SOFTMAX, plus the mask itself (bool) and the ARG_MAX of the result (int32) as outputs."""
+    SOFTMAX, plus the mask itself (bool) and the ARG_MAX of the result (index_dtype: int32 or
+    int64) as outputs."""
     b = ModelBuilder()
     x = b.input("x", shape)
     scale = b.const("scale", np.float32([1.5]))
@@ -347,23 +385,24 @@ def masked_model(shape):
     scaled, less, greater, mask = (b.tensor(n, shape, d) for n, d in
                                    [("scaled", np.float32), ("less", np.bool_), ("ge", np.bool_), ("mask", np.bool_)])
     selected, probs = b.tensor("selected", shape), b.tensor("probs", shape)
-    best = b.tensor("best", shape[:-1], np.int32)
+    best = b.tensor("best", shape[:-1], index_dtype)
     b.op("MUL", [x, scale], [scaled], fused_activation_function=0)
     b.op("LESS", [scaled, half], [less])
     b.op("GREATER_EQUAL", [x, low], [greater])
     b.op("LOGICAL_AND", [less, greater], [mask])
     b.op("SELECT_V2", [mask, scaled, floor], [selected])
     b.op("SOFTMAX", [selected], [probs], beta=1.0)
-    b.op("ARG_MAX", [probs, axis], [best], output_type=INT32)
+    b.op("ARG_MAX", [probs, axis], [best], output_type={np.int32: INT32, np.int64: 4}[index_dtype])
     for t in (probs, mask, best):
         b.output(t)
     return b.build()
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_a_mask_between_float_ops_keeps_one_gpu_partition(precision):
+def test_a_mask_between_float_ops_keeps_one_gpu_partition(precision, index_dtype):
     shape = (1, 3, 4, 10)
-    model = masked_model(shape)
+    model = masked_model(shape, index_dtype)
     x = np.random.default_rng(11).uniform(-2, 2, shape).astype(np.float32)
     if precision != "fp32":
         x = x.astype(np.float16).astype(np.float32)
@@ -373,4 +412,4 @@ def test_a_mask_between_float_ops_keeps_one_gpu_partition(precision):
     tolerance = 1e-5 if precision == "fp32" else 1e-2
     np.testing.assert_allclose(gpu[0], reference[0], atol=tolerance)
     assert gpu[1].dtype == np.bool_ and np.array_equal(gpu[1], reference[1])
-    assert gpu[2].dtype == np.int32 and np.array_equal(gpu[2], reference[2])
+    assert gpu[2].dtype == index_dtype and np.array_equal(gpu[2], reference[2])

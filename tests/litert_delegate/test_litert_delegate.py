@@ -267,12 +267,14 @@ def test_resize_sizes_outputs_that_cpu_nodes_read():
     assert out.shape == (2, 8, 8, 4) and np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
 
 
-def test_bool_and_int32_tensors_through_litert():
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_bool_and_int32_tensors_through_litert(index_dtype):
     """A mask (comparisons, LOGICAL_AND, SELECT_V2) and an ARG_MAX between float ops: the float
     view's nodes are claimed in LiteRT too, and its bool / int32 buffers are read and written in
-    their own types (our interpreter's run is the oracle; the masks and indices exactly)."""
+    their own types (our interpreter's run is the oracle; the masks and indices exactly). int64
+    indices (gpu/index_view.py) are widened into LiteRT's int64 tensor."""
     shape = (1, 3, 4, 10)
-    model = masked_model(shape)
+    model = masked_model(shape, index_dtype)
     x = np.random.default_rng(11).uniform(-2, 2, shape).astype(np.float32)
     expected = run_ours(model, [x])
     with GpuDelegate() as delegate:

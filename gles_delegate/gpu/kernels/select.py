@@ -1,6 +1,7 @@
 """Selection ops: SELECT / SELECT_V2 (kernels_glsl/select.glsl, with an epilogue) of float32, bool
 or int32 values (a select moves an int32's bits: base.py), and ARG_MAX / ARG_MIN over the last axis
-(kernels_glsl/arg_extreme.glsl), whose int32 indices are exact at any length."""
+(kernels_glsl/arg_extreme.glsl), whose int32 indices are exact at any length (int64 outputs,
+tf.argmax's default, through the index view: gpu/index_view.py)."""
 import numpy as np
 
 from ...ops import select as reference
@@ -50,7 +51,7 @@ def select_build(node, env):
 # -- ARG_MAX / ARG_MIN ----------------------------------------------------------------------------
 def arg_supports(node):
     """The reference's checks; a runtime float32, bool or int32 input; a constant axis that is the
-    last one; an int32 output (int64 stays on the CPU)."""
+    last one; an int32 output (an int64 one reaches the kernel as int32, gpu/index_view.py)."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
