@@ -1,5 +1,5 @@
 """Selection ops: SELECT / SELECT_V2 (kernels_glsl/select.glsl, with an epilogue) of float32, bool
-or int32 values (a select moves an int32's bits: base.py), and ARG_MAX / ARG_MIN over the last axis
+or int32 values (a select moves an int32's bits: base.py), and ARG_MAX / ARG_MIN over any axis
 (kernels_glsl/arg_extreme.glsl), whose int32 indices are exact at any length (int64 outputs,
 tf.argmax's default, through the index view: gpu/index_view.py)."""
 import numpy as np
@@ -50,8 +50,8 @@ def select_build(node, env):
 
 # -- ARG_MAX / ARG_MIN ----------------------------------------------------------------------------
 def arg_supports(node):
-    """The reference's checks; a runtime float32, bool or int32 input; a constant axis that is the
-    last one; an int32 output (an int64 one reaches the kernel as int32, gpu/index_view.py)."""
+    """The reference's checks; a runtime float32, bool or int32 input; a constant axis; an int32
+    output (an int64 one reaches the kernel as int32, gpu/index_view.py)."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
@@ -62,19 +62,25 @@ def arg_supports(node):
         return "the axis must be constant"
     if out.dtype != np.int32:
         return f"{node.op} output of {out.dtype}: the GPU holds int32 indices only"
-    rank = len(x.shape)
-    if normalized_axis(node, np.asarray(axis.data).reshape(-1)[0], rank) != rank - 1:
-        return f"{node.op} over an axis other than the last"
     return None
 
 
 def arg_build(node, env):
-    """One arg_extreme.glsl dispatch: one invocation per vec4 of the output."""
+    """One arg_extreme.glsl dispatch: one invocation per vec4 of the output; over the last axis
+    a vec4 of the input's channels at a time, over any other each element of the line by its
+    row-major index (`inner` elements apart)."""
     x, out = node.inputs[0], node.outputs[0]
+    rank = len(x.shape)
+    axis = normalized_axis(node, np.asarray(node.inputs[1].data).reshape(-1)[0], rank)
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     in4, out4 = bhwc(x.shape), bhwc(out.shape)
     params = {"in_size": in4.as_ivec4(), "in_channels": in4.c, "in_offset": env.arena(x),
               "out_size": out4.as_ivec4(), "out_channels": out4.c, "out_offset": env.arena(out)}
-    defines = {"IS_MAX": IS_MAX[node.op], "INT_VALUES": int(x.dtype == np.int32)}
+    defines = {"IS_MAX": IS_MAX[node.op], "INT_VALUES": int(x.dtype == np.int32), "LAST_AXIS": int(axis == rank - 1)}
+    if axis != rank - 1:
+        params.update(axis_size=int(x.shape[axis]), inner=inner)
+        # TFLite lets a number replace a NaN extreme where elements follow the axis (ops/select.py)
+        defines["NAN_YIELDS"] = int(inner > 1 and x.dtype != np.int32)
     return [Dispatch("arg_extreme", (out4.w, out4.h, out4.slices * out4.b), defines, params, reads=(x,),
                      writes=(out,))]
 
@@ -85,7 +91,7 @@ BUILD = {"SELECT": select_build, "SELECT_V2": select_build, "ARG_MAX": arg_build
 EPILOGUE = {"SELECT": None, "SELECT_V2": None}
 FLOAT_VIEW = {op: None for op in SUPPORT}
 # Any rank's view: SELECT's operands through epilogue.operand_reason; ARG_MAX / ARG_MIN reduce the
-# channels (the last axis of every view) and find a row by the output's row-major index.
+# channels (the last axis of every view) or read the input by row-major index.
 HIGH_RANK = {op: None for op in SUPPORT}
 # SELECT copies the integers of quantized values (quant.py keeps their grid).
 FACTS = {"SELECT": OpFacts(arity=((3,), (), 1), integer_move=True),
