@@ -7,7 +7,8 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           in range: a FLOOR_MOD, a clamp or an ARG_MAX makes them), ADD / SUB / MUL (wrapping),
           FLOOR_DIV / FLOOR_MOD (divisors never 0 or -1: LiteRT fails on 0 and traps on
           INT32_MIN / -1), MINIMUM / MAXIMUM, ABS / NEG, the comparisons, SELECT / SELECT_V2,
-          CAST between int32, float32 and bool, SUM, ARG_MAX / ARG_MIN and the layout ops. No float
+          CAST between int32, float32 and bool, SUM, ARG_MAX / ARG_MIN (int32 or int64 indices, the
+          int64 ones a leaf or CAST back to int32) and the layout ops. No float
           arithmetic: every value is exact (a float compared or cast is a copy of an input, or an
           input times a power of two), so every integer output must match exactly.
   quant   int8 (or uint8) graphs: QUANTIZE of a float input or a quantized input, CONV_2D /
@@ -368,7 +369,8 @@ def embedding_lookup(g):
 
 
 def int_reduce(g):
-    """SUM of int32 (wrapping), or ARG_MAX / ARG_MIN of int32 or float32 (ties: the first index)."""
+    """SUM of int32 (wrapping), or ARG_MAX / ARG_MIN of int32 or float32 (ties: the first index)
+    into int32 or int64 indices."""
     kind = g.choice(("int", "float"))
     pool = [t for t in g.pools[kind] if len(g.shape_of(t)) >= 2]
     if not pool:
@@ -381,8 +383,13 @@ def int_reduce(g):
         out = tuple(1 if k == axis else d for k, d in enumerate(shape)) if keep else shape[:axis] + shape[axis + 1:]
         return g.emit("SUM", [x, g.ints([axis])], g.value(out, np.int32, bounds=I32), keep_dims=keep)
     op = g.choice(("ARG_MAX", "ARG_MIN"))
-    out = shape[:axis] + shape[axis + 1:]
-    return g.emit(op, [x, g.ints(axis)], g.value(out, np.int32, bounds=(0, shape[axis] - 1)), output_type=2)
+    out, bounds = shape[:axis] + shape[axis + 1:], (0, shape[axis] - 1)
+    if g.chance(0.7):
+        return g.emit(op, [x, g.ints(axis)], g.value(out, np.int32, bounds=bounds), output_type=2)
+    # tf.argmax's default int64 indices (held as int32 on the GPU: gpu/index_view.py), a leaf or
+    # read back into the int32 pool by a CAST (which runs on the CPU)
+    index = g.emit(op, [x, g.ints(axis)], g.value(out, np.int64, bounds=bounds), output_type=4)
+    return g.emit("CAST", [index], g.value(out, np.int32, bounds=bounds)) if g.chance(0.5) else index
 
 
 def int_layout(g):

@@ -589,6 +589,8 @@ def _slices_along(g, x, axis, count):
     bounds = [0] + cuts + [d]
     sizes = [b - a for a, b in zip(bounds, bounds[1:])]
     how = g.choice(("SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V"))
+    if how in ("SPLIT", "SPLIT_V") and np.dtype(g.spec.tensors[x].dtype) == np.bool_:
+        how = "SLICE"  # LiteRT 2.3's split.cc / split_v.cc refuse bool at prepare
     rank = len(shape)
     if how == "SPLIT" and d % count == 0:
         part = tuple(d // count if k == axis else s for k, s in enumerate(shape))
