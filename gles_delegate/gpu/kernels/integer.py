@@ -12,7 +12,7 @@ count of a mask's ones, say: torch's (x > 0).sum(), tf.reduce_sum of a cast mask
 element combines its elements one invocation, exact and wrapping as TFLite's.
 
 These are the second candidates of their ops (kernels.ORDER), after the float kernels, which
-refuse runtime int32 operands; FLOOR_DIV and FLOOR_MOD run here only."""
+refuse runtime int32 operands; float_divmod.py's before FLOOR_DIV and FLOOR_MOD."""
 import numpy as np
 
 from ... import ops
