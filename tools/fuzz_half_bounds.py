@@ -39,8 +39,10 @@ by at most (first order: products of two errors are dropped)
   integer type moves by what truncation moves over that interval; ARG_MAX / ARG_MIN may pick
   another index where a rival lies within the errors of the pick (1 there, else 0), and ONE_HOT,
   GATHER, GATHER_ND and EMBEDDING_LOOKUP may write any value they could pick where their index
-  may move (the spread of those values), integers moved by a layout op carry their bound, integer
-  ADD, SUB, MUL, NEG, ABS, MAXIMUM and MINIMUM propagate it, and any op of exact integers and
+  may move (the spread of those values), integers moved by a layout op or an int64 <-> int32 CAST
+  carry their bound, integer ADD, SUB, MUL, NEG, ABS, MAXIMUM and MINIMUM propagate it (2^32 where
+  the result may wrap), FLOOR_DIV / DIV move by E_a / |b| + 1 (more by a moved divisor), FLOOR_MOD
+  anywhere in its range once an operand moved, and any op of exact integers and
   bools (bound 0) is exact; a SELECT / SELECT_V2 of a condition that may flip
   may give either operand (|x - y| + the larger error), else its pick's error,
 plus the rounding of its stored result (none for a node that moves or picks half values: they
@@ -264,16 +266,19 @@ INDEX_INPUT = {"ONE_HOT": 0, "GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0}
 
 
 def _arg_extreme_bound(node, xs, es):
-    """ARG_MAX / ARG_MIN: 1 where another element lies within the errors of the one picked (half
-    storage may pick it instead), else 0; NaN where an error is unknown."""
-    x, e = np.asarray(xs[0], np.float64), es[0]
+    """ARG_MAX / ARG_MIN: where another element lies within the errors of the one picked (half
+    storage may pick it instead), how far the index may move (the farthest such rival), else 0;
+    NaN where an error is unknown."""
+    x, e = np.asarray(xs[0], np.float64), np.broadcast_to(es[0], np.shape(xs[0]))
     axis = int(np.asarray(xs[1]).reshape(-1)[0]) % x.ndim
     signed = x if node.op == "ARG_MAX" else -x
     picked = np.expand_dims(np.asarray(ops.run_node(node, xs)[0], np.int64), axis)
     top = np.take_along_axis(signed, picked, axis) - np.take_along_axis(e, picked, axis)
+    positions = np.arange(x.shape[axis]).reshape([-1 if k == axis else 1 for k in range(x.ndim)])
     with np.errstate(invalid="ignore"):
-        rivals = (signed + e >= top).sum(axis=axis)  # the pick itself among them
-    return [np.where(np.isnan(e).any(axis=axis), np.nan, (rivals > 1).astype(np.float64))]
+        rivals = signed + e >= top  # the pick itself among them (distance 0)
+    farthest = np.where(rivals, np.abs(positions - picked), 0).max(axis=axis).astype(np.float64)
+    return [np.where(np.isnan(e).any(axis=axis), np.nan, farthest)]
 
 
 def _moved_index_mask(node, index_bound):
@@ -303,13 +308,46 @@ def _index_reader_bound(node, xs, es):
     return [np.where(_moved_index_mask(node, es[k]), spread, moved)]
 
 
+def _unwrapped(moved, reach):
+    """A bound `moved` of an int32 result whose exact value could reach `reach` (a magnitude)
+    with its inputs moved: where that passes int32, the result may wrap (2^32 apart)."""
+    return np.where(reach >= 2.0**31, 2.0**32, moved)
+
+
+def _integer_sum(xs, es):
+    moved = es[0] + es[1]
+    return _unwrapped(moved, np.abs(np.asarray(xs[0], np.float64)) + np.abs(np.asarray(xs[1], np.float64)) + moved)
+
+
+def _integer_product(xs, es):
+    a, b = (np.abs(np.asarray(x, np.float64)) for x in xs[:2])
+    moved = a * es[1] + b * es[0] + es[0] * es[1]
+    return _unwrapped(moved, a * b + moved)
+
+
+def _integer_quotient(xs, es):
+    """FLOOR_DIV / DIV of ints: by an exact divisor b the quotient moves by at most
+    floor(E_a / |b|) + 1; by a moved one (never 0: the fuzzer keeps divisors from 0) by as
+    much as |a| + E_a (|b| >= 1) plus the quotient itself."""
+    a, b = (np.asarray(x, np.float64) for x in xs[:2])
+    by_exact = np.where(es[0] > 0, np.floor(es[0] / np.maximum(np.abs(b), 1.0)) + 1, 0.0)
+    return np.where(es[1] > 0, 2 * (np.abs(a) + es[0]), by_exact)
+
+
+def _integer_remainder(xs, es):
+    """FLOOR_MOD of ints: a result within (-|b|, |b|), anywhere there once an operand moved."""
+    b = np.abs(np.asarray(xs[1], np.float64))
+    return np.where((es[0] > 0) | (es[1] > 0), 2 * (b + es[1]), 0.0)
+
+
 # Integer arithmetic of integers half storage may have moved (a CAST of a rounded float): how far
-# its result moves, first order and second (wrapping past int32 is not followed).
+# its result moves, first order and second; a result that may pass int32 may wrap (2^32).
 INTEGER_RULES = {
-    "ADD": lambda xs, es: es[0] + es[1], "SUB": lambda xs, es: es[0] + es[1],
-    "MUL": lambda xs, es: np.abs(xs[0]) * es[1] + np.abs(xs[1]) * es[0] + es[0] * es[1],
+    "ADD": _integer_sum, "SUB": _integer_sum, "MUL": _integer_product,
     "NEG": lambda xs, es: es[0], "ABS": lambda xs, es: es[0],
     "MAXIMUM": lambda xs, es: np.maximum(es[0], es[1]), "MINIMUM": lambda xs, es: np.maximum(es[0], es[1]),
+    "FLOOR_DIV": _integer_quotient, "DIV": _integer_quotient, "FLOOR_MOD": _integer_remainder,
+    "CAST": lambda xs, es: es[0],  # int64 <-> int32 of values in range (ARG_MAX's indices): moved alike
 }
 # Integer reductions: the op run on its input's bounds bounds its output (a sum moves by the sum of
 # its terms' moves, a max or min by the largest); a product is not followed.

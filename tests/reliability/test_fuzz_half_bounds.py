@@ -212,8 +212,9 @@ def test_the_rfft2d_bound_covers_half_storage_emulated():
 
 
 def test_an_arg_max_within_its_errors_may_pick_another_index():
-    """ARG_MAX over the last axis: 1 where a rival lies within the errors of the pick (half
-    storage may round it past the pick), 0 where the pick stands clear; a ONE_HOT of it may
+    """ARG_MAX over the last axis: how far the index may move where a rival lies within the
+    errors of the pick (half storage may round it past the pick), 0 where the pick stands clear;
+    a ONE_HOT of it may
     write on_value or off_value anywhere along a line whose index may move, its own values'
     rounding elsewhere."""
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
@@ -223,6 +224,8 @@ def test_an_arg_max_within_its_errors_may_pick_another_index():
                options={"output_type": 2})
     flips, = hb.node_bounds(arg, [x, np.int32(-1)], [e, np.zeros(())])
     assert flips.tolist() == [1.0, 0.0]
+    far, = hb.node_bounds(arg, [np.float32([[1.0004, -2.0, 1.0], [0.5, 3.0, 2.0]]), np.int32(-1)], [e, np.zeros(())])
+    assert far.tolist() == [2.0, 0.0]  # the rival two places away: the index may move by 2
     hot = Node(1, "ONE_HOT", [Tensor(2, "i", (2,), i32), Tensor(3, "depth", (), i32), Tensor(4, "on", (), f32),
                               Tensor(5, "off", (), f32)], [Tensor(6, "y", (2, 4), f32)], options={"axis": -1})
     on, off = np.float32(2.5), np.float32(-0.1)
@@ -266,10 +269,32 @@ def test_an_integer_sum_adds_its_terms_bounds_and_a_max_takes_the_largest():
         assert bound.tolist() == expected, op
 
 
+def test_integer_division_of_moved_ints_and_wrapping():
+    """FLOOR_DIV by an exact divisor moves by E / |b| + 1, by a moved one by up to twice |a| + E;
+    FLOOR_MOD anywhere in its range once an operand moved; a product that may pass int32 may wrap
+    (2^32); an int64 -> int32 CAST of indices carries their bound."""
+    i32, i64 = np.dtype(np.int32), np.dtype(np.int64)
+
+    def bound(op, xs, es, out=i32):
+        node = Node(0, op, [Tensor(k, f"x{k}", np.shape(x), np.asarray(x).dtype) for k, x in enumerate(xs)],
+                    [Tensor(9, "y", np.shape(xs[0]), out)], options={"fused_activation_function": 0})
+        return hb.node_bounds(node, xs, es)[0].tolist()
+    a, moved = np.int32([95, -40, 7]), np.float64([1, 25, 0])
+    assert bound("FLOOR_DIV", [a, np.int32(10)], [moved, np.zeros(())]) == [1.0, 3.0, 0.0]
+    assert bound("FLOOR_DIV", [a, np.int32([10, 10, 10])], [moved, np.float64([0, 0, 1])]) == [1.0, 3.0, 14.0]
+    assert bound("FLOOR_MOD", [a, np.int32(10)], [moved, np.zeros(())]) == [20.0, 20.0, 0.0]
+    assert bound("MUL", [np.int32([2**29, 3]), np.int32(4)], [np.float64([1, 1]), np.zeros(())]) == [2.0**32, 4.0]
+    assert bound("CAST", [np.int64([3, 0])], [np.float64([2, 0])]) == [2.0, 0.0]
+
+
 # (seed, case) of --families edge,int32 --precision fp16_fp32acc findings that half storage
 # explains: int32 outputs of a CAST of a half-rounded float, through ADD, EMBEDDING_LOOKUP, MUL, and
-# (seed 35 case 30, once SUM of int32 ran on the GPU) MUL -> CAST -> SUM.
-INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54), (35, 30))
+# (seed 35 case 30, once SUM of int32 ran on the GPU) MUL -> CAST -> SUM (found with the generator
+# of their day: the int32 family draws otherwise since its ARG_MAX writes int64 too). Seed 92
+# (--families int32): MUL -> CAST -> MUL wrapping past int32 (67), FLOOR_DIV by a moved divisor
+# (84), FLOOR_MOD (87), FLOOR_DIV by a constant (201), an int64 ARG_MIN of moved ints CAST to int32,
+# its index two places off (220).
+INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54), (35, 30), (92, 67), (92, 84), (92, 87), (92, 201), (92, 220))
 
 
 @pytest.mark.parametrize("seed, case", INTEGER_CASES)
