@@ -263,6 +263,7 @@ def flip_bound(node, xs, es):
 # move an index (an ARG_MAX of values within their errors of each other), what they write there
 # may be any value they could pick.
 INDEX_INPUT = {"ONE_HOT": 0, "GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0}
+PICKED_INPUTS = {"ONE_HOT": (2, 3), "GATHER": (0,), "GATHER_ND": (0,), "EMBEDDING_LOOKUP": (1,)}  # what they write
 
 
 def _arg_extreme_bound(node, xs, es):
@@ -302,7 +303,7 @@ def _index_reader_bound(node, xs, es):
     moved = _moved_bound(node, xs, es)[0]
     if not np.any(es[k] > 0):
         return [moved]
-    picked = [(x, e) for j, (x, e) in enumerate(zip(xs, es)) if j != k and x is not None and _is_float(x)]
+    picked = [(xs[j], es[j]) for j in PICKED_INPUTS[node.op] if xs[j] is not None]  # floats or ints
     values = np.concatenate([np.asarray(x, np.float64).reshape(-1) for x, _ in picked])
     spread = float(np.ptp(values)) + max(float(np.max(e, initial=0)) for _, e in picked)
     return [np.where(_moved_index_mask(node, es[k]), spread, moved)]
