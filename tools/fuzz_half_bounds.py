@@ -299,11 +299,14 @@ def _moved_index_mask(node, index_bound):
 def _index_reader_bound(node, xs, es):
     """An INDEX_INPUT node: the moved rule where its indices hold, else the spread of the values
     it could pick (max - min, plus their largest error)."""
-    k = INDEX_INPUT[node.op]
-    moved = _moved_bound(node, xs, es)[0]
+    k, values = INDEX_INPUT[node.op], PICKED_INPUTS[node.op]
+    # the values' errors moved as the values are, by the indices (an int's as float64: a wrap's 2^32
+    # passes int32; a float's as float32, the type a float kernel of the reference expects)
+    moved = _run(_plain(node), [np.asarray(e, np.float32 if _is_float(x) else np.float64) if j in values else x
+                                for j, (x, e) in enumerate(zip(xs, es))])[0]
     if not np.any(es[k] > 0):
         return [moved]
-    picked = [(xs[j], es[j]) for j in PICKED_INPUTS[node.op] if xs[j] is not None]  # floats or ints
+    picked = [(xs[j], es[j]) for j in values if xs[j] is not None]  # floats or ints
     values = np.concatenate([np.asarray(x, np.float64).reshape(-1) for x, _ in picked])
     spread = float(np.ptp(values)) + max(float(np.max(e, initial=0)) for _, e in picked)
     return [np.where(_moved_index_mask(node, es[k]), spread, moved)]

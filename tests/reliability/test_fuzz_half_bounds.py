@@ -287,6 +287,17 @@ def test_integer_division_of_moved_ints_and_wrapping():
     assert bound("CAST", [np.int64([3, 0])], [np.float64([2, 0])]) == [2.0, 0.0]
 
 
+def test_a_gather_of_ints_by_indices_that_may_move_may_write_any_of_them():
+    """GATHER of an int32 table by indices half storage may have moved: the spread of the table
+    where an index may move, exact elsewhere (gles-fuzz-graphs seed 93 once raised on it)."""
+    i32 = np.dtype(np.int32)
+    table, ids = np.int32([[5, -3], [40, 2], [7, 7]]), np.int32([2, 0])
+    node = Node(0, "GATHER", [Tensor(0, "t", (3, 2), i32), Tensor(1, "i", (2,), i32)], [Tensor(2, "y", (2, 2), i32)],
+                options={"axis": 0})
+    bound, = hb.node_bounds(node, [table, ids], [np.zeros((3, 2)), np.float64([1, 0])])
+    assert bound.tolist() == [[43.0, 43.0], [0.0, 0.0]]
+
+
 # (seed, case) of --families edge,int32 --precision fp16_fp32acc findings that half storage
 # explains: int32 outputs of a CAST of a half-rounded float, through ADD, EMBEDDING_LOOKUP, MUL, and
 # (seed 35 case 30, once SUM of int32 ran on the GPU) MUL -> CAST -> SUM (found with the generator
