@@ -37,7 +37,9 @@ by at most (first order: products of two errors are dropped)
   carried by LOGICAL_AND / OR / NOT, CAST and REDUCE_ALL / REDUCE_ANY (1 where any element
   reduced may flip); a CAST of a float to bool may flip where [x - E, x + E] reaches 0, one to an
   integer type moves by what truncation moves over that interval; ARG_MAX / ARG_MIN may pick
-  another index where a rival lies within the errors of the pick (1 there, else 0), and ONE_HOT,
+  another index where a rival lies within the errors of the pick (how far: the farthest such),
+  TOPK_V2 the same for each of its picks (its values by the largest error of their row), a CAST of
+  exact integers to float moves by their half rounding (inf past its range), and ONE_HOT,
   GATHER, GATHER_ND and EMBEDDING_LOOKUP may write any value they could pick where their index
   may move (the spread of those values), integers moved by a layout op or an int64 <-> int32 CAST
   carry their bound, integer ADD, SUB, MUL, NEG, ABS, MAXIMUM and MINIMUM propagate it (2^32 where
@@ -312,6 +314,23 @@ def _index_reader_bound(node, xs, es):
     return [np.where(_moved_index_mask(node, es[k]), spread, moved)]
 
 
+def _topk_bound(node, xs, es):
+    """TOPK_V2: each value moves by at most the largest error of its row (an order statistic of
+    values each within E of their own); each index may move to any rival of its pick (an element
+    of the row within the two errors of it): the farthest such, 0 where none."""
+    x, e = np.asarray(xs[0], np.float64), np.broadcast_to(es[0], np.shape(xs[0]))
+    values, indices = ops.run_node(node, xs)
+    indices = np.asarray(indices, np.int64)
+    row_error = np.broadcast_to(e.max(axis=-1, keepdims=True), values.shape).astype(np.float64)
+    picked, picked_e = np.take_along_axis(x, indices, -1), np.take_along_axis(e, indices, -1)
+    with np.errstate(invalid="ignore"):
+        rivals = np.abs(x[..., None, :] - picked[..., :, None]) <= e[..., None, :] + picked_e[..., :, None]
+    distance = np.abs(np.arange(x.shape[-1]) - indices[..., :, None])
+    farthest = np.where(rivals, distance, 0).max(axis=-1).astype(np.float64)
+    unknown = np.isnan(e).any(axis=-1, keepdims=True)
+    return [np.where(unknown, np.nan, row_error), np.where(unknown, np.nan, farthest)]
+
+
 def _unwrapped(moved, reach):
     """A bound `moved` of an int32 result whose exact value could reach `reach` (a magnitude)
     with its inputs moved: where that passes int32, the result may wrap (2^32 apart)."""
@@ -381,9 +400,14 @@ def node_bounds(node, xs, es, half_math=False):
     if any(e is not None and np.isnan(e).any() for e in es):  # an input no rule bounds: nor this
         return [np.full(t.shape, np.nan) for t in node.outputs]
     if all(x is None or np.asarray(x).dtype.kind in "biu" for x in xs) and not any(np.any(e) for e in es):
+        if node.op == "CAST" and _is_float(np.zeros(0, node.outputs[0].dtype)):  # exact ints stored as halves
+            with np.errstate(over="ignore"):
+                return [stored_error(_run(node, xs)[0])]  # inf past half's range
         return [np.zeros(t.shape) for t in node.outputs]  # integers and bools of exact ones: exact
     if node.op in ("ARG_MAX", "ARG_MIN"):
         return _arg_extreme_bound(node, xs, es)
+    if node.op == "TOPK_V2":
+        return _topk_bound(node, xs, es)
     if node.op in INDEX_INPUT and np.asarray(xs[INDEX_INPUT[node.op]]).dtype.kind in "iu":
         return _index_reader_bound(node, xs, es)
     if node.op == "RFFT2D":

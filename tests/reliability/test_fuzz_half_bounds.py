@@ -287,6 +287,28 @@ def test_integer_division_of_moved_ints_and_wrapping():
     assert bound("CAST", [np.int64([3, 0])], [np.float64([2, 0])]) == [2.0, 0.0]
 
 
+def test_topk_picks_move_to_their_rivals_and_values_by_their_row_s_error():
+    """TOPK_V2 (k 2) of a row with two values within their errors: the indices may swap (each
+    moves to the other, 2 places away), the values move by the row's largest error."""
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    node = Node(0, "TOPK_V2", [Tensor(0, "x", (1, 4), f32), Tensor(1, "k", (), i32, data=np.int32(2))],
+                [Tensor(2, "v", (1, 2), f32), Tensor(3, "i", (1, 2), i32)])
+    x, e = np.float32([[3.0, -1.0, 3.001, 0.0]]), np.full((1, 4), 2e-3)
+    values, indices = hb.node_bounds(node, [x, np.int32(2)], [e, np.zeros(())])
+    assert indices.tolist() == [[2.0, 2.0]] and values.tolist() == [[2e-3, 2e-3]]
+    _, clear = hb.node_bounds(node, [np.float32([[3.0, -1.0, 5.0, 0.0]]), np.int32(2)], [e, np.zeros(())])
+    assert clear.tolist() == [[0.0, 0.0]]
+
+
+def test_a_cast_of_ints_to_float_moves_by_their_half_rounding():
+    """CAST int32 -> float32 of exact ints: what half storage makes of them (2049 -> 2048, and
+    infinity past 65504)."""
+    i32, f32 = np.dtype(np.int32), np.dtype(np.float32)
+    node = Node(0, "CAST", [Tensor(0, "n", (3,), i32)], [Tensor(1, "x", (3,), f32)])
+    moved, = hb.node_bounds(node, [np.int32([7, 2049, 1 << 30])], [np.zeros(3)])
+    assert moved.tolist() == [0.0, 1.0, np.inf]
+
+
 def test_a_gather_of_ints_by_indices_that_may_move_may_write_any_of_them():
     """GATHER of an int32 table by indices half storage may have moved: the spread of the table
     where an index may move, exact elsewhere (gles-fuzz-graphs seed 93 once raised on it)."""
@@ -305,11 +327,16 @@ def test_a_gather_of_ints_by_indices_that_may_move_may_write_any_of_them():
 # (--families int32): MUL -> CAST -> MUL wrapping past int32 (67), FLOOR_DIV by a moved divisor
 # (84), FLOOR_MOD (87), FLOOR_DIV by a constant (201), an int64 ARG_MIN of moved ints CAST to int32,
 # its index two places off (220).
-INTEGER_CASES = ((8, 19), (8, 22), (8, 42), (8, 54), (35, 30), (92, 67), (92, 84), (92, 87), (92, 201), (92, 220))
+# Seed 93 (--families int32,edge): an ARG_MIN of huge ints CAST to float, which half storage
+# makes infinite (108); TOPK_V2's indices among values within their rounding (159).
+EDGE_INT, INT_EDGE, INT = ("edge", "int32"), ("int32", "edge"), ("int32",)
+INTEGER_CASES = ((8, 19, EDGE_INT), (8, 22, EDGE_INT), (8, 42, EDGE_INT), (8, 54, EDGE_INT), (35, 30, EDGE_INT),
+                 (92, 67, INT), (92, 84, INT), (92, 87, INT), (92, 201, INT), (92, 220, INT), (93, 108, INT_EDGE),
+                 (93, 159, INT_EDGE))
 
 
-@pytest.mark.parametrize("seed, case", INTEGER_CASES)
-def test_integer_outputs_of_rounded_floats_are_within_the_half_bound(seed, case, tmp_path):
+@pytest.mark.parametrize("seed, case, families", INTEGER_CASES)
+def test_integer_outputs_of_rounded_floats_are_within_the_half_bound(seed, case, families, tmp_path):
     summary = fg.fuzz(seed, paths="ac", only_case=case, precision="fp16_fp32acc", minimize_findings=False,
-                      out_dir=tmp_path, log=lambda line: None, families=("edge", "int32"))
+                      out_dir=tmp_path, log=lambda line: None, families=families)
     assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
