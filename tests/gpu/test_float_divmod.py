@@ -87,6 +87,19 @@ def test_float_floor_div_and_mod_are_tflites_bit_for_bit(op, precision):
 
 
 @pytest.mark.parametrize("op", OPS)
+def test_random_bit_patterns_are_tflites_bit_for_bit(op):
+    """20,000 pairs of uniformly random float32 bit patterns: every exponent pair (quotients far
+    past float's range and below its subnormals, remainders walked over 250 exponents), every
+    sign, subnormals, infinities and NaN as often as the bits make them."""
+    rng = np.random.default_rng(23)
+    a, b = (rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32).view(np.float32) for _ in range(2))
+    if op == "FLOOR_DIV":
+        b = np.where(b == 0, np.float32(1.0), b)
+    reference, gpu = run_both(op, [In(a.reshape(-1, 8)), In(b.reshape(-1, 8))], "fp32")
+    assert_as_stored(op, gpu, reference, "fp32")
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_broadcast_and_constant_divisors(op):
     """A constant divisor per channel and a scalar one, a runtime one broadcast over rows."""
     rng = np.random.default_rng(22)
