@@ -7,7 +7,8 @@ import pytest
 
 from gles_delegate.gpu.kernels.reduce import INPUT_ADDEND
 from gles_delegate.gpu.transforms import fuse_add_into_reduce
-from tests.gpu.gpulib import PRECISIONS
+from gles_delegate.tflite import ModelBuilder
+from tests.gpu.gpulib import PRECISIONS, run_gpu
 from tests.gpu.transforms.rulelib import (Chain, check_gpu, check_skipped, dispatches, ops_of, random, rewrite_through,
                                          statuses)
 
@@ -64,3 +65,23 @@ def test_the_reduction_adds_the_second_operand(case, precision, monkeypatch):
 ], ids=["read twice", "activation", "broadcast", "not a reduction"])
 def test_other_adds_stay(options, reason):
     check_skipped(summed(**options), RULE, "ADD", reason, [random((1, 8, 8, 6), 4)])
+
+
+def test_an_int32_add_stays_before_an_int32_sum():
+    """ADD -> SUM of int32 (wrapping): the integer reduction adds no addend, so the ADD stays and
+    the sum is of the doubled values (gles-fuzz-graphs seed 94 case 31: the GPU summed x, not
+    x + x, once int32 sums ran there)."""
+    b = ModelBuilder()
+    x = b.input("x", (5, 2, 3), np.int32)
+    doubled, total = b.tensor("doubled", (5, 2, 3), np.int32), b.tensor("total", (2, 3), np.int32)
+    b.op("ADD", [x, x], [doubled], fused_activation_function=0)
+    b.op("SUM", [doubled, b.const("axis", np.int32([0]))], [total], keep_dims=False)
+    b.output(total)
+    model = b.build()
+    graph, log = rewrite_through(model, RULE)
+    assert "ADD" in ops_of(graph) and [s for s, _ in statuses(log, RULE)] == ["SKIPPED"]
+    values = np.random.default_rng(3).integers(-2**31, 2**31, (5, 2, 3), dtype=np.int64).astype(np.int32)
+    (gpu,), summary = run_gpu(model, [values])
+    assert summary["gpu_nodes"] == 2
+    with np.errstate(over="ignore"):
+        assert np.array_equal(gpu, (values * np.int32(2)).sum(axis=0, dtype=np.int32))
