@@ -54,7 +54,8 @@ def _float_view(graph, spec):
 def _gpu_reason(node):
     """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors
     and its index view where it writes int64 indices (ARG_MAX's)."""
-    return index_view.unsupported_reason(node, lambda view: complex_view.unsupported_reason(view, kernels.unsupported_reason))
+    return index_view.unsupported_reason(
+        node, lambda view: complex_view.unsupported_reason(view, kernels.unsupported_reason))
 
 
 def _loaded_view(graph, nodes):

@@ -24,7 +24,8 @@ def near_integer_quotients(rng, count):
     a = (n * b).astype(np.float32)
     for _ in range(2):
         step = rng.choice([-1, 0, 1], count)
-        a = np.where(step > 0, np.nextafter(a, np.float32(np.inf)), np.where(step < 0, np.nextafter(a, np.float32(-np.inf)), a))
+        up, down = np.nextafter(a, np.float32(np.inf)), np.nextafter(a, np.float32(-np.inf))
+        a = np.where(step > 0, up, np.where(step < 0, down, a))
     return a.astype(np.float32), b.astype(np.float32)
 
 

@@ -51,7 +51,8 @@ def test_bench_compare_skips_the_baselines_named(small_model, tmp_path):
     assert "xnnpack_1" not in result and "litert_gpu_f32" not in result and "median_ms" in result["xnnpack_16"]
     lines = (out / "results.md").read_text().splitlines()
     header = [c.strip() for c in lines[2].strip("|").split("|")]
-    row = dict(zip(header, [c.strip() for c in next(x for x in lines if x.startswith("| small |")).strip("|").split("|")]))
+    small = next(x for x in lines if x.startswith("| small |"))
+    row = dict(zip(header, [c.strip() for c in small.strip("|").split("|")]))
     assert row["XNNPACK 1t"] == "-" and row["LiteRT GPU f32"] == "-" and row["XNNPACK 16t"] not in ("-", "n/a")
     with pytest.raises(SystemExit):
         bench_compare.main([str(small_model), "--skip", "xnnpack_16", "--out", str(out)])

@@ -23,8 +23,9 @@ from ...partition import EmptyTensor
 from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
 from . import (binary, conv, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm,
-               layout, lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce, reduce_window,
-               reorder, resize, scan, segment, select, softmax, spectral, squeeze_excite, transpose_conv, variables)
+               layout, lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce,
+               reduce_window, reorder, resize, scan, segment, select, softmax, spectral, squeeze_excite,
+               transpose_conv, variables)
 
 MODULES = (binary, conv, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm, layout,
            lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce, reduce_window, reorder,
