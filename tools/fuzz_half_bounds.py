@@ -39,7 +39,8 @@ by at most (first order: products of two errors are dropped)
   integer type moves by what truncation moves over that interval; ARG_MAX / ARG_MIN may pick
   another index where a rival lies within the errors of the pick (how far: the farthest such),
   TOPK_V2 the same for each of its picks (its values by the largest error of their row), a CAST of
-  exact integers to float moves by their half rounding (inf past its range), and ONE_HOT,
+  exact integers to float moves by their half rounding (inf past its range), DYNAMIC_UPDATE_SLICE
+  of exact start indices moves its elements' errors with them, and ONE_HOT,
   GATHER, GATHER_ND and EMBEDDING_LOOKUP may write any value they could pick where their index
   may move (the spread of those values), integers moved by a layout op or an int64 <-> int32 CAST
   carry their bound, integer ADD, SUB, MUL, NEG, ABS, MAXIMUM and MINIMUM propagate it (2^32 where
@@ -74,7 +75,8 @@ MOVES = {"RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "
          "GATHER", "TILE", "SQUEEZE", "EXPAND_DIMS", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "REDUCE_MAX",
          "MAXIMUM", "MIRROR_PAD", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
          "BATCH_TO_SPACE_ND", "PACK", "UNPACK", "BROADCAST_TO", "GATHER_ND",
-         "ONE_HOT"}  # ONE_HOT: its on / off values' own rounding where it writes them
+         "ONE_HOT",  # ONE_HOT: its on / off values' own rounding where it writes them
+         "DYNAMIC_UPDATE_SLICE"}  # where its start indices are exact (else no bound: node_bounds)
 # A minimum moves by at most its operands' largest error too: the matching maximum of the errors.
 AS_MAXIMUM = {"MINIMUM": "MAXIMUM", "REDUCE_MIN": "REDUCE_MAX"}
 # (the step functions CEIL ... SIGN too: an interval across a step moves them by the step)
@@ -408,6 +410,8 @@ def node_bounds(node, xs, es, half_math=False):
         return _arg_extreme_bound(node, xs, es)
     if node.op == "TOPK_V2":
         return _topk_bound(node, xs, es)
+    if node.op == "DYNAMIC_UPDATE_SLICE" and np.any(es[2] > 0):  # the update may land elsewhere
+        return [np.full(node.outputs[0].shape, np.nan)]
     if node.op in INDEX_INPUT and np.asarray(xs[INDEX_INPUT[node.op]]).dtype.kind in "iu":
         return _index_reader_bound(node, xs, es)
     if node.op == "RFFT2D":

@@ -300,6 +300,20 @@ def test_topk_picks_move_to_their_rivals_and_values_by_their_row_s_error():
     assert clear.tolist() == [[0.0, 0.0]]
 
 
+def test_a_dynamic_update_slice_moves_its_values_errors():
+    """DYNAMIC_UPDATE_SLICE of exact start indices carries each element's error from where it
+    came (operand or update: what a TOPK_V2 after it compares, gles-fuzz-graphs --precision fp16
+    seed 96 case 189); of moved indices, no bound."""
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    node = Node(0, "DYNAMIC_UPDATE_SLICE", [Tensor(0, "x", (1, 4), f32), Tensor(1, "u", (1, 2), f32),
+                                            Tensor(2, "at", (2,), i32)], [Tensor(3, "y", (1, 4), f32)])
+    xs = [np.float32([[1, 2, 3, 4]]), np.float32([[9, 8]]), np.int32([0, 1])]
+    moved, = hb.node_bounds(node, xs, [np.full((1, 4), 0.1), np.full((1, 2), 0.5), np.zeros(2)])
+    assert np.allclose(moved, [[0.1, 0.5, 0.5, 0.1]])
+    unknown, = hb.node_bounds(node, xs, [np.full((1, 4), 0.1), np.full((1, 2), 0.5), np.float64([0, 1])])
+    assert np.isnan(unknown).all()
+
+
 def test_a_cast_of_ints_to_float_moves_by_their_half_rounding():
     """CAST int32 -> float32 of exact ints: what half storage makes of them (2049 -> 2048, and
     infinity past 65504)."""
