@@ -9,8 +9,9 @@
 //   FLOOR_MOD: floor_mod.cc's fmodf(a, b), which is exact (the mantissa of a reduced modulo b's one
 //     bit by bit over the exponents between them), plus b where it is nonzero and its sign differs
 //     from b's (a float addition, correctly rounded in highp).
-// NaN, infinities and zeros as C++ gives them. A float32 subnormal result is written as its bits;
-// a GPU that flushes subnormals may read it as zero later.
+// NaN, infinities and zeros as C++ gives them. A float32 subnormal remainder is built from its bits;
+// a GPU that flushes subnormals (GLSL ES allows it; NVIDIA's does) stores it as zero and adds it
+// as zero in FLOOR_MOD's adjustment: such results differ by less than the smallest normal.
 // Operands through ep_fetch (they broadcast as any epilogue operand: A_SRC / B_SRC, A_SCALAR_C /
 // B_SCALAR_C, A_PLANE / B_PLANE). Params: a_offset, a_size[, a_plane]; b_...; out_size,
 // out_channels, out_offset; status_offset (FLOOR_DIV).
