@@ -267,7 +267,8 @@ def flip_bound(node, xs, es):
 # move an index (an ARG_MAX of values within their errors of each other), what they write there
 # may be any value they could pick.
 INDEX_INPUT = {"ONE_HOT": 0, "GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0}
-PICKED_INPUTS = {"ONE_HOT": (2, 3), "GATHER": (0,), "GATHER_ND": (0,), "EMBEDDING_LOOKUP": (1,)}  # what they write
+# The inputs holding the values each writes.
+PICKED_INPUTS = {"ONE_HOT": (2, 3), "GATHER": (0,), "GATHER_ND": (0,), "EMBEDDING_LOOKUP": (1,)}
 
 
 def _arg_extreme_bound(node, xs, es):
@@ -276,14 +277,19 @@ def _arg_extreme_bound(node, xs, es):
     NaN where an error is unknown."""
     x, e = np.asarray(xs[0], np.float64), np.broadcast_to(es[0], np.shape(xs[0]))
     axis = int(np.asarray(xs[1]).reshape(-1)[0]) % x.ndim
-    signed = x if node.op == "ARG_MAX" else -x
-    picked = np.expand_dims(np.asarray(ops.run_node(node, xs)[0], np.int64), axis)
-    top = np.take_along_axis(signed, picked, axis) - np.take_along_axis(e, picked, axis)
-    positions = np.arange(x.shape[axis]).reshape([-1 if k == axis else 1 for k in range(x.ndim)])
+    picked = np.asarray(ops.run_node(node, xs)[0], np.int64)[..., None]
+    x, e = np.moveaxis(x, axis, -1), np.moveaxis(e, axis, -1)
+    return [np.where(np.isnan(e).any(axis=-1), np.nan, _farthest_rival(x, e, picked)[..., 0])]
+
+
+def _farthest_rival(x, e, picked):
+    """Per pick (picked [..., k], indices into the last axis of x and its errors e [..., n]): how
+    far the farthest element within the two errors of the picked one lies (0: none but itself)."""
+    value, error = np.take_along_axis(x, picked, -1), np.take_along_axis(e, picked, -1)
     with np.errstate(invalid="ignore"):
-        rivals = signed + e >= top  # the pick itself among them (distance 0)
-    farthest = np.where(rivals, np.abs(positions - picked), 0).max(axis=axis).astype(np.float64)
-    return [np.where(np.isnan(e).any(axis=axis), np.nan, farthest)]
+        rivals = np.abs(x[..., None, :] - value[..., :, None]) <= e[..., None, :] + error[..., :, None]
+    distance = np.abs(np.arange(x.shape[-1]) - picked[..., :, None])
+    return np.where(rivals, distance, 0).max(axis=-1).astype(np.float64)
 
 
 def _moved_index_mask(node, index_bound):
@@ -322,13 +328,8 @@ def _topk_bound(node, xs, es):
     of the row within the two errors of it): the farthest such, 0 where none."""
     x, e = np.asarray(xs[0], np.float64), np.broadcast_to(es[0], np.shape(xs[0]))
     values, indices = ops.run_node(node, xs)
-    indices = np.asarray(indices, np.int64)
     row_error = np.broadcast_to(e.max(axis=-1, keepdims=True), values.shape).astype(np.float64)
-    picked, picked_e = np.take_along_axis(x, indices, -1), np.take_along_axis(e, indices, -1)
-    with np.errstate(invalid="ignore"):
-        rivals = np.abs(x[..., None, :] - picked[..., :, None]) <= e[..., None, :] + picked_e[..., :, None]
-    distance = np.abs(np.arange(x.shape[-1]) - indices[..., :, None])
-    farthest = np.where(rivals, distance, 0).max(axis=-1).astype(np.float64)
+    farthest = _farthest_rival(x, e, np.asarray(indices, np.int64))
     unknown = np.isnan(e).any(axis=-1, keepdims=True)
     return [np.where(unknown, np.nan, row_error), np.where(unknown, np.nan, farthest)]
 

@@ -6,8 +6,8 @@ nowhere else.
 
 Runs after se_gate, which takes a MEAN whole into its gate kernel where the plane is small: an
 ADD read by such a MEAN stays an ADD (fused into its producer's epilogue where it can be)."""
-import numpy as np
-
+from .. import kernels
+from ..kernels import reduce as reduce_kernel
 from ..kernels.reduce import INPUT_ADDEND, OP_CODES
 from .common import fuse_into_readers, sole_plain_reader
 
@@ -34,8 +34,6 @@ def _reduction(graph, node, operands):
     out = node.outputs[0]
     if a.is_const or b.is_const:
         return None, "an operand is a constant"
-    if out.dtype != np.float32:  # int32 sums run in integer.py's kernel, which adds no addend
-        return None, f"a {out.dtype} sum (only the float reduction adds an addend)"
     if not tuple(a.shape) == tuple(b.shape) == tuple(out.shape):
         return None, f"it broadcasts {list(a.shape)} and {list(b.shape)} to {list(out.shape)}"
     reduction, why = sole_plain_reader(graph, node, operands)
@@ -45,4 +43,7 @@ def _reduction(graph, node, operands):
         return None, f"its reader {reduction.label} does not reduce it"
     if reduction.options.get(INPUT_ADDEND) is not None:
         return None, f"{reduction.label} already adds a tensor to its input"
+    runner = kernels.RUNNER[reduction.op](reduction)
+    if runner is not reduce_kernel:  # integer.py's int32 reductions read no addend
+        return None, f"{reduction.label} runs in {runner.__name__.rsplit('.', 1)[-1]}.py, which adds no addend"
     return reduction, None
