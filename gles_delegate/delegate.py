@@ -44,8 +44,8 @@ log = logging.getLogger("gles_delegate")
 
 def _float_view(graph, spec):
     """The float view of a partition (quant.py): a quantized partition as float nodes with
-    fake-quant steps, complex64 tensors as pairs of floats (gpu/complex_view.py) and ARG_MAX's
-    int64 indices as int32 (gpu/index_view.py); what a cold
+    fake-quant steps, complex64 tensors as pairs of floats (gpu/complex_view.py) and int64
+    tensors that hold int32 values (ARG_MAX's indices) as int32 (gpu/index_view.py); what a cold
     start compiles, and what maps captured values back to the model's integers."""
     view = quant.float_view(spec.nodes, spec.inputs, spec.outputs, next_index=len(graph.tensors))
     return index_view.index_view(complex_view.complex_view(view, len(graph.tensors)))
@@ -53,7 +53,7 @@ def _float_view(graph, spec):
 
 def _gpu_reason(node):
     """None if a GPU kernel runs `node`, through its complex view where it has complex64 tensors
-    and its index view where it writes int64 indices (ARG_MAX's)."""
+    and its index view where its int64 tensors hold int32 values (ARG_MAX's indices)."""
     return index_view.unsupported_reason(
         node, lambda view: complex_view.unsupported_reason(view, kernels.unsupported_reason))
 

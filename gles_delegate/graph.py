@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import int32_values
 from .errors import ModelError
 
 
@@ -36,7 +37,8 @@ class Tensor:
     """A tensor: shape (tuple of ints), numpy dtype, constant data (or None) and quantization.
     `data` may be set to a Deferred: it counts as constant at once and is computed when read.
     `fixed_shape`: an operator writes it, but the model gives it a buffer (see Graph.from_model),
-    so its shape cannot change on a resize."""
+    so its shape cannot change on a resize. `int32_values`: an int64 tensor the model's semantics
+    keep within int32's range (int32_values.mark, which Graph.from_model runs)."""
     index: int
     name: str
     shape: tuple
@@ -48,6 +50,7 @@ class Tensor:
     is_variable: bool = False
     type_name: str = ""
     fixed_shape: bool = False
+    int32_values: bool = False
 
     @property
     def is_const(self):
@@ -291,6 +294,7 @@ class Graph:
         graph.source_model = model
         graph.subgraph_index = subgraph_index
         graph.check_order(single_producers)
+        int32_values.mark(graph)
         return graph
 
     @property

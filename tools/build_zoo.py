@@ -429,6 +429,9 @@ def tf_models():
                                   build_streaming(quantized=False)),
         "spectrogram_cnn": ("tf.Module log-mel spectrogram in graph (stft: RFFT2D, COMPLEX_ABS) + conv classifier, "
                             "4000 samples", modules["Spectrogram"], [(1, 4000)], build_tf_function),
+        "greedy_tagger": ("tf.Module greedy tagging step: dense logits, tf.argmax (int64) read back by "
+                          "tf.gather, tf.one_hot and the outputs", modules["GreedyTagger"], [(1, 16, 32)],
+                          build_tf_function),
     }
 
 
@@ -529,8 +532,12 @@ def build_tf_function(name, builder, shapes, out_dir, rng):
     runtime, interpreter_class = litert_interpreter()
     interpreter = interpreter_class(model_content=data)
     interpreter.allocate_tensors()
+    signature = interpreter.get_signature_runner()
+    names = interpreter.get_signature_list()["serving_default"]
 
-    converted = runner(interpreter)
+    def converted(inputs):  # by the signature's names (output_0, ...): the converter may order
+        outputs = signature(**dict(zip(names["inputs"], inputs)))  # a tuple's outputs otherwise
+        return [outputs[name] for name in sorted(names["outputs"], key=lambda n: (len(n), n))]
     return {"framework": f"tensorflow {tf.__version__}", "converter": "TFLiteConverter.from_concrete_functions, "
             "TFLITE_BUILTINS only", "runtime": runtime,
             **check(lambda inputs: as_arrays(module(*inputs)), converted, random_inputs(shapes, rng),

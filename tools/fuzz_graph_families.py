@@ -32,8 +32,8 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           sometimes), CUMSUM (any axis, exclusive and reverse), REDUCE_ALL / REDUCE_ANY of a
           comparison (any axes, keep_dims both ways) cast to float32 or selecting between two
           tensors, and GATHER_ND of constant index rows or of an ARG_MAX's (in range by its
-          construction) reshaped into rows of one, ONE_HOT of such an ARG_MAX (a depth below its
-          range sometimes: lines of off_value), and ATAN2(y, |x| + 0.25) (right of the branch cut,
+          construction; int32 or int64 indices) reshaped into rows of one, ONE_HOT of such an
+          ARG_MAX (a depth below its range sometimes: lines of off_value), and ATAN2(y, |x| + 0.25) (right of the branch cut,
           where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest),
           and DYNAMIC_UPDATE_SLICE of a tensor (or a constant) into another at start indices
           one of which an ARG_MAX computes (the others constants, past the end sometimes: TFLite
@@ -387,7 +387,7 @@ def int_reduce(g):
     if g.chance(0.7):
         return g.emit(op, [x, g.ints(axis)], g.value(out, np.int32, bounds=bounds), output_type=2)
     # tf.argmax's default int64 indices (held as int32 on the GPU: gpu/index_view.py), a leaf or
-    # read back into the int32 pool by a CAST (which runs on the CPU)
+    # read back into the int32 pool by a CAST
     index = g.emit(op, [x, g.ints(axis)], g.value(out, np.int64, bounds=bounds), output_type=4)
     return g.emit("CAST", [index], g.value(out, np.int32, bounds=bounds)) if g.chance(0.5) else index
 
@@ -833,12 +833,24 @@ def gather_nd(g):
     if not 1 <= len(out) <= 4 or not g.fits(out):
         return False
     if y is not None:
-        picked = g.typed("ARG_MAX", [y, g.ints(-1)], [g.value(rows, np.int32, bounds=(0, g.shape_of(y)[-1] - 1))],
-                         output_type=2)[0]
-        indices = g.typed("RESHAPE", [picked, g.ints(rows + (1,))], [g.value(rows + (1,), np.int32)])[0]
+        index_type = _index_type(g)
+        picked = _argmax_last(g, y, index_type)
+        indices = g.typed("RESHAPE", [picked, g.ints(rows + (1,))], [g.value(rows + (1,), index_type)])[0]
     else:
         indices = g.ints(np.stack([g.rng.integers(0, d, rows) for d in shape[:depth]], axis=-1))
     return g.typed("GATHER_ND", [x, indices], [g.value(out)])[0]
+
+
+def _index_type(g):
+    """int32 or tf.argmax's default int64 (held as int32 on the GPU: gpu/index_view.py)."""
+    return g.choice((np.int32, np.int64))
+
+
+def _argmax_last(g, x, index_type):
+    """The ARG_MAX of x over its last axis, its indices of `index_type`."""
+    shape = g.shape_of(x)
+    out = g.value(shape[:-1], index_type, bounds=(0, shape[-1] - 1))
+    return g.typed("ARG_MAX", [x, g.ints(-1)], [out], output_type=2 if index_type == np.int32 else 4)[0]
 
 
 def one_hot(g):
@@ -854,7 +866,7 @@ def one_hot(g):
     out = rows[:axis] + (depth,) + rows[axis:]
     if not g.fits(out):
         return False
-    picked = g.typed("ARG_MAX", [x, g.ints(-1)], [g.value(rows, np.int32, bounds=(0, width - 1))], output_type=2)[0]
+    picked = _argmax_last(g, x, _index_type(g))
     values = [g.const(np.float32(v)) for v in (g.choice((1.0, 2.5)), g.choice((0.0, -0.5)))]
     return g.typed("ONE_HOT", [picked, g.ints(depth), *values], [g.value(out)],
                    axis=-1 if axis == len(rows) and g.chance(0.5) else axis)[0]

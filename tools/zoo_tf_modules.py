@@ -1,5 +1,6 @@
 """The tf.Module models of tools/build_zoo.py's zoo (a streaming keyword spotter whose state is
-resource variables, and a classifier with its spectrogram in the graph), apart so that build_zoo.py
+resource variables, a classifier with its spectrogram in the graph, and a greedy tagger that reads
+tf.argmax's int64 indices back), apart so that build_zoo.py
 stays readable. Imports TensorFlow only when called: tools/build_zoo.py runs it in its zoo-tf venv;
 nothing in the package imports it.
 """
@@ -72,4 +73,20 @@ def tf_modules(seed, features):
             x = tf.nn.relu(tf.nn.conv2d(x, self.c2, 2, "SAME"))
             return tf.matmul(tf.reshape(x, (1, 2048)), self.fc)  # x: (1, 8, 8, 32)
 
-    return {"StreamingKws": StreamingKws, "Spectrogram": Spectrogram}
+    class GreedyTagger(tf.Module):
+        """A greedy tagging step over 16 frames of 32 features: logits over 64 tags (a dense layer),
+        the best tag of each frame (tf.argmax: int64), its embedding (tf.gather) added to the frame
+        and its one-hot (tf.one_hot) beside it, then a dense layer to 16. Outputs the tags
+        (int64) and that projection: the readers of int64 indices a decoder's next step has."""
+        def __init__(self):
+            super().__init__()
+            g = tf.random.Generator.from_seed(seed)
+            self.logits, self.table, self.out = he(g, (32, 64), 32), he(g, (64, 32), 2), he(g, (96, 16), 96)
+
+        @tf.function(input_signature=[tf.TensorSpec((1, 16, 32), tf.float32)])
+        def __call__(self, frames):
+            tags = tf.argmax(tf.matmul(frames, self.logits), -1)  # (1, 16) int64
+            features = tf.concat([frames + tf.gather(self.table, tags), tf.one_hot(tags, 64)], -1)
+            return tags, tf.matmul(features, self.out)
+
+    return {"StreamingKws": StreamingKws, "Spectrogram": Spectrogram, "GreedyTagger": GreedyTagger}

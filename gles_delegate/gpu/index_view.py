@@ -1,43 +1,60 @@
-"""The index view of a GPU partition: the int64 indices ARG_MAX / ARG_MIN write held as int32.
+"""The index view of a GPU partition: int64 tensors that hold int32 values, held as int32.
 
 tf.argmax's default output type is int64, so a classifier or segmentation net converted from
-TensorFlow often ends in an ARG_MAX with an int64 output. The GPU has no 64-bit integers, but
-these outputs need none: an index along one axis lies in [0, axis size), and every tensor the GPU
-holds has fewer than 2^31 elements. This view (as complex_view.py's, a copy of the partition,
-the partition itself untouched) retypes the int64 output of each ARG_MAX / ARG_MIN node to int32,
-keeping its index, name and shape, with the node's output_type option to match; the kernel writes
-int32 words and the download widens them into the tensor's int64 storage (runtime.store_output).
+TensorFlow often ends in an ARG_MAX with an int64 output, and a decoder gathers its next token's
+embedding with it. The GPU has no 64-bit integers, but those tensors need none: int32_values.py
+says which int64 tensors the model keeps within int32's range (ARG_MAX / ARG_MIN indices, CASTs
+of narrower ints, moves of those, constants that fit). This view (as complex_view.py's, a copy of
+the partition, the partition itself untouched) retypes each such tensor to int32, keeping its
+index, name and shape (a constant's values narrowed), and the options that name a type to match:
+an ARG_MAX writes int32 words, a GATHER reads int32 indices, a CAST of them reads int32. A
+partition input of them is narrowed on upload (kernels/base.io_values), an output widened on
+download (runtime.store_output).
 
-Only these outputs are narrowed. Any other int64 tensor (token ids, a CAST to int64, an int64
-sum) may hold values past int32, so a node writing or reading one has no GPU kernel; that keeps a
-node that reads an ARG_MAX's int64 output on the CPU too, so a narrowed tensor is always one of
-its partition's outputs.
+A node touching any other int64 tensor (token ids from the user, an int64 sum) has no GPU kernel:
+those may hold values past int32.
 """
 import copy
 import dataclasses
 
 import numpy as np
 
+from ..int32_values import within_int32
+
 INT64, INT32 = np.dtype(np.int64), np.dtype(np.int32)
-NARROWED_OPS = ("ARG_MAX", "ARG_MIN")
-TFLITE_INT32 = 2  # TensorType INT32: ARG_MAX / ARG_MIN's output_type option
+TFLITE_INT32 = 2  # TensorType INT32
+TYPE_OPTIONS = ("output_type", "idx_out_type", "in_data_type", "out_data_type")  # options naming a tensor's type
+
+
+def _int64_tensors(node):
+    return [t for t in [*node.inputs, *node.outputs] if t is not None and t.dtype == INT64]
 
 
 def narrows(node):
-    """Whether `node` writes an index the view holds as int32 (an int64 ARG_MAX / ARG_MIN output)."""
-    return node.op in NARROWED_OPS and len(node.outputs) == 1 and node.outputs[0].dtype == INT64
+    """Whether `node` reads or writes an int64 tensor computed at run time, and every int64 tensor
+    it touches is one the view holds as int32 (constants too: a GATHER's table, an EQUAL's
+    operand, a RESHAPE's shape). A node whose only int64 tensors are constants keeps them: they
+    are parameters its kernel reads as they are (REDUCE_WINDOW's window)."""
+    touched = _int64_tensors(node)
+    return any(not t.is_const for t in touched) and all(map(within_int32, touched))
 
 
 def _narrowed(tensor):
-    return dataclasses.replace(tensor, dtype=INT32, type_name="INT32")
+    data = None if not tensor.is_const else np.asarray(tensor.data).astype(INT32)
+    return dataclasses.replace(tensor, dtype=INT32, type_name="INT32", data=data)
 
 
 def _view_node(node, views):
-    """The node writing its narrowed output (recorded in `views`, by the tensor's id)."""
-    out = node.outputs[0]
-    views.setdefault(id(out), _narrowed(out))
-    return dataclasses.replace(node, outputs=[views[id(out)]],
-                               options={**node.options, "output_type": TFLITE_INT32})
+    """`node` reading and writing the narrowed twins of its int64 tensors (recorded in `views`,
+    by the tensor's id), its type options saying int32 where they said int64."""
+    for t in _int64_tensors(node):
+        views.setdefault(id(t), _narrowed(t))
+
+    def twin(t):
+        return None if t is None else views.get(id(t), t)
+    options = {k: (TFLITE_INT32 if k in TYPE_OPTIONS and v == 4 else v) for k, v in node.options.items()}
+    return dataclasses.replace(node, inputs=[twin(t) for t in node.inputs],
+                               outputs=[twin(t) for t in node.outputs], options=options)
 
 
 def unsupported_reason(node, reason_of):
@@ -46,13 +63,13 @@ def unsupported_reason(node, reason_of):
     if not narrows(node):
         return reason_of(node)
     reason = reason_of(_view_node(node, {}))
-    return None if reason is None else f"int64 indices held as int32: {reason}"
+    return None if reason is None else f"int64 values held as int32: {reason}"
 
 
 def index_view(graph):
     """The index view of a partition (the module docstring): a shallow copy of `graph` (a Graph,
-    quant.FloatView or complex view, whose fields it keeps) whose narrowing nodes write int32
-    tensors of the same indices; `graph` itself when no node narrows."""
+    quant.FloatView or complex view, whose fields it keeps) whose narrowing nodes read and write
+    int32 tensors of the same values; `graph` itself when no node narrows."""
     if not any(narrows(n) for n in graph.nodes):
         return graph
     views = {}

@@ -355,41 +355,9 @@ def test_gather_out_of_range_indices_fail_the_invoke(monkeypatch, computed, path
     ("GATHER", [In(np.ones((3, 4), np.float32)), In(np.array([0, 2], np.int64))], {"axis": 0}, np.float32),
 ])
 def test_unsupported_variants_run_on_the_cpu(op, inputs, options, out_dtype):
-    """int64 tensors (but ARG_MAX's output, gpu/index_view.py) stay on the CPU, and still
-    compute the reference's result."""
+    """int64 tensors that may hold values past int32 (a CAST of floats, an input's) stay on the
+    CPU, and still compute the reference's result (those that cannot: tests/gpu/test_index_view.py)."""
     check_exact(op, inputs, options, out_dtype=out_dtype, gpu_nodes=0)
-
-
-def argmax_cast_model(shape):
-    """x -> ARG_MAX (int64, the last axis) -> CAST to float32 -> MUL by 2 -> y, and the indices
-    as an output: the CAST reads int64, which only ARG_MAX's outputs are on the GPU
-    (gpu/index_view.py), so it runs on the CPU, reading what the GPU wrote."""
-    b = ModelBuilder()
-    x = b.input("x", shape)
-    best = b.tensor("best", shape[:-1], np.int64)
-    b.op("ARG_MAX", [x, b.const("axis", np.array([-1], np.int32))], [best], output_type=4)
-    as_float, y = b.tensor("as_float", shape[:-1]), b.tensor("y", shape[:-1])
-    b.op("CAST", [best], [as_float])
-    b.op("MUL", [as_float, b.const("two", np.float32([2.0]))], [y], fused_activation_function=0)
-    b.output(best)
-    b.output(y)
-    return b.build()
-
-
-@pytest.mark.parametrize("precision", PRECISIONS)
-def test_int64_indices_on_the_gpu_feed_a_cpu_node(precision):
-    """ARG_MAX's int64 output leaves the GPU widened (int64 storage, exact past a half's 2^11
-    integers) and the CPU's CAST reads it there."""
-    shape = (2, 3, 3000)
-    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
-    x[0, 0, 2999] = x[1, 2, 2049] = 9.0
-    model = argmax_cast_model(shape)
-    reference = run_ours(model, [x])
-    (best, y), summary = run_gpu(model, [x], precision, max_delegated_partitions=0)
-    assert summary["gpu_nodes"] == 2 and summary["cpu_nodes"] == 1, summary  # ARG_MAX, MUL | CAST
-    assert best.dtype == np.int64 and np.array_equal(best, x.argmax(-1)) and np.array_equal(best, reference[0])
-    # The MUL's float output is stored as a half in the half precisions: one rounding (2^-11).
-    np.testing.assert_allclose(y, reference[1], rtol=0 if precision == "fp32" else 2.0**-11, atol=0)
 
 
 # -- a mask inside a float model ----------------------------------------------------------------

@@ -290,6 +290,29 @@ def test_bool_and_int32_tensors_through_litert(index_dtype):
         assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+def test_readers_of_int64_indices_through_litert():
+    """ARG_MAX's int64 indices and their readers (GATHER, ONE_HOT, CAST, RESHAPE, EQUAL: the
+    index view, tests/gpu/test_index_view.py) claimed in LiteRT; the int64 ADD, which may leave
+    int32, stays on LiteRT's kernels and reads the widened indices. Every output as LiteRT's
+    alone, exactly."""
+    from tests.gpu.test_index_view import peaked, readers_model
+    shape = (2, 3, 3000)
+    model, x = readers_model(shape), peaked(shape, 4)
+
+    def outputs(delegates):
+        interp = LiteRT(model_content=model, experimental_delegates=delegates)
+        interp.allocate_tensors()
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        claimed = sorted(n for d in delegates for nodes in replaced(d).values() for n in nodes)
+        return [interp.get_tensor(d["index"]) for d in interp.get_output_details()], claimed
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        ours, claimed = outputs([delegate])
+    assert claimed == list(range(8))
+    for got, want in zip(ours, outputs([])[0]):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_a_keras_gate_is_claimed_whole_and_follows_a_resize():
     """The SHAPE -> STRIDED_SLICE -> PACK chain of a dynamic-batch Keras RESHAPE folds
     (fold_constants.fold_shapes): the delegate claims every operator, and a resize plans it

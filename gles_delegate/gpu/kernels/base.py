@@ -28,7 +28,7 @@ from ..complex_view import as_floats
 from ..phwc4 import bhwc, to_phwc4
 
 VIEW_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32))  # held in float storage (the float and int views)
-INT32 = np.dtype(np.int32)
+INT32, INT64 = np.dtype(np.int32), np.dtype(np.int64)
 MAX_LANE_READS = 2  # lane views one dispatch may read (KernelEnv.view; common.glsl's LANE_READS)
 
 
@@ -46,9 +46,12 @@ def stored_values(data):
 
 def io_values(array):
     """An input's values as the I/O buffer holds them (float32 words): an int32 array's bits, a
-    complex64 array's pairs (gpu/complex_view.py; both views, no copy), anything else as a
-    float32 array or view (bool: 0.0 / 1.0)."""
+    complex64 array's pairs (gpu/complex_view.py; both views, no copy), an int64 array's as
+    int32's (the index view's inputs, which hold int32 values: gpu/index_view.py), anything else
+    as a float32 array or view (bool: 0.0 / 1.0)."""
     array = np.asarray(array)
+    if array.dtype == INT64:
+        array = array.astype(INT32)
     return array.view(np.float32) if array.dtype == INT32 else as_floats(array)
 
 
