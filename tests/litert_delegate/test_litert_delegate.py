@@ -290,14 +290,16 @@ def test_bool_and_int32_tensors_through_litert(index_dtype):
         assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
-def test_readers_of_int64_indices_through_litert():
+@pytest.mark.parametrize("make, claimed_nodes", [("readers_model", list(range(8))),
+                                                 ("across_partitions_model", [0, 2, 3])])
+def test_readers_of_int64_indices_through_litert(make, claimed_nodes):
     """ARG_MAX's int64 indices and their readers (GATHER, ONE_HOT, CAST, RESHAPE, EQUAL: the
-    index view, tests/gpu/test_index_view.py) claimed in LiteRT; the int64 ADD, which may leave
-    int32, stays on LiteRT's kernels and reads the widened indices. Every output as LiteRT's
-    alone, exactly."""
-    from tests.gpu.test_index_view import peaked, readers_model
+    index view, tests/gpu/test_index_view.py) claimed in LiteRT; an int64 ADD, which may leave
+    int32, stays on LiteRT's kernels and reads the widened indices; a second kernel reads them
+    from LiteRT's int64 tensor, narrowed. Every output as LiteRT's alone, exactly."""
+    from tests.gpu import test_index_view
     shape = (2, 3, 3000)
-    model, x = readers_model(shape), peaked(shape, 4)
+    model, x = getattr(test_index_view, make)(shape), test_index_view.peaked(shape, 4)
 
     def outputs(delegates):
         interp = LiteRT(model_content=model, experimental_delegates=delegates)
@@ -308,7 +310,7 @@ def test_readers_of_int64_indices_through_litert():
         return [interp.get_tensor(d["index"]) for d in interp.get_output_details()], claimed
     with GpuDelegate(max_delegated_partitions=0) as delegate:
         ours, claimed = outputs([delegate])
-    assert claimed == list(range(8))
+    assert claimed == claimed_nodes
     for got, want in zip(ours, outputs([])[0]):
         assert got.dtype == want.dtype and np.array_equal(got, want)
 
