@@ -114,6 +114,7 @@ def _filter_terms(axes):
 # integers exactly and only rounds its final scaling, which the default ulp bound covers).
 SUM_TERMS = {
     "CONV_2D": (_filter_terms((1, 2, 3)), (0, 1)),
+    "CONV_3D": (_filter_terms((0, 1, 2, 3)), (0, 1)),
     "DEPTHWISE_CONV_2D": (_filter_terms((1, 2)), (0, 1)),
     "FULLY_CONNECTED": (_filter_terms((1,)), (0, 1)),
     "TRANSPOSE_CONV": (_filter_terms((1, 2, 3)), (1, 2)),

@@ -28,12 +28,12 @@ import numpy as np
 from .. import registry
 from ..errors import ModelError
 from .checks import check_output_elements, node_error
-from . import (binary, control_flow, conv, detection, elementwise, gather, generate, hybrid, layout, lstm, matmul,
-               mediapipe, normalization, pool, quantize, reduce, reduce_window, reorder, resize, rnn, scan, segment,
-               select, softmax, spectral, variables)
+from . import (binary, control_flow, conv, conv3d, detection, elementwise, gather, generate, hybrid, layout, lstm,
+               matmul, mediapipe, normalization, pool, quantize, reduce, reduce_window, reorder, resize, rnn, scan,
+               segment, select, softmax, spectral, variables)
 
-MODULES = (binary, conv, elementwise, gather, generate, layout, lstm, matmul, mediapipe, normalization, pool, quantize,
-           reduce, reduce_window, reorder, resize, rnn, scan, select, softmax, spectral, hybrid, control_flow,
+MODULES = (binary, conv, conv3d, elementwise, gather, generate, layout, lstm, matmul, mediapipe, normalization, pool,
+           quantize, reduce, reduce_window, reorder, resize, rnn, scan, select, softmax, spectral, hybrid, control_flow,
            variables, detection, segment)
 # Ops of several modules, in the order their kernels are tried (registry.candidates): hybrid's
 # take the dynamic-range quantized nodes, conv's every other one.

@@ -22,14 +22,14 @@ from ... import registry
 from ...partition import EmptyTensor
 from ..phwc4 import MAX_RANK
 from .base import VIEW_DTYPES
-from . import (binary, conv, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm,
+from . import (binary, conv, conv3d, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm,
                layout, lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce,
                reduce_window, reorder, resize, scan, segment, select, softmax, spectral, squeeze_excite,
                transpose_conv, variables)
 
-MODULES = (binary, conv, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm, layout,
-           lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce, reduce_window, reorder,
-           resize, scan, segment, select, softmax, spectral, squeeze_excite, transpose_conv, variables)
+MODULES = (binary, conv, conv3d, depthwise, elementwise, float_divmod, fully_connected, gather, integer, layer_norm,
+           layout, lstm, matmul, mediapipe, normalization, one_hot, pointwise, pool, quantize, reduce, reduce_window,
+           reorder, resize, scan, segment, select, softmax, spectral, squeeze_excite, transpose_conv, variables)
 # op -> its kernel modules in the order tried, for an op of several (registry.candidates):
 # GATHER with constant indices (layout.py), else with runtime ones (gather.py); float arithmetic,
 # comparisons and reductions (binary.py, elementwise.py, reduce.py), else int32 ones (integer.py);

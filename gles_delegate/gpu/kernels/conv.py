@@ -47,12 +47,13 @@ def optional_input(node, index):
     return reference.optional_input(node.inputs, index)
 
 
-def gpu_support(op, data, constants, output_shape):
-    """SUPPORT for `op`: the reference kernel's checks (shapes, options, types), then the GPU's
-    own: input `data` is computed at run time (it lives in the arena), the inputs at `constants`
-    ({index: role}) are constant when present (packed at compile time), and the output tensor has
-    the shape output_shape(node) computes (the kernel indexes the output by it)."""
-    check = reference.SUPPORT[op]
+def gpu_support(op, data, constants, output_shape, references=reference):
+    """SUPPORT for `op`: the reference kernel's checks (shapes, options, types; of its module
+    `references`), then the GPU's own: input `data` is computed at run time (it lives in the
+    arena), the inputs at `constants` ({index: role}) are constant when present (packed at
+    compile time), and the output tensor has the shape output_shape(node) computes (the kernel
+    indexes the output by it)."""
+    check = references.SUPPORT[op]
 
     def support(node):
         reason = check(node)

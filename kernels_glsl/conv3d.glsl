@@ -1,0 +1,63 @@
+// CONV_3D on the merged-batch view of its rank-5 tensors (phwc4.py): [N, D, H, W, C] is held as
+// (N * D) x H x W x C, so voxel (n, d, y, x) is pixel (y, x) of batch n * D + d.
+//
+// Output voxel o reads input voxel o * stride - pad + k * dilation for each tap k of the
+// (KD, KH, KW) window, per dim; a tap outside the input reads 0 (it is skipped). Each invocation
+// computes OUT_SLICES output slices of one output voxel, so every input vec4 it loads serves
+// OUT_SLICES slices, as in transpose_conv.glsl.
+//
+// Defines: KD, KH, KW kernel size; OUT_SLICES; EP_* the epilogue (epilogue.glsl).
+// Params: in_size, out_size (w, h, slices, N * depth); in_depth, out_depth; in_offset, out_offset
+//   (arena); weights_offset, bias_offset (constants); stride, dilation, pad (x, y), stride_d,
+//   dilation_d, pad_d; out_channels.
+// Weights: conv2d.glsl's rows with the depth and height taps as one axis:
+//   [group][kd][ky][kx][in slice][OUT_SLICES][4 rows]. Bias: a row per slice.
+// Grid: (out_w, out_h, N * out_depth * ceil(out slices / OUT_SLICES)).
+
+#include "conv_common.glsl"
+
+void main() {
+  ivec3 gid = ivec3(gl_GlobalInvocationID);
+  if (any(greaterThanEqual(gid, grid))) return;
+  int group, batch, unused;
+  conv_layer(gid.z, group, batch, unused);
+  int n = batch / out_depth;
+  int first_d = (batch % out_depth) * stride_d - pad_d;
+  ivec2 first = gid.xy * stride - pad;
+  int in_plane = in_size.x * in_size.y;
+
+  vec4 acc[OUT_SLICES];
+  for (int o = 0; o < OUT_SLICES; ++o) acc[o] = vec4(0.0);
+
+  for (int kd = 0; kd < KD; ++kd) {
+    int id = first_d + kd * dilation_d;
+    if (id < 0 || id >= in_depth) continue;
+    int in_batch = in_offset + (n * in_depth + id) * in_size.z * in_plane;
+    for (int ky = 0; ky < KH; ++ky) {
+      int iy = first.y + ky * dilation.y;
+      if (iy < 0 || iy >= in_size.y) continue;
+      for (int kx = 0; kx < KW; ++kx) {
+        int ix = first.x + kx * dilation.x;
+        if (ix < 0 || ix >= in_size.x) continue;
+        int src = in_batch + iy * in_size.x + ix;
+        int w = weights_offset + (((group * KD + kd) * KH + ky) * KW + kx) * in_size.z * ROWS_PER_STEP;
+        for (int s = 0; s < in_size.z; ++s) {
+          vec4 x = load(src + s * in_plane);
+          for (int o = 0; o < OUT_SLICES; ++o) {
+            acc[o] += x.x * weight(w) + x.y * weight(w + 1) + x.z * weight(w + 2) + x.w * weight(w + 3);
+            w += 4;
+          }
+        }
+      }
+    }
+  }
+
+  int out_plane = out_size.x * out_size.y;
+  int pixel = gid.y * out_size.x + gid.x;
+  for (int o = 0; o < OUT_SLICES; ++o) {
+    int slice = group * OUT_SLICES + o;
+    if (slice >= out_size.z) break;  // the last group's weights are zero-padded past the output
+    vec4 r = epilogue(activate(acc[o] + weight(bias_offset + slice)), ivec4(gid.xy, slice, batch));
+    store(out_offset + (batch * out_size.z + slice) * out_plane + pixel, keep_channels(r, out_channels, slice));
+  }
+}
