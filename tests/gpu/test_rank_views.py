@@ -79,6 +79,12 @@ CASES = {
     "concat_channels": ("CONCATENATION", [x(2, 3, 2, 5, 6), x(2, 3, 2, 5, 3, seed=1)], {"axis": -1}),
     "concat_outer_merged": ("CONCATENATION", [x(1, 2, 3, 4, 5), x(1, 3, 3, 4, 5, seed=1, const=True)], {"axis": 1}),
     "gather_runs_outer_merged": ("GATHER", [x(3, 2, 2, 3, 4), ints([2, 0, 1, 1])], {"axis": 0}),
+    # Reductions whose axes are the view's: a 3D net's global pool, every merged dim at once, a
+    # merged dim of one element reduced beside a kept batch, H and W of rank 6.
+    "mean_3d_global_pool": ("MEAN", [x(1, 4, 5, 6, 7), ints([1, 2, 3])], {"keep_dims": False}),
+    "sum_merged_dims_keep": ("SUM", [x(2, 3, 4, 5, 6), ints([0, 1])], {"keep_dims": True}),
+    "mean_unit_merged_dim": ("MEAN", [x(2, 1, 4, 5, 6), ints([1, 2])], {"keep_dims": True}),
+    "max_hw_rank6": ("REDUCE_MAX", [x(2, 1, 3, 4, 5, 6), ints([3, -2])], {"keep_dims": False}),
 }
 
 
@@ -201,8 +207,9 @@ REFUSALS = {
               "rank 7 > 6, the highest the GPU views as BHWC"),
     "rank7_transpose": (lambda: node_with_output("TRANSPOSE", [x(2, 1, 1, 1, 1, 1, 3), ints([6, 1, 2, 3, 4, 5, 0])],
                                         (3, 1, 1, 1, 1, 1, 2)), "rank 7 > 6"),
-    "op_without_view": (lambda: single_op_node("MEAN", [x(2, 3, 4, 5, 6), ints([1])]),
-                        "has rank 5: the GPU's MEAN kernel takes ranks <= 4"),
+    "mean_inside_merged_dims": (lambda: single_op_node("MEAN", [x(2, 3, 4, 5, 6), ints([1])]),
+                                "axes [1] reduce part of dims [0, 1] of [2, 3, 4, 5, 6], which its rank-5 view "
+                                "merges into one batch axis"),
     "pad": (lambda: single_op_node("PAD", [x(2, 3, 4, 5, 6), ints([[0, 0], [0, 0], [1, 1], [0, 0], [0, 0]])]),
             "has rank 5: the GPU's PAD kernel takes ranks <= 4"),
     "partial_broadcast": (lambda: single_op_node("ADD", [x(2, 3, 4, 5, 6), x(2, 1, 4, 5, 6, seed=1)]),
@@ -229,14 +236,15 @@ def test_refusal_says_why(case):
 
 
 def test_a_refused_rank5_node_runs_on_the_cpu_and_the_rest_on_the_gpu(caplog):
-    """A model whose rank-5 MEAN has no view stays correct: the partitioner keeps it on the CPU,
-    saying why, and the rank-5 nodes around it that have one run on the GPU."""
+    """A model whose rank-5 MEAN has no view (it reduces one of the two dims merged into the
+    batch) stays correct: the partitioner keeps it on the CPU, saying why, and the rank-5 nodes
+    around it that have one run on the GPU."""
     m = Chain((2, 3, 4, 5, 6))
     value = m.op("TANH", m.x)
     value = m.op("MEAN", value, m.const([1], np.int32), shape=(2, 1, 4, 5, 6), keep_dims=True)
     model, values = m.build(m.op("RELU", value)), [random((2, 3, 4, 5, 6), 1)]
     (gpu,), summary = run_gpu(model, values, max_delegated_partitions=0)
     assert (summary["gpu_nodes"], summary["cpu_nodes"]) == (2, 1), summary
-    assert "(MEAN) cannot be handled by this delegate: output tensor 3 has rank 5: the GPU's MEAN kernel takes " \
-           "ranks <= 4" in caplog.text
+    assert "(MEAN) cannot be handled by this delegate: axes [1] reduce part of dims [0, 1] of [2, 3, 4, 5, 6]" \
+        in caplog.text
     assert_gpu_matches(run_ours(model, values)[0], gpu, "fp32", "TANH, MEAN, RELU")

@@ -80,14 +80,26 @@ def reduced_axes(node):
 
 def supports(node):
     """The reference kernel's checks (arity, dtypes), constant axes in range, and the output shape
-    they imply; int32 inputs are integer.py's."""
+    they imply; int32 inputs are integer.py's. At rank 5 / 6 the axes must be axes of the view."""
     reason = reference.SUPPORT[node.op](node)
     if reason:
         return reason
     if node.inputs[0].dtype == np.int32:
         return "an int32 reduction (the integer kernel's)"
     axes = reduced_axes(node)
-    return axes if isinstance(axes, str) else None
+    return axes if isinstance(axes, str) else _merged_reason(node.inputs[0].shape, axes)
+
+
+def _merged_reason(shape, axes):
+    """Why reducing `axes` of `shape` (rank 5 / 6: its leading dims merged into B) is no reduction
+    of its BHWC view, or None: the merged dims of more than one element must be all reduced or
+    all kept (a 3D net's global pool over D, H, W of [1, D, H, W, C] reduces the whole B)."""
+    rank = len(shape)
+    merged = [k for k in range(rank) if BHWC_AXES[rank][k] == 0 and shape[k] > 1] if rank > 4 else []
+    if len({k in axes for k in merged}) > 1:
+        return (f"axes {sorted(axes)} reduce part of dims {merged} of {list(shape)}, which its rank-{rank} view "
+                "merges into one batch axis")
+    return None
 
 
 def _same_layout(a, b):
@@ -166,8 +178,10 @@ def reduction(x, out, axes4, op, env, node, stage=None):
 
 
 def _axes4(node):
-    rank = len(node.inputs[0].shape)
-    return {BHWC_AXES[rank][a] for a in _axes(node)}
+    """The reduced BHWC axes. At rank 5 / 6 a reduced dim of one element is left out: it may
+    share B with kept dims (_merged_reason), and reducing it changes nothing."""
+    shape = node.inputs[0].shape
+    return {BHWC_AXES[len(shape)][a] for a in _axes(node) if len(shape) <= 4 or shape[a] > 1}
 
 
 def build(node, env):
@@ -193,4 +207,5 @@ BUILD = {op: build for op in (*OP_CODES, *BOOL_CODES)}
 EPILOGUE = {op: epilogue_reason for op in OP_CODES}  # a bool result takes no float epilogue
 FACTS = {**{op: OpFacts(arity=BINARY, integer_move=op in ("REDUCE_MAX", "REDUCE_MIN")) for op in OP_CODES},
          **{op: OpFacts(arity=BINARY) for op in BOOL_CODES}}  # x, axes
+HIGH_RANK = {op: None for op in (*OP_CODES, *BOOL_CODES)}  # where the axes are the view's (_merged_reason)
 FLOAT_VIEW = {op: None for op in BOOL_CODES}  # bool tensors, as 0.0 / 1.0 (the reference checks the dtype)
