@@ -213,6 +213,15 @@ def torch_models():
             cin = cout
         return nn.Sequential(*layers, nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(cin, 12))
 
+    def video_c3d():
+        """A small C3D-style video classifier on 8 frames of 64x64: Conv3d blocks with batch norm and
+        ReLU (3x3x3, then strided in space, then a (2+1)D net's 3x1x1 temporal conv), a global pool."""
+        def block(cin, cout, kernel, stride, padding):
+            return [nn.Conv3d(cin, cout, kernel, stride, padding, bias=False), nn.BatchNorm3d(cout), nn.ReLU()]
+        return nn.Sequential(*block(3, 16, 3, 1, 1), *block(16, 32, 3, (1, 2, 2), 1),
+                             *block(32, 32, (3, 1, 1), 1, (1, 0, 0)), nn.AdaptiveAvgPool3d(1), nn.Flatten(),
+                             nn.Linear(32, 10))
+
     class Recurrent(nn.Module):
         """nn.LSTM or nn.GRU (2 layers, hidden 32, batch_first) then a Linear head on the last step."""
         def __init__(self, kind):
@@ -304,6 +313,8 @@ def torch_models():
                                  transformer("WhisperEncoder", "WhisperConfig", num_mel_bins=80, d_model=128,
                                              encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=256,
                                              max_source_positions=50, init_std=0.1), [(1, 80, 100)]),
+        "video_c3d": ("hand-written C3D-style video classifier (Conv3d, BatchNorm3d), 8 frames of 64x64", video_c3d,
+                      [(1, 3, 8, 64, 64)]),
         "torch_lstm": ("nn.LSTM: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("LSTM"),
                        [(1, 20, 16)]),
         "torch_gru": ("nn.GRU: 2 layers, hidden 32, seq 20, features 16", lambda: Recurrent("GRU"), [(1, 20, 16)]),
@@ -372,13 +383,25 @@ def keras_models():
                                    layer(32), api.layers.Dense(10)])
         return build
 
-    return {
+    def conv3d():
+        """Conv3D 3x3x3, Conv3D strided in space, a 3x1x1 temporal Conv3D, GlobalAveragePooling3D, Dense."""
+        layers = keras.layers
+        return keras.Sequential([keras.Input((8, 32, 32, 3), batch_size=1),
+                                 layers.Conv3D(16, 3, padding="same", activation="relu"),
+                                 layers.Conv3D(32, 3, strides=(1, 2, 2), padding="same", activation="relu"),
+                                 layers.Conv3D(32, (3, 1, 1), padding="valid"), layers.GlobalAveragePooling3D(),
+                                 layers.Dense(10)])
+
+    recurrent_models = {
         f"{prefix}_{kind.lower()}": (f"{label} {kind}: 2 layers, hidden 32, seq 20, features 16",
                                      recurrent(api, kind), [(1, 20, 16)])
         for prefix, label, api in (("keras3", f"Keras {keras.__version__}", keras),
                                    ("tf_keras", f"tf_keras {tf_keras.__version__}", tf_keras))
         for kind in ("LSTM", "GRU")
     }
+    return {**recurrent_models,
+            "keras3_conv3d": (f"Keras {keras.__version__} Conv3D video classifier, 8 frames of 32x32", conv3d,
+                              [(1, 8, 32, 32, 3)])}
 
 
 def convert_keras(model):

@@ -85,6 +85,14 @@ CASES = {
     "sum_merged_dims_keep": ("SUM", [x(2, 3, 4, 5, 6), ints([0, 1])], {"keep_dims": True}),
     "mean_unit_merged_dim": ("MEAN", [x(2, 1, 4, 5, 6), ints([1, 2])], {"keep_dims": True}),
     "max_hw_rank6": ("REDUCE_MAX", [x(2, 1, 3, 4, 5, 6), ints([3, -2])], {"keep_dims": False}),
+    # Pads: a litert-torch Conv3d's explicit PAD of depth (a batch of one), the outer of two merged
+    # dims (the inner one 1), H, W and C of a batch.
+    "pad_depth_of_one_clip": ("PAD", [x(1, 4, 5, 6, 3), ints([[0, 0], [1, 2], [1, 1], [0, 1], [0, 0]])], {}),
+    "pad_outer_merged_dim": ("PAD", [x(3, 1, 4, 5, 2), ints([[1, 2], [0, 0], [0, 1], [0, 0], [1, 0]])], {}),
+    "padv2_spatial_rank5": ("PADV2", [x(2, 3, 4, 5, 6), ints([[0, 0], [0, 0], [2, 0], [1, 1], [0, 3]]),
+                                      x(1, seed=1, const=True)], {}),
+    "mirror_pad_rank6": ("MIRROR_PAD", [x(1, 1, 3, 4, 5, 2), ints([[0, 0], [0, 0], [2, 1], [1, 1], [0, 2], [0, 0]])],
+                         {"mode": 1}),
 }
 
 
@@ -210,8 +218,15 @@ REFUSALS = {
     "mean_inside_merged_dims": (lambda: single_op_node("MEAN", [x(2, 3, 4, 5, 6), ints([1])]),
                                 "axes [1] reduce part of dims [0, 1] of [2, 3, 4, 5, 6], which its rank-5 view "
                                 "merges into one batch axis"),
-    "pad": (lambda: single_op_node("PAD", [x(2, 3, 4, 5, 6), ints([[0, 0], [0, 0], [1, 1], [0, 0], [0, 0]])]),
-            "has rank 5: the GPU's PAD kernel takes ranks <= 4"),
+    "pad_inside_merged_dims": (lambda: single_op_node("PAD", [x(2, 3, 4, 5, 6),
+                                                              ints([[0, 0], [1, 1], [0, 0], [0, 0], [0, 0]])]),
+                               "it pads dims [1] of [2, 3, 4, 5, 6], which its rank-5 view merges into one batch axis "
+                               "with dims [2]"),
+    "pad_two_merged_dims": (lambda: single_op_node("PAD", [x(1, 1, 4, 5, 6),
+                                                           ints([[1, 0], [0, 1], [0, 0], [0, 0], [0, 0]])]),
+                            "it pads dims [0, 1] of [1, 1, 4, 5, 6]"),
+    "tile": (lambda: single_op_node("TILE", [x(2, 3, 4, 5, 6), ints([1, 1, 2, 1, 1])]),
+             "has rank 5: the GPU's TILE kernel takes ranks <= 4"),
     "partial_broadcast": (lambda: single_op_node("ADD", [x(2, 3, 4, 5, 6), x(2, 1, 4, 5, 6, seed=1)]),
                           "broadcasts along some but not all of the dims that the rank-5 view"),
     "concat_inner_merged": (lambda: single_op_node("CONCATENATION", [x(2, 3, 4, 5, 6), x(2, 2, 4, 5, 6, seed=1)],

@@ -479,10 +479,34 @@ def _support(node):
     return _reference(node, zeros)[1]
 
 
+def _pads(node):
+    """A PAD's paddings [rank, 2] (before, after per dim)."""
+    return np.asarray(node.inputs[1].data).reshape(-1, 2)
+
+
+def _pad_support(node):
+    """_support, and at rank 5 / 6 a padding the view can take: padding a dim merged into the
+    batch (a litert-torch Conv3d's explicit PAD of depth) is padding the view's B only where every
+    other dim merged with it is 1 (a batch of one)."""
+    reason = _support(node)
+    shape = node.inputs[0].shape
+    if reason or len(shape) <= 4:
+        return reason
+    merged = [k for k in range(len(shape)) if BHWC_AXES[len(shape)][k] == 0]
+    padded = [k for k in merged if _pads(node)[k].any()]
+    others = [shape[j] for j in merged if j not in padded[:1]]
+    if len(padded) > 1 or (padded and max(others) > 1):
+        return (f"it pads dims {padded} of {list(shape)}, which its rank-{len(shape)} view merges into one batch "
+                f"axis with dims {others}")
+    return None
+
+
 def _pad(node, env):
-    """PAD / PADV2 (constant value, default 0) and MIRROR_PAD (REFLECT or SYMMETRIC)."""
+    """PAD / PADV2 (constant value, default 0) and MIRROR_PAD (REFLECT or SYMMETRIC). At rank 5 / 6
+    at most one dim merged into the batch has padding (_pad_support): the B padding is theirs."""
     x, out = node.inputs[0], node.outputs[0]
-    before = _place(np.asarray(node.inputs[1].data).reshape(-1, 2)[:, 0], len(x.shape))
+    slots = BHWC_AXES[len(x.shape)]
+    before = tuple(sum(int(p) for k, p in enumerate(_pads(node)[:, 0]) if slots[k] == slot) for slot in range(4))
     if node.op == "MIRROR_PAD":
         shift = int(node.options.get("mode", 0) == MIRROR_SYMMETRIC)
         edge = Edge(EDGE_MIRROR, _dims(x.shape), mirror_shift=shift)
@@ -692,7 +716,9 @@ def _checked(support):
     return lambda node: _moved_dtype_reason(node) or support(node)
 
 
+PADS = ("PAD", "PADV2", "MIRROR_PAD")
 SUPPORT = {**{op: _checked(_remap_support) for op in REMAP_OPS}, **{op: _checked(_support) for op in BUILD_OPS},
+           **{op: _checked(_pad_support) for op in PADS},
            "SPACE_TO_BATCH_ND": _checked(_space_to_batch_support),
            **{op: _checked(_concatenation_support) for op in JOINS}}
 BUILD = {**{op: _remap for op in REMAP_OPS}, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad, "TILE": _tile,
@@ -726,7 +752,7 @@ EPILOGUE = {op: _epilogue_reason for op in REMAP_OPS}
 FLOAT_VIEW = {op: None for op in SUPPORT}  # bool masks and int32 values move exactly (_moved_dtype_reason)
 # Ranks 5, 6 through the view (module docstring): the ops whose map is read off the reference, and
 # CONCATENATION and PACK; the edge rules and block ops index their dims one BHWC axis each.
-HIGH_RANK = {op: None for op in REMAP_OPS + JOINS}
+HIGH_RANK = {op: None for op in REMAP_OPS + JOINS + PADS}
 FACTS = {"RESHAPE": _moves(((1, 2), (1,), 1)), "SQUEEZE": _moves(UNARY), "EXPAND_DIMS": _moves(BINARY),
          "TRANSPOSE": _moves(BINARY), "SLICE": _moves(((3,), (), 1)), "STRIDED_SLICE": _moves(((4,), (), 1)),
          "SPLIT": _moves(((2,), (), None), noop_input=1), "SPLIT_V": _moves(((3,), (), None)),
