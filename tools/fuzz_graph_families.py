@@ -33,12 +33,15 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           comparison (any axes, keep_dims both ways) cast to float32 or selecting between two
           tensors, and GATHER_ND of constant index rows or of an ARG_MAX's (in range by its
           construction; int32 or int64 indices) reshaped into rows of one, ONE_HOT of such an
-          ARG_MAX (a depth below its range sometimes: lines of off_value), and ATAN2(y, |x| + 0.25) (right of the branch cut,
-          where a y rounded across 0 would jump by 2 pi; tests/gpu/test_binary.py has the rest),
+          ARG_MAX (a depth below its range sometimes: lines of off_value), and ATAN2(y, |x| +
+          0.25) (right of the branch cut, where a y rounded across 0 would jump by 2 pi;
+          tests/gpu/test_binary.py has the rest),
           and DYNAMIC_UPDATE_SLICE of a tensor (or a constant) into another at start indices
           one of which an ARG_MAX computes (the others constants, past the end sometimes: TFLite
-          clamps them), LOCAL_RESPONSE_NORMALIZATION (radius 0-6, AlexNet's options and others)
-          and TOPK_V2 of the last axis (its values go on).
+          clamps them), LOCAL_RESPONSE_NORMALIZATION (radius 0-6, AlexNet's options and others),
+          TOPK_V2 of the last axis (its values go on), and CONV_3D of a tensor as one clip
+          (kernels, strides and dilations per dim; a PAD of its depth before it, a rank-5 MEAN
+          after it sometimes).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -731,9 +734,43 @@ class EdgeGenerator(_Pools):
             self.add_input()
         self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
                                         (gather_nd, 4), (one_hot, 3), (atan2, 3), (update_slice, 4),
-                                        (local_response_norm, 3), (top_k, 3)))
+                                        (local_response_norm, 3), (top_k, 3), (conv3d, 3)))
         self.choose_outputs()
         return self.spec
+
+
+def conv3d(g):
+    """CONV_3D of a rank-4 tensor [A, B, C, D] as one clip [1, A, B, C, D] (kernel 1-3, stride 1-2
+    and dilation 1-2 per dim, SAME / VALID, a clamp), its depth padded before it sometimes (as
+    litert-torch writes a Conv3d's padding), then sometimes its global pool over depth, height
+    and width (a rank-5 MEAN); back to rank 4."""
+    x = g.pick(lambda shape: len(shape) == 4 and fg._size(shape) <= 4096)
+    if x is None:
+        return False
+    clip = (1,) + g.shape_of(x)
+    v = g.typed("RESHAPE", [x, g.ints(clip)], [g.value(clip)])[0]
+    if g.chance(0.3):
+        before, after = int(g.rng.integers(0, 2)), int(g.rng.integers(1, 3))
+        clip = (1, clip[1] + before + after) + clip[2:]
+        v = g.typed("PAD", [v, g.ints([[0, 0], [before, after], [0, 0], [0, 0], [0, 0]])], [g.value(clip)])[0]
+    kernel, strides, rates = (tuple(int(k) for k in g.rng.integers(1, top + 1, 3)) for top in (3, 2, 2))
+    padding = g.choice((SAME, VALID))
+    if padding == VALID and any((k - 1) * r + 1 > n for k, r, n in zip(kernel, rates, clip[1:4])):
+        padding = SAME
+    o = g.channels()
+    spatial = zip(clip[1:4], kernel, strides, rates)
+    out = (1,) + tuple(fg._window_out(n, k, s, padding, r) for n, k, s, r in spatial) + (o,)
+    if not g.fits(out):
+        return False
+    fan_in = int(np.prod(kernel)) * clip[4]
+    v = g.typed("CONV_3D", [v, g.weights(kernel + (clip[4], o), fan_in), g.uniform(o, -0.2, 0.2)], [g.value(out)],
+                padding=padding, stride_d=strides[0], stride_h=strides[1], stride_w=strides[2],
+                dilation_d_factor=rates[0], dilation_h_factor=rates[1], dilation_w_factor=rates[2],
+                fused_activation_function=g.activation())[0]
+    if g.chance(0.4):
+        out = (1, 1, 1, 1, o)
+        v = g.typed("MEAN", [v, g.ints([1, 2, 3])], [g.value(out)], keep_dims=True)[0]
+    return g.typed("RESHAPE", [v, g.ints(out[1:])], [g.value(out[1:])])[0]
 
 
 def _axis_written(g, axis, rank):

@@ -2,9 +2,11 @@
 included): the reference's cases (tests/ops/test_conv3d.py: paddings, strides and dilations per
 dim, batches, windows larger than the input), bias and activations, channels that are not a
 multiple of 4 and more output slices than one invocation computes, an epilogue fused into it,
-and what stays on the CPU (a filter computed at run time)."""
+random geometry, and what stays on the CPU (a filter computed at run time)."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gles_delegate import GpuDelegate
 from gles_delegate.tflite import ModelBuilder
@@ -71,3 +73,18 @@ def test_a_runtime_filter_stays_on_the_cpu():
     inputs = conv3d_inputs(rng, (1, 3, 4, 4, 2), (2, 2, 2), 3)
     inputs[1] = In(inputs[1].value)  # computed at run time
     check_gpu("CONV_3D", inputs, conv3d_options(), gpu_nodes=0)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 5), st.integers(1, 6), st.integers(1, 6), st.integers(1, 9),
+       st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)), st.integers(1, 9),
+       st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 2)),
+       st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2)), st.sampled_from([SAME, VALID]),
+       st.sampled_from(ALL_PRECISIONS))
+def test_conv3d_random(n, d, h, w, c, kernel, out_channels, strides, dilations, padding, precision):
+    """Random geometry: any extents, kernel, strides and dilations per dim (VALID where it fits)."""
+    if padding == VALID and not fits(((n, d, h, w, c), kernel, out_channels, strides, dilations)):
+        padding = SAME
+    rng = np.random.default_rng(n * d * h * w * c + out_channels)
+    check_gpu("CONV_3D", conv3d_inputs(rng, (n, d, h, w, c), kernel, out_channels),
+              conv3d_options(padding, strides, dilations), precision)
