@@ -1,6 +1,6 @@
 """The index view (gpu/index_view.py): int64 tensors that hold int32 values (int32_values.py:
 ARG_MAX's indices and what moves them) run on the GPU as int32, and their readers with them
-(GATHER, ONE_HOT, CAST, EQUAL), against the reference in every precision: indices past a half's
+(GATHER, ONE_HOT, CAST, EQUAL), against the reference in every precision ('auto' too): indices past a half's
 2^11 integers exact, widened into int64 outputs; a partition that reads them from another one
 narrows them on upload; an int64 node that may leave int32 (ADD) stays on the CPU."""
 import numpy as np
@@ -10,6 +10,7 @@ from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, run_gpu
 from tests.oplib import run_ours
 
+ALL_PRECISIONS = PRECISIONS + ("auto",)
 ARG_INT64 = 4  # ArgMaxOptions.output_type: TensorType INT64
 HALF_STEP = 2.0 ** -11  # a half's relative rounding: float outputs of indices past 2^11
 
@@ -68,7 +69,7 @@ def check_outputs(gpu, reference, precision, float_outputs):
             assert np.array_equal(got, want), (k, got, want)
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("precision", ALL_PRECISIONS)
 def test_readers_of_argmax_indices_run_on_the_gpu(precision):
     shape = (2, 3, 4100)
     model, x = readers_model(shape), peaked(shape, 1)
@@ -95,7 +96,7 @@ def across_partitions_model(shape):
     return b.build()
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("precision", ALL_PRECISIONS)
 def test_indices_cross_from_one_partition_to_the_next(precision):
     """The first partition's int64 output is widened for the CPU's ADD and narrowed again into
     the second partition (the upload of an int64 input, gpu/kernels/base.io_values)."""
