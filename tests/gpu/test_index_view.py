@@ -1,8 +1,8 @@
 """The index view (gpu/index_view.py): int64 tensors that hold int32 values (int32_values.py:
 ARG_MAX's indices and what moves them) run on the GPU as int32, and their readers with them
-(GATHER, ONE_HOT, CAST, EQUAL), against the reference in every precision ('auto' too): indices past a half's
-2^11 integers exact, widened into int64 outputs; a partition that reads them from another one
-narrows them on upload; an int64 node that may leave int32 (ADD) stays on the CPU."""
+(GATHER, ONE_HOT, CAST, EQUAL), against the reference in every precision ('auto' too): indices
+past a half's 2^11 integers exact, widened into int64 outputs; a partition that reads them from
+another one narrows them on upload; an int64 node that may leave int32 (ADD) stays on the CPU."""
 import numpy as np
 import pytest
 
