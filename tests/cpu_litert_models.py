@@ -113,7 +113,7 @@ def conv3d_model(transpose=False):
     """(model, input) of a CONV_3D (x [1, 3, 4, 4, 2], filter [2, 3, 3, 2, 4] -> y [1, 3, 2, 4, 4],
     SAME, strides (1, 2, 1), RELU) or of a CONV_3D_TRANSPOSE (x [1, 3, 2, 4, 4], filter
     [2, 3, 3, 2, 4] -> y [1, 3, 4, 4, 2]): ops whose options table (Conv3DOptions) is not named
-    after them, and that no reference kernel runs."""
+    after them."""
     rng = np.random.default_rng(5)
     shapes = [(1, 3, 4, 4, 2), (1, 3, 2, 4, 4)]
     x_shape, y_shape = shapes[::-1] if transpose else shapes

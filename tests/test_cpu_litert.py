@@ -262,19 +262,20 @@ def test_scalar_tensors_through_litert(dtype):
 @pytest.mark.parametrize("backend", ["auto", "fallback"])
 def test_conv3d_runs_on_litert_with_its_options(transpose, backend):
     """CONV_3D and CONV_3D_TRANSPOSE read their options from Conv3DOptions: the LiteRT
-    sub-model once could not be written ('takes no builtin options'). CONV_3D has a reference
-    kernel (ops/conv3d.py), which 'fallback' runs instead: within the sum bound of LiteRT's."""
+    sub-model once could not be written ('takes no builtin options'). Both have reference
+    kernels (ops/conv3d.py), which 'fallback' runs instead: within the sum bound of LiteRT's."""
     model, x = conv3d_model(transpose)
     (ours,), summary = run(model, [x], cpu_backend=backend)
     (theirs,) = litert_outputs(model, [x])
-    on_litert = transpose or backend == "auto"
+    on_litert = backend == "auto"
     op = "CONV_3D_TRANSPOSE" if transpose else "CONV_3D"
     assert summary["litert_nodes"] == ([f"#0 ({op})"] if on_litert else [])
     if on_litert:
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
     else:
         node = first_node(model)
-        assert_close(ours, theirs, sum_bound(node, [x, np.asarray(node.inputs[1].data)])[0])
+        constants = [np.asarray(t.data) for t in node.inputs[:2]]
+        assert_close(ours, theirs, sum_bound(node, constants + [x] if transpose else [x, constants[1]])[0])
 
 
 def test_seeded_random_ops_give_litert_s_values_invoke_after_invoke():

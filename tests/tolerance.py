@@ -115,6 +115,7 @@ def _filter_terms(axes):
 SUM_TERMS = {
     "CONV_2D": (_filter_terms((1, 2, 3)), (0, 1)),
     "CONV_3D": (_filter_terms((0, 1, 2, 3)), (0, 1)),
+    "CONV_3D_TRANSPOSE": (_filter_terms((0, 1, 2, 4)), (1, 2)),
     "DEPTHWISE_CONV_2D": (_filter_terms((1, 2)), (0, 1)),
     "FULLY_CONNECTED": (_filter_terms((1,)), (0, 1)),
     "TRANSPOSE_CONV": (_filter_terms((1, 2, 3)), (1, 2)),

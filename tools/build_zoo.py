@@ -392,6 +392,16 @@ def keras_models():
                                  layers.Conv3D(32, (3, 1, 1), padding="valid"), layers.GlobalAveragePooling3D(),
                                  layers.Dense(10)])
 
+    def unet3d():
+        """A 3D U-Net level: Conv3D down (stride 2), Conv3DTranspose up, the skip concatenated, a
+        1x1x1 Conv3D to 2 classes per voxel (a volume segmentation head)."""
+        layers = keras.layers
+        volume = keras.Input((8, 32, 32, 4), batch_size=1)
+        down = layers.Conv3D(16, 3, strides=2, padding="same", activation="relu")(volume)
+        down = layers.Conv3D(16, 3, padding="same", activation="relu")(down)
+        up = layers.Conv3DTranspose(8, 3, strides=2, padding="same", activation="relu")(down)
+        return keras.Model(volume, layers.Conv3D(2, 1)(layers.Concatenate()([up, volume])))
+
     recurrent_models = {
         f"{prefix}_{kind.lower()}": (f"{label} {kind}: 2 layers, hidden 32, seq 20, features 16",
                                      recurrent(api, kind), [(1, 20, 16)])
@@ -401,7 +411,9 @@ def keras_models():
     }
     return {**recurrent_models,
             "keras3_conv3d": (f"Keras {keras.__version__} Conv3D video classifier, 8 frames of 32x32", conv3d,
-                              [(1, 8, 32, 32, 3)])}
+                              [(1, 8, 32, 32, 3)]),
+            "keras3_unet3d": (f"Keras {keras.__version__} 3D U-Net level (Conv3D, Conv3DTranspose, skip), 8x32x32x4",
+                              unet3d, [(1, 8, 32, 32, 4)])}
 
 
 def convert_keras(model):

@@ -40,8 +40,8 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           one of which an ARG_MAX computes (the others constants, past the end sometimes: TFLite
           clamps them), LOCAL_RESPONSE_NORMALIZATION (radius 0-6, AlexNet's options and others),
           TOPK_V2 of the last axis (its values go on), and CONV_3D of a tensor as one clip
-          (kernels, strides and dilations per dim; a PAD of its depth before it, a rank-5 MEAN
-          after it sometimes).
+          (kernels, strides and dilations per dim; a PAD of its depth before it, a
+          CONV_3D_TRANSPOSE and a rank-5 MEAN after it sometimes).
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -767,10 +767,29 @@ def conv3d(g):
                 padding=padding, stride_d=strides[0], stride_h=strides[1], stride_w=strides[2],
                 dilation_d_factor=rates[0], dilation_h_factor=rates[1], dilation_w_factor=rates[2],
                 fused_activation_function=g.activation())[0]
+    if g.chance(0.3):
+        v, out = _conv3d_transpose(g, v, out)
     if g.chance(0.4):
-        out = (1, 1, 1, 1, o)
+        out = (1, 1, 1, 1, out[4])
         v = g.typed("MEAN", [v, g.ints([1, 2, 3])], [g.value(out)], keep_dims=True)[0]
     return g.typed("RESHAPE", [v, g.ints(out[1:])], [g.value(out[1:])])[0]
+
+
+def _conv3d_transpose(g, v, shape):
+    """A CONV_3D_TRANSPOSE of clip v (SAME, kernel 1-3 and stride 1-2 per dim: the extents times
+    the strides, as a 3D U-Net's upsampling), or v itself where that output would be too large."""
+    kernel, strides = (tuple(int(k) for k in g.rng.integers(1, top + 1, 3)) for top in (3, 2))
+    o = g.channels()
+    out = (1,) + tuple(n * s for n, s in zip(shape[1:4], strides)) + (o,)
+    if not g.fits(out):
+        return v, shape
+    fan_in = int(np.prod(kernel)) * shape[4]
+    v = g.typed("CONV_3D_TRANSPOSE", [g.ints(out), g.weights(kernel + (o, shape[4]), fan_in), v,
+                                      g.uniform(o, -0.2, 0.2)], [g.value(out)],
+                padding=SAME, stride_d=strides[0], stride_h=strides[1], stride_w=strides[2],
+                dilation_d_factor=1, dilation_h_factor=1, dilation_w_factor=1,
+                fused_activation_function=g.activation())[0]
+    return v, out
 
 
 def _axis_written(g, axis, rank):

@@ -1,8 +1,8 @@
-"""GPU CONV_3D (kernels_glsl/conv3d.glsl) against the numpy reference in every precision (auto
-included): the reference's cases (tests/ops/test_conv3d.py: paddings, strides and dilations per
+"""GPU CONV_3D and CONV_3D_TRANSPOSE (kernels_glsl/conv3d.glsl) against the numpy reference in every
+precision (auto included): the reference's cases (tests/ops/test_conv3d.py: paddings, strides and dilations per
 dim, batches, windows larger than the input), bias and activations, channels that are not a
 multiple of 4 and more output slices than one invocation computes, an epilogue fused into it,
-random geometry, and what stays on the CPU (a filter computed at run time)."""
+random geometry, and what stays on the CPU (a filter or an output_shape computed at run time)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,7 +12,7 @@ from gles_delegate import GpuDelegate
 from gles_delegate.tflite import ModelBuilder
 from tests.gpu.gpulib import PRECISIONS, check_gpu
 from tests.oplib import SAME, VALID, In, run_ours
-from tests.ops.test_conv3d import CASES, conv3d_inputs, conv3d_options, fits
+from tests.ops.test_conv3d import CASES, TRANSPOSE_CASES, conv3d_inputs, conv3d_options, fits, transpose_inputs
 
 ALL_PRECISIONS = PRECISIONS + ("auto",)
 
@@ -88,3 +88,19 @@ def test_conv3d_random(n, d, h, w, c, kernel, out_channels, strides, dilations, 
     rng = np.random.default_rng(n * d * h * w * c + out_channels)
     check_gpu("CONV_3D", conv3d_inputs(rng, (n, d, h, w, c), kernel, out_channels),
               conv3d_options(padding, strides, dilations), precision)
+
+
+@pytest.mark.parametrize("precision", ALL_PRECISIONS)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("x_shape, kernel, out_shape, strides, dilations, padding", TRANSPOSE_CASES)
+def test_conv3d_transpose(x_shape, kernel, out_shape, strides, dilations, padding, bias, precision):
+    rng = np.random.default_rng(sum(out_shape) + bias)
+    check_gpu("CONV_3D_TRANSPOSE", transpose_inputs(rng, x_shape, kernel, out_shape, bias),
+              conv3d_options(padding, strides, dilations, activation=3 if bias else 0), precision,
+              output_dtypes=[np.float32])
+
+
+def test_a_runtime_output_shape_stays_on_the_cpu():
+    rng = np.random.default_rng(9)
+    inputs = transpose_inputs(rng, (1, 2, 4, 4, 3), (2, 2, 2), (1, 4, 8, 8, 5), const_shape=False)
+    check_gpu("CONV_3D_TRANSPOSE", inputs, conv3d_options(strides=(2, 2, 2)), gpu_nodes=0, output_dtypes=[np.float32])

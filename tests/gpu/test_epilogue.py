@@ -145,11 +145,11 @@ def test_every_kernel_with_an_epilogue_is_covered():
     # SELECT: SELECT_V2's kernel; SE_GATE, LAYER_NORM (fused ops): tests/gpu/transforms/;
     # SPLIT, SPLIT_V, UNPACK (several outputs) and EXPAND_DIMS (an alias or a SQUEEZE's mirror):
     # the remap kernel's refusals and SQUEEZE's case; COMPLEX_ABS, REAL, IMAG (complex64 inputs):
-    # tests/gpu/test_spectral.py; CONV_3D (rank-5 tensors): tests/gpu/test_conv3d.py
+    # tests/gpu/test_spectral.py; CONV_3D, CONV_3D_TRANSPOSE (rank-5 tensors): tests/gpu/test_conv3d.py
     reductions = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}  # the case above
     assert with_epilogue - set(KINDS) - set(REMAPS) - reductions - elementwise_ops <= {
         "Convolution2DTransposeBias", "SELECT", "SE_GATE", "LAYER_NORM", "SPLIT", "SPLIT_V", "UNPACK", "EXPAND_DIMS",
-        "COMPLEX_ABS", "REAL", "IMAG", "CONV_3D"}
+        "COMPLEX_ABS", "REAL", "IMAG", "CONV_3D", "CONV_3D_TRANSPOSE"}
     assert elementwise_ops <= with_epilogue
 
 
