@@ -225,6 +225,9 @@ REFUSALS = {
     "pad_two_merged_dims": (lambda: single_op_node("PAD", [x(1, 1, 4, 5, 6),
                                                            ints([[1, 0], [0, 1], [0, 0], [0, 0], [0, 0]])]),
                             "it pads dims [0, 1] of [1, 1, 4, 5, 6]"),
+    # The float reduction takes rank 5 (HIGH_RANK); the int32 one, its second candidate, does not.
+    "int32_sum_rank5": (lambda: single_op_node("SUM", [In(np.ones((1, 3, 4, 5, 6), np.int32)), ints([1, 2, 3])]),
+                        "the integer reduction takes ranks <= 4"),
     "tile": (lambda: single_op_node("TILE", [x(2, 3, 4, 5, 6), ints([1, 1, 2, 1, 1])]),
              "has rank 5: the GPU's TILE kernel takes ranks <= 4"),
     "partial_broadcast": (lambda: single_op_node("ADD", [x(2, 3, 4, 5, 6), x(2, 1, 4, 5, 6, seed=1)]),
