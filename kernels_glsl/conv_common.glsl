@@ -1,4 +1,4 @@
-// Shared by conv2d.glsl and transpose_conv.glsl, which include it: grid z runs over batch x
+// Shared by conv2d.glsl, transpose_conv.glsl and conv3d.glsl, which include it: grid z runs over batch x
 // groups, a group being OUT_SLICES output slices, and a group's weights hold ROWS_PER_STEP rows
 // per (tap, input slice).
 

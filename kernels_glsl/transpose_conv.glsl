@@ -14,6 +14,7 @@
 // Grid: (out_w, out_h, batch * ceil(out slices / OUT_SLICES)).
 
 #include "conv_common.glsl"
+#include "conv_slices.glsl"
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);
@@ -37,22 +38,9 @@ void main() {
       if (ix >= in_size.x) continue;
       int src = in_batch + iy * in_size.x + ix;
       int w = weights_offset + ((group * KH + ky) * KW + kx) * in_size.z * ROWS_PER_STEP;
-      for (int s = 0; s < in_size.z; ++s) {
-        vec4 x = load(src + s * in_plane);
-        for (int o = 0; o < OUT_SLICES; ++o) {
-          acc[o] += x.x * weight(w) + x.y * weight(w + 1) + x.z * weight(w + 2) + x.w * weight(w + 3);
-          w += 4;
-        }
-      }
+      accumulate_pixel(acc, src, in_plane, w);
     }
   }
 
-  int out_plane = out_size.x * out_size.y;
-  int pixel = gid.y * out_size.x + gid.x;
-  for (int o = 0; o < OUT_SLICES; ++o) {
-    int slice = group * OUT_SLICES + o;
-    if (slice >= out_size.z) break;  // the last group's weights are zero-padded past the output
-    vec4 r = epilogue(activate(acc[o] + weight(bias_offset + slice)), ivec4(gid.xy, slice, batch));
-    store(out_offset + (batch * out_size.z + slice) * out_plane + pixel, keep_channels(r, out_channels, slice));
-  }
+  store_slices(acc, group, batch, gid.xy);
 }
