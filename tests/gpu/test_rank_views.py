@@ -266,3 +266,32 @@ def test_a_refused_rank5_node_runs_on_the_cpu_and_the_rest_on_the_gpu(caplog):
     assert "(MEAN) cannot be handled by this delegate: axes [1] reduce part of dims [0, 1] of [2, 3, 4, 5, 6]" \
         in caplog.text
     assert_gpu_matches(run_ours(model, values)[0], gpu, "fp32", "TANH, MEAN, RELU")
+
+
+# -- every candidate of an op either runs a high-rank node or refuses it ---------------------------
+def int32s(*shape, seed=0):
+    return In(np.random.default_rng(seed).integers(-50, 50, shape).astype(np.int32))
+
+
+SWEEP = [("ADD", 2), ("SUB", 2), ("MUL", 2), ("MAXIMUM", 2), ("MINIMUM", 2), ("FLOOR_DIV", 2), ("FLOOR_MOD", 2),
+         ("LESS", 2), ("EQUAL", 2), ("ABS", 1), ("NEG", 1), ("SUM", "axes"), ("MEAN", "axes"),
+         ("REDUCE_MAX", "axes"), ("REDUCE_MIN", "axes"), ("REDUCE_PROD", "axes")]
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 2, 4, 5), (2, 1, 3, 2, 2, 3)])
+@pytest.mark.parametrize("op, operands, dtype", [(op, operands, dtype) for op, operands in SWEEP
+                                                 for dtype in (np.float32, np.int32)
+                                                 if (op, dtype) != ("MEAN", np.int32)])  # the reference's refusal
+def test_every_candidate_runs_a_high_rank_node_or_refuses_it(op, operands, dtype, shape):
+    """An op two kernels run (kernels.ORDER: the float one, then the int32 one) takes rank 5 / 6
+    where either module says so (HIGH_RANK); the other must then refuse it itself, not reach the
+    compiler with a shape it cannot index (an int32 SUM at rank 5 once failed to compile)."""
+    make = (lambda seed: x(*shape, seed=seed)) if dtype == np.float32 else (lambda seed: int32s(*shape, seed=seed))
+    if operands == "axes":
+        inputs, options = [make(1), ints([len(shape) - 3, len(shape) - 2])], {"keep_dims": True}
+    else:
+        inputs, options = [make(k + 1) for k in range(operands)], {}
+    if op in ("FLOOR_DIV", "FLOOR_MOD"):  # no zero divisor
+        inputs[1] = In(np.where(inputs[1].value == 0, 7, inputs[1].value).astype(dtype))
+    out_dtype = np.bool_ if op in ("LESS", "EQUAL") else dtype
+    check_gpu(op, inputs, options, gpu_nodes=None, output_dtypes=[out_dtype])
