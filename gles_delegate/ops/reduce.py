@@ -2,7 +2,8 @@
 REDUCE_MIN, REDUCE_PROD, and over bool: REDUCE_ANY, REDUCE_ALL, with keep_dims.
 
 Floats accumulate in float32 as TFLite does (numpy's pairwise sum stays closer to the exact value
-than TFLite's running sum, so the two agree within the parity tolerance). Quantized MEAN
+than TFLite's running sum, so the two agree within the parity tolerance). An int32 / int64 MEAN
+truncates toward zero, as C++'s integer division. Quantized MEAN
 reproduces TFLite's integer requantization, including the different formula LiteRT's optimized
 kernel uses for the common 4-D mean over height and width.
 """
@@ -15,6 +16,7 @@ from .common import (multiply_by_quantized_multiplier, quantized_multiplier, rou
 _FLOAT = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8))
+_INTEGERS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _axes(node, x, axis_values):
@@ -79,8 +81,11 @@ def _highest(dtype):
 
 # -- MEAN -------------------------------------------------------------------------------------
 def mean(node, inputs):
-    """MEAN: float32 sum / count (NaN over an empty input), or TFLite's quantized mean."""
+    """MEAN: float32 sum / count (NaN over an empty input), an int32 / int64 one (_integer_mean),
+    or TFLite's quantized mean."""
     x, axes, keep_dims = _reduction(node, inputs)
+    if x.dtype in _INTEGERS:
+        return [_integer_mean(x, axes, keep_dims)]
     if x.dtype != _FLOAT:
         return [_quantized_mean(node, x, axes, keep_dims)]
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
@@ -88,6 +93,17 @@ def mean(node, inputs):
     if x.size == 0:
         return [np.full(total.shape, np.nan, np.float32)]
     return [(total / np.float32(count)).astype(np.float32)]
+
+
+def _integer_mean(x, axes, keep_dims):
+    """reference_ops::Mean of int32 / int64: the sum in int64 (wrapping, as C++'s), divided by the
+    count truncating toward zero (C++'s integer division); 0 over an empty input."""
+    total = np.sum(x, axis=tuple(axes), keepdims=keep_dims, dtype=np.int64)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if count == 0:
+        return np.zeros(total.shape, x.dtype)
+    quotient = np.where(total < 0, -(-total // count), total // count)
+    return quotient.astype(x.dtype)
 
 
 def _quantized_mean(node, x, axes, keep_dims):
@@ -165,7 +181,7 @@ KERNELS = {
     "REDUCE_ALL": _reducer(np.all),
 }
 SUPPORT = {
-    "MEAN": _support((_FLOAT,) + _QUANTIZED, requantizes=True),
+    "MEAN": _support((_FLOAT,) + _INTEGERS + _QUANTIZED, requantizes=True),
     "SUM": _support(_SUM_PROD_DTYPES),
     "REDUCE_PROD": _support(_SUM_PROD_DTYPES),
     "REDUCE_MAX": _support(_MINMAX_DTYPES),

@@ -65,6 +65,20 @@ def test_integer_sum_and_prod_wrap_as_litert(op, dtype):
             check_reduce(op, x, random_axes(rng, rank), keep_dims)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_mean_truncates_toward_zero_as_litert(dtype):
+    """reference_ops::Mean of ints: the sum (int32 values past half their range, so that an int32
+    sum would wrap), divided truncating toward zero (negative means too); 0 over an empty axis."""
+    rng = np.random.default_rng(5)
+    for rank in range(1, 5):
+        for keep_dims in (False, True):
+            shape = tuple(int(d) for d in rng.integers(1, 6, rank))
+            x = rng.integers(-(1 << 31), 1 << 31, shape).astype(dtype)
+            check_reduce("MEAN", x, random_axes(rng, rank), keep_dims)
+    check_reduce("MEAN", np.array([[1, 2, 2], [-1, -2, -2], [7, 7, 8], [-7, -7, -8]], dtype), [1], False)
+    check_reduce("MEAN", np.zeros((2, 0), dtype), [1], False)
+
+
 @pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
 @pytest.mark.parametrize("dtype,quant", [(np.int8, (0.1, -4)), (np.uint8, (0.2, 120)), (np.int32, None)])
 def test_integer_max_min(op, dtype, quant):
