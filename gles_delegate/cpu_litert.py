@@ -41,6 +41,7 @@ it directly. LiteRT's Python API cannot adopt our arrays, and invoke() refuses t
 its views is alive, so the step drops its outputs' views before it invokes (docs/architecture.md
 has the figures). LiteRT's interpreters are not thread-safe: each runs under a lock.
 """
+import re
 import signal
 import subprocess
 import sys
@@ -50,7 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import ops
+from . import ops, whole_model
 from .callee_subgraphs import COPIED_CALLERS, callee_refusal, copy_callees, renumbered_options
 from .litert_crashes import crash_reason
 from .errors import ModelError
@@ -379,15 +380,19 @@ def _labels(nodes):
     return nodes[0].label if len(nodes) == 1 else f"{nodes[0].label} .. {nodes[-1].label} ({len(nodes)} nodes)"
 
 
-def _interpreter(content, nodes, num_threads, preserve_all_tensors=False, shapes=None):
+def _interpreter(content, nodes, num_threads, preserve_all_tensors=False, shapes=None, builtin=False):
     """A LiteRT Interpreter of the sub-model `content`, tensors allocated (its inputs resized to
     `shapes` {input index: shape} first, where they differ); a ModelError naming `nodes` when
-    LiteRT refuses it (an op or version its resolver lacks, a failed Prepare)."""
+    LiteRT refuses it (an op or version its resolver lacks, a failed Prepare). builtin: LiteRT's
+    builtin kernels only, without XNNPACK (else its default resolver)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is
-            interpreter = litert_interpreter_class()(model_content=content, num_threads=num_threads,
-                                                     experimental_preserve_all_tensors=preserve_all_tensors)
+            kind = litert_interpreter_class()
+            resolver = {"experimental_op_resolver_type": sys.modules[kind.__module__].OpResolverType
+                        .BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
+            interpreter = kind(model_content=content, num_threads=num_threads,
+                               experimental_preserve_all_tensors=preserve_all_tensors, **resolver)
         for detail in interpreter.get_input_details() if shapes else ():
             shape = shapes.get(detail["index"])
             if shape is not None and tuple(shape) != tuple(detail["shape"]):
@@ -562,15 +567,24 @@ class WholeModelStep(LiteRTStep):
     set_tensor, reset_all_variables). `num_threads`: LiteRT's. A ModelError when LiteRT
     refuses the model, or would crash on a node of it (litert_crashes.py)."""
 
-    def __init__(self, graph, num_threads=None):
-        crash = next((f"{n.label}: {why}" for n in graph.nodes if (why := crash_reason(n)) is not None), None)
-        if crash is not None:  # litert_crashes.py: the reference runs the node instead
-            raise ModelError(f"the model file does not go to LiteRT whole: {crash}")
+    def __init__(self, graph, num_threads=None, previous=None, keep_state=False):
+        refused = whole_model.refusal(graph)
+        if refused is not None:  # the reference runs those nodes instead, and checks them
+            raise ModelError(f"the model file does not go to LiteRT whole: {refused}")
         self.nodes, self.num_threads = list(graph.nodes), num_threads
         shapes = {t.index: tuple(t.shape) for t in graph.inputs}
-        content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
-        interpreter = _interpreter(content if isinstance(content, bytes) else bytes(content), self.nodes, num_threads,
-                                   shapes=shapes)
+        self.content = graph.source_model.source_bytes  # bytes, or the mmap read_model read the file through
+        # keep_state, for a model of resource variables: LiteRT's builtin kernels, whose
+        # interpreter is resized (a new plan's `previous`), keeping the variables, as LiteRT's own
+        # resize does. Not XNNPACK's: LiteRT 2.3 with it fails to reshape, or corrupts its heap
+        # ("free(): invalid next size"), when such a model is resized after an invoke.
+        self.builtin = keep_state and whole_model.holds_resources(graph)
+        if self.builtin and previous is not None and previous.builtin and previous.content is self.content \
+                and previous.num_threads == num_threads:
+            interpreter = _resized(previous.interpreter, shapes, self.nodes)
+        else:
+            interpreter = _interpreter(bytes(self.content), self.nodes, num_threads, shapes=shapes,
+                                       builtin=self.builtin)
         index = {id(t): t.index for t in graph.tensors}  # subgraph 0's indices are LiteRT's
         state = [t for t in graph.tensors if t.is_variable and not t.is_const and t.dtype is not None]
         self._attach(interpreter, index, list(graph.inputs) + state, list(graph.outputs) + state, False, False)
@@ -601,6 +615,23 @@ class WholeModelStep(LiteRTStep):
             raise whole_model_failure(exc) from None
 
 
+def _resized(interpreter, shapes, nodes):
+    """LiteRT's `interpreter` with its inputs resized to `shapes` and its tensors allocated
+    again, as LiteRT's own resize_tensor_input + allocate_tensors do: its resource variables
+    and CALL_ONCE keep what they hold (a new interpreter would start them afresh). Through its
+    pybind wrapper: a WholeModelStep's `calls` on it would make the Python methods refuse."""
+    wrapper = interpreter._interpreter
+    try:
+        for index, shape in shapes.items():
+            if tuple(wrapper.TensorSize(index, 0)) != tuple(shape):
+                wrapper.ResizeInputTensor(index, np.array(shape, np.int32), False, 0)
+        wrapper.AllocateTensors(-1)
+    except (ValueError, RuntimeError) as exc:
+        reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+        raise ModelError(f"operator {_labels(nodes)} cannot run through LiteRT: {reason}") from None
+    return interpreter
+
+
 def take_output(storage, tensor, value):
     """Copy LiteRT's `value` of graph Tensor `tensor` into `storage` (interpreter._Storage): in
     place where the shapes agree, else, as TFLite resizes a dynamic tensor
@@ -614,8 +645,14 @@ def take_output(storage, tensor, value):
 
 
 def whole_model_failure(exc):
-    """The ModelError of LiteRT's invoke of a whole model failing with `exc`."""
-    return ModelError(f"the model failed in LiteRT: {str(exc).strip()[:400]}")
+    """The ModelError of LiteRT's invoke of a whole model failing with `exc`, naming the main
+    subgraph's operator as the per-node runs do: LiteRT's message ends with the operator that
+    failed in each subgraph it entered, innermost first ("Node number 1 (ADD) failed to invoke.
+    Node number 0 (WHILE) failed to invoke."), and subgraph 0's numbers are the model's."""
+    text = str(exc).strip()
+    failed = re.findall(r"Node number (\d+) \((\w+)\) failed to invoke", text)
+    where = f"operator #{failed[-1][0]} ({failed[-1][1]})" if failed else "the model"
+    return ModelError(f"{where} failed in LiteRT: {text[:400]}")
 
 
 def _read_then_written(nodes):

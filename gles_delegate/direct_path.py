@@ -48,6 +48,15 @@ class DirectPath:
             return cls(steps[0], executor.storage, executor.unwritten)
         return None
 
+    def shape(self, index):
+        """The shape LiteRT's tensor `index` has now: an output a kernel resized at invoke (a
+        SEGMENT_SUM of runtime ids) has LiteRT's shape, which the graph's tensor does not follow
+        on this path (WholeModelStep.run's take_output does, off it)."""
+        wrapper = getattr(self.step.interpreter, "_interpreter", None)
+        if callable(getattr(wrapper, "TensorSize", None)):
+            return tuple(int(d) for d in wrapper.TensorSize(index, 0))
+        return tuple(int(d) for d in self.step.interpreter._get_tensor_details(index, 0)["shape"])
+
     def enter(self, storage):
         """Copy the inputs and variable tensors `storage` (the Interpreter's) holds into LiteRT's:
         taking the thin path again on the same LiteRT interpreter, after the plan ran from the

@@ -293,6 +293,7 @@ class _Executor:
         self.kept = frozenset()  # see kept_inside
         self.delegates = []  # what allocate() planned with
         self.fixed_variables = {}  # resource_variables.fixed(): checked before each invoke
+        self.previous_whole = None  # the WholeModelStep of the plan release() dropped
 
     def allocate(self, delegates, transient=False):
         """Plan the graph for the current input shapes with `delegates`. transient: a plan for one
@@ -320,9 +321,10 @@ class _Executor:
                 self.cpu.check(node, reason, graph)
         check_declared_shapes(graph, dynamic)
         self.release()
+        previous, self.previous_whole = self.previous_whole, None
         self.graph, self.storage, self.dynamic = graph, None, dynamic
         self.unwritten = unwritten_outputs(graph)
-        self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu, transient)
+        self.steps = self.plan(graph, delegates, self.cpu.replanning() if transient else self.cpu, transient, previous)
         self.kept = frozenset() if self.preserve_all_tensors else kept_inside(graph, self.steps)
         # The variables the delegates' steps (those without a CPU `backend`) hold, at their shapes.
         self.delegates = delegates
@@ -336,7 +338,8 @@ class _Executor:
         self.storage = storage
         # Deferred folds (fold_constants.deferrable) the CPU or the caller will read: computed
         # now, so that a malformed sparse tensor is an error of allocate_tensors, not of invoke.
-        needed = {t.index for step in self.steps if isinstance(step, _CpuStep) for t in step.nodes[0].inputs if t}
+        needed = {t.index for step in self.steps if isinstance(step, (_CpuStep, WholeModelStep))
+                  for node in step.nodes for t in node.inputs if t}
         for index in (needed | {t.index for t in graph.outputs}) & storage.deferred.keys():
             storage[index]  # noqa: B018 (computes it)
 
@@ -398,7 +401,10 @@ class _Executor:
             {t.index for t in graph.tensors if t.is_variable or id(t) in self.dynamic} | \
             {i for s in signatures for i in (*s.inputs.values(), *s.outputs.values())}
 
-    def plan(self, graph, delegates, cpu, transient=False):
+    def plan(self, graph, delegates, cpu, transient=False, previous=None):
+        """The steps that run `graph`: the partitions `delegates` claim, the CPU's nodes placed
+        by `cpu` (a CpuBackend), or the model file whole on LiteRT (a WholeModelStep, given the
+        LiteRT interpreter of `previous`, the last plan's, to resize where it has one)."""
         claimed = {}
         # A delegate plans for fixed shapes: nodes that read or write dynamic tensors stay here.
         fixed = [n for n in graph.nodes if not any(t is not None and id(t) in self.dynamic
@@ -428,15 +434,32 @@ class _Executor:
             # Nodes of dynamic tensors stay on the reference: a LiteRT sub-model is planned for fixed shapes.
             pinned = {id(n) for n in graph.nodes if any(t is not None and id(t) in self.dynamic
                                                         for t in [*n.inputs, *n.outputs])}
-            return cpu.place(graph, steps, lambda node, why: _CpuStep(node, any(id(t) in self.dynamic
-                                                                                 for t in node.outputs),
-                                                                      reads_dynamic(node, self.dynamic), why),
-                             pinned, self.dynamic)
+            placed = cpu.place(graph, steps, lambda node, why: _CpuStep(node, any(id(t) in self.dynamic
+                                                                                   for t in node.outputs),
+                                                                        reads_dynamic(node, self.dynamic), why),
+                               pinned, self.dynamic)
         except BaseException:  # LiteRT refused a run: free what the delegates compiled
             for step in steps:
                 if hasattr(step, "release"):
                     step.release()
             raise
+        return self.whole_instead(graph, placed, side, previous) if not delegates else placed
+
+    @staticmethod
+    def whole_instead(graph, placed, side, previous=None):
+        """`placed` (a plan without delegates, its nodes checked), or the model file whole on
+        LiteRT where that plan leaves a node to the reference which LiteRT's own interpreter
+        runs, and whole_model.refusal() finds nothing LiteRT would not check (whole_model.py)."""
+        if not side.whole_model or not any(getattr(s, "backend", None) == "reference" for s in placed):
+            return placed
+        try:
+            whole = WholeModelStep(graph, side.backend.num_threads, previous, keep_state=True)
+        except ModelError:
+            return placed  # LiteRT refuses the model file, or would not check it (whole_model.py)
+        for step in placed:
+            if hasattr(step, "release"):
+                step.release()
+        return [whole]
 
     def runs_whole(self, graph, cpu, transient):
         """Whether this subgraph can run as the model file whole on LiteRT (WholeModelStep) once
@@ -474,6 +497,9 @@ class _Executor:
         """Free what delegates compiled for the previous plan (before re-planning, or when the
         interpreter goes away). Safe after the delegate was closed."""
         steps, self.steps = self.steps or (), None
+        # LiteRT's interpreter of a whole-model plan is resized, not made again (its variables)
+        if steps:
+            self.previous_whole = steps[0] if len(steps) == 1 and isinstance(steps[0], WholeModelStep) else None
         for step in steps:
             if hasattr(step, "release"):
                 step.release()
@@ -702,13 +728,16 @@ class Interpreter:
     # -- details --------------------------------------------------------------------------
     def _details(self, tensor, name=None):
         q = tensor.quantization
+        direct = self._direct
+        # on the thin path LiteRT's tensors hold the shapes its kernels gave at the last invoke
+        shape = direct.shape(tensor.index) if direct is not None and tensor.index in direct.readable else tensor.shape
         scales = q.scales.astype(np.float32) if q is not None else np.zeros(0, np.float32)
         zero_points = q.zero_points.astype(np.int32) if q is not None else np.zeros(0, np.int32)
         signature = tensor.shape_signature if tensor.shape_signature is not None else tensor.shape
         return {
             "name": tensor.name if name is None else name,
             "index": tensor.index,
-            "shape": np.array(tensor.shape, np.int32),
+            "shape": np.array(shape, np.int32),
             "shape_signature": np.array(signature, np.int32),
             "dtype": tensor.dtype.type if tensor.dtype is not None else None,
             "quantization": (float(scales[0]), int(zero_points[0])) if scales.size == 1 else (0.0, 0),

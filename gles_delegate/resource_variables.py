@@ -55,7 +55,7 @@ def _handles(operators, tensor_of):
             for op in operators if op.op == "VAR_HANDLE" and len(op.outputs) == 1 and op.outputs[0] is not None}
 
 
-def _declared_assigns(model, skip):
+def declared_assigns(model, skip):
     """({key: [(shape or None, dtype)]} of the values the ASSIGN_VARIABLEs of the model's
     subgraphs other than `skip` assign, a shape None where the file declares a placeholder;
     whether some ASSIGN_VARIABLE of any subgraph takes its handle from elsewhere than a
@@ -143,7 +143,7 @@ def annotate(graph, runtime):
         if node.op in ACCESS_OPS and node.inputs and node.inputs[0] is not None and id(node.inputs[0]) in handles:
             uses.setdefault(handles[id(node.inputs[0])], []).append(node)
     model = getattr(graph, "source_model", None)
-    elsewhere, untraceable = ({}, False) if model is None else _declared_assigns(model, graph.subgraph_index)
+    elsewhere, untraceable = ({}, False) if model is None else declared_assigns(model, graph.subgraph_index)
     for key, nodes in uses.items():
         rid = runtime.resource_id(*key)
         ref = _fix(VariableRef(*key, rid), nodes, elsewhere.get(key, []), untraceable,

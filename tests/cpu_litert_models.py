@@ -48,6 +48,19 @@ def diag_model(shape=(2, 3)):
     return b.build()
 
 
+class ClaimsNothing:
+    """A delegate that claims no node. Without a delegate the Interpreter runs a model whose
+    state or dynamic shapes LiteRT's sub-models cannot carry as the model file whole on LiteRT
+    (whole_model.py); beside a delegate it plans node by node, LiteRT's runs and the reference's:
+    what these tests of that plan look at."""
+
+    def can_run(self, node):
+        return False
+
+    def partition(self, graph, candidates):
+        return []
+
+
 def run(model, inputs, shape=None, **kwargs):
     """(our outputs, cpu_summary()) after one invoke of our Interpreter (kwargs its arguments),
     the first input resized to `shape` first, when given."""

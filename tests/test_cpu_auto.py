@@ -12,7 +12,7 @@ import pytest
 from gles_delegate import Interpreter, ModelError, callee_subgraphs, cpu_litert, ops
 from gles_delegate.tflite import ModelBuilder
 from tests.control_flow_models import growing_loop, loop_between
-from tests.cpu_litert_models import int16_conv_model, random_input, run, segment_model
+from tests.cpu_litert_models import ClaimsNothing, int16_conv_model, random_input, run, segment_model
 from tests.litert import LiteRTInterpreter
 from tests.oplib import In, assert_close, single_op_model
 from tests.refcount import collector_disabled
@@ -97,12 +97,13 @@ def test_a_loop_runs_in_the_litert_sub_model_of_its_run():
 
 
 def test_a_node_litert_cannot_take_splits_the_run_and_says_why(monkeypatch):
-    """The same WHILE with callees over CALLEE_WORK_MAX: two LiteRT sub-models, the WHILE on the
-    reference (its body's nodes through LiteRT too), the reason given, LiteRT's outputs."""
+    """The same WHILE with callees over CALLEE_WORK_MAX, beside a delegate (without one the
+    file would run whole on LiteRT): two LiteRT sub-models, the WHILE on the reference (its
+    body's nodes through LiteRT too), the reason given, LiteRT's outputs."""
     monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
     model = loop_between((2, 3), np.full((2, 3), 0.25, np.float32))
     n, x = np.array(3, np.int32), random_input((2, 3))
-    ours, summary = run(model, [n, x])
+    ours, summary = run(model, [n, x], experimental_delegates=[ClaimsNothing()])
     assert summary["litert_partitions"] == [["#0 (MUL)", "#1 (TANH)"], ["#3 (ADD)", "#4 (LOGISTIC)"]]
     assert list(summary["reference_reasons"]) == ["#2 (WHILE)"]
     assert "multiply-adds a call" in summary["reference_reasons"]["#2 (WHILE)"]
@@ -273,9 +274,10 @@ def test_resize_remakes_the_sub_model(shape):
 def test_a_loop_planned_again_in_invoke_keeps_its_nodes_on_the_reference(monkeypatch):
     """growing_loop's body sees other shapes at every iteration: planned again during the
     invoke, its CPU nodes run as 'fallback' places them (no LiteRT interpreter per iteration);
-    planned once, at allocate, they run through LiteRT. (A loop LiteRT runs whole otherwise.)"""
+    planned once, at allocate, they run through LiteRT. (A loop LiteRT runs whole otherwise; so
+    does the file without a delegate.)"""
     monkeypatch.setattr(callee_subgraphs, "CALLEE_WORK_MAX", -1)
-    interpreter = Interpreter(model_content=growing_loop(2))
+    interpreter = Interpreter(model_content=growing_loop(2), experimental_delegates=[ClaimsNothing()])
     interpreter.allocate_tensors()
     body = interpreter._executor(2)
     assert [s.backend for s in body.steps] == ["litert"]

@@ -9,7 +9,7 @@ import pytest
 
 from gles_delegate import Interpreter, ModelError, ops
 from gles_delegate.tflite import ModelBuilder
-from tests.cpu_litert_models import (LITERT_ONLY, conv3d_model, diag_model, hybrid_transpose_conv_model,
+from tests.cpu_litert_models import (LITERT_ONLY, ClaimsNothing, conv3d_model, diag_model, hybrid_transpose_conv_model,
                                      int16_conv_model, litert_outputs, random_input, random_model, run,
                                      runtime_segment_model, runtime_shape_random_model, segment_model)
 from tests.litert import LiteRTInterpreter
@@ -333,10 +333,32 @@ def test_reference_backend_refuses_runtime_ids_without_a_lookup_key():
 @pytest.mark.parametrize("shape", [(2, 3), (4, 1)])
 def test_a_runtime_shape_operand_makes_a_dynamic_output(shape):
     """RANDOM_UNIFORM of a runtime shape (its output declared [-1, -1]): LiteRT's shape and
-    values, and the reference's ABS after it on the dynamic tensor."""
+    values, and, node by node (beside a delegate), the reference's ABS after it on the dynamic
+    tensor."""
     model, value = runtime_shape_random_model(), np.int32(shape)
-    (ours,), summary = run(model, [value])
+    (ours,), summary = run(model, [value], experimental_delegates=[ClaimsNothing()])
     (theirs,) = litert_outputs(model, [value])
     assert ours.shape == tuple(shape)
     np.testing.assert_array_equal(ours, theirs)
     assert summary["litert_nodes"] == ["#0 (RANDOM_UNIFORM)"] and summary["reference_nodes"] == ["#1 (ABS)"]
+
+
+def test_a_model_the_reference_would_share_runs_whole_on_litert_with_litert_s_shapes():
+    """Without a delegate, the same model runs as the file whole on LiteRT (the ABS of a dynamic
+    tensor would be the reference's, node by node: whole_model.py); each invoke's output has
+    LiteRT's shape in the data and in the details, as LiteRT's own interpreter gives them."""
+    model = runtime_shape_random_model()
+    ours, theirs = Interpreter(model_content=model), LiteRTInterpreter(model_content=model)
+    for interpreter in (ours, theirs):
+        interpreter.allocate_tensors()
+    assert ours._whole_on_litert() and ours.cpu_summary()["reference_nodes"] == []
+    for shape in ((2, 3), (4, 1), (1, 5)):
+        got = []
+        for interpreter in (ours, theirs):
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], np.int32(shape))
+            interpreter.invoke()
+            detail = interpreter.get_output_details()[0]
+            got.append((interpreter.get_tensor(detail["index"]), list(detail["shape"])))
+        (mine, mine_shape), (litert, litert_shape) = got
+        assert mine.shape == tuple(shape) and mine_shape == litert_shape == list(shape)
+        np.testing.assert_array_equal(mine, litert)

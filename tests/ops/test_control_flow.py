@@ -1,6 +1,7 @@
 """WHILE, IF, CALL_ONCE and the resource variable ops against LiteRT, and the ModelErrors of
 malformed control flow (ops/control_flow.py, ops/variables.py, subgraphs.py)."""
 import dataclasses
+import functools
 import weakref
 
 import numpy as np
@@ -162,16 +163,20 @@ def test_if_matches_litert(condition, same_shapes):
     assert bool(interpreter._main.dynamic) == (not same_shapes)
 
 
+@pytest.mark.parametrize("cpu_backend", ["reference", "auto"])
 @pytest.mark.parametrize("initial", [np.array([10.0, -20.0], np.float32), np.arange(6, dtype=np.int32).reshape(2, 3)])
-def test_stateful_counter_matches_litert(initial):
+def test_stateful_counter_matches_litert(initial, cpu_backend):
     """CALL_ONCE initializes the variable at the first invoke only; each invoke reads, adds and
-    assigns; reset_all_variables() leaves resource variables alone, as in LiteRT."""
+    assigns; reset_all_variables() leaves resource variables alone, as in LiteRT: on the
+    reference kernels, and whole on LiteRT (cpu_backend 'auto', whole_model.py)."""
     model = stateful_counter(initial)
     x = np.ones_like(initial) * 3
     sequences = []
-    for make in (Interpreter, LiteRTInterpreter):
+    for make in (functools.partial(Interpreter, cpu_backend=cpu_backend), LiteRTInterpreter):
         interpreter = make(model_content=model)
         interpreter.allocate_tensors()
+        if make is not LiteRTInterpreter:
+            assert interpreter._whole_on_litert() == (cpu_backend == "auto")
         outputs = []
         for step in range(4):
             if step == 3:

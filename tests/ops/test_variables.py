@@ -16,8 +16,10 @@ RINGS = {"float32": Ring(), "int8": Ring(quantized=True), "int8 depthwise": Ring
          "assigns 4 frames": Ring(keep_from=1), "negative begin": Ring(keep_from=-2)}
 
 
-def _pair(model):
-    ours = Interpreter(model_content=model)
+def _pair(model, cpu_backend="reference"):
+    """Our Interpreter (the reference kernels; or under 'auto', the model file whole on LiteRT,
+    whole_model.py) and LiteRT's reference kernels, both allocated."""
+    ours = Interpreter(model_content=model, cpu_backend=cpu_backend)
     theirs = LiteRTInterpreter(model_content=model, experimental_op_resolver_type=RESOLVERS["reference"])
     for interpreter in (ours, theirs):
         interpreter.allocate_tensors()
@@ -38,24 +40,30 @@ def _same(ours, theirs):
         np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize("cpu_backend", ["reference", "auto"])
 @pytest.mark.parametrize("name", sorted(RINGS))
-def test_streaming_models_match_litert_step_by_step(name):
+def test_streaming_models_match_litert_step_by_step(name, cpu_backend):
     ring = RINGS[name]
-    ours, theirs = _pair(ring_model(ring))
+    ours, theirs = _pair(ring_model(ring), cpu_backend)
+    assert ours._whole_on_litert() == (cpu_backend == "auto")
     for x in frames(ring, 6):
         _same(_step(ours, x)[0], _step(theirs, x)[0])
 
 
+@pytest.mark.parametrize("cpu_backend", ["reference", "auto"])
 @pytest.mark.parametrize("keep_from", [None, -2])
-def test_streaming_models_match_litert_across_a_resize(keep_from):
+def test_streaming_models_match_litert_across_a_resize(keep_from, cpu_backend):
+    """The variable keeps its frames through resize_tensor_input + allocate_tensors, as in
+    LiteRT: whole on LiteRT, its interpreter is resized, not made again."""
     ring = Ring(keep_from=keep_from)
-    ours, theirs = _pair(ring_model(ring))
+    ours, theirs = _pair(ring_model(ring), cpu_backend)
     for x in frames(ring, 2):
         _same(_step(ours, x)[0], _step(theirs, x)[0])
     rng = np.random.default_rng(4)
     for interpreter in (ours, theirs):
         interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], (1, 5, 1, ring.channels))
         interpreter.allocate_tensors()
+    assert ours._whole_on_litert() == (cpu_backend == "auto")
     for _ in range(3):
         x = rng.normal(0, 1, (1, 5, 1, ring.channels)).astype(np.float32)
         _same(_step(ours, x)[0], _step(theirs, x)[0])

@@ -1,0 +1,93 @@
+"""Our Interpreter without a delegate runs a model LiteRT's sub-models cannot carry (resource
+variables, a Keras LSTM's variable tensors) as the file whole on LiteRT, but only where
+whole_model.refusal() finds nothing LiteRT would leave unchecked: each hazard below goes node by
+node instead, where the reference says what is wrong."""
+import re
+
+import numpy as np
+import pytest
+
+from gles_delegate import Interpreter, ModelError, whole_model
+from gles_delegate.cpu_litert import whole_model_failure
+from tests.control_flow_models import constant_bound_loop, stateful_counter
+from tests.litert import RESOLVERS, LiteRTInterpreter
+from tests.ops.test_control_flow import _edited
+from tests.ops.test_variables import _read_model
+from tests.streaming_models import Ring, frames, ring_model
+
+
+def _allocated(model):
+    interpreter = Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def test_a_streaming_model_runs_whole_and_matches_litert_invoke_after_invoke():
+    model = ring_model(Ring())
+    # LiteRT's builtin kernels, which run a model of resource variables whole (WholeModelStep)
+    ours, theirs = _allocated(model), LiteRTInterpreter(model_content=model,
+                                                        experimental_op_resolver_type=RESOLVERS["builtin"])
+    theirs.allocate_tensors()
+    assert whole_model.refusal(ours._main.graph) is None and ours._whole_on_litert()
+    for x in frames(Ring(), 5):
+        outputs = []
+        for interpreter in (ours, theirs):
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+            interpreter.invoke()
+            outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
+        np.testing.assert_array_equal(*outputs)  # the same kernels, the same state
+
+
+@pytest.mark.parametrize("model, refusal", [
+    (lambda: _read_model(np.zeros(4, np.float32), (2, 3)), r"#2 \(READ_VARIABLE\) reads resource variable 'v', "
+                                                             r"assigned a value of shape \[4\], into \[2, 3\]"),
+    (lambda: _edited(stateful_counter(np.zeros(2, np.float32)), lambda d: d.subgraphs[1].operators.pop()),
+     r"#2 \(READ_VARIABLE\) may read resource variable 'acc' before anything assigns it"),
+], ids=["a smaller variable", "never assigned"])
+def test_a_read_litert_would_not_check_goes_node_by_node(model, refusal):
+    """LiteRT reads past the variable's buffer here (garbage out, checked by hand); the reference
+    says so at invoke instead (tests/ops/test_variables.py, test_control_flow.py)."""
+    interpreter = _allocated(model())
+    assert not interpreter._whole_on_litert()
+    assert re.fullmatch(refusal, whole_model.refusal(interpreter._main.graph) or "")
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"],
+                           np.ones(interpreter.get_input_details()[0]["shape"], np.float32))
+    with pytest.raises(ModelError, match="READ_VARIABLE"):
+        interpreter.invoke()
+
+
+def test_a_loop_body_litert_crashes_on_keeps_the_file_from_litert():
+    """A DEPTHWISE_CONV_2D of 2 inputs crashes LiteRT's kernels (litert_crashes.py): in a loop
+    body (subgraph 2) as in the main subgraph, the file does not go whole."""
+    def step(body, i, acc):
+        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (1, 3, 3, 2), np.float32)
+        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
+        body.op("DEPTHWISE_CONV_2D", [acc, body.const("w", np.full((1, 1, 1, 2), 0.5, np.float32))], [acc2],
+                padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=0,
+                dilation_w_factor=1, dilation_h_factor=1)
+        return i2, acc2
+    interpreter = _allocated(constant_bound_loop(("acc", (1, 3, 3, 2), np.float32), 3, step))
+    assert whole_model.refusal(interpreter._main.graph).startswith("subgraph 2: #1 (DEPTHWISE_CONV_2D)")
+    assert not interpreter._whole_on_litert()
+
+
+def test_a_variable_used_in_a_loop_body_keeps_the_file_from_litert():
+    """Variables a loop body reads or assigns are not followed by unchecked_read: node by node."""
+    def step(body, i, acc):
+        i2 = body.tensor("i2", (), np.int32)
+        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
+        handle = body.tensor("handle", (), type_name="RESOURCE")
+        body.op("VAR_HANDLE", [], [handle], container="", shared_name="seen")
+        body.op("ASSIGN_VARIABLE", [handle, acc], [])
+        return i2, acc
+    interpreter = _allocated(constant_bound_loop(("acc", (2,), np.float32), 2, step))
+    assert whole_model.unchecked_read(interpreter._main.graph) == \
+        "a subgraph other than a CALL_ONCE initializer uses resource variables"
+
+
+def test_litert_s_failure_of_a_whole_model_names_the_main_subgraph_s_operator():
+    """LiteRT names the failed node of each subgraph it entered, innermost first."""
+    error = whole_model_failure(RuntimeError("gather index out of bounds Node number 1 (GATHER) failed to invoke. "
+                                             "Node number 4 (WHILE) failed to invoke."))
+    assert str(error).startswith("operator #4 (WHILE) failed in LiteRT: gather index out of bounds")
+    assert str(whole_model_failure(RuntimeError("no node named"))).startswith("the model failed in LiteRT")
