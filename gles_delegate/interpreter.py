@@ -27,6 +27,7 @@ from .subgraphs import Subgraphs
 from .tflite import read_model
 from .tflite.model import SignatureDef
 from .fold_constants import densify_sparse_reads, fold_constants, fold_shapes
+from .whole_model import carried_whole
 
 
 class _Storage(dict):
@@ -443,14 +444,16 @@ class _Executor:
                 if hasattr(step, "release"):
                     step.release()
             raise
-        return self.whole_instead(graph, placed, side, previous) if not delegates else placed
+        return self.whole_instead(graph, placed, side, self.dynamic, previous) if not delegates else placed
 
     @staticmethod
-    def whole_instead(graph, placed, side, previous=None):
+    def whole_instead(graph, placed, side, dynamic, previous=None):
         """`placed` (a plan without delegates, its nodes checked), or the model file whole on
-        LiteRT where that plan leaves a node to the reference which LiteRT's own interpreter
-        runs, and whole_model.refusal() finds nothing LiteRT would not check (whole_model.py)."""
-        if not side.whole_model or not any(getattr(s, "backend", None) == "reference" for s in placed):
+        LiteRT where that plan leaves nodes to the reference only for what LiteRT's own
+        interpreter carries (whole_model.carried_whole: state, dynamic shapes) and
+        whole_model.refusal() finds nothing LiteRT would not check (whole_model.py)."""
+        reference = [s.nodes[0] for s in placed if getattr(s, "backend", None) == "reference"]
+        if not side.whole_model or not reference or not all(carried_whole(n, dynamic) for n in reference):
             return placed
         try:
             whole = WholeModelStep(graph, side.backend.num_threads, previous, keep_state=True)

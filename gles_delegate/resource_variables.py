@@ -140,7 +140,7 @@ def annotate(graph, runtime):
     handles = _handles(graph.nodes, lambda t: id(t))
     uses = {}
     for node in graph.nodes:
-        if node.op in ACCESS_OPS and node.inputs and node.inputs[0] is not None and id(node.inputs[0]) in handles:
+        if node.op in ACCESS_OPS and _well_formed(node) and id(node.inputs[0]) in handles:
             uses.setdefault(handles[id(node.inputs[0])], []).append(node)
     model = getattr(graph, "source_model", None)
     elsewhere, untraceable = ({}, False) if model is None else declared_assigns(model, graph.subgraph_index)
@@ -151,6 +151,16 @@ def annotate(graph, runtime):
         for node in nodes:
             node.options[VARIABLE] = ref
     return dynamic
+
+
+def _well_formed(node):
+    """Whether READ_VARIABLE / ASSIGN_VARIABLE `node` has the tensors its op takes: a malformed
+    one fixes nothing here, and the checks of allocate_tensors() name it (ops/variables.py)."""
+    if not node.inputs or node.inputs[0] is None:
+        return False
+    if node.op == "ASSIGN_VARIABLE":
+        return len(node.inputs) == 2 and node.inputs[1] is not None
+    return len(node.outputs) == 1 and node.outputs[0] is not None
 
 
 def fixed(nodes):

@@ -19,16 +19,33 @@ from .ops.variables import dynamic_read, ref_of
 from .resource_variables import declared_assigns
 from .shape_propagation import dynamic_tensors
 
+VARIABLE_OPS = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
+STATE_OPS = frozenset(VARIABLE_OPS) | {"CALL_ONCE"}
+
 
 def refusal(graph):
     """Why the model of `graph` (subgraph 0, read from a file at hand) should not run whole on
     LiteRT, or None: a node of any of its subgraphs LiteRT's kernels crash on
-    (litert_crashes.py), a subgraph our reader refuses, or a resource variable a read of which
-    LiteRT would not check (unchecked_read)."""
+    (litert_crashes.py), a subgraph our reader refuses, sparse weights (fold_constants checks
+    their index arrays, LiteRT's Prepare reads them unchecked: a mutated one crashed it), or a
+    resource variable a read of which LiteRT would not check (unchecked_read)."""
     crash = _crash(graph)
     if crash is not None:
         return crash
+    sparse = next((t for t in graph.tensors if t.sparsity is not None), None)
+    if sparse is not None:
+        return f"tensor {sparse.index} ({sparse.name!r}) is sparse"
     return unchecked_read(graph)
+
+
+def carried_whole(node, dynamic):
+    """Whether LiteRT's interpreter of the whole file runs `node`, which the node-by-node plan
+    left to the reference for what LiteRT's sub-models cannot carry: state (resource variables,
+    CALL_ONCE, variable tensors) or tensors of shapes decided at invoke (`dynamic`: their ids).
+    Not a node LiteRT refused or lacks: the whole file would fail, or crash, on it too."""
+    tensors = [t for t in [*node.inputs, *node.outputs] if t is not None]
+    return node.op in STATE_OPS or any(t.is_variable or t.type_name == "RESOURCE" or id(t) in dynamic
+                                       for t in tensors)
 
 
 def _crash(graph):
@@ -101,7 +118,6 @@ def _read_reason(node, ref, assigned, assigns):
     return None
 
 
-VARIABLE_OPS = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
 
 
 def holds_resources(graph):
