@@ -117,7 +117,7 @@ import numpy as np
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
 from gles_delegate.ops.lstm import INPUT_NAMES as LSTM_INPUTS
 from gles_delegate.tflite import ModelBuilder
-from gles_delegate.tools import common, fuzz_half_bounds
+from gles_delegate.tools import common, fuzz_half_bounds, fuzz_quant_bounds
 from gles_delegate.tools.parity_report import QUANTIZED_STEPS, TOLERANCES, compare
 
 PATHS = "abcd"
@@ -1765,6 +1765,22 @@ def spreads(want, builtin):
     return out
 
 
+def with_requantization(floor, quantum, want, moved):
+    """floor (per invoke and output) widened by what one step of difference per requantization
+    may grow to (fuzz_quant_bounds.output_steps, `moved`; None: nothing followed): an int8 /
+    uint8 output's floor to that many steps, a DEQUANTIZE's float output's to that bound less
+    the step judge() allows it anyway. An output not judged (inf) stays so."""
+    if moved is None:
+        return floor
+    floor = list(floor) if floor else [0.0] * len(want)
+    for k, (bound, step) in enumerate(zip(moved, quantum)):
+        if not step or floor[k] == math.inf:
+            continue
+        integer = np.asarray(want[k]).dtype.kind in "iu"
+        floor[k] = max(floor[k], bound if integer else bound - QUANTIZED_STEPS * step)
+    return floor
+
+
 def quanta(spec):
     """Per model output, one quantization step in its units where gles-parity allows one
     (QUANTIZED_STEPS): 1 for a quantized integer tensor, its input's scale for a DEQUANTIZE's
@@ -1864,6 +1880,7 @@ def run_case(spec, seed, case, paths, precision="fp32"):
     floor = with_half_storage(floor, data, steps, precision)
     spread = spreads(want, builtin)
     quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
+    floor = with_requantization(floor, quantum, want, fuzz_quant_bounds.output_steps(data, steps, precision))
     outcome = Outcome("compared")
     rtol = TOLERANCES[precision]
     for path in paths:

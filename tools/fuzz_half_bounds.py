@@ -393,11 +393,13 @@ def _cast_bound(node, x, e):
         return np.maximum(np.abs(np.trunc(x + e) - np.trunc(x)), np.abs(np.trunc(x - e) - np.trunc(x)))
 
 
-def node_bounds(node, xs, es, half_math=False):
+def node_bounds(node, xs, es, half_math=False, stored=True):
     """Per output of `node`, the bound on its half-storage error (float64 array of its shape).
     xs: its inputs' float32 values (None where omitted), es: per input the bound on its error
     (zeros for an integer one). NaN where the op has no rule, and for an integer output (an
-    ARG_MAX of floats may pick another index: what reads it is not bounded here)."""
+    ARG_MAX of floats may pick another index: what reads it is not bounded here). stored=False:
+    the errors of its inputs carried through it only, its result not rounded to half (what
+    tools/fuzz_quant_bounds.py propagates at fp32)."""
     flips = flip_bound(node, xs, es)
     if flips is not None:
         return flips
@@ -419,7 +421,7 @@ def node_bounds(node, xs, es, half_math=False):
     if node.op == "RFFT2D":
         return [_rfft2d_bound(node, xs, es)]
     if node.op in COMPLEX_PARTS:
-        return [es[0] + rounding(_run(node, xs)[0])]
+        return [es[0] + stored * rounding(_run(node, xs)[0])]
     if node.op == "CAST" and _is_float(xs[0]):
         return [_cast_bound(node, np.asarray(xs[0], np.float64), es[0])]
     if not all(_is_float(np.zeros(0, t.dtype)) for t in node.outputs):
@@ -444,7 +446,7 @@ def node_bounds(node, xs, es, half_math=False):
             return [np.full(t.shape, np.nan) for t in node.outputs]
         bounds = [special]
     values = _run(node, xs)
-    rounds = 2 if half_math and node.op not in HIGHP else 1  # its arithmetic, then its storage
+    rounds = (2 if half_math and node.op not in HIGHP else 1) * stored  # its arithmetic, then its storage
     return [b + rounds * rounding(v) for b, v in zip(bounds, values)]
 
 

@@ -698,7 +698,40 @@ def small_models():
     models["custom"] = b.build()
     models["convnet_external"] = write_model(read_model(models["convnet"]), external_buffers=True)
     models["loop"] = _loop_model(weights)
+    models["stream"] = _stream_model(weights)
     return models
+
+
+def _stream_model(weights):
+    """State across invokes: CALL_ONCE of an initializer assigning zeros [1, 2, 4] to resource
+    variable 'ring'; each invoke reads it, concatenates input x [1, 1, 4], keeps the newest two
+    frames (STRIDED_SLICE) as the new state and outputs the FULLY_CONNECTED of the three frames.
+    Without a delegate it runs as the file whole on LiteRT (whole_model.py): mutations of the
+    variable ops' shapes, types and handles reach LiteRT's unchecked READ_VARIABLE unless
+    whole_model.refusal() keeps them node by node."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 1, 4))
+    init = b.subgraph("init")
+    b.op("CALL_ONCE", [], [], init_subgraph_index=init.index)
+    init_handle = init.tensor("handle", (), type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [init_handle], container="", shared_name="ring")
+    init.op("ASSIGN_VARIABLE", [init_handle, init.const("zeros", np.zeros((1, 2, 4), np.float32))], [])
+    handle = b.tensor("handle", (), type_name="RESOURCE")
+    b.op("VAR_HANDLE", [], [handle], container="", shared_name="ring")
+    state, frames = b.tensor("state", (1, 2, 4)), b.tensor("frames", (1, 3, 4))
+    b.op("READ_VARIABLE", [handle], [state])
+    b.op("CONCATENATION", [state, x], [frames], axis=1, fused_activation_function=0)
+    newest = b.tensor("newest", (1, 2, 4))
+    b.op("STRIDED_SLICE", [frames, b.const("begin", np.int32([0, 1, 0])), b.const("end", np.int32([0, 3, 0])),
+                           b.const("strides", np.int32([1, 1, 1]))], [newest],
+         begin_mask=5, end_mask=5, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, offset=False)
+    b.op("ASSIGN_VARIABLE", [handle, newest], [])
+    flat, y = b.tensor("flat", (1, 12)), b.tensor("y", (1, 3))
+    b.op("RESHAPE", [frames, b.const("shape", np.int32([1, 12]))], [flat], new_shape=[1, 12])
+    b.op("FULLY_CONNECTED", [flat, b.const("w", weights(3, 12)), b.const("b", weights(3))], [y],
+         fused_activation_function=0)
+    b.output(y)
+    return b.build()
 
 
 def _loop_model(weights):
