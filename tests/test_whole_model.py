@@ -2,6 +2,7 @@
 variables, a Keras LSTM's variable tensors) as the file whole on LiteRT, but only where
 whole_model.refusal() finds nothing LiteRT would leave unchecked: each hazard below goes node by
 node instead, where the reference says what is wrong."""
+import dataclasses
 import re
 
 import numpy as np
@@ -9,7 +10,11 @@ import pytest
 
 from gles_delegate import Interpreter, ModelError, whole_model
 from gles_delegate.cpu_litert import whole_model_failure
+from gles_delegate.graph import Graph
+from gles_delegate.tflite import ModelBuilder, read_model
+from gles_delegate.tflite.model import DimensionMetadata, Sparsity
 from tests.control_flow_models import constant_bound_loop, stateful_counter
+from tests.forking import in_forked_child
 from tests.litert import RESOLVERS, LiteRTInterpreter
 from tests.ops.test_control_flow import _edited
 from tests.ops.test_variables import _read_model
@@ -91,3 +96,65 @@ def test_litert_s_failure_of_a_whole_model_names_the_main_subgraph_s_operator():
                                              "Node number 4 (WHILE) failed to invoke."))
     assert str(error).startswith("operator #4 (WHILE) failed in LiteRT: gather index out of bounds")
     assert str(whole_model_failure(RuntimeError("no node named"))).startswith("the model failed in LiteRT")
+
+
+def _stateful_with_sparse_weights():
+    """The stateful counter's model plus a FULLY_CONNECTED of x whose sparse weights index a
+    column past the matrix (CSR index 9 of 4): the state would send the file whole to LiteRT,
+    whose Prepare reads those indices unchecked (a segfault: gles-fuzz seed 110)."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4))
+    init = b.subgraph("init")
+    b.op("CALL_ONCE", [], [], init_subgraph_index=init.index)
+    init_handle = init.tensor("handle", (), type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [init_handle], container="", shared_name="acc")
+    init.op("ASSIGN_VARIABLE", [init_handle, init.const("zeros", np.zeros((1, 4), np.float32))], [])
+    handle = b.tensor("handle", (), type_name="RESOURCE")
+    b.op("VAR_HANDLE", [], [handle], container="", shared_name="acc")
+    value, total = b.tensor("value", (1, 4)), b.tensor("total", (1, 4))
+    b.op("READ_VARIABLE", [handle], [value])
+    b.op("ADD", [value, x], [total], fused_activation_function=0)
+    b.op("ASSIGN_VARIABLE", [handle, total], [])
+    csr = DimensionMetadata("SPARSE_CSR", array_segments=np.array([0, 1, 2]), array_indices=np.array([0, 9]))
+    weights = b.tensor("w", (2, 4), np.float32, data=np.array([1.0, 2.0], np.float32),
+                       sparsity=Sparsity((0, 1), (), [DimensionMetadata("DENSE", 2), csr]))
+    y = b.tensor("y", (1, 2))
+    b.op("FULLY_CONNECTED", [total, weights, -1], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_sparse_weights_keep_the_file_from_litert_and_are_checked():
+    """In a forked child (a crash there fails the test, not the run): the model stays node by
+    node and allocate_tensors() is the densify check's ModelError, not LiteRT's segfault."""
+    def refused():
+        with pytest.raises(ModelError, match="outside"):
+            Interpreter(model_content=_stateful_with_sparse_weights()).allocate_tensors()
+        return True
+    assert in_forked_child(refused)
+
+
+def test_a_variable_op_missing_a_tensor_is_a_model_error_naming_it():
+    """gles-fuzz seed 110: an ASSIGN_VARIABLE mutated to one input was an IndexError of the
+    variables' annotation; it is the allocate check's ModelError now."""
+    def drop_value(definition):
+        operators = definition.subgraphs[0].operators  # CALL_ONCE, VAR_HANDLE, READ, ADD, ASSIGN
+        operators[4] = dataclasses.replace(operators[4], inputs=operators[4].inputs[:1])
+    model = _edited(stateful_counter(np.zeros(2, np.float32)), drop_value)
+    with pytest.raises(ModelError, match=r"#4 \(ASSIGN_VARIABLE\).*takes two inputs"):
+        Interpreter(model_content=model).allocate_tensors()
+
+
+def test_only_state_and_dynamic_shapes_send_the_file_whole_and_never_sparse_weights():
+    """carried_whole: the nodes LiteRT's sub-models cannot carry but its interpreter of the file
+    does (variable ops, CALL_ONCE, variable / resource / dynamic tensors); a node left on the
+    reference for another reason (LiteRT refused it: a mutated sparse FULLY_CONNECTED, gles-fuzz
+    seed 110) keeps the plan node by node. refusal: sparse weights, which LiteRT reads unchecked."""
+    graph = _allocated(stateful_counter(np.zeros(2, np.float32)))._main.graph
+    carried = {n.op: whole_model.carried_whole(n, frozenset()) for n in graph.nodes}
+    assert carried == {"CALL_ONCE": True, "VAR_HANDLE": True, "READ_VARIABLE": True, "ADD": False,
+                       "ASSIGN_VARIABLE": True}
+    add = next(n for n in graph.nodes if n.op == "ADD")
+    assert whole_model.carried_whole(add, frozenset({id(add.outputs[0])}))  # of a dynamic tensor
+    model = read_model(_stateful_with_sparse_weights())  # its graph only: allocating is the densify check's error
+    assert re.fullmatch(r"tensor \d+ \('w'\) is sparse", whole_model.refusal(Graph.from_model(model, 0)))
