@@ -283,6 +283,20 @@ def if_model(shape, same_shapes=True):
     return b.build()
 
 
+def bias_free_depthwise_loop():
+    """constant_bound_loop over acc [1, 3, 3, 2], 3 times: i + 1, and a DEPTHWISE_CONV_2D of 2
+    inputs (no bias slot) halving acc: the form LiteRT 2.3's kernel crashes on
+    (litert_crashes.py). Its output: x / 8."""
+    def step(body, i, acc):
+        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (1, 3, 3, 2), np.float32)
+        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=NONE)
+        body.op("DEPTHWISE_CONV_2D", [acc, body.const("w", np.full((1, 1, 1, 2), 0.5, np.float32))], [acc2],
+                padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=NONE,
+                dilation_w_factor=1, dilation_h_factor=1)
+        return i2, acc2
+    return constant_bound_loop(("acc", (1, 3, 3, 2), np.float32), 3, step)
+
+
 def stateful_counter(initial, shared_name="acc"):
     """A variable initialized once (CALL_ONCE of an init subgraph assigning `initial`), read,
     increased by input x and assigned back at every invoke; output: the new value. The main

@@ -9,8 +9,8 @@ from gles_delegate.callee_subgraphs import callee_refusal, copy_callees
 from gles_delegate.cpu_litert import PRESERVING_CALLERS
 from gles_delegate.graph import Graph
 from gles_delegate.tflite.reader import read_model
-from tests.control_flow_models import (check_keras_rnn, constant_bound_loop, counter_loop, if_model, invoke_resized,
-                                       keras_rnn_loop, nested_loop, rnn_case)
+from tests.control_flow_models import (bias_free_depthwise_loop, check_keras_rnn, constant_bound_loop, counter_loop,
+                                       if_model, invoke_resized, keras_rnn_loop, nested_loop, rnn_case)
 from tests.litert import LiteRTInterpreter
 from tests.tolerance import F32_ULPS
 
@@ -97,15 +97,7 @@ def test_a_loop_whose_body_holds_state_stays_ours():
 def test_a_loop_whose_body_litert_crashes_on_stays_ours():
     """A DEPTHWISE_CONV_2D of 2 inputs in the body crashes LiteRT (litert_crashes.py): the loop
     is not copied into a sub-model; the reference runs it, as LiteRT's interpreter would not."""
-    def step(body, i, acc):
-        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (1, 3, 3, 2), np.float32)
-        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
-        body.op("DEPTHWISE_CONV_2D", [acc, body.const("w", np.full((1, 1, 1, 2), 0.5, np.float32))], [acc2],
-                padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=0,
-                dilation_w_factor=1, dilation_h_factor=1)
-        return i2, acc2
-    data = constant_bound_loop(("acc", (1, 3, 3, 2), np.float32), 3, step)
-    ours = Interpreter(model_content=data)
+    ours = Interpreter(model_content=bias_free_depthwise_loop())
     x = np.arange(18, dtype=np.float32).reshape(1, 3, 3, 2)
     (got,) = outputs_of(ours, [x])
     assert "crashes LiteRT" in ours.cpu_summary()["reference_reasons"]["#0 (WHILE)"]

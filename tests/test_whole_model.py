@@ -13,7 +13,7 @@ from gles_delegate.cpu_litert import whole_model_failure
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.model import DimensionMetadata, Sparsity
-from tests.control_flow_models import constant_bound_loop, stateful_counter
+from tests.control_flow_models import bias_free_depthwise_loop, constant_bound_loop, stateful_counter
 from tests.forking import in_forked_child
 from tests.litert import RESOLVERS, LiteRTInterpreter
 from tests.ops.test_control_flow import _edited
@@ -64,14 +64,7 @@ def test_a_read_litert_would_not_check_goes_node_by_node(model, refusal):
 def test_a_loop_body_litert_crashes_on_keeps_the_file_from_litert():
     """A DEPTHWISE_CONV_2D of 2 inputs crashes LiteRT's kernels (litert_crashes.py): in a loop
     body (subgraph 2) as in the main subgraph, the file does not go whole."""
-    def step(body, i, acc):
-        i2, acc2 = body.tensor("i2", (), np.int32), body.tensor("acc2", (1, 3, 3, 2), np.float32)
-        body.op("ADD", [i, body.const("one", np.array(1, np.int32))], [i2], fused_activation_function=0)
-        body.op("DEPTHWISE_CONV_2D", [acc, body.const("w", np.full((1, 1, 1, 2), 0.5, np.float32))], [acc2],
-                padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=0,
-                dilation_w_factor=1, dilation_h_factor=1)
-        return i2, acc2
-    interpreter = _allocated(constant_bound_loop(("acc", (1, 3, 3, 2), np.float32), 3, step))
+    interpreter = _allocated(bias_free_depthwise_loop())
     assert whole_model.refusal(interpreter._main.graph).startswith("subgraph 2: #1 (DEPTHWISE_CONV_2D)")
     assert not interpreter._whole_on_litert()
 

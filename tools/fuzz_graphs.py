@@ -61,8 +61,10 @@ integers within the bounds the generator tracked, one in ten an edge value):
      (every GPU partition kept; CPU nodes on the numpy reference)
   d  LiteRT's Interpreter with the same GpuDelegate in experimental_delegates
 Every output of b, c, d is compared with a's: an integer output must be equal (a quantized one
-within gles-parity's QUANTIZED_STEPS, one step; a DEQUANTIZE's float output within one step of
-its input's scale too), a complex one is compared as its float pairs; a float finding is an
+within gles-parity's QUANTIZED_STEPS, one step, or the steps one step of a requantization near a
+tie grows to through the ops after it, tools/fuzz_quant_bounds.py; a DEQUANTIZE's float output
+within one step of its input's scale too, or that bound), a complex one is compared as its float
+pairs; a float finding is an
 output whose max |ours - LiteRT| exceeds rtol x max |LiteRT| (rtol: gles-parity's TOLERANCES,
 1e-4 at fp32), widened, as
 gles-parity does, to twice LiteRT's own spread on that output (its XNNPACK run against its
