@@ -3,17 +3,18 @@
 
 Node by node, what LiteRT's sub-models cannot carry from invoke to invoke runs on the numpy
 reference: a Keras LSTM's variable tensors, resource variables and their CALL_ONCE
-initialisation, shapes decided at invoke. Whole, LiteRT runs those itself, 30-100x faster on
-such models (docs/performance.md, "A model LiteRT runs whole"). But LiteRT's kernels check less
-than ours: a READ_VARIABLE of a variable nothing assigned yet, or of one with fewer elements than
-its output, reads past LiteRT's buffer without a word (garbage out), and a node it crashes on
-in a loop body takes the process down. So the model goes whole only where refusal() finds none
-of those; anywhere else the node-by-node plan runs, whose reference kernels say what is wrong.
+initialisation, shapes decided at invoke. Whole, LiteRT runs those itself: 18-45x faster on
+the zoo's Keras LSTM and keyword spotters (docs/performance.md, "Our Interpreter without a
+delegate"). But LiteRT's kernels check less than ours: a READ_VARIABLE of a variable nothing
+assigned yet, or of one with fewer elements than its output, reads past LiteRT's buffer without
+a word (garbage out), malformed sparse weights crash its Prepare, and a node it crashes on in a
+loop body takes the process down. So the model goes whole only where refusal() finds none of
+those; anywhere else the node-by-node plan runs, whose reference kernels say what is wrong.
 """
 import numpy as np
 
-from .graph import Graph
 from .errors import ModelError
+from .graph import Graph
 from .litert_crashes import crash_reason
 from .ops.variables import dynamic_read, ref_of
 from .resource_variables import declared_assigns
