@@ -2,7 +2,7 @@
 stateful), run on LiteRT and on this package, for silent wrong outputs of the GPU delegate's
 rewrite rules and kernels and of the reference kernels.
 
-    gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcd]
+    gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcde]
                      [--families float,int32,quant,state,signal,resize,edge]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE]
@@ -60,6 +60,9 @@ integers within the bounds the generator tracked, one in ten an edge value):
   c  this package's Interpreter with GpuDelegate(precision=--precision, max_delegated_partitions=0)
      (every GPU partition kept; CPU nodes on the numpy reference)
   d  LiteRT's Interpreter with the same GpuDelegate in experimental_delegates
+  e  this package's Interpreter without a delegate as users run it (cpu_backend='auto': LiteRT's
+     kernels in sub-models, or the model file whole on LiteRT where it holds state that
+     sub-models cannot carry: gles_delegate/whole_model.py)
 Every output of b, c, d is compared with a's: an integer output must be equal (a quantized one
 within gles-parity's QUANTIZED_STEPS, one step, or the steps one step of a requantization near a
 tie grows to through the ops after it, tools/fuzz_quant_bounds.py; a DEQUANTIZE's float output
@@ -122,8 +125,9 @@ from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common, fuzz_half_bounds, fuzz_quant_bounds
 from gles_delegate.tools.parity_report import QUANTIZED_STEPS, TOLERANCES, compare
 
-PATHS = "abcd"
-PATH_NAMES = {"a": "LiteRT", "b": "reference", "c": "GPU delegate", "d": "LiteRT + GPU delegate"}
+PATHS = "abcde"
+PATH_NAMES = {"a": "LiteRT", "b": "reference", "c": "GPU delegate", "d": "LiteRT + GPU delegate",
+              "e": "LiteRT's kernels in ours"}
 CLEAN_ERRORS = (ModelError, ValueError, TypeError)
 SPREAD_FACTOR = 2            # as gles-parity: twice LiteRT's own kernel sets' difference
 DEGENERATE_MAGNITUDE = 1e6   # LiteRT outputs past this (or not finite): the case is skipped
@@ -1722,11 +1726,11 @@ def _compile_failures(delegate):
 
 
 def run_path(path, data, steps, precision="fp32", rewrite_rules=True, coverage=None):
-    """The outputs of path b, c or d on `steps` (case_inputs; exceptions propagate, and a GPU
+    """The outputs of path b, c, d or e on `steps` (case_inputs; exceptions propagate, and a GPU
     kernel that failed to compile raises KernelCompileFailure). coverage: a dict that receives,
     for path c, the ops on the GPU / CPU and the rewrite rules applied."""
-    if path == "b":
-        interpreter = Interpreter(model_content=data, cpu_backend="reference")
+    if path in "be":
+        interpreter = Interpreter(model_content=data, cpu_backend="reference" if path == "b" else "auto")
         interpreter.allocate_tensors()
         return run_steps(interpreter, steps)
     with GpuDelegate(gpu_options(precision, rewrite_rules)) as delegate:
@@ -1934,7 +1938,8 @@ def is_clean(exc):
 def is_refusal(path, exc, data, steps):
     """Whether path `path`'s exception is a refusal rather than a finding: a clean one (is_clean),
     and on a GPU path (c, d) only where the model does not run without the delegate either (a
-    delegate must leave what it cannot run to the CPU, not fail a model the reference runs)."""
+    delegate must leave what it cannot run to the CPU, not fail a model the reference runs), on
+    path e (LiteRT's kernels in ours) only where the reference refuses it too."""
     if not is_clean(exc):
         return False
     if path == "b":
@@ -2161,7 +2166,7 @@ def _first_bad_tensor(spec, index, ours, theirs, precision, half=None):
 
 
 # -- the run -------------------------------------------------------------------------------------
-def fuzz(seed, cases=None, minutes=None, paths="abcd", min_nodes=3, max_nodes=25, precision="fp32",
+def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25, precision="fp32",
          out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES)):
     """Run the cases; returns the summary dict (what --json writes)."""
     with _quiet():
@@ -2295,7 +2300,7 @@ def print_summary(s, out=None):
 
 # -- command line --------------------------------------------------------------------------------
 def path_letters(text):
-    """argparse type of --paths: letters of a, b, c, d (a, the reference, is always run)."""
+    """argparse type of --paths: letters of a, b, c, d, e (a, the reference, is always run)."""
     letters = "".join(sorted(set(text.lower())))
     if not letters or set(letters) - set(PATHS):
         raise argparse.ArgumentTypeError(f"expected letters of 'abcd', got {text!r}")

@@ -91,9 +91,9 @@ def test_each_family_writes_models_litert_runs(family):
 
 @pytest.mark.parametrize("family", sorted(FAMILY_OPS))
 def test_each_family_agrees_with_litert_on_every_path(family, tmp_path):
-    summary = fg.fuzz(SEEDS[0], cases=3, paths="abcd", max_nodes=12, out_dir=tmp_path, log=quiet, families=(family,))
+    summary = fg.fuzz(SEEDS[0], cases=3, paths="abcde", max_nodes=12, out_dir=tmp_path, log=quiet, families=(family,))
     assert summary["families"] == {family: 3}
-    for path in "bcd":
+    for path in "bcde":  # e: LiteRT's kernels in ours, the state family's files whole on LiteRT
         assert summary["results"][path] == {"ok": 3}, summary["results"]
     assert summary["findings"] == [], json.dumps(summary["findings"], indent=1, default=str)
 
