@@ -71,8 +71,8 @@ pairs; a float finding is an
 output whose max |ours - LiteRT| exceeds rtol x max |LiteRT| (rtol: gles-parity's TOLERANCES,
 1e-4 at fp32), widened, as
 gles-parity does, to twice LiteRT's own spread on that output (its XNNPACK run against its
-builtin reference kernels, its optimized builtin ones where those lack an op) where that is
-larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
+builtin reference kernels, or its optimized builtin ones where those lack an op, and against its
+optimized builtin kernels) where that is larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
 computed from through float tensors holds in LiteRT's run (an output that cancels to rounding
 noise, x - mean(x) over equal values, cannot be held closer; see floors), plus at fp16 and
 fp16_fp32acc a bound on what half storage moves it (tools/fuzz_half_bounds.py: each input,
@@ -1536,7 +1536,7 @@ def litert_builtin(data, steps, after=None):
 
 
 def litert_crash(data, steps, xnnpack=True):
-    """Why LiteRT's own runs of the model (both kernel sets) kill the process, or None: they run
+    """Why LiteRT's own runs of the model (all three kernel sets) kill the process, or None: they run
     once in a fork() child first, so a crash of LiteRT's skips the case instead of ending the
     run (LiteRT 2.3 aborted on an int8 model of QUANTIZE, CONCATENATION, SOFTMAX and
     FULLY_CONNECTED nodes: --families quant, seed 21 case 429)."""
@@ -1549,6 +1549,7 @@ def litert_crash(data, steps, xnnpack=True):
         try:
             litert_default(data, steps, xnnpack)
             litert_builtin(data, steps)
+            run_litert(data, steps, "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
         finally:
             os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -1756,18 +1757,37 @@ def run_path(path, data, steps, precision="fp32", rewrite_rules=True, coverage=N
         return outputs
 
 
-def spreads(want, builtin):
-    """Per output, the largest difference between LiteRT's two kernel sets (0 where unknown)."""
+def case_bounds(spec, index, data, steps, want, precision):
+    """((spread, floor, quantum), None): per invoke and output what judge() takes beside the
+    tolerance, from LiteRT's other kernel sets, the floors, half storage and requantization; or
+    (None, why) where LiteRT's builtin kernels refuse the model. The optimized builtin kernels
+    count in the spread too: LiteRT's three kernel sets disagree among themselves (an int8 MEAN
+    over H and W rounds three ways: XNNPACK, BUILTIN_REF, and the optimized kernel the reference
+    follows; seed 115 case 3823)."""
+    floor = []
+    builtin, why = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
     if builtin is None:
-        return [0.0] * len(want)
-    out = []
-    for a, b in zip(want, builtin):
-        if a.shape != b.shape:
-            out.append(0.0)
+        return None, why
+    floor = with_half_storage(floor, data, steps, precision)
+    optimized, _ = run_litert(data, steps, "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+    quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
+    floor = with_requantization(floor, quantum, want, fuzz_quant_bounds.output_steps(data, steps, precision))
+    return (spreads(want, builtin, optimized), floor, quantum), None
+
+
+def spreads(want, *others):
+    """Per output, the largest difference between LiteRT's default run `want` and its other
+    kernel sets' runs `others` (each None where it did not run; 0 where unknown)."""
+    out = [0.0] * len(want)
+    for other in others:
+        if other is None:
             continue
-        d = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        d = d[np.isfinite(d)]
-        out.append(float(d.max()) if d.size else 0.0)
+        for k, (a, b) in enumerate(zip(want, other)):
+            if a.shape != b.shape:
+                continue
+            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            d = d[np.isfinite(d)]
+            out[k] = max(out[k], float(d.max()) if d.size else 0.0)
     return out
 
 
@@ -1879,14 +1899,10 @@ def run_case(spec, seed, case, paths, precision="fp32"):
         return Outcome("litert_refused", why)
     if degenerate(want):
         return Outcome("degenerate", "LiteRT's outputs are not finite or exceed 1e6")
-    floor = []
-    builtin, why = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
-    if builtin is None:  # both kernel sets must take it (XNNPACK ignores what the builtin ones refuse)
+    bounds, why = case_bounds(spec, index, data, steps, want, precision)
+    if bounds is None:  # both kernel sets must take it (XNNPACK ignores what the builtin ones refuse)
         return Outcome("litert_refused", f"builtin kernels: {why}")
-    floor = with_half_storage(floor, data, steps, precision)
-    spread = spreads(want, builtin)
-    quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
-    floor = with_requantization(floor, quantum, want, fuzz_quant_bounds.output_steps(data, steps, precision))
+    spread, floor, quantum = bounds
     outcome = Outcome("compared")
     rtol = TOLERANCES[precision]
     for path in paths:
@@ -2030,13 +2046,11 @@ def reproduces(spec, seed, case, path, finding, precision="fp32", rewrite_rules=
                 and not is_refusal(path, exc, data, steps))
     if finding["kind"] == "exception":
         return False
-    floor = []
-    builtin, _ = litert_builtin(data, steps, lambda interpreter: floor.extend(floors(spec, index, interpreter)))
-    if builtin is None:
+    bounds, _ = case_bounds(spec, index, data, steps, want, precision)
+    if bounds is None:
         return False
-    floor = with_half_storage(floor, data, steps, precision)
-    problem = judge(got, want, spreads(want, builtin), TOLERANCES[precision], floor,
-                    quanta(spec) * (len(want) // len(spec.outputs)), len(spec.outputs))
+    spread, floor, quantum = bounds
+    problem = judge(got, want, spread, TOLERANCES[precision], floor, quantum, len(spec.outputs))
     return problem is not None and problem["kind"] == finding["kind"]
 
 

@@ -345,3 +345,14 @@ def test_an_int8_average_pool_s_tie_is_tflite_s(tmp_path):
     summary = fg.fuzz(76, paths="ac", only_case=468, minimize_findings=False, out_dir=tmp_path, log=quiet,
                       families=families)
     assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
+def test_litert_s_three_kernel_sets_count_in_its_spread(tmp_path):
+    """Seed 115 case 3823 (families state, int32, quant, resize): an int8 MEAN over H and W with
+    keep_dims, requantized to half its scale. LiteRT's XNNPACK and BUILTIN_REF kernels gave 6
+    where its optimized builtin kernel, which the reference follows bit for bit
+    (tests/ops/test_reduce.py), gave 7 (raw mean 6.476 rounded twice), and the requantization
+    made it 2 steps on path b. The optimized kernels' run counts in LiteRT's spread now."""
+    summary = fg.fuzz(115, paths="ab", only_case=3823, minimize_findings=False, out_dir=tmp_path, log=quiet,
+                      families=("state", "int32", "quant", "resize"))
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
