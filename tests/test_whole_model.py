@@ -13,6 +13,7 @@ from gles_delegate.cpu_litert import whole_model_failure
 from gles_delegate.graph import Graph
 from gles_delegate.tflite import ModelBuilder, read_model
 from gles_delegate.tflite.model import DimensionMetadata, Sparsity
+from gles_delegate.tools.fuzz_models import small_models
 from tests.control_flow_models import bias_free_depthwise_loop, constant_bound_loop, stateful_counter
 from tests.forking import in_forked_child
 from tests.litert import RESOLVERS, LiteRTInterpreter
@@ -151,3 +152,24 @@ def test_only_state_and_dynamic_shapes_send_the_file_whole_and_never_sparse_weig
     assert whole_model.carried_whole(add, frozenset({id(add.outputs[0])}))  # of a dynamic tensor
     model = read_model(_stateful_with_sparse_weights())  # its graph only: allocating is the densify check's error
     assert re.fullmatch(r"tensor \d+ \('w'\) is sparse", whole_model.refusal(Graph.from_model(model, 0)))
+
+
+def test_a_reshape_without_its_shape_input_keeps_a_stateful_file_from_litert():
+    """gles-fuzz seed 114: gles-fuzz's stream seed with its RESHAPE's shape input omitted (-1,
+    the shape from its options) crashed LiteRT's interpreter of the whole file (SIGSEGV: its
+    input is dynamic there, after the READ_VARIABLE, so LiteRT reads the missing shape). Node by
+    node, in a LiteRT sub-model of static shapes, it runs; in a forked child, so a crash fails
+    the test alone."""
+    def omit_shape(definition):
+        operators = definition.subgraphs[0].operators
+        k = next(i for i, op in enumerate(operators) if op.op == "RESHAPE")
+        operators[k] = dataclasses.replace(operators[k], inputs=(operators[k].inputs[0], -1))
+    model = _edited(small_models()["stream"], omit_shape)
+
+    def runs_node_by_node():
+        interpreter = _allocated(model)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], np.ones((1, 1, 4), np.float32))
+        interpreter.invoke()
+        reason = whole_model.refusal(interpreter._main.graph)
+        return not interpreter._whole_on_litert() and "shape input omitted" in reason
+    assert in_forked_child(runs_node_by_node)
