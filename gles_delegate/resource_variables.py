@@ -48,7 +48,7 @@ class VariableRef:
         return f"resource variable {self.shared_name!r}" + (f" (container {self.container!r})" if self.container else "")
 
 
-def _handles(operators, tensor_of):
+def var_handles(operators, tensor_of):
     """{handle tensor: (container, shared_name)} of the VAR_HANDLE operators; tensor_of maps an
     operator's output entry to the key used for it."""
     return {tensor_of(op.outputs[0]): (op.options.get("container", ""), op.options.get("shared_name", ""))
@@ -62,7 +62,7 @@ def declared_assigns(model, skip):
     VAR_HANDLE of its own subgraph)."""
     assigns, untraceable = {}, False
     for s, sg in enumerate(model.subgraphs):
-        handles = _handles(sg.operators, lambda i: i)
+        handles = var_handles(sg.operators, lambda i: i)
         for op in sg.operators:
             if op.op != "ASSIGN_VARIABLE" or len(op.inputs) != 2:
                 continue
@@ -137,7 +137,7 @@ def annotate(graph, runtime):
         if node.op == "READ_VARIABLE" and node.outputs and node.outputs[0] is not None:
             node.options[DYNAMIC_READ] = len(node.outputs[0].shape) == 0
     dynamic = dynamic_tensors(graph)
-    handles = _handles(graph.nodes, lambda t: id(t))
+    handles = var_handles(graph.nodes, lambda t: id(t))
     uses = {}
     for node in graph.nodes:
         if node.op in ACCESS_OPS and _well_formed(node) and id(node.inputs[0]) in handles:

@@ -13,15 +13,14 @@ those; anywhere else the node-by-node plan runs, whose reference kernels say wha
 """
 import numpy as np
 
+from .callee_subgraphs import STATEFUL_OPS
 from .errors import ModelError
 from .graph import Graph
 from .litert_crashes import crash_reason
 from .ops.variables import dynamic_read, ref_of
-from .resource_variables import declared_assigns
+from .resource_variables import declared_assigns, var_handles
 from .shape_propagation import dynamic_tensors
 
-VARIABLE_OPS = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
-STATE_OPS = frozenset(VARIABLE_OPS) | {"CALL_ONCE"}
 
 
 def refusal(graph):
@@ -53,7 +52,7 @@ def carried_whole(node, dynamic):
     CALL_ONCE, variable tensors) or tensors of shapes decided at invoke (`dynamic`: their ids).
     Not a node LiteRT refused or lacks: the whole file would fail, or crash, on it too."""
     tensors = [t for t in [*node.inputs, *node.outputs] if t is not None]
-    return node.op in STATE_OPS or any(t.is_variable or t.type_name == "RESOURCE" or id(t) in dynamic
+    return node.op in STATEFUL_OPS or any(t.is_variable or t.type_name == "RESOURCE" or id(t) in dynamic
                                        for t in tensors)
 
 
@@ -127,8 +126,6 @@ def _read_reason(node, ref, assigned, assigns):
     return None
 
 
-
-
 def holds_resources(graph):
     """Whether `graph` uses resource variables (a VAR_HANDLE, or a CALL_ONCE initialising them)."""
     return any(n.op in ("VAR_HANDLE", "CALL_ONCE") for n in graph.nodes)
@@ -144,11 +141,10 @@ def _initializers(graph):
     for index, subgraph in enumerate(model.subgraphs if model is not None else ()):
         if index == graph.subgraph_index:
             continue
-        uses = [op for op in subgraph.operators if op.op in VARIABLE_OPS or op.op == "CALL_ONCE"]
+        uses = [op for op in subgraph.operators if op.op in STATEFUL_OPS]
         if uses and index not in inits:
             return None
-        handles = {op.outputs[0]: (op.options.get("container", ""), op.options.get("shared_name", ""))
-                   for op in uses if op.op == "VAR_HANDLE" and len(op.outputs) == 1}
+        handles = var_handles(uses, lambda i: i)
         found[index] = {handles[op.inputs[0]] for op in uses
                         if op.op == "ASSIGN_VARIABLE" and len(op.inputs) == 2 and op.inputs[0] in handles}
         if any(op.op in ("READ_VARIABLE", "CALL_ONCE") for op in uses):

@@ -1771,7 +1771,8 @@ def case_bounds(spec, index, data, steps, want, precision):
     floor = with_half_storage(floor, data, steps, precision)
     optimized, _ = run_litert(data, steps, "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
     quantum = quanta(spec) * (len(want) // max(len(spec.outputs), 1))
-    floor = with_requantization(floor, quantum, want, fuzz_quant_bounds.output_steps(data, steps, precision))
+    if any(quantum):  # a quantized output (or a DEQUANTIZE's): follow the requantizations before it
+        floor = with_requantization(floor, quantum, want, fuzz_quant_bounds.output_steps(data, steps, precision))
     return (spreads(want, builtin, optimized), floor, quantum), None
 
 
@@ -2317,7 +2318,7 @@ def path_letters(text):
     """argparse type of --paths: letters of a, b, c, d, e (a, the reference, is always run)."""
     letters = "".join(sorted(set(text.lower())))
     if not letters or set(letters) - set(PATHS):
-        raise argparse.ArgumentTypeError(f"expected letters of 'abcd', got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected letters of {PATHS!r}, got {text!r}")
     return "a" + letters.replace("a", "")
 
 
