@@ -19,35 +19,76 @@
 // tensor that is one contiguous block of it: phwc4.block_offset); params inj_offset, inj_size.
 // Output j (PW_OUTPUTS of them, each of the output's shape) is stored from register PW_OUTj at
 // outj_offset. Params: out_size, out_channels.
+//
+// PW_LAYER (rule fuse_dense_into_dag): one workgroup of LAYER_LANES invocations, one output vec4
+// each, first computes a FULLY_CONNECTED of one row into layer_out, as fully_connected.glsl does:
+// LAYER_SPLIT lanes per output slice sum input chunks t, t + LAYER_SPLIT, ... of LAYER_CHUNKS,
+// their partial sums are added in order, then the bias, activate() (ACTIVATION), the epilogue
+// (EP_*, at the layer output's position) and the half rounding of its store. A program input
+// with INj_LAYER reads layer_out at the output's own index plus INj_SHIFT. Params:
+// layer_in_offset (arena: its input, one pixel), layer_weights_offset, layer_bias_offset
+// (constants, packed as fully_connected.py packs them), layer_units.
 
 #define PW_REG 0
 #define PW_INPUT 1
 #define PW_SCALAR 2
 
+#if PW_LAYER
+shared vec4 layer_partial[LAYER_SLICES * LAYER_SPLIT];
+shared vec4 layer_out[LAYER_SLICES];
+
+// Lane t's share of output slice o: input chunks t, t + LAYER_SPLIT, ...
+vec4 layer_share(int o, int t) {
+  vec4 acc = vec4(0.0);
+  int w = layer_weights_offset + (o * LAYER_CHUNKS + t) * 4;
+  for (int k4 = t; k4 < LAYER_CHUNKS; k4 += LAYER_SPLIT) {
+    vec4 x = load(layer_in_offset + k4);
+    acc += x.x * weight(w) + x.y * weight(w + 1) + x.z * weight(w + 2) + x.w * weight(w + 3);
+    w += 4 * LAYER_SPLIT;
+  }
+  return acc;
+}
+
+// Output slice o of the layer as its store left it.
+vec4 layer_total(int o) {
+  vec4 acc = layer_partial[o * LAYER_SPLIT];
+  for (int t = 1; t < LAYER_SPLIT; ++t) acc += layer_partial[o * LAYER_SPLIT + t];
+  vec4 v = epilogue(activate(acc + weight(layer_bias_offset + o)), ivec4(0, 0, o, 0));
+  return ep_stored(keep_channels(v, layer_units, o));
+}
+
+vec4 layer_read(ivec4 p, int shift) {
+  return layer_out[((p.w * out_size.z + p.z) * out_size.y + p.y) * out_size.x + p.x + shift];
+}
+#else
+vec4 layer_read(ivec4 p, int shift) { return vec4(0.0); }
+#endif
+#define PW_READ(LAYER, SHIFT, OPERAND) (LAYER == 1 ? layer_read(p, SHIFT) : OPERAND)
+
 vec4 pw_input(int j, ivec4 p) {
 #if PW_INPUTS > 0
-  if (j == 0) return ep_operand(IN0_SRC, IN0_SCALAR_C == 1, IN0_ZERO_C == 1, in0_offset + IN0_SHIFT, in0_size, IN0_PLANE, 0.0, p);
+  if (j == 0) return PW_READ(IN0_LAYER, IN0_SHIFT, ep_operand(IN0_SRC, IN0_SCALAR_C == 1, IN0_ZERO_C == 1, in0_offset + IN0_SHIFT, in0_size, IN0_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 1
-  if (j == 1) return ep_operand(IN1_SRC, IN1_SCALAR_C == 1, IN1_ZERO_C == 1, in1_offset + IN1_SHIFT, in1_size, IN1_PLANE, 0.0, p);
+  if (j == 1) return PW_READ(IN1_LAYER, IN1_SHIFT, ep_operand(IN1_SRC, IN1_SCALAR_C == 1, IN1_ZERO_C == 1, in1_offset + IN1_SHIFT, in1_size, IN1_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 2
-  if (j == 2) return ep_operand(IN2_SRC, IN2_SCALAR_C == 1, IN2_ZERO_C == 1, in2_offset + IN2_SHIFT, in2_size, IN2_PLANE, 0.0, p);
+  if (j == 2) return PW_READ(IN2_LAYER, IN2_SHIFT, ep_operand(IN2_SRC, IN2_SCALAR_C == 1, IN2_ZERO_C == 1, in2_offset + IN2_SHIFT, in2_size, IN2_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 3
-  if (j == 3) return ep_operand(IN3_SRC, IN3_SCALAR_C == 1, IN3_ZERO_C == 1, in3_offset + IN3_SHIFT, in3_size, IN3_PLANE, 0.0, p);
+  if (j == 3) return PW_READ(IN3_LAYER, IN3_SHIFT, ep_operand(IN3_SRC, IN3_SCALAR_C == 1, IN3_ZERO_C == 1, in3_offset + IN3_SHIFT, in3_size, IN3_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 4
-  if (j == 4) return ep_operand(IN4_SRC, IN4_SCALAR_C == 1, IN4_ZERO_C == 1, in4_offset + IN4_SHIFT, in4_size, IN4_PLANE, 0.0, p);
+  if (j == 4) return PW_READ(IN4_LAYER, IN4_SHIFT, ep_operand(IN4_SRC, IN4_SCALAR_C == 1, IN4_ZERO_C == 1, in4_offset + IN4_SHIFT, in4_size, IN4_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 5
-  if (j == 5) return ep_operand(IN5_SRC, IN5_SCALAR_C == 1, IN5_ZERO_C == 1, in5_offset + IN5_SHIFT, in5_size, IN5_PLANE, 0.0, p);
+  if (j == 5) return PW_READ(IN5_LAYER, IN5_SHIFT, ep_operand(IN5_SRC, IN5_SCALAR_C == 1, IN5_ZERO_C == 1, in5_offset + IN5_SHIFT, in5_size, IN5_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 6
-  if (j == 6) return ep_operand(IN6_SRC, IN6_SCALAR_C == 1, IN6_ZERO_C == 1, in6_offset + IN6_SHIFT, in6_size, IN6_PLANE, 0.0, p);
+  if (j == 6) return PW_READ(IN6_LAYER, IN6_SHIFT, ep_operand(IN6_SRC, IN6_SCALAR_C == 1, IN6_ZERO_C == 1, in6_offset + IN6_SHIFT, in6_size, IN6_PLANE, 0.0, p));
 #endif
 #if PW_INPUTS > 7
-  if (j == 7) return ep_operand(IN7_SRC, IN7_SCALAR_C == 1, IN7_ZERO_C == 1, in7_offset + IN7_SHIFT, in7_size, IN7_PLANE, 0.0, p);
+  if (j == 7) return PW_READ(IN7_LAYER, IN7_SHIFT, ep_operand(IN7_SRC, IN7_SCALAR_C == 1, IN7_ZERO_C == 1, in7_offset + IN7_SHIFT, in7_size, IN7_PLANE, 0.0, p));
 #endif
   return vec4(0.0);
 }
@@ -60,8 +101,24 @@ vec4 pw_input(int j, ivec4 p) {
 #define PW_SLOT(OP, SWAP, A_KIND, A, A_STORED, B_KIND, B, B_STORED, value) ep_step(OP, SWAP == 1, PW_ARG(A_KIND, A, A_STORED, 0.0), PW_ARG(B_KIND, B, B_STORED, value))
 
 void main() {
+#if PW_LAYER
+  // Every invocation reaches both barriers: none returns before them.
+  int lane = int(gl_LocalInvocationIndex);
+  for (int i = lane; i < LAYER_SLICES * LAYER_SPLIT; i += LAYER_LANES) {
+    layer_partial[i] = layer_share(i / LAYER_SPLIT, i % LAYER_SPLIT);
+  }
+  memoryBarrierShared();
+  barrier();
+  for (int o = lane; o < LAYER_SLICES; o += LAYER_LANES) layer_out[o] = layer_total(o);
+  memoryBarrierShared();
+  barrier();
+  int plane = out_size.x * out_size.y;
+  if (lane >= plane * out_size.z * out_size.w) return;
+  ivec3 gid = ivec3(lane % out_size.x, (lane % plane) / out_size.x, lane / plane);
+#else
   ivec3 gid = ivec3(gl_GlobalInvocationID);
   if (any(greaterThanEqual(gid, grid))) return;
+#endif
   int s = gid.z % out_size.z;
   ivec4 p = ivec4(gid.x, gid.y, s, gid.z / out_size.z);
   vec4 r[PW_COUNT];

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ...graph import Graph
 from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
                dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, elementwise_before_concat, fold_mul_add, fuse_activation, fuse_add_into_reduce,
-               fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
+               fuse_dense_into_dag, fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
                global_pool_to_mean, lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
                remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, square_into_reduce, unflatten_dense)
 
@@ -31,7 +31,8 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # PADs that only epilogue steps read (after fuse_residual_add made them operands), and last the
 # layout ops that other layout ops can read through, then the matmuls that read or write through
 # what layout ops are left, then the groups of pointwise nodes that run as one dispatch (after every
-# epilogue fusion and layout rewrite, whose results they take as they are), then the aliases,
+# epilogue fusion and layout rewrite, whose results they take as they are) and the one-row dense
+# layers such a group alone reads (a recurrent cell's, computed in the group's workgroup), then the aliases,
 # which only mark the reshapes left, then the values written straight into a resource variable's
 # storage (no rule after it may change their producers), then the FC outputs stored as rows where
 # more of the slices reading them are then blocks (it counts what slice_views and lane_views would
@@ -65,6 +66,7 @@ RULES = (
     ("read_through_layout", read_through_layout.apply),
     ("matmul_through_layout", matmul_through_layout.apply),
     ("fuse_pointwise_dag", fuse_pointwise_dag.apply),
+    ("fuse_dense_into_dag", fuse_dense_into_dag.apply),
     ("alias_reshape", alias_reshape.apply),
     ("assign_in_place", assign_in_place.apply),
     ("dense_rows_as_batch", dense_rows_as_batch.apply),
