@@ -196,6 +196,7 @@ def _check_not_in_place(k, op, inputs, outputs):
 EPILOGUE_KEY = "epilogue"
 INPUT_GATE_KEY = "input_gate"
 INPUT_ADDEND_KEY = "input_addend"
+PASS_THROUGH_KEY = "pass_through"  # a depthwise convolution's residual (rule residual_through_concat)
 READ_THROUGH_KEY = "read_through"  # gpu/kernels/layout.py READ_THROUGH: ((input, tensor read in its place, map), ...)
 
 
@@ -204,7 +205,8 @@ def fused_reads(node):
     work into it: the tensor operands of its epilogue steps (options["epilogue"],
     gpu/kernels/epilogue.py), a convolution's input gate (options["input_gate"], rule
     channel_gate), a reduction's input addend (options["input_addend"], rule
-    fuse_add_into_reduce) and the tensors a layout op reads in place of inputs whose producer,
+    fuse_add_into_reduce), a depthwise convolution's residual (options["pass_through"], rule
+    residual_through_concat) and the tensors a layout op reads in place of inputs whose producer,
     a layout op too, was removed (options["read_through"], rule read_through_layout: a rule
     that took the source for unread once dropped its store)."""
     if READ_THROUGH_KEY not in node.options:
@@ -216,11 +218,12 @@ def option_operands(node):
     """The operands fused_reads names but the read-through sources: what a fused step or gate
     of `node` reads at its output's (or input's) position."""
     options = node.options
-    if EPILOGUE_KEY not in options and INPUT_GATE_KEY not in options and INPUT_ADDEND_KEY not in options:
+    if EPILOGUE_KEY not in options and INPUT_GATE_KEY not in options and INPUT_ADDEND_KEY not in options \
+            and PASS_THROUGH_KEY not in options:
         return []  # most nodes (the graph's index asks every node)
     operands = [getattr(step, "operand", None) for step in options.get(EPILOGUE_KEY, ())]
-    return [t for t in [*operands, options.get(INPUT_GATE_KEY), options.get(INPUT_ADDEND_KEY)]
-            if isinstance(t, Tensor)]
+    return [t for t in [*operands, options.get(INPUT_GATE_KEY), options.get(INPUT_ADDEND_KEY),
+                        options.get(PASS_THROUGH_KEY)] if isinstance(t, Tensor)]
 
 
 def read_tensors(node):

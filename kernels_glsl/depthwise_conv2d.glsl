@@ -26,18 +26,23 @@
 // the branches cost more than the loads, which without them can all be in flight at once). The
 // sum of each output keeps its kernel's order, the skipped taps adding exact zeros.
 //
+// PASS_THROUGH (rule residual_through_concat): each output pixel's own input value plus the
+// residual's value there is stored at passed_offset too (stride 1, multiplier 1, an output of
+// the input's size): the other half of a residual ADD over the concatenation [x, output].
+//
 // PRELOAD_WEIGHTS: the KH x KW weights of the slice go to registers first, where a tile of
 // several pixels reuses them; else (a large kernel, whose array would spill) each tap loads its
 // weight where it uses it.
 //
 // Defines: KH, KW kernel size; TILE_W, TILE_H; MULTIPLIER_ONE (M == 1); PADDED (some tap reads
 //   outside the input: clamped and replaced by zero); TILE_SUMS; TAP_WINDOWS; SKIP_TAPS;
-//   PRELOAD_WEIGHTS; EP_* the epilogue
+//   PRELOAD_WEIGHTS; PASS_THROUGH with RESIDUAL_* (its residual's source); EP_* the epilogue
 //   (epilogue.glsl).
 // Params: in_size, out_size (w, h, slices, batch); in_offset, out_offset (arena); weights_offset,
 //   bias_offset (constants); stride, dilation, pad (x, y); in_channels, out_channels, multiplier;
 //   with TILE_SUMS sums_offset (arena), sums_size (blocks across, blocks down, slices, batch);
-//   with TAP_WINDOWS windows_offset (constants).
+//   with TAP_WINDOWS windows_offset (constants); with PASS_THROUGH passed_offset (arena) and
+//   residual_offset, residual_size.
 // Weights: [out slice][ky][kx], one vec4 row. Bias: one row per output slice.
 // Grid: (ceil(out_w / TILE_W), ceil(out_h / TILE_H), batch * out slices).
 
@@ -136,6 +141,13 @@ vec4 convolve_tile(ivec3 gid) {
         vec4 v = keep_channels(epilogue(activate(acc[ty * TILE_W + tx] + b), ivec4(o, slice, batch)), out_channels, slice);
         store(dst + o.y * out_size.x + o.x, v);
         total += v;
+#if PASS_THROUGH
+        vec4 residual = ep_operand(RESIDUAL_SRC, RESIDUAL_SCALAR_C == 1, false, residual_offset, residual_size,
+                                   RESIDUAL_PLANE, 0.0, ivec4(o, slice, batch));
+        vec4 passed = fetch(in_batch + o.y * in_size.x + o.x, slice) + residual;
+        store(passed_offset + (batch * out_size.z + slice) * out_size.x * out_size.y + o.y * out_size.x + o.x,
+              keep_channels(passed, out_channels, slice));
+#endif
       }
     }
   }

@@ -8,11 +8,17 @@ adds up what it stored, so a mean over H x W that reads them (SE_GATE's) needs n
 its own.
 
 With options[TAP_WINDOWS] (rule mixed_depthwise) the channels come in groups whose own kernels
-are windows of the filter: each lane skips the taps outside its group's window."""
+are windows of the filter: each lane skips the taps outside its group's window.
+
+With options[PASS_THROUGH] (rule residual_through_concat: a GhostNet module's concatenation
+[x, depthwise(x)] plus a residual), a tensor r of x's shape, the node has a second output, x + r,
+stored pixel by pixel from the input the convolution reads (stride 1, multiplier 1, the output's
+size): the other half of the residual ADD, whose dispatch goes."""
 import copy
 
 import numpy as np
 
+from ...graph import PASS_THROUGH_KEY
 from ...ops import conv as reference
 from . import epilogue
 from ...registry import OpFacts
@@ -26,6 +32,7 @@ TILE_SUMS = "tile_sums"  # node.options key: True when outputs[1] is the tile su
 # ...) per channel group, in channel order: the window of the filter's taps each group's own
 # kernel occupies; the kernel skips the others per channel.
 TAP_WINDOWS = "tap_windows"
+PASS_THROUGH = PASS_THROUGH_KEY  # node.options key (rule residual_through_concat): r, outputs[1] = x + r
 # Invocations (across, down) whose stored values one tile sum adds up: the workgroup, fixed
 # because the sums' shape depends on it; 64 invocations fit every GLES 3.1 device (128 at least).
 TILE_BLOCK = (8, 8)
@@ -105,12 +112,13 @@ def build(node, env):
         reads_padding(in4.w, kw, sw, dw, tiles_w * tile_w, pad_left)
     multiplier = out4.c // in4.c
     sums = node.outputs[1] if node.options.get(TILE_SUMS) else None
+    residual = node.options.get(PASS_THROUGH)
     windows = node.options.get(TAP_WINDOWS)
     invocations = tiles_w * tiles_h * out4.b * out4.slices
     defines = {"KH": kh, "KW": kw, "TILE_W": tile_w, "TILE_H": tile_h, "MULTIPLIER_ONE": int(multiplier == 1),
                "PADDED": int(padded), "TILE_SUMS": int(sums is not None), "TAP_WINDOWS": int(windows is not None),
                "SKIP_TAPS": int(invocations >= SKIP_TAPS_MIN_INVOCATIONS),
-               "PRELOAD_WEIGHTS": int(kh * kw <= PRELOAD_TAPS_MAX),
+               "PRELOAD_WEIGHTS": int(kh * kw <= PRELOAD_TAPS_MAX), "PASS_THROUGH": int(residual is not None),
                **env.output_stage(node)}
     params = {"in_size": in4.as_ivec4(), "out_size": out4.as_ivec4(), "in_channels": in4.c,
               "out_channels": out4.c, "multiplier": multiplier,
@@ -122,6 +130,8 @@ def build(node, env):
         params["windows_offset"] = env.constant(pack_windows(windows, (kh, kw), out4.c))
     grid = (tiles_w, tiles_h, out4.b * out4.slices)
     reads, inplace = epilogue.apply(node, env, out, defines, params, (x,))
+    if residual is not None:
+        return [_pass_through(node, env, grid, defines, params, reads)]
     if sums is None:
         return [Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(out,), inplace=inplace)]
     params.update({"sums_offset": env.arena(sums), "sums_size": env.shape4(sums).as_ivec4()})
@@ -129,7 +139,31 @@ def build(node, env):
                      workgroup=(*TILE_BLOCK, 1))]
 
 
+def _pass_through(node, env, grid, defines, params, reads):
+    """The dispatch of a node with PASS_THROUGH: also stores x + r as outputs[1] (no output
+    takes an operand's storage: r is read at two places)."""
+    residual, passed = node.options[PASS_THROUGH], node.outputs[1]
+    epilogue.tensor_source(residual, passed, env).put("residual", defines, params)
+    params["passed_offset"] = env.arena(passed)
+    reads = reads + tuple(t for t in (residual,) if all(t is not r for r in reads))
+    return Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(node.outputs[0], passed))
+
+
 _checks = gpu_support("DEPTHWISE_CONV_2D", 0, {1: "filter", 2: "bias"}, output_shape)
+
+
+def _pass_through_reason(node):
+    """Why a node with PASS_THROUGH cannot store x + r beside its output, or None."""
+    residual = node.options.get(PASS_THROUGH)
+    if residual is None:
+        return None
+    x, out = node.inputs[0], node.outputs[0]
+    shape = tuple(x.shape)
+    if node.options.get(TILE_SUMS) or len(node.outputs) != 2 or tuple(node.outputs[1].shape) != shape:
+        return f"a pass-through needs 2 outputs, the second of x's shape {list(shape)}, and no tile sums"
+    if tuple(out.shape) != shape or reference.strides_of(node) != (1, 1) or tuple(residual.shape) != shape:
+        return f"a pass-through needs stride 1, multiplier 1, an output and a residual of x's shape {list(shape)}"
+    return None
 
 
 def _windows_reason(node):
@@ -150,9 +184,13 @@ def _windows_reason(node):
 def support(node):
     """The reference kernel's checks and the GPU's (conv.gpu_support); one output, or two with
     TILE_SUMS: the output and its tile sums; TAP_WINDOWS that tile the channels."""
-    reason = _windows_reason(node)
+    reason = _windows_reason(node) or _pass_through_reason(node)
     if reason:
         return reason
+    if node.options.get(PASS_THROUGH) is not None:
+        convolution = copy.copy(node)
+        convolution.outputs = node.outputs[:1]
+        return _checks(convolution)
     sums = bool(node.options.get(TILE_SUMS))
     if len(node.outputs) != 1 + sums:
         what = "DEPTHWISE_CONV_2D with tile sums takes 2 outputs" if sums else "DEPTHWISE_CONV_2D takes 1 output"

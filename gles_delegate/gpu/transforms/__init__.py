@@ -14,7 +14,7 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
                dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, elementwise_before_concat, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_dense_into_dag, fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
                global_pool_to_mean, lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
-               remove_dead, remove_noops, row_op_through_reshapes, se_gate, slice_views, square_into_reduce, unflatten_dense)
+               remove_dead, remove_noops, residual_through_concat, row_op_through_reshapes, se_gate, slice_views, square_into_reduce, unflatten_dense)
 
 # Order matters: later rules see what earlier ones produced. Clean-ups first (so reader counts are
 # true; a row-wise op loses the reshapes around it while it has no epilogue), then the layer
@@ -24,7 +24,8 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # then takes the batch norm after it; FC, MEAN), then folding into weights (needs the producer
 # free of activations), then squares into the reductions that read them (before epilogue fusion
 # takes a SQUARE into its producer), then epilogue fusion, in the order an epilogue applies its steps (swish,
-# which is two nodes, then activation, residual, the rest), then the squeeze-excite fusions, which
+# which is two nodes, then activation, residual, the rest; then a residual over a concatenation a
+# depthwise convolution half computes, which that convolution applies), then the squeeze-excite fusions, which
 # take layers with their epilogues complete (a gate's sigmoid) and a gating MUL that no epilogue
 # took, then a gate's mean taken off the depthwise convolution before it, then an ADD into the
 # reduction that alone reads it (after se_gate, which may take that reduction whole), then channel
@@ -58,6 +59,7 @@ RULES = (
     ("fuse_activation", fuse_activation.apply),
     ("fuse_residual_add", fuse_residual_add.apply),
     ("fuse_elementwise", fuse_elementwise.apply),
+    ("residual_through_concat", residual_through_concat.apply),
     ("se_gate", se_gate.apply),
     ("depthwise_tile_sums", depthwise_tile_sums.apply),
     ("channel_gate", channel_gate.apply),
