@@ -48,6 +48,10 @@ def _blocker(graph, add, value, residual):
         return f"tensor {value.index} is not a CONCATENATION's"
     if fused_activation(add) != ACT_NONE or epilogue.steps_of(add):
         return f"{add.label} applies an activation or epilogue steps"
+    if is_boundary(graph, add.outputs[0]):
+        # Its dispatch would store it straight into the I/O buffer as float32; the concatenation's
+        # halves are stored in the arena's precision.
+        return f"{add.label}'s output leaves the partition"
     shape = tuple(value.shape)
     if len(shape) != 4 or shape[0] != 1 or concat.options.get("axis", 0) % 4 != 3 or len(concat.inputs) != 2:
         return f"{concat.label} does not join two batch-1 tensors along channels"
