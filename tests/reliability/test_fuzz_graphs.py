@@ -356,3 +356,15 @@ def test_litert_s_three_kernel_sets_count_in_its_spread(tmp_path):
     summary = fg.fuzz(115, paths="ab", only_case=3823, minimize_findings=False, out_dir=tmp_path, log=quiet,
                       families=("state", "int32", "quant", "resize"))
     assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
+def test_a_hoisted_node_keeps_its_fused_operands_computed_first(tmp_path):
+    """Seed 117 case 536 (all seven families, fp16_fp32acc; minimized: PRELU, L2_NORMALIZATION,
+    BATCH_MATMUL, ADD, SUB): fuse_residual_add made the ADD an epilogue step of the BATCH_MATMUL
+    reading the L2_NORMALIZATION's output, then made the SUB a step of the PRELU reading the
+    BATCH_MATMUL's, and hoisted the BATCH_MATMUL before the PRELU, ahead of the L2_NORMALIZATION
+    its step reads: the sum read a stale value (0.75 x max|LiteRT| off, paths c and d). hoist
+    now requires every tensor a node reads, fused operands included, to exist first."""
+    summary = fg.fuzz(117, paths="ac", only_case=536, minimize_findings=False, out_dir=tmp_path, log=quiet,
+                      precision="fp16_fp32acc")
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]

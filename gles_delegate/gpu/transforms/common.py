@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from ...graph import Node, option_operands
+from ...graph import Node, option_operands, read_tensors
 from ...ops.common import ACT_NONE, fused_activation
 from .. import kernels
 from ..kernels import epilogue, reduce
@@ -234,12 +234,15 @@ def _operand_blocker(graph, operand, producer, value):
 def hoist(graph, tensor, node):
     """Move the node computing `tensor` to just before `node` when everything it reads exists
     by then (nodes may run in any order that computes inputs first); True once moved. Nodes
-    with several outputs or state (variable tensors) stay where they are."""
+    with several outputs or state (variable tensors) stay where they are. What it reads
+    includes its fused operands (an epilogue step's tensor: gles-fuzz-graphs seed 117 case 536
+    moved a BATCH_MATMUL whose fused ADD read an L2_NORMALIZATION before that node, which then
+    ran after it: the sum read a stale value)."""
     producer = producer_of(graph, tensor)
     if producer is None or len(producer.outputs) != 1 or \
             any(t is not None and t.is_variable for t in producer.inputs + producer.outputs):
         return False
-    if any(t is not None and not runs_before(graph, t, node) for t in producer.inputs):
+    if any(not runs_before(graph, t, node) for t in read_tensors(producer)):
         return False
     graph.move_before(producer, node)
     return True
