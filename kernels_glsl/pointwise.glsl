@@ -19,6 +19,9 @@
 // tensor that is one contiguous block of it: phwc4.block_offset); params inj_offset, inj_size.
 // Output j (PW_OUTPUTS of them, each of the output's shape) is stored from register PW_OUTj at
 // outj_offset. Params: out_size, out_channels.
+// PW_PLACED stores (rule concat_stored_by_producers): store k puts register PW_PLACEDk into its
+// box of a concatenation's output too, at placedk_offset, that tensor's size placedk_size and
+// the box's origin placedk_origin (x, y, slice, batch).
 //
 // PW_LAYER (rule fuse_dense_into_dag): one workgroup of LAYER_LANES invocations, one output vec4
 // each, first computes a FULLY_CONNECTED of one row into layer_out, as fully_connected.glsl does:
@@ -63,6 +66,11 @@ vec4 layer_read(ivec4 p, int shift) {
 #else
 vec4 layer_read(ivec4 p, int shift) { return vec4(0.0); }
 #endif
+// Element of position q = (x, y, slice, batch) in a PHWC4 tensor of size (w, h, slices, batch).
+int placed_index(ivec4 size, ivec4 q) {
+  return ((q.w * size.z + q.z) * size.y + q.y) * size.x + q.x;
+}
+
 #define PW_READ(LAYER, SHIFT, OPERAND) (LAYER == 1 ? layer_read(p, SHIFT) : OPERAND)
 
 vec4 pw_input(int j, ivec4 p) {
@@ -183,5 +191,11 @@ void main() {
 #endif
 #if PW_OUTPUTS > 3
   store(out3_offset + i, keep_channels(r[PW_OUT3], out_channels, s));
+#endif
+#if PW_PLACED > 0
+  store(placed0_offset + placed_index(placed0_size, p + placed0_origin), keep_channels(r[PW_PLACED0], out_channels, s));
+#endif
+#if PW_PLACED > 1
+  store(placed1_offset + placed_index(placed1_size, p + placed1_origin), keep_channels(r[PW_PLACED1], out_channels, s));
 #endif
 }

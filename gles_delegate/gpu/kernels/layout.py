@@ -46,6 +46,9 @@ VIEW_OUTPUTS = "view_outputs"
 # CONCATENATION's or PACK's inputs that are a block of the output's storage, written there by
 # their producers: no dispatch, KernelEnv.view.
 IN_PLACE_INPUTS = "in_place_inputs"
+# options[PRODUCER_STORES] (rule concat_stored_by_producers): input positions of a CONCATENATION
+# whose producers also store them into their box of the output (pointwise.PLACED): no dispatch.
+PRODUCER_STORES = "producer_stores"
 # options[LANE_VIEWS] (rule lane_views): ((output position of a slicing op, or input position of a
 # CONCATENATION, vec4 offset, phwc4.Lanes), ...) of the outputs / inputs that are channels of the
 # other tensor starting or ending mid-vec4 (phwc4.lane_offset): no dispatch, KernelEnv.view with
@@ -531,16 +534,18 @@ def _tile(node, env):
 # -- CONCATENATION ----------------------------------------------------------------------------
 def _concatenation(node, env):
     """One dispatch per input, each writing its box of the output (in input order), except for
-    the inputs written in place (IN_PLACE_INPUTS, LANE_VIEWS)."""
+    the inputs written in place (IN_PLACE_INPUTS, LANE_VIEWS) and those their producers store
+    there (PRODUCER_STORES)."""
     out = node.outputs[0]
     axis = _concatenation_axis(node)
     in_place = {j: (offset, None) for j, offset in node.options.get(IN_PLACE_INPUTS, ())}
     in_place.update((j, (offset, lanes)) for j, offset, lanes in node.options.get(LANE_VIEWS, ()))
+    stored = set(node.options.get(PRODUCER_STORES, ()))
     dispatches, offset = [], 0
     for j, x in enumerate(node.inputs):
         if j in in_place:
             env.view(x, out, *in_place[j])
-        else:
+        elif j not in stored:
             origin, extent = dims_in_box(out.shape, axis, offset, offset + x.shape[axis])
             g = Gather(*_source_axes(node, x), lead=origin, origin=origin, extent=extent)
             dispatches.append(gather_dispatch(out, g, env, env.activation(node)))

@@ -14,6 +14,10 @@ from its state) the one workgroup of LAYER_LANES invocations first computes that
 into shared memory, as fully_connected.glsl would (the same split of K and order of sums, its
 activation and epilogue, the half rounding of its store), and the program's Input.layer entries
 read it there: the layer's dispatch and a barrier go.
+
+With options[PLACED] (rule concat_stored_by_producers) the dispatch also stores outputs into
+their boxes of CONCATENATIONs that read them (an unrolled RNN's h at step t into the rows of
+all steps): the concatenation's copy dispatch for that input goes.
 """
 from typing import NamedTuple
 
@@ -28,6 +32,10 @@ from .fully_connected import pack_weights
 
 OP = "POINTWISE_DAG"
 PROGRAM = "pointwise_program"  # node.options key
+# node.options key: ((output position, the concatenation's output tensor, origin (x, y, slice,
+# batch) of the box in its BHWC view), ...), at most MAX_PLACED (what the template holds).
+PLACED = "placed"
+MAX_PLACED = 2
 MAX_SLOTS, MAX_INPUTS, MAX_OUTPUTS = 16, 8, 4  # what the template holds
 REG, INPUT, SCALAR = range(3)  # Ref kinds: PW_REG, PW_INPUT, PW_SCALAR in the template
 # With a Layer: the workgroup (OpenGL ES 3.1's minimum of GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS,
@@ -106,7 +114,21 @@ def support(node):
         return "its outputs differ in shape, or in number from the program's"
     if any(t.dtype == np.int32 for t in (*node.inputs, *node.outputs)):
         return "int32 tensors hold bits, which its float steps do not compute on"
-    return _program_reason(node, program) or _inputs_reason(node, program) or _layer_reason(node, program)
+    return (_program_reason(node, program) or _inputs_reason(node, program) or _layer_reason(node, program)
+            or _placed_reason(node))
+
+
+def _placed_reason(node):
+    """Why the PLACED boxes do not hold the outputs they name, or None."""
+    placed = node.options.get(PLACED, ())
+    if len(placed) > MAX_PLACED:
+        return f"{len(placed)} placed stores, the template holds {MAX_PLACED}"
+    for j, whole, (x, y, slice_, b) in placed:
+        part, into = bhwc(node.outputs[j].shape), bhwc(whole.shape)
+        if min(x, y, slice_, b) < 0 or x + part.w > into.w or y + part.h > into.h or \
+                slice_ + part.slices > into.slices or b + part.b > into.b:
+            return f"output {j} does not fit tensor {whole.index} at {(x, y, slice_, b)}"
+    return None
 
 
 def _program_reason(node, program):
@@ -193,12 +215,25 @@ def build(node, env):
     for j, (tensor, register) in enumerate(zip(node.outputs, program.outputs)):
         defines[f"PW_OUT{j}"], params[f"out{j}_offset"] = register, env.arena(tensor)
     reads = tuple({id(t): t for t in node.inputs if not t.is_const}.values())
+    writes = tuple(node.outputs) + _put_placed(node, program, env, defines, params)
     if program.layer is None:
         return [Dispatch("pointwise", (out4.w, out4.h, out4.slices * out4.b), defines, params,
-                         reads=reads, writes=tuple(node.outputs))]
+                         reads=reads, writes=writes)]
     _put_layer(node, program.layer, env, defines, params)
-    return [Dispatch("pointwise", (LAYER_LANES, 1, 1), defines, params, reads=reads, writes=tuple(node.outputs),
+    return [Dispatch("pointwise", (LAYER_LANES, 1, 1), defines, params, reads=reads, writes=writes,
                      workgroup=(LAYER_LANES, 1, 1))]
+
+
+def _put_placed(node, program, env, defines, params):
+    """The PLACED stores' defines (PW_PLACED, PW_PLACEDk: the register) and params (placedk_offset,
+    placedk_size, placedk_origin); returns the tensors they write."""
+    placed = node.options.get(PLACED, ())
+    defines["PW_PLACED"] = len(placed)
+    for k, (j, whole, origin) in enumerate(placed):
+        defines[f"PW_PLACED{k}"] = program.outputs[j]
+        params.update({f"placed{k}_offset": env.arena(whole), f"placed{k}_size": bhwc(whole.shape).as_ivec4(),
+                       f"placed{k}_origin": tuple(origin)})
+    return tuple({id(whole): whole for _, whole, _ in placed}.values())
 
 
 def _put_layer(node, layer, env, defines, params):

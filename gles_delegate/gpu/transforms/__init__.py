@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from ...graph import Graph
-from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, conv_to_fully_connected,
+from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, concat_stored_by_producers, conv_to_fully_connected,
                dense_rows_as_batch, depthwise_tile_sums, elementwise_after_layout, elementwise_before_concat, fold_mul_add, fuse_activation, fuse_add_into_reduce,
                fuse_dense_into_dag, fuse_elementwise, fuse_layer_norm, fuse_pointwise_dag, fuse_residual_add, fuse_rms_norm, fuse_swish,
                global_pool_to_mean, lane_views, matmul_through_layout, merge_padding, mixed_depthwise, pad_into_operand, read_through_layout,
@@ -39,7 +39,8 @@ from . import (alias_reshape, assign_in_place, channel_gate, concat_in_place, co
 # more of the slices reading them are then blocks (it counts what slice_views and lane_views would
 # take), and last the views, which only mark slices and concatenation inputs that share storage,
 # knowing every alias and variable storage the rules before made: whole vec4 blocks first, then
-# the lane views of what is left, which must know every other view.
+# the lane views of what is left, which must know every other view; then the concatenation inputs
+# still copied that their producers can store into place.
 RULES = (
     ("remove_noops", remove_noops.apply),
     ("remove_dead", remove_dead.apply),
@@ -75,6 +76,7 @@ RULES = (
     ("slice_views", slice_views.apply),
     ("concat_in_place", concat_in_place.apply),
     ("lane_views", lane_views.apply),
+    ("concat_stored_by_producers", concat_stored_by_producers.apply),
 )
 
 
