@@ -102,6 +102,24 @@ def dispatches_without(rule, model, values, **options):
         return dispatches(model, values, **options)
 
 
+def run_on_gpu(model, values, precision, **options):
+    """The model's outputs on a GpuDelegate of `precision` (all rules on that are not switched off)."""
+    with GpuDelegate(precision=precision, **options) as delegate:
+        return run_ours(model, values, experimental_delegates=[delegate])
+
+
+def unfused_outputs(rule, model, values, precision):
+    """The model's outputs on the GPU with `rule` off."""
+    with rule_off(rule):
+        return run_on_gpu(model, values, precision)
+
+
+def assert_same_as_unfused(rule, model, values, precision):
+    """The outputs with `rule` on are the ones with it off, bit for bit."""
+    for a, b in zip(run_on_gpu(model, values, precision), unfused_outputs(rule, model, values, precision)):
+        np.testing.assert_array_equal(a, b)
+
+
 def random(shape, seed=0, scale=1.0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 

@@ -7,9 +7,9 @@ import pytest
 
 from gles_delegate.gpu.kernels import layout, pointwise
 from tests.gpu.gpulib import PRECISIONS
-from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches, dispatches_without, random, rewrite_through,
-                                          rule_off, why)
-from tests.gpu.transforms.test_fuse_pointwise_dag import H, Cell, cell_values, run
+from tests.gpu.transforms.rulelib import (Chain, assert_same_as_unfused, check_gpu, dispatches, dispatches_without,
+                                          random, rewrite_through, why)
+from tests.gpu.transforms.test_fuse_pointwise_dag import H, Cell, cell_values
 
 RULE = "concat_stored_by_producers"
 STEPS = 4
@@ -71,10 +71,7 @@ def test_boxes_along_every_axis_match_the_unfused_graph(shape, axis, precision):
     graph, _ = rewrite_through(model, RULE)
     concat = next(n for n in graph.nodes if n.op == "CONCATENATION")
     assert concat.options.get(layout.PRODUCER_STORES) == (0, 1)
-    fused = run(model, values, precision)
-    with rule_off(RULE):
-        unfused = run(model, values, precision)
-    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert_same_as_unfused(RULE, model, values, precision)
     check_gpu(model, values, precision)
 
 

@@ -9,9 +9,9 @@ from gles_delegate.gpu import shader
 from gles_delegate.gpu.kernels import pointwise
 from gles_delegate.gpu.transforms import fuse_dense_into_dag
 from tests.gpu.gpulib import PRECISIONS
-from tests.gpu.transforms.rulelib import check_gpu, dispatches, dispatches_without, ops_of, random, rewrite_through, \
-    rule_off, statuses, why
-from tests.gpu.transforms.test_fuse_pointwise_dag import H, Cell, cell_values, gru_model, lstm_model, run
+from tests.gpu.transforms.rulelib import assert_same_as_unfused, check_gpu, dispatches, dispatches_without, ops_of, \
+    random, rewrite_through, run_on_gpu, statuses, unfused_outputs, why
+from tests.gpu.transforms.test_fuse_pointwise_dag import H, Cell, cell_values, gru_model, lstm_model
 
 RULE = "fuse_dense_into_dag"
 
@@ -78,22 +78,16 @@ def test_cells_match_the_reference(make, precision):
 @pytest.mark.parametrize("make", [lstm_model, projected_lstm_model], ids=["lstm", "projected"])
 def test_half_storage_results_equal_the_unfused_graph(make, precision):
     """The layer sums in fully_connected.glsl's order and rounds its output as that store did."""
-    model = make()
     values = projected_values() if make is projected_lstm_model else cell_values(5)
-    fused = run(model, values, precision)
-    with rule_off(RULE):
-        unfused = run(model, values, precision)
-    for a, b in zip(fused, unfused):
-        np.testing.assert_array_equal(a, b)
+    assert_same_as_unfused(RULE, make(), values, precision)
 
 
 def test_without_the_rounding_half_storage_results_differ(monkeypatch):
     """The test above can fail: the layer's output kept unrounded changes the cell's outputs."""
     model, values = lstm_model(steps=3), cell_values(5)
-    with rule_off(RULE):
-        unfused = run(model, values, "fp16_fp32acc")
+    unfused = unfused_outputs(RULE, model, values, "fp16_fp32acc")
     monkeypatch.setattr(shader, "template", _unrounded(shader.template))
-    fused = run(model, values, "fp16_fp32acc")
+    fused = run_on_gpu(model, values, "fp16_fp32acc")
     assert any(not np.array_equal(a, b) for a, b in zip(fused, unfused))
 
 

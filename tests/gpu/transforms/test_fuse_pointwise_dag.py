@@ -10,8 +10,9 @@ from gles_delegate.gpu.kernels import pointwise
 from gles_delegate.gpu.kernels.pointwise import INPUT, REG, Input, Program, Ref, Slot
 from gles_delegate.graph import Node, Tensor
 from tests.gpu.gpulib import PRECISIONS, assert_gpu_matches
-from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches, dispatches_without, ops_of, random, rule_off,
-                                          rewrite_through, statuses, why)
+from tests.gpu.transforms.rulelib import (Chain, assert_same_as_unfused, check_gpu, dispatches, dispatches_without,
+                                          ops_of, random, rule_off, rewrite_through, run_on_gpu, statuses,
+                                          unfused_outputs, why)
 from tests.oplib import run_ours
 
 RULE = "fuse_pointwise_dag"
@@ -125,21 +126,15 @@ def test_half_storage_results_equal_the_unfused_graph(precision, state):
     fused and unfused are bit-identical on llvmpipe; without the rounding the cell's outputs
     differ (checked below by switching it off). With the state an output too, the last cell's
     h and c go to two groups (each stores one output straight into the I/O buffer, as float32)."""
-    model, values = lstm_model(steps=3, state=state), cell_values(5)
-    fused = run(model, values, precision)
-    with rule_off(RULE):
-        unfused = run(model, values, precision)
-    for a, b in zip(fused, unfused):
-        np.testing.assert_array_equal(a, b)
+    assert_same_as_unfused(RULE, lstm_model(steps=3, state=state), cell_values(5), precision)
 
 
 def test_without_the_rounding_half_storage_results_differ(monkeypatch):
     """The test above can fail: registers passed between members unrounded change the outputs."""
     model, values = lstm_model(steps=3, state=True), cell_values(5)
-    with rule_off(RULE):
-        unfused = run(model, values, "fp16_fp32acc")
+    unfused = unfused_outputs(RULE, model, values, "fp16_fp32acc")
     monkeypatch.setattr(pointwise, "_put_slot", _unrounded(pointwise._put_slot))
-    fused = run(model, values, "fp16_fp32acc")
+    fused = run_on_gpu(model, values, "fp16_fp32acc")
     assert any(not np.array_equal(a, b) for a, b in zip(fused, unfused))
 
 
@@ -147,11 +142,6 @@ def _unrounded(put_slot):
     def put(k, slot, defines, params):
         put_slot(k, slot._replace(a=slot.a._replace(stored=False), b=slot.b._replace(stored=False)), defines, params)
     return put
-
-
-def run(model, values, precision, **options):
-    with GpuDelegate(precision=precision, **options) as delegate:
-        return run_ours(model, values, experimental_delegates=[delegate])
 
 
 def test_the_last_cell_of_a_model_that_outputs_its_state_takes_two_groups():

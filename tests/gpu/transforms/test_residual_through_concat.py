@@ -11,9 +11,8 @@ from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import depthwise, epilogue
 from gles_delegate.gpu.transforms import residual_through_concat
 from tests.gpu.gpulib import PRECISIONS
-from tests.gpu.transforms.rulelib import (Chain, check_gpu, dispatches, dispatches_without, ops_of, random,
-                                          rewrite_through, rule_off, why)
-from tests.gpu.transforms.test_fuse_pointwise_dag import run
+from tests.gpu.transforms.rulelib import (Chain, assert_same_as_unfused, check_gpu, dispatches, dispatches_without,
+                                          ops_of, random, rewrite_through, run_on_gpu, unfused_outputs, why)
 
 RULE = "residual_through_concat"
 
@@ -77,22 +76,18 @@ def test_the_module_matches_the_reference(shape, activation, precision):
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_half_storage_results_equal_the_unfused_graph(precision):
     """Both halves are rounded to half as their stores did before the add."""
-    model, values = ghost_block((1, 12, 10, 24), activation=1), [random((1, 12, 10, 24), 4, 3.0)]
-    fused = run(model, values, precision)
-    with rule_off(RULE):
-        unfused = run(model, values, precision)
-    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert_same_as_unfused(RULE, ghost_block((1, 12, 10, 24), activation=1), [random((1, 12, 10, 24), 4, 3.0)],
+                           precision)
 
 
 def test_without_the_rounding_half_storage_results_differ(monkeypatch):
     """The test above can fail: the depthwise half added unrounded changes the output."""
     model, values = ghost_block((1, 12, 10, 24), activation=1), [random((1, 12, 10, 24), 4, 3.0)]
-    with rule_off(RULE):
-        unfused = run(model, values, "fp16_fp32acc")
+    unfused = unfused_outputs(RULE, model, values, "fp16_fp32acc")
     step = epilogue.Step
     unrounded = SimpleNamespace(**{**vars(epilogue), "Step": lambda op, operand, stored: step(op, operand)})
     monkeypatch.setattr(residual_through_concat, "epilogue", unrounded)  # this rule's steps alone
-    fused = run(model, values, "fp16_fp32acc")
+    fused = run_on_gpu(model, values, "fp16_fp32acc")
     assert not np.array_equal(fused[0], unfused[0])
 
 
