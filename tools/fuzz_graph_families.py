@@ -42,6 +42,13 @@ pools (`values`: what later nodes read) hold its own kind of tensor:
           TOPK_V2 of the last axis (its values go on), and CONV_3D of a tensor as one clip
           (kernels, strides and dilations per dim; a PAD of its depth before it, a
           CONV_3D_TRANSPOSE and a rank-5 MEAN after it sometimes).
+  cells   a float32 graph with unrolled recurrent cells as litert-torch writes them (the state, one
+          row of H: [1, 1, H] or [1, H], through a FULLY_CONNECTED to 3H or 4H, plus an input
+          projection sometimes, gate SLICEs, LOGISTIC / TANH and the LSTM's or GRU's state update,
+          1-3 steps, the steps' h concatenated into a sequence sometimes) and GhostNet modules (a
+          1x1 CONV_2D to half the channels, a 3x3 DEPTHWISE_CONV_2D of it, their CONCATENATION,
+          plus the module's input as a residual): rules fuse_pointwise_dag, fuse_dense_into_dag,
+          concat_stored_by_producers and residual_through_concat.
 Every model, of every family, is invoked twice or more on different inputs (Spec.steps).
 """
 import contextlib
@@ -987,7 +994,99 @@ def top_k(g):
     return values
 
 
+# -- recurrent cells and ghost modules -------------------------------------------------------------
+class CellGenerator(_Pools):
+    """A float32 graph with unrolled recurrent cells and GhostNet modules (the module docstring)."""
+
+    def generate(self):
+        for _ in range(1 if self.chance(0.7) else 2):
+            self.add_input()
+        self.run_builders(fg.BUILDERS + ((recurrent_cells, 6), (ghost_module, 6)))
+        self.choose_outputs()
+        return self.spec
+
+
+def _one_row(g):
+    """A runtime tensor of one row of at most 32 values, [1, 1, H] or [1, H]: a picked one, or a
+    MEAN of a tensor over every axis but the last (reshaped to rank 3 sometimes)."""
+    x = g.pick(lambda s: len(s) in (2, 3) and fg._size(s[:-1]) == 1 and s[-1] <= 32)
+    if x is not None:
+        return x
+    x = g.pick(lambda s: len(s) >= 2 and s[-1] <= 32)
+    if x is None:
+        return None
+    rank = len(g.shape_of(x))
+    row = fg.mean(g, x, list(range(rank - 1)), keep=False)  # [H]
+    h = g.shape_of(row)[-1]
+    return fg.reshape(g, row, (1, 1, h) if g.chance(0.6) else (1, h))
+
+
+def recurrent_cells(g):
+    """1-3 LSTM or GRU steps of a one-row state h: gates = FC(h) (+ an input projection), their
+    SLICEs through LOGISTIC / TANH, the state update; the steps' h concatenated along axis 0
+    sometimes (litert-torch's sequence output)."""
+    h = _one_row(g)
+    if h is None:
+        return False
+    shape = g.shape_of(h)
+    units, gru = shape[-1], g.chance(0.4)
+    count = 3 if gru else 4
+    gates_shape = tuple(shape[:-1]) + (count * units,)
+    projection = g.pick(lambda s: s == gates_shape) if g.chance(0.4) else None
+    c, steps = h, []
+    for _ in range(int(g.rng.integers(1, 4))):
+        gates = g.one("FULLY_CONNECTED", [h, g.weights((count * units, units), units), g.uniform(count * units, -0.2, 0.2)],
+                      gates_shape, keep_num_dims=len(shape) == 3, fused_activation_function=NONE)
+        if projection is not None:
+            gates = g.one("ADD", [gates, projection], gates_shape, fused_activation_function=NONE)
+        part = [g.one("SLICE", [gates, g.ints([0] * (len(shape) - 1) + [k * units]), g.ints(list(shape))], shape)
+                for k in range(count)]
+        if gru:
+            r, z = (fg.unary(g, p, "LOGISTIC") for p in part[:2])
+            n = fg.unary(g, g.one("MUL", [part[2], r], shape, fused_activation_function=NONE), "TANH")
+            h = g.one("ADD", [g.one("MUL", [g.one("SUB", [h, n], shape, fused_activation_function=NONE), z], shape,
+                                    fused_activation_function=NONE), n], shape, fused_activation_function=NONE)
+        else:
+            i, f, o = (fg.unary(g, part[k], "LOGISTIC") for k in (0, 1, 3))
+            c = g.one("ADD", [g.one("MUL", [f, c], shape, fused_activation_function=NONE),
+                              g.one("MUL", [i, fg.unary(g, part[2], "TANH")], shape, fused_activation_function=NONE)],
+                      shape, fused_activation_function=NONE)
+            h = g.one("MUL", [o, fg.unary(g, c, "TANH")], shape, fused_activation_function=NONE)
+        steps.append(h)
+    if len(steps) > 1 and g.chance(0.6):
+        seq = g.one("CONCATENATION", steps, (len(steps),) + tuple(shape[1:]), axis=0, fused_activation_function=NONE)
+        if g.chance(0.8):  # read on (a last FULLY_CONNECTED over the rows), as a model's head reads it
+            fg.fully_connected(g, seq, keep=False)
+    return True
+
+
+def ghost_module(g):
+    """GhostNet's module: a = 1x1 CONV_2D(x) to half x's channels, b = 3x3 DEPTHWISE_CONV_2D(a),
+    CONCATENATION(a, b) along channels, plus x (either order) where the channels match."""
+    x = g.pick(lambda s: len(s) == 4 and s[-1] >= 2 and (s[0] == 1 or g.chance(0.2)))
+    if x is None:
+        return False
+    n, height, width, channels = g.shape_of(x)
+    if channels % 8 and g.chance(0.7):  # halves of whole vec4s mostly (the rule's case), any sometimes
+        x = fg.conv2d(g, x, 8 * max(1, channels // 8), 1, 1, SAME, act=NONE)
+        if not x:
+            return False
+        channels = g.shape_of(x)[-1]
+    half = channels // 2 if g.chance(0.8) else g.channels()
+    a = fg.conv2d(g, x, half, 1, 1, SAME, act=g.choice((RELU, NONE)))
+    b = a and fg.depthwise(g, a, 3, 1, SAME, act=g.choice((RELU, NONE)), multiplier=1)
+    if not b:
+        return bool(a)
+    joined = g.one("CONCATENATION", [a, b], (n, height, width, 2 * half), axis=3, fused_activation_function=NONE)
+    if 2 * half == channels and g.chance(0.85):
+        total = g.one("ADD", [joined, x] if g.chance(0.7) else [x, joined], (n, height, width, channels),
+                      fused_activation_function=NONE)
+        if g.chance(0.8):  # the next block's 1x1 convolution reads the sum
+            fg.conv2d(g, total, kernel=1, stride=1, padding=SAME)
+    return True
+
+
 from .fuzz_graph_resize import ResizeGenerator  # noqa: E402 (it builds on _Pools)
 
 GENERATORS = {"int32": IntGenerator, "quant": QuantGenerator, "state": StateGenerator, "signal": SignalGenerator,
-              "resize": ResizeGenerator, "edge": EdgeGenerator}
+              "resize": ResizeGenerator, "edge": EdgeGenerator, "cells": CellGenerator}

@@ -3,7 +3,7 @@ stateful), run on LiteRT and on this package, for silent wrong outputs of the GP
 rewrite rules and kernels and of the reference kernels.
 
     gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcde]
-                     [--families float,int32,quant,state,signal,resize,edge]
+                     [--families float,int32,quant,state,signal,resize,edge,cells]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE]
 
@@ -141,7 +141,7 @@ MINIMIZE_TRIALS = 400        # runs the minimiser may spend on one finding
 # int32 index arithmetic, int8 / uint8 quantized graphs, resource variables across invokes and
 # L2 norms / FFTs, PACK / UNPACK / BROADCAST_TO / CUMSUM (tools/fuzz_graph_families.py); float32 graphs
 # resized between invokes (tools/fuzz_graph_resize.py).
-FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2, "edge": 1}
+FAMILIES = {"float": 4, "int32": 2, "quant": 2, "state": 1.5, "signal": 1, "resize": 2, "edge": 1, "cells": 1}
 FLOOR_ULPS = 16              # floors(): the least absolute bound, in ulps of the largest value upstream
 # Ops whose output jumps at a point of their input; near_step: where LiteRT's input lies within
 # STEP_ULPS float32 ulps of the largest value upstream of a jump, the outputs past it are not judged.
