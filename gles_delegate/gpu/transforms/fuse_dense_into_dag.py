@@ -7,9 +7,12 @@ float weights and bias, and an output read by the DAG alone, only as whole-vec4 
 slices); the DAG's output must fit one workgroup (pointwise.LAYER_LANES vec4s). The workgroup
 computes the layer as fully_connected.glsl would (gpu/kernels/pointwise.py, Layer). Runs right
 after fuse_pointwise_dag, which makes the DAGs."""
+import dataclasses
+
 import numpy as np
 
 from ...ops.common import fused_activation
+from .. import kernels
 from ..kernels import epilogue, pointwise
 from ..kernels.conv import optional_input
 from ..phwc4 import bhwc
@@ -66,7 +69,9 @@ def _blocker(graph, fc, dag):
         return f"{dag.label}'s output takes more than one workgroup ({pointwise.LAYER_LANES} vec4s)"
     if len(_fused_inputs(dag, fc)) > pointwise.MAX_INPUTS:
         return f"{dag.label} would read more than {pointwise.MAX_INPUTS} tensors"
-    return None
+    fused = dataclasses.replace(dag, **_fused(fc, dag))
+    reason = kernels.unsupported_reason(fused)  # the layer's shared memory, the template's limits
+    return f"{dag.label} could not run it: {reason}" if reason else None
 
 
 def _operands(fc):
@@ -84,9 +89,9 @@ def _fused_inputs(dag, fc):
     return kept
 
 
-def _fuse(graph, fc, dag):
-    """The DAG reads the layer's inputs instead of its output; the layer's entries read shared
-    memory; the FULLY_CONNECTED goes."""
+def _fused(fc, dag):
+    """{inputs, options} of the DAG once it computes `fc`: it reads the layer's inputs instead
+    of its output, and the layer's entries read shared memory."""
     program, out = dag.options[pointwise.PROGRAM], fc.outputs[0]
     inputs = _fused_inputs(dag, fc)
     position = {id(t): k for k, t in enumerate(inputs)}
@@ -97,6 +102,13 @@ def _fuse(graph, fc, dag):
     x = position[id(fc.inputs[0])]
     entries = tuple(e._replace(tensor=x, layer=True) if dag.inputs[e.tensor] is out
                     else e._replace(tensor=position[id(dag.inputs[e.tensor])]) for e in program.inputs)
-    graph.set_inputs(dag, inputs)
-    graph.set_options(dag, {**dag.options, pointwise.PROGRAM: program._replace(inputs=entries, layer=layer)})
+    return {"inputs": inputs,
+            "options": {**dag.options, pointwise.PROGRAM: program._replace(inputs=entries, layer=layer)}}
+
+
+def _fuse(graph, fc, dag):
+    """The DAG computes the layer (_fused); the FULLY_CONNECTED goes."""
+    fused = _fused(fc, dag)
+    graph.set_inputs(dag, fused["inputs"])
+    graph.set_options(dag, fused["options"])
     graph.remove_nodes([fc])

@@ -67,6 +67,8 @@ def _blocker(graph, add, value, residual):
         return f"{conv.label} does not keep its input's shape (stride 1, multiplier 1, channels a multiple of 4)"
     if len(conv.outputs) != 1 or conv.options.get(depthwise.TILE_SUMS):
         return f"{conv.label} writes tile sums"
+    if len(epilogue.steps_of(conv)) + 1 > epilogue.MAX_STEPS:
+        return f"the epilogue of {conv.label} is full ({epilogue.MAX_STEPS} steps)"
     for tensor, readers in ((value, [add]), (half, [concat]), (x, [conv, concat])):
         if is_boundary(graph, tensor) or {id(n) for n in readers_of(graph, tensor)} != {id(n) for n in readers}:
             return f"tensor {tensor.index} is read outside the module or leaves the partition"

@@ -139,3 +139,14 @@ def test_a_layer_of_two_rows_keeps_its_dispatch():
     assert "FULLY_CONNECTED" in ops_of(graph)
     assert "is not one row" in why(log, RULE, "#0 (FULLY_CONNECTED)")
     check_gpu(model, [random((1, 1, H), 1), random((1, 1, H), 2), random((1, 2, H), 3)])
+
+
+def test_a_layer_whose_sums_overflow_shared_memory_keeps_its_dispatch(monkeypatch):
+    """The rule asks the kernel (its shared memory bound here) before fusing: a DAG the kernel
+    then refused would move to the CPU."""
+    monkeypatch.setattr(pointwise, "LAYER_SHARED_VEC4S", 8)
+    model = lstm_model(steps=1)
+    graph, log = rewrite_through(model, RULE)
+    assert ops_of(graph) == ["FULLY_CONNECTED", pointwise.OP]
+    assert "bytes of shared memory" in why(log, RULE, "#0 (FULLY_CONNECTED)")
+    check_gpu(model, cell_values(), "fp32")

@@ -105,3 +105,13 @@ def test_modules_the_convolution_cannot_apply_keep_the_add(options, reason):
     assert reason in why(log, RULE, add.label)
     shapes = [options.get("shape", (1, 9, 11, 16))] + ([options["residual_shape"]] if "residual_shape" in options else [])
     check_gpu(model, [random(shape, 6 + k) for k, shape in enumerate(shapes)])
+
+
+def test_a_full_epilogue_keeps_the_add(monkeypatch):
+    """The residual is one more step of the convolution's epilogue: none when it is full."""
+    monkeypatch.setattr(residual_through_concat, "epilogue", SimpleNamespace(**{**vars(epilogue), "MAX_STEPS": 0}))
+    model = ghost_block()
+    graph, log = rewrite_through(model, RULE)
+    add = next(n for n in graph.nodes if n.op == "ADD")
+    assert "epilogue of #1 (DEPTHWISE_CONV_2D) is full" in why(log, RULE, add.label)
+    check_gpu(model, [random((1, 9, 11, 16), 6)])
