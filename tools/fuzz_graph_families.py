@@ -692,15 +692,25 @@ class StateGenerator(_Pools):
 
 
 # -- L2 norms and FFTs ---------------------------------------------------------------------------
-class SignalGenerator(_Pools):
-    """A float32 graph with L2_NORMALIZATION and RFFT2D (the module docstring)."""
+class _FloatFamily(_Pools):
+    """A float32 graph of 1-2 inputs: fuzz_graphs' builders and the family's own (extra_builders)."""
+
+    def extra_builders(self):
+        return ()
 
     def generate(self):
         for _ in range(1 if self.chance(0.7) else 2):
             self.add_input()
-        self.run_builders(fg.BUILDERS + ((l2_normalization, 6), (rfft2d, 6)))
+        self.run_builders(fg.BUILDERS + self.extra_builders())
         self.choose_outputs()
         return self.spec
+
+
+class SignalGenerator(_FloatFamily):
+    """A float32 graph with L2_NORMALIZATION and RFFT2D (the module docstring)."""
+
+    def extra_builders(self):
+        return (l2_normalization, 6), (rfft2d, 6)
 
 
 def l2_normalization(g):
@@ -731,19 +741,14 @@ def rfft2d(g):
 
 
 # -- PACK, UNPACK, BROADCAST_TO, CUMSUM ----------------------------------------------------------
-class EdgeGenerator(_Pools):
+class EdgeGenerator(_FloatFamily):
     """A float32 graph with PACK, UNPACK, BROADCAST_TO, CUMSUM, bool reductions, GATHER_ND,
     ONE_HOT, ATAN2, DYNAMIC_UPDATE_SLICE, LOCAL_RESPONSE_NORMALIZATION and TOPK_V2 (the module
     docstring)."""
 
-    def generate(self):
-        for _ in range(1 if self.chance(0.7) else 2):
-            self.add_input()
-        self.run_builders(fg.BUILDERS + ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4),
-                                        (gather_nd, 4), (one_hot, 3), (atan2, 3), (update_slice, 4),
-                                        (local_response_norm, 3), (top_k, 3), (conv3d, 3)))
-        self.choose_outputs()
-        return self.spec
+    def extra_builders(self):
+        return ((pack, 5), (unpack, 5), (broadcast_to, 5), (cumsum, 5), (bool_reduce, 4), (gather_nd, 4), (one_hot, 3),
+                (atan2, 3), (update_slice, 4), (local_response_norm, 3), (top_k, 3), (conv3d, 3))
 
 
 def conv3d(g):
@@ -995,15 +1000,11 @@ def top_k(g):
 
 
 # -- recurrent cells and ghost modules -------------------------------------------------------------
-class CellGenerator(_Pools):
+class CellGenerator(_FloatFamily):
     """A float32 graph with unrolled recurrent cells and GhostNet modules (the module docstring)."""
 
-    def generate(self):
-        for _ in range(1 if self.chance(0.7) else 2):
-            self.add_input()
-        self.run_builders(fg.BUILDERS + ((recurrent_cells, 6), (ghost_module, 6)))
-        self.choose_outputs()
-        return self.spec
+    def extra_builders(self):
+        return (recurrent_cells, 6), (ghost_module, 6)
 
 
 def _one_row(g):
