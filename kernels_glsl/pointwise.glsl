@@ -61,15 +61,13 @@ vec4 layer_total(int o) {
 }
 
 vec4 layer_read(ivec4 p, int shift) {
-  return layer_out[((p.w * out_size.z + p.z) * out_size.y + p.y) * out_size.x + p.x + shift];
+  return layer_out[phwc4_index(out_size, p.x, p.y, p.w * out_size.z + p.z) + shift];
 }
 #else
 vec4 layer_read(ivec4 p, int shift) { return vec4(0.0); }
 #endif
 // Element of position q = (x, y, slice, batch) in a PHWC4 tensor of size (w, h, slices, batch).
-int placed_index(ivec4 size, ivec4 q) {
-  return ((q.w * size.z + q.z) * size.y + q.y) * size.x + q.x;
-}
+int placed_index(ivec4 size, ivec4 q) { return phwc4_index(size, q.x, q.y, q.w * size.z + q.z); }
 
 #define PW_READ(LAYER, SHIFT, OPERAND) (LAYER == 1 ? layer_read(p, SHIFT) : OPERAND)
 

@@ -145,7 +145,7 @@ def _pass_through(node, env, grid, defines, params, reads):
     residual, passed = node.options[PASS_THROUGH], node.outputs[1]
     epilogue.tensor_source(residual, passed, env).put("residual", defines, params)
     params["passed_offset"] = env.arena(passed)
-    reads = reads + tuple(t for t in (residual,) if all(t is not r for r in reads))
+    reads = reads if any(residual is r for r in reads) else reads + (residual,)
     return Dispatch("depthwise_conv2d", grid, defines, params, reads=reads, writes=(node.outputs[0], passed))
 
 
@@ -183,14 +183,13 @@ def _windows_reason(node):
 
 def support(node):
     """The reference kernel's checks and the GPU's (conv.gpu_support); one output, or two with
-    TILE_SUMS: the output and its tile sums; TAP_WINDOWS that tile the channels."""
+    TILE_SUMS (the output and its tile sums) or PASS_THROUGH (the output and x + r); TAP_WINDOWS
+    that tile the channels."""
     reason = _windows_reason(node) or _pass_through_reason(node)
     if reason:
         return reason
     if node.options.get(PASS_THROUGH) is not None:
-        convolution = copy.copy(node)
-        convolution.outputs = node.outputs[:1]
-        return _checks(convolution)
+        return _convolution_checks(node)
     sums = bool(node.options.get(TILE_SUMS))
     if len(node.outputs) != 1 + sums:
         what = "DEPTHWISE_CONV_2D with tile sums takes 2 outputs" if sums else "DEPTHWISE_CONV_2D takes 1 output"
@@ -200,7 +199,12 @@ def support(node):
     expected = tile_sums_shape(node)
     if tuple(node.outputs[1].shape) != expected:
         return f"tile sums tensor {node.outputs[1].index} is not {list(expected)}"
-    convolution = copy.copy(node)  # TFLite's op, whose checks take its one output
+    return _convolution_checks(node)
+
+
+def _convolution_checks(node):
+    """_checks of TFLite's op, whose checks take its one output (a fused second one aside)."""
+    convolution = copy.copy(node)
     convolution.outputs = node.outputs[:1]
     return _checks(convolution)
 

@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from ...graph import option_operands
 from ...ops.common import fused_activation
 from .. import kernels
 from ..kernels import epilogue, pointwise
@@ -74,16 +75,11 @@ def _blocker(graph, fc, dag):
     return f"{dag.label} could not run it: {reason}" if reason else None
 
 
-def _operands(fc):
-    """The runtime or constant tensors the layer's epilogue steps read."""
-    return [s.operand for s in epilogue.steps_of(fc) if s.operand is not None and not isinstance(s.operand, float)]
-
-
 def _fused_inputs(dag, fc):
     """The DAG's inputs with the layer's output replaced by what the layer reads."""
     out = fc.outputs[0]
     kept = [t for t in dag.inputs if t is not out]
-    for tensor in [fc.inputs[0], *fc.inputs[1:3], *_operands(fc)]:
+    for tensor in [fc.inputs[0], *fc.inputs[1:3], *option_operands(fc)]:
         if tensor is not None and all(tensor is not t for t in kept):
             kept.append(tensor)
     return kept
