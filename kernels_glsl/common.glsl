@@ -17,8 +17,8 @@ layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 #if OUT_IO || defined(LANE_WRITES)
 #define store store_tensor  // the storage's own store, behind the I/O and lane view ones below
 #endif
-#ifdef LANE_READS
-#define load load_tensor  // the storage's own load, behind the lane view one below
+#if defined(LANE_READS) || defined(IN_IO)
+#define load load_tensor  // the storage's own load, behind the lane view and I/O ones below
 #endif
 #if defined(STORAGE_MIXED)
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
@@ -81,13 +81,19 @@ vec4 lane_read(int i, int first, ivec4 view) {
   }
   return mix(vec4(0.0), a, lessThan(ivec4(0, 1, 2, 3), ivec4(valid)));
 }
-vec4 load(int i) {
+vec4 load_lanes(int i) {
   if (in_lane_view(i, lane_r0_offset, lane_r0)) return lane_read(i, lane_r0_offset, lane_r0);
 #if LANE_READS > 1
   if (in_lane_view(i, lane_r1_offset, lane_r1)) return lane_read(i, lane_r1_offset, lane_r1);
 #endif
   return load_tensor(i);
 }
+#ifndef IN_IO
+vec4 load(int i) { return load_lanes(i); }
+#endif
+#define load_stored load_lanes
+#else
+#define load_stored load_tensor
 #endif
 
 #ifdef LANE_WRITES
@@ -136,8 +142,43 @@ void store(int i, vec4 v) { store_view(i, v); }
 
 // The I/O buffer (binding 2) as floats: written by kernels that store a partition output there
 // (OUT_IO) or set a status word (IO_STATUS: KernelEnv.status_word).
-#if OUT_IO || defined(IO_STATUS)
+#if defined(IN_IO)
+layout(std430, binding = 2) buffer Io { highp float io[]; };
+#elif OUT_IO || defined(IO_STATUS)
 layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
+#endif
+
+#ifdef IN_IO
+#undef load
+// v as the tensor's storage at index i holds it: what load(i) returns after store(i, v).
+vec4 as_stored(int i, vec4 v) {
+  vec4 half_v = vec4(unpackHalf2x16(packHalf2x16(v.xy)), unpackHalf2x16(packHalf2x16(v.zw)));
+#if defined(STORAGE_MIXED)
+  return i >= FLOAT_BASE ? v : half_v;
+#elif STORAGE_HALF && !defined(FLOAT_BUFFER)
+  return half_v;
+#else
+  return v;
+#endif
+}
+// A partition input read straight from the I/O buffer by its one reader, the convert_in
+// kernel's work done where the value is used (gpu/io_loads.py): element i of the PHWC4 tensor at
+// in_io_tensor (size in_io_size, in_io_channels channels) is BHWC float32 from io[in_io_offset]
+// on, in_io_strides the element step of its (w, h, c, b), its padded channels zero, rounded as
+// its storage would round it; every other load reads storage.
+vec4 load(int i) {
+  int e = i - in_io_tensor;
+  if (e < 0 || e >= in_io_size.x * in_io_size.y * in_io_size.z * in_io_size.w) return load_stored(i);
+  int plane = in_io_size.x * in_io_size.y;
+  int x = e % in_io_size.x, y = (e % plane) / in_io_size.x, s = (e / plane) % in_io_size.z;
+  int b = e / (plane * in_io_size.z);
+  int first = in_io_offset + b * in_io_strides.w + y * in_io_strides.y + x * in_io_strides.x + 4 * s * in_io_strides.z;
+  vec4 v = vec4(0.0);
+  for (int k = 0; k < 4; k++) {
+    if (4 * s + k < in_io_channels) v[k] = io[first + k * in_io_strides.z];
+  }
+  return as_stored(i, v);
+}
 #endif
 
 #if OUT_IO

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import GpuError
 from ..graph import fused_reads
-from . import kernels, memory, schedule, shader, storage
+from . import io_loads, kernels, memory, schedule, shader, storage
 from .kernels.base import MAX_LANE_READS, ArenaRef, Dispatch, KernelEnv, KernelLimitError
 from .phwc4 import bhwc
 from .variables import slots as variable_slots
@@ -98,6 +98,10 @@ class Plan:
     # {tensor index: shift} of the lane views (KernelEnv.view with lanes): a capture reads each
     # from its whole's vec4s, `shift` lanes in (runtime.read_written).
     lane_shifts: dict = field(default_factory=dict)
+    # {tensor index: (I/O element offset, element steps of its (w, h, c, b), shape)} of the
+    # partition inputs (or their permutation: permute_on_input) their one reader loads straight
+    # from the I/O buffer (io_loads.py): not in the arena, so a capture takes them from there.
+    io_loads: dict = field(default_factory=dict)
 
     @property
     def element_bytes(self):
@@ -173,6 +177,7 @@ def build_dispatches(nodes, inputs, outputs, env):
     if PERMUTE_ON_INPUT:
         dispatches = permute_on_input(dispatches, inputs, io_in, env)
     io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
+    dispatches, env.io_loads = io_loads.load_inputs_from_io(dispatches, len(inputs), io_bytes, _shared(env), env.lanes)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     converts = [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
                 if id(tensor) not in stored]
@@ -286,9 +291,7 @@ def permute_on_input(dispatches, inputs, io_in, env):
     input whose storage no alias or view shares, read by the TRANSPOSE's one dispatch alone (no
     epilogue, no fused operand), and an output that is no lane view."""
     converts = {id(d.writes[0]): k for k, d in enumerate(dispatches[:len(inputs)])}
-    # An input whose storage another tensor shares (a RESHAPE made its alias, a slice its view)
-    # is read under that tensor's name too: it keeps its own storage.
-    shared = {id(t) for pair in env.aliases for t in pair} | {id(t) for view in env.views for t in view[:2]}
+    shared = _shared(env)
     readers = {}
     for d in dispatches[len(inputs):]:
         for t in set(map(id, d.reads)):
@@ -304,6 +307,12 @@ def permute_on_input(dispatches, inputs, io_in, env):
         dispatches[converts[id(tensor)]] = convert
         dropped.add(id(transpose))
     return [d for d in dispatches if id(d) not in dropped]
+
+
+def _shared(env):
+    """The ids of tensors whose storage another tensor shares (a RESHAPE made an alias, a slice
+    a view): read under that tensor's name too, such an input keeps its own storage."""
+    return {id(t) for pair in env.aliases for t in pair} | {id(t) for view in env.views for t in view[:2]}
 
 
 def _sole_transpose(readers, tensor, env):
@@ -515,7 +524,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None and not d.io_kept}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
                 variables=variable_slots(dispatches, env, offsets),
-                lane_shifts={t.index: lanes.shift for t, lanes in env.lanes.values()})
+                lane_shifts={t.index: lanes.shift for t, lanes in env.lanes.values()}, io_loads=env.io_loads)
     barriers = _barriers(dispatches, offsets)
     _set_steps(plan, variants, blocks, barriers, [0] * len(dispatches))
     check_limits(plan, limits)  # before a tuner allocates the plan's buffers

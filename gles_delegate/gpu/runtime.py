@@ -202,6 +202,7 @@ class GpuPartition:
                 if capture is None:
                     self._dispatch()
                 else:
+                    self._capture_io_loads(storage, capture)
                     self._dispatch_capturing(capture)
                 self.io.read_outputs(storage)  # ends with END_BARRIER
                 if capture is not None:
@@ -308,6 +309,16 @@ class GpuPartition:
         buffer, _, dtype, start = self._buffer_at(offset)
         buffer.write(to_phwc4(values).astype(dtype).tobytes(), start)
 
+    def _capture_io_loads(self, storage, capture):
+        """The tensors whose one reader loads them from the I/O buffer (Plan.io_loads: a partition
+        input or its permutation), never in the arena, into `capture`, from the inputs."""
+        value = input_reader(storage)
+        for index, (offset, strides, shape) in self.plan.io_loads.items():
+            if index in capture:
+                slot = next(s for s in self.plan.inputs if s.offset // 4 <= offset < (s.offset + s.nbytes) // 4)
+                floats = np.ascontiguousarray(io_values(value(slot.tensor_index)), np.float32).reshape(-1)
+                self._store_capture(capture, index, strided_value(floats, offset - slot.offset // 4, strides, shape))
+
     def _capture_io_stores(self, storage, capture):
         """The outputs the kernels stored straight into the I/O buffer, as run() left them in
         `storage` (model values: no float view to map back), into `capture`."""
@@ -344,6 +355,8 @@ class GpuPartition:
         with self.context.current():
             try:
                 self._begin(storage)
+                if capture is not None:
+                    self._capture_io_loads(storage, capture)
                 for k, (program, offset, size, groups, _) in enumerate(self.steps):
                     gl.memory_barrier_fast(G.GL_SHADER_STORAGE_BARRIER_BIT)
                     self.bind_params(offset, size)
@@ -470,6 +483,17 @@ def _all_finite(value):
 # MappedIo objects whose outputs some storage still reads from the mapping. A fork()ed child may
 # not inherit a driver's mapping (NVIDIA's), so they are copied in before every fork.
 _DEFERRING = weakref.WeakSet()
+
+
+def strided_value(floats, offset, strides, shape):
+    """A copy of the tensor of `shape` that lies in the 1-D float32 array `floats` (an input's
+    I/O words) from element `offset` on, `strides` the element steps of bhwc(shape)'s w, h, c
+    and b (Plan.io_loads; serialization.validate checks that it lies inside the input)."""
+    s4 = bhwc(shape)
+    dims = (s4.b, s4.h, s4.w, s4.c)
+    w, h, c, b = strides
+    view = np.lib.stride_tricks.as_strided(floats[offset:], dims, tuple(4 * s for s in (b, h, w, c)), writeable=False)
+    return np.array(view, np.float32).reshape(shape)
 
 
 def input_reader(storage):

@@ -12,7 +12,7 @@ from ..compiler import IoSlot
 from ..complex_view import view_shape
 from ..variables import VariableSlot
 from ..workgroups import group_counts
-from ..phwc4 import MAX_RANK
+from ..phwc4 import MAX_RANK, bhwc
 from ..runtime import ARENA_BINDING, CONSTS_BINDING, FLOAT_BINDING, IO_BINDING
 from ..storage import FLOAT_BASE
 from .. import shader
@@ -185,6 +185,26 @@ def check_plan(plan, graph, limits):
             if slot.shape != shape or slot.nbytes != math.prod(shape) * 4 \
                     or not is_count(slot.offset) or slot.offset + slot.nbytes > plan.io_bytes:
                 fail(f"I/O slot {slot!r} does not fit tensor {tensor.index} {list(tensor.shape)}")
+    check_io_loads(plan, graph, fail)
+
+
+def check_io_loads(plan, graph, fail):
+    """Each tensor Plan.io_loads names lies, at its offset and element steps, inside one input's
+    I/O slot (a capture copies it from there: runtime.strided_value), and has the graph's shape."""
+    if not isinstance(plan.io_loads, dict):
+        fail("io_loads")
+    for index, entry in plan.io_loads.items():
+        if not (is_index(index, len(graph.tensors)) and isinstance(entry, tuple) and len(entry) == 3):
+            fail(f"io_loads {index!r}")
+        offset, strides, shape = entry
+        if not (is_count(offset) and isinstance(strides, tuple) and len(strides) == 4
+                and all(is_count(k) for k in strides) and shape == tuple(graph.tensors[index].shape)
+                and len(shape) <= MAX_RANK):
+            fail(f"io_loads {index!r}: {entry!r}")
+        s4 = bhwc(shape)
+        last = offset + sum((n - 1) * k for n, k in zip((s4.w, s4.h, s4.c, s4.b), strides))
+        if not any(s.offset // 4 <= offset and last < (s.offset + s.nbytes) // 4 for s in plan.inputs):
+            fail(f"io_loads {index!r} outside the inputs' I/O slots")
 
 
 def check_variable_slots(plan, fail):
