@@ -96,8 +96,11 @@ vec4 ep_unary(int op, vec4 x, vec4 a) {
   if (op == EP_OP_SWISH) return x * (1.0 / (1.0 + exp(-x)));
   // exp of the clamped value, so the unused branch of the select cannot overflow.
   if (op == EP_OP_ELU) return mix(tfl_expm1(min(x, vec4(0.0))), x, greaterThan(x, vec4(0.0)));
-  // 0.7978845608 = sqrt(2 / pi).
-  if (op == EP_OP_GELU) return 0.5 * x * (1.0 + tfl_tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+  // TFLite's 0.5 x (1 + tanh(z)), z = sqrt(2 / pi) (x + 0.044715 x^3), as x / (1 + exp(-2z)):
+  // for x < -1, 1 + tanh(z) cancels (in half math to a half ulp of 1, 1.7e-2 of an output:
+  // gles-fuzz-graphs seed 122 case 299); exp(-2z) overflows to +inf for very negative x, and
+  // x / inf is the -0 the limit is.
+  if (op == EP_OP_GELU) return x / (1.0 + exp(-1.5957691216 * (x + 0.044715 * x * x * x)));
   // TFLite's rounding (a fake-quant step's round(x / scale)): halves away from zero.
   if (op == EP_OP_ROUND_HALF_AWAY) return sign(x) * floor(abs(x) + 0.5);
   if (op == EP_OP_GELU_EXACT) return 0.5 * x * erfc4(-0.7071067812 * x);  // 0.5 x (1 + erf(x / sqrt 2))
