@@ -117,6 +117,16 @@ def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, extra=0.0
     return reference, gpu
 
 
+def invoked_keeping_every_tensor(model, delegate, x):
+    """An Interpreter of `model` (one input) on `delegate` that keeps every tensor
+    (experimental_preserve_all_tensors), invoked once on `x`."""
+    interp = Interpreter(model_content=model, experimental_delegates=[delegate], experimental_preserve_all_tensors=True)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x)
+    interp.invoke()
+    return interp
+
+
 def fails_then_runs(model, bad, good, match):
     """Run `model` (one node, which must go to the GPU) with the GPU delegate: each list of input
     values in `bad` fails the invoke with a ModelError matching `match` (what a shader flags in

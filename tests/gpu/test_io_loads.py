@@ -11,7 +11,7 @@ from gles_delegate.tflite import read_model
 from gles_delegate.gpu import io_loads, runtime
 from gles_delegate.gpu.serialization import validate
 from gles_delegate.gpu.serialization.entry import EntryError
-from tests.gpu.gpulib import PRECISIONS
+from tests.gpu.gpulib import PRECISIONS, invoked_keeping_every_tensor
 from tests.gpu.test_io_paths import IO_PATHS, check_io_path, use_io_path
 from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 from tests.oplib import VALID, run_ours
@@ -146,12 +146,8 @@ def test_preserve_all_tensors_and_debug_nonfinite_see_the_loaded_tensor():
     x[0, 3, 5, 9] = np.inf
     for options in ({}, {"debug_nonfinite": True}):
         with GpuDelegate(**options) as delegate:
-            interp = Interpreter(model_content=model, experimental_delegates=[delegate],
-                                 experimental_preserve_all_tensors=True)
-            interp.allocate_tensors()
+            interp = invoked_keeping_every_tensor(model, delegate, x)
             assert delegate.partitions[0].plan.io_loads
-            interp.set_tensor(interp.get_input_details()[0]["index"], x)
-            interp.invoke()
             np.testing.assert_array_equal(interp.get_tensor(transposed), np.transpose(x, (0, 2, 3, 1)))
             if options:
                 assert delegate.summary()["first_nonfinite"]["index"] == interp.get_input_details()[0]["index"]

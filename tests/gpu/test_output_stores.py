@@ -8,7 +8,7 @@ import pytest
 
 from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.gpu import compiler, transforms
-from tests.gpu.gpulib import PRECISIONS
+from tests.gpu.gpulib import PRECISIONS, invoked_keeping_every_tensor
 from tests.oplib import run_ours
 from tests.gpu.transforms.rulelib import Chain, check_gpu, random
 
@@ -74,12 +74,8 @@ def test_preserve_all_tensors_and_debug_nonfinite_see_the_stored_output(caplog):
     x = random(SHAPE, 5)
     x[0, 2, 3, 6] = 100.0
     with GpuDelegate(debug_nonfinite=True) as delegate:
-        interp = Interpreter(model_content=model, experimental_delegates=[delegate],
-                             experimental_preserve_all_tensors=True)
-        interp.allocate_tensors()
+        interp = invoked_keeping_every_tensor(model, delegate, x)
         assert delegate.partitions[0].plan.io_stores
-        interp.set_tensor(interp.get_input_details()[0]["index"], x)
-        interp.invoke()
         out = interp.get_tensor(interp.get_output_details()[0]["index"])
         first = delegate.summary()["first_nonfinite"]
     assert np.isinf(out[0, 2, 3, 6]) and np.isfinite(np.delete(out.ravel(), np.ravel_multi_index((0, 2, 3, 6), SHAPE))).all()
