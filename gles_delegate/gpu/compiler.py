@@ -177,7 +177,8 @@ def build_dispatches(nodes, inputs, outputs, env):
     if PERMUTE_ON_INPUT:
         dispatches = permute_on_input(dispatches, inputs, io_in, env)
     io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
-    dispatches, env.io_loads = io_loads.load_inputs_from_io(dispatches, len(inputs), io_bytes, _shared(env), env.lanes)
+    dispatches, env.io_loads = io_loads.load_inputs_from_io(dispatches, len(inputs), io_bytes, outputs, _shared(env),
+                                                               env.lanes)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
     converts = [_convert(tensor, slot, "convert_out", env) for tensor, slot in zip(outputs, io_out)
                 if id(tensor) not in stored]

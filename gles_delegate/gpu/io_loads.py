@@ -19,24 +19,26 @@ MIN_IO_BYTES = 64 * 1024
 READERS = frozenset({"conv2d", "depthwise_conv2d", "elementwise", "pool"})
 
 
-def load_inputs_from_io(dispatches, converts, io_bytes, shared, lanes):
+def load_inputs_from_io(dispatches, converts, io_bytes, outputs, shared, lanes):
     """`dispatches` without the convert_in dispatches (of `converts`, dispatches' first ones)
     whose tensor one dispatch of READERS alone reads, that dispatch loading it from the I/O
     buffer instead; and {tensor index: (I/O element offset, element steps of (w, h, c, b), shape)}
     of the tensors so read (Plan.io_loads: a capture takes them from the inputs, runtime.strided_value).
-    shared: ids of tensors whose storage another tensor shares (an alias or view reads it under
-    another name); lanes: KernelEnv.lanes. At most one such input per reader."""
+    outputs: the partition's outputs, whose convert_out, made after this, would read the storage
+    (a permuted input the CPU reads too); shared: ids of tensors whose storage another tensor
+    shares (an alias or view reads it under another name); lanes: KernelEnv.lanes. At most one
+    such input per reader."""
     if not ENABLED or io_bytes <= MIN_IO_BYTES:
         return dispatches, {}
     readers = {}
     for d in dispatches[converts:]:
         for key in {id(t) for t in d.reads}:
             readers.setdefault(key, []).append(d)
-    dropped, loads = set(), {}
+    dropped, loads, kept = set(), {}, shared | {id(t) for t in outputs}
     for convert in dispatches[:converts]:
         tensor = convert.writes[0]
         mine = readers.get(id(tensor), ())
-        if len(mine) != 1 or id(tensor) in shared or id(tensor) in lanes or tensor.dtype != np.float32:
+        if len(mine) != 1 or id(tensor) in kept or id(tensor) in lanes or tensor.dtype != np.float32:
             continue
         reader = mine[0]
         if reader.template not in READERS or reader.node is None or "IN_IO" in reader.defines:

@@ -91,12 +91,13 @@ def test_every_io_path_gives_the_loads_the_input(path, monkeypatch):
         np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), converted[0])
 
 
-def nchw_model(shape=(1, 7, 40, 64)):
+def nchw_model(shape=(1, 7, 40, 64), also_output=False):
     """A PyTorch model's image: TRANSPOSE to NHWC (converted straight into its output by
-    compiler.permute_on_input), then a convolution."""
+    compiler.permute_on_input), then a convolution; also_output: the TRANSPOSE's output a graph
+    output too."""
     c = Chain(shape)
     nhwc = c.op("TRANSPOSE", c.x, c.const([0, 2, 3, 1], np.int32), shape=(1, shape[2], shape[3], shape[1]))
-    return c.build(c.conv(nhwc, 6, seed=3)), nhwc
+    return c.build(c.conv(nhwc, 6, seed=3), *([nhwc] if also_output else [])), nhwc
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -116,13 +117,17 @@ def two_readers():
     return c.build(c.conv(c.x, 4), c.op("ABS", c.x))
 
 
-@pytest.mark.parametrize("case", ["two readers", "direct I/O", "a reshape's alias", "off"])
+@pytest.mark.parametrize("case", ["two readers", "direct I/O", "a reshape's alias", "an output", "off"])
 def test_the_convert_stays(case, monkeypatch):
     """An input read by two dispatches, or small enough that the kernels read the mapped host
     buffer itself (each element once by convert_in, not once per tap over PCIe), or read under
-    another name too, or the pass off: convert_in stays, the outputs match the reference."""
+    another name too, or a partition output as well (the permutation of an NCHW input, which a
+    convert_out reads from its storage: 4.0 off before the check), or the pass off: convert_in
+    stays, the outputs match the reference."""
     model = reader_model("conv")
-    if case == "two readers":
+    if case == "an output":
+        model, _ = nchw_model(SHAPE[:1] + SHAPE[3:] + SHAPE[1:3], also_output=True)
+    elif case == "two readers":
         model = two_readers()
     elif case == "direct I/O":
         monkeypatch.setattr(io_loads, "MIN_IO_BYTES", 1 << 20)
@@ -133,7 +138,8 @@ def test_the_convert_stays(case, monkeypatch):
                                              shape=(2560, 3), keep_num_dims=False))
     elif case == "off":
         monkeypatch.setattr(io_loads, "ENABLED", False)
-    values = [random((1, 40, 64, 8) if case == "a reshape's alias" else SHAPE, 3)]
+    shape = {"a reshape's alias": (1, 40, 64, 8), "an output": (1, 7, 40, 64)}.get(case, SHAPE)
+    values = [random(shape, 3)]
     check_gpu(model, values)
     _, plan = run(model, values, enabled=io_loads.ENABLED)
     assert plan.templates[0] == "convert_in" and plan.io_loads == {}
