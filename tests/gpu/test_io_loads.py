@@ -22,8 +22,11 @@ SHAPE = (1, 40, 64, 7)
 
 
 def reader_model(kind, shape=SHAPE):
-    """x -> one node of `kind` reading it -> ABS (the output)."""
+    """x -> one node of `kind` reading it -> ABS (the output); "conv output": the convolution
+    stores the output itself (OUT_IO beside IN_IO, one I/O buffer)."""
     c = Chain(shape)
+    if kind == "conv output":
+        return c.build(c.conv(c.x, 5))
     if kind == "conv":
         y = c.conv(c.x, 5, stride=2)
     elif kind == "depthwise":
@@ -62,7 +65,7 @@ def assert_same_as_converted(model, values, precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS + ("auto",))
-@pytest.mark.parametrize("kind", ["conv", "depthwise", "elementwise", "pool"])
+@pytest.mark.parametrize("kind", ["conv", "conv output", "depthwise", "elementwise", "pool"])
 def test_the_reader_loads_the_input_as_convert_in_stored_it(kind, precision):
     """In half storage convert_in rounds the input to halves: the load must round as it did (the
     random inputs are no halves, so a load without the rounding changes the outputs)."""
