@@ -24,7 +24,8 @@ by at most (first order: products of two errors are dropped)
   x >= 0, else |alpha| E_x + |x| E_alpha; SOFTMAX: beta y (E + sum(y E)) along its axis; LOG_SOFTMAX:
   E + sum(softmax E); POW: its largest move over the corners of the operands' error box;
   L2_NORMALIZATION: (E + |y| sum(|y| E)) / ||x|| along its axis (inf where 0 < ||E|| >= ||x||);
-  an input with no bound (NaN) leaves the node's outputs without one;
+  an input with no bound (NaN) leaves the node's outputs without one, and an unbounded one (inf)
+  makes a rule's inf x 0 or inf - inf inf, not NaN;
 - a resource variable: READ_VARIABLE gives the bound of the value last assigned to it
   (ASSIGN_VARIABLE), carried from invoke to invoke (reset_all_variables leaves resource
   variables as they are); one never assigned holds its initial value, stored once: rounding(v);
@@ -182,7 +183,8 @@ def _special_bound(node, xs, es):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(es[1] >= np.abs(b), np.inf, (es[0] + np.abs(a / b) * es[1]) / np.abs(b))
     if node.op == "SQUARED_DIFFERENCE":
-        return 2 * np.abs(xs[0] - xs[1]) * (es[0] + es[1])
+        with np.errstate(invalid="ignore"):  # 0 x inf: node_bounds makes it inf
+            return 2 * np.abs(xs[0] - xs[1]) * (es[0] + es[1])
     if node.op == "PRELU":
         x, alpha = xs
         return np.where(x >= 0, es[0], np.abs(alpha) * es[0] + np.abs(x) * es[1])
@@ -439,7 +441,7 @@ def node_bounds(node, xs, es, half_math=False, stored=True):
     elif node.op in UNARY:
         bounds = [_unary_bound(node, xs[0].astype(np.float64), es[0])]
         if node.op in EXACT_UNARY:
-            return bounds
+            return _unbounded_where_undefined(bounds, es)
     else:
         special = _special_bound(node, [None if x is None else np.asarray(x, np.float64) for x in xs], es)
         if special is None:
@@ -447,7 +449,19 @@ def node_bounds(node, xs, es, half_math=False, stored=True):
         bounds = [special]
     values = _run(node, xs)
     rounds = (2 if half_math and node.op not in HIGHP else 1) * stored  # its arithmetic, then its storage
-    return [b + rounds * rounding(v) for b, v in zip(bounds, values)]
+    return _unbounded_where_undefined([b + rounds * rounding(v) for b, v in zip(bounds, values)], es)
+
+
+def _unbounded_where_undefined(bounds, es):
+    """bounds with inf where a rule's arithmetic met an unbounded input error (inf: any value) and
+    gave NaN (inf x 0, inf - inf): NaN says "no rule", which the fuzzer reads as no widening
+    (gles-fuzz-graphs --seed 122 --precision fp16 case 731: the SQUARED_DIFFERENCE of an
+    L2_NORMALIZATION and its mean, 2 |a - b| (inf + inf) with a = b, where the normalized row is
+    0 in LiteRT and may be a unit vector in half storage; its output was judged against the
+    float bound)."""
+    if not any(e is not None and np.isinf(e).any() for e in es):
+        return bounds
+    return [np.where(np.isnan(b), np.inf, b) for b in bounds]
 
 
 def _variable_key(node):

@@ -193,6 +193,26 @@ def test_an_input_without_a_bound_leaves_the_output_without_one():
     assert np.isnan(bound).all()
 
 
+def test_an_unbounded_input_makes_a_product_with_zero_unbounded():
+    """SQUARED_DIFFERENCE of equal values whose errors are unbounded (an L2_NORMALIZATION of a row
+    that is 0 in LiteRT, which half storage may make a unit vector: seed 122 case 731 at fp16):
+    2 |a - b| (inf + inf) is 0 x inf, NaN, which read as "no rule" held the output to the float
+    bound (0.86 x max|LiteRT| off, a finding); it is inf. The finite element keeps its bound."""
+    f32 = np.dtype(np.float32)
+    a, b = Tensor(0, "a", (2,), f32), Tensor(1, "b", (2,), f32)
+    node = Node(0, "SQUARED_DIFFERENCE", [a, b], [Tensor(2, "y", (2,), f32)])
+    bound, = hb.node_bounds(node, [np.float32([0.0, 0.5]), np.float32([0.0, 0.25])],
+                            [np.array([np.inf, 1e-3]), np.array([np.inf, 1e-3])])
+    assert bound[0] == np.inf and bound[1] == pytest.approx(2 * 0.25 * 2e-3 + hb.rounding(np.float64(0.0625)), rel=1e-6)
+
+
+def test_an_l2_normalization_of_a_zero_row_through_its_mean_is_not_judged(tmp_path):
+    """The replay of seed 122 case 731 (all eight families, fp16): no finding."""
+    summary = fg.fuzz(122, paths="ac", only_case=731, minimize_findings=False, out_dir=tmp_path,
+                      log=lambda line: None, precision="fp16")
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
 def test_the_rfft2d_bound_covers_half_storage_emulated():
     """RFFT2D of [3, 8, 16] values with its input, the rows' transform and the output stored in
     half (the GPU's two passes): within the bound, which stays under 2 % of the largest bin."""
