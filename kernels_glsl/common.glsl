@@ -148,15 +148,33 @@ layout(std430, binding = 2) buffer Io { highp float io[]; };
 layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 #endif
 
+// v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
+// rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
+// mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does: an H100 gave
+// IN_IO's loads unrounded). In highp throughout: on a mediump value held in fp16 (NVIDIA's
+// mediump), the sign bit taken below turned +inf into -inf (seen on an H200: RELU(+inf) gave 0,
+// GREATER(inf, 1) false).
+highp vec4 half_rounded(highp vec4 v) {
+  highp uvec4 bits = floatBitsToUint(v);
+  highp uvec4 magnitude = bits & 0x7fffffffu;
+  // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped
+  // (plus the lowest kept bit, for ties to even) and clear them.
+  highp vec4 r = uintBitsToFloat((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) & 0xffffe000u);
+  highp vec4 size = abs(v);
+  r = mix(r, roundEven(size * 16777216.0) * (1.0 / 16777216.0), lessThan(size, vec4(6.103515625e-05)));
+  r = mix(r, vec4(uintBitsToFloat(0x7f800000u)), greaterThanEqual(size, vec4(65520.0)));
+  r = uintBitsToFloat(floatBitsToUint(r) | (bits & 0x80000000u));
+  return mix(r, v, isnan(v));
+}
+
 #ifdef IN_IO
 #undef load
 // v as the tensor's storage at index i holds it: what load(i) returns after store(i, v).
 vec4 as_stored(int i, vec4 v) {
-  vec4 half_v = vec4(unpackHalf2x16(packHalf2x16(v.xy)), unpackHalf2x16(packHalf2x16(v.zw)));
 #if defined(STORAGE_MIXED)
-  return i >= FLOAT_BASE ? v : half_v;
+  return i >= FLOAT_BASE ? v : half_rounded(v);
 #elif STORAGE_HALF && !defined(FLOAT_BUFFER)
-  return half_v;
+  return half_rounded(v);
 #else
   return v;
 #endif

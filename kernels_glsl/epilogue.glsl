@@ -164,23 +164,7 @@ vec4 ep_operand(int src, bool scalar_c, bool zero_c, int offset, ivec4 size, int
 #if STORAGE_HALF && !defined(STORAGE_MIXED)
 // (A mixed-storage kernel of precision 'auto' reads some operands from float storage, which a
 // round to half would undo: it keeps every value as computed.)
-// v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
-// rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
-// mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does). In highp
-// throughout: on a mediump value held in fp16 (NVIDIA's mediump), the sign bit taken below
-// turned +inf into -inf (seen on an H200: RELU(+inf) gave 0, GREATER(inf, 1) false).
-highp vec4 ep_stored(highp vec4 v) {
-  highp uvec4 bits = floatBitsToUint(v);
-  highp uvec4 magnitude = bits & 0x7fffffffu;
-  // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped
-  // (plus the lowest kept bit, for ties to even) and clear them.
-  highp vec4 r = uintBitsToFloat((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) & 0xffffe000u);
-  highp vec4 size = abs(v);
-  r = mix(r, roundEven(size * 16777216.0) * (1.0 / 16777216.0), lessThan(size, vec4(6.103515625e-05)));
-  r = mix(r, vec4(uintBitsToFloat(0x7f800000u)), greaterThanEqual(size, vec4(65520.0)));
-  r = uintBitsToFloat(floatBitsToUint(r) | (bits & 0x80000000u));
-  return mix(r, v, isnan(v));
-}
+highp vec4 ep_stored(highp vec4 v) { return half_rounded(v); }
 #else
 vec4 ep_stored(vec4 v) { return v; }
 #endif
