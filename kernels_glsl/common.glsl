@@ -148,6 +148,13 @@ layout(std430, binding = 2) buffer Io { highp float io[]; };
 layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 #endif
 
+// (x, y, slice, batch) of element e of a PHWC4 tensor whose size is (w, h, slices, b): the
+// position the I/O buffer's BHWC index is computed from (IN_IO, OUT_IO).
+ivec4 phwc4_position(ivec4 size, int e) {
+  int plane = size.x * size.y;
+  return ivec4(e % size.x, (e % plane) / size.x, (e / plane) % size.z, e / (plane * size.z));
+}
+
 // v rounded to the nearest half (ties to even, overflow to inf), as a store to half storage
 // rounds it. In integer arithmetic: a compiler may drop unpackHalf2x16(packHalf2x16(v)) as a
 // mere change of precision, which GLSL ES lets it compute higher (NVIDIA's does: an H100 gave
@@ -187,13 +194,11 @@ vec4 as_stored(int i, vec4 v) {
 vec4 load(int i) {
   int e = i - in_io_tensor;
   if (e < 0 || e >= in_io_size.x * in_io_size.y * in_io_size.z * in_io_size.w) return load_stored(i);
-  int plane = in_io_size.x * in_io_size.y;
-  int x = e % in_io_size.x, y = (e % plane) / in_io_size.x, s = (e / plane) % in_io_size.z;
-  int b = e / (plane * in_io_size.z);
-  int first = in_io_offset + b * in_io_strides.w + y * in_io_strides.y + x * in_io_strides.x + 4 * s * in_io_strides.z;
+  ivec4 p = phwc4_position(in_io_size, e);  // (x, y, s, b)
+  int first = in_io_offset + p.w * in_io_strides.w + p.y * in_io_strides.y + p.x * in_io_strides.x + 4 * p.z * in_io_strides.z;
   vec4 v = vec4(0.0);
   for (int k = 0; k < 4; k++) {
-    if (4 * s + k < in_io_channels) v[k] = io[first + k * in_io_strides.z];
+    if (4 * p.z + k < in_io_channels) v[k] = io[first + k * in_io_strides.z];
   }
   return as_stored(i, v);
 }
@@ -212,12 +217,10 @@ void store(int i, vec4 v) {
   bool outside = e < 0 || e >= out_io_size.x * out_io_size.y * out_io_size.z * out_io_size.w;
   if (outside || OUT_IO == 2) store_storage(i, v);
   if (outside) return;
-  int plane = out_io_size.x * out_io_size.y;
-  int x = e % out_io_size.x, y = (e % plane) / out_io_size.x, s = (e / plane) % out_io_size.z;
-  int b = e / (plane * out_io_size.z);
-  int first = out_io_offset + ((b * out_io_size.y + y) * out_io_size.x + x) * out_io_channels + 4 * s;
+  ivec4 p = phwc4_position(out_io_size, e);  // (x, y, s, b)
+  int first = out_io_offset + ((p.w * out_io_size.y + p.y) * out_io_size.x + p.x) * out_io_channels + 4 * p.z;
   for (int k = 0; k < 4; k++) {
-    if (4 * s + k < out_io_channels) io[first + k] = v[k];
+    if (4 * p.z + k < out_io_channels) io[first + k] = v[k];
   }
 }
 #endif
