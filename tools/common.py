@@ -5,8 +5,10 @@ progress bar.
 The package itself never imports ai-edge-litert; tools do, lazily, through `litert()`.
 """
 import argparse
+import ast
 import collections
 import contextlib
+import importlib
 import math
 import os
 import re
@@ -32,6 +34,46 @@ def package_version():
 
 
 # -- command lines --------------------------------------------------------------------------
+def tuning_setting(text):
+    """argparse type of --set: 'gpu.runtime.FLUSH_FIRST=0' (a module below gles_delegate, one of
+    its constants, a value) -> (text, module, attribute, value), the value converted to the
+    constant's type when that is a number."""
+    target, equals, value = text.partition("=")
+    module_name, _, attribute = target.rpartition(".")
+    if not equals or not module_name:
+        raise argparse.ArgumentTypeError(f"expected MODULE.NAME=VALUE (a module below gles_delegate), got {text!r}")
+    try:
+        module = importlib.import_module(f"gles_delegate.{module_name}")
+    except ModuleNotFoundError:
+        raise argparse.ArgumentTypeError(f"no module gles_delegate.{module_name}") from None
+    if not hasattr(module, attribute):
+        raise argparse.ArgumentTypeError(f"gles_delegate.{module_name} has no {attribute}")
+    old = getattr(module, attribute)
+    if isinstance(old, (int, float)):
+        try:
+            value = type(old)(float(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a number, "
+                                             f"not {value!r}") from None
+    elif isinstance(old, tuple):  # a workgroup shape: '(32, 16)'
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            value = None
+        if not isinstance(value, tuple) or len(value) != len(old):
+            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a tuple of "
+                                             f"{len(old)}, not {text.partition('=')[2]!r}") from None
+    return text, module, attribute, value
+
+
+def apply_setting(setting):
+    """Set the constant of a parsed --set (tuning_setting); returns a function restoring it."""
+    _, module, attribute, value = setting
+    old = getattr(module, attribute)
+    setattr(module, attribute, value)
+    return lambda: setattr(module, attribute, old)
+
+
 class ToolError(Exception):
     """A failure a tool states in one line, without a traceback (a missing optional package)."""
 

@@ -5,7 +5,7 @@ rewrite rules and kernels and of the reference kernels.
     gles-fuzz-graphs [--cases N] [--minutes M] [--seed S] [--case K] [--paths abcde]
                      [--families float,int32,quant,state,signal,resize,edge,cells]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
-                     [--no-minimize] [--out DIR] [--json FILE]
+                     [--no-minimize] [--out DIR] [--json FILE] [--set MODULE.NAME=VALUE ...]
 
 Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
 of their own so that a float case is the model it was before the other families): 'float' below,
@@ -108,6 +108,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -2182,15 +2183,34 @@ def _first_bad_tensor(spec, index, ours, theirs, precision, half=None):
 
 # -- the run -------------------------------------------------------------------------------------
 def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25, precision="fp32",
-         out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES)):
-    """Run the cases; returns the summary dict (what --json writes)."""
-    with _quiet():
-        return _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings,
-                     only_case, log, families)
+         out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES), settings=()):
+    """Run the cases; returns the summary dict (what --json writes). `settings`: parsed --set
+    values (common.tuning_setting), in force for the whole run (minimising included) and
+    restored after it."""
+    with _quiet(), contextlib.ExitStack() as restore:
+        for setting in settings:
+            restore.callback(common.apply_setting(setting))
+        options = reproduce_options(precision, families, min_nodes, max_nodes, settings)
+        summary = _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings,
+                        only_case, log, families, options)
+        return {**summary, "settings": [setting[0] for setting in settings]}
+
+
+def reproduce_options(precision, families, min_nodes, max_nodes, settings):
+    """The options a finding's `reproduce` line needs besides --seed, --case and --paths: each
+    one that changes which model a case is (--families, --min-nodes, --max-nodes) or how it
+    runs (--precision, --set), where it is not the default."""
+    options = [] if precision == "fp32" else [f"--precision {precision}"]
+    if tuple(families) != tuple(FAMILIES):
+        options.append(f"--families {','.join(families)}")
+    defaults = build_parser().parse_args([])
+    options += [f"--{name.replace('_', '-')} {value}" for name, value in
+                (("min_nodes", min_nodes), ("max_nodes", max_nodes)) if value != getattr(defaults, name)]
+    return options + [f"--set {shlex.quote(setting[0])}" for setting in settings]
 
 
 def _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings, only_case,
-          log, families):
+          log, families, options):
     if cases is None and minutes is None and only_case is None:
         cases = 100
     start = time.time()
@@ -2230,7 +2250,7 @@ def _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir,
             if is_finding(result):
                 same = minimized_in_case.get(result["kind"]) if path == "d" else None
                 entry = record_finding(spec, seed, case, path, result, precision, out_dir,
-                                       minimize_findings and same is None, log)
+                                       minimize_findings and same is None, log, options)
                 if same is not None:
                     entry["same_as"] = same["file"]
                     log(f"  as {same['file']} (path c): not minimised again")
@@ -2256,12 +2276,12 @@ def _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir,
     }
 
 
-def record_finding(spec, seed, case, path, result, precision, out_dir, minimize_findings, log):
+def record_finding(spec, seed, case, path, result, precision, out_dir, minimize_findings, log, options=()):
     name = f"{result['kind']}-s{seed}-c{case}-{path}"
     entry = {"seed": seed, "case": case, "family": spec.family, "path": path, "path_name": PATH_NAMES[path], **{
         k: v for k, v in result.items() if k != "traceback"},
         "nodes": len(spec.nodes), "ops": spec.ops(), "file": f"{name}.tflite",
-        "reproduce": f"gles-fuzz-graphs --seed {seed} --case {case} --paths a{path}"}
+        "reproduce": " ".join(["gles-fuzz-graphs", f"--seed {seed} --case {case} --paths a{path}", *options])}
     log(f"FINDING {name}: {PATH_NAMES[path]}: {result['message']}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -2288,6 +2308,8 @@ def print_summary(s, out=None):
     print(f"{s['cases']} cases in {s['seconds']} s, seed {s['seed']}, precision {s['precision']} (rtol "
           f"{s['rtol']:g}): {s['compared']} compared ({s['nodes_compared']} nodes), {s['litert_refused']} refused by "
           f"LiteRT, {s['degenerate']} degenerate", file=out)
+    if s.get("settings"):
+        print("settings: " + ", ".join(s["settings"]), file=out)
     print("compared by family: " + ", ".join(f"{k} {v}" for k, v in s["families"].items()), file=out)
     for path, counts in s["results"].items():
         print(f"  path {path} ({PATH_NAMES[path]}): " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=out)
@@ -2353,6 +2375,10 @@ def build_parser():
     parser.add_argument("--out", type=common.output_dir, default=None,
                         help="where findings are written (default: a new temporary directory)")
     parser.add_argument("--json", type=common.output_file, help="write the summary as JSON to this file")
+    parser.add_argument("--set", action="append", type=common.tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
+                        help="run every case with this constant of the package changed (repeatable), to reach "
+                             "what the small models would not: gpu.runtime.DIRECT_IO_MAX_BYTES=-1 and "
+                             "gpu.io_loads.MIN_IO_BYTES=-1 put every partition's I/O in device memory")
     return parser
 
 
@@ -2369,7 +2395,7 @@ def run(args):
     out = args.out or tempfile.mkdtemp(prefix="gles-fuzz-graphs-")
     summary = fuzz(args.seed, cases, args.minutes, args.paths, args.min_nodes, args.max_nodes, args.precision, out,
                    not args.no_minimize, args.case, log=lambda line: print(line, file=sys.stderr, flush=True),
-                   families=args.families)
+                   families=args.families, settings=args.set)
     print_summary(summary)
     if args.json:
         common.write_atomic(args.json, json.dumps(summary, indent=1, default=common.json_default))

@@ -24,8 +24,6 @@ they need a real GPU: llvmpipe's timer does not time compute work, and GPU times
 that reason.
 """
 import argparse
-import ast
-import importlib
 import statistics
 import sys
 import time
@@ -125,46 +123,6 @@ def issue_ms(partition, repeats=20):
     return elapsed
 
 
-def tuning_setting(text):
-    """argparse type of --set: 'gpu.runtime.FLUSH_FIRST=0' (a module below gles_delegate, one of
-    its constants, a value) -> (text, module, attribute, value), the value converted to the
-    constant's type when that is a number."""
-    target, equals, value = text.partition("=")
-    module_name, _, attribute = target.rpartition(".")
-    if not equals or not module_name:
-        raise argparse.ArgumentTypeError(f"expected MODULE.NAME=VALUE (a module below gles_delegate), got {text!r}")
-    try:
-        module = importlib.import_module(f"gles_delegate.{module_name}")
-    except ModuleNotFoundError:
-        raise argparse.ArgumentTypeError(f"no module gles_delegate.{module_name}") from None
-    if not hasattr(module, attribute):
-        raise argparse.ArgumentTypeError(f"gles_delegate.{module_name} has no {attribute}")
-    old = getattr(module, attribute)
-    if isinstance(old, (int, float)):
-        try:
-            value = type(old)(float(value))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a number, "
-                                             f"not {value!r}") from None
-    elif isinstance(old, tuple):  # a workgroup shape: '(32, 16)'
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            value = None
-        if not isinstance(value, tuple) or len(value) != len(old):
-            raise argparse.ArgumentTypeError(f"gles_delegate.{module_name}.{attribute} is a tuple of "
-                                             f"{len(old)}, not {text.partition('=')[2]!r}") from None
-    return text, module, attribute, value
-
-
-def apply_setting(setting):
-    """Set the constant of a parsed --set (tuning_setting); returns a function restoring it."""
-    _, module, attribute, value = setting
-    old = getattr(module, attribute)
-    setattr(module, attribute, value)
-    return lambda: setattr(module, attribute, old)
-
-
 def profile(path, precision, runs, top, tune=False, warmup_secs=common.WARMUP_SECONDS, floor=False):
     delegate = GpuDelegate(precision=precision, tune_workgroups=tune)
     interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
@@ -211,14 +169,14 @@ def paired(path, precision, runs, setting, warmup_secs=common.WARMUP_SECONDS, bl
     one line with each side's median (ms), the median of the blocks' B / A median ratios and
     the number of blocks where B's median was lower."""
     delegate_a, _, run_a = _loaded(path, precision)
-    restore = apply_setting(setting)
+    restore = common.apply_setting(setting)
     try:
         delegate_b, _, run_b = _loaded(path, precision)
     finally:
         restore()
 
     def run_b_set():
-        undo = apply_setting(setting)
+        undo = common.apply_setting(setting)
         try:
             return run_b()
         finally:
@@ -257,7 +215,7 @@ def build_parser():
     parser.add_argument("--floor", action="store_true",
                         help="also time each dispatch loop altered: no barriers, one workgroup per dispatch, "
                              "binds doubled (what a dispatch's fixed cost is made of)")
-    parser.add_argument("--set", action="append", type=tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
+    parser.add_argument("--set", action="append", type=common.tuning_setting, default=[], metavar="MODULE.NAME=VALUE",
                         help="profile again with this tuning constant changed (repeatable: one run per setting; "
                              "a tuple constant takes a tuple: gpu.kernels.reduce.PARALLEL_LANES='(32, 16)'")
     parser.add_argument("--paired", action="store_true",
@@ -280,7 +238,7 @@ def run(args):
         return 0
     for path in args.models:
         for setting in [None] + args.set:  # the defaults first, then each setting alone
-            restore = apply_setting(setting) if setting else None
+            restore = common.apply_setting(setting) if setting else None
             try:
                 text = profile(path, args.precision, args.runs, args.top, args.tune_workgroups, args.warmup_secs,
                                args.floor)

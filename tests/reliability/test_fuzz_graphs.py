@@ -166,7 +166,8 @@ def test_a_wrong_gpu_output_is_a_finding_written_and_minimised(monkeypatch, tmp_
     finding, = summary["findings"]
     assert finding["path"] == "c" and finding["kind"] == "tolerance" and finding["output"] == 0
     assert finding["max_abs"] == pytest.approx(0.5, rel=0.01) and finding["max_abs"] > finding["tolerance"]
-    assert finding["reproduce"] == f"gles-fuzz-graphs --seed {SEEDS[0]} --case 0 --paths ac"
+    assert finding["reproduce"] == f"gles-fuzz-graphs --seed {SEEDS[0]} --case 0 --paths ac --families float " \
+                                   f"--max-nodes 10"
     minimized = finding["minimized"]
     assert 1 <= minimized["nodes"] <= finding["nodes"] and minimized["persists_without_rules"] is True
     line, = (tmp_path / "tolerance-s101-c0-c.json").read_text().splitlines()
@@ -257,6 +258,52 @@ def test_the_command_line_reproduces_one_case(tmp_path, capsys):
     summary = json.loads(summary_file.read_text())
     assert summary["cases"] == 1 and summary["compared"] == 1 and summary["paths"] == "ac"
     assert "1 cases in" in capsys.readouterr().out
+
+
+def test_a_findings_reproduce_line_makes_the_same_case_the_same_way(monkeypatch, tmp_path):
+    """Every option that changes which model a case is (--families, --min-nodes, --max-nodes) or
+    how it runs (--precision, --set) is on the line: without --families a case of seed 101
+    drawn from 'float' alone is another family's model."""
+    import shlex
+    corrupting(monkeypatch, "value")
+    setting = "gpu.runtime.DIRECT_IO_MAX_BYTES=-1"
+    summary = fg.fuzz(SEEDS[0], cases=1, paths="ac", min_nodes=4, max_nodes=9, precision="fp16", out_dir=tmp_path,
+                      log=quiet, families=("float", "int32"), minimize_findings=False,
+                      settings=[fg.common.tuning_setting(setting)])
+    finding, = summary["findings"]
+    assert summary["settings"] == [setting]
+    argv = shlex.split(finding["reproduce"])
+    assert argv[0] == "gles-fuzz-graphs"
+    args = fg.build_parser().parse_args(argv[1:])
+    assert (args.precision, args.paths, [s[0] for s in args.set]) == ("fp16", "ac", [setting])
+    again = fg.generate(args.seed, args.case, args.min_nodes, args.max_nodes, args.families)
+    first = fg.generate(SEEDS[0], 0, 4, 9, ("float", "int32"))
+    assert again.build()[0] == first.build()[0]
+    assert fg.generate(args.seed, args.case).build()[0] != first.build()[0]  # the options matter
+
+
+def test_set_is_in_force_for_every_case_and_restored_after(monkeypatch, tmp_path):
+    """--set DIRECT_IO_MAX_BYTES=-1 (with io_loads') puts the GPU paths' I/O in device memory,
+    which no generated model reaches at the default (64 KiB, MAX_ELEMENTS floats are 12 KiB):
+    every partition the case makes runs so, and the constants are back after the run."""
+    from gles_delegate.gpu import io_loads, runtime
+    defaults = runtime.DIRECT_IO_MAX_BYTES, io_loads.MIN_IO_BYTES
+    made = []
+    original = runtime.MappedIo.__init__
+
+    def spied(self, context, plan):
+        original(self, context, plan)
+        made.append(self.direct)
+    monkeypatch.setattr(runtime.MappedIo, "__init__", spied)
+    summary_file = tmp_path / "summary.json"
+    assert fg.main(["--seed", "5", "--case", "0", "--families", "float", "--paths", "cd", "--out",
+                    str(tmp_path / "found"), "--json", str(summary_file),
+                    "--set", "gpu.runtime.DIRECT_IO_MAX_BYTES=-1", "--set", "gpu.io_loads.MIN_IO_BYTES=-1"]) == 0
+    summary = json.loads(summary_file.read_text())
+    assert summary["compared"] == 1 and summary["settings"] == ["gpu.runtime.DIRECT_IO_MAX_BYTES=-1",
+                                                                 "gpu.io_loads.MIN_IO_BYTES=-1"]
+    assert made and not any(made)
+    assert (runtime.DIRECT_IO_MAX_BYTES, io_loads.MIN_IO_BYTES) == defaults
 
 
 def test_a_crash_of_litert_skips_the_case_and_the_run_goes_on(monkeypatch):

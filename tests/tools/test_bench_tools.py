@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gles_delegate.gpu import workgroup_tuner
-from gles_delegate.tools import bench_compare, profile_model
+from gles_delegate.tools import bench_compare, common, profile_model
 
 
 def test_bench_compare_writes_a_table_and_json(small_model, tmp_path, capsys):
@@ -242,11 +242,11 @@ def test_profile_set_takes_a_tuple_for_a_tuple_constant():
     import argparse
     import pytest
     from gles_delegate.gpu.kernels import reduce
-    _, module, attribute, value = profile_model.tuning_setting("gpu.kernels.reduce.PARALLEL_LANES=(64, 8)")
+    _, module, attribute, value = common.tuning_setting("gpu.kernels.reduce.PARALLEL_LANES=(64, 8)")
     assert (module, attribute, value) == (reduce, "PARALLEL_LANES", (64, 8))
     for bad in ("64", "(64, 8, 1)", "(64,"):
         with pytest.raises(argparse.ArgumentTypeError, match="is a tuple of 2"):
-            profile_model.tuning_setting(f"gpu.kernels.reduce.PARALLEL_LANES={bad}")
+            common.tuning_setting(f"gpu.kernels.reduce.PARALLEL_LANES={bad}")
 
 
 def test_bench_init_runs_from_an_installed_copy(small_model, tmp_path):
