@@ -426,3 +426,24 @@ def test_approximate_gelu_of_negative_values_in_half_math(tmp_path):
     summary = fg.fuzz(122, paths="ac", only_case=299, minimize_findings=False, out_dir=tmp_path, log=quiet,
                       precision="fp16")
     assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
+
+
+def test_an_element_litert_s_kernel_sets_disagree_is_finite_is_not_judged():
+    """LiteRT's XNNPACK EXP saturates where its builtin one overflows: LOG(EXP(213)) is 88.4 on
+    one and inf on the other, and the GPU's (whose compiler may fold the pair) 213. An output
+    where the kernel sets disagree on an element's finiteness has an unbounded spread; equal
+    infinities and NaN against NaN agree, and a finite difference stays what it is."""
+    inf, nan = np.inf, np.nan
+    want = [np.array([1.0, 88.4], np.float32), np.array([inf, nan, 2.0], np.float32)]
+    other = [np.array([1.0, inf], np.float32), np.array([inf, nan, 2.5], np.float32)]
+    assert fg.spreads(want, other) == [inf, 0.5]
+    assert fg.spreads(want, [want[0], np.array([-inf, nan, 2.0], np.float32)])[1] == inf
+    assert fg.spreads(want, [want[0], np.array([inf, 1.0, 2.0], np.float32)])[1] == inf
+
+
+def test_an_overflow_litert_saturates_on_one_kernel_set_is_no_finding(tmp_path):
+    """Seed 124 case 158 (all eight families, fp32; minimized: ... BATCH_MATMUL, MUL, EXP, PAD,
+    EXP, LOG): the second EXP's input reached 213, LiteRT's XNNPACK gave LOG(EXP(x)) 88.4 and
+    its builtin kernels inf; the GPU's 213 was a finding, 5.4e3 x max|LiteRT| off."""
+    summary = fg.fuzz(124, paths="ac", only_case=158, minimize_findings=False, out_dir=tmp_path, log=quiet)
+    assert summary["compared"] == 1 and summary["findings"] == [], summary["findings"]
