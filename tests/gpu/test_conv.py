@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import conv
-from tests.gpu.gpulib import MOST_BLOCKING, NO_BLOCKING, PRECISIONS, assert_gpu_matches, check_gpu, dispatches, run_gpu
+from tests.gpu.gpulib import (MOST_BLOCKING, NO_BLOCKING, PRECISIONS, as_stored, assert_gpu_matches, check_gpu, dispatches,
+                              run_gpu)
 from tests.oplib import CLAMPS, SAME, VALID, In, conv_options, feeds, run_ours, single_op_model, single_op_node
 
 CASES = [  # kernel (h, w), strides, dilations, padding, in channels, out channels, input (h, w), batch
@@ -179,6 +180,31 @@ def test_split_choice():
     assert dispatch.workgroup[1] == 16 and dispatch.grid[1] == 2 * 16
     # Blocked lanes would not fill the GPU there (8 blocks x 16 lanes): 1 x 1 blocks split instead.
     assert (dispatch.defines["OUT_SLICES"], dispatch.defines["PIXELS"]) == (1, 1)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_split_workgroup_fits_opengl_es_s_minimum_invocations(precision, monkeypatch):
+    """A device of OpenGL ES 3.1's minimum, 128 invocations per workgroup: a 16-lane split
+    keeps its 16 lanes along y and narrows x. It asked (16, 16, 1), the compiler's clamp halved
+    y, and conv2d.glsl refused to compile ("split-K needs a workgroup exactly K_SPLIT high"):
+    the node, and every other such convolution of a model, went to the CPU (mobilenet_v3_small
+    29 of 113 nodes, efficientnet_b0 140 of 244)."""
+    from gles_delegate import GpuDelegate
+    from gles_delegate.gpu.kernels.base import KernelEnv
+    inputs = conv_inputs(np.random.default_rng(3), (1, 1), 512, 16, (7, 7), 1)
+    options = conv_options((1, 1), (1, 1), SAME)
+    node = single_op_node("CONV_2D", inputs, options)
+    wide, = conv.build(node, KernelEnv("fp32", {}))
+    narrow, = conv.build(node, KernelEnv("fp32", {"max_workgroup_invocations": 128}))
+    assert wide.defines["K_SPLIT"] == narrow.defines["K_SPLIT"] == 16 and np.prod(wide.workgroup) == 256
+    assert narrow.workgroup[1] == 16 and np.prod(narrow.workgroup) == 128
+    stored = as_stored(inputs, precision)
+    reference = run_ours(single_op_model("CONV_2D", stored, options), feeds(stored))
+    with GpuDelegate(precision=precision) as delegate:
+        monkeypatch.setitem(delegate.context.limits, "max_workgroup_invocations", 128)
+        gpu = run_ours(single_op_model("CONV_2D", inputs, options), feeds(inputs), experimental_delegates=[delegate])
+        assert delegate.summary()["gpu_nodes"] == 1, delegate.summary()["fallbacks"]
+    assert_gpu_matches(reference[0], gpu[0], precision, "CONV_2D", node, [i.value for i in stored])
 
 
 def test_split_choice_without_blocked_split(monkeypatch):

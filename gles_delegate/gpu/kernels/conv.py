@@ -124,10 +124,16 @@ def conv_blocking(slices, pixels, rows_and_batches, window_of, taps, blocks_spli
     return out_slices, block, split
 
 
-def split_workgroup(split, blocks, layers):
+def split_workgroup(split, blocks, layers, limits):
     """Workgroup (x, split, z) of a split-K kernel whose grid is (blocks, rows x split, layers):
-    the lanes of one output along y, about TARGET_INVOCATIONS in all."""
+    the lanes of one output along y, about TARGET_INVOCATIONS in all, x and z halved until it
+    fits the device's GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS (`limits`). The compiler's clamp
+    would halve y too, which conv2d.glsl refuses: OpenGL ES 3.1 guarantees 128 invocations,
+    and x alone may take 16 (NARROW_X) beside 16 lanes."""
     x, z, _ = choose_workgroup((blocks, layers, 1), {}, target=max(1, TARGET_INVOCATIONS // split))
+    most = int(limits.get("max_workgroup_invocations") or x * split * z)
+    while x * split * z > most and x * z > 1:
+        x, z = (x, z // 2) if z > 1 else (x // 2, z)
     return x, split, z
 
 
@@ -231,7 +237,7 @@ def build(node, env):
               "window": window, "weights_offset": env.constant(packed),
               "bias_offset": env.constant(pack_bias(None if bias is None else bias.data, out4.c)),
               "stride": (sw, sh), "dilation": (dw, dh), "pad": (pad_left, pad_top)}
-    workgroup = split_workgroup(split, blocks, layers) if split > 1 else None
+    workgroup = split_workgroup(split, blocks, layers, env.limits) if split > 1 else None
     gate = node.options.get(INPUT_GATE)
     defines["GATED"] = int(gate is not None)
     if gate is not None:
