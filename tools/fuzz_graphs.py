@@ -6,6 +6,7 @@ rewrite rules and kernels and of the reference kernels.
                      [--families float,int32,quant,state,signal,resize,edge,cells]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE] [--set MODULE.NAME=VALUE ...]
+                     [--minimum-limits]
 
 Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
 of their own so that a float case is the model it was before the other families): 'float' below,
@@ -121,6 +122,7 @@ from pathlib import Path
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
+from gles_delegate.gpu.context import ES31_MINIMUM_LIMITS, limited_to
 from gles_delegate.ops.lstm import INPUT_NAMES as LSTM_INPUTS
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common, fuzz_half_bounds, fuzz_quant_bounds
@@ -2188,24 +2190,29 @@ def _first_bad_tensor(spec, index, ours, theirs, precision, half=None):
 
 # -- the run -------------------------------------------------------------------------------------
 def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25, precision="fp32",
-         out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES), settings=()):
+         out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES), settings=(),
+         minimum_limits=False):
     """Run the cases; returns the summary dict (what --json writes). `settings`: parsed --set
     values (common.tuning_setting), in force for the whole run (minimising included) and
-    restored after it."""
+    restored after it; `minimum_limits`: the GPU paths plan for OpenGL ES 3.1's minimum limits
+    (context.ES31_MINIMUM_LIMITS) meanwhile."""
     with _quiet(), contextlib.ExitStack() as restore:
         for setting in settings:
             restore.callback(common.apply_setting(setting))
-        options = reproduce_options(precision, families, min_nodes, max_nodes, settings)
+        if minimum_limits:
+            restore.enter_context(limited_to(ES31_MINIMUM_LIMITS))
+        options = reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits)
         summary = _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings,
                         only_case, log, families, options)
-        return {**summary, "settings": [setting[0] for setting in settings]}
+        return {**summary, "settings": [setting[0] for setting in settings], "minimum_limits": minimum_limits}
 
 
-def reproduce_options(precision, families, min_nodes, max_nodes, settings):
+def reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits=False):
     """The options a finding's `reproduce` line needs besides --seed, --case and --paths: each
     one that changes which model a case is (--families, --min-nodes, --max-nodes) or how it
-    runs (--precision, --set), where it is not the default."""
+    runs (--precision, --set, --minimum-limits), where it is not the default."""
     options = [] if precision == "fp32" else [f"--precision {precision}"]
+    options += ["--minimum-limits"] if minimum_limits else []
     if tuple(families) != tuple(FAMILIES):
         options.append(f"--families {','.join(families)}")
     defaults = build_parser().parse_args([])
@@ -2313,8 +2320,9 @@ def print_summary(s, out=None):
     print(f"{s['cases']} cases in {s['seconds']} s, seed {s['seed']}, precision {s['precision']} (rtol "
           f"{s['rtol']:g}): {s['compared']} compared ({s['nodes_compared']} nodes), {s['litert_refused']} refused by "
           f"LiteRT, {s['degenerate']} degenerate", file=out)
-    if s.get("settings"):
-        print("settings: " + ", ".join(s["settings"]), file=out)
+    if s.get("settings") or s.get("minimum_limits"):
+        print("settings: " + ", ".join(s.get("settings", []) + ["OpenGL ES 3.1's minimum limits"] * bool(
+            s.get("minimum_limits"))), file=out)
     print("compared by family: " + ", ".join(f"{k} {v}" for k, v in s["families"].items()), file=out)
     for path, counts in s["results"].items():
         print(f"  path {path} ({PATH_NAMES[path]}): " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=out)
@@ -2384,6 +2392,9 @@ def build_parser():
                         help="run every case with this constant of the package changed (repeatable), to reach "
                              "what the small models would not: gpu.runtime.DIRECT_IO_MAX_BYTES=-1 and "
                              "gpu.io_loads.MIN_IO_BYTES=-1 put every partition's I/O in device memory")
+    parser.add_argument("--minimum-limits", action="store_true",
+                        help="plan the GPU paths for OpenGL ES 3.1's minimum limits (128 invocations per workgroup, "
+                             "16 KiB of shared memory), as a small board's GPU would be, not this device's")
     return parser
 
 
@@ -2400,7 +2411,7 @@ def run(args):
     out = args.out or tempfile.mkdtemp(prefix="gles-fuzz-graphs-")
     summary = fuzz(args.seed, cases, args.minutes, args.paths, args.min_nodes, args.max_nodes, args.precision, out,
                    not args.no_minimize, args.case, log=lambda line: print(line, file=sys.stderr, flush=True),
-                   families=args.families, settings=args.set)
+                   families=args.families, settings=args.set, minimum_limits=args.minimum_limits)
     print_summary(summary)
     if args.json:
         common.write_atomic(args.json, json.dumps(summary, indent=1, default=common.json_default))

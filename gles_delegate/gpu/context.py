@@ -38,6 +38,7 @@ buffers left bound, so moderngl, the tools and the tests never find a program of
 The default gl_api comes from the environment variable GLES_DELEGATE_GL_API ('auto', 'gles' or
 'gl'; unset: 'auto'): it lets a whole test suite or application run under one API unchanged.
 """
+import contextlib
 import logging
 import os
 import threading
@@ -81,6 +82,17 @@ _LIMITS_INT64 = {
 _LIMITS_INDEXED = {
     "max_workgroup_size": 0x91BF,            # GL_MAX_COMPUTE_WORK_GROUP_SIZE
     "max_workgroup_count": 0x91BE,           # GL_MAX_COMPUTE_WORK_GROUP_COUNT
+}
+# What OpenGL ES 3.1 guarantees of each limit (its tables of implementation-dependent values:
+# the least maximum, the largest alignment): a plan within these runs on any GLES 3.1 GPU.
+# Boards come near them (128 to 384 invocations, 16 to 32 KiB of shared memory); desktop GPUs
+# and llvmpipe give far more, so tests and gles-fuzz-graphs --minimum-limits set these in
+# `GlContext.limits` to see what such a board would be given.
+ES31_MINIMUM_LIMITS = {
+    "max_workgroup_invocations": 128, "max_workgroup_size": (128, 128, 64),
+    "max_workgroup_count": (65535, 65535, 65535), "max_shared_memory_bytes": 16384,
+    "max_compute_ssbos": 4, "max_ssbo_bytes": 1 << 27, "max_ubo_bytes": 16384,
+    "ubo_offset_alignment": 256, "ssbo_offset_alignment": 256,
 }
 _GLSL_ES_ON_DESKTOP = "GL_ARB_ES3_1_compatibility"  # `#version 310 es` on desktop GL < 4.5
 # A fork() child has a copy of the parent's context but not the driver threads that run its
@@ -534,6 +546,24 @@ def acquire_shared(device_index=None, gl_api=None):
             _shared[key] = entry
         entry[1] += 1
         return entry[0]
+
+
+@contextlib.contextmanager
+def limited_to(limits, device_index=None, gl_api=None):
+    """Context manager: the shared context of (device_index, gl_api), held meanwhile, its
+    `limits` overridden by `limits` (a dict of the keys GlContext.limits has, as
+    ES31_MINIMUM_LIMITS), restored after. Every delegate made on that device meanwhile plans
+    for such a device: whether a model compiles, and runs the same, on a smaller GPU than this.
+    Yields the context."""
+    context = acquire_shared(device_index, gl_api)
+    saved = dict(context.limits)
+    context.limits.update(limits)
+    try:
+        yield context
+    finally:
+        context.limits.clear()
+        context.limits.update(saved)
+        release_shared(context)
 
 
 def hold_shared(context):

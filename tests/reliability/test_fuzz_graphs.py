@@ -306,6 +306,26 @@ def test_set_is_in_force_for_every_case_and_restored_after(monkeypatch, tmp_path
     assert (runtime.DIRECT_IO_MAX_BYTES, io_loads.MIN_IO_BYTES) == defaults
 
 
+def test_minimum_limits_plan_every_gpu_path_for_a_small_device(monkeypatch, tmp_path):
+    """--minimum-limits: each GPU path's delegate sees OpenGL ES 3.1's minimum limits while the
+    run lasts (its findings reproduce with the flag), this device's after."""
+    def invocations():
+        with fg.GpuDelegate() as delegate:
+            return delegate.context.limits["max_workgroup_invocations"]
+    before, seen, original = invocations(), [], fg.run_path
+
+    def run_path(path, *args, **kwargs):
+        if path in "cd":
+            seen.append(invocations())
+        return original(path, *args, **kwargs)
+    monkeypatch.setattr(fg, "run_path", run_path)
+    summary = fg.fuzz(5, cases=1, paths="acd", out_dir=tmp_path, log=quiet, families=("float",),
+                      minimize_findings=False, minimum_limits=True)
+    assert summary["compared"] == 1 and summary["findings"] == [] and summary["minimum_limits"] is True
+    assert seen == [128, 128] and invocations() == before
+    assert fg.reproduce_options("fp32", tuple(fg.FAMILIES), 3, 25, (), True) == ["--minimum-limits"]
+
+
 def test_a_crash_of_litert_skips_the_case_and_the_run_goes_on(monkeypatch):
     """LiteRT's kernels run once in a forked child first: a process-killing LiteRT (2.3 aborted
     on an int8 model of seed 21 case 429) skips the case as refused, naming the signal."""
