@@ -6,7 +6,7 @@ rewrite rules and kernels and of the reference kernels.
                      [--families float,int32,quant,state,signal,resize,edge,cells]
                      [--min-nodes N] [--max-nodes N] [--precision fp32|fp16|fp16_fp32acc]
                      [--no-minimize] [--out DIR] [--json FILE] [--set MODULE.NAME=VALUE ...]
-                     [--minimum-limits]
+                     [--minimum-limits] [--workgroups heuristic|random]
 
 Each case is drawn from one generator family (--families; weights FAMILIES, drawn from a stream
 of their own so that a float case is the model it was before the other families): 'float' below,
@@ -1714,7 +1714,47 @@ def with_half_storage(floor, data, steps, precision):
 
 
 def gpu_options(precision, rewrite_rules=True):
-    return GpuDelegateOptions(precision=precision, max_delegated_partitions=0, rewrite_rules=rewrite_rules)
+    """The GpuDelegateOptions of paths c and d (tuning on while random_workgroups() runs)."""
+    return GpuDelegateOptions(precision=precision, max_delegated_partitions=0, rewrite_rules=rewrite_rules,
+                              tune_workgroups=_tuning_at_random)
+
+
+# -- workgroups a tuner may pick (--workgroups random) --------------------------------------------
+# Shapes no candidate list holds: a kernel leaning on a power-of-two workgroup, or on one that
+# divides its grid, shows on them.
+ODD_WORKGROUPS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 1, 4), (5, 3, 1), (2, 2, 2), (7, 1, 3))
+_tuning_at_random = False  # whether random_workgroups() runs
+
+
+@contextlib.contextmanager
+def random_workgroups(seed):
+    """Meanwhile the GPU paths tune their workgroups, and the tuner, instead of timing, picks one
+    of each dispatch's candidates at random: the heuristic's, workgroups.CANDIDATES whatever the
+    grid, and ODD_WORKGROUPS. A kernel that leaves its workgroup to the compiler must give the
+    same outputs on any of them, as on whichever a GPU's timer finds fastest; one that fixes its
+    own is not varied (nor is it by a real tuner). The picks are seeded by `seed` and the
+    partition's programs, so a case run again (--case, the minimiser) gets the same ones."""
+    global _tuning_at_random
+    import random
+    import zlib
+    from gles_delegate.gpu import compiler, workgroup_tuner, workgroups
+    saved = compiler.candidates, workgroup_tuner.WorkgroupTuner.choose
+    _tuning_at_random = True
+
+    def candidates(grid, limits):
+        shapes = [workgroups.choose_workgroup(grid, limits), *workgroups.CANDIDATES, *ODD_WORKGROUPS]
+        return list(dict.fromkeys(workgroups.clamp_workgroup(wg, limits) for wg in shapes))
+
+    def choose(tuner, plan, variants):
+        programs = "".join(options[0][1] for options in variants).encode()
+        rng = random.Random(seed * 1_000_003 + zlib.crc32(programs))
+        return [rng.randrange(len(options)) for options in variants]
+    compiler.candidates, workgroup_tuner.WorkgroupTuner.choose = candidates, choose
+    try:
+        yield
+    finally:
+        compiler.candidates, workgroup_tuner.WorkgroupTuner.choose = saved
+        _tuning_at_random = False
 
 
 class KernelCompileFailure(RuntimeError):
@@ -1793,7 +1833,7 @@ def spreads(want, *others):
         for k, (a, b) in enumerate(zip(want, other)):
             if a.shape != b.shape:
                 continue
-            a, b = a.astype(np.float64), b.astype(np.float64)
+            a, b = (np.atleast_1d(v).astype(np.float64) for v in (a, b))  # a 0-d output too
             d = np.abs(a - b)
             d[(a == b) | (np.isnan(a) & np.isnan(b))] = 0.0
             out[k] = max(out[k], float(np.nan_to_num(d, nan=math.inf, posinf=math.inf).max()) if d.size else 0.0)
@@ -2191,28 +2231,33 @@ def _first_bad_tensor(spec, index, ours, theirs, precision, half=None):
 # -- the run -------------------------------------------------------------------------------------
 def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25, precision="fp32",
          out_dir=None, minimize_findings=True, only_case=None, log=print, families=tuple(FAMILIES), settings=(),
-         minimum_limits=False):
+         minimum_limits=False, workgroups="heuristic"):
     """Run the cases; returns the summary dict (what --json writes). `settings`: parsed --set
     values (common.tuning_setting), in force for the whole run (minimising included) and
     restored after it; `minimum_limits`: the GPU paths plan for OpenGL ES 3.1's minimum limits
-    (context.ES31_MINIMUM_LIMITS) meanwhile."""
+    (context.ES31_MINIMUM_LIMITS) meanwhile; `workgroups` 'random': random_workgroups(seed)."""
     with _quiet(), contextlib.ExitStack() as restore:
         for setting in settings:
             restore.callback(common.apply_setting(setting))
         if minimum_limits:
             restore.enter_context(limited_to(ES31_MINIMUM_LIMITS))
-        options = reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits)
+        if workgroups == "random":
+            restore.enter_context(random_workgroups(seed))
+        options = reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits, workgroups)
         summary = _fuzz(seed, cases, minutes, paths, min_nodes, max_nodes, precision, out_dir, minimize_findings,
                         only_case, log, families, options)
-        return {**summary, "settings": [setting[0] for setting in settings], "minimum_limits": minimum_limits}
+        return {**summary, "settings": [setting[0] for setting in settings], "minimum_limits": minimum_limits,
+                "workgroups": workgroups}
 
 
-def reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits=False):
+def reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits=False,
+                      workgroups="heuristic"):
     """The options a finding's `reproduce` line needs besides --seed, --case and --paths: each
     one that changes which model a case is (--families, --min-nodes, --max-nodes) or how it
-    runs (--precision, --set, --minimum-limits), where it is not the default."""
+    runs (--precision, --set, --minimum-limits, --workgroups), where it is not the default."""
     options = [] if precision == "fp32" else [f"--precision {precision}"]
     options += ["--minimum-limits"] if minimum_limits else []
+    options += [f"--workgroups {workgroups}"] if workgroups != "heuristic" else []
     if tuple(families) != tuple(FAMILIES):
         options.append(f"--families {','.join(families)}")
     defaults = build_parser().parse_args([])
@@ -2320,9 +2365,10 @@ def print_summary(s, out=None):
     print(f"{s['cases']} cases in {s['seconds']} s, seed {s['seed']}, precision {s['precision']} (rtol "
           f"{s['rtol']:g}): {s['compared']} compared ({s['nodes_compared']} nodes), {s['litert_refused']} refused by "
           f"LiteRT, {s['degenerate']} degenerate", file=out)
-    if s.get("settings") or s.get("minimum_limits"):
-        print("settings: " + ", ".join(s.get("settings", []) + ["OpenGL ES 3.1's minimum limits"] * bool(
-            s.get("minimum_limits"))), file=out)
+    settings = s.get("settings", []) + ["OpenGL ES 3.1's minimum limits"] * bool(s.get("minimum_limits")) + \
+        ["random workgroups"] * (s.get("workgroups") == "random")
+    if settings:
+        print("settings: " + ", ".join(settings), file=out)
     print("compared by family: " + ", ".join(f"{k} {v}" for k, v in s["families"].items()), file=out)
     for path, counts in s["results"].items():
         print(f"  path {path} ({PATH_NAMES[path]}): " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=out)
@@ -2395,6 +2441,10 @@ def build_parser():
     parser.add_argument("--minimum-limits", action="store_true",
                         help="plan the GPU paths for OpenGL ES 3.1's minimum limits (128 invocations per workgroup, "
                              "16 KiB of shared memory), as a small board's GPU would be, not this device's")
+    parser.add_argument("--workgroups", choices=("heuristic", "random"), default="heuristic",
+                        help="random: the GPU paths tune their workgroups and the tuner picks one of each dispatch's "
+                             "candidates at random (seeded by --seed and the partition), odd shapes among them; "
+                             "default the heuristic's")
     return parser
 
 
@@ -2411,7 +2461,8 @@ def run(args):
     out = args.out or tempfile.mkdtemp(prefix="gles-fuzz-graphs-")
     summary = fuzz(args.seed, cases, args.minutes, args.paths, args.min_nodes, args.max_nodes, args.precision, out,
                    not args.no_minimize, args.case, log=lambda line: print(line, file=sys.stderr, flush=True),
-                   families=args.families, settings=args.set, minimum_limits=args.minimum_limits)
+                   families=args.families, settings=args.set, minimum_limits=args.minimum_limits,
+                   workgroups=args.workgroups)
     print_summary(summary)
     if args.json:
         common.write_atomic(args.json, json.dumps(summary, indent=1, default=common.json_default))

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from gles_delegate import GpuDelegate, Interpreter
 from gles_delegate.tools import fuzz_graphs as fg
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -326,6 +327,35 @@ def test_minimum_limits_plan_every_gpu_path_for_a_small_device(monkeypatch, tmp_
     assert fg.reproduce_options("fp32", tuple(fg.FAMILIES), 3, 25, (), True) == ["--minimum-limits"]
 
 
+def test_random_workgroups_vary_the_workgroups_the_same_way_each_time(tmp_path):
+    """--workgroups random: the GPU paths tune, and the tuner picks among the candidates and odd
+    shapes at random, the same picks for the same partition again (a --case run, the
+    minimiser), the heuristic's after; outputs stay LiteRT's (the run has no finding)."""
+    from gles_delegate.gpu import compiler
+    spec = fg.generate(5, 0, families=("float",))
+    data, _ = spec.build()
+    steps = fg.case_inputs(spec, 5, 0, fg._input_details(data))
+
+    def workgroups():
+        with GpuDelegate(fg.gpu_options("fp32")) as delegate:
+            interpreter = Interpreter(model_content=data, experimental_delegates=[delegate])
+            interpreter.allocate_tensors()
+            fg.run_steps(interpreter, steps[:1])
+            return [tuple(p.plan.workgroups) for p in delegate.partitions]
+    heuristic = workgroups()
+    original = compiler.candidates
+    with fg.random_workgroups(7):
+        picked, again = workgroups(), workgroups()
+    with fg.random_workgroups(8):
+        other = workgroups()
+    assert picked == again and picked != heuristic and other != picked
+    assert any(wg in fg.ODD_WORKGROUPS for p in picked for wg in p)
+    assert workgroups() == heuristic and compiler.candidates is original and not fg.gpu_options("fp32").tune_workgroups
+    summary = fg.fuzz(5, cases=2, paths="acd", log=quiet, families=("float",), minimize_findings=False,
+                      workgroups="random", out_dir=tmp_path)
+    assert summary["compared"] == 2 and summary["findings"] == [] and summary["workgroups"] == "random"
+
+
 def test_a_crash_of_litert_skips_the_case_and_the_run_goes_on(monkeypatch):
     """LiteRT's kernels run once in a forked child first: a process-killing LiteRT (2.3 aborted
     on an int8 model of seed 21 case 429) skips the case as refused, naming the signal."""
@@ -459,6 +489,7 @@ def test_an_element_litert_s_kernel_sets_disagree_is_finite_is_not_judged():
     assert fg.spreads(want, other) == [inf, 0.5]
     assert fg.spreads(want, [want[0], np.array([-inf, nan, 2.0], np.float32)])[1] == inf
     assert fg.spreads(want, [want[0], np.array([inf, 1.0, 2.0], np.float32)])[1] == inf
+    assert fg.spreads([np.float32(2.0)], [np.float32(2.5)]) == [0.5]  # a 0-d output
 
 
 def test_an_overflow_litert_saturates_on_one_kernel_set_is_no_finding(tmp_path):
