@@ -2235,12 +2235,12 @@ def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25,
     """Run the cases; returns the summary dict (what --json writes). `settings`: parsed --set
     values (common.tuning_setting), in force for the whole run (minimising included) and
     restored after it; `minimum_limits`: the GPU paths plan for OpenGL ES 3.1's minimum limits
-    (context.ES31_MINIMUM_LIMITS) meanwhile; `workgroups` 'random': random_workgroups(seed)."""
+    (context.ES31_MINIMUM_LIMITS), without its EXT_buffer_storage (I/O by copies), meanwhile; `workgroups` 'random': random_workgroups(seed)."""
     with _quiet(), contextlib.ExitStack() as restore:
         for setting in settings:
             restore.callback(common.apply_setting(setting))
         if minimum_limits:
-            restore.enter_context(limited_to(ES31_MINIMUM_LIMITS))
+            restore.enter_context(limited_to(ES31_MINIMUM_LIMITS, persistent_mapping=False))
         if workgroups == "random":
             restore.enter_context(random_workgroups(seed))
         options = reproduce_options(precision, families, min_nodes, max_nodes, settings, minimum_limits, workgroups)
@@ -2440,7 +2440,8 @@ def build_parser():
                              "gpu.io_loads.MIN_IO_BYTES=-1 put every partition's I/O in device memory")
     parser.add_argument("--minimum-limits", action="store_true",
                         help="plan the GPU paths for OpenGL ES 3.1's minimum limits (128 invocations per workgroup, "
-                             "16 KiB of shared memory), as a small board's GPU would be, not this device's")
+                             "16 KiB of shared memory) and without EXT_buffer_storage (I/O by copies), as a small "
+                             "board's GPU may be, not this device's")
     parser.add_argument("--workgroups", choices=("heuristic", "random"), default="heuristic",
                         help="random: the GPU paths tune their workgroups and the tuner picks one of each dispatch's "
                              "candidates at random (seeded by --seed and the partition), odd shapes among them; "

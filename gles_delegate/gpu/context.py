@@ -549,20 +549,24 @@ def acquire_shared(device_index=None, gl_api=None):
 
 
 @contextlib.contextmanager
-def limited_to(limits, device_index=None, gl_api=None):
+def limited_to(limits, device_index=None, gl_api=None, persistent_mapping=None):
     """Context manager: the shared context of (device_index, gl_api), held meanwhile, its
     `limits` overridden by `limits` (a dict of the keys GlContext.limits has, as
-    ES31_MINIMUM_LIMITS), restored after. Every delegate made on that device meanwhile plans
-    for such a device: whether a model compiles, and runs the same, on a smaller GPU than this.
-    Yields the context."""
+    ES31_MINIMUM_LIMITS) and, unless None, its `persistent_mapping` by that (False: as without
+    EXT_buffer_storage, which OpenGL ES 3.1 lacks: I/O through copies), restored after. Every
+    delegate made on that device meanwhile plans for such a device: whether a model compiles,
+    and runs the same, on a smaller GPU than this. Yields the context."""
     context = acquire_shared(device_index, gl_api)
-    saved = dict(context.limits)
+    saved = dict(context.limits), context.persistent_mapping
     context.limits.update(limits)
+    if persistent_mapping is not None:
+        context.persistent_mapping = persistent_mapping and saved[1]
     try:
         yield context
     finally:
         context.limits.clear()
-        context.limits.update(saved)
+        context.limits.update(saved[0])
+        context.persistent_mapping = saved[1]
         release_shared(context)
 
 

@@ -308,11 +308,12 @@ def test_set_is_in_force_for_every_case_and_restored_after(monkeypatch, tmp_path
 
 
 def test_minimum_limits_plan_every_gpu_path_for_a_small_device(monkeypatch, tmp_path):
-    """--minimum-limits: each GPU path's delegate sees OpenGL ES 3.1's minimum limits while the
-    run lasts (its findings reproduce with the flag), this device's after."""
+    """--minimum-limits: each GPU path's delegate sees OpenGL ES 3.1's minimum limits, and no
+    persistent mapping, while the run lasts (its findings reproduce with the flag), this
+    device's after."""
     def invocations():
         with fg.GpuDelegate() as delegate:
-            return delegate.context.limits["max_workgroup_invocations"]
+            return delegate.context.limits["max_workgroup_invocations"], delegate.context.persistent_mapping
     before, seen, original = invocations(), [], fg.run_path
 
     def run_path(path, *args, **kwargs):
@@ -323,7 +324,7 @@ def test_minimum_limits_plan_every_gpu_path_for_a_small_device(monkeypatch, tmp_
     summary = fg.fuzz(5, cases=1, paths="acd", out_dir=tmp_path, log=quiet, families=("float",),
                       minimize_findings=False, minimum_limits=True)
     assert summary["compared"] == 1 and summary["findings"] == [] and summary["minimum_limits"] is True
-    assert seen == [128, 128] and invocations() == before
+    assert seen == [(128, False)] * 2 and invocations() == before
     assert fg.reproduce_options("fp32", tuple(fg.FAMILIES), 3, 25, (), True) == ["--minimum-limits"]
 
 
