@@ -556,6 +556,7 @@ def limited_to(limits, device_index=None, gl_api=None, persistent_mapping=None):
     EXT_buffer_storage, which OpenGL ES 3.1 lacks: I/O through copies), restored after. Every
     delegate made on that device meanwhile plans for such a device: whether a model compiles,
     and runs the same, on a smaller GPU than this. Yields the context."""
+    _check_limits(limits)
     context = acquire_shared(device_index, gl_api)
     saved = dict(context.limits), context.persistent_mapping
     context.limits.update(limits)
@@ -568,6 +569,23 @@ def limited_to(limits, device_index=None, gl_api=None, persistent_mapping=None):
         context.limits.update(saved[0])
         context.persistent_mapping = saved[1]
         release_shared(context)
+
+
+def _check_limits(limits):
+    """ValueError / TypeError naming the entry of `limits` that is no limit GlContext reads, or
+    not a positive int (a 3-tuple of them for a per-axis limit): a misspelt name would change
+    nothing."""
+    if not isinstance(limits, dict):
+        raise TypeError(f"limits must be a dict of limit names to values, not {type(limits).__name__}")
+    known = {*_LIMITS_INT, *_LIMITS_INT64, *_LIMITS_INDEXED}
+    for name, value in limits.items():
+        if name not in known:
+            raise ValueError(f"limits: {name!r} is not a limit of the context; known: {sorted(known)}")
+        values = value if name in _LIMITS_INDEXED else (value,)
+        if not (isinstance(values, tuple) and len(values) == (3 if name in _LIMITS_INDEXED else 1)
+                and all(type(v) is int and v > 0 for v in values)):
+            raise ValueError(f"limits[{name!r}] must be " + ("a tuple of 3 positive ints" if name in _LIMITS_INDEXED
+                                                            else "a positive int") + f", not {value!r}")
 
 
 def hold_shared(context):

@@ -37,6 +37,17 @@ def test_the_limits_hold_while_limited_and_are_restored():
         release_shared(context)
 
 
+@pytest.mark.parametrize("limits, error", [({"max_workgroup_invocation": 128}, "not a limit"),
+                                           ({"max_workgroup_invocations": 0}, "a positive int"),
+                                           ({"max_workgroup_size": (128, 128)}, "a tuple of 3"),
+                                           ({"max_shared_memory_bytes": 16384.0}, "a positive int")])
+def test_a_limit_that_would_change_nothing_is_refused(limits, error):
+    with pytest.raises(ValueError, match=error), limited_to(limits):
+        pass
+    with pytest.raises(TypeError, match="a dict"), limited_to([("max_workgroup_invocations", 128)]):
+        pass
+
+
 def outputs_and_summary(path, inputs):
     with GpuDelegate(precision="fp32") as delegate:
         interpreter = Interpreter(model_path=str(path), experimental_delegates=[delegate])
