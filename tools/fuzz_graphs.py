@@ -73,7 +73,8 @@ output whose max |ours - LiteRT| exceeds rtol x max |LiteRT| (rtol: gles-parity'
 1e-4 at fp32), widened, as
 gles-parity does, to twice LiteRT's own spread on that output (its XNNPACK run against its
 builtin reference kernels, or its optimized builtin ones where those lack an op, and against its
-optimized builtin kernels) where that is larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
+optimized builtin kernels; unbounded, so not judged, where they disagree on whether an element is
+finite) where that is larger, and to FLOOR_ULPS (16) float32 ulps of the largest value any tensor the output is
 computed from through float tensors holds in LiteRT's run (an output that cancels to rounding
 noise, x - mean(x) over equal values, cannot be held closer; see floors), plus at fp16 and
 fp16_fp32acc a bound on what half storage moves it (tools/fuzz_half_bounds.py: each input,
@@ -89,9 +90,16 @@ run a node leaves it to the CPU), which is counted and listed. A model
 LiteRT refuses (either kernel set) is skipped and counted, as is one whose LiteRT float outputs
 are not finite or exceed 1e6 in magnitude (degenerate: no tolerance means anything there).
 
+What the small models alone do not reach: --set changes a constant of the package for the run
+(gpu.runtime.DIRECT_IO_MAX_BYTES=-1 and gpu.io_loads.MIN_IO_BYTES=-1 put every partition's I/O in
+device memory, which needs 64 KiB otherwise); --minimum-limits plans the GPU paths for OpenGL ES
+3.1's guaranteed limits, without persistent mapping (gpu/context.limited_to); --workgroups random
+has them tune, each dispatch on a workgroup picked at random (random_workgroups).
+
 Each finding is written to --out (default: a new temporary directory) as
-<kind>-s<seed>-c<case>-<path>.tflite with a one-line .json beside it (the seed and case that
-reproduce it: `gles-fuzz-graphs --seed S --case K`), then, unless --no-minimize, minimised:
+<kind>-s<seed>-c<case>-<path>.tflite with a one-line .json beside it (its `reproduce` line:
+`gles-fuzz-graphs --seed S --case K` with every option of the run that changes the case or how
+it runs), then, unless --no-minimize, minimised:
 nodes are cut (their outputs become model inputs), bypassed or dropped, and outputs dropped,
 while the same finding persists; the smallest model is written as ...-min.tflite, and for a GPU
 path the rewrite rules are tried off (rewrite_rules=False, then each rule's ENABLED switch alone)
