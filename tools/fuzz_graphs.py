@@ -117,6 +117,7 @@ import json
 import logging
 import math
 import os
+import random
 import shlex
 import signal
 import sys
@@ -124,13 +125,16 @@ import tempfile
 import time
 import traceback
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from gles_delegate import GpuDelegate, GpuDelegateOptions, Interpreter, ModelError
+from gles_delegate.gpu import compiler, workgroup_tuner
 from gles_delegate.gpu.context import ES31_MINIMUM_LIMITS, limited_to
+from gles_delegate.gpu.workgroups import CANDIDATES, choose_workgroup, clamp_workgroup
 from gles_delegate.ops.lstm import INPUT_NAMES as LSTM_INPUTS
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tools import common, fuzz_half_bounds, fuzz_quant_bounds
@@ -1743,15 +1747,12 @@ def random_workgroups(seed):
     own is not varied (nor is it by a real tuner). The picks are seeded by `seed` and the
     partition's programs, so a case run again (--case, the minimiser) gets the same ones."""
     global _tuning_at_random
-    import random
-    import zlib
-    from gles_delegate.gpu import compiler, workgroup_tuner, workgroups
     saved = compiler.candidates, workgroup_tuner.WorkgroupTuner.choose
     _tuning_at_random = True
 
     def candidates(grid, limits):
-        shapes = [workgroups.choose_workgroup(grid, limits), *workgroups.CANDIDATES, *ODD_WORKGROUPS]
-        return list(dict.fromkeys(workgroups.clamp_workgroup(wg, limits) for wg in shapes))
+        shapes = [choose_workgroup(grid, limits), *CANDIDATES, *ODD_WORKGROUPS]
+        return list(dict.fromkeys(clamp_workgroup(wg, limits) for wg in shapes))
 
     def choose(tuner, plan, variants):
         programs = "".join(options[0][1] for options in variants).encode()
@@ -2243,7 +2244,8 @@ def fuzz(seed, cases=None, minutes=None, paths=PATHS, min_nodes=3, max_nodes=25,
     """Run the cases; returns the summary dict (what --json writes). `settings`: parsed --set
     values (common.tuning_setting), in force for the whole run (minimising included) and
     restored after it; `minimum_limits`: the GPU paths plan for OpenGL ES 3.1's minimum limits
-    (context.ES31_MINIMUM_LIMITS), without its EXT_buffer_storage (I/O by copies), meanwhile; `workgroups` 'random': random_workgroups(seed)."""
+    (context.ES31_MINIMUM_LIMITS), without its EXT_buffer_storage (I/O by copies), meanwhile;
+    `workgroups` 'random': random_workgroups(seed)."""
     with _quiet(), contextlib.ExitStack() as restore:
         for setting in settings:
             restore.callback(common.apply_setting(setting))

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from gles_delegate.gpu import kernels
 from gles_delegate.gpu.kernels import conv
-from tests.gpu.gpulib import (MOST_BLOCKING, NO_BLOCKING, PRECISIONS, as_stored, assert_gpu_matches, check_gpu, dispatches,
-                              run_gpu)
+from tests.gpu.gpulib import (MOST_BLOCKING, NO_BLOCKING, PRECISIONS, as_stored, assert_gpu_matches, check_gpu,
+                              dispatches, run_gpu)
 from tests.oplib import CLAMPS, SAME, VALID, In, conv_options, feeds, run_ours, single_op_model, single_op_node
 
 CASES = [  # kernel (h, w), strides, dilations, padding, in channels, out channels, input (h, w), batch
