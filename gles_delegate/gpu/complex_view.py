@@ -16,8 +16,11 @@ partition, the partition itself untouched:
       made non-negative, shapes, begins, sizes, strides, permutations and multiples extended by
       the pair axis. unsupported_reason() checks each such node on an iota: its view must move
       every pair where the node moves the value, else it has none;
-  (d) any other node touching a complex64 tensor has no view: its op would mix the real and
-      imaginary parts (a complex product, a reduction, a cast) or has no rule here.
+  (d) a CAST of complex64 to float32 keeps the real part (cast.cc: static_cast<float>(std::real)):
+      its view is REAL's;
+  (e) any other node touching a complex64 tensor has no view: its op would mix the real and
+      imaginary parts (a complex product, a reduction, a cast to complex64 or to an integer) or
+      has no rule here.
 A model's complex128 tensors have no view: their nodes stay on the CPU.
 """
 import copy
@@ -175,6 +178,9 @@ def _view_node(b, node):
         return node
     if node.op in PAIR_OPS:
         operands, options = {}, {}
+    elif node.op == "CAST" and node.inputs[0].dtype == C64 and node.outputs[0].dtype == F32:
+        return dataclasses.replace(node, op="REAL", version=1, inputs=[b.view(node.inputs[0])],
+                                   outputs=list(node.outputs), options={})
     elif node.op in AXIS_RULES:
         rank = len(next(t for t in [*node.inputs, *node.outputs] if t is not None and t.dtype == C64).shape)
         operands, options = AXIS_RULES[node.op](node, rank)

@@ -17,7 +17,8 @@ from .common import (inv_sqrt_quantized_multiplier, multiply_by_quantized_multip
 
 F32, I8, I32 = np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.int32)
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8)}
-CAST_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_)}
+C64 = np.dtype(np.complex64)
+CAST_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_, C64)}
 
 # The clamp of each RELU-family op, in real values.
 RELU_BOUNDS = {"RELU": (0.0, np.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0)}
@@ -266,8 +267,14 @@ def float_to_integer(x, dtype):
 
 def cast(node, inputs):
     """CAST: integer -> integer wraps (static_cast), x -> bool is x != 0, float -> integer
-    saturates (float_to_integer), float16 <-> float32 rounds to nearest even."""
+    saturates (float_to_integer), float16 <-> float32 rounds to nearest even. complex64 -> T
+    casts the real part (cast.cc: static_cast<T>(std::real(a)); to an integer it saturates here,
+    where LiteRT's out-of-range result is undefined), T -> complex64 is (float(x), 0)."""
     x, target = np.asarray(inputs[0]), node.outputs[0].dtype
+    if x.dtype == C64:
+        x = x.real.copy() if target != C64 else x
+    elif target == C64:
+        x = x.astype(F32)  # one rounding, as C++'s int -> float before std::complex<float>(x)
     if x.dtype.kind == "f" and target.kind in "iu":
         return [float_to_integer(x, target)]
     with np.errstate(over="ignore"):  # beyond 65504 -> float16 gives inf, as Eigen::half does

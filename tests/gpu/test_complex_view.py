@@ -92,6 +92,36 @@ def test_ops_that_would_mix_the_parts_stay_on_the_cpu():
     np.testing.assert_allclose(gpu, np.abs(z * z), rtol=1e-6)
 
 
+def cast_after_transpose(target=F32):
+    """complex z [3, 5] -> TRANSPOSE -> CAST to `target` (TFLite: the real part)."""
+    b = ModelBuilder()
+    z = b.input("z", (3, 5), C64)
+    t, out = b.tensor("t", (5, 3), C64), b.tensor("out", (5, 3), target)
+    b.op("TRANSPOSE", [z, b.const("perm", np.array([1, 0], I32))], [t])
+    b.op("CAST", [t], [out])
+    b.output(out)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS + ("auto",))
+def test_a_cast_to_float_keeps_the_real_part_on_the_gpu(precision):
+    """CAST complex64 -> float32 (BirdNET's spectrogram) runs as REAL on the view: exactly the
+    reference's values, the partition whole on the GPU."""
+    z = random_complex((3, 5))
+    (reference,) = run_ours(cast_after_transpose(), [as_stored([In(z)], precision)[0].value])
+    (gpu,), summary = run_gpu(cast_after_transpose(), [z], precision)
+    assert (summary["gpu_nodes"], summary["cpu_nodes"]) == (2, 0), summary
+    assert gpu.dtype == F32 and np.array_equal(gpu, reference) and np.array_equal(reference, as_stored(
+        [In(z)], precision)[0].value.T.real)
+
+
+def test_a_cast_to_an_integer_stays_on_the_cpu():
+    with GpuDelegate() as delegate:
+        (ours,) = run_ours(cast_after_transpose(I32), [random_complex((3, 5)) * 9], experimental_delegates=[delegate])
+        assert (delegate.summary()["gpu_nodes"], delegate.summary()["cpu_nodes"]) == (1, 1)
+    assert ours.dtype == I32
+
+
 def test_an_axis_rule_that_splits_the_pairs_is_refused(monkeypatch):
     """The iota check: a TRANSPOSE rule putting the pair axis first would move real and imaginary
     parts apart; the node then has no view, and runs on the CPU."""

@@ -18,7 +18,7 @@ OPTION_VARIANTS = {"LEAKY_RELU": [{"alpha": 0.2}, {"alpha": 0.0}, {"alpha": -2.0
                    "GELU": [{"approximate": False}, {"approximate": True}]}
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, -1.0, 2.9, -3.0, 3.1,
                      6.0, 6.5, -7.0, 20.0, -20.0, 88.0, 89.0, -104.0, 1e30, -1e30, 3e38, -3e38], np.float32)
-CAST_DTYPES = [np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_]
+CAST_DTYPES = [np.float32, np.float16, np.int32, np.int64, np.uint8, np.int8, np.bool_, np.complex64]
 
 
 def positive_domain(op, x):
@@ -181,9 +181,16 @@ def test_prelu_quantized(dtype, x_shape, alpha_shape):
 
 
 # -- CAST and LOGICAL_NOT -------------------------------------------------------------------
-def cast_source(dtype):
-    """Values that exercise every CAST rule from `dtype`: fractions of both signs, out-of-range
-    values (float -> integer saturates, integer -> integer wraps), NaN and infinities."""
+def cast_source(dtype, target):
+    """Values that exercise every CAST rule from `dtype` to `target`: fractions of both signs,
+    out-of-range values (float -> integer saturates, integer -> integer wraps), NaN and
+    infinities; complex values with imaginary parts that a cast drops (to an integer only real
+    parts in every integer type's range: LiteRT's static_cast of others is undefined)."""
+    if np.dtype(dtype) == np.complex64:
+        real = cast_source(np.float32, np.float32)
+        if np.dtype(target).kind in "iu":
+            real = np.array([0.0, 0.5, 1.7, 99.9, 127.4, 3.0], np.float32)
+        return (real + 1j * np.linspace(-3, 3, real.size)).astype(np.complex64)
     if np.dtype(dtype) == np.bool_:
         return np.array([True, False, True], bool)
     if np.dtype(dtype).kind == "f":
@@ -199,9 +206,9 @@ def cast_source(dtype):
 @pytest.mark.parametrize("source", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("target", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_cast_every_pair(source, target):
-    x = cast_source(source)
+    x = cast_source(source, target)
     inputs = [In(x)]
-    if np.dtype(target).kind == "f":
+    if np.dtype(target).kind in "fc":
         compare_elementwise("CAST", inputs, output_dtypes=[target])
     else:
         check_op("CAST", inputs, output_dtypes=[target])
