@@ -126,6 +126,20 @@ def sample_inputs(graph, given=None, seed=SEED, count=1, resizable=False):
     return out
 
 
+def _for_resized_inputs(graph, given):
+    """Whether the calibration samples `given` (as sample_inputs takes them) fit the shape
+    signatures of `graph`'s inputs but not their shapes now: samples for a dynamic input (-1)
+    given while LiteRT's Interpreter has the delegate plan the declared placeholder shapes, before
+    the user's resize_tensor_input."""
+    samples = list(given)
+    if samples and not isinstance(samples[0], (list, tuple)):
+        samples = [samples]
+    pairs = [(t, np.shape(value)) for sample in samples if len(sample) == len(graph.inputs)
+             for t, value in zip(graph.inputs, sample)]
+    return bool(pairs) and all(_fits(t, shape, True) for t, shape in pairs) and \
+        not all(_fits(t, shape, False) for t, shape in pairs)
+
+
 def _fits(tensor, shape, resizable):
     """Whether an array of `shape` fits input `tensor`: its shape, or with `resizable` one its
     shape signature allows (-1: any size)."""
@@ -303,6 +317,11 @@ def graph_samples(graph, given):
     not run (a signature's own) is calibrated on samples drawn for its own inputs."""
     model, index = graph.source_model, graph.subgraph_index
     if model is None or not index:
+        if given is not None and _for_resized_inputs(graph, given):
+            log.info("precision 'auto': calibration_inputs fit the inputs' shape signatures, not the shapes the "
+                     "model is planned at now (LiteRT's declared placeholders): drawn samples calibrate this plan, "
+                     "yours the one made once the inputs are resized to their shapes")
+            given = None
         chosen, held = held_out_split(sample_inputs(graph, given, count=DRAWN_SAMPLES), given is None)
         return chosen, held, [f"sample {k}" for k in range(len(chosen) + len(held))]
     if not Subgraphs(model, None, []).reaches(0, index):

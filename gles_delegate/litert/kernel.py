@@ -24,20 +24,26 @@ class Kernel:
     the subgraph's order: LiteRT cannot take a node back from a delegate.
 
     lendable: the tensor indices whose memory the kernel may lend LiteRT (memory.lendable_outputs);
-    views_alive: () -> whether numpy views over LiteRT's tensors live (memory.TensorMemory)."""
+    views_alive: () -> whether numpy views over LiteRT's tensors live (memory.TensorMemory).
+    pending: the kernel holds nodes invalid at the declared shapes (plan.SubgraphPlan.pending):
+    it has no steps until its first prepare re-plans it (native.py) and binds the result."""
 
-    def __init__(self, plan, nodes, boundary, delegate, lendable=(), views_alive=lambda: False):
+    def __init__(self, plan, nodes, boundary, delegate, lendable=(), views_alive=lambda: False, pending=False):
         self.delegate = delegate
         self.nodes = sorted(nodes)  # what LiteRT replaced by this kernel's node
         self.boundary = set(boundary)  # LiteRT's tensors: the only ones with memory of LiteRT's
         self.memory = TensorMemory(lendable, views_alive)  # kept over re-plans: the outputs lent stay lent
-        self.bind(plan)
+        self.plan, self.partitions, self.pending = plan, [], pending
+        if pending:  # bind() names its nodes; until then, their indices
+            self.label = f"GpuDelegate kernel of operators #{self.nodes[0]} .. #{self.nodes[-1]} (pending)"
+        else:
+            self.bind(plan)
 
     def bind(self, plan):
         """Take this kernel's partitions from `plan` (again after a re-plan), and its nodes that
         no partition runs as reference steps."""
         nodes = set(self.nodes)
-        self.plan = plan
+        self.plan, self.pending = plan, False
         self.partitions = [p for p in plan.partitions if any(n.index in nodes for n in p.nodes)]
         ours = {n.index for p in self.partitions for n in p.nodes}
         split = split_partitions(plan, nodes)

@@ -95,8 +95,11 @@ class NativeDelegate:
     def _init(self, context, buffer, _length):
         try:
             nodes, boundary = kernel_nodes(buffer)
-            plan = self._kernel_plan(nodes)
-            kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index], self.views_alive)
+            plan = self._preparing
+            if not set(nodes) & plan.pending:
+                plan = self._kernel_plan(nodes)
+            kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index], self.views_alive,
+                            pending=bool(set(nodes) & plan.pending))
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")
@@ -132,8 +135,9 @@ class NativeDelegate:
         """The kernel's prepare: LiteRT calls it after allocate_tensors() and again after a
         resize_tensor_input(), the tensors the kernel reads then at their new shapes: re-plan
         its partitions then, and give its outputs their new shapes (LiteRT prepares the nodes
-        after it next)."""
-        if any(_dims(ctx, i) != tuple(kernel.plan.graph.tensors[i].shape) for i in kernel.input_indices):
+        after it next). A kernel of pending nodes (plan.SubgraphPlan) compiles at its first."""
+        if kernel.pending or any(_dims(ctx, i) != tuple(kernel.plan.graph.tensors[i].shape)
+                                 for i in kernel.input_indices):
             self._replan(kernel, ctx)
         kernel.fit(ctx, ctypes.addressof(ctx))
 

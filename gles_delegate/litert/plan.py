@@ -3,6 +3,7 @@ partitioner, compiler and cache as this package's Interpreter, so the same nodes
 import logging
 from dataclasses import dataclass, field
 
+from .. import ops
 from ..callee_subgraphs import small_loop_caller
 from ..errors import ModelError
 from ..graph import REDUCTION_BODIES, Graph
@@ -22,7 +23,9 @@ class SubgraphPlan:
     """One subgraph's compiled partitions. gpu_nodes: the operator indices they run; folded:
     the operators folded into constants (fp16 DEQUANTIZE, DENSIFY of weights, SHAPE of a fixed
     shape and what computes only on it) that only feed them, which are claimed too so LiteRT
-    does not compute what our constants already hold.
+    does not compute what our constants already hold; pending: the operators invalid at the
+    declared shapes of a dynamic input (its -1 held as 1), claimed all the same: the kernel that
+    holds them compiles them at its first prepare, at the shapes the input was resized to.
     index, candidates, input_shapes: what plan_subgraph was given (a re-plan gives them again)."""
     graph: Graph
     index: int
@@ -31,11 +34,12 @@ class SubgraphPlan:
     partitions: list = field(default_factory=list)
     gpu_nodes: set = field(default_factory=set)
     folded: set = field(default_factory=set)
+    pending: set = field(default_factory=set)
 
     @property
     def claimed(self):
         """Operator indices handed to ReplaceNodeSubsetsWithDelegateKernels, in execution order."""
-        return sorted(self.gpu_nodes | self.folded)
+        return sorted(self.gpu_nodes | self.folded | self.pending)
 
     def release(self):
         for partition in self.partitions:
@@ -89,7 +93,10 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
                  "Python per iteration", index, caller)
         candidates = ()
     resized = {i: shape for i, shape in input_shapes.items() if shape != tuple(sg.tensors[i].shape)}
-    candidates = set(candidates) - _decline_rewritten(graph) - _decline_unplannable(graph, resized)
+    candidates = set(candidates) - _decline_rewritten(graph)
+    declined, pending = _decline_unplannable(graph, resized, set() if resized else _placeholder_readers(graph))
+    pending &= candidates
+    candidates -= declined | pending
     densify_sparse_reads(graph)
     fold_constants(graph)
     dynamic = dynamic_tensors(graph)
@@ -109,8 +116,9 @@ def plan_subgraph(delegate, model, index, candidates, input_shapes):
         candidates -= split
     gpu = {node.index for p in partitions for node in p.nodes}
     kept = {node.index for node in graph.nodes}
-    folded = _claimed_folds(sg, gpu, set(candidates) - kept) if gpu else set()
-    return SubgraphPlan(graph, index, set(candidates), dict(input_shapes), partitions, gpu, folded)
+    folded = _claimed_folds(sg, gpu | pending, set(candidates) - kept) if gpu | pending else set()
+    return SubgraphPlan(graph, index, set(candidates) | pending, dict(input_shapes), partitions, gpu, folded,
+                        pending)
 
 
 def _composites(graph, sg):
@@ -193,25 +201,42 @@ def _decline_rewritten(graph):
     return {n.index for n in gone}
 
 
-def _decline_unplannable(graph, resized):
-    """Propagate `resized` through `graph`, leaving out the nodes it cannot take, and return their
-    indices. LiteRT applies a delegate when the Interpreter is built, at the declared shapes,
-    where a dynamic batch is a placeholder 1 (shape_signature -1): a node can be invalid there
-    (a RESHAPE of [1, 4] to [B // 8, 8, 4]) though LiteRT runs it once the input is resized. Such
-    a node, and what reads its outputs (their shapes are unknown), stay on LiteRT's CPU kernels,
-    which allocate_tensors() prepares at the real shapes; the delegate cannot claim them later."""
-    declined = set()
+def _decline_unplannable(graph, resized, placeholder_readers):
+    """Propagate `resized` through `graph`, leaving out the nodes it cannot take; returns
+    (declined, pending), their indices. LiteRT applies a delegate when the Interpreter is built,
+    at the declared shapes, where a dynamic dimension is a placeholder 1 (shape_signature -1): a
+    node can be invalid there (a RESHAPE of [1, 4] to [B // 8, 8, 4], a 512-sample convolution of
+    a [1, 1] signal) though LiteRT runs it once the input is resized. Such a node, and what reads
+    its outputs (their shapes are unknown), is pending where it reads a placeholder input,
+    directly or not (`placeholder_readers`: those nodes' indices, none once an input was
+    resized): claimed, and compiled at the first prepare of the kernel LiteRT makes of it, at the
+    resized shapes (at the declared ones it fails there, as LiteRT's own kernels do). The others
+    are declined: they stay on LiteRT's CPU kernels, which allocate_tensors() prepares at the
+    real shapes. The nodes leave `graph` either way."""
+    declined, pending = set(), set()
     while True:
         try:
             propagate_shapes(graph, resized)
-            return declined
+            return declined, pending
         except ModelError as exc:
             failed = [n for n in graph.nodes if f"operator {n.label}" in str(exc)]
             gone = _downstream(graph, failed[:1] or graph.nodes)
-            log.warning("GpuDelegate: at the shapes LiteRT declares, %s; %d operator(s) from there on (%s) stay on "
-                        "LiteRT's CPU kernels", exc, len(gone), ", ".join(n.label for n in gone[:8]))
-            declined |= {n.index for n in gone}
+            deferred = bool(failed) and failed[0].index in placeholder_readers and all(
+                not n.custom and n.op in ops.KERNELS for n in gone)
+            fate = "are claimed, compiled at the shapes the input is resized to" if deferred else \
+                "stay on LiteRT's CPU kernels"
+            log.warning("GpuDelegate: at the shapes LiteRT declares, %s; %d operator(s) from there on (%s) %s", exc,
+                        len(gone), ", ".join(n.label for n in gone[:8]), fate)
+            (pending if deferred else declined).update(n.index for n in gone)
             graph.remove_nodes(gone)
+
+
+def _placeholder_readers(graph):
+    """The indices of the nodes of `graph` that read, directly or not, an input whose shape
+    signature holds a -1 (LiteRT declares it at 1)."""
+    placeholders = {id(t) for t in graph.inputs if t.shape_signature is not None and -1 in t.shape_signature}
+    readers = [n for n in graph.nodes if any(t is not None and id(t) in placeholders for t in n.inputs)]
+    return {n.index for n in _downstream(graph, readers)} if readers else set()
 
 
 def _decline_contradicted(graph, dynamic):

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from gles_delegate import GpuDelegate
+from gles_delegate.errors import ModelError
 from gles_delegate.gpu.runtime import GpuPartition
 from gles_delegate.litert import abi
+from gles_delegate.litert import plan as plan_module
 from gles_delegate.litert.native import _LIVE, native_delegates
 from tests.gpu.test_float_view import masked_model
 from tests.litert_delegate.models import add_model, batch_div8_model, mixed_model, unpack_fc_model
@@ -396,19 +398,89 @@ def resized_run(data, shape, x, delegates=()):
     return interp, run(interp, x)
 
 
-def test_a_node_invalid_at_the_declared_shapes_stays_on_litert(caplog):
-    """Built at the declared batch 1, the RESHAPE to [B // 8, 8, 4] is [0, 8, 4]: the delegate
-    leaves it, and what reads it, to LiteRT's CPU kernels with a warning instead of failing the
-    Interpreter; the ADD before it stays on the GPU and follows the resize to [16, 4]."""
+def test_a_node_invalid_at_the_declared_shapes_is_compiled_at_the_resized_ones(caplog):
+    """Built at the declared batch 1, the RESHAPE to [B // 8, 8, 4] is [0, 8, 4]. It reads the
+    dynamic input, so the delegate claims it and what reads it all the same (a warning says so)
+    and compiles them at the kernel's prepare, at the resize to [16, 4]: every node on the GPU
+    (openWakeWord's melspectrogram, a [1, 1] signal in the file under 512-sample convolutions,
+    left 23 of its 26 nodes to LiteRT's CPU kernels before)."""
     data = batch_div8_model()
     x = np.random.default_rng(8).standard_normal((16, 4)).astype(np.float32)
     with GpuDelegate() as delegate:
         interp, out = resized_run(data, [16, 4], x, [delegate])
-        assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0]
+        kernels = [k for n in native_delegates(delegate) for k in n.kernels.values()]
+        on_gpu = sorted(n.index for k in kernels for p in k.partitions for n in p.nodes)
+        assert not any(k.pending or k.reference for k in kernels)
         del interp
+    assert on_gpu == [0, 5, 6, 7], on_gpu  # the ADD, RESHAPE, MUL, SUM; the shape chain folded
     assert "#5 (RESHAPE): cannot reshape [1, 4] (4 elements) to [0, 8, 4]" in caplog.text
+    assert "are claimed, compiled at the shapes the input is resized to" in caplog.text
     _, ref = resized_run(data, [16, 4], x)
     assert out.shape == (2, 4) and np.abs(out - ref).max() <= 8 * EPS32 * np.abs(ref).max()
+
+
+def test_a_pending_node_left_at_the_declared_shapes_fails_allocate_as_litert_does():
+    """Not resized, the pending RESHAPE still cannot run: allocate_tensors() fails naming it
+    (LiteRT alone fails that model too, at its first invoke), and a resize afterwards recovers."""
+    data = batch_div8_model()
+    with pytest.raises(RuntimeError, match=r"RESHAPE"):
+        litert_alone(data, np.ones((1, 4), np.float32))
+    x = np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32)
+    with GpuDelegate() as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        with pytest.raises(RuntimeError, match=r"#5 \(RESHAPE\): cannot reshape \[1, 4\]"):
+            interp.allocate_tensors()
+        interp.resize_tensor_input(0, [8, 4])
+        interp.allocate_tensors()
+        out = run(interp, x)
+        del interp
+    _, ref = resized_run(data, [8, 4], x)
+    assert np.abs(out - ref).max() <= 8 * EPS32 * np.abs(ref).max()
+
+
+def test_calibration_inputs_for_the_resized_input_calibrate_the_resized_plan():
+    """precision 'auto' with calibration_inputs of the resized shape ([16, 4]): at the declared
+    batch 1 LiteRT has the delegate plan first, drawn samples calibrate that plan (the given ones
+    cannot: a ValueError there failed the Interpreter before), and the plan made at the resize
+    calibrates on the samples given."""
+    data = batch_div8_model()
+    rng = np.random.default_rng(5)
+    samples = [[rng.standard_normal((16, 4)).astype(np.float32)] for _ in range(2)]
+    x = rng.standard_normal((16, 4)).astype(np.float32)
+    with GpuDelegate(precision="auto", calibration_inputs=samples) as delegate:
+        interp, out = resized_run(data, [16, 4], x, [delegate])
+        calibration = delegate.summary()["calibration"]
+        del interp
+    assert calibration and all(entry["held_out"] == 1 for entry in calibration), calibration
+    _, ref = resized_run(data, [16, 4], x)
+    assert np.abs(out - ref).max() <= 1e-2 * np.abs(ref).max()
+
+
+def test_a_node_invalid_at_static_shapes_stays_on_litert(monkeypatch, caplog):
+    """A node our shape propagation refuses though it reads no dynamic input (here, made to
+    refuse the LOGISTIC of a static model) is not claimed: it and what reads it stay on LiteRT."""
+    from gles_delegate import shape_propagation
+    original = shape_propagation.propagate_shapes
+
+    def refusing(graph, resized=None, *args, **kwargs):
+        for node in graph.nodes:
+            if node.op == "LOGISTIC":
+                raise ModelError(f"operator {node.label}: refused (test)")
+        return original(graph, resized, *args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "propagate_shapes", refusing)
+    data = mixed_model()
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32)
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        out = run(interp, x)
+        claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
+        del interp
+    assert "stay on LiteRT's CPU kernels" in caplog.text
+    assert claimed == [0], claimed  # the CONV_2D; the LOGISTIC #1 and the ADD #4 reading it stay on LiteRT
+    ref = litert_alone(data, x)
+    assert np.abs(out - ref).max() <= 8 * EPS32 * np.abs(ref).max()
 
 
 def test_a_fold_in_another_kernel_follows_a_resize():
