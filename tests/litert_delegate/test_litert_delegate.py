@@ -40,6 +40,18 @@ def replaced(delegate):
     return {k.label: k.nodes for n in native_delegates(delegate) for k in n.kernels.values()}
 
 
+def claimed_run(data, x):
+    """(output, sorted operator indices the delegate claimed) of one run of `data` on x through
+    LiteRT's Interpreter with a GpuDelegate that delegates any number of partitions."""
+    with GpuDelegate(max_delegated_partitions=0) as delegate:
+        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        out = run(interp, x)
+        claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
+        del interp
+    return out, claimed
+
+
 @pytest.fixture
 def x8():
     return np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32)
@@ -471,12 +483,7 @@ def test_a_node_invalid_at_static_shapes_stays_on_litert(monkeypatch, caplog):
     monkeypatch.setattr(plan_module, "propagate_shapes", refusing)
     data = mixed_model()
     x = np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32)
-    with GpuDelegate(max_delegated_partitions=0) as delegate:
-        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
-        interp.allocate_tensors()
-        out = run(interp, x)
-        claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
-        del interp
+    out, claimed = claimed_run(data, x)
     assert "stay on LiteRT's CPU kernels" in caplog.text
     assert claimed == [0], claimed  # the CONV_2D; the LOGISTIC #1 and the ADD #4 reading it stay on LiteRT
     ref = litert_alone(data, x)

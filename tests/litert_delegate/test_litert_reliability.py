@@ -10,7 +10,7 @@ from gles_delegate import GpuDelegate, callee_subgraphs
 from gles_delegate.litert.native import native_delegates
 from gles_delegate.tflite import ModelBuilder
 from tests.control_flow_models import growing_loop, if_model
-from tests.litert_delegate.test_litert_delegate import litert_alone, replaced, run
+from tests.litert_delegate.test_litert_delegate import claimed_run, litert_alone, replaced, run
 
 LiteRT = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
 NONE = 0  # fused_activation_function
@@ -70,12 +70,7 @@ def test_a_declared_shape_the_options_contradict_stays_on_litert(case, caplog):
     the MUL after it was claimed, planned for the declared shape LiteRT does not hold."""
     add_op, shape = CONTRADICTED[case]
     data = contradicted_model(add_op)
-    with GpuDelegate(max_delegated_partitions=0) as delegate:
-        interp = LiteRT(model_content=data, experimental_delegates=[delegate])
-        interp.allocate_tensors()
-        out = run(interp, X)
-        claimed = sorted(i for nodes in replaced(delegate).values() for i in nodes)
-        del interp
+    out, claimed = claimed_run(data, X)
     ref = litert_alone(data, X)
     assert out.shape == ref.shape == shape
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
