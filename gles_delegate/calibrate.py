@@ -103,11 +103,8 @@ def sample_inputs(graph, given=None, seed=SEED, count=1, resizable=False):
         rng = np.random.default_rng(seed)
         ranges = input_ranges(graph)
         return [_drawn(inputs, rng, ranges) for _ in range(count)]
-    samples = list(given)
-    if samples and not isinstance(samples[0], (list, tuple)):
-        samples = [samples]
     out = []
-    for k, sample in enumerate(samples):
+    for k, sample in enumerate(_as_samples(given)):
         if len(sample) != len(inputs):
             raise ValueError(f"calibration_inputs sample {k} has {len(sample)} arrays; the model has "
                              f"{len(inputs)} inputs")
@@ -126,15 +123,19 @@ def sample_inputs(graph, given=None, seed=SEED, count=1, resizable=False):
     return out
 
 
+def _as_samples(given):
+    """calibration_inputs as a list of samples: one sample (a sequence of arrays) or a sequence
+    of such samples."""
+    samples = list(given)
+    return [samples] if samples and not isinstance(samples[0], (list, tuple)) else samples
+
+
 def _for_resized_inputs(graph, given):
     """Whether the calibration samples `given` (as sample_inputs takes them) fit the shape
     signatures of `graph`'s inputs but not their shapes now: samples for a dynamic input (-1)
     given while LiteRT's Interpreter has the delegate plan the declared placeholder shapes, before
     the user's resize_tensor_input."""
-    samples = list(given)
-    if samples and not isinstance(samples[0], (list, tuple)):
-        samples = [samples]
-    pairs = [(t, np.shape(value)) for sample in samples if len(sample) == len(graph.inputs)
+    pairs = [(t, np.shape(value)) for sample in _as_samples(given) if len(sample) == len(graph.inputs)
              for t, value in zip(graph.inputs, sample)]
     return bool(pairs) and all(_fits(t, shape, True) for t, shape in pairs) and \
         not all(_fits(t, shape, False) for t, shape in pairs)

@@ -95,11 +95,10 @@ class NativeDelegate:
     def _init(self, context, buffer, _length):
         try:
             nodes, boundary = kernel_nodes(buffer)
-            plan = self._preparing
-            if not set(nodes) & plan.pending:
-                plan = self._kernel_plan(nodes)
+            pending = bool(set(nodes) & self._preparing.pending)  # compiled at its first prepare
+            plan = self._preparing if pending else self._kernel_plan(nodes)
             kernel = Kernel(plan, nodes, boundary, self.delegate, self.lendable[plan.index], self.views_alive,
-                            pending=bool(set(nodes) & plan.pending))
+                            pending=pending)
         except BaseException as exc:  # noqa: BLE001
             _report(ctypes.cast(context, ctypes.POINTER(abi.TfLiteContext)),
                     f"GpuDelegate: making a delegate kernel failed: {type(exc).__name__}: {exc}")

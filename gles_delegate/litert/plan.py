@@ -221,13 +221,13 @@ def _decline_unplannable(graph, resized, placeholder_readers):
         except ModelError as exc:
             failed = [n for n in graph.nodes if f"operator {n.label}" in str(exc)]
             gone = _downstream(graph, failed[:1] or graph.nodes)
-            deferred = bool(failed) and failed[0].index in placeholder_readers and all(
+            claimable = bool(failed) and failed[0].index in placeholder_readers and all(
                 not n.custom and n.op in ops.KERNELS for n in gone)
-            fate = "are claimed, compiled at the shapes the input is resized to" if deferred else \
+            fate = "are claimed, compiled at the shapes the input is resized to" if claimable else \
                 "stay on LiteRT's CPU kernels"
             log.warning("GpuDelegate: at the shapes LiteRT declares, %s; %d operator(s) from there on (%s) %s", exc,
                         len(gone), ", ".join(n.label for n in gone[:8]), fate)
-            (pending if deferred else declined).update(n.index for n in gone)
+            (pending if claimable else declined).update(n.index for n in gone)
             graph.remove_nodes(gone)
 
 

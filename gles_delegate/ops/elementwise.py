@@ -272,7 +272,7 @@ def cast(node, inputs):
     where LiteRT's out-of-range result is undefined), T -> complex64 is (float(x), 0)."""
     x, target = np.asarray(inputs[0]), node.outputs[0].dtype
     if x.dtype == C64:
-        x = x.real.copy() if target != C64 else x
+        x = x.real if target != C64 else x
     elif target == C64:
         x = x.astype(F32)  # one rounding, as C++'s int -> float before std::complex<float>(x)
     if x.dtype.kind == "f" and target.kind in "iu":
