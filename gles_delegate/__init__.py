@@ -5,8 +5,8 @@
 """
 __version__ = "0.1.0"  # setup.cfg reads it (attr:)
 
-from .errors import GpuError, ModelError, ResizeError, StateError
+from .errors import GpuError, HalfOverflowWarning, ModelError, ResizeError, StateError
 from .delegate import CompatibilityList, GpuDelegate, GpuDelegateOptions, load_delegate
 from .interpreter import Interpreter, InterpreterOptions, SignatureRunner
 
-__all__ = ["CompatibilityList", "load_delegate", "GpuDelegate", "GpuDelegateOptions", "Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError", "StateError", "ResizeError"]
+__all__ = ["CompatibilityList", "load_delegate", "GpuDelegate", "GpuDelegateOptions", "Interpreter", "InterpreterOptions", "SignatureRunner", "ModelError", "GpuError", "StateError", "ResizeError", "HalfOverflowWarning"]

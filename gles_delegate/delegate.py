@@ -14,7 +14,7 @@ from . import __version__
 from . import partition as partitioning
 from . import placement as placing
 from . import quant
-from .gpu import complex_view, index_view, kernels
+from .gpu import complex_view, half_overflow, index_view, kernels
 from .gpu.compiler import PlanLimitError, compile_plan
 from .errors import GpuError
 from .graph import Graph, Node
@@ -326,6 +326,7 @@ class GpuDelegate:
         self.placements: list[placing.Measured] = []
         self._litert_missing_said = False
         self._nonfinite = {"first_nonfinite": None}  # filled by partitions under debug_nonfinite
+        self._overflow = half_overflow.new_record()  # counted by partitions whose half storage overflows
         self._summary: dict[str, Any] = {}
 
     # -- the interpreter's side -----------------------------------------------------------
@@ -376,8 +377,10 @@ class GpuDelegate:
         made = self._place(graph, made, cpu)
         variable_sync.attach(made, graph)  # the resource variables each holds between invokes
         self._nonfinite = {"first_nonfinite": None}
+        self._overflow = half_overflow.new_record()
         for p in made:
             p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
+            p.overflow = self._overflow
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000, loaded is not None)
         return made
@@ -598,10 +601,16 @@ class GpuDelegate:
             'step', 'nan', 'inf', 'element'} (the node's label, the tensor's name and index, the
             dispatch label and step that wrote it, None for a partition input, the counts of
             NaN and Inf, the index of the first non-finite element).
+        half_overflow: invokes since the model was given in which half storage rounded a finite
+            value beyond 65504 to inf (gpu/half_overflow.py): {'invokes' (any partition's),
+            'nonfinite_invokes' (those whose partition outputs came out inf or NaN: each warned
+            of with a HalfOverflowWarning), 'first' (None, or where the first of those was:
+            {'nodes': the partition's first and last node, 'outputs': [{'index', 'tensor'}]})}.
         """
         out = dict(self._summary)
         if out:
             out["first_nonfinite"] = self._nonfinite["first_nonfinite"]
+            out["half_overflow"] = dict(self._overflow)
         return out
 
     def _get_native_delegate_pointer(self) -> int:

@@ -26,3 +26,11 @@ class ResizeError(ModelError, RuntimeError):
     """allocate_tensors() after resize_tensor_input(): the model cannot run at the new input shapes
     (the message names the operator that cannot take them). LiteRT raises RuntimeError there;
     this is also the ModelError (a ValueError) it was before."""
+
+
+class HalfOverflowWarning(RuntimeWarning):
+    """Half storage (precision 'fp16', 'fp16_fp32acc', or the tensors 'auto' keeps in half)
+    rounded a finite value beyond half's range (65504) to inf at an invoke, and a GPU partition's
+    output came out inf or NaN where LiteRT's float32 would have kept it finite
+    (gpu/half_overflow.py). Shown once per partition by Python's default filter;
+    `warnings.simplefilter("error", HalfOverflowWarning)` makes such an invoke raise."""

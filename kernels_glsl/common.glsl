@@ -20,6 +20,33 @@ layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = WG_Z) in;
 #if defined(LANE_READS) || defined(IN_IO)
 #define load load_tensor  // the storage's own load, behind the lane view and I/O ones below
 #endif
+// The I/O buffer (binding 2) as floats: read by kernels that load a partition input from it
+// (IN_IO, IO_READS: convert_in), written by those that store a partition output there (OUT_IO,
+// IO_WRITES: convert_out), set a status word (IO_STATUS: KernelEnv.status_word) or store to half
+// storage (HALF_OVERFLOW_WORD).
+#if defined(IN_IO) || (defined(IO_READS) && defined(HALF_OVERFLOW_WORD))
+layout(std430, binding = 2) buffer Io { highp float io[]; };
+#elif defined(IO_READS)
+layout(std430, binding = 2) readonly buffer Io { highp float io[]; };
+#elif OUT_IO || defined(IO_STATUS) || defined(HALF_OVERFLOW_WORD) || defined(IO_WRITES)
+layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
+#endif
+
+// A store to half storage rounds a finite |v| of 65520 or more (half's largest, 65504, plus half
+// a step) to inf, which LiteRT's float32 would have kept: such a store sets the partition's
+// overflow word, io[HALF_OVERFLOW_WORD] (gpu/half_overflow.py reads it with the outputs). On the
+// bits, in highp: an inf or NaN the kernel computed is not an overflow of the storage.
+#ifdef HALF_OVERFLOW_WORD
+void note_overflow(highp vec4 v) {
+  highp uvec4 magnitude = floatBitsToUint(v) & 0x7fffffffu;
+  if (any(bvec4(uvec4(greaterThanEqual(magnitude, uvec4(0x477ff000u))) & uvec4(lessThan(magnitude, uvec4(0x7f800000u))))))
+    io[HALF_OVERFLOW_WORD] = 1.0;
+}
+#define NOTE_OVERFLOW(v) note_overflow(v)
+#else
+#define NOTE_OVERFLOW(v)
+#endif
+
 #if defined(STORAGE_MIXED)
 layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
@@ -35,8 +62,12 @@ vec4 weight(int i) {
   return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
 }
 void store(int i, vec4 v) {
-  if (i >= FLOAT_BASE) floats[i - FLOAT_BASE] = v;
-  else arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  if (i >= FLOAT_BASE) {
+    floats[i - FLOAT_BASE] = v;
+  } else {
+    NOTE_OVERFLOW(v);
+    arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  }
 }
 #elif defined(FLOAT_BUFFER)
 layout(std430, binding = 3) buffer Floats { vec4 arena[]; };
@@ -55,7 +86,10 @@ layout(std430, binding = 0) buffer Arena { uvec2 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { uvec2 consts[]; };
 vec4 load(int i) { uvec2 v = arena[i]; return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
 vec4 weight(int i) { uvec2 v = consts[i]; return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
-void store(int i, vec4 v) { arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+void store(int i, vec4 v) {
+  NOTE_OVERFLOW(v);
+  arena[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+}
 #else
 layout(std430, binding = 0) buffer Arena { vec4 arena[]; };
 layout(std430, binding = 1) readonly buffer Consts { vec4 consts[]; };
@@ -103,12 +137,12 @@ void store_pair(int i, int pair, vec2 v) {
 #if defined(STORAGE_MIXED)
   if (i >= FLOAT_BASE) {
     if (pair == 0) floats[i - FLOAT_BASE].xy = v; else floats[i - FLOAT_BASE].zw = v;
-  } else if (pair == 0) {
-    arena[i].x = packHalf2x16(v);
   } else {
-    arena[i].y = packHalf2x16(v);
+    NOTE_OVERFLOW(vec4(v, 0.0, 0.0));
+    if (pair == 0) arena[i].x = packHalf2x16(v); else arena[i].y = packHalf2x16(v);
   }
 #elif STORAGE_HALF && !defined(FLOAT_BUFFER)
+  NOTE_OVERFLOW(vec4(v, 0.0, 0.0));
   if (pair == 0) arena[i].x = packHalf2x16(v); else arena[i].y = packHalf2x16(v);
 #else
   if (pair == 0) arena[i].xy = v; else arena[i].zw = v;
@@ -140,14 +174,6 @@ void store(int i, vec4 v) { store_view(i, v); }
 #define store_storage store_tensor
 #endif
 
-// The I/O buffer (binding 2) as floats: written by kernels that store a partition output there
-// (OUT_IO) or set a status word (IO_STATUS: KernelEnv.status_word).
-#if defined(IN_IO)
-layout(std430, binding = 2) buffer Io { highp float io[]; };
-#elif OUT_IO || defined(IO_STATUS)
-layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
-#endif
-
 // (x, y, slice, batch) of element e of a PHWC4 tensor whose size is (w, h, slices, b): the
 // position the I/O buffer's BHWC index is computed from (IN_IO, OUT_IO).
 ivec4 phwc4_position(ivec4 size, int e) {
@@ -162,6 +188,7 @@ ivec4 phwc4_position(ivec4 size, int e) {
 // mediump), the sign bit taken below turned +inf into -inf (seen on an H200: RELU(+inf) gave 0,
 // GREATER(inf, 1) false).
 highp vec4 half_rounded(highp vec4 v) {
+  NOTE_OVERFLOW(v);  // where it stands for a store, it overflows as the store would
   highp uvec4 bits = floatBitsToUint(v);
   highp uvec4 magnitude = bits & 0x7fffffffu;
   // Normal halves keep 10 of float's 23 mantissa bits: add just under half of the 13 dropped

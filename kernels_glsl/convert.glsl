@@ -1,11 +1,7 @@
 // Copies a tensor between BHWC float32 in the I/O buffer and PHWC4 in the arena: into the arena
 // with TO_PHWC4 1 (convert_in.glsl), out of it with TO_PHWC4 0 (convert_out.glsl); those two
-// define TO_PHWC4 and include this text. One invocation per (w, h, b * slices + s).
-#if TO_PHWC4
-layout(std430, binding = 2) readonly buffer Io { float io[]; };
-#else
-layout(std430, binding = 2) writeonly buffer Io { float io[]; };
-#endif
+// define TO_PHWC4 and include this text; common.glsl declares the I/O buffer (IO_READS,
+// IO_WRITES). One invocation per (w, h, b * slices + s).
 
 void main() {
   ivec3 gid = ivec3(gl_GlobalInvocationID);

@@ -43,6 +43,9 @@ IO_ALIGNMENT = 64
 # inference_preference='sustained_speed' asks for); "none", every params block bound per run.
 BAKE_PARAMS = "own"
 BAKE_CHOICES = ("none", "own", "all")
+# Half storage notes a finite value it rounds to inf in the partition's overflow word (common.glsl
+# note_overflow, gpu/half_overflow.py); False: no word, no test per store.
+HALF_OVERFLOW_CHECK = True
 
 
 @dataclass
@@ -90,6 +93,9 @@ class Plan:
     # them with the outputs.
     status_offset: int = 0
     status_errors: list = field(default_factory=list)
+    # Half storage: the byte offset in the I/O buffer of the overflow word, just before the status
+    # words, which a store rounding a finite value to inf sets nonzero (gpu/half_overflow.py); -1: none.
+    overflow_offset: int = -1
     # Precision 'auto': what calibration found ({'rounds', 'output_error', 'target', 'samples', 'demoted'};
     # calibrate.py).
     calibration: dict = field(default_factory=dict)
@@ -158,11 +164,13 @@ def check_limits(plan, limits):
 
 def build_dispatches(nodes, inputs, outputs, env):
     """The dispatch list of a partition: convert inputs, run each node's kernel, convert outputs.
-    Also returns the I/O slots and the I/O buffer's size in bytes: the inputs, the status words
-    the kernels asked for (KernelEnv.status_word), the outputs."""
+    Also returns the I/O slots and the I/O buffer's size in bytes: the inputs, in half storage
+    the overflow word (Plan.overflow_offset), the status words the kernels asked for
+    (KernelEnv.status_word), the outputs."""
     io_in, io_bytes = _io_slots(inputs, 0)
     dispatches = [_convert(tensor, slot, "convert_in", env) for tensor, slot in zip(inputs, io_in)]
-    env.status_base = io_bytes // 4
+    env.overflow_word = io_bytes // 4 if env.storage_half and HALF_OVERFLOW_CHECK else None
+    env.status_base = io_bytes // 4 + (env.overflow_word is not None)
     for node in nodes:
         env.node = node
         try:
@@ -176,7 +184,8 @@ def build_dispatches(nodes, inputs, outputs, env):
     env.node = None
     if PERMUTE_ON_INPUT:
         dispatches = permute_on_input(dispatches, inputs, io_in, env)
-    io_out, io_bytes = _io_slots(outputs, io_bytes + -(-len(env.status_errors) // 4) * 16)
+    words = len(env.status_errors) + (env.overflow_word is not None)
+    io_out, io_bytes = _io_slots(outputs, io_bytes + -(-words // 4) * 16)
     dispatches, env.io_loads = io_loads.load_inputs_from_io(dispatches, len(inputs), io_bytes, outputs, _shared(env),
                                                                env.lanes)
     stored = fuse_output_stores(dispatches, outputs, io_out, env) if FUSE_OUTPUT_STORES else set()
@@ -282,6 +291,7 @@ def _convert(tensor, slot, kind, env, io_strides=None):
     return Dispatch(kind, (s4.w, s4.h, s4.slices * s4.b),
                     params={"size": s4.as_ivec4(), "channels": s4.c, "tensor_offset": ArenaRef(tensor),
                             "io_offset": slot.offset // 4, "io_strides": strides},
+                    defines={"IO_READS" if kind == "convert_in" else "IO_WRITES": 1},
                     label=f"{kind} tensor {tensor.index}", **arena)
 
 
@@ -466,6 +476,8 @@ class _Programs:
             source = None if baked else self.keyed.get(key)
             if source is None:
                 merged = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
+                if tensors_half and env.overflow_word is not None:
+                    merged["HALF_OVERFLOW_WORD"] = env.overflow_word
                 source = shader.assemble(d.template, merged, values, tensors_half, math_half, self.sources, types, baked)
                 if not baked:  # a baked source is this dispatch's alone
                     self.keyed[key] = source
@@ -524,6 +536,7 @@ def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="bes
                 promoted_nodes=layout.promoted_nodes, step_storage=modes,
                 io_stores=sorted({d.io_store.index for d in dispatches if d.io_store is not None and not d.io_kept}),
                 status_offset=env.status_base * 4, status_errors=list(env.status_errors),
+                overflow_offset=-1 if env.overflow_word is None else env.overflow_word * 4,
                 variables=variable_slots(dispatches, env, offsets),
                 lane_shifts={t.index: lanes.shift for t, lanes in env.lanes.values()}, io_loads=env.io_loads)
     barriers = _barriers(dispatches, offsets)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import quant
 from ..errors import GpuError, ModelError, StateError
 from ..raw_memory import array_at
-from . import gl as G
+from . import gl as G, half_overflow
 from .context import hold_shared, release_shared
 from .complex_view import as_complex, as_floats
 from .kernels.base import io_values
@@ -142,6 +142,9 @@ class GpuPartition:
         # GpuDelegateOptions.debug_nonfinite: a dict whose 'first_nonfinite' the checked run
         # fills (the delegate's summary reads it), else None.
         self.nonfinite = None
+        # The delegate's half_overflow.new_record() that invokes whose half storage overflowed
+        # count in (GpuDelegate.summary()['half_overflow']), else None: not looked at (calibration's runs).
+        self.overflow = None
         self.variables = None  # the resource variables it holds (gpu/variable_sync.GpuVariables), or None
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
@@ -210,6 +213,8 @@ class GpuPartition:
             except BaseException:
                 context.state_owner = None  # the next run binds, and barriers, again
                 raise
+        if self.overflow is not None and self.io.overflowed():
+            half_overflow.note(self, storage, self.overflow)
 
     def _begin(self, storage):
         """Bind the partition's storage buffers unless they still are, and upload its inputs
@@ -384,6 +389,8 @@ class GpuPartition:
             earlier = found is None or (found["step"] is not None and k < found["step"])
             if earlier and not np.isfinite(values).all():
                 found = self._nonfinite_report(k, index, values)
+        if self.overflow is not None and self.io.overflowed():
+            half_overflow.note(self, storage, self.overflow)
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \
@@ -442,6 +449,16 @@ def store_output(target, values):
     if target.dtype in (np.int32, np.int64):
         values = np.asarray(values, np.float32).view(np.int32)
     np.copyto(as_floats(target), as_floats(values), casting="unsafe")
+
+
+def _words(plan):
+    """The byte range (start, end) of the overflow word and the status words, which lie together
+    between the inputs and the outputs of the I/O buffer, or None without any."""
+    overflow, errors = plan.overflow_offset >= 0, bool(plan.status_errors)
+    if not (overflow or errors):
+        return None
+    start = plan.overflow_offset if overflow else plan.status_offset
+    return start, plan.status_offset + 4 * len(plan.status_errors) if errors else plan.overflow_offset + 4
 
 
 def check_status(words, errors):
@@ -544,14 +561,14 @@ class MappedIo:
         # None without status words: no per-invoke work for them then.
         self.status = floats[plan.status_offset // 4:][:len(plan.status_errors)] if plan.status_errors else None
         self.status_errors = plan.status_errors
+        self.overflow = floats[plan.overflow_offset // 4:][:1] if plan.overflow_offset >= 0 else None
         # id -> weakref of the storages holding outputs of this mapping not yet copied (dicts: unhashable)
         self.deferred_to = {}
-        # The inputs come first in the I/O buffer, then the status words, then the outputs
-        # (compiler.build_dispatches): the copy in and the copy out each take the status words.
-        status_end = plan.status_offset + 4 * len(plan.status_errors)
-        self.in_bytes = max([s.offset + s.nbytes for s in plan.inputs] + [status_end if plan.status_errors else 0])
-        self.out_start = min([s.offset for s in plan.outputs]
-                             + [plan.status_offset if plan.status_errors else plan.io_bytes])
+        # The inputs come first in the I/O buffer, then the overflow and status words, then the
+        # outputs (compiler.build_dispatches): the copy in and the copy out each take the words.
+        words = _words(plan)
+        self.in_bytes = max([s.offset + s.nbytes for s in plan.inputs] + [words[1] if words else 0])
+        self.out_start = min([s.offset for s in plan.outputs] + [words[0] if words else plan.io_bytes])
         self.out_bytes = plan.io_bytes - self.out_start
 
     def _copy(self, source, target, offset, size):
@@ -569,6 +586,8 @@ class MappedIo:
             np.copyto(view, io_values(value(index)), casting="unsafe")
         if self.status is not None:
             self.status[:] = 0
+        if self.overflow is not None:
+            self.overflow[0] = 0
         if self.in_bytes and not self.direct:
             self._copy(self.staging, self.handle, 0, self.in_bytes)
 
@@ -602,6 +621,10 @@ class MappedIo:
                 store_output(storage[index], view)
         if deferred:
             self._remember(storage)
+
+    def overflowed(self):
+        """Whether the last invoke's half storage rounded a finite value to inf (after read_outputs)."""
+        return self.overflow is not None and bool(self.overflow[0])
 
     def _remember(self, storage):
         """Keep a weak reference to `storage`, which holds outputs of this mapping not yet copied
@@ -661,6 +684,7 @@ class CopiedIo:
         self.buffer = create_buffer(context, context.ctx, plan, "I/O", plan.io_bytes)
         self.handle = self.buffer.glo
         self.barrier = context.gl.memory_barrier_fast
+        self.overflow = False  # see MappedIo.overflowed
 
     def write_inputs(self, storage):
         value = input_reader(storage)
@@ -668,9 +692,13 @@ class CopiedIo:
             self.buffer.write(np.ascontiguousarray(io_values(value(slot.tensor_index)), np.float32), slot.offset)
         if self.plan.status_errors:
             self.buffer.write(np.zeros(len(self.plan.status_errors), np.float32), self.plan.status_offset)
+        if self.plan.overflow_offset >= 0:
+            self.buffer.write(np.zeros(1, np.float32), self.plan.overflow_offset)
 
     def read_outputs(self, storage):
         self.barrier(END_BARRIER | G.GL_BUFFER_UPDATE_BARRIER_BIT)
+        self.overflow = self.plan.overflow_offset >= 0 and bool(
+            np.frombuffer(self.buffer.read(4, self.plan.overflow_offset), np.float32)[0])
         if self.plan.status_errors:
             status = self.buffer.read(4 * len(self.plan.status_errors), self.plan.status_offset)
             check_status(np.frombuffer(status, np.float32), self.plan.status_errors)
@@ -681,6 +709,9 @@ class CopiedIo:
             else:
                 data = np.frombuffer(self.buffer.read(slot.nbytes, slot.offset), np.float32)
                 store_output(target, data.reshape(slot.shape))
+
+    def overflowed(self):
+        return self.overflow
 
     def release(self):
         self.buffer.release()

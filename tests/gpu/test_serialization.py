@@ -402,7 +402,8 @@ def test_header_corruption_with_a_valid_checksum_never_raises(cold, tmp_path, pr
 
 @pytest.mark.parametrize("edit", ["huge arena", "huge dispatch", "source index", "io slot shape",
                                   "unknown class", "unknown tag", "not a dataclass", "node op",
-                                  "blob out of range", "deep nesting", "log line", "status words"])
+                                  "blob out of range", "deep nesting", "log line", "status words",
+                                  "overflow word"])
 def test_inconsistent_headers_are_rejected(cold, tmp_path, edit):
     header, blobs = header_of(cold[4])
     plan = header["partitions"][0]["plan"]
@@ -434,6 +435,8 @@ def test_inconsistent_headers_are_rejected(cold, tmp_path, edit):
         header["log"] = [[30, "%s %s %s", ["only one"]]]
     elif edit == "status words":  # past the I/O buffer: zeroing them would write out of bounds
         fields["status_offset"] = 1 << 40
+    elif edit == "overflow word":  # the same, for the word half storage's overflow sets
+        fields["overflow_offset"] = 1 << 40
     loaded, caught = load_bytes(repack(header, blobs), cold, tmp_path)
     assert loaded is None and len(caught) == 1, caught
 

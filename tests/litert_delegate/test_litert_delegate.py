@@ -598,3 +598,18 @@ def test_an_empty_constant_litert_holds_read_only_passes_the_file_check(monkeypa
         assert float(run(interp, np.array([2.0], np.float32))) == 3.0
         assert sorted(i for nodes in replaced(delegate).values() for i in nodes) == [0, 1]
         del interp
+
+
+def test_a_half_overflow_warns_inside_litert_too():
+    """gpu/half_overflow.py on LiteRT's path: the kernel's partition sets its overflow word, the
+    invoke warns naming the output, and LiteRT still returns the output (inf, as half holds it)."""
+    from gles_delegate import HalfOverflowWarning
+    from tests.gpu.test_half_overflow import gained_model, scaled
+    x = scaled((1, 8, 8, 6), 100.0)
+    with GpuDelegate(precision="fp16_fp32acc") as delegate:
+        interp = LiteRT(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        with pytest.warns(HalfOverflowWarning, match=r"#0 \(MUL\) \.\. #1 \(ABS\)"):
+            out = run(interp, x)
+        assert np.isinf(out).any() and delegate.summary()["half_overflow"]["nonfinite_invokes"] == 1
+        del interp

@@ -130,6 +130,7 @@ class KernelEnv:
         self.constant_nodes = []  # per constant: the node that registered it (precision 'auto' promotes by node)
         self.status_base = 0  # the float index in the I/O buffer of the first status word (the compiler sets it)
         self.status_errors = []  # per status word: the error its kernel reports there (status_word)
+        self.overflow_word = None  # half storage: the float index in the I/O buffer of Plan.overflow_offset's word
         self.persistent = {}  # id(tensor) -> (tensor, variable key): see persist()
         self.io_loads = {}  # Plan.io_loads (the compiler sets it: gpu/io_loads.py)
         self._packed = {}  # see packed()

@@ -172,7 +172,7 @@ def check_plan(plan, graph, limits):
                                                          for k, v in plan.lane_shifts.items()):
         fail("lane_shifts")
     if plan.io_bytes > 2 * sum(getattr(s, "nbytes", 0) for s in list(plan.inputs) + list(plan.outputs)) \
-            + 64 * (len(plan.inputs) + len(plan.outputs) + 1) + 4 * len(plan.status_errors):
+            + 64 * (len(plan.inputs) + len(plan.outputs) + 1) + 4 * (len(plan.status_errors) + 1):
         fail(f"io_bytes {plan.io_bytes}")
     for slots in (plan.inputs, plan.outputs):
         if not isinstance(slots, list):
@@ -225,13 +225,17 @@ def check_variable_slots(plan, fail):
 
 
 def check_status_words(plan, fail):
-    """The status words (compiler.Plan) lie inside the I/O buffer, one error message each."""
+    """The status words (compiler.Plan) lie inside the I/O buffer, one error message each, and
+    so does the overflow word, where there is one."""
     errors = plan.status_errors
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         fail("status_errors")
     if not is_count(plan.status_offset) or plan.status_offset % 4 \
             or plan.status_offset + 4 * len(errors) > plan.io_bytes:
         fail(f"status words at byte {plan.status_offset!r}")
+    overflow = plan.overflow_offset
+    if type(overflow) is not int or not (overflow == -1 or (0 <= overflow <= plan.io_bytes - 4 and overflow % 4 == 0)):
+        fail(f"overflow word at byte {overflow!r}")
 
 
 def check_float_storage(plan, activations, fail):

@@ -1,0 +1,110 @@
+"""Half storage's overflow noticed (gpu/half_overflow.py, common.glsl note_overflow): a store that
+rounds a finite value beyond 65504 to inf sets the partition's overflow word; an invoke whose
+outputs then come out inf or NaN warns (HalfOverflowWarning) naming the partition and the output,
+one whose outputs stay finite is only counted, and none of it happens at fp32 or within range."""
+import warnings
+
+import numpy as np
+import pytest
+
+from gles_delegate import GpuDelegate, HalfOverflowWarning, Interpreter
+from gles_delegate.gpu import compiler, io_loads
+from tests.gpu.test_io_loads import SHAPE, reader_model
+from tests.gpu.transforms.rulelib import Chain
+
+# Half math ('fp16': mediump, which NVIDIA computes in fp16) overflows in the arithmetic itself,
+# before any store: only the precisions that compute in float32 are checked store by store.
+HALF_STORAGE = ["fp16_fp32acc", "auto"]
+GAIN = 1000.0  # the model's MUL: inputs of 100 give 1e5, beyond half's 65504
+
+
+def gained_model(after):
+    """x -> MUL by GAIN -> `after` (an elementwise op) -> the output."""
+    c = Chain((1, 8, 8, 6))
+    y = c.op("MUL", c.x, c.const(np.full((6,), GAIN, np.float32)))
+    return c.build(c.op(after, y))
+
+
+def invoked(model, values, precision):
+    """(outputs, summary()['half_overflow'], the HalfOverflowWarnings raised) of one invoke."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with GpuDelegate(precision=precision) as delegate:
+            interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+            interp.allocate_tensors()
+            for detail, value in zip(interp.get_input_details(), values):
+                interp.set_tensor(detail["index"], value)
+            interp.invoke()
+            outputs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+            record = delegate.summary()["half_overflow"]
+            del interp
+    return outputs, record, [w for w in caught if issubclass(w.category, HalfOverflowWarning)]
+
+
+def scaled(shape, scale):
+    return (np.random.default_rng(0).uniform(-1, 1, shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("precision", HALF_STORAGE)
+def test_an_overflow_that_reaches_an_output_warns_naming_it(precision):
+    outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 100.0)], precision)
+    assert not np.isfinite(outputs[0]).all()  # the half storage's inf, which the warning is about
+    assert record["invokes"] == record["nonfinite_invokes"] == 1
+    assert record["first"] == {"nodes": "#0 (MUL) .. #1 (ABS)", "outputs": [{"index": 3, "tensor": "t3_abs"}]}
+    [warning] = said
+    assert "#0 (MUL) .. #1 (ABS)" in str(warning.message) and "3 ('t3_abs')" in str(warning.message)
+
+
+@pytest.mark.parametrize("precision", HALF_STORAGE)
+def test_an_overflow_the_model_absorbs_is_counted_without_a_warning(precision):
+    """TANH of the overflowed inf is 1, as of 1e5: the outputs are right, nothing to warn of."""
+    x = scaled((1, 8, 8, 6), 100.0)
+    outputs, record, said = invoked(gained_model("TANH"), [x], precision)
+    np.testing.assert_allclose(outputs[0], np.tanh(x * GAIN), atol=1e-3)
+    assert record == {"invokes": 1, "nonfinite_invokes": 0, "first": None} and said == []
+
+
+@pytest.mark.parametrize("precision", HALF_STORAGE + ["fp32"])
+def test_values_within_range_set_nothing(precision):
+    outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 60.0)], precision)
+    assert np.isfinite(outputs[0]).all()
+    assert record == {"invokes": 0, "nonfinite_invokes": 0, "first": None} and said == []
+
+
+def test_fp32_plans_have_no_overflow_word():
+    with GpuDelegate(precision="fp32") as delegate:
+        interp = Interpreter(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        plan = delegate.partitions[0].plan
+        assert plan.overflow_offset == -1 and not any("#define HALF_OVERFLOW_WORD" in s for s in plan.sources)
+        del interp
+
+
+@pytest.mark.parametrize("loads", [True, False], ids=["loaded by its reader", "convert_in"])
+@pytest.mark.parametrize("kind", ["conv", "elementwise"])
+def test_an_input_beyond_half_range_is_an_overflow(kind, loads, monkeypatch):
+    """The input itself stored in half: by convert_in's store, or rounded by the reader that
+    loads it from the I/O buffer (common.glsl as_stored)."""
+    monkeypatch.setattr(io_loads, "ENABLED", loads)
+    outputs, record, said = invoked(reader_model(kind), [scaled(SHAPE, 1e6)], "fp16_fp32acc")
+    assert record["invokes"] == 1 and record["nonfinite_invokes"] == 1 and len(said) == 1
+
+
+def test_the_check_can_be_switched_off(monkeypatch):
+    """compiler.HALF_OVERFLOW_CHECK (for timing it): no word, no count, no warning."""
+    monkeypatch.setattr(compiler, "HALF_OVERFLOW_CHECK", False)
+    outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 100.0)], "fp16_fp32acc")
+    assert not np.isfinite(outputs[0]).all()
+    assert record["invokes"] == 0 and said == []
+
+
+def test_the_warning_can_be_made_an_error():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HalfOverflowWarning)
+        with GpuDelegate(precision="fp16_fp32acc") as delegate:
+            interp = Interpreter(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+            interp.allocate_tensors()
+            interp.set_tensor(interp.get_input_details()[0]["index"], scaled((1, 8, 8, 6), 100.0))
+            with pytest.raises(HalfOverflowWarning, match="beyond half precision's range"):
+                interp.invoke()
+            del interp
