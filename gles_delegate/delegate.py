@@ -381,9 +381,24 @@ class GpuDelegate:
         for p in made:
             p.nonfinite = self._nonfinite if self.options.debug_nonfinite else None
             p.overflow = self._overflow
+            p.float_twin = self._float_twin(graph, p) if precision == "auto" else None
         self.partitions += made
         self._summarize(graph, made, precision, (time.perf_counter() - start) * 1000, loaded is not None)
         return made
+
+    def _float_twin(self, graph, partition):
+        """Precision 'auto': a callable compiling `partition`'s nodes again at fp32 into a
+        GpuPartition (None where that fails), which gpu/half_overflow.py runs on an invoke whose
+        half storage overflowed into the outputs; None for a partition holding state (resource
+        variables, variable tensors), which a second run would advance twice."""
+        spec = partitioning.boundary(graph, partition.nodes)
+        if partition.variables is not None or any(t.is_variable for t in spec.inputs):
+            return None
+
+        def make():
+            compiled, _ = self._compile_partition(graph, spec, "fp32")
+            return None if compiled is None else GpuPartition(self.context, compiled[0], spec.nodes, view=compiled[1])
+        return make
 
     def _place(self, graph, made, cpu):
         """The partitions of `made` that stay on the GPU: all of them unless placement='fastest'
@@ -604,8 +619,9 @@ class GpuDelegate:
         half_overflow: invokes since the model was given in which half storage rounded a finite
             value beyond 65504 to inf (gpu/half_overflow.py): {'invokes' (any partition's),
             'nonfinite_invokes' (those whose partition outputs came out inf or NaN: each warned
-            of with a HalfOverflowWarning), 'first' (None, or where the first of those was:
-            {'nodes': the partition's first and last node, 'outputs': [{'index', 'tensor'}]})}.
+            of with a HalfOverflowWarning), 'recomputed' (those of them precision 'auto'
+            computed again with float32 storage), 'first' (None, or where the first of those
+            was: {'nodes': the partition's first and last node, 'outputs': [{'index', 'tensor'}]})}.
         """
         out = dict(self._summary)
         if out:

@@ -7,10 +7,14 @@ sets the partition's overflow word (common.glsl note_overflow, compiler.Plan.ove
 which the runtime zeroes with the inputs and reads with the outputs, at no extra GL call.
 
 An overflow that reaches a partition output as inf or NaN is an answer LiteRT's CPU would not
-give: a HalfOverflowWarning names the partition and the output (Python's default filter shows
-it once per partition and output). One absorbed on the way (an attention mask of -1e9 stored as
--inf, which a softmax turns into 0 all the same) is only counted: GpuDelegate.summary()
-['half_overflow'].
+give. With precision 'auto' the partition's float32 twin (its nodes compiled again at fp32 the
+first time) computes that invoke's outputs again: 'auto' promises float32's answers within its
+tolerance, and its calibration samples did not reach this scale. A partition holding state
+(resource variables, variable tensors) has no twin: the second run would advance the state
+twice. Either way a HalfOverflowWarning names the partition and the output (Python's default
+filter shows it once per partition and output). One absorbed on the way (an attention mask of
+-1e9 stored as -inf, which a softmax turns into 0 all the same) is only counted:
+GpuDelegate.summary()['half_overflow'].
 """
 import warnings
 
@@ -22,13 +26,16 @@ from ..errors import HalfOverflowWarning
 def new_record():
     """What GpuDelegate.summary()['half_overflow'] holds, before any invoke: the invokes of any
     partition whose half storage overflowed, those of them whose outputs came out inf or NaN,
-    and where the first of those did (note's `where`)."""
-    return {"invokes": 0, "nonfinite_invokes": 0, "first": None}
+    those of these a float32 twin computed again (precision 'auto'), and where the first whose
+    outputs came out inf or NaN was (note's `where`)."""
+    return {"invokes": 0, "nonfinite_invokes": 0, "recomputed": 0, "first": None}
 
 
 def note(partition, storage, record):
-    """Count an invoke of `partition` whose overflow word was set in `record` (new_record()),
-    and warn when its outputs, in `storage` (tensor index -> value), hold inf or NaN."""
+    """Count an invoke of `partition` whose overflow word was set in `record` (new_record()).
+    Where its outputs, in `storage` (tensor index -> value), hold inf or NaN: with precision
+    'auto' (partition.float_twin set) its float32 twin computes them again from the same
+    inputs, once compiled the first time it is needed; either way a HalfOverflowWarning."""
     record["invokes"] += 1
     value = getattr(storage, "current", storage.__getitem__)  # runtime.input_reader: no copy of a deferred output
     bad = [slot.tensor_index for slot in partition.plan.outputs if not _finite(value(slot.tensor_index))]
@@ -42,13 +49,31 @@ def note(partition, storage, record):
              "outputs": [{"index": index, "tensor": names.get(index)} for index in bad]}
     if record["first"] is None:
         record["first"] = where
-    said = ", ".join(f"{o['index']} ({o['tensor']!r})" for o in where["outputs"])
-    warnings.warn(HalfOverflowWarning(
-        f"the GPU partition of nodes {where['nodes']} stored a value beyond half precision's range "
-        f"(65504) as inf, and its output tensor{'s' if len(bad) > 1 else ''} {said} came out inf or NaN "
-        f"where float32 storage could keep them finite. Use precision='fp32', or 'auto' with "
-        f"calibration_inputs= at the real inputs' scale (GpuDelegateOptions(debug_nonfinite=True) names "
-        f"the first node whose output overflows)"), stacklevel=2)
+    said = (f"the GPU partition of nodes {where['nodes']} stored a value beyond half precision's range (65504) "
+            f"as inf, and its output tensor{'s' if len(bad) > 1 else ''} "
+            + ", ".join(f"{o['index']} ({o['tensor']!r})" for o in where["outputs"]) + " came out inf or NaN")
+    twin = _float_twin(partition)
+    if twin is not None:
+        twin.run(storage)
+        record["recomputed"] += 1
+        said += (": precision 'auto' computed them again with float32 storage (the partition's float32 twin, one "
+                 "more run per such invoke). Calibrating on inputs at this scale (calibration_inputs=) keeps in "
+                 "float what overflows and saves that run")
+    else:
+        said += (" where float32 storage could keep them finite. Use precision='fp32', or 'auto' with "
+                 "calibration_inputs= at the real inputs' scale")
+    warnings.warn(HalfOverflowWarning(said + " (GpuDelegateOptions(debug_nonfinite=True) names the first node "
+                                      "whose output overflows)"), stacklevel=2)
+
+
+def _float_twin(partition):
+    """The partition's float32 twin (a GpuPartition of the same nodes), made at its first use
+    from partition.float_twin, or None: no maker (not 'auto', or state the twin's second run
+    would advance again), or the twin failed to compile."""
+    if partition.twin is None and partition.float_twin is not None:
+        maker, partition.float_twin = partition.float_twin, None  # made once: a failure is not tried again
+        partition.twin = maker()
+    return partition.twin
 
 
 def _finite(value):

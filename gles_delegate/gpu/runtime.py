@@ -145,6 +145,9 @@ class GpuPartition:
         # The delegate's half_overflow.new_record() that invokes whose half storage overflowed
         # count in (GpuDelegate.summary()['half_overflow']), else None: not looked at (calibration's runs).
         self.overflow = None
+        # Precision 'auto': a callable making the float32 twin that computes again an invoke
+        # whose overflow reached the outputs (half_overflow.note), then the twin once made.
+        self.float_twin = self.twin = None
         self.variables = None  # the resource variables it holds (gpu/variable_sync.GpuVariables), or None
         with context.current() as ctx:
             context.check_error("earlier GL work (before creating a partition's buffers)")
@@ -425,6 +428,9 @@ class GpuPartition:
             return
         if self.variables is not None:  # the values only it holds go to the CPU, while its buffers exist
             self.variables.release()
+        if self.twin is not None:
+            self.twin.release()
+        self.float_twin = None
         self.released = True
         if self.context.ctx is None or self.context.forked:
             self.steps = []

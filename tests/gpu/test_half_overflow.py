@@ -1,7 +1,8 @@
 """Half storage's overflow noticed (gpu/half_overflow.py, common.glsl note_overflow): a store that
 rounds a finite value beyond 65504 to inf sets the partition's overflow word; an invoke whose
 outputs then come out inf or NaN warns (HalfOverflowWarning) naming the partition and the output,
-one whose outputs stay finite is only counted, and none of it happens at fp32 or within range."""
+one whose outputs stay finite is only counted, 'auto' computes such an invoke again with float32
+storage, and none of it happens at fp32 or within range."""
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ from gles_delegate import GpuDelegate, HalfOverflowWarning, Interpreter
 from gles_delegate.gpu import compiler, io_loads
 from tests.gpu.test_io_loads import SHAPE, reader_model
 from tests.gpu.transforms.rulelib import Chain
+from tests.streaming_models import Ring, frames, ring_model
 
 # Half math ('fp16': mediump, which NVIDIA computes in fp16) overflows in the arithmetic itself,
 # before any store: only the precisions that compute in float32 are checked store by store.
@@ -45,14 +47,50 @@ def scaled(shape, scale):
     return (np.random.default_rng(0).uniform(-1, 1, shape) * scale).astype(np.float32)
 
 
-@pytest.mark.parametrize("precision", HALF_STORAGE)
-def test_an_overflow_that_reaches_an_output_warns_naming_it(precision):
-    outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 100.0)], precision)
+def test_an_overflow_that_reaches_an_output_warns_naming_it():
+    outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 100.0)], "fp16_fp32acc")
     assert not np.isfinite(outputs[0]).all()  # the half storage's inf, which the warning is about
-    assert record["invokes"] == record["nonfinite_invokes"] == 1
+    assert record["invokes"] == record["nonfinite_invokes"] == 1 and record["recomputed"] == 0
     assert record["first"] == {"nodes": "#0 (MUL) .. #1 (ABS)", "outputs": [{"index": 3, "tensor": "t3_abs"}]}
     [warning] = said
     assert "#0 (MUL) .. #1 (ABS)" in str(warning.message) and "3 ('t3_abs')" in str(warning.message)
+
+
+def test_auto_computes_an_overflowed_invoke_again_in_float32():
+    """'auto' promises float32's answers: its float32 twin recomputes the invoke (made once, at
+    the first such invoke); an invoke within range runs the half plan alone."""
+    model, big, small = gained_model("ABS"), scaled((1, 8, 8, 6), 100.0), scaled((1, 8, 8, 6), 10.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with GpuDelegate(precision="auto") as delegate:
+            interp = Interpreter(model_content=model, experimental_delegates=[delegate])
+            interp.allocate_tensors()
+            partition, twins, outputs = delegate.partitions[0], [], []
+            for x in (big, big, small):
+                interp.set_tensor(interp.get_input_details()[0]["index"], x)
+                interp.invoke()
+                outputs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+                twins.append(partition.twin)
+            record = delegate.summary()["half_overflow"]
+            del interp
+    for x, out in zip((big, big, small), outputs):
+        expected = np.abs(x * np.float32(GAIN))
+        np.testing.assert_allclose(out, expected, rtol=0, atol=4 * np.finfo(np.float32).eps * expected.max()
+                                   if x is big else 2e-3 * expected.max())  # the last one in half storage
+    assert twins[0] is not None and twins[0] is twins[1] is twins[2]
+    assert record["invokes"] == record["nonfinite_invokes"] == record["recomputed"] == 2
+    said = [str(w.message) for w in caught if issubclass(w.category, HalfOverflowWarning)]
+    assert len(said) == 2 and all("computed them again with float32 storage" in m for m in said)
+
+
+def test_auto_does_not_run_a_stateful_partition_twice():
+    """A partition holding resource variables has no twin (its second run would advance the
+    state twice): the overflow is warned of as in half storage alone."""
+    ring = Ring()
+    x = frames(ring, 1)[0] * np.float32(1e6)
+    outputs, record, said = invoked(ring_model(ring), [x], "auto")
+    assert record["nonfinite_invokes"] == 1 and record["recomputed"] == 0
+    assert len(said) == 1 and "float32 storage could keep them finite" in str(said[0].message)
 
 
 @pytest.mark.parametrize("precision", HALF_STORAGE)
@@ -61,14 +99,14 @@ def test_an_overflow_the_model_absorbs_is_counted_without_a_warning(precision):
     x = scaled((1, 8, 8, 6), 100.0)
     outputs, record, said = invoked(gained_model("TANH"), [x], precision)
     np.testing.assert_allclose(outputs[0], np.tanh(x * GAIN), atol=1e-3)
-    assert record == {"invokes": 1, "nonfinite_invokes": 0, "first": None} and said == []
+    assert record == {"invokes": 1, "nonfinite_invokes": 0, "recomputed": 0, "first": None} and said == []
 
 
 @pytest.mark.parametrize("precision", HALF_STORAGE + ["fp32"])
 def test_values_within_range_set_nothing(precision):
     outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 60.0)], precision)
     assert np.isfinite(outputs[0]).all()
-    assert record == {"invokes": 0, "nonfinite_invokes": 0, "first": None} and said == []
+    assert record == {"invokes": 0, "nonfinite_invokes": 0, "recomputed": 0, "first": None} and said == []
 
 
 def test_fp32_plans_have_no_overflow_word():

@@ -600,16 +600,23 @@ def test_an_empty_constant_litert_holds_read_only_passes_the_file_check(monkeypa
         del interp
 
 
-def test_a_half_overflow_warns_inside_litert_too():
-    """gpu/half_overflow.py on LiteRT's path: the kernel's partition sets its overflow word, the
-    invoke warns naming the output, and LiteRT still returns the output (inf, as half holds it)."""
+@pytest.mark.parametrize("precision", ["fp16_fp32acc", "auto"])
+def test_a_half_overflow_warns_inside_litert_too(precision):
+    """gpu/half_overflow.py on LiteRT's path: the kernel's partition sets its overflow word and the
+    invoke warns naming the output, which LiteRT returns as half held it (inf) at fp16_fp32acc,
+    and as LiteRT alone computes it at 'auto' (the float32 twin's run, inside LiteRT's invoke)."""
     from gles_delegate import HalfOverflowWarning
     from tests.gpu.test_half_overflow import gained_model, scaled
-    x = scaled((1, 8, 8, 6), 100.0)
-    with GpuDelegate(precision="fp16_fp32acc") as delegate:
-        interp = LiteRT(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+    x, model = scaled((1, 8, 8, 6), 100.0), gained_model("ABS")
+    with GpuDelegate(precision=precision) as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
         interp.allocate_tensors()
         with pytest.warns(HalfOverflowWarning, match=r"#0 \(MUL\) \.\. #1 \(ABS\)"):
             out = run(interp, x)
-        assert np.isinf(out).any() and delegate.summary()["half_overflow"]["nonfinite_invokes"] == 1
+        record = delegate.summary()["half_overflow"]
         del interp
+    assert record["nonfinite_invokes"] == 1 and record["recomputed"] == (precision == "auto")
+    if precision == "auto":
+        assert_close(out, litert_alone(model, x))
+    else:
+        assert np.isinf(out).any()
