@@ -618,10 +618,11 @@ class GpuDelegate:
             NaN and Inf, the index of the first non-finite element).
         half_overflow: invokes since the model was given in which half storage rounded a finite
             value beyond 65504 to inf (gpu/half_overflow.py): {'invokes' (any partition's),
-            'nonfinite_invokes' (those whose partition outputs came out inf or NaN: each warned
-            of with a HalfOverflowWarning), 'recomputed' (those of them precision 'auto'
-            computed again with float32 storage), 'first' (None, or where the first of those
-            was: {'nodes': the partition's first and last node, 'outputs': [{'index', 'tensor'}]})}.
+            'reached_outputs' (those in which it reached a partition output: a float one inf
+            or NaN, or any integer or bool one; each warned of with a HalfOverflowWarning),
+            'recomputed' (those of them precision 'auto' computed again with float32 storage),
+            'first' (None, or where the first of those was: {'nodes': the partition's first and
+            last node, 'outputs': [{'index', 'tensor', 'how'}]})}.
         """
         out = dict(self._summary)
         if out:

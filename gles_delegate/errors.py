@@ -30,7 +30,7 @@ class ResizeError(ModelError, RuntimeError):
 
 class HalfOverflowWarning(RuntimeWarning):
     """Half storage (precision 'fp16', 'fp16_fp32acc', or the tensors 'auto' keeps in half)
-    rounded a finite value beyond half's range (65504) to inf at an invoke, and a GPU partition's
-    output came out inf or NaN where LiteRT's float32 would have kept it finite
-    (gpu/half_overflow.py). Shown once per partition by Python's default filter;
+    rounded a finite value beyond half's range (65504) to inf at an invoke, and it reached a GPU
+    partition's output: a float output came out inf or NaN, or an integer or bool output may
+    hold a wrong value, where LiteRT's float32 would not (gpu/half_overflow.py). Shown once per partition by Python's default filter;
     `warnings.simplefilter("error", HalfOverflowWarning)` makes such an invoke raise."""

@@ -6,8 +6,9 @@ as floats gives a power spectrum of 3.8e+09 (openWakeWord's melspectrogram). Eve
 sets the partition's overflow word (common.glsl note_overflow, compiler.Plan.overflow_offset),
 which the runtime zeroes with the inputs and reads with the outputs, at no extra GL call.
 
-An overflow that reaches a partition output as inf or NaN is an answer LiteRT's CPU would not
-give. With precision 'auto' the partition's float32 twin (its nodes compiled again at fp32 the
+An overflow that reaches a partition output is an answer LiteRT's CPU would not give: a float
+output inf or NaN, or any integer or bool output, which cannot show it (int8 codes of 60 + 60 at
+a scale of 1000 came out 127, saturated, in half storage: LiteRT gives 60). With precision 'auto' the partition's float32 twin (its nodes compiled again at fp32 the
 first time) computes that invoke's outputs again: 'auto' promises float32's answers within its
 tolerance, and its calibration samples did not reach this scale. A partition holding state
 (resource variables, variable tensors) has no twin: the second run would advance the state
@@ -25,33 +26,30 @@ from ..errors import HalfOverflowWarning
 
 def new_record():
     """What GpuDelegate.summary()['half_overflow'] holds, before any invoke: the invokes of any
-    partition whose half storage overflowed, those of them whose outputs came out inf or NaN,
-    those of these a float32 twin computed again (precision 'auto'), and where the first whose
-    outputs came out inf or NaN was (note's `where`)."""
-    return {"invokes": 0, "nonfinite_invokes": 0, "recomputed": 0, "first": None}
+    partition whose half storage overflowed, those of them in which it reached an output
+    (_reached), those of these a float32 twin computed again (precision 'auto'), and where the
+    first of those was (note's `where`)."""
+    return {"invokes": 0, "reached_outputs": 0, "recomputed": 0, "first": None}
 
 
 def note(partition, storage, record):
     """Count an invoke of `partition` whose overflow word was set in `record` (new_record()).
-    Where its outputs, in `storage` (tensor index -> value), hold inf or NaN: with precision
-    'auto' (partition.float_twin set) its float32 twin computes them again from the same
-    inputs, once compiled the first time it is needed; either way a HalfOverflowWarning."""
+    Where the overflow reached its outputs, in `storage` (tensor index -> value) (_reached):
+    with precision 'auto' (partition.float_twin set) its float32 twin computes them again from
+    the same inputs, once compiled the first time it is needed; either way a HalfOverflowWarning."""
     record["invokes"] += 1
-    value = getattr(storage, "current", storage.__getitem__)  # runtime.input_reader: no copy of a deferred output
-    bad = [slot.tensor_index for slot in partition.plan.outputs if not _finite(value(slot.tensor_index))]
-    if not bad:
+    reached = _reached(partition, getattr(storage, "current", storage.__getitem__))  # input_reader: no copy
+    if not reached:
         return
-    record["nonfinite_invokes"] += 1
+    record["reached_outputs"] += 1
     nodes = partition.nodes
-    names = {t.index: t.name for node in nodes for t in node.outputs if t is not None}
     span = f"{nodes[0].label} .. {nodes[-1].label}" if len(nodes) > 1 else (nodes[0].label if nodes else "")
-    where = {"nodes": span,
-             "outputs": [{"index": index, "tensor": names.get(index)} for index in bad]}
+    where = {"nodes": span, "outputs": reached}
     if record["first"] is None:
         record["first"] = where
-    said = (f"the GPU partition of nodes {where['nodes']} stored a value beyond half precision's range (65504) "
-            f"as inf, and its output tensor{'s' if len(bad) > 1 else ''} "
-            + ", ".join(f"{o['index']} ({o['tensor']!r})" for o in where["outputs"]) + " came out inf or NaN")
+    said = (f"the GPU partition of nodes {span} stored a value beyond half precision's range (65504) as inf, "
+            f"and its output tensor{'s' if len(reached) > 1 else ''} "
+            + ", ".join(f"{o['index']} ({o['tensor']!r}) {o['how']}" for o in reached))
     twin = _float_twin(partition)
     if twin is not None:
         twin.run(storage)
@@ -60,10 +58,30 @@ def note(partition, storage, record):
                  "more run per such invoke). Calibrating on inputs at this scale (calibration_inputs=) keeps in "
                  "float what overflows and saves that run")
     else:
-        said += (" where float32 storage could keep them finite. Use precision='fp32', or 'auto' with "
-                 "calibration_inputs= at the real inputs' scale")
+        said += (", where float32 storage would not. Use precision='fp32', or 'auto' with calibration_inputs= at "
+                 "the real inputs' scale")
     warnings.warn(HalfOverflowWarning(said + " (GpuDelegateOptions(debug_nonfinite=True) names the first node "
                                       "whose output overflows)"), stacklevel=2)
+
+
+def _reached(partition, value):
+    """[{'index', 'tensor', 'how'}] of the partition outputs an overflow reached: a float output
+    holding inf or NaN; any other (int8 / uint8 of a quantized model, int32, bool), whose
+    values cannot show it: an inf quantized, cast or compared comes out a valid-looking value
+    (the largest int8, a comparison's other answer). An overflow only float outputs absorbed is
+    none of these."""
+    names = {t.index: t.name for node in partition.nodes for t in node.outputs if t is not None}
+    reached = []
+    for slot in partition.plan.outputs:
+        output = np.asarray(value(slot.tensor_index))
+        if not np.issubdtype(output.dtype, np.inexact):
+            how = f"may be wrong ({output.dtype}: an inf quantizes, casts or compares to a valid-looking value)"
+        elif not np.isfinite(output).all():
+            how = "came out inf or NaN"
+        else:
+            continue
+        reached.append({"index": slot.tensor_index, "tensor": names.get(slot.tensor_index), "how": how})
+    return reached
 
 
 def _float_twin(partition):
@@ -74,8 +92,3 @@ def _float_twin(partition):
         maker, partition.float_twin = partition.float_twin, None  # made once: a failure is not tried again
         partition.twin = maker()
     return partition.twin
-
-
-def _finite(value):
-    value = np.asarray(value)
-    return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())

@@ -10,6 +10,9 @@ import pytest
 
 from gles_delegate import GpuDelegate, HalfOverflowWarning, Interpreter
 from gles_delegate.gpu import compiler, io_loads
+from gles_delegate.tflite import ModelBuilder
+from gles_delegate.tflite.writer import quantize_params
+from tests.litert import run_litert
 from tests.gpu.test_io_loads import SHAPE, reader_model
 from tests.gpu.transforms.rulelib import Chain
 from tests.streaming_models import Ring, frames, ring_model
@@ -50,8 +53,9 @@ def scaled(shape, scale):
 def test_an_overflow_that_reaches_an_output_warns_naming_it():
     outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 100.0)], "fp16_fp32acc")
     assert not np.isfinite(outputs[0]).all()  # the half storage's inf, which the warning is about
-    assert record["invokes"] == record["nonfinite_invokes"] == 1 and record["recomputed"] == 0
-    assert record["first"] == {"nodes": "#0 (MUL) .. #1 (ABS)", "outputs": [{"index": 3, "tensor": "t3_abs"}]}
+    assert record["invokes"] == record["reached_outputs"] == 1 and record["recomputed"] == 0
+    assert record["first"] == {"nodes": "#0 (MUL) .. #1 (ABS)",
+                               "outputs": [{"index": 3, "tensor": "t3_abs", "how": "came out inf or NaN"}]}
     [warning] = said
     assert "#0 (MUL) .. #1 (ABS)" in str(warning.message) and "3 ('t3_abs')" in str(warning.message)
 
@@ -78,7 +82,7 @@ def test_auto_computes_an_overflowed_invoke_again_in_float32():
         np.testing.assert_allclose(out, expected, rtol=0, atol=4 * np.finfo(np.float32).eps * expected.max()
                                    if x is big else 2e-3 * expected.max())  # the last one in half storage
     assert twins[0] is not None and twins[0] is twins[1] is twins[2]
-    assert record["invokes"] == record["nonfinite_invokes"] == record["recomputed"] == 2
+    assert record["invokes"] == record["reached_outputs"] == record["recomputed"] == 2
     said = [str(w.message) for w in caught if issubclass(w.category, HalfOverflowWarning)]
     assert len(said) == 2 and all("computed them again with float32 storage" in m for m in said)
 
@@ -89,8 +93,8 @@ def test_auto_does_not_run_a_stateful_partition_twice():
     ring = Ring()
     x = frames(ring, 1)[0] * np.float32(1e6)
     outputs, record, said = invoked(ring_model(ring), [x], "auto")
-    assert record["nonfinite_invokes"] == 1 and record["recomputed"] == 0
-    assert len(said) == 1 and "float32 storage could keep them finite" in str(said[0].message)
+    assert record["reached_outputs"] == 1 and record["recomputed"] == 0
+    assert len(said) == 1 and "where float32 storage would not" in str(said[0].message)
 
 
 @pytest.mark.parametrize("precision", HALF_STORAGE)
@@ -99,14 +103,14 @@ def test_an_overflow_the_model_absorbs_is_counted_without_a_warning(precision):
     x = scaled((1, 8, 8, 6), 100.0)
     outputs, record, said = invoked(gained_model("TANH"), [x], precision)
     np.testing.assert_allclose(outputs[0], np.tanh(x * GAIN), atol=1e-3)
-    assert record == {"invokes": 1, "nonfinite_invokes": 0, "recomputed": 0, "first": None} and said == []
+    assert record == {"invokes": 1, "reached_outputs": 0, "recomputed": 0, "first": None} and said == []
 
 
 @pytest.mark.parametrize("precision", HALF_STORAGE + ["fp32"])
 def test_values_within_range_set_nothing(precision):
     outputs, record, said = invoked(gained_model("ABS"), [scaled((1, 8, 8, 6), 60.0)], precision)
     assert np.isfinite(outputs[0]).all()
-    assert record == {"invokes": 0, "nonfinite_invokes": 0, "recomputed": 0, "first": None} and said == []
+    assert record == {"invokes": 0, "reached_outputs": 0, "recomputed": 0, "first": None} and said == []
 
 
 def test_fp32_plans_have_no_overflow_word():
@@ -125,7 +129,7 @@ def test_an_input_beyond_half_range_is_an_overflow(kind, loads, monkeypatch):
     loads it from the I/O buffer (common.glsl as_stored)."""
     monkeypatch.setattr(io_loads, "ENABLED", loads)
     outputs, record, said = invoked(reader_model(kind), [scaled(SHAPE, 1e6)], "fp16_fp32acc")
-    assert record["invokes"] == 1 and record["nonfinite_invokes"] == 1 and len(said) == 1
+    assert record["invokes"] == 1 and record["reached_outputs"] == 1 and len(said) == 1
 
 
 def test_the_check_can_be_switched_off(monkeypatch):
@@ -146,3 +150,29 @@ def test_the_warning_can_be_made_an_error():
             with pytest.raises(HalfOverflowWarning, match="beyond half precision's range"):
                 interp.invoke()
             del interp
+
+
+def saturating_model():
+    """int8 a + b at a scale of 1000 into an int8 of scale 2000, then RELU: codes 60 + 60 are
+    120000 in the float view, past half, and the output's inf quantizes to 127 (LiteRT: 60)."""
+    b = ModelBuilder()
+    q_in, q_out = quantize_params(1000.0, 0), quantize_params(2000.0, 0)
+    a, c = (b.input(name, (1, 4, 4, 8), np.int8, quantization=q_in) for name in "ac")
+    total = b.tensor("total", (1, 4, 4, 8), np.int8, quantization=q_out)
+    b.op("ADD", [a, c], [total], fused_activation_function=0)
+    out = b.tensor("out", (1, 4, 4, 8), np.int8, quantization=q_out)
+    b.op("RELU", [total], [out])
+    b.output(out)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16_fp32acc", "auto"])
+def test_an_overflow_into_an_integer_output_is_warned_of(precision):
+    """An integer output cannot show the inf: any overflow of its partition is warned of."""
+    model, values = saturating_model(), [np.full((1, 4, 4, 8), 60, np.int8)] * 2
+    outputs, record, said = invoked(model, values, precision)
+    if precision == "fp16_fp32acc":
+        assert (outputs[0] == 127).all() and len(said) == 1 and "may be wrong (int8" in str(said[0].message)
+    else:  # 'auto' calibrates on the quantized tensors' real ranges: the sum is kept in float
+        np.testing.assert_array_equal(outputs[0], run_litert(model, values)[0])
+        assert said == []
