@@ -32,11 +32,12 @@ def new_record():
     return {"invokes": 0, "reached_outputs": 0, "recomputed": 0, "first": None}
 
 
-def note(partition, storage, record):
+def note(partition, storage, record, capture=None):
     """Count an invoke of `partition` whose overflow word was set in `record` (new_record()).
     Where the overflow reached its outputs, in `storage` (tensor index -> value) (_reached):
     with precision 'auto' (partition.float_twin set) its float32 twin computes them again from
-    the same inputs, once compiled the first time it is needed; either way a HalfOverflowWarning."""
+    the same inputs (and the tensors of `capture`, the run's, GpuPartition.run), once compiled
+    the first time it is needed; either way a HalfOverflowWarning."""
     record["invokes"] += 1
     reached = _reached(partition, getattr(storage, "current", storage.__getitem__))  # input_reader: no copy
     if not reached:
@@ -52,7 +53,7 @@ def note(partition, storage, record):
             + ", ".join(f"{o['index']} ({o['tensor']!r}) {o['how']}" for o in reached))
     twin = _float_twin(partition)
     if twin is not None:
-        twin.run(storage)
+        twin.run(storage, capture)
         record["recomputed"] += 1
         said += (": precision 'auto' computed them again with float32 storage (the partition's float32 twin, one "
                  "more run per such invoke). Calibrating on inputs at this scale (calibration_inputs=) keeps in "

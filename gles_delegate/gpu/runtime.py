@@ -136,6 +136,7 @@ class GpuPartition:
         self.nodes = nodes
         self.view = view
         self.fused_away = set(fused_away)
+        self.inputs = frozenset(slot.tensor_index for slot in plan.inputs)  # model tensor indices
         self.steps = []
         self.released = False  # release() ran: a plan with no dispatch is not a released partition
         self.arena = self.consts = self.params = self.io = self.floats = None
@@ -217,7 +218,7 @@ class GpuPartition:
                 context.state_owner = None  # the next run binds, and barriers, again
                 raise
         if self.overflow is not None and self.io.overflowed():
-            half_overflow.note(self, storage, self.overflow)
+            half_overflow.note(self, storage, self.overflow, capture)
 
     def _begin(self, storage):
         """Bind the partition's storage buffers unless they still are, and upload its inputs
@@ -280,10 +281,12 @@ class GpuPartition:
     def _capture(self, written, capture):
         """Read back what one dispatch wrote into the model tensors of `capture` (tensors that
         the compiler or the float view made up have no entry there and are skipped; outputs
-        stored straight into the I/O buffer are taken from the outputs after the run)."""
+        stored straight into the I/O buffer are taken from the outputs after the run; a
+        partition input, which convert_in writes as its storage holds it, rounded to half in
+        half storage, keeps the value it was given, as in LiteRT)."""
         self.context.gl.memory_barrier_fast(G.GL_BUFFER_UPDATE_BARRIER_BIT)
         for index, offset, shape in written:
-            if index in capture and index not in self.plan.io_stores:
+            if index in capture and index not in self.plan.io_stores and index not in self.inputs:
                 self._store_capture(capture, index, self.read_written(index, offset, shape))
 
     def _buffer_at(self, offset):
@@ -378,7 +381,7 @@ class GpuPartition:
                         values = self.read_written(index, arena_offset, shape)
                         if found is None and index not in ints and not np.isfinite(values).all():
                             found = self._nonfinite_report(k, index, values)
-                        if capture is not None and index in capture:
+                        if capture is not None and index in capture and index not in self.inputs:
                             self._store_capture(capture, index, values)
                 self.io.read_outputs(storage)
             finally:
@@ -393,7 +396,7 @@ class GpuPartition:
             if earlier and not np.isfinite(values).all():
                 found = self._nonfinite_report(k, index, values)
         if self.overflow is not None and self.io.overflowed():
-            half_overflow.note(self, storage, self.overflow)
+            half_overflow.note(self, storage, self.overflow, capture)
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \

@@ -101,19 +101,22 @@ def _half_rounded(value):
     return as_complex(rounded) if value.dtype == np.complex64 else rounded
 
 
-def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, extra=0.0, **model_kwargs):
+def check_gpu(op, inputs, options=None, precision="fp32", gpu_nodes=1, extra=0.0, judged_as=None, **model_kwargs):
     """Build a one-op model, run it on the reference (on the inputs as stored, as_stored) and on
     the GPU, compare every output (within `extra` more than tolerance(), per element, where an
     op's error depends on more than its output). Asserts the node really ran on the GPU
-    (gpu_nodes; None: either, the reference's result all the same)."""
+    (gpu_nodes; None: either, the reference's result all the same). judged_as: the precision
+    whose storage and tolerance the comparison takes (default `precision`): 'fp32' for a run at
+    'auto' whose half storage overflows, which its float32 twin computes again (gpu/half_overflow.py)."""
+    judged_as = judged_as or precision
     model = single_op_model(op, inputs, options, **model_kwargs)
-    stored = as_stored(inputs, precision)
+    stored = as_stored(inputs, judged_as)
     reference = run_ours(single_op_model(op, stored, options, **model_kwargs), feeds(stored))
     gpu, summary = run_gpu(model, feeds(inputs), precision)
     assert gpu_nodes is None or summary["gpu_nodes"] == gpu_nodes, f"{op} did not run on the GPU: {summary}"
     node, stored_values = single_op_node(op, stored, options, **model_kwargs), [None if s is None else s.value for s in stored]
     for k, (r, g) in enumerate(zip(reference, gpu)):
-        assert_gpu_matches(r, g, precision, f"{op} output {k}", node if k == 0 else None, stored_values, extra)
+        assert_gpu_matches(r, g, judged_as, f"{op} output {k}", node if k == 0 else None, stored_values, extra)
     return reference, gpu
 
 

@@ -13,6 +13,7 @@ from gles_delegate.gpu import compiler, io_loads
 from gles_delegate.tflite import ModelBuilder
 from gles_delegate.tflite.writer import quantize_params
 from tests.litert import run_litert
+from tests.gpu.gpulib import invoked_keeping_every_tensor
 from tests.gpu.test_io_loads import SHAPE, reader_model
 from tests.gpu.transforms.rulelib import Chain
 from tests.streaming_models import Ring, frames, ring_model
@@ -176,3 +177,17 @@ def test_an_overflow_into_an_integer_output_is_warned_of(precision):
     else:  # 'auto' calibrates on the quantized tensors' real ranges: the sum is kept in float
         np.testing.assert_array_equal(outputs[0], run_litert(model, values)[0])
         assert said == []
+
+
+def test_a_recomputed_invoke_keeps_the_twins_tensors_too():
+    """experimental_preserve_all_tensors: the tensors inside the partition are the twin's run's
+    as well, so the MUL's output is float32's 1e5, not half's inf."""
+    x = scaled((1, 8, 8, 6), 100.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HalfOverflowWarning)
+        with GpuDelegate(precision="auto") as delegate:
+            interp = invoked_keeping_every_tensor(gained_model("ABS"), delegate, x)
+            product = interp.get_tensor(2)
+            assert delegate.summary()["half_overflow"]["recomputed"] == 1
+            del interp
+    np.testing.assert_allclose(product, x * np.float32(GAIN), rtol=4 * np.finfo(np.float32).eps)
