@@ -38,6 +38,10 @@ layout(std430, binding = 2) writeonly buffer Io { highp float io[]; };
 // bits, in highp: an inf or NaN the kernel computed is not an overflow of the storage.
 #ifdef HALF_OVERFLOW_WORD
 void note_overflow(highp vec4 v) {
+  highp vec4 size = abs(v);
+  // Almost no store comes near half's range: one scalar test of the largest lane first, the
+  // lanes' bits only past it (whether max() passes a NaN over or returns it, the test is right).
+  if (max(max(size.x, size.y), max(size.z, size.w)) < 65520.0) return;
   highp uvec4 magnitude = floatBitsToUint(v) & 0x7fffffffu;
   if (any(bvec4(uvec4(greaterThanEqual(magnitude, uvec4(0x477ff000u))) & uvec4(lessThan(magnitude, uvec4(0x7f800000u))))))
     io[HALF_OVERFLOW_WORD] = 1.0;

@@ -620,3 +620,22 @@ def test_a_half_overflow_warns_inside_litert_too(precision):
         assert_close(out, litert_alone(model, x))
     else:
         assert np.isinf(out).any()
+
+
+def test_auto_outputs_follow_the_twin_and_back_inside_litert():
+    """Invokes alternating between the twin (an overflow) and the half plan (none): each output
+    LiteRT returns is that invoke's, wherever its memory was lent from (litert/memory.py)."""
+    from gles_delegate import HalfOverflowWarning
+    from tests.gpu.test_half_overflow import gained_model, scaled
+    model = gained_model("ABS")
+    inputs = [scaled((1, 8, 8, 6), scale) for scale in (100.0, 10.0, 90.0, 20.0)]
+    with GpuDelegate(precision="auto") as delegate:
+        interp = LiteRT(model_content=model, experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        with pytest.warns(HalfOverflowWarning):
+            outputs = [run(interp, x).copy() for x in inputs]
+        assert delegate.summary()["half_overflow"]["recomputed"] == 2
+        del interp
+    for x, out in zip(inputs, outputs):
+        expected = litert_alone(model, x)
+        np.testing.assert_allclose(out, expected, rtol=0, atol=2e-3 * np.abs(expected).max())
