@@ -8,14 +8,14 @@ which the runtime zeroes with the inputs and reads with the outputs, at no extra
 
 An overflow that reaches a partition output is an answer LiteRT's CPU would not give: a float
 output inf or NaN, or any integer or bool output, which cannot show it (int8 codes of 60 + 60 at
-a scale of 1000 came out 127, saturated, in half storage: LiteRT gives 60). With precision 'auto' the partition's float32 twin (its nodes compiled again at fp32 the
-first time) computes that invoke's outputs again: 'auto' promises float32's answers within its
-tolerance, and its calibration samples did not reach this scale. A partition holding state
-(resource variables, variable tensors) has no twin: the second run would advance the state
-twice. Either way a HalfOverflowWarning names the partition and the output (Python's default
-filter shows it once per partition and output). One absorbed on the way (an attention mask of
--1e9 stored as -inf, which a softmax turns into 0 all the same) is only counted:
-GpuDelegate.summary()['half_overflow'].
+a scale of 1000 came out 127, saturated, in half storage: LiteRT gives 60). With precision
+'auto' the partition's float32 twin (its nodes compiled again at fp32 the first time) computes
+that invoke's outputs again: 'auto' promises float32's answers within its tolerance, and its
+calibration samples did not reach this scale. A partition holding state (resource variables,
+variable tensors) has no twin: the second run would advance the state twice. Either way a
+HalfOverflowWarning names the partition and the output (Python's default filter shows it once
+per partition and output). One absorbed on the way (an attention mask of -1e9 stored as -inf,
+which a softmax turns into 0 all the same) is only counted: GpuDelegate.summary()['half_overflow'].
 """
 import warnings
 
