@@ -46,6 +46,12 @@ BAKE_CHOICES = ("none", "own", "all")
 # Half storage notes a finite value it rounds to inf in the partition's overflow word (common.glsl
 # note_overflow, gpu/half_overflow.py); False: no word, no test per store.
 HALF_OVERFLOW_CHECK = True
+# Templates each of whose half stores is activate(...) with no step after it, unless one of these
+# defines is set (a store or rounding of another value): with a bounded fused activation
+# (RELU_N1_TO_1, RELU6, TANH) they cannot overflow, so they go without the test (_may_overflow).
+BOUNDED_BY_ACTIVATION = {"conv2d": ("GATED", "EP_COUNT", "IN_IO"),
+                         "depthwise_conv2d": ("PASS_THROUGH", "TILE_SUMS", "EP_COUNT", "IN_IO")}
+BOUNDED_ACTIVATIONS = (2, 3, 4)
 
 
 @dataclass
@@ -476,13 +482,21 @@ class _Programs:
             source = None if baked else self.keyed.get(key)
             if source is None:
                 merged = {**d.defines, **storage.defines(mode), "WG_X": wg[0], "WG_Y": wg[1], "WG_Z": wg[2]}
-                if tensors_half and env.overflow_word is not None:
+                if tensors_half and env.overflow_word is not None and _may_overflow(d.template, merged):
                     merged["HALF_OVERFLOW_WORD"] = env.overflow_word
                 source = shader.assemble(d.template, merged, values, tensors_half, math_half, self.sources, types, baked)
                 if not baked:  # a baked source is this dispatch's alone
                     self.keyed[key] = source
             out.append((wg, source, group_counts(d.grid, wg)))
         return out
+
+
+def _may_overflow(template, defines):
+    """Whether a dispatch of `template` with `defines` may round a finite value to inf in half
+    storage: all but those BOUNDED_BY_ACTIVATION names whose stores a bounded activation ends."""
+    others = BOUNDED_BY_ACTIVATION.get(template)
+    return others is None or defines.get("ACTIVATION") not in BOUNDED_ACTIVATIONS \
+        or any(defines.get(name) for name in others)
 
 
 def compile_plan(nodes, inputs, outputs, precision, limits, memory_strategy="best", tuner=None, promotion=None,

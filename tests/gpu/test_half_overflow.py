@@ -191,3 +191,22 @@ def test_a_recomputed_invoke_keeps_the_twins_tensors_too():
             assert delegate.summary()["half_overflow"]["recomputed"] == 1
             del interp
     np.testing.assert_allclose(product, x * np.float32(GAIN), rtol=4 * np.finfo(np.float32).eps)
+
+
+@pytest.mark.parametrize("activation, tested", [(0, True), (1, True), (2, False), (3, False)])
+def test_a_conv_whose_activation_bounds_its_stores_goes_without_the_test(activation, tested):
+    """compiler.BOUNDED_BY_ACTIVATION: a convolution ending in RELU_N1_TO_1 or RELU6 stores values within
+    [-1, 6]: its program has no test; with no activation or RELU (unbounded) it has one. The
+    first convolution loads the input from the I/O buffer (IN_IO, an input of over 64 KiB): its
+    loads still round to half, so it keeps the test whatever its activation; the last stores
+    the output, without activation."""
+    c = Chain(SHAPE)
+    y = c.conv(c.conv(c.x, 8, activation=activation), 8, activation=activation, seed=2)
+    with GpuDelegate(precision="fp16_fp32acc") as delegate:
+        interp = Interpreter(model_content=c.build(c.conv(y, 8, seed=3)), experimental_delegates=[delegate])
+        interp.allocate_tensors()
+        plan = delegate.partitions[0].plan
+        sources = [plan.sources[step[0]] for step, template in zip(plan.steps, plan.templates) if template == "conv2d"]
+        del interp
+    assert "#define IN_IO 1" in sources[0]
+    assert ["#define HALF_OVERFLOW_WORD" in s for s in sources] == [True, tested, True]
