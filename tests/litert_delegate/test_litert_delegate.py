@@ -639,3 +639,19 @@ def test_auto_outputs_follow_the_twin_and_back_inside_litert():
     for x, out in zip(inputs, outputs):
         expected = litert_alone(model, x)
         np.testing.assert_allclose(out, expected, rtol=0, atol=2e-3 * np.abs(expected).max())
+
+
+def test_a_half_overflow_made_an_error_fails_litert_invoke():
+    """warnings.simplefilter("error", HalfOverflowWarning): LiteRT's invoke() raises its
+    RuntimeError, saying the warning (docs/usage.md, "Half storage overflow")."""
+    import warnings
+    from gles_delegate import HalfOverflowWarning
+    from tests.gpu.test_half_overflow import gained_model, scaled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HalfOverflowWarning)
+        with GpuDelegate(precision="fp16_fp32acc") as delegate:
+            interp = LiteRT(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+            interp.allocate_tensors()
+            with pytest.raises(RuntimeError, match="HalfOverflowWarning: the GPU partition of nodes #0"):
+                run(interp, scaled((1, 8, 8, 6), 100.0))
+            del interp
