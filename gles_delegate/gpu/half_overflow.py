@@ -32,14 +32,15 @@ def new_record():
     return {"invokes": 0, "reached_outputs": 0, "recomputed": 0, "first": None}
 
 
-def note(partition, storage, record, capture=None):
+def note(partition, storage, value, record, capture=None):
     """Count an invoke of `partition` whose overflow word was set in `record` (new_record()).
-    Where the overflow reached its outputs, in `storage` (tensor index -> value) (_reached):
+    Where the overflow reached its outputs, in `storage` (tensor index -> value; `value`, its
+    runtime.input_reader, reads them without copying a deferred one) (_reached):
     with precision 'auto' (partition.float_twin set) its float32 twin computes them again from
     the same inputs (and the tensors of `capture`, the run's, GpuPartition.run), once compiled
     the first time it is needed; either way a HalfOverflowWarning."""
     record["invokes"] += 1
-    reached = _reached(partition, getattr(storage, "current", storage.__getitem__))  # input_reader: no copy
+    reached = _reached(partition, value)
     if not reached:
         return
     record["reached_outputs"] += 1

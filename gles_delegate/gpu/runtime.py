@@ -217,8 +217,13 @@ class GpuPartition:
             except BaseException:
                 context.state_owner = None  # the next run binds, and barriers, again
                 raise
+        self._note_overflow(storage, capture)
+
+    def _note_overflow(self, storage, capture):
+        """After a run: where its half storage overflowed, half_overflow.note (the delegate's
+        record; none for calibration's partitions)."""
         if self.overflow is not None and self.io.overflowed():
-            half_overflow.note(self, storage, self.overflow, capture)
+            half_overflow.note(self, storage, input_reader(storage), self.overflow, capture)
 
     def _begin(self, storage):
         """Bind the partition's storage buffers unless they still are, and upload its inputs
@@ -395,8 +400,7 @@ class GpuPartition:
             earlier = found is None or (found["step"] is not None and k < found["step"])
             if earlier and not np.isfinite(values).all():
                 found = self._nonfinite_report(k, index, values)
-        if self.overflow is not None and self.io.overflowed():
-            half_overflow.note(self, storage, self.overflow, capture)
+        self._note_overflow(storage, capture)
         if found is not None and self.nonfinite.get("first_nonfinite") is None:
             self.nonfinite["first_nonfinite"] = found
             where = f"GPU dispatch {found['dispatch']!r} (step {found['step']})" if found["step"] is not None \
@@ -694,23 +698,26 @@ class CopiedIo:
         self.handle = self.buffer.glo
         self.barrier = context.gl.memory_barrier_fast
         self.overflow = False  # see MappedIo.overflowed
+        self.words = _words(plan)
 
     def write_inputs(self, storage):
         value = input_reader(storage)
         for slot in self.plan.inputs:
             self.buffer.write(np.ascontiguousarray(io_values(value(slot.tensor_index)), np.float32), slot.offset)
-        if self.plan.status_errors:
-            self.buffer.write(np.zeros(len(self.plan.status_errors), np.float32), self.plan.status_offset)
-        if self.plan.overflow_offset >= 0:
-            self.buffer.write(np.zeros(1, np.float32), self.plan.overflow_offset)
+        if self.words is not None:  # the overflow and status words: one write
+            start, end = self.words
+            self.buffer.write(bytes(end - start), start)
 
     def read_outputs(self, storage):
         self.barrier(END_BARRIER | G.GL_BUFFER_UPDATE_BARRIER_BIT)
-        self.overflow = self.plan.overflow_offset >= 0 and bool(
-            np.frombuffer(self.buffer.read(4, self.plan.overflow_offset), np.float32)[0])
-        if self.plan.status_errors:
-            status = self.buffer.read(4 * len(self.plan.status_errors), self.plan.status_offset)
-            check_status(np.frombuffer(status, np.float32), self.plan.status_errors)
+        if self.words is not None:  # the overflow and status words: one read
+            start, end = self.words
+            words = np.frombuffer(self.buffer.read(end - start, start), np.float32)
+            plan = self.plan
+            self.overflow = plan.overflow_offset >= 0 and bool(words[(plan.overflow_offset - start) // 4])
+            if plan.status_errors:
+                first = (plan.status_offset - start) // 4
+                check_status(words[first:first + len(plan.status_errors)], plan.status_errors)
         for slot in self.plan.outputs:
             target = storage[slot.tensor_index]
             if target.flags.c_contiguous and target.dtype == np.float32:

@@ -15,6 +15,7 @@ from gles_delegate.tflite.writer import quantize_params
 from tests.litert import run_litert
 from tests.gpu.gpulib import invoked_keeping_every_tensor
 from tests.gpu.test_io_loads import SHAPE, reader_model
+from tests.gpu.test_io_paths import IO_PATHS, check_io_path, use_io_path
 from tests.gpu.transforms.rulelib import Chain
 from tests.streaming_models import Ring, frames, ring_model
 
@@ -22,6 +23,7 @@ from tests.streaming_models import Ring, frames, ring_model
 # before any store: only the precisions that compute in float32 are checked store by store.
 HALF_STORAGE = ["fp16_fp32acc", "auto"]
 GAIN = 1000.0  # the model's MUL: inputs of 100 give 1e5, beyond half's 65504
+F16_EPS = float(np.finfo(np.float16).eps)  # an input rounded to half moves the output by at most half of it
 
 
 def gained_model(after):
@@ -81,7 +83,7 @@ def test_auto_computes_an_overflowed_invoke_again_in_float32():
     for x, out in zip((big, big, small), outputs):
         expected = np.abs(x * np.float32(GAIN))
         np.testing.assert_allclose(out, expected, rtol=0, atol=4 * np.finfo(np.float32).eps * expected.max()
-                                   if x is big else 2e-3 * expected.max())  # the last one in half storage
+                                   if x is big else 2 * F16_EPS * expected.max())  # the last one in half storage
     assert twins[0] is not None and twins[0] is twins[1] is twins[2]
     assert record["invokes"] == record["reached_outputs"] == record["recomputed"] == 2
     said = [str(w.message) for w in caught if issubclass(w.category, HalfOverflowWarning)]
@@ -210,3 +212,23 @@ def test_a_conv_whose_activation_bounds_its_stores_goes_without_the_test(activat
         del interp
     assert "#define IN_IO 1" in sources[0]
     assert ["#define HALF_OVERFLOW_WORD" in s for s in sources] == [True, tested, True]
+
+
+@pytest.mark.parametrize("path", IO_PATHS)
+def test_every_io_path_reads_the_overflow_word(path, monkeypatch):
+    """The word is zeroed and read back on each I/O path (MappedIo direct or through device
+    memory, CopiedIo with the status words in one write and one read): an overflowing invoke,
+    then one within range, counted once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HalfOverflowWarning)
+        with GpuDelegate(precision="fp16_fp32acc") as delegate:
+            use_io_path(monkeypatch, delegate, path)
+            interp = Interpreter(model_content=gained_model("ABS"), experimental_delegates=[delegate])
+            interp.allocate_tensors()
+            check_io_path(delegate.partitions[0], path)
+            for scale in (100.0, 10.0):
+                interp.set_tensor(interp.get_input_details()[0]["index"], scaled((1, 8, 8, 6), scale))
+                interp.invoke()
+            assert np.isfinite(interp.get_tensor(interp.get_output_details()[0]["index"])).all()
+            assert delegate.summary()["half_overflow"]["reached_outputs"] == 1
+            del interp

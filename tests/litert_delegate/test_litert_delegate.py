@@ -638,7 +638,7 @@ def test_auto_outputs_follow_the_twin_and_back_inside_litert():
         del interp
     for x, out in zip(inputs, outputs):
         expected = litert_alone(model, x)
-        np.testing.assert_allclose(out, expected, rtol=0, atol=2e-3 * np.abs(expected).max())
+        np.testing.assert_allclose(out, expected, rtol=0, atol=2 * np.finfo(np.float16).eps * np.abs(expected).max())
 
 
 def test_a_half_overflow_made_an_error_fails_litert_invoke():
